@@ -1,0 +1,1 @@
+"""The command line: ``teacache-studio [subcommand]``. Without a subcommand the window opens."""

@@ -1,0 +1,86 @@
+"""Argument parsing and dispatch. Subcommands register themselves in ``SUBCOMMANDS``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from app.cli.errors import UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as one clear line (exit 2) instead of usage + text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _variants(args: argparse.Namespace) -> int:
+    from app.variants import VARIANTS, check_schedule
+
+    if args.json:
+        rows = []
+        for v in VARIANTS.values():
+            data = v.summary()
+            check = check_schedule(v, v.default_steps)
+            data["can_skip_at_default_steps"] = check.can_skip
+            data["eligible_steps_at_default"] = check.eligible_steps
+            rows.append(data)
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(v) for v in VARIANTS)
+    print(f"{'id':<{width}}  {'family':<11} {'steps':>5}  {'threshold':>9}  distilled")
+    for v in VARIANTS.values():
+        thresh = "—" if v.default_threshold is None else f"{v.default_threshold:.2f}"
+        print(
+            f"{v.id:<{width}}  {v.family.value:<11} {v.default_steps:>5}  {thresh:>9}  "
+            f"{'yes' if v.distilled else 'no'}"
+        )
+    return 0
+
+
+SubcommandSetup = Callable[[argparse._SubParsersAction], None]
+SUBCOMMANDS: list[SubcommandSetup] = []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from app import __version__
+
+    parser = _Parser(
+        prog="teacache-studio",
+        description="Explore TeaCache step-skipping on MLX image models. "
+        "Without a subcommand, opens the window.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--screenshot", metavar="FILE", help="open the window, run one demo "
+                        "generation, save a grab of the window to FILE and exit")
+    parser.add_argument("--smoke-test", action="store_true",
+                        help="build the window offscreen, run one demo generation, exit 0")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    p = sub.add_parser("variants", help="list the model variants and their gate defaults")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_variants)
+    for setup in SUBCOMMANDS:
+        setup(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    try:
+        if handler is None:
+            from app.ui.launch import launch
+
+            return launch(screenshot=args.screenshot, smoke_test=args.smoke_test)
+        return int(handler(args))
+    except UserError as exc:
+        print(f"teacache-studio: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("teacache-studio: interrupted", file=sys.stderr)
+        return 130

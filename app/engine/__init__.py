@@ -1,0 +1,1 @@
+"""The engine: Qt-free. One frozen ``GenerationRequest`` in, typed ``EngineEvent``s out."""

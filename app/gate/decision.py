@@ -1,0 +1,204 @@
+"""The gate's decision rule on plain floats: shared by the live gate and the offline simulator.
+
+Keeping the rule in one pure function is what makes "the simulator and the live gate agree on the
+same trace" true by construction rather than by parallel maintenance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+DEFAULT_MAX_CONSECUTIVE_SKIPS = 8
+
+
+class Decision(StrEnum):
+    computed = "computed"
+    forced = "forced"
+    skipped = "skipped"
+    numerical_miss = "numerical-miss"
+
+    @property
+    def letter(self) -> str:
+        return _LETTERS[self]
+
+    @property
+    def computes(self) -> bool:
+        return self is not Decision.skipped
+
+
+_LETTERS = {
+    Decision.computed: "C",
+    Decision.forced: "F",
+    Decision.skipped: "S",
+    Decision.numerical_miss: "N",
+}
+
+
+class GateConfigError(ValueError):
+    """A gate parameter is out of range; the message names the parameter and the allowed range."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateParams:
+    """Everything that decides the gate's behaviour, validated on construction.
+
+    ``coefficients`` is the degree-4 rescaling polynomial stored high → low (numpy ``poly1d``
+    order). A step whose measured signal change lies above ``calibrated_range`` always computes:
+    the polynomial was never fitted there.
+    """
+
+    coefficients: tuple[float, ...]
+    rel_l1_thresh: float
+    skip_first: int = 1
+    skip_last: int = 1
+    max_consecutive_skips: int = DEFAULT_MAX_CONSECUTIVE_SKIPS
+    calibrated_range: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        coefficients = tuple(float(c) for c in self.coefficients)
+        if len(coefficients) != 5 or not all(math.isfinite(c) for c in coefficients):
+            raise GateConfigError("coefficients must be 5 finite numbers (degree 4, high → low)")
+        object.__setattr__(self, "coefficients", coefficients)
+        thresh = float(self.rel_l1_thresh)
+        if not (math.isfinite(thresh) and 0.0 <= thresh <= 1.0):
+            raise GateConfigError(f"threshold must be between 0 and 1, got {self.rel_l1_thresh!r}")
+        object.__setattr__(self, "rel_l1_thresh", thresh)
+        for name in ("skip_first", "skip_last"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise GateConfigError(f"{name} must be a whole number ≥ 0, got {value!r}")
+        if not isinstance(self.max_consecutive_skips, int) or self.max_consecutive_skips < 1:
+            raise GateConfigError("max_consecutive_skips must be a whole number ≥ 1")
+        if self.calibrated_range is not None:
+            lo, hi = (float(v) for v in self.calibrated_range)
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo < hi):
+                raise GateConfigError("calibrated_range must be (low, high) with 0 ≤ low < high")
+            object.__setattr__(self, "calibrated_range", (lo, hi))
+
+    @property
+    def enabled(self) -> bool:
+        return self.rel_l1_thresh > 0.0
+
+    def in_forced_window(self, index: int, num_steps: int) -> bool:
+        return index < self.skip_first or index >= num_steps - self.skip_last
+
+    def eligible_steps(self, num_steps: int) -> int:
+        """Steps outside the protected windows that have a cached residual to reuse."""
+        window = max(0, num_steps - self.skip_first - self.skip_last)
+        # With no leading forced step, the first windowed step only seeds the cache.
+        return window - 1 if window and self.skip_first == 0 else window
+
+
+def poly_eval(coefficients: tuple[float, ...], x: float) -> float:
+    """Horner evaluation; coefficients high → low."""
+    acc = 0.0
+    for c in coefficients:
+        acc = acc * x + c
+    return acc
+
+
+def predict_change(params: GateParams, rel_l1: float) -> tuple[float, bool]:
+    """The predicted body-output change for a measured signal change, and whether it lies above
+    the calibrated range (which forces a compute). Non-finite results are returned as NaN."""
+    x = rel_l1
+    above = False
+    if params.calibrated_range is not None:
+        lo, hi = params.calibrated_range
+        above = x > hi
+        x = min(max(x, lo), hi)
+    try:
+        value = poly_eval(params.coefficients, x)
+    except OverflowError:
+        return math.nan, above
+    if not math.isfinite(value):
+        return math.nan, above
+    return max(0.0, value), above
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One step's decision. ``accumulated`` is the value compared with the threshold on this step
+    (the running total plus this step's prediction); after a compute the running total restarts at 0."""
+
+    index: int
+    decision: Decision
+    rel_l1: float | None = None
+    predicted: float | None = None
+    accumulated: float | None = None
+    store_residual: bool = False
+
+
+@dataclass(slots=True)
+class GateScalars:
+    """The gate's scalar state between steps."""
+
+    accumulated: float = 0.0
+    streak: int = 0
+    has_anchor: bool = False
+    has_residual: bool = False
+
+
+def decide(
+    params: GateParams,
+    state: GateScalars,
+    index: int,
+    num_steps: int,
+    rel_l1: float | None,
+) -> Verdict:
+    """Decide step ``index`` and update ``state`` in place.
+
+    ``rel_l1`` is the measured change of the gate signal against the previous step, or None when
+    no previous signal exists. With the gate disabled (threshold 0) every step computes and nothing
+    is cached — the caller builds no signal at all in that case.
+    """
+    if not params.enabled:
+        return Verdict(index, Decision.computed)
+
+    if index < params.skip_first:
+        # Leading protected steps compute and seed the anchor and the residual (as upstream TeaCache).
+        _reset(state)
+        state.has_anchor = rel_l1 is None or math.isfinite(rel_l1)
+        state.has_residual = True
+        return Verdict(index, Decision.forced, rel_l1, store_residual=True)
+    if index >= num_steps - params.skip_last:
+        # Trailing protected steps: nothing after them can reuse a residual, so none is stored.
+        _reset(state)
+        return Verdict(index, Decision.forced, rel_l1)
+
+    if rel_l1 is not None and not math.isfinite(rel_l1):
+        _reset(state)
+        state.has_anchor = False
+        state.has_residual = False
+        return Verdict(index, Decision.numerical_miss, rel_l1)
+
+    if rel_l1 is None or not state.has_anchor or not state.has_residual:
+        _reset(state)
+        state.has_anchor = True
+        state.has_residual = True
+        return Verdict(index, Decision.computed, rel_l1, store_residual=True)
+
+    predicted, above_range = predict_change(params, rel_l1)
+    if math.isnan(predicted):
+        _reset(state)
+        state.has_residual = False
+        return Verdict(index, Decision.numerical_miss, rel_l1)
+
+    candidate = state.accumulated + predicted
+    if (
+        not above_range
+        and candidate < params.rel_l1_thresh
+        and state.streak < params.max_consecutive_skips
+    ):
+        state.accumulated = candidate
+        state.streak += 1
+        return Verdict(index, Decision.skipped, rel_l1, predicted, candidate)
+
+    _reset(state)
+    return Verdict(index, Decision.computed, rel_l1, predicted, candidate, store_residual=True)
+
+
+def _reset(state: GateScalars) -> None:
+    state.accumulated = 0.0
+    state.streak = 0
