@@ -1,0 +1,97 @@
+"""Typed engine events. The engine emits them from its thread; one handler applies them to the
+view-model. Payloads are immutable and hold plain data (numpy images, floats), never MLX arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from app.gate.live import StepEvent
+
+
+class Pass(StrEnum):
+    vanilla = "vanilla"
+    gated = "gated"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProgress:
+    variant_id: str
+    message: str
+    done_bytes: int | None = None
+    total_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReady:
+    variant_id: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class PassStarted:
+    run_id: int
+    which: Pass
+    num_steps: int
+    resumed_from: int | None = None  # gated pass resumed from vanilla latents before this step
+    cached: bool = False  # vanilla result reused from the cache: no steps will follow
+
+
+@dataclass(frozen=True, slots=True)
+class StepDone:
+    run_id: int
+    which: Pass
+    step: StepEvent
+
+
+@dataclass(frozen=True, slots=True)
+class PassFinished:
+    run_id: int
+    which: Pass
+    image: np.ndarray  # uint8 RGB, C-contiguous
+    seconds: float
+    steps: tuple[StepEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunWarning:
+    """An inline, non-fatal notice (the distilled-schedule banner, an untested mflux...)."""
+
+    run_id: int
+    kind: str
+    message: str
+    details: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    run_id: int
+    report: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancelled:
+    run_id: int
+    at_step: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed:
+    run_id: int
+    message: str  # one line for the banner
+    details: str  # the traceback, for the copy button and the log
+
+
+EngineEvent = (
+    LoadProgress
+    | ModelReady
+    | PassStarted
+    | StepDone
+    | PassFinished
+    | RunWarning
+    | RunFinished
+    | RunCancelled
+    | RunFailed
+)
