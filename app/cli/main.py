@@ -43,7 +43,12 @@ def _variants(args: argparse.Namespace) -> int:
 
 
 SubcommandSetup = Callable[[argparse._SubParsersAction], None]
-SUBCOMMANDS: list[SubcommandSetup] = []
+
+
+def _subcommands() -> list[SubcommandSetup]:
+    from app.cli import generate
+
+    return [generate.setup]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("variants", help="list the model variants and their gate defaults")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=_variants)
-    for setup in SUBCOMMANDS:
+    for setup in _subcommands():
         setup(sub)
     return parser
 

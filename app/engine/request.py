@@ -25,6 +25,8 @@ class GenerationRequest:
     guidance: float | None = None
     quantize: int | None = None
     compare_vanilla: bool = True
+    # Resume the gated pass from the cached vanilla trajectory (bit-exact; the app's fast path).
+    resume: bool = False
 
     @property
     def variant(self) -> Variant:
@@ -32,8 +34,16 @@ class GenerationRequest:
 
     def vanilla_key(self) -> tuple[object, ...]:
         """Everything a vanilla run depends on: moving only the threshold reuses it."""
-        return (self.variant_id, self.prompt, self.seed, self.steps, self.width, self.height,
-                self.guidance, self.quantize)
+        return (
+            self.variant_id,
+            self.prompt,
+            self.seed,
+            self.steps,
+            self.width,
+            self.height,
+            self.guidance,
+            self.quantize,
+        )
 
     def with_threshold(self, threshold: float) -> GenerationRequest:
         return replace(self, threshold=threshold)
@@ -53,6 +63,7 @@ def make_request(
     guidance: float | None = None,
     quantize: int | None = None,
     compare_vanilla: bool = True,
+    resume: bool = False,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -66,7 +77,9 @@ def make_request(
         raise RequestError("the prompt is empty; describe the image you want")
     steps = variant.default_steps if steps is None else steps
     if not isinstance(steps, int) or steps < variant.min_steps:
-        raise RequestError(f"steps must be at least {variant.min_steps} for {variant.id}, got {steps}")
+        raise RequestError(
+            f"steps must be at least {variant.min_steps} for {variant.id}, got {steps}"
+        )
     if steps > 1000:
         raise RequestError(f"steps must be at most 1000, got {steps}")
     if threshold is None:
@@ -99,4 +112,5 @@ def make_request(
         guidance=guidance,
         quantize=quantize,
         compare_vanilla=compare_vanilla,
+        resume=resume,
     )

@@ -1,0 +1,129 @@
+"""``teacache-studio generate``: vanilla and gated in one process, images and a JSON report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+
+from app.cli.errors import UserError
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UserError(f"size must look like WIDTHxHEIGHT (for example 512x512), got {text!r}")
+    return int(parts[0]), int(parts[1])
+
+
+def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True) -> None:
+    p.add_argument("--variant", required=True, help="variant id (see `teacache-studio variants`)")
+    p.add_argument("--prompt", required=True, help="what to draw")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
+    if threshold:
+        p.add_argument("--threshold", type=float,
+                       help="gate threshold in [0, 1]; 0 turns skipping off (default: the variant's)")
+    p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
+    p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
+    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+
+
+def parse_size_arg(text: str) -> tuple[int, int]:
+    try:
+        return parse_size(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def request_from_args(args: argparse.Namespace, **overrides: object):  # -> GenerationRequest
+    from app.engine.request import RequestError, make_request
+
+    values = {
+        "seed": args.seed,
+        "steps": args.steps,
+        "threshold": getattr(args, "threshold", None),
+        "size": args.size,
+        "guidance": args.guidance,
+        "quantize": args.quantize,
+    }
+    values.update(overrides)
+    try:
+        return make_request(args.variant, args.prompt, **values)  # type: ignore[arg-type]
+    except RequestError as exc:
+        raise UserError(str(exc)) from None
+
+
+def run_headless(request, *, progress: bool = True) -> dict[str, object]:  # noqa: ANN001
+    """Run one request on this thread through the real engine; raise UserError on failure."""
+    from app.blas import preload_openblas
+
+    preload_openblas()
+    from app.engine import events as ev
+    from app.engine.engine import Engine
+
+    outcome: dict[str, object] = {}
+    images: dict[str, object] = {}
+
+    def emit(event: object) -> None:
+        if isinstance(event, ev.RunWarning) and progress:
+            print(f"warning: {event.message}", file=sys.stderr)
+        elif isinstance(event, ev.LoadProgress) and progress:
+            print(event.message, file=sys.stderr)
+        elif isinstance(event, ev.PassStarted) and progress:
+            note = " (cached)" if event.cached else ""
+            print(f"{event.which.value} pass: {event.num_steps} steps{note}", file=sys.stderr)
+        elif isinstance(event, ev.PassFinished):
+            images[event.which.value] = event.image
+        elif isinstance(event, ev.RunFinished):
+            outcome["report"] = event.report
+        elif isinstance(event, ev.RunFailed):
+            outcome["error"] = event.message
+        elif isinstance(event, ev.RunCancelled):
+            outcome["error"] = "cancelled"
+
+    engine = Engine()
+    try:
+        engine.run(1, request, emit, threading.Event())
+    finally:
+        engine.close()
+    if "error" in outcome:
+        raise UserError(str(outcome["error"]), exit_code=1)
+    report = dict(outcome["report"])  # type: ignore[arg-type]
+    report["_images"] = images
+    return report
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from PIL import Image
+
+    request = request_from_args(args, compare_vanilla=True, resume=args.resume)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the output folder {out}: {exc.strerror}") from None
+    report = run_headless(request)
+    images = report.pop("_images")
+    for name, image in images.items():  # type: ignore[union-attr]
+        Image.fromarray(image).save(out / f"{name}.png")
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"{request.variant_id}: skipped {report['skipped']} of {request.steps} steps "
+        f"({report['pattern']}), SSIM {report.get('ssim', float('nan')):.4f}, "
+        f"vanilla {report.get('vanilla_seconds', 0):.2f} s, gated {report['gated_seconds']:.2f} s "
+        f"→ {out}"
+    )
+    return 0
+
+
+def setup(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="generate one image, vanilla and gated, with a report")
+    add_request_arguments(p)
+    p.add_argument("--out", required=True, help="folder for gated.png, vanilla.png, report.json")
+    p.add_argument("--resume", action="store_true",
+                   help="resume the gated pass from the vanilla trajectory (faster; the gated "
+                        "time then includes vanilla's time for the replayed steps)")
+    p.set_defaults(handler=_generate)

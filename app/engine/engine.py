@@ -1,0 +1,546 @@
+"""The real engine: loads mflux pipelines, runs the vanilla and the gated pass, reports.
+
+Runs on whichever thread calls it (the UI's long-lived worker, or the CLI's main thread) and must
+stay on that thread: MLX streams are thread-local. Qt-free.
+
+The vanilla pass is the adapter in *observe* mode: every step computes, and the gate measures its
+signal so the run leaves a rel-L1 trace behind (for the simulator and the gate plot). Where mflux's
+own path is eager (FLUX.1, Qwen-Image, the demo) that pass is bit-identical to untouched mflux —
+the adapter tests assert it.
+
+Fast exploration: vanilla results are cached per ``GenerationRequest.vanilla_key()``. A gated pass
+can *resume* from the vanilla trajectory: up to the first step the gate skips, the gated trajectory
+is the vanilla one, so the engine replays vanilla's saved noise predictions for those steps (the
+scheduler then rebuilds vanilla's latents bit for bit) and runs the transformer again only from the
+last computed step before the first skip, which re-seeds the gate's anchor and residual.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import platform
+import threading
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from app.engine.events import (
+    LoadProgress,
+    ModelReady,
+    Pass,
+    PassFinished,
+    PassStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunWarning,
+    StepDone,
+)
+from app.engine.protocol import Cancelled, Emit
+from app.engine.request import GenerationRequest
+from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
+from app.variants import Variant, check_schedule
+
+log = logging.getLogger(__name__)
+
+Loader = Callable[[Variant, GenerationRequest, Emit, threading.Event], Any]
+
+
+class UserFacingError(Exception):
+    """An expected failure whose message is shown as is (loading errors, bad input...)."""
+
+
+@dataclass(slots=True)
+class PassResult:
+    image: np.ndarray
+    final_latents: mx.array
+    events: list[StepEvent]
+    loop_seconds: float
+    wall_seconds: float
+    noises: list[mx.array]
+    resumed_from: int | None = None
+    peak_memory_bytes: int | None = None
+
+    @property
+    def trace(self) -> list[float | None]:
+        return [e.rel_l1 for e in self.events]
+
+    @property
+    def pattern(self) -> str:
+        return "".join(e.decision.letter for e in self.events)
+
+    @property
+    def skipped(self) -> int:
+        return sum(e.decision is Decision.skipped for e in self.events)
+
+
+class _LoopObserver:
+    """Registered after the gate's lifecycle callback: captures latents, honours cancel."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.final_latents: mx.array | None = None
+
+    def call_in_loop(
+        self,
+        t: int,
+        seed: int,
+        prompt: str,
+        latents: mx.array,
+        config: Any,
+        time_steps: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if self.cancel.is_set():
+            raise Cancelled
+
+    def call_after_loop(
+        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        self.final_latents = latents
+
+
+def _unregister(pipeline: Any, callback: object) -> None:
+    registry = pipeline.callbacks
+    for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
+        items = getattr(registry, name, None)
+        if isinstance(items, list):
+            items[:] = [c for c in items if c is not callback]
+
+
+@dataclass(frozen=True, slots=True)
+class _Replay:
+    """Steps ``< until`` return vanilla's saved prediction instead of calling the transformer."""
+
+    until: int
+    noises: list[mx.array]
+
+
+def _wrap_predict(
+    pipeline: Any, sink: list[mx.array] | None, replay: _Replay | None
+) -> Callable[[], None]:
+    """Wrap the installed ``_predict`` factory to record (and optionally replay) each step's final
+    noise prediction. Returns the undo. Only for families driven through ``_predict``."""
+    factory = pipeline.__dict__.get("_predict")
+    if factory is None:
+        raise RuntimeError("this pipeline has no instance-level _predict to wrap")
+
+    def wrapped_factory(transformer: Any) -> Callable[..., mx.array]:
+        inner = factory(transformer)
+        counter = itertools.count()
+
+        def predict(**kwargs: Any) -> mx.array:
+            index = next(counter)
+            if replay is not None and index < replay.until:
+                return replay.noises[index]
+            out = inner(**kwargs)
+            if sink is not None:
+                sink.append(out)
+            return out
+
+        return predict
+
+    pipeline._predict = wrapped_factory
+
+    def undo() -> None:
+        pipeline._predict = factory
+
+    return undo
+
+
+def supports_resume(pipeline: Any) -> bool:
+    """True while a gate adapter drives this pipeline through an instance-level ``_predict``
+    (FLUX.2, Z-Image and the demo): the seam where whole-step predictions can be replayed."""
+    return "_predict" in pipeline.__dict__
+
+
+def to_uint8_rgb(image: Any) -> np.ndarray:
+    array = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
+    return np.ascontiguousarray(array, dtype=np.uint8)
+
+
+def ssim(a: np.ndarray, b: np.ndarray) -> float:
+    from skimage.metrics import structural_similarity
+
+    return float(structural_similarity(a, b, channel_axis=-1, data_range=255))
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for name in ("teacache-studio", "mflux", "mlx"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    out["mlx_device"] = str(mx.default_device())
+    return out
+
+
+class Engine:
+    """The production ``EngineProtocol``. Keeps one real model (they are large) and both demos."""
+
+    def __init__(self, loader: Loader | None = None, vanilla_cache_size: int = 6) -> None:
+        self._loader = loader or default_loader
+        self._pipelines: OrderedDict[tuple[str, int | None], Any] = OrderedDict()
+        self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
+        self._vanilla_cache_size = vanilla_cache_size
+
+    # -- protocol ------------------------------------------------------------------------------
+    def run(
+        self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
+    ) -> None:
+        try:
+            report = self.generate(run_id, request, emit, cancel)
+        except Cancelled:
+            emit(RunCancelled(run_id, None))
+        except UserFacingError as exc:
+            emit(RunFailed(run_id, str(exc), traceback.format_exc()))
+        except MemoryError:
+            emit(
+                RunFailed(
+                    run_id,
+                    "out of memory: try a smaller size or a quantized model",
+                    traceback.format_exc(),
+                )
+            )
+        except Exception as exc:  # the worker must never die: report and stay usable
+            log.exception("generation failed")
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            emit(RunFailed(run_id, f"generation failed: {message}", traceback.format_exc()))
+        else:
+            emit(RunFinished(run_id, report))
+
+    def close(self) -> None:
+        self._pipelines.clear()
+        self._vanilla.clear()
+        mx.clear_cache()
+
+    # -- the run -------------------------------------------------------------------------------
+    def generate(
+        self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
+    ) -> dict[str, object]:
+        variant = request.variant
+        for warning in schedule_warnings(variant, request):
+            emit(replace(warning, run_id=run_id))
+        pipeline = self.pipeline(variant, request, emit, cancel)
+        if cancel.is_set():
+            raise Cancelled
+        params = variant.gate_params(request.threshold)
+
+        vanilla: PassResult | None = None
+        if request.compare_vanilla:
+            key = request.vanilla_key()
+            vanilla = self._vanilla.get(key)
+            if vanilla is not None:
+                self._vanilla.move_to_end(key)
+                emit(PassStarted(run_id, Pass.vanilla, request.steps, cached=True))
+                emit(
+                    PassFinished(
+                        run_id,
+                        Pass.vanilla,
+                        vanilla.image,
+                        vanilla.loop_seconds,
+                        tuple(vanilla.events),
+                    )
+                )
+            else:
+                vanilla = self.run_pass(
+                    run_id, Pass.vanilla, pipeline, request, params, emit, cancel
+                )
+                self._vanilla[key] = vanilla
+                while len(self._vanilla) > self._vanilla_cache_size:
+                    self._vanilla.popitem(last=False)
+            if variant.distilled or not check_schedule(variant, request.steps).can_skip:
+                onset = engagement(
+                    replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), vanilla.trace
+                )
+                emit(
+                    RunWarning(
+                        run_id,
+                        "engagement",
+                        _engagement_message(onset, params),
+                        {
+                            "eligible_steps": onset.eligible_steps,
+                            "onset_threshold": onset.onset_threshold,
+                            "threshold": params.rel_l1_thresh,
+                        },
+                    )
+                )
+
+        resume = (
+            vanilla is not None
+            and request.resume
+            and len(vanilla.noises) == len(vanilla.events) == request.steps
+        )
+        gated = self.run_pass(
+            run_id,
+            Pass.gated,
+            pipeline,
+            request,
+            params,
+            emit,
+            cancel,
+            resume_from=vanilla if resume else None,
+        )
+        return build_report(request, params, vanilla, gated)
+
+    def pipeline(
+        self, variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
+    ) -> Any:
+        key = (variant.id, request.quantize)
+        if key in self._pipelines:
+            self._pipelines.move_to_end(key)
+            return self._pipelines[key]
+        if not variant.embedded:
+            # Real models are large: keep only one resident (the demos are tiny and stay).
+            for other in [k for k in self._pipelines if not k[0].startswith("demo")]:
+                del self._pipelines[other]
+            self._vanilla.clear()
+            mx.clear_cache()
+        emit(LoadProgress(variant.id, f"loading {variant.display_name}…"))
+        started = time.perf_counter()
+        pipeline = self._loader(variant, request, emit, cancel)
+        self._pipelines[key] = pipeline
+        emit(ModelReady(variant.id, time.perf_counter() - started))
+        return pipeline
+
+    def run_pass(
+        self,
+        run_id: int,
+        which: Pass,
+        pipeline: Any,
+        request: GenerationRequest,
+        params: GateParams,
+        emit: Emit,
+        cancel: threading.Event,
+        resume_from: PassResult | None = None,
+    ) -> PassResult:
+        from app.adapters import install_gate
+
+        replay: _Replay | None = None
+        substitutes: dict[int, StepEvent] = {}
+        if resume_from is not None:
+            replay, substitutes = _plan_resume(params, resume_from)
+        observe = which is Pass.vanilla
+        emit(
+            PassStarted(
+                run_id, which, request.steps, resumed_from=None if replay is None else replay.until
+            )
+        )
+
+        events: list[StepEvent] = []
+
+        def on_step(event: StepEvent) -> None:
+            substitute = substitutes.get(event.index)
+            if substitute is not None:
+                reseeding = replay is not None and event.index == replay.until
+                event = replace(substitute, seconds=event.seconds) if reseeding else substitute
+            events.append(event)
+            emit(StepDone(run_id, which, event))
+
+        gate = TeaCacheGate(params, on_step=on_step, observe=observe, capture_output=observe)
+        observer = _LoopObserver(cancel)
+        noises: list[mx.array] = []
+        undo_predict: Callable[[], None] | None = None
+        mx.reset_peak_memory()
+        with install_gate(pipeline, gate):
+            pipeline.callbacks.register(observer)
+            try:
+                if supports_resume(pipeline):  # evaluated after the adapter installed itself
+                    undo_predict = _wrap_predict(pipeline, noises if observe else None, replay)
+                started = time.perf_counter()
+                result = pipeline.generate_image(**generate_kwargs(pipeline, request))
+                wall = time.perf_counter() - started
+            finally:
+                if undo_predict is not None:
+                    undo_predict()
+                _unregister(pipeline, observer)
+        if observer.final_latents is None:
+            raise RuntimeError("the pipeline finished without reporting its final latents")
+        image = to_uint8_rgb(result.image)
+        loop_seconds = sum(e.seconds for e in events)
+        outcome = PassResult(
+            image,
+            observer.final_latents,
+            events,
+            loop_seconds,
+            wall,
+            noises,
+            None if replay is None else replay.until,
+            int(mx.get_peak_memory()),
+        )
+        emit(PassFinished(run_id, which, image, loop_seconds, tuple(events)))
+        return outcome
+
+
+def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[_Replay, dict[int, StepEvent]]:
+    """Replay vanilla up to (not including) the last computed step before the first skip.
+
+    The simulator is exact up to the first skip, so its verdicts are the gated run's verdicts for
+    every step before it. Replayed steps keep vanilla's step times (they cost that in vanilla);
+    the re-seeding step at ``until`` runs for real, and only its telemetry is taken from the
+    simulation (the live gate sees it as a fresh seed).
+    """
+    verdicts = simulate(params, vanilla.trace)
+    first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
+    num_steps = len(vanilla.events)
+    until = num_steps if first_skip is None else first_skip - 1
+    substitutes: dict[int, StepEvent] = {}
+    for i in range(num_steps if first_skip is None else first_skip):
+        v = verdicts[i]
+        substitutes[i] = StepEvent(
+            index=i,
+            num_steps=num_steps,
+            decision=v.decision,
+            rel_l1=v.rel_l1,
+            predicted=v.predicted,
+            accumulated=v.accumulated,
+            threshold=params.rel_l1_thresh,
+            seconds=vanilla.events[i].seconds,
+        )
+    return _Replay(until, vanilla.noises), substitutes
+
+
+def longest_skip_streak(pattern: str) -> int:
+    return max(
+        (len(run) for run in pattern.replace("F", "C").replace("N", "C").split("C")), default=0
+    )
+
+
+def generate_kwargs(pipeline: Any, request: GenerationRequest) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "seed": request.seed,
+        "prompt": request.prompt,
+        "num_inference_steps": request.steps,
+        "height": request.height,
+        "width": request.width,
+    }
+    if request.guidance is not None:
+        kwargs["guidance"] = request.guidance
+    return kwargs
+
+
+def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunWarning]:
+    check = check_schedule(
+        variant, request.steps, request.threshold if request.threshold > 0 else None
+    )
+    if check.can_skip and not variant.distilled:
+        return []
+    if request.threshold <= 0 and not variant.distilled:
+        return []
+    message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
+    if check.suggestion:
+        message += f" Instead: {check.suggestion}."
+    return [
+        RunWarning(
+            0,
+            "distilled" if variant.distilled else "schedule",
+            message,
+            {
+                "eligible_steps": check.eligible_steps,
+                "can_skip": check.can_skip,
+                "min_predicted_change": variant.min_predicted_change,
+                "threshold": request.threshold,
+                "suggestion": check.suggestion,
+            },
+        )
+    ]
+
+
+def _engagement_message(onset: Any, params: GateParams) -> str:
+    if onset.onset_threshold is None:
+        return "On this run no step was gate-eligible: nothing can be skipped at any threshold."
+    return (
+        f"Measured on this run: the smallest predicted change among {onset.eligible_steps} "
+        f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); skipping "
+        f"would begin only above that threshold (current {params.rel_l1_thresh:.2f})."
+    )
+
+
+def build_report(
+    request: GenerationRequest, params: GateParams, vanilla: PassResult | None, gated: PassResult
+) -> dict[str, object]:
+    steps_detail = [e.as_dict() for e in gated.events]
+    report: dict[str, object] = {
+        "variant": request.variant_id,
+        "prompt": request.prompt,
+        "seed": request.seed,
+        "steps": request.steps,
+        "threshold": request.threshold,
+        "width": request.width,
+        "height": request.height,
+        "guidance": request.guidance,
+        "quantize": request.quantize,
+        "skipped": gated.skipped,
+        "computed": sum(e.decision.computes for e in gated.events),
+        "pattern": gated.pattern,
+        "longest_skip_streak": longest_skip_streak(gated.pattern),
+        "steps_detail": steps_detail,
+        "gated_seconds": gated.loop_seconds,
+        "gated_wall_seconds": gated.wall_seconds,
+        "resumed_from_step": gated.resumed_from,
+        "gated_peak_memory_bytes": gated.peak_memory_bytes,
+        "versions": versions(),
+        "coefficients": list(params.coefficients),
+        "calibrated_range": params.calibrated_range,
+    }
+    if vanilla is not None:
+        report.update(
+            {
+                "vanilla_seconds": vanilla.loop_seconds,
+                "vanilla_wall_seconds": vanilla.wall_seconds,
+                "vanilla_pattern": vanilla.pattern,
+                "vanilla_trace": vanilla.trace,
+                "ssim": ssim(vanilla.image, gated.image),
+                "max_abs_diff": float(
+                    mx.max(
+                        mx.abs(
+                            gated.final_latents.astype(mx.float32)
+                            - vanilla.final_latents.astype(mx.float32)
+                        )
+                    )
+                ),
+                "speedup": (vanilla.loop_seconds / gated.loop_seconds)
+                if gated.loop_seconds
+                else None,
+            }
+        )
+        onset = engagement(
+            replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), vanilla.trace
+        )
+        report["engagement"] = {
+            "eligible_steps": onset.eligible_steps,
+            "onset_threshold": onset.onset_threshold,
+            "onset_step": onset.onset_step,
+        }
+    return report
+
+
+def default_loader(
+    variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
+) -> Any:
+    from app.variants import Family
+
+    if variant.family is Family.demo:
+        from app.demo.pipeline import load_demo_pipeline
+
+        pipeline = load_demo_pipeline(variant.id)
+    else:
+        from app.loading import load_pipeline
+
+        def progress(done: int | None, total: int | None, message: str) -> None:
+            emit(LoadProgress(variant.id, message, done, total))
+
+        pipeline = load_pipeline(
+            variant, quantize=request.quantize, progress=progress, cancel=cancel
+        )
+    return pipeline
