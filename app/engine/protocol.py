@@ -17,8 +17,9 @@ class Cancelled(Exception):
 
 
 class EngineProtocol(Protocol):
-    def run(self, run_id: int, request: GenerationRequest, emit: Emit,
-            cancel: threading.Event) -> None:
+    def run(
+        self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
+    ) -> None:
         """Run one request on the calling thread, emitting events as it goes.
 
         Emits, in order: ``LoadProgress``/``ModelReady`` if the model had to be loaded;
