@@ -46,9 +46,9 @@ SubcommandSetup = Callable[[argparse._SubParsersAction], None]
 
 
 def _subcommands() -> list[SubcommandSetup]:
-    from app.cli import generate
+    from app.cli import bench, calibrate, generate, sweep
 
-    return [generate.setup]
+    return [generate.setup, bench.setup, sweep.setup, calibrate.setup]
 
 
 def build_parser() -> argparse.ArgumentParser:
