@@ -1,0 +1,180 @@
+"""User calibrations: gate polynomials fitted by ``teacache-studio calibrate``.
+
+Each one is a JSON file in ``app.paths.data_dir()/calibrations/`` named after the variant it
+creates: ``<base>+<name>.json`` (for example ``demo+mycal.json``). The registry offers it as its
+own variant id, ``demo+mycal``: the base variant with the user's coefficients, calibrated range and
+provenance (``app.variants.with_user_calibration``). ``app.variants.get_variant`` falls back here
+for ids it does not know, so every part of the app (engine, command line, window) can select one.
+
+Data only, like the registry: importing this module loads neither MLX nor mflux.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from app import paths
+from app.gate.decision import GateConfigError, GateParams
+from app.variants import UnknownVariantError
+
+log = logging.getLogger(__name__)
+
+SEPARATOR = "+"
+SCHEMA = 1
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+
+
+class CalibrationFileError(UnknownVariantError):
+    """A calibration file exists but cannot be used; the message says which file and why.
+
+    An ``UnknownVariantError`` so that every caller of ``get_variant`` reports it as one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def calibrations_dir() -> Path:
+    return paths.data_dir() / "calibrations"
+
+
+def validate_name(name: str) -> str:
+    """A calibration name becomes part of a variant id and a file name: keep it plain."""
+    if not _NAME.match(name):
+        raise ValueError(
+            f"calibration name {name!r} must be 1–40 characters of lowercase letters, digits, "
+            "'-' or '_', starting with a letter or digit"
+        )
+    return name
+
+
+def user_variant_id(base_id: str, name: str) -> str:
+    return f"{base_id}{SEPARATOR}{validate_name(name)}"
+
+
+def split_user_variant_id(variant_id: str) -> tuple[str, str] | None:
+    """``"demo+mycal"`` → ``("demo", "mycal")``; None for an id that is not a user calibration."""
+    base, sep, name = variant_id.partition(SEPARATOR)
+    if not sep or not base or not _NAME.match(name):
+        return None
+    return base, name
+
+
+def calibration_path(variant_id: str) -> Path:
+    return calibrations_dir() / f"{variant_id}.json"
+
+
+def _check(data: dict[str, Any], source: Path) -> None:
+    from app.variants import Provenance
+
+    try:
+        coefficients = tuple(float(c) for c in data["coefficients"])
+        calibrated = data.get("calibrated_range")
+        GateParams(
+            coefficients=coefficients,
+            rel_l1_thresh=0.0,
+            calibrated_range=None if calibrated is None else tuple(calibrated),  # type: ignore[arg-type]
+        )
+        provenance = data["provenance"]
+        allowed = {f.name for f in fields(Provenance)}
+        if not isinstance(provenance, dict) or not set(provenance) <= allowed:
+            raise ValueError(f"provenance must be an object with keys among {sorted(allowed)}")
+        threshold = data.get("default_threshold")
+        if threshold is not None and not (
+            math.isfinite(float(threshold)) and 0.0 <= float(threshold) <= 1.0
+        ):
+            raise ValueError("default_threshold must lie in [0, 1]")
+    except (KeyError, TypeError, ValueError, GateConfigError) as exc:
+        raise CalibrationFileError(f"{source}: not a usable calibration ({exc})") from None
+
+
+def save_calibration(data: dict[str, Any]) -> Path:
+    """Write ``data`` (which names ``base_variant`` and ``name``) atomically; return the path."""
+    variant_id = user_variant_id(str(data["base_variant"]), str(data["name"]))
+    path = calibration_path(variant_id)
+    payload = {"schema": SCHEMA, "id": variant_id, **data}
+    _check(payload, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=2)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_calibration(variant_id: str) -> dict[str, Any] | None:
+    """The calibration behind ``variant_id``; None when there is no such file."""
+    if split_user_variant_id(variant_id) is None:
+        return None
+    path = calibration_path(variant_id)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CalibrationFileError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(data, dict):
+        raise CalibrationFileError(f"{path}: not a JSON object")
+    _check(data, path)
+    return data
+
+
+def user_variant(variant_id: str):  # -> Variant | None (annotation kept lazy: no import cycle)
+    """The variant a user calibration defines, or None when ``variant_id`` names none."""
+    from app.variants import VARIANTS, with_user_calibration
+
+    parts = split_user_variant_id(variant_id)
+    if parts is None or parts[0] not in VARIANTS:
+        return None
+    data = load_calibration(variant_id)
+    if data is None:
+        return None
+    base = VARIANTS[parts[0]]
+    variant = with_user_calibration(base, data)
+    return replace(
+        variant,
+        id=variant_id,
+        display_name=f"{base.display_name} · {parts[1]} (user calibration)",
+    )
+
+
+def user_variants() -> list:  # -> list[Variant]
+    """Every usable user calibration, sorted by id; a corrupt file is skipped with a warning."""
+    folder = calibrations_dir()
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            variant = user_variant(path.stem)
+        except CalibrationFileError as exc:
+            log.warning("skipping user calibration: %s", exc)
+            continue
+        if variant is not None:
+            found.append(variant)
+    return found
+
+
+def delete_calibration(variant_id: str) -> bool:
+    if split_user_variant_id(variant_id) is None:
+        return False
+    path = calibration_path(variant_id)
+    existed = path.exists()
+    path.unlink(missing_ok=True)
+    return existed
