@@ -429,7 +429,13 @@ def get_variant(variant_id: str) -> Variant:
     try:
         return VARIANTS[variant_id]
     except KeyError:
-        raise UnknownVariantError(variant_id) from None
+        pass
+    from app.calibration_store import user_variant  # "<base>+<name>": a user calibration
+
+    variant = user_variant(variant_id)
+    if variant is None:
+        raise UnknownVariantError(variant_id)
+    return variant
 
 
 def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
