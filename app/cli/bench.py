@@ -1,10 +1,204 @@
-"""``teacache-studio bench``: placeholder until the implementation lands."""
+"""``teacache-studio bench``: cold, isolated, interleaved timings with the skips beside them."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+from app.cli.errors import UserError
+from app.cli.generate import parse_size_arg
+
+DEFAULT_PROMPT = "a red circle on a blue background"
+FORCED_THRESHOLD = 0.5
+
+
+def forced_coefficients(skips_per_compute: int) -> tuple[float, ...]:
+    """A constant polynomial that makes the gate skip ``n`` steps after every computed one,
+    whatever the weights: each skip adds ``T / (n + ½)`` to the accumulator, so ``n`` skips stay
+    under ``T`` and the next step crosses it. For timing on random weights only."""
+    return (0.0, 0.0, 0.0, 0.0, FORCED_THRESHOLD / (skips_per_compute + 0.5))
+
+
+def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--variant", help="variant id (see `teacache-studio variants`)")
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"default: “{DEFAULT_PROMPT}”")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
+    p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
+    p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
+    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+
+
+def make_recipe_request(args: argparse.Namespace, threshold: float | None = None):
+    """Validate the recipe with the same rules as ``generate``; fill the variant's defaults."""
+    from app.engine.request import RequestError, make_request
+
+    if not args.variant:
+        raise UserError("--variant is required (see `teacache-studio variants`)")
+    try:
+        return make_request(
+            args.variant,
+            args.prompt,
+            seed=args.seed,
+            steps=args.steps,
+            threshold=threshold,
+            size=args.size,
+            guidance=args.guidance,
+            quantize=args.quantize,
+        )
+    except RequestError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _positive(name: str, value: int | None, minimum: int = 1) -> None:
+    if value is not None and value < minimum:
+        raise UserError(f"{name} must be at least {minimum}, got {value}")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    if args.worker is not None:
+        from app.bench.worker import worker_main
+
+        return worker_main(args.worker)
+    if args.readme_table:
+        from app.bench.table import readme_table
+
+        print(readme_table())
+        return 0
+    _positive("--reps", args.reps)
+    _positive("--warmup", args.warmup, 0)
+    _positive("--forced-skips", args.forced_skips)
+    _positive("--max-chunks", args.max_chunks, 0)
+    coefficients = None
+    max_streak = None
+    threshold = args.threshold
+    if args.forced_skips is not None:
+        if threshold is not None:
+            raise UserError("--forced-skips sets its own threshold; leave out --threshold")
+        coefficients = forced_coefficients(args.forced_skips)
+        threshold = FORCED_THRESHOLD
+        max_streak = max(args.forced_skips, 1)
+    request = make_recipe_request(args, threshold)
+    if args.random_weights and request.variant.family.value not in ("flux2", "z-image"):
+        raise UserError("--random-weights works for FLUX.2 and Z-Image variants only")
+    if request.threshold <= 0:
+        print(
+            f"warning: threshold 0 for {request.variant_id} — the gated condition cannot skip "
+            "(pass --threshold, or --forced-skips for a timing-only pattern)",
+            file=sys.stderr,
+        )
+    from app.bench.chunks import PlanMismatchError
+    from app.bench.harness import BenchConfig, WorkerFailed, chunks_dir, run_bench
+
+    label = args.label
+    if label is None and coefficients is not None:
+        label = (
+            f"Timing only: a forced skip pattern ({args.forced_skips} skipped after each "
+            "computed step, from a constant gate polynomial) — says nothing about image quality"
+        )
+    if label is None and args.random_weights:
+        label = "Timing only: random weights"
+    config = BenchConfig(
+        variant=request.variant_id,
+        prompt=request.prompt,
+        seed=request.seed,
+        steps=request.steps,
+        width=request.width,
+        height=request.height,
+        threshold=request.threshold,
+        guidance=request.guidance,
+        quantize=request.quantize,
+        reps=args.reps,
+        warmup=args.warmup,
+        coefficients=coefficients,
+        max_consecutive_skips=max_streak,
+        random_weights=args.random_weights,
+        dtype=args.dtype,
+        label=label,
+    )
+    out = Path(args.out or f"bench-{request.variant_id}.json")
+    if out.suffix != ".json":
+        raise UserError(f"--out must name a .json file, got {out}")
+    try:
+        outcome = run_bench(
+            config, out, progress=not args.quiet, max_chunks=args.max_chunks, fresh=args.fresh
+        )
+    except PlanMismatchError as exc:
+        raise UserError(str(exc)) from None
+    except WorkerFailed as exc:
+        raise UserError(
+            f"{exc} (full log in {chunks_dir(out) / 'logs'}; finished runs are kept — "
+            "rerun to resume)",
+            exit_code=1,
+        ) from None
+    except KeyboardInterrupt:
+        kept = len(list(chunks_dir(out).glob("rep*.json")))
+        print(
+            f"teacache-studio: interrupted; {kept} finished run(s) kept in {chunks_dir(out)} — "
+            "rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return 130
+    if outcome.report is None:
+        print(
+            f"stopped after {outcome.done} of {outcome.total} runs (kept in {outcome.chunks}); "
+            "rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return 0
+    print(out.with_suffix(".md").read_text(encoding="utf-8"))
+    print(f"wrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
+    return 0
 
 
 def setup(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="(in progress)")
-    p.set_defaults(handler=lambda args: 0)
+    p = sub.add_parser(
+        "bench",
+        help="time vanilla, gate-off and gated runs, each cold in its own process",
+        description="Every (condition, repetition) runs in a fresh subprocess, repetitions "
+        "interleaved; median, min and max per condition with the skip count, pattern and "
+        "longest skip streak next to every time.",
+    )
+    add_recipe_arguments(p)
+    p.add_argument("--threshold", type=float, help="gate threshold (default: the variant's)")
+    p.add_argument("--reps", type=int, default=3, help="repetitions per condition (default 3)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="discarded warm-up generations inside each worker (default 1)",
+    )
+    p.add_argument("--out", help="report path, FILE.json (a FILE.md table is written beside it)")
+    p.add_argument(
+        "--random-weights",
+        choices=("tiny", "full"),
+        help="time a weight-less mflux shell with random weights (FLUX.2, Z-Image)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        help="compute precision for --random-weights (default float32)",
+    )
+    p.add_argument(
+        "--forced-skips",
+        type=int,
+        metavar="N",
+        help="timing only: skip N steps after every computed one, whatever the weights",
+    )
+    p.add_argument("--label", help="a note printed with the results")
+    p.add_argument("--fresh", action="store_true", help="discard kept runs and start over")
+    p.add_argument(
+        "--max-chunks",
+        type=int,
+        metavar="N",
+        help="stop after N new runs (resumable; for long benchmarks in slices)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--readme-table",
+        action="store_true",
+        help="print the README performance table rendered from resources/benchmarks",
+    )
+    p.add_argument("--worker", metavar="SPEC", help=argparse.SUPPRESS)
+    p.set_defaults(handler=_bench)

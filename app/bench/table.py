@@ -1,0 +1,208 @@
+"""Markdown for benchmark reports, and the README's performance table.
+
+The README table is *generated*: ``readme_table()`` renders every committed benchmark report
+under ``resources/benchmarks/`` and ``tests/test_readme_bench_table.py`` checks that README.md
+holds exactly that text between the markers. A number in the README therefore always has a
+committed JSON behind it, with its skip counts, repetitions and hardware.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "benchmarks"
+START_MARKER = "<!-- bench-table:start -->"
+END_MARKER = "<!-- bench-table:end -->"
+CONDITION_NAMES = {
+    "vanilla": "vanilla mflux",
+    "gate_off": "gate off (threshold 0)",
+    "gated": "gated",
+}
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def _spread(summary: dict[str, Any] | None) -> str:
+    if not summary:
+        return "—"
+    return (
+        f"{_seconds(summary['median'])} s ({_seconds(summary['min'])}–{_seconds(summary['max'])})"
+    )
+
+
+def _ratio(value: float | None, suffix: str = "×") -> str:
+    return "—" if value is None else f"{value:.2f}{suffix}"
+
+
+def _mb(value: int | None) -> str:
+    return "—" if value is None else f"{value / 2**20:.0f}"
+
+
+def _skips(info: dict[str, Any]) -> str:
+    skipped = info.get("skipped") or []
+    active = info.get("active_steps")
+    if not skipped:
+        return "—"
+    low, high = min(skipped), max(skipped)
+    count = f"{low}" if low == high else f"{low}–{high}"
+    streaks = info.get("longest_skip_streak") or [0]
+    return f"{count}/{active} (streak {max(streaks)})"
+
+
+def hardware_summary(report: dict[str, Any]) -> str:
+    hardware = report.get("hardware", {})
+    runtime = hardware.get("runtime", {})
+    device = runtime.get("mlx_device", "")
+    blas = runtime.get("blas", "")
+    if "gpu" in device and hardware.get("gpus"):
+        gpu = str(hardware["gpus"][0]).split(",")[0].replace("NVIDIA ", "")
+        backend = "CUDA" if "CUDA" in blas else "Metal"
+        return f"{gpu} (MLX {backend})"
+    cpu = hardware.get("cpu", "CPU")
+    note = "OpenBLAS" if "OpenBLAS" in blas else blas.split(" (")[0]
+    return f"{cpu}, {hardware.get('cores', '?')} cores (MLX CPU, {note})"
+
+
+def recipe_summary(report: dict[str, Any]) -> str:
+    recipe = report["recipe"]
+    parts = [
+        f"**{recipe['variant']}**",
+        f"{recipe['steps']} steps",
+        f"{recipe['width']}×{recipe['height']}",
+        f"threshold {recipe['threshold']:g}",
+    ]
+    if recipe.get("random_weights"):
+        parts.append(f"random weights ({recipe['random_weights']} size)")
+    if recipe.get("coefficients") is not None:
+        parts.append("forced skip pattern")
+    return ", ".join(parts)
+
+
+def bench_markdown(report: dict[str, Any]) -> str:
+    recipe = report["recipe"]
+    hardware = report["hardware"]
+    runtime = hardware.get("runtime", {})
+    git = hardware.get("git", {})
+    lines = [
+        f"# Benchmark: {recipe_summary(report)}",
+        "",
+    ]
+    if report.get("label"):
+        lines += [f"*{report['label']}*", ""]
+    lines += [
+        f"- Prompt: “{recipe['prompt']}”, seed {recipe['seed']}, {recipe['reps']} repetitions",
+        f"- Hardware: {hardware.get('cpu')} ({hardware.get('cores')} cores, "
+        f"{hardware.get('ram_gb')} GB RAM), {', '.join(hardware.get('gpus') or ['no GPU'])}; "
+        f"{hardware.get('os')}",
+        f"- Software: MLX {runtime.get('mlx')} on {runtime.get('mlx_device')}, "
+        f"BLAS: {runtime.get('blas')}; mflux {runtime.get('mflux')}; "
+        f"teacache-studio {runtime.get('teacache_studio')}; commit {git.get('commit')}"
+        + (" (uncommitted changes)" if git.get("dirty") else ""),
+        f"- Isolation: {report['isolation']}",
+        f"- Warm-up: {report['warmup_policy']}",
+        "",
+        "| Condition | Loop, median (min–max) | Wall, median | First generation loop | Load "
+        "| Peak MB | Skipped (longest streak) | Pattern |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, info in report["conditions"].items():
+        patterns = info.get("patterns") or []
+        pattern = patterns[0] if info.get("pattern_stable") and patterns else " / ".join(patterns)
+        wall = info.get("wall_seconds")
+        lines.append(
+            f"| {CONDITION_NAMES.get(name, name)} | {_spread(info.get('loop_seconds'))} "
+            f"| {_seconds(wall['median']) if wall else '—'} s "
+            f"| {_spread(info.get('first_generation_loop_seconds'))} "
+            f"| {_spread(info.get('load_seconds'))} | {_mb(info.get('peak_memory_bytes'))} "
+            f"| {_skips(info)} | `{pattern}` |"
+        )
+    s = report["speedup"]
+    lines += [
+        "",
+        f"Speedup ({s['basis']}): gated vs vanilla **{_ratio(s['gated_vs_vanilla'])}**, "
+        f"gated vs gate off {_ratio(s['gated_vs_gate_off'])}, gate off vs vanilla "
+        f"{_ratio(s['gate_off_vs_vanilla'])}; ideal (active / computed steps) "
+        f"{_ratio(s['ideal'])}; measured / ideal **{_ratio(s['measured_over_ideal'], '')}** "
+        f"(gating alone {_ratio(s['gating_over_ideal'], '')}). "
+        f"Wall-clock gated vs vanilla {_ratio(s['wall_gated_vs_vanilla'])}.",
+        "",
+        "Every run, in the order it ran:",
+        "",
+        "| Rep | Condition | Loop | Wall | First generation loop | Skipped | Pattern "
+        "| Longest streak | Peak MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in report["runs"]:
+        first = run.get("first_generation") or {}
+        lines.append(
+            f"| {run['rep']} | {CONDITION_NAMES.get(run['condition'], run['condition'])} "
+            f"| {_seconds(run['loop_seconds'])} s | {_seconds(run['wall_seconds'])} s "
+            f"| {_seconds(first.get('loop_seconds'))} s | {run['skipped']}/{run['active_steps']} "
+            f"| `{run['pattern']}` | {run['longest_skip_streak']} "
+            f"| {_mb(run.get('peak_memory_bytes'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def load_reports(directory: Path = BENCHMARKS_DIR) -> list[tuple[str, dict[str, Any]]]:
+    """Every committed benchmark report (``kind == "bench"``), by file name."""
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("kind") == "bench":
+            found.append((path.name, data))
+    return found
+
+
+def readme_table(directory: Path = BENCHMARKS_DIR) -> str:
+    """The README's performance table, rendered from the committed reports (markers included)."""
+    lines = [
+        START_MARKER,
+        "| Recipe | Hardware | Vanilla mflux | Gate off | Gated | Skipped (streak) "
+        "| Speedup | Ideal | Measured / ideal | Source |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, report in load_reports(directory):
+        conditions = report["conditions"]
+        s = report["speedup"]
+        lines.append(
+            f"| {recipe_summary(report)} | {hardware_summary(report)} "
+            f"| {_spread(conditions.get('vanilla', {}).get('loop_seconds'))} "
+            f"| {_spread(conditions.get('gate_off', {}).get('loop_seconds'))} "
+            f"| {_spread(conditions.get('gated', {}).get('loop_seconds'))} "
+            f"| {_skips(conditions.get('gated', {}))} | **{_ratio(s['gated_vs_vanilla'])}** "
+            f"| {_ratio(s['ideal'])} | {_ratio(s['measured_over_ideal'], '')} "
+            f"| `resources/benchmarks/{name}` |"
+        )
+    lines += [
+        "",
+        "Times are the denoising loop (median of the repetitions, min–max in brackets), each "
+        "repetition a cold subprocess after one discarded warm-up generation. Ideal = active "
+        "steps / computed steps.",
+        END_MARKER,
+    ]
+    return "\n".join(lines)
+
+
+def readme_block(readme_text: str) -> str | None:
+    """The text between (and including) the markers in README.md, or None when absent."""
+    start = readme_text.find(START_MARKER)
+    end = readme_text.find(END_MARKER)
+    if start < 0 or end < start:
+        return None
+    return readme_text[start : end + len(END_MARKER)]

@@ -1,0 +1,331 @@
+"""One benchmark chunk: load a pipeline, run a discarded warm-up generation, time one generation.
+
+Runs inside a fresh subprocess (``teacache-studio bench --worker SPEC``) and prints exactly one
+result line, ``::BENCH_RESULT::<json>``, on stdout. Everything else (mflux's own progress bar,
+warnings) goes to stderr. The three conditions:
+
+* ``vanilla``: the untouched mflux pipeline — no adapter installed, mflux's own predict (for the
+  demo its eager predict; for FLUX.2 shells on Linux/CUDA the ``mx.compile``'d one).
+* ``gate_off``: our adapter installed with threshold 0 (the gate's fast path: no signal, no
+  residual). Against ``vanilla`` it isolates the cost of our execution path.
+* ``gated``: our adapter at the benchmark threshold. Against ``gate_off`` it isolates the gating.
+
+The only thing added to every condition alike is a timing callback with no MLX work in it: it
+stamps ``before_loop`` and ``after_loop`` (mflux evaluates the latents at the end of every step,
+so ``after_loop`` sees the loop finished) and counts the steps.
+
+Warm-up policy: ``warmup`` discarded generations run first in the same process, so MLX start-up,
+kernel JIT (``mx.compile`` traces, g++ on CPU) and allocator growth are not billed to the step
+loop. The first generation's times are still reported (``first_generation``), so both the cold
+and the steady cost are visible.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+RESULT_PREFIX = "::BENCH_RESULT::"
+CONDITIONS = ("vanilla", "gate_off", "gated")
+WORKER_SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """Everything one chunk needs; plain data so it crosses the process boundary as JSON."""
+
+    variant: str
+    condition: str
+    prompt: str
+    seed: int
+    steps: int
+    width: int
+    height: int
+    threshold: float
+    guidance: float | None = None
+    quantize: int | None = None
+    # Replace the variant's polynomial (a forced skip pattern for timing on random weights).
+    coefficients: tuple[float, ...] | None = None
+    max_consecutive_skips: int | None = None
+    random_weights: str | None = None  # "tiny" | "full": an mflux shell with random weights
+    dtype: str | None = None  # "float32" | "bfloat16"; None: the pipeline's own
+    warmup: int = 1
+    rep: int = 0
+    image_path: str | None = None  # save the timed generation's image here (PNG)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.condition not in CONDITIONS:
+            raise ValueError(f"condition must be one of {CONDITIONS}, got {self.condition!r}")
+        if self.coefficients is not None:
+            object.__setattr__(self, "coefficients", tuple(float(c) for c in self.coefficients))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerSpec:
+        data = json.loads(text)
+        if data.get("coefficients") is not None:
+            data["coefficients"] = tuple(data["coefficients"])
+        return cls(**data)
+
+
+def gate_params(spec: WorkerSpec):  # -> GateParams
+    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0."""
+    from dataclasses import replace
+
+    from app.gate import GateParams
+    from app.variants import get_variant
+
+    variant = get_variant(spec.variant)
+    if spec.condition == "gate_off":
+        return variant.gate_params(0.0)
+    if spec.coefficients is not None:
+        params = GateParams(coefficients=spec.coefficients, rel_l1_thresh=spec.threshold)
+    else:
+        params = variant.gate_params(spec.threshold)
+    if spec.max_consecutive_skips is not None:
+        params = replace(params, max_consecutive_skips=spec.max_consecutive_skips)
+    return params
+
+
+class _LoopTimer:
+    """Stamps the denoising loop's start and end and counts its steps; no MLX work at all."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.steps = 0
+        self.active_steps = 0
+
+    def call_before_loop(
+        self, seed: int, prompt: str, latents: Any, config: Any, **kw: Any
+    ) -> None:
+        self.active_steps = int(config.num_inference_steps) - int(
+            getattr(config, "init_time_step", 0) or 0
+        )
+        self.started = time.perf_counter()
+
+    def call_in_loop(
+        self,
+        t: int,
+        seed: int,
+        prompt: str,
+        latents: Any,
+        config: Any,
+        time_steps: Any = None,
+        **kw: Any,
+    ) -> None:
+        self.steps += 1
+
+    def call_after_loop(self, seed: int, prompt: str, latents: Any, config: Any, **kw: Any) -> None:
+        self.finished = time.perf_counter()
+
+    @property
+    def loop_seconds(self) -> float:
+        if self.started is None or self.finished is None:
+            raise RuntimeError("the pipeline never ran its denoising loop")
+        return self.finished - self.started
+
+
+def _unregister(pipeline: Any, callback: object) -> None:
+    for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
+        items = getattr(pipeline.callbacks, name, None)
+        if isinstance(items, list):
+            items[:] = [c for c in items if c is not callback]
+
+
+@contextmanager
+def _precision(spec: WorkerSpec) -> Iterator[None]:
+    if spec.dtype is None:
+        yield
+        return
+    import mlx.core as mx
+
+    from app.adapters.shells import use_precision
+
+    with use_precision({"float32": mx.float32, "bfloat16": mx.bfloat16}[spec.dtype]):
+        yield
+
+
+def load_pipeline(spec: WorkerSpec) -> Any:
+    """The pipeline the app itself would load (the engine's loader), or a random-weight shell."""
+    import threading
+
+    from app.calibration_store import split_user_variant_id
+    from app.engine.engine import default_loader
+    from app.engine.request import make_request
+    from app.variants import get_variant
+
+    variant = get_variant(spec.variant)
+    if spec.random_weights is not None:
+        return _random_weight_pipeline(spec, variant)
+    # A user calibration (``demo+mycal``) runs the weights of its base variant.
+    parts = split_user_variant_id(variant.id)
+    base = get_variant(parts[0]) if parts else variant
+    request = make_request(
+        base.id,
+        spec.prompt,
+        seed=spec.seed,
+        steps=spec.steps,
+        size=(spec.width, spec.height),
+        guidance=spec.guidance,
+        quantize=spec.quantize,
+    )
+    return default_loader(base, request, lambda event: None, threading.Event())
+
+
+def _random_weight_pipeline(spec: WorkerSpec, variant: Any) -> Any:
+    import mlx.core as mx
+
+    from app.adapters import shells
+    from app.variants import Family
+
+    dtype = {"float32": mx.float32, "bfloat16": mx.bfloat16, None: mx.float32}[spec.dtype]
+    if variant.family is Family.flux2:
+        dims = shells.FLUX2_KLEIN_4B if spec.random_weights == "full" else shells.FLUX2_TINY
+        return shells.flux2_shell(
+            variant.mflux_name or "flux2-klein-4b", dims=dims, prompts=[spec.prompt], dtype=dtype
+        )
+    if variant.family is Family.z_image:
+        dims = shells.Z_IMAGE_FULL if spec.random_weights == "full" else shells.Z_IMAGE_TINY
+        return shells.z_image_shell(
+            variant.mflux_name or "z-image", dims=dims, prompts=[spec.prompt], dtype=dtype
+        )
+    raise ValueError(f"random weights are available for FLUX.2 and Z-Image only, not {variant.id}")
+
+
+def _generate_kwargs(spec: WorkerSpec) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "seed": spec.seed,
+        "prompt": spec.prompt,
+        "num_inference_steps": spec.steps,
+        "height": spec.height,
+        "width": spec.width,
+    }
+    if spec.guidance is not None:
+        kwargs["guidance"] = spec.guidance
+    return kwargs
+
+
+def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
+    """One generation under the spec's condition; times, telemetry and the image."""
+    import mlx.core as mx
+
+    timer = _LoopTimer()
+    gate = None
+    mx.reset_peak_memory()
+    if spec.condition == "vanilla":
+        context: Any = nullcontext()
+    else:
+        from app.adapters import install_gate
+        from app.gate import TeaCacheGate
+
+        gate = TeaCacheGate(gate_params(spec))
+        context = install_gate(pipeline, gate)
+    with context:
+        pipeline.callbacks.register(timer)  # after the adapter's lifecycle: its begin() runs first
+        try:
+            started = time.perf_counter()
+            result = pipeline.generate_image(**_generate_kwargs(spec))
+            wall = time.perf_counter() - started
+        finally:
+            _unregister(pipeline, timer)
+    out: dict[str, Any] = {
+        "loop_seconds": timer.loop_seconds,
+        "wall_seconds": wall,
+        "peak_memory_bytes": int(mx.get_peak_memory()),
+        "active_steps": timer.active_steps,
+        "loop_steps": timer.steps,
+    }
+    if gate is None:  # nothing can skip: every active step ran the transformer
+        out.update(pattern="C" * timer.steps, skipped=0, computed=timer.steps, step_seconds=None)
+    else:
+        from app.gate import Decision
+
+        events = gate.events
+        out.update(
+            pattern="".join(e.decision.letter for e in events),
+            skipped=sum(e.decision is Decision.skipped for e in events),
+            computed=sum(e.decision.computes for e in events),
+            step_seconds=[e.seconds for e in events],
+        )
+    out["_image"] = getattr(result, "image", None)
+    return out
+
+
+def run_worker(spec: WorkerSpec) -> dict[str, Any]:
+    """Load, warm up, time. Returns the result the worker prints (without the image)."""
+    from app.blas import preload_openblas
+
+    preload_openblas()
+    import mlx.core as mx
+
+    from app.bench.hardware import runtime_info
+    from app.engine.engine import longest_skip_streak
+
+    with _precision(spec):
+        mx.reset_peak_memory()
+        started = time.perf_counter()
+        pipeline = load_pipeline(spec)
+        load_seconds = time.perf_counter() - started
+        load_peak = int(mx.get_peak_memory())
+        first: dict[str, Any] | None = None
+        for _ in range(spec.warmup):
+            warm = generate_once(pipeline, spec)
+            warm.pop("_image", None)
+            first = first or warm
+        timed = generate_once(pipeline, spec)
+    image = timed.pop("_image")
+    if spec.image_path and image is not None:
+        image.save(spec.image_path)
+    if first is None:
+        first = {k: v for k, v in timed.items()}
+    params = gate_params(spec) if spec.condition != "vanilla" else None
+    return {
+        "schema": WORKER_SCHEMA,
+        "variant": spec.variant,
+        "condition": spec.condition,
+        "rep": spec.rep,
+        "threshold": None if params is None else params.rel_l1_thresh,
+        "coefficients": None if params is None else list(params.coefficients),
+        "load_seconds": load_seconds,
+        "load_peak_memory_bytes": load_peak,
+        "warmup_generations": spec.warmup,
+        "first_generation": {
+            "loop_seconds": first["loop_seconds"],
+            "wall_seconds": first["wall_seconds"],
+            "pattern": first["pattern"],
+            "skipped": first["skipped"],
+        },
+        **timed,
+        "longest_skip_streak": longest_skip_streak(timed["pattern"]),
+        "image": spec.image_path if image is not None else None,
+        "runtime": runtime_info(),
+    }
+
+
+def worker_main(spec_json: str) -> int:
+    """Entry point of the hidden ``--worker`` mode: one result line on stdout, exit 0."""
+    spec = WorkerSpec.from_json(spec_json)
+    result = run_worker(spec)
+    from app.bench.chunks import finite
+
+    sys.stdout.write(RESULT_PREFIX + json.dumps(finite(result), allow_nan=False) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def parse_result(stdout: str) -> dict[str, Any] | None:
+    """The worker's result from its stdout (the last result line wins), or None."""
+    found = None
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            found = json.loads(line[len(RESULT_PREFIX) :])
+    return found

@@ -1,0 +1,162 @@
+"""The worker's JSON contract and the whole command, through real subprocesses.
+
+Model: a tiny random-weight FLUX.2 shell (mflux's own pipeline and loop, our FLUX.2 adapter),
+float32 on CPU. ``MLX_DISABLE_COMPILE=1`` keeps mflux's compiled predict from paying g++ JIT in
+every fresh process (tests/conftest.py notes why compile is avoided in tests). No wall-clock
+assertion anywhere: times are only checked to be positive numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.bench.worker import RESULT_PREFIX, WorkerSpec, parse_result
+
+STEPS = 8
+FORCED = (0.0, 0.0, 0.0, 0.0, 0.2)  # constant prediction: skip 2, compute 1 at threshold 0.5
+ENV = {**os.environ, "MLX_DISABLE_COMPILE": "1", "TQDM_DISABLE": "1"}
+
+
+def spec(condition: str) -> WorkerSpec:
+    return WorkerSpec(
+        variant="flux2-klein-base-4b",
+        condition=condition,
+        prompt="a red circle on a blue background",
+        seed=3,
+        steps=STEPS,
+        width=64,
+        height=64,
+        threshold=0.5,
+        guidance=1.0,
+        coefficients=FORCED,
+        random_weights="tiny",
+        dtype="float32",
+    )
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, env=ENV, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_worker_prints_one_result_line_with_engagement_next_to_time() -> None:
+    done = run_cli("bench", "--worker", spec("gated").to_json())
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    assert len(lines) == 1
+    result = parse_result(done.stdout)
+    assert result is not None
+    assert result["schema"] == 1 and result["condition"] == "gated" and result["rep"] == 0
+    assert result["pattern"] == "FSSCSSCF"  # forced by the constant polynomial
+    assert result["skipped"] == 4 and result["computed"] == 4
+    assert result["active_steps"] == STEPS == result["loop_steps"]
+    assert result["longest_skip_streak"] == 2
+    assert len(result["step_seconds"]) == STEPS
+    for key in ("loop_seconds", "wall_seconds", "load_seconds"):
+        assert result[key] > 0
+    assert result["first_generation"]["pattern"] == result["pattern"]
+    assert result["warmup_generations"] == 1
+    assert result["peak_memory_bytes"] > 0
+    runtime = result["runtime"]
+    assert runtime["mlx_device"].startswith("Device(cpu")
+    assert "BLAS" in runtime["blas"] or "Accelerate" in runtime["blas"]
+    assert runtime["mflux"] == "0.24.0"
+
+
+@pytest.mark.slow
+def test_vanilla_worker_installs_no_gate() -> None:
+    done = run_cli("bench", "--worker", spec("vanilla").to_json())
+    assert done.returncode == 0, done.stderr
+    result = parse_result(done.stdout)
+    assert result is not None
+    assert result["pattern"] == "C" * STEPS and result["skipped"] == 0
+    assert result["threshold"] is None and result["coefficients"] is None
+    assert result["step_seconds"] is None  # no gate, so no per-step telemetry
+
+
+@pytest.mark.slow
+def test_bench_command_end_to_end_and_resume(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    common = (
+        "bench",
+        "--variant",
+        "flux2-klein-base-4b",
+        "--random-weights",
+        "tiny",
+        "--forced-skips",
+        "2",
+        "--steps",
+        str(STEPS),
+        "--size",
+        "64x64",
+        "--guidance",
+        "1",
+        "--reps",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    first = run_cli(*common, "--max-chunks", "1")
+    assert first.returncode == 0, first.stderr
+    assert "rerun the same command to resume" in first.stderr
+    chunk = tmp_path / "bench.chunks" / "rep0-vanilla.json"
+    kept = chunk.read_text()
+    assert not out.exists()
+
+    second = run_cli(*common)
+    assert second.returncode == 0, second.stderr
+    assert chunk.read_text() == kept  # the finished chunk was not redone
+    report = json.loads(out.read_text())
+    assert [(r["rep"], r["condition"]) for r in report["runs"]] == [
+        (0, "vanilla"),
+        (0, "gate_off"),
+        (0, "gated"),
+    ]
+    assert report["conditions"]["gated"]["skipped"] == [4]
+    assert report["conditions"]["gate_off"]["skipped"] == [0]
+    assert report["speedup"]["ideal"] == pytest.approx(2.0)
+    assert "| gated |" in second.stdout and "4/8" in second.stdout
+    assert report["hardware"]["runtime"]["mflux"] == "0.24.0"
+    assert report["recipe"]["coefficients"] == [0.0, 0.0, 0.0, 0.0, 0.2]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--variant", "nope"), "unknown variant"),
+        (("--variant", "demo", "--reps", "0"), "--reps must be at least 1"),
+        (("--variant", "demo", "--threshold", "2"), "threshold must be between 0 and 1"),
+        (("--variant", "demo", "--out", "x.txt"), "--out must name a .json file"),
+        (("--variant", "demo", "--forced-skips", "2", "--threshold", "0.1"), "--forced-skips"),
+        (("--variant", "demo", "--random-weights", "tiny"), "FLUX.2 and Z-Image"),
+        (
+            (
+                "--reps",
+                "2",
+            ),
+            "--variant is required",
+        ),
+        (("--variant", "demo", "--size", "12x"), "size must look like"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli.main import main
+
+    try:
+        code = main(["bench", *args])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
