@@ -18,40 +18,117 @@ class GateLifecycle:
     before_loop resets the gate for the active steps (img2img starts at ``init_time_step``),
     in_loop closes each step after evaluating the latents (so step times are real), and
     after_loop releases the cached residuals before the VAE decode.
+
+    ``active`` is True between before_loop and after_loop: adapters gate only inside a
+    generation and run the plain forward otherwise. ``generation`` counts before_loop calls, so an
+    adapter can tell a new generation's first call from a stale one after an interrupted run.
     """
 
     def __init__(self, gate: TeaCacheGate) -> None:
         self.gate = gate
+        self.active = False
+        self.generation = 0
 
-    def call_before_loop(self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any) -> None:
+    def call_before_loop(
+        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
         active = int(config.num_inference_steps) - int(getattr(config, "init_time_step", 0) or 0)
         self.gate.begin(active)
+        self.generation += 1
+        self.active = True
 
-    def call_in_loop(self, t: int, seed: int, prompt: str, latents: mx.array, config: Any,
-                     time_steps: Any, **kwargs: Any) -> None:
+    def call_in_loop(
+        self,
+        t: int,
+        seed: int,
+        prompt: str,
+        latents: mx.array,
+        config: Any,
+        time_steps: Any,
+        **kwargs: Any,
+    ) -> None:
         mx.eval(latents)
         self.gate.end_step()
 
-    def call_after_loop(self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any) -> None:
+    def call_after_loop(
+        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        self.active = False
         self.gate.release()
 
-    def call_interrupt(self, t: int, seed: int, prompt: str, latents: mx.array, config: Any,
-                       time_steps: Any, **kwargs: Any) -> None:
+    def call_interrupt(
+        self,
+        t: int,
+        seed: int,
+        prompt: str,
+        latents: mx.array,
+        config: Any,
+        time_steps: Any,
+        **kwargs: Any,
+    ) -> None:
+        self.active = False
         self.gate.release()
+
+
+_MISSING = object()
 
 
 class Installation:
-    """Undo log of one install. Exiting (or ``remove()``) runs the rollbacks in reverse order."""
+    """Undo log of one install. Exiting (or ``remove()``) runs the rollbacks in reverse order.
 
-    def __init__(self, pipeline: Any, gate: TeaCacheGate) -> None:
+    The helpers below record their own undo step *before* they mutate anything, so an adapter that
+    fails half-way can call ``remove()`` and leave the pipeline as it found it.
+    """
+
+    def __init__(self, pipeline: Any, gate: TeaCacheGate, family: str = "") -> None:
         self.pipeline = pipeline
         self.gate = gate
+        self.family = family
         self._rollbacks: list[Rollback] = []
         self.removed = False
 
     def add_rollback(self, rollback: Rollback) -> None:
         self._rollbacks.append(rollback)
 
+    # -- reversible mutations -------------------------------------------------------------
+    def set_instance_attr(self, obj: Any, name: str, value: Any) -> None:
+        """Set a plain (non-array, non-module) instance attribute; undo restores the old value
+        if there was an instance attribute, else deletes it (a class attribute shows again)."""
+        previous = vars(obj).get(name, _MISSING)
+
+        def undo() -> None:
+            if previous is _MISSING:
+                vars(obj).pop(name, None)
+            else:
+                vars(obj)[name] = previous
+
+        self.add_rollback(undo)
+        # Written to __dict__ directly: nn.Module.__setattr__ would file containers as children.
+        vars(obj)[name] = value
+
+    def swap_class(self, obj: Any, new_class: type) -> None:
+        original = type(obj)
+
+        def undo() -> None:
+            obj.__class__ = original
+
+        self.add_rollback(undo)
+        obj.__class__ = new_class
+
+    def register_callback(self, registry: Any, callback: Any) -> None:
+        """Register on an mflux ``CallbackRegistry``; undo removes exactly this object (by
+        identity) from every list the registry filed it under."""
+
+        def undo() -> None:
+            for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
+                entries = getattr(registry, name, None)
+                if isinstance(entries, list):
+                    entries[:] = [entry for entry in entries if entry is not callback]
+
+        self.add_rollback(undo)
+        registry.register(callback)
+
+    # -- teardown ---------------------------------------------------------------------------
     def remove(self) -> None:
         if self.removed:
             return

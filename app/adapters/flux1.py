@@ -1,0 +1,134 @@
+"""FLUX.1 (dev, schnell, Krea dev): the gate sits inside the transformer call.
+
+mflux calls ``Flux1.transformer`` eagerly once per step, so the adapter swaps the transformer's
+class for a per-installation subclass whose ``__call__`` re-walks ``Transformer.__call__`` with the
+gate between body and tail. The swap touches neither the parameter tree nor the instance
+attributes; the gate state lives on the subclass (a class attribute, not a module child).
+
+Re-walk of mflux 0.24.0 ``Transformer.__call__`` (fingerprinted in tests/test_mflux_fingerprint.py):
+
+- prelude: ``x_embedder``, ``context_embedder``, ``compute_text_embeddings`` (runs every step);
+- signal: ``transformer_blocks[0].norm1(hidden_states, text_embeddings)[0]``, the AdaLN-Zero
+  modulated block-0 image input (upstream TeaCache4FLUX's signal);
+- body: rotary embeddings, the joint blocks, concat ``[text, image]``, the single blocks; the
+  residual is taken over that concatenated sequence;
+- tail: slice the image tokens, ``norm_out``, ``proj_out``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mflux.models.flux.model.flux_transformer.transformer import Transformer
+
+from app.adapters.base import GateLifecycle, Installation
+from app.adapters.common import COND, AlreadyInstalledError, GateState, UnsupportedPipelineError
+from app.gate import TeaCacheGate
+
+
+class GatedFlux1Transformer(Transformer):
+    """Base of the per-installation subclasses; never instantiated."""
+
+    _teacache: GateState
+
+    def __call__(  # type: ignore[override]
+        self,
+        t: int,
+        config: Any,
+        hidden_states: mx.array,
+        prompt_embeds: mx.array,
+        pooled_prompt_embeds: mx.array,
+        controlnet_block_samples: list[mx.array] | None = None,
+        controlnet_single_block_samples: list[mx.array] | None = None,
+        kontext_image_ids: mx.array | None = None,
+    ) -> mx.array:
+        state = type(self)._teacache
+        if not state.gating:
+            return Transformer.__call__(
+                self, t, config, hidden_states, prompt_embeds, pooled_prompt_embeds,
+                controlnet_block_samples, controlnet_single_block_samples, kontext_image_ids,
+            )  # fmt: skip
+        gate = state.gate
+        if not gate.needs_signal:
+            # Threshold 0: mflux's own forward, no signal, no residual, no extra concat.
+            gate.decide(None)
+            noise = Transformer.__call__(
+                self, t, config, hidden_states, prompt_embeds, pooled_prompt_embeds,
+                controlnet_block_samples, controlnet_single_block_samples, kontext_image_ids,
+            )  # fmt: skip
+            state.record(noise)
+            return noise
+
+        # 1. Prelude (every step).
+        hs = self.x_embedder(hidden_states)
+        ehs = self.context_embedder(prompt_embeds)
+        temb = Transformer.compute_text_embeddings(
+            t, pooled_prompt_embeds, self.time_text_embed, config
+        )
+        # 2. Signal and decision.
+        signal = self.transformer_blocks[0].norm1(hidden_states=hs, text_embeddings=temb)[0]
+        verdict = gate.decide(signal)
+        text_len = ehs.shape[1]
+        # 3. Body, or the cached residual.
+        if verdict.decision.computes:
+            rope = Transformer.compute_rotary_embeddings(
+                prompt_embeds, self.pos_embed, config, kontext_image_ids
+            )
+            body_ehs, body_hs = ehs, hs
+            for idx, block in enumerate(self.transformer_blocks):
+                body_ehs, body_hs = self._apply_joint_transformer_block(
+                    idx=idx,
+                    block=block,
+                    hidden_states=body_hs,
+                    encoder_hidden_states=body_ehs,
+                    text_embeddings=temb,
+                    image_rotary_embeddings=rope,
+                    controlnet_block_samples=controlnet_block_samples,  # type: ignore[arg-type]
+                )
+            out = mx.concatenate([body_ehs, body_hs], axis=1)
+            for idx, block in enumerate(self.single_transformer_blocks):
+                out = self._apply_single_transformer_block(
+                    idx=idx,
+                    block=block,
+                    hidden_states=out,
+                    encoder_hidden_states=body_ehs,
+                    text_embeddings=temb,
+                    image_rotary_embeddings=rope,
+                    controlnet_single_block_samples=controlnet_single_block_samples,  # type: ignore[arg-type]
+                )
+            if verdict.store_residual:
+                gate.store_residual(out, mx.concatenate([ehs, hs], axis=1), COND)
+        else:
+            out = gate.reuse(mx.concatenate([ehs, hs], axis=1), COND)
+        # 4. Tail.
+        out = out[:, text_len:, ...]
+        out = self.norm_out(out, temb)
+        noise = self.proj_out(out)
+        state.record(noise)
+        return noise
+
+
+def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+    transformer = getattr(pipeline, "transformer", None)
+    if isinstance(transformer, GatedFlux1Transformer):
+        raise AlreadyInstalledError("a TeaCache gate is already installed on this FLUX.1 model")
+    if type(transformer) is not Transformer:
+        raise UnsupportedPipelineError(
+            f"the FLUX.1 adapter expects mflux's Transformer, found {type(transformer).__name__}"
+        )
+    installation = Installation(pipeline, gate, family="flux1")
+    try:
+        lifecycle = GateLifecycle(gate)
+        state = GateState(gate, lifecycle)
+        gated_class = type(
+            "GatedFlux1Transformer",
+            (GatedFlux1Transformer,),
+            {"_teacache": state, "__module__": __name__},
+        )
+        installation.swap_class(transformer, gated_class)
+        installation.register_callback(pipeline.callbacks, lifecycle)
+    except BaseException:
+        installation.remove()
+        raise
+    return installation

@@ -1,0 +1,219 @@
+"""FLUX.2 Klein (4B, 9B, base 4B, base 9B, and the embedded demo): an eager ``predict``.
+
+mflux builds ``predict = self._predict(self.transformer)`` once per ``generate_image`` and wraps it
+in ``mx.compile`` except on base/Pro M1/M2. A compiled function would trace the gate's Python
+branch once, so the adapter sets an instance attribute ``_predict`` (a factory with mflux's
+keyword signature) that returns an eager closure with the gate inside.
+
+Re-walk of mflux 0.24.0 ``Flux2Transformer.__call__`` (non-kv path) and ``Flux2Klein._predict``:
+
+- prelude: timestep scaling, ``time_guidance_embed`` (guidance None for Klein), ``x_embedder``,
+  the double-stream image modulation (every step);
+- signal: ``(1 + scale_msa) * transformer_blocks[0].norm1(x) + shift_msa`` — the modulated
+  block-0 image input, caption-independent, so one decision serves both CFG branches exactly;
+- body (per branch): ``context_embedder``, rotary embeddings, double blocks, concat ``[text,
+  image]``, single blocks; residual over the concatenated sequence, one per branch
+  (``"cond"``/``"uncond"``);
+- tail: slice the image tokens, ``norm_out``, ``proj_out``; CFG combines ``neg + g·(pos − neg)``.
+
+A kv-cache call (edit pipelines) is passed to the plain transformer, ungated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mflux.models.common.config.model_config import ModelConfig
+from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
+
+from app.adapters.base import GateLifecycle, Installation
+from app.adapters.common import COND, UNCOND, AlreadyInstalledError, GateState
+from app.gate import TeaCacheGate, Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class _Prelude:
+    hs: mx.array  # embedded image tokens
+    temb: mx.array
+    mod_img: Any
+    timestep: mx.array
+
+
+def _prelude(tr: Flux2Transformer, latents: mx.array, timestep: Any) -> _Prelude:
+    # Verbatim from Flux2Transformer.__call__ (guidance is None on the Klein predict path).
+    if not isinstance(timestep, mx.array):
+        timestep = mx.array(timestep, dtype=latents.dtype)
+    if timestep.ndim == 0:
+        timestep = mx.full((latents.shape[0],), timestep, dtype=latents.dtype)
+    timestep = timestep.astype(latents.dtype)
+    timestep_scale = mx.where(mx.max(timestep) <= 1.0, 1000.0, 1.0).astype(latents.dtype)
+    timestep = timestep * timestep_scale
+    temb = tr.time_guidance_embed(timestep, None)
+    temb = temb.astype(ModelConfig.precision)
+    hs = tr.x_embedder(latents)
+    mod_img = tr.double_stream_modulation_img(temb)
+    return _Prelude(hs=hs, temb=temb, mod_img=mod_img, timestep=timestep)
+
+
+def _signal(tr: Flux2Transformer, pre: _Prelude) -> mx.array:
+    shift_msa, scale_msa, _ = pre.mod_img[0]
+    return (1 + scale_msa) * tr.transformer_blocks[0].norm1(pre.hs) + shift_msa
+
+
+def _branch(
+    tr: Flux2Transformer,
+    pre: _Prelude,
+    prompt_embeds: mx.array,
+    latent_ids: mx.array,
+    text_ids: mx.array,
+    gate: TeaCacheGate,
+    verdict: Verdict,
+    branch: str,
+) -> mx.array:
+    ehs = tr.context_embedder(prompt_embeds)
+    text_len = ehs.shape[1]
+    if verdict.decision.computes:
+        img_ids = latent_ids[0] if latent_ids.ndim == 3 else latent_ids
+        txt_ids = text_ids[0] if text_ids.ndim == 3 else text_ids
+        image_rotary_emb = tr.pos_embed(img_ids)
+        text_rotary_emb = tr.pos_embed(txt_ids)
+        rope = (
+            mx.concatenate([text_rotary_emb[0], image_rotary_emb[0]], axis=0),
+            mx.concatenate([text_rotary_emb[1], image_rotary_emb[1]], axis=0),
+        )
+        mod_txt = tr.double_stream_modulation_txt(pre.temb)
+        body_ehs, body_hs = ehs, pre.hs
+        for idx, block in enumerate(tr.transformer_blocks):
+            body_ehs, body_hs = block(
+                hidden_states=body_hs,
+                encoder_hidden_states=body_ehs,
+                temb_mod_params_img=pre.mod_img,
+                temb_mod_params_txt=mod_txt,
+                image_rotary_emb=rope,
+                kv_cache=None,
+                kv_cache_layer_idx=idx,
+            )
+        out = mx.concatenate([body_ehs, body_hs], axis=1)
+        mod_single = tr.single_stream_modulation(pre.temb)[0]
+        for idx, block in enumerate(tr.single_transformer_blocks):
+            out = block(
+                hidden_states=out,
+                temb_mod_params=mod_single,
+                image_rotary_emb=rope,
+                kv_cache=None,
+                kv_cache_layer_idx=idx,
+            )
+        if verdict.store_residual:
+            gate.store_residual(out, mx.concatenate([ehs, pre.hs], axis=1), branch)
+    else:
+        out = gate.reuse(mx.concatenate([ehs, pre.hs], axis=1), branch)
+    out = out[:, text_len:, ...]
+    out = tr.norm_out(out, pre.temb)
+    return tr.proj_out(out)
+
+
+def _plain(
+    transformer: Flux2Transformer, kwargs: dict[str, Any], extra: dict[str, Any]
+) -> mx.array:
+    """mflux's predict body, eager (no gate): used at threshold 0 and outside a generation."""
+    noise = transformer(
+        hidden_states=kwargs["latents"],
+        encoder_hidden_states=kwargs["prompt_embeds"],
+        timestep=kwargs["timestep"],
+        img_ids=kwargs["latent_ids"],
+        txt_ids=kwargs["text_ids"],
+        guidance=None,
+        **({"kv_cache": extra["kv_cache"]} if extra.get("kv_cache") is not None else {}),
+    )
+    negative_embeds = kwargs["negative_prompt_embeds"]
+    negative_ids = kwargs["negative_text_ids"]
+    if negative_embeds is not None and negative_ids is not None:
+        negative_kv = extra.get("negative_kv_cache") or extra.get("kv_cache")
+        negative_noise = transformer(
+            hidden_states=kwargs["latents"],
+            encoder_hidden_states=negative_embeds,
+            timestep=kwargs["timestep"],
+            img_ids=kwargs["latent_ids"],
+            txt_ids=negative_ids,
+            guidance=None,
+            **({"kv_cache": negative_kv} if negative_kv is not None else {}),
+        )
+        noise = negative_noise + kwargs["guidance"] * (noise - negative_noise)
+    return noise
+
+
+def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Callable[..., mx.array]]:
+    def factory(transformer: Flux2Transformer) -> Callable[..., mx.array]:
+        def predict(
+            latents: mx.array,
+            latent_ids: mx.array,
+            prompt_embeds: mx.array,
+            text_ids: mx.array,
+            negative_prompt_embeds: mx.array | None,
+            negative_text_ids: mx.array | None,
+            guidance: float,
+            timestep: mx.array,
+            **extra: Any,
+        ) -> mx.array:
+            kwargs = {
+                "latents": latents,
+                "latent_ids": latent_ids,
+                "prompt_embeds": prompt_embeds,
+                "text_ids": text_ids,
+                "negative_prompt_embeds": negative_prompt_embeds,
+                "negative_text_ids": negative_text_ids,
+                "guidance": guidance,
+                "timestep": timestep,
+            }
+            has_kv_cache = any(v is not None for k, v in extra.items() if "kv_cache" in k)
+            if not state.gating or has_kv_cache:
+                return _plain(transformer, kwargs, extra)
+            gate = state.gate
+            if not gate.needs_signal:
+                gate.decide(None)
+                noise = _plain(transformer, kwargs, extra)
+                state.record(noise)
+                return noise
+            pre = _prelude(transformer, latents, timestep)
+            verdict = gate.decide(_signal(transformer, pre))
+            noise = _branch(
+                transformer, pre, prompt_embeds, latent_ids, text_ids, gate, verdict, COND
+            )
+            if negative_prompt_embeds is not None and negative_text_ids is not None:
+                negative_noise = _branch(
+                    transformer,
+                    pre,
+                    negative_prompt_embeds,
+                    latent_ids,
+                    negative_text_ids,
+                    gate,
+                    verdict,
+                    UNCOND,
+                )
+                noise = negative_noise + guidance * (noise - negative_noise)
+            state.record(noise)
+            return noise
+
+        return predict
+
+    factory.teacache_state = state  # type: ignore[attr-defined]  # marks an installed gate
+    return factory
+
+
+def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+    current = vars(pipeline).get("_predict")
+    if current is not None and hasattr(current, "teacache_state"):
+        raise AlreadyInstalledError("a TeaCache gate is already installed on this FLUX.2 model")
+    installation = Installation(pipeline, gate, family="flux2")
+    try:
+        lifecycle = GateLifecycle(gate)
+        state = GateState(gate, lifecycle)
+        installation.set_instance_attr(pipeline, "_predict", make_predict_factory(state))
+        installation.register_callback(pipeline.callbacks, lifecycle)
+    except BaseException:
+        installation.remove()
+        raise
+    return installation

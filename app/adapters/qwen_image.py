@@ -1,0 +1,139 @@
+"""Qwen-Image: the gate sits inside the transformer call, shared by the two calls per step.
+
+mflux 0.24.0 ``QwenImage.generate_image`` calls the transformer twice per step with the same
+``t`` — the positive caption, then the negative — and combines them outside (norm-rescaled CFG).
+The adapter swaps the transformer's class (as for FLUX.1) and pairs the two calls on one
+decision: the first call of a step decides, the second reuses the decision; each keeps its own
+residual (``"cond"``/``"uncond"``).
+
+Re-walk of ``QwenTransformer.__call__``:
+
+- prelude: ``img_in``, the timestep, ``time_text_embed`` (timestep-only, so the signal is
+  caption-independent and the shared decision exact for both branches);
+- signal ("signal A"): block 0's modulated image input, ``_modulate(img_norm1(x), mod1)``;
+- body: caption embedding, rotary embeddings, the dual-stream blocks; residual over the image
+  stream (the tail reads only that stream);
+- tail: ``norm_out``, ``proj_out``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransformer
+from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
+
+from app.adapters.base import GateLifecycle, Installation
+from app.adapters.common import AlreadyInstalledError, GateState, UnsupportedPipelineError
+from app.gate import TeaCacheGate
+
+
+class GatedQwenTransformer(QwenTransformer):
+    """Base of the per-installation subclasses; never instantiated."""
+
+    _teacache: GateState
+
+    def __call__(  # type: ignore[override]
+        self,
+        t: int,
+        config: Any,
+        hidden_states: mx.array,
+        encoder_hidden_states: mx.array,
+        encoder_hidden_states_mask: mx.array,
+        qwen_image_ids: mx.array | None = None,
+        cond_image_grid: tuple[int, int, int] | None = None,
+    ) -> mx.array:
+        state = type(self)._teacache
+        plain = (
+            not state.gating
+            or qwen_image_ids is not None
+            or cond_image_grid is not None  # edit paths: ungated
+        )
+        if plain:
+            return QwenTransformer.__call__(
+                self, t, config, hidden_states, encoder_hidden_states, encoder_hidden_states_mask,
+                qwen_image_ids, cond_image_grid,
+            )  # fmt: skip
+        gate = state.gate
+        branch = state.branch_of_call()
+        if not gate.needs_signal:
+            gate.decide(None)
+            noise = QwenTransformer.__call__(
+                self, t, config, hidden_states, encoder_hidden_states, encoder_hidden_states_mask
+            )
+            if branch == "cond":
+                state.record(noise)
+            return noise
+
+        # 1. Prelude.
+        hs = self.img_in(hidden_states)
+        batch_size = hs.shape[0]
+        timestep = QwenTransformer._compute_timestep(t, config)
+        timestep = mx.broadcast_to(timestep, (batch_size,)).astype(hs.dtype)
+        temb = self.time_text_embed(timestep, hs)
+        # 2. Signal and decision: decided on the first call of the step, reused on the second.
+        signal = None
+        if branch == "cond":
+            block0 = self.transformer_blocks[0]
+            mod1, _ = mx.split(block0.img_mod_linear(block0.img_mod_silu(temb)), 2, axis=-1)
+            signal, _ = QwenTransformerBlock._modulate(block0.img_norm1(hs), mod1)
+        verdict = gate.decide(signal)
+        # 3. Body, or the cached residual.
+        if verdict.decision.computes:
+            ehs = self.txt_in(self.txt_norm(encoder_hidden_states))
+            rope = QwenTransformer._compute_rotary_embeddings(
+                encoder_hidden_states_mask=encoder_hidden_states_mask,
+                pos_embed=self.pos_embed,
+                config=config,
+                cond_image_grid=None,
+            )
+            out = hs
+            for idx, block in enumerate(self.transformer_blocks):
+                ehs, out = QwenTransformer._apply_transformer_block(
+                    idx=idx,
+                    block=block,
+                    hidden_states=out,
+                    encoder_hidden_states=ehs,
+                    encoder_hidden_states_mask=encoder_hidden_states_mask,
+                    text_embeddings=temb,
+                    image_rotary_embeddings=rope,
+                    cond_embeddings=None,
+                    is_cond_token=None,
+                )
+            if verdict.store_residual:
+                gate.store_residual(out, hs, branch)
+        else:
+            out = gate.reuse(hs, branch)
+        # 4. Tail.
+        out = self.norm_out(out, temb)
+        noise = self.proj_out(out)
+        if branch == "cond":
+            state.record(noise)  # calibration pairs follow the conditional branch
+        return noise
+
+
+def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+    transformer = getattr(pipeline, "transformer", None)
+    if isinstance(transformer, GatedQwenTransformer):
+        raise AlreadyInstalledError("a TeaCache gate is already installed on this Qwen-Image model")
+    if type(transformer) is not QwenTransformer:
+        raise UnsupportedPipelineError(
+            "the Qwen-Image adapter expects mflux's QwenTransformer, "
+            f"found {type(transformer).__name__}"
+        )
+    installation = Installation(pipeline, gate, family="qwen-image")
+    try:
+        lifecycle = GateLifecycle(gate)
+        state = GateState(gate, lifecycle)
+        gated_class = type(
+            "GatedQwenTransformer",
+            (GatedQwenTransformer,),
+            {"_teacache": state, "__module__": __name__},
+        )
+        installation.swap_class(transformer, gated_class)
+        installation.register_callback(pipeline.callbacks, lifecycle)
+    except BaseException:
+        installation.remove()
+        raise
+    return installation

@@ -1,0 +1,437 @@
+"""Weight-less "shell" pipelines of mflux's own classes, for tests and timing.
+
+mflux has no weight-free constructor, so a shell is ``cls.__new__`` plus the attributes the
+initializer would set (mflux-internals §4.2): a transformer with random weights (tiny for CPU
+tests, the real dimensions for GPU timing), prompt embeddings injected where mflux looks for
+them (prompt cache or an instance override of the encode step), and a stub VAE. The real
+``generate_image()`` then runs end to end: the same loop, scheduler and callbacks as a real model.
+
+``ModelConfig.precision`` is a class attribute mflux reads at call time; hold ``use_precision``
+around both the build and the generation (float32 for CPU tests: bf16 matmuls are slow there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+from mlx import nn
+from mlx.utils import tree_flatten, tree_unflatten
+
+from app.gate import TeaCacheGate, Verdict
+
+DEFAULT_PROMPT = "a red circle on a blue background"
+
+
+@contextmanager
+def use_precision(dtype: mx.Dtype) -> Iterator[None]:
+    """Set mflux's global ``ModelConfig.precision`` for the duration of the block."""
+    from mflux.models.common.config.model_config import ModelConfig
+
+    previous = ModelConfig.precision
+    ModelConfig.precision = dtype
+    try:
+        yield
+    finally:
+        ModelConfig.precision = previous
+
+
+@dataclass(eq=False)
+class StubVAE:
+    """Stands in for every family's VAE: records the latents it is asked to decode.
+
+    ``before_decode`` runs first on each decode, so a test can assert what must already be true
+    when mflux reaches the decode (for example: the gate holds no residual any more).
+    """
+
+    before_decode: Callable[[], None] | None = None
+    decoded: list[mx.array] = field(default_factory=list)
+
+    def _image(self, latents: mx.array) -> mx.array:
+        if self.before_decode is not None:
+            self.before_decode()
+        mx.eval(latents)
+        self.decoded.append(latents)
+        return mx.zeros((1, 3, 8, 8), dtype=mx.float32)
+
+    def decode(self, latents: mx.array) -> mx.array:  # FLUX.1, Z-Image, Qwen-Image
+        return self._image(latents)
+
+    def decode_packed_latents(self, packed: mx.array, tiling_config: Any = None) -> mx.array:
+        return self._image(packed)  # FLUX.2
+
+    @property
+    def last(self) -> mx.array:
+        return self.decoded[-1]
+
+
+def _random(key: mx.array, shape: Sequence[int], dtype: mx.Dtype, scale: float = 1.0) -> mx.array:
+    return (mx.random.normal(shape=tuple(shape), key=key) * scale).astype(dtype)
+
+
+_POOL_SIZE = 8_388_617  # prime, so tiled rows of any width never line up
+
+
+def _init_weights(module: nn.Module, seed: int, dtype: mx.Dtype, scale: float = 1.0) -> None:
+    """Random weights, fast: every matrix is a tiling of one shared random pool at its own
+    offset, scaled like MLX's default ``Linear`` init (uniform ±1/√fan_in). Drawing 546M numbers
+    one by one (a 1+1-block FLUX.1) takes 10–20 s on the 2-core CPU; this takes about one.
+    Vectors (biases, norm weights) keep the module's own initialisation."""
+    rng = np.random.default_rng(seed)
+    pool = rng.uniform(-1.0, 1.0, _POOL_SIZE).astype(np.float32)
+    updates = []
+    named: list[tuple[str, mx.array]] = tree_flatten(module.parameters())  # type: ignore[assignment]
+    for name, value in named:
+        if not mx.issubdtype(value.dtype, mx.floating):
+            continue
+        if value.ndim >= 2:
+            offset = int(rng.integers(_POOL_SIZE))
+            flat = np.resize(np.concatenate([pool[offset:], pool[:offset]]), value.size)
+            bound = scale / float(np.sqrt(value.shape[-1]))
+            updates.append((name, mx.array(flat.reshape(value.shape) * bound).astype(dtype)))
+        elif value.dtype != dtype:
+            updates.append((name, value.astype(dtype)))
+    module.update(tree_unflatten(updates))
+    mx.eval(module.parameters())
+
+
+def _base_shell(cls: Any, model_config: Any) -> Any:
+    from mflux.callbacks.callback_registry import CallbackRegistry
+
+    pipeline = cls.__new__(cls)
+    nn.Module.__init__(pipeline)
+    pipeline.model_config = model_config
+    pipeline.callbacks = CallbackRegistry()
+    pipeline.tiling_config = None
+    pipeline.bits = None
+    pipeline.lora_paths = None
+    pipeline.lora_scales = None
+    pipeline.vae = StubVAE()
+    return pipeline
+
+
+def _model_config(name: str) -> Any:
+    from mflux.models.common.config.model_config import ModelConfig
+
+    return ModelConfig.from_name(model_name=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# FLUX.1 (dev, schnell, Krea): hidden size 3072 is hard-coded, only block counts are free.
+
+
+def flux1_shell(
+    model_name: str = "dev",
+    *,
+    joint_blocks: int = 1,
+    single_blocks: int = 1,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.flux.model.flux_transformer.transformer import Transformer
+    from mflux.models.flux.variants.txt2img.flux import Flux1
+
+    model_config = _model_config(model_name)
+    pipeline = _base_shell(Flux1, model_config)
+    pipeline.tokenizers = {"t5": None, "clip": None}
+    pipeline.t5_text_encoder = None
+    pipeline.clip_text_encoder = None
+    transformer = Transformer(
+        model_config=model_config,
+        num_transformer_blocks=joint_blocks,
+        num_single_transformer_blocks=single_blocks,
+    )
+    _init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    keys = mx.random.split(mx.random.key(seed + 1), 2 * len(prompts))
+    cache = {}
+    for i, prompt in enumerate(prompts):
+        t5 = _random(keys[2 * i], (1, text_tokens, 4096), dtype)
+        clip = _random(keys[2 * i + 1], (1, 768), dtype)
+        cache[prompt] = (t5, clip)
+    pipeline.prompt_cache = cache
+    return pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# FLUX.2 Klein: fully parametric.
+
+
+@dataclass(frozen=True)
+class Flux2Dims:
+    num_layers: int
+    num_single_layers: int
+    num_attention_heads: int
+    attention_head_dim: int
+    joint_attention_dim: int
+    axes_dims_rope: tuple[int, ...]
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "num_layers": self.num_layers,
+            "num_single_layers": self.num_single_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "attention_head_dim": self.attention_head_dim,
+            "joint_attention_dim": self.joint_attention_dim,
+            "axes_dims_rope": self.axes_dims_rope,
+        }
+
+
+FLUX2_TINY = Flux2Dims(2, 2, 4, 32, 64, (8, 8, 8, 8))
+# FLUX.2 Klein 4B exactly as mflux builds it (ModelConfig.flux2_klein_4b().transformer_overrides).
+FLUX2_KLEIN_4B = Flux2Dims(5, 20, 24, 128, 7680, (32, 32, 32, 32))
+
+
+class _Flux2Prompts:
+    """Instance override of ``Flux2Klein._encode_prompt_pair``: returns injected embeddings,
+    with the negative pair only under CFG (``guidance > 1``), as mflux does."""
+
+    def __init__(self, table: dict[str, tuple[mx.array, mx.array]]) -> None:
+        self.table = table
+
+    def __call__(
+        self, *, prompt: str, negative_prompt: str | None, guidance: float
+    ) -> tuple[mx.array, mx.array, mx.array | None, mx.array | None]:
+        embeds, ids = self.table[prompt]
+        if guidance is not None and guidance > 1.0 and negative_prompt is not None:
+            neg_embeds, neg_ids = self.table[negative_prompt]
+            return embeds, ids, neg_embeds, neg_ids
+        return embeds, ids, None, None
+
+
+def flux2_shell(
+    model_name: str = "flux2-klein-base-4b",
+    *,
+    dims: Flux2Dims = FLUX2_TINY,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+    init_scale: float = 1.0,
+) -> Any:
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+    from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
+    from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
+
+    pipeline = _base_shell(Flux2Klein, _model_config(model_name))
+    pipeline.prompt_cache = {}
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {}
+    pipeline.text_encoder = None
+    pipeline.small_decoder = False
+    pipeline.small_text_encoder = False
+    transformer = Flux2Transformer(**dims.kwargs())
+    _init_weights(transformer, seed, dtype, init_scale)
+    pipeline.transformer = transformer
+    table: dict[str, tuple[mx.array, mx.array]] = {}
+    all_prompts = [*prompts, " "]  # mflux's negative prompt for FLUX.2 CFG is a single space
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    for key, prompt in zip(keys, all_prompts, strict=True):
+        embeds = _random(key, (1, text_tokens, dims.joint_attention_dim), dtype)
+        table[prompt] = (embeds, Flux2PromptEncoder.prepare_text_ids(embeds))
+    pipeline._encode_prompt_pair = _Flux2Prompts(table)
+    return pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# Z-Image (base and Turbo): fully parametric.
+
+
+@dataclass(frozen=True)
+class ZImageDims:
+    dim: int
+    n_layers: int
+    n_refiner_layers: int
+    n_heads: int
+    cap_feat_dim: int
+    axes_dims: tuple[int, ...]
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "dim": self.dim,
+            "n_layers": self.n_layers,
+            "n_refiner_layers": self.n_refiner_layers,
+            "n_heads": self.n_heads,
+            "cap_feat_dim": self.cap_feat_dim,
+            "axes_dims": list(self.axes_dims),
+        }
+
+
+Z_IMAGE_TINY = ZImageDims(128, 4, 1, 4, 64, (8, 12, 12))
+Z_IMAGE_FULL = ZImageDims(3840, 30, 2, 30, 2560, (32, 48, 48))
+
+
+class _ZImagePrompts:
+    """Instance override of ``ZImage._encode_prompts`` (negative only when ``guidance > 1``)."""
+
+    def __init__(self, table: dict[str, mx.array]) -> None:
+        self.table = table
+
+    def __call__(
+        self, *, prompt: str, negative_prompt: str | None, guidance: float
+    ) -> tuple[mx.array, mx.array | None]:
+        if guidance <= 1.0:
+            return self.table[prompt], None
+        negative = negative_prompt if negative_prompt and negative_prompt.strip() else " "
+        return self.table[prompt], self.table[negative]
+
+
+def z_image_shell(
+    model_name: str = "z-image",
+    *,
+    dims: ZImageDims = Z_IMAGE_TINY,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+    init_scale: float = 1.0,
+) -> Any:
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.z_image.model.z_image_transformer.transformer import ZImageTransformer
+    from mflux.models.z_image.variants.z_image import ZImage
+
+    pipeline = _base_shell(ZImage, _model_config(model_name))
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {}
+    pipeline.text_encoder = None
+    pipeline.float32 = False
+    transformer = ZImageTransformer(**dims.kwargs())
+    _init_weights(transformer, seed, dtype, init_scale)
+    pipeline.transformer = transformer
+    all_prompts = [*prompts, " "]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    table = {
+        prompt: _random(key, (text_tokens, dims.cap_feat_dim), dtype)
+        for key, prompt in zip(keys, all_prompts, strict=True)
+    }
+    pipeline._encode_prompts = _ZImagePrompts(table)
+    return pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# Qwen-Image: parametric except head_dim = 128 (rope axes are hard-coded to 16 + 56 + 56).
+
+
+@dataclass(frozen=True)
+class QwenDims:
+    num_layers: int
+    num_attention_heads: int
+    joint_attention_dim: int
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "num_layers": self.num_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "attention_head_dim": 128,
+            "joint_attention_dim": self.joint_attention_dim,
+        }
+
+
+QWEN_TINY = QwenDims(2, 1, 64)
+
+
+def qwen_shell(
+    *,
+    dims: QwenDims = QWEN_TINY,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    negative_prompt: str | None = None,
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransformer
+    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
+
+    pipeline = _base_shell(QwenImage, _model_config("qwen-image"))
+    pipeline.tokenizers = {"qwen": None}
+    pipeline.text_encoder = None
+    transformer = QwenTransformer(**dims.kwargs())
+    _init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    negative = negative_prompt if negative_prompt and negative_prompt.strip() else " "
+    keys = mx.random.split(mx.random.key(seed + 1), 2 * len(prompts))
+    cache = {}
+    mask = mx.ones((1, text_tokens), dtype=mx.int32)
+    for i, prompt in enumerate(prompts):
+        pos = _random(keys[2 * i], (1, text_tokens, dims.joint_attention_dim), dtype)
+        neg = _random(keys[2 * i + 1], (1, text_tokens, dims.joint_attention_dim), dtype)
+        cache[f"{prompt}|NEG|{negative}"] = (pos, mask, neg, mask)
+    pipeline.prompt_cache = cache
+    return pipeline
+
+
+def generate_latents(pipeline: Any, **kwargs: Any) -> mx.array:
+    """Run the real ``generate_image`` and return the final latents the (stub) VAE received."""
+    kwargs.setdefault("seed", 0)
+    kwargs.setdefault("prompt", DEFAULT_PROMPT)
+    pipeline.generate_image(**kwargs)
+    return pipeline.vae.last
+
+
+# ---------------------------------------------------------------------------------------------
+# Inspection helpers shared by the adapter tests and the benchmark.
+
+
+class RecordingGate(TeaCacheGate):
+    """A ``TeaCacheGate`` that also records what the adapter hands it, per step:
+    ``stored[(step, branch)] = (body_out, body_in, residual)`` and
+    ``reused[(step, branch)] = (body_in, residual, result)``; ``outputs[step]`` counts
+    ``record_output`` calls."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stored: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
+        self.reused: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
+        self.outputs: dict[int, int] = {}
+        self.signals: list[int] = []  # step index of every non-None signal passed to decide
+
+    def decide(self, signal: mx.array | None) -> Verdict:
+        if signal is not None:
+            self.signals.append(self.step_index)
+        return super().decide(signal)
+
+    def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
+        super().store_residual(body_out, body_in, branch)
+        residual = self._residuals.get(branch)
+        if residual is not None:
+            self.stored[(self.step_index, branch)] = (body_out, body_in, residual)
+
+    def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
+        result = super().reuse(body_in, branch)
+        self.reused[(self.step_index, branch)] = (body_in, self._residuals[branch], result)
+        return result
+
+    def record_output(self, output: mx.array) -> None:
+        self.outputs[self.step_index] = self.outputs.get(self.step_index, 0) + 1
+        super().record_output(output)
+
+
+def _ids(mapping: dict[str, Any]) -> dict[str, int]:
+    return {key: id(value) for key, value in mapping.items()}
+
+
+def pipeline_snapshot(pipeline: Any) -> dict[str, Any]:
+    """Everything an installation may touch, by identity: classes, instance attributes, module
+    children, the parameter tree and the callback lists. Equal snapshots mean "untouched"."""
+    transformer = pipeline.transformer
+    callbacks = pipeline.callbacks
+    return {
+        "pipeline_class": type(pipeline),
+        "pipeline_attrs": _ids(vars(pipeline)),
+        "pipeline_children": _ids(dict(pipeline)),
+        "transformer_class": type(transformer),
+        "transformer_attrs": _ids(vars(transformer)),
+        "transformer_children": _ids(dict(transformer)),
+        "parameters": {name: id(value) for name, value in tree_flatten(pipeline.parameters())},
+        "callbacks": {
+            name: [id(entry) for entry in getattr(callbacks, name)]
+            for name in ("before_loop", "in_loop", "after_loop", "interrupt")
+        },
+    }
