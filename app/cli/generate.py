@@ -7,8 +7,12 @@ import json
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.cli.errors import UserError
+
+if TYPE_CHECKING:
+    from app.engine.request import GenerationRequest
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -24,8 +28,11 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
     if threshold:
-        p.add_argument("--threshold", type=float,
-                       help="gate threshold in [0, 1]; 0 turns skipping off (default: the variant's)")
+        p.add_argument(
+            "--threshold",
+            type=float,
+            help="gate threshold in [0, 1]; 0 turns skipping off (default: the variant's)",
+        )
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
     p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
@@ -38,7 +45,7 @@ def parse_size_arg(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def request_from_args(args: argparse.Namespace, **overrides: object):  # -> GenerationRequest
+def request_from_args(args: argparse.Namespace, **overrides: object) -> GenerationRequest:
     from app.engine.request import RequestError, make_request
 
     values = {
@@ -56,7 +63,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object):  # -> Gene
         raise UserError(str(exc)) from None
 
 
-def run_headless(request, *, progress: bool = True) -> dict[str, object]:  # noqa: ANN001
+def run_headless(request: GenerationRequest, *, progress: bool = True) -> dict[str, object]:
     """Run one request on this thread through the real engine; raise UserError on failure."""
     from app.blas import preload_openblas
 
@@ -123,7 +130,10 @@ def setup(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate one image, vanilla and gated, with a report")
     add_request_arguments(p)
     p.add_argument("--out", required=True, help="folder for gated.png, vanilla.png, report.json")
-    p.add_argument("--resume", action="store_true",
-                   help="resume the gated pass from the vanilla trajectory (faster; the gated "
-                        "time then includes vanilla's time for the replayed steps)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="resume the gated pass from the vanilla trajectory (faster; the gated "
+        "time then includes vanilla's time for the replayed steps)",
+    )
     p.set_defaults(handler=_generate)

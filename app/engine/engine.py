@@ -410,6 +410,13 @@ def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[_Replay, dict
     return _Replay(until, vanilla.noises), substitutes
 
 
+def latents_digest(latents: mx.array) -> str:
+    """SHA-256 of the latents' bytes: equal digests mean bit-identical trajectories."""
+    import hashlib
+
+    return hashlib.sha256(np.asarray(latents).tobytes()).hexdigest()
+
+
 def longest_skip_streak(pattern: str) -> int:
     return max(
         (len(run) for run in pattern.replace("F", "C").replace("N", "C").split("C")), default=0
@@ -488,6 +495,7 @@ def build_report(
         "gated_seconds": gated.loop_seconds,
         "gated_wall_seconds": gated.wall_seconds,
         "resumed_from_step": gated.resumed_from,
+        "gated_latents_sha256": latents_digest(gated.final_latents),
         "gated_peak_memory_bytes": gated.peak_memory_bytes,
         "versions": versions(),
         "coefficients": list(params.coefficients),
@@ -500,6 +508,7 @@ def build_report(
                 "vanilla_wall_seconds": vanilla.wall_seconds,
                 "vanilla_pattern": vanilla.pattern,
                 "vanilla_trace": vanilla.trace,
+                "vanilla_latents_sha256": latents_digest(vanilla.final_latents),
                 "ssim": ssim(vanilla.image, gated.image),
                 "max_abs_diff": float(
                     mx.max(
