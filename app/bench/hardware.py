@@ -87,6 +87,12 @@ def _version(name: str) -> str:
         return "not installed"
 
 
+def _app_version() -> str:
+    from app import __version__
+
+    return __version__  # "0.0.0+source" where the tree runs without an install (the GPU box)
+
+
 def host_info() -> dict[str, Any]:
     ram = ram_bytes()
     return {
@@ -128,7 +134,7 @@ def runtime_info() -> dict[str, Any]:
     info: dict[str, Any] = {
         "mlx": _version("mlx"),
         "mflux": _version("mflux"),
-        "teacache_studio": _version("teacache-studio"),
+        "teacache_studio": _app_version(),
         "mlx_device": str(mx.default_device()),
         "blas": blas_in_use(),
     }
