@@ -1,0 +1,450 @@
+"""A scriptable fake engine: the UI's test double and a development stand-in for the real engine.
+
+It follows ``EngineProtocol`` to the letter (event order, one terminal event, never raises unless
+told to) without MLX work. Each run either replays a scripted list of events or synthesises a
+plausible one from a rel-L1 trace through the real gate rule (``app.gate.simulator``), so the
+decisions, predictions and accumulations it reports are the ones the live gate would take on that
+trace. It records every request and the thread each call ran on, caches vanilla results by
+``GenerationRequest.vanilla_key()`` like the real engine, honours cancel within one step, and can
+be held step by step by a test (``StepGate``) instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from app.engine.events import (
+    EngineEvent,
+    LoadProgress,
+    ModelReady,
+    Pass,
+    PassFinished,
+    PassStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunWarning,
+    StepDone,
+)
+from app.engine.protocol import Emit
+from app.engine.request import GenerationRequest
+from app.gate import Decision, GateParams, StepEvent, predict_change
+from app.gate.simulator import engagement, simulate
+from app.variants import check_schedule
+
+Trace = Sequence[float | None]
+
+
+@dataclass(frozen=True)
+class FakeFailure:
+    """Fail the run: while loading (``which=None``) or when ``which`` reaches ``at_step``."""
+
+    message: str = "scripted failure"
+    which: Pass | None = None
+    at_step: int = 0
+    raise_instead: bool = False  # raise out of run() (breaks the protocol: tests the worker's net)
+
+
+@dataclass(frozen=True)
+class FakeScript:
+    """How one run behaves. Every field has a harmless default."""
+
+    trace: Trace | Callable[[GenerationRequest], Trace] | None = None
+    events: Sequence[EngineEvent] | None = None  # replayed verbatim (run_id rewritten)
+    step_seconds: float = 0.0
+    skipped_step_fraction: float = 0.08  # a skipped step costs this share of a computed one
+    load_seconds: float = 0.0
+    failure: FakeFailure | None = None
+    warnings: Sequence[RunWarning] = ()
+
+
+class StepGate:
+    """Lets a test hold the engine before each step and release steps one at a time.
+
+    ``release(n)`` lets ``n`` more steps through, ``open()`` lets everything through. The engine
+    waits in short slices so that a cancel still takes effect while it is held.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._allowance = 0
+        self._open = False
+        self.waiting_at: tuple[Pass, int] | None = None
+        self.passed = 0
+
+    def release(self, steps: int = 1) -> None:
+        with self._cond:
+            self._allowance += steps
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        with self._cond:
+            self._open = True
+            self._cond.notify_all()
+
+    def wait(self, which: Pass, index: int, cancel: threading.Event) -> bool:
+        """Returns False if cancel was set while waiting."""
+        with self._cond:
+            self.waiting_at = (which, index)
+            try:
+                while not (self._open or self._allowance > 0):
+                    if cancel.is_set():
+                        return False
+                    self._cond.wait(0.005)
+                if not self._open:
+                    self._allowance -= 1
+                self.passed += 1
+                return True
+            finally:
+                self.waiting_at = None
+
+
+@dataclass
+class _VanillaResult:
+    image: np.ndarray
+    seconds: float
+    steps: tuple[StepEvent, ...]
+    trace: tuple[float | None, ...]
+
+
+@dataclass
+class FakeEngine:
+    """See the module docstring. ``scripts`` are used one per run, then ``script`` for the rest."""
+
+    script: FakeScript = field(default_factory=FakeScript)
+    scripts: list[FakeScript] = field(default_factory=list)
+    step_gate: StepGate | None = None
+    cache_vanilla: bool = True
+
+    def __post_init__(self) -> None:
+        self.requests: list[GenerationRequest] = []
+        self.run_threads: list[int] = []
+        self.created_thread = threading.get_ident()
+        self.closed = False
+        self.loaded_variant: str | None = None
+        self.emitted: list[EngineEvent] = []
+        self._vanilla: dict[tuple[object, ...], _VanillaResult] = {}
+        self._lock = threading.Lock()
+
+    # -- EngineProtocol ------------------------------------------------------------------------
+    def run(
+        self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
+    ) -> None:
+        with self._lock:
+            self.requests.append(request)
+            self.run_threads.append(threading.get_ident())
+            script = self.scripts.pop(0) if self.scripts else self.script
+
+        def send(event: EngineEvent) -> None:
+            self.emitted.append(event)
+            emit(event)
+
+        failure = script.failure
+        if failure is not None and failure.raise_instead:
+            raise RuntimeError(failure.message)
+        try:
+            if script.events is not None:
+                self._replay(run_id, script.events, send, cancel, script)
+            else:
+                self._synthesise(run_id, request, send, cancel, script)
+        except _Stop:
+            return
+        except Exception as exc:  # the protocol says run() never raises
+            send(RunFailed(run_id, f"fake engine error: {exc}", repr(exc)))
+
+    def close(self) -> None:
+        self.closed = True
+        self._vanilla.clear()
+
+    # -- behaviour -----------------------------------------------------------------------------
+    def _replay(
+        self,
+        run_id: int,
+        events: Sequence[EngineEvent],
+        emit: Emit,
+        cancel: threading.Event,
+        script: FakeScript,
+    ) -> None:
+        for event in events:
+            if isinstance(event, StepDone):
+                self._before_step(run_id, event.which, event.step.index, emit, cancel, script)
+            if hasattr(event, "run_id"):
+                event = replace(event, run_id=run_id)  # type: ignore[type-var]
+            emit(event)
+
+    def _synthesise(
+        self,
+        run_id: int,
+        request: GenerationRequest,
+        emit: Emit,
+        cancel: threading.Event,
+        script: FakeScript,
+    ) -> None:
+        variant = request.variant
+        failure = script.failure
+        if self.loaded_variant != request.variant_id:
+            emit(LoadProgress(request.variant_id, f"Loading {variant.display_name}…"))
+            if failure is not None and failure.which is None:
+                emit(RunFailed(run_id, failure.message, f"FakeFailure: {failure.message}"))
+                raise _Stop
+            if script.load_seconds and cancel.wait(script.load_seconds):
+                emit(RunCancelled(run_id, None))
+                raise _Stop
+            self.loaded_variant = request.variant_id
+            emit(ModelReady(request.variant_id, script.load_seconds))
+
+        trace_source = script.trace
+        trace = tuple(
+            trace_source(request)
+            if callable(trace_source)
+            else trace_source
+            if trace_source is not None
+            else default_trace(request)
+        )
+        if len(trace) != request.steps:
+            raise ValueError(f"scripted trace has {len(trace)} steps, the request {request.steps}")
+        params = variant.gate_params(request.threshold)
+
+        for warning in script.warnings:
+            emit(replace(warning, run_id=run_id))
+        notice = schedule_warning(run_id, request)
+        if notice is not None:
+            emit(notice)
+
+        key = request.vanilla_key()
+        vanilla = self._vanilla.get(key) if self.cache_vanilla and request.compare_vanilla else None
+        cached = vanilla is not None
+        if request.compare_vanilla:
+            if vanilla is not None:
+                emit(PassStarted(run_id, Pass.vanilla, request.steps, cached=True))
+                emit(
+                    PassFinished(
+                        run_id, Pass.vanilla, vanilla.image, vanilla.seconds, vanilla.steps
+                    )
+                )
+            else:
+                vanilla = self._vanilla_pass(run_id, request, params, trace, emit, cancel, script)
+                if self.cache_vanilla:
+                    self._vanilla[key] = vanilla
+            if variant.distilled or not check_schedule(variant, request.steps).can_skip:
+                emit(engagement_warning(run_id, params, vanilla.trace))
+
+        verdicts = simulate(params, trace)
+        # As the real engine: replay vanilla up to the last computed step before the first skip;
+        # replayed steps are emitted at once and keep vanilla's step times.
+        until: int | None = None
+        if vanilla is not None and request.resume:
+            first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
+            until = request.steps if first_skip is None else first_skip - 1
+        emit(PassStarted(run_id, Pass.gated, request.steps, resumed_from=until))
+        steps: list[StepEvent] = []
+        for verdict in verdicts:
+            seconds = script.step_seconds * (
+                script.skipped_step_fraction if verdict.decision is Decision.skipped else 1.0
+            )
+            step = StepEvent(
+                verdict.index,
+                request.steps,
+                verdict.decision,
+                verdict.rel_l1,
+                verdict.predicted,
+                verdict.accumulated,
+                params.rel_l1_thresh,
+                seconds,
+            )
+            if vanilla is not None and until is not None and verdict.index < until:
+                step = replace(step, seconds=vanilla.steps[verdict.index].seconds)
+            else:
+                self._before_step(run_id, Pass.gated, verdict.index, emit, cancel, script)
+                if seconds:
+                    cancel.wait(seconds)
+            steps.append(step)
+            emit(StepDone(run_id, Pass.gated, step))
+        skips = sum(s.decision is Decision.skipped for s in steps)
+        base = vanilla.image if vanilla is not None else synthetic_image(request)
+        image = perturb(base, request.seed, skips)
+        gated_seconds = sum(s.seconds for s in steps)
+        emit(PassFinished(run_id, Pass.gated, image, gated_seconds, tuple(steps)))
+        report: dict[str, object] = {
+            "engine": "fake",
+            "variant": request.variant_id,
+            "skipped": skips,
+            "pattern": "".join(s.decision.letter for s in steps),
+            "gated_seconds": gated_seconds,
+            "resumed_from_step": until,
+            "vanilla_cached": cached,
+        }
+        if vanilla is not None:
+            report["vanilla_seconds"] = vanilla.seconds
+            report["speedup"] = vanilla.seconds / gated_seconds if gated_seconds else None
+        emit(RunFinished(run_id, report))
+
+    def _vanilla_pass(
+        self,
+        run_id: int,
+        request: GenerationRequest,
+        params: GateParams,
+        trace: Trace,
+        emit: Emit,
+        cancel: threading.Event,
+        script: FakeScript,
+    ) -> _VanillaResult:
+        emit(PassStarted(run_id, Pass.vanilla, request.steps))
+        steps = []
+        for index, measured in enumerate(trace):
+            self._before_step(run_id, Pass.vanilla, index, emit, cancel, script)
+            if script.step_seconds:
+                cancel.wait(script.step_seconds)
+            predicted: float | None = None
+            decision = Decision.computed
+            if measured is not None:
+                if math.isfinite(measured):
+                    value, _ = predict_change(params, measured)
+                    predicted = None if math.isnan(value) else value
+                if predicted is None:
+                    decision = Decision.numerical_miss
+            step = StepEvent(
+                index,
+                request.steps,
+                decision,
+                measured,
+                predicted,
+                predicted,
+                params.rel_l1_thresh,
+                script.step_seconds,
+            )
+            steps.append(step)
+            emit(StepDone(run_id, Pass.vanilla, step))
+        seconds = sum(s.seconds for s in steps)
+        image = synthetic_image(request)
+        emit(PassFinished(run_id, Pass.vanilla, image, seconds, tuple(steps)))
+        return _VanillaResult(image, seconds, tuple(steps), tuple(trace))
+
+    def _before_step(
+        self,
+        run_id: int,
+        which: Pass,
+        index: int,
+        emit: Emit,
+        cancel: threading.Event,
+        script: FakeScript,
+    ) -> None:
+        failure = script.failure
+        if failure is not None and failure.which == which and failure.at_step == index:
+            emit(RunFailed(run_id, failure.message, f"FakeFailure at {which} step {index}"))
+            raise _Stop
+        if cancel.is_set():
+            emit(RunCancelled(run_id, index))
+            raise _Stop
+        if self.step_gate is not None and not self.step_gate.wait(which, index, cancel):
+            emit(RunCancelled(run_id, index))
+            raise _Stop
+
+
+class _Stop(Exception):
+    """A terminal event was emitted; unwind the run."""
+
+
+def schedule_warning(run_id: int, request: GenerationRequest) -> RunWarning | None:
+    """The pre-run notice, with the kinds and detail keys the real engine uses."""
+    variant = request.variant
+    check = check_schedule(
+        variant, request.steps, request.threshold if request.threshold > 0 else None
+    )
+    if (check.can_skip and not variant.distilled) or (
+        request.threshold <= 0 and not variant.distilled
+    ):
+        return None
+    message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
+    if check.suggestion:
+        message += f" Instead: {check.suggestion}."
+    return RunWarning(
+        run_id,
+        "distilled" if variant.distilled else "schedule",
+        message,
+        {
+            "eligible_steps": check.eligible_steps,
+            "can_skip": check.can_skip,
+            "min_predicted_change": variant.min_predicted_change,
+            "threshold": request.threshold,
+            "suggestion": check.suggestion,
+        },
+    )
+
+
+def engagement_warning(run_id: int, params: GateParams, trace: Trace) -> RunWarning:
+    """The post-vanilla notice: where skipping would begin on this run's trace."""
+    onset = engagement(replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), trace)
+    if onset.onset_threshold is None:
+        message = "On this run no step was gate-eligible: nothing can be skipped at any threshold."
+    else:
+        message = (
+            f"Measured on this run: the smallest predicted change among {onset.eligible_steps} "
+            f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); skipping "
+            f"would begin only above that threshold (current {params.rel_l1_thresh:.2f})."
+        )
+    return RunWarning(
+        run_id,
+        "engagement",
+        message,
+        {
+            "eligible_steps": onset.eligible_steps,
+            "onset_threshold": onset.onset_threshold,
+            "threshold": params.rel_l1_thresh,
+        },
+    )
+
+
+def default_trace(request: GenerationRequest) -> tuple[float | None, ...]:
+    """A demo-like gate-signal trace: a big first change, a calm middle, a rising end. Short
+    (distilled-like) schedules change a lot on every step, as measured on the demo prototype."""
+    rng = np.random.default_rng(_stable_seed(request.prompt, request.seed))
+    n = request.steps
+    trace: list[float | None] = [None]
+    for i in range(1, n):
+        if n <= 8 or request.variant.distilled:
+            value = 0.38 + 0.09 * rng.random()
+        elif i == 1:
+            value = 0.22
+        elif i >= n - 2:
+            value = 0.10 + 0.03 * (i - (n - 3))
+        else:
+            value = 0.035 + 0.03 * rng.random()
+        trace.append(round(float(value), 4))
+    return tuple(trace[:n])
+
+
+def synthetic_image(request: GenerationRequest) -> np.ndarray:
+    """A deterministic little scene (gradient background, a few discs) for the prompt and seed."""
+    rng = np.random.default_rng(_stable_seed(request.prompt, request.seed))
+    h, w = request.height, request.width
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    top, bottom = rng.integers(40, 230, size=3), rng.integers(40, 230, size=3)
+    t = (yy / max(1, h - 1))[..., None]
+    image = (1 - t) * top + t * bottom
+    for _ in range(3):
+        cx, cy = rng.uniform(0.2, 0.8) * w, rng.uniform(0.2, 0.8) * h
+        radius = rng.uniform(0.08, 0.2) * min(w, h)
+        mask = (xx - cx) ** 2 + (yy - cy) ** 2 <= radius**2
+        image[mask] = rng.integers(0, 256, size=3)
+    return np.ascontiguousarray(image.clip(0, 255).astype(np.uint8))
+
+
+def perturb(image: np.ndarray, seed: int, skips: int) -> np.ndarray:
+    """The gated image: the vanilla one plus noise that grows with the skip count."""
+    if skips == 0:
+        return image.copy()
+    rng = np.random.default_rng(seed + 7919 * skips)
+    noise = rng.normal(0.0, 0.5 * skips, size=image.shape)
+    return np.ascontiguousarray((image.astype(np.float32) + noise).clip(0, 255).astype(np.uint8))
+
+
+def _stable_seed(prompt: str, seed: int) -> int:
+    digest = hashlib.sha256(f"{prompt}\x00{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")

@@ -1,0 +1,1 @@
+"""Qt-free persistence: run history (images + metadata) and typed user settings."""

@@ -1,0 +1,432 @@
+"""Every finished run, saved under ``app.paths.history_dir()``.
+
+One folder per run holds ``gated.png``, ``vanilla.png`` (when a vanilla pass exists) and
+``run.json`` (prompt, seed, variant, steps, threshold, skips, pattern, SSIM, timings, the per-step
+trace, versions). A run is written into a hidden temporary folder that is renamed into place when
+complete, so the history never shows half an entry. Listing skips (and warns about) any folder
+that cannot be read back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import metadata
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
+
+from app import paths
+from app.engine.request import GenerationRequest, RequestError, make_request
+from app.gate import Decision, StepEvent
+from app.storage.atomic import atomic_write_bytes, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+HISTORY_FORMAT = 1
+META_FILE = "run.json"
+GATED_FILE = "gated.png"
+VANILLA_FILE = "vanilla.png"
+_REQUIRED_REQUEST_KEYS = {"variant_id": str, "prompt": str, "seed": int, "steps": int}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A finished run as the worker hands it over for saving. Metrics are computed by the caller."""
+
+    request: GenerationRequest
+    gated_image: np.ndarray
+    vanilla_image: np.ndarray | None
+    gated_steps: tuple[StepEvent, ...]
+    vanilla_steps: tuple[StepEvent, ...]
+    gated_seconds: float | None
+    vanilla_seconds: float | None
+    ssim: float | None = None
+    speedup: float | None = None
+    speedup_estimated: bool = False  # the gated pass resumed from vanilla: its time is partial
+    vanilla_cached: bool = False
+    resumed_from: int | None = None
+    report: dict[str, object] = field(default_factory=dict)
+    warnings: tuple[dict[str, object], ...] = ()
+    created: datetime = field(default_factory=lambda: datetime.now().astimezone())
+
+    @property
+    def skips(self) -> int:
+        return sum(s.decision is Decision.skipped for s in self.gated_steps)
+
+    @property
+    def pattern(self) -> str:
+        return "".join(s.decision.letter for s in self.gated_steps)
+
+    @property
+    def vanilla_pattern(self) -> str:
+        return "".join(s.decision.letter for s in self.vanilla_steps)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One saved run as read back from disk."""
+
+    id: str
+    folder: Path
+    meta: dict[str, Any]
+
+    @property
+    def request_data(self) -> dict[str, Any]:
+        return self.meta["request"]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return self.meta.get("result", {})
+
+    @property
+    def created(self) -> str:
+        return str(self.meta.get("created", ""))
+
+    @property
+    def prompt(self) -> str:
+        return self.request_data["prompt"]
+
+    @property
+    def variant_id(self) -> str:
+        return self.request_data["variant_id"]
+
+    @property
+    def seed(self) -> int:
+        return self.request_data["seed"]
+
+    @property
+    def steps(self) -> int:
+        return self.request_data["steps"]
+
+    @property
+    def threshold(self) -> float | None:
+        value = self.request_data.get("threshold")
+        return float(value) if isinstance(value, int | float) else None
+
+    @property
+    def skips(self) -> int | None:
+        return _opt_int(self.result.get("skips"))
+
+    @property
+    def pattern(self) -> str:
+        return str(self.result.get("pattern", ""))
+
+    @property
+    def ssim(self) -> float | None:
+        return _opt_float(self.result.get("ssim"))
+
+    @property
+    def gated_seconds(self) -> float | None:
+        return _opt_float(self.result.get("gated_seconds"))
+
+    @property
+    def vanilla_seconds(self) -> float | None:
+        return _opt_float(self.result.get("vanilla_seconds"))
+
+    @property
+    def speedup(self) -> float | None:
+        return _opt_float(self.result.get("speedup"))
+
+    @property
+    def gated_path(self) -> Path:
+        return self.folder / GATED_FILE
+
+    @property
+    def vanilla_path(self) -> Path | None:
+        path = self.folder / VANILLA_FILE
+        return path if path.exists() else None
+
+    def load_images(self) -> tuple[np.ndarray, np.ndarray | None]:
+        gated = _read_png(self.gated_path)
+        vanilla_path = self.vanilla_path
+        return gated, (_read_png(vanilla_path) if vanilla_path is not None else None)
+
+    def step_events(self, which: str) -> tuple[StepEvent, ...]:
+        rows = self.meta.get("steps", {}).get(which, [])
+        return tuple(step_from_dict(row, len(rows)) for row in rows)
+
+    def to_request(self) -> GenerationRequest | None:
+        """The request that reproduces this run, or None if the variant no longer exists."""
+        data = self.request_data
+        try:
+            width, height = int(data["width"]), int(data["height"])
+            return make_request(
+                data["variant_id"],
+                data["prompt"],
+                seed=int(data["seed"]),
+                steps=int(data["steps"]),
+                threshold=float(data["threshold"]),
+                size=(width, height),
+                guidance=_opt_float(data.get("guidance")),
+                quantize=_opt_int(data.get("quantize")),
+                compare_vanilla=bool(data.get("compare_vanilla", True)),
+            )
+        except (RequestError, KeyError, TypeError, ValueError):
+            return None
+
+
+class HistoryStore:
+    """Saves, lists and exports runs. ``warnings`` holds what the last ``entries()`` skipped."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else paths.history_dir()
+        self.warnings: list[str] = []
+
+    def save(self, record: RunRecord) -> HistoryEntry:
+        self.root.mkdir(parents=True, exist_ok=True)
+        entry_id = _entry_id(record)
+        staging = self.root / f".staging-{uuid.uuid4().hex}"
+        staging.mkdir()
+        try:
+            atomic_write_bytes(staging / GATED_FILE, encode_png(record.gated_image, record))
+            if record.vanilla_image is not None:
+                atomic_write_bytes(staging / VANILLA_FILE, encode_png(record.vanilla_image, record))
+            meta = _metadata(entry_id, record)
+            atomic_write_text(staging / META_FILE, json.dumps(meta, indent=2, default=_jsonable))
+            final = self.root / entry_id
+            while final.exists():  # two runs in the same microsecond: keep both
+                final = self.root / f"{entry_id}-{uuid.uuid4().hex[:4]}"
+            os.replace(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return HistoryEntry(final.name, final, meta)
+
+    def entries(self) -> list[HistoryEntry]:
+        """Newest first; unreadable folders are skipped with a warning."""
+        self.warnings = []
+        if not self.root.is_dir():
+            return []
+        found = []
+        for folder in sorted(self.root.iterdir(), reverse=True):
+            if folder.name.startswith(".") or not folder.is_dir():
+                continue
+            entry = self._read(folder)
+            if entry is not None:
+                found.append(entry)
+        return found
+
+    def __iter__(self) -> Iterator[HistoryEntry]:
+        return iter(self.entries())
+
+    def get(self, entry_id: str) -> HistoryEntry | None:
+        folder = self.root / entry_id
+        return self._read(folder) if folder.is_dir() else None
+
+    def delete(self, entry: HistoryEntry) -> None:
+        shutil.rmtree(entry.folder)
+
+    def _read(self, folder: Path) -> HistoryEntry | None:
+        try:
+            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+            _validate(meta)
+            if not (folder / GATED_FILE).is_file():
+                raise ValueError(f"{GATED_FILE} is missing")
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            warning = f"history entry {folder.name} skipped: {exc}"
+            log.warning("%s", warning)
+            self.warnings.append(warning)
+            return None
+        return HistoryEntry(folder.name, folder, meta)
+
+
+def export_side_by_side(
+    path: Path,
+    gated: np.ndarray,
+    vanilla: np.ndarray | None,
+    *,
+    gated_caption: str,
+    vanilla_caption: str,
+    footer: str,
+) -> Path:
+    """One PNG: gated beside vanilla with captions and a footer line; small images are enlarged
+    with nearest-neighbour sampling so that each pixel stays visible."""
+    images = [gated] if vanilla is None else [gated, vanilla]
+    captions = [gated_caption] if vanilla is None else [gated_caption, vanilla_caption]
+    height, width = gated.shape[:2]
+    scale = max(1, -(-384 // max(1, min(height, width))))  # ceil: at least 384 px on the short side
+    tile_w, tile_h = width * scale, height * scale
+    pad, caption_h, footer_h = 16, 28, 28
+    canvas_w = pad + len(images) * (tile_w + pad)
+    canvas_h = pad + caption_h + tile_h + pad + footer_h
+    canvas = Image.new("RGB", (canvas_w, canvas_h), (250, 250, 250))
+    draw = ImageDraw.Draw(canvas)
+    font = ImageFont.load_default(size=15)
+    for i, (image, caption) in enumerate(zip(images, captions, strict=True)):
+        x = pad + i * (tile_w + pad)
+        tile = Image.fromarray(_rgb8(image)).resize((tile_w, tile_h), Image.Resampling.NEAREST)
+        canvas.paste(tile, (x, pad + caption_h))
+        draw.text((x, pad + 4), caption, fill=(30, 30, 30), font=font)
+    draw.text((pad, pad + caption_h + tile_h + pad), footer, fill=(90, 90, 90), font=font)
+    buffer = BytesIO()
+    canvas.save(buffer, format="PNG")
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
+def export_entry(entry: HistoryEntry, path: Path) -> Path:
+    gated, vanilla = entry.load_images()
+    captions = entry_captions(entry)
+    return export_side_by_side(path, gated, vanilla, **captions)
+
+
+def entry_captions(entry: HistoryEntry) -> dict[str, str]:
+    threshold = entry.threshold
+    skipped = f"{entry.skips}/{entry.steps} skipped" if entry.skips is not None else ""
+    gated = f"TeaCache  t={threshold:.3f}  {skipped}" if threshold is not None else "TeaCache"
+    if entry.gated_seconds is not None:
+        gated += f"  {entry.gated_seconds:.2f} s"
+    vanilla = "Vanilla"
+    if entry.vanilla_seconds is not None:
+        vanilla += f"  {entry.vanilla_seconds:.2f} s"
+    parts = [f"{entry.variant_id}", f"seed {entry.seed}", f"{entry.steps} steps"]
+    if entry.ssim is not None:
+        parts.append(f"SSIM {entry.ssim:.4f}")
+    if entry.speedup is not None:
+        parts.append(f"speedup {entry.speedup:.2f}×")
+    prompt = entry.prompt if len(entry.prompt) <= 90 else entry.prompt[:89] + "…"
+    return {
+        "gated_caption": gated,
+        "vanilla_caption": vanilla,
+        "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
+    }
+
+
+def encode_png(image: np.ndarray, record: RunRecord | None = None) -> bytes:
+    info = PngImagePlugin.PngInfo()
+    if record is not None:
+        info.add_itxt("Description", record.request.prompt)
+        info.add_text("Software", "TeaCache Studio")
+    buffer = BytesIO()
+    Image.fromarray(_rgb8(image)).save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
+
+
+def step_to_dict(step: StepEvent) -> dict[str, object]:
+    return {**step.as_dict(), "num_steps": step.num_steps}
+
+
+def step_from_dict(row: dict[str, Any], num_steps: int) -> StepEvent:
+    return StepEvent(
+        index=int(row["index"]),
+        num_steps=int(row.get("num_steps", num_steps)),
+        decision=Decision(row["decision"]),
+        rel_l1=_opt_float(row.get("rel_l1")),
+        predicted=_opt_float(row.get("predicted")),
+        accumulated=_opt_float(row.get("accumulated")),
+        threshold=float(row.get("threshold", 0.0)),
+        seconds=float(row.get("seconds", 0.0)),
+        output_rel_l1=_opt_float(row.get("output_rel_l1")),
+    )
+
+
+def collect_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for dist in ("teacache-studio", "mlx", "mflux", "PySide6-Essentials", "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _metadata(entry_id: str, record: RunRecord) -> dict[str, object]:
+    return {
+        "format": HISTORY_FORMAT,
+        "id": entry_id,
+        "created": record.created.isoformat(timespec="seconds"),
+        "request": record.request.as_dict(),
+        "result": {
+            "skips": record.skips,
+            "steps": len(record.gated_steps),
+            "pattern": record.pattern,
+            "vanilla_pattern": record.vanilla_pattern,
+            "ssim": record.ssim,
+            "gated_seconds": record.gated_seconds,
+            "vanilla_seconds": record.vanilla_seconds,
+            "speedup": record.speedup,
+            "speedup_estimated": record.speedup_estimated,
+            "vanilla_cached": record.vanilla_cached,
+            "resumed_from": record.resumed_from,
+        },
+        "steps": {
+            "gated": [step_to_dict(s) for s in record.gated_steps],
+            "vanilla": [step_to_dict(s) for s in record.vanilla_steps],
+        },
+        "warnings": list(record.warnings),
+        "report": record.report,
+        "versions": collect_versions(),
+    }
+
+
+def _validate(meta: object) -> None:
+    if not isinstance(meta, dict):
+        raise ValueError(f"{META_FILE} does not hold a JSON object")
+    if not isinstance(meta.get("format"), int) or meta["format"] > HISTORY_FORMAT:
+        raise ValueError(f"unknown history format {meta.get('format')!r}")
+    request = meta.get("request")
+    if not isinstance(request, dict):
+        raise ValueError("the request is missing")
+    for key, kind in _REQUIRED_REQUEST_KEYS.items():
+        if not isinstance(request.get(key), kind):
+            raise ValueError(f"request field {key!r} is missing or malformed")
+    if not isinstance(meta.get("result", {}), dict):
+        raise ValueError("the result is malformed")
+    steps = meta.get("steps", {})
+    if not isinstance(steps, dict) or not all(isinstance(v, list) for v in steps.values()):
+        raise ValueError("the step trace is malformed")
+    try:
+        for rows in steps.values():
+            for row in rows:
+                step_from_dict(row, len(rows))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the step trace is malformed ({exc})") from None
+
+
+def _entry_id(record: RunRecord) -> str:
+    stamp = record.created.strftime("%Y%m%d-%H%M%S-%f")
+    return f"{stamp}-{record.request.variant_id}-s{record.request.seed}"
+
+
+def _read_png(path: Path) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.ascontiguousarray(np.asarray(image.convert("RGB"), dtype=np.uint8))
+
+
+def _rgb8(image: np.ndarray) -> np.ndarray:
+    array = np.asarray(image)
+    if array.dtype != np.uint8:
+        array = np.clip(array, 0, 255).astype(np.uint8)
+    if array.ndim == 2:
+        array = np.stack([array] * 3, axis=-1)
+    return np.ascontiguousarray(array[..., :3])
+
+
+def _opt_float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _opt_int(value: object) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return f"<array {value.shape} {value.dtype}>"
+    if isinstance(value, Sequence | set):
+        return list(value)
+    return str(value)

@@ -1,0 +1,177 @@
+"""Typed user settings as JSON at ``app.paths.settings_file()``.
+
+Loading is tolerant per key: a value of the wrong type or out of range falls back to that key's
+default with a warning, and an unreadable file falls back to all defaults with a warning. Window
+geometry is not kept here (QSettings holds it); this module never imports Qt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from app import paths
+from app.storage.atomic import atomic_write_text
+from app.variants import DEFAULT_VARIANT
+
+log = logging.getLogger(__name__)
+
+SETTINGS_FORMAT = 1
+PROMPT_HISTORY_LIMIT = 20
+
+
+@dataclass
+class Settings:
+    last_variant: str = DEFAULT_VARIANT
+    last_prompt: str = ""  # empty: the window shows its default prompt
+    prompt_history: list[str] = field(default_factory=list)  # newest first
+    thresholds: dict[str, float] = field(default_factory=dict)  # per variant id
+    steps: dict[str, int] = field(default_factory=dict)  # per variant id
+    sizes: dict[str, list[int]] = field(default_factory=dict)  # per variant id: [width, height]
+    guidance: dict[str, float] = field(default_factory=dict)  # per variant id
+    seed: int = 42
+    rerun_on_threshold_change: bool = False
+
+    def remember_prompt(self, prompt: str, limit: int = PROMPT_HISTORY_LIMIT) -> None:
+        prompt = prompt.strip()
+        if not prompt:
+            return
+        self.prompt_history = [prompt, *(p for p in self.prompt_history if p != prompt)][:limit]
+        self.last_prompt = prompt
+
+    def to_json(self) -> dict[str, object]:
+        return {"format": SETTINGS_FORMAT, **asdict(self)}
+
+
+Validator = Callable[[object], object]
+
+
+class _Invalid(ValueError):
+    pass
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid("expected text")
+    return value
+
+
+def _int(lo: int, hi: int) -> Validator:
+    def check(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise _Invalid(f"expected a whole number in [{lo}, {hi}]")
+        return value
+
+    return check
+
+
+def _float(lo: float, hi: float) -> Validator:
+    def check(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Invalid("expected a number")
+        number = float(value)
+        if not (math.isfinite(number) and lo <= number <= hi):
+            raise _Invalid(f"expected a number in [{lo}, {hi}]")
+        return number
+
+    return check
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid("expected true or false")
+    return value
+
+
+def _list_of(item: Validator) -> Validator:
+    def check(value: object) -> list[object]:
+        if not isinstance(value, list):
+            raise _Invalid("expected a list")
+        return [item(v) for v in value]
+
+    return check
+
+
+def _dict_of(item: Validator) -> Validator:
+    def check(value: object) -> dict[str, object]:
+        if not isinstance(value, dict):
+            raise _Invalid("expected an object")
+        return {_str(k): item(v) for k, v in value.items()}
+
+    return check
+
+
+def _size(value: object) -> list[int]:
+    pair: list[int] = _list_of(_int(16, 4096))(value)  # type: ignore[assignment]
+    if len(pair) != 2:
+        raise _Invalid("expected [width, height]")
+    return pair
+
+
+_VALIDATORS: dict[str, Validator] = {
+    "last_variant": _str,
+    "last_prompt": _str,
+    "prompt_history": _list_of(_str),
+    "thresholds": _dict_of(_float(0.0, 1.0)),
+    "steps": _dict_of(_int(1, 1000)),
+    "sizes": _dict_of(_size),
+    "guidance": _dict_of(_float(0.0, 100.0)),
+    "seed": _int(0, 2**32 - 1),
+    "rerun_on_threshold_change": _bool,
+}
+assert set(_VALIDATORS) == {f.name for f in fields(Settings)}
+
+
+def settings_from_json(data: object) -> tuple[Settings, list[str]]:
+    """Build settings from parsed JSON, keeping every valid key; returns the warnings too."""
+    settings = Settings()
+    warnings: list[str] = []
+    if not isinstance(data, dict):
+        return settings, ["settings file does not hold a JSON object; using defaults"]
+    for name, validate in _VALIDATORS.items():
+        if name not in data:
+            continue
+        try:
+            setattr(settings, name, validate(data[name]))
+        except _Invalid as exc:
+            warnings.append(f"setting {name!r} ignored ({exc}); using the default")
+    settings.prompt_history = settings.prompt_history[:PROMPT_HISTORY_LIMIT]
+    return settings, warnings
+
+
+class SettingsStore:
+    """Loads and saves ``Settings``; ``warnings`` holds what the last load had to ignore."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path if path is not None else paths.settings_file()
+        self.warnings: list[str] = []
+
+    def load(self) -> Settings:
+        self.warnings = []
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return Settings()
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._defaults(f"could not read {self.path} ({exc}); using defaults")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return self._defaults(f"{self.path} is not valid JSON ({exc}); using defaults")
+        settings, warnings = settings_from_json(data)
+        for warning in warnings:
+            log.warning("%s", warning)
+        self.warnings = warnings
+        return settings
+
+    def save(self, settings: Settings) -> None:
+        atomic_write_text(self.path, json.dumps(settings.to_json(), indent=2, sort_keys=True))
+
+    def _defaults(self, warning: str) -> Settings:
+        log.warning("%s", warning)
+        self.warnings = [warning]
+        return Settings()

@@ -1,0 +1,255 @@
+"""Qt-free numbers behind the window: image comparison, speedup, where skipping begins, and the
+distilled-schedule notice. Heavy parts (SSIM) run on the worker thread, never on the GUI thread."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from app.gate import Decision, StepEvent
+from app.gate.simulator import engagement, skip_curve
+from app.variants import VARIANTS, Variant, check_schedule
+
+
+@dataclass(frozen=True, slots=True)
+class RunAnalysis:
+    """Computed by the worker after a run, before ``RunFinished`` is forwarded."""
+
+    run_id: int
+    ssim: float | None
+    difference: np.ndarray | None  # float32 H×W, mean absolute difference over channels (0–255)
+    speedup: float | None
+    speedup_estimated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunSaved:
+    run_id: int
+    entry_id: str
+    folder: str
+
+
+def difference_map(gated: np.ndarray, vanilla: np.ndarray) -> np.ndarray | None:
+    """Mean absolute difference over channels, float32 H×W on the 0–255 scale."""
+    if gated.shape != vanilla.shape:
+        return None
+    diff = np.abs(gated.astype(np.float32) - vanilla.astype(np.float32))
+    return np.ascontiguousarray(diff.mean(axis=-1) if diff.ndim == 3 else diff, dtype=np.float32)
+
+
+def ssim(gated: np.ndarray, vanilla: np.ndarray) -> float | None:
+    """SSIM on uint8 RGB with an explicit data range (the float default would guess wrong)."""
+    if gated.shape != vanilla.shape or min(gated.shape[:2]) < 7:
+        return None
+    from skimage.metrics import structural_similarity  # ~0.5 s import: keep it off startup
+
+    value: Any = structural_similarity(
+        np.asarray(gated, dtype=np.uint8),
+        np.asarray(vanilla, dtype=np.uint8),
+        channel_axis=-1 if gated.ndim == 3 else None,
+        data_range=255,
+    )
+    return float(value)
+
+
+def speedup(
+    vanilla_seconds: float | None, gated_seconds: float | None, resumed_from: int | None = None
+) -> tuple[float | None, bool]:
+    """Vanilla loop time over gated loop time. A gated pass that resumed from the vanilla
+    trajectory counts the replayed steps at vanilla's step times (the engine's convention), so the
+    ratio is then an estimate and is flagged as one."""
+    if not vanilla_seconds or not gated_seconds or gated_seconds <= 0:
+        return None, False
+    return vanilla_seconds / gated_seconds, resumed_from is not None
+
+
+def count_skips(steps: Sequence[StepEvent | None]) -> int:
+    return sum(1 for s in steps if s is not None and s.decision is Decision.skipped)
+
+
+@dataclass(frozen=True, slots=True)
+class EngagementBand:
+    """Where skipping begins on one vanilla trace, for the gate plot and the banner."""
+
+    variant_id: str
+    steps: int
+    eligible_steps: int
+    onset: float | None  # any threshold strictly above this skips at least one step
+    onset_step: int | None
+    saturation: float | None  # the smallest threshold reaching the most skips on the sweep
+    max_skips: int
+    curve: tuple[tuple[float, int], ...] = field(default_factory=tuple)
+
+    def engages_at(self, threshold: float) -> bool:
+        return self.onset is not None and threshold > self.onset
+
+    def predicted_skips(self, threshold: float) -> int:
+        best = 0
+        for t, skips in self.curve:
+            if t > threshold:
+                break
+            best = skips
+        return best
+
+
+def engagement_band(
+    variant: Variant, threshold: float, vanilla_steps: Sequence[StepEvent | None]
+) -> EngagementBand | None:
+    trace = [s.rel_l1 if s is not None else None for s in vanilla_steps]
+    if not trace or all(t is None for t in trace):
+        return None
+    probe = variant.gate_params(max(threshold, 1e-9))
+    found = engagement(probe, trace)
+    top = 1.0
+    if found.onset_threshold is not None:
+        top = min(1.0, max(found.onset_threshold * 3.0, threshold * 1.5, 0.05))
+    grid = [float(t) for t in np.linspace(0.0, top, 121)]
+    rows = skip_curve(probe, trace, grid)
+    curve = tuple((t, skips) for t, skips, _ in rows)
+    max_skips = max((skips for _, skips in curve), default=0)
+    saturation = next((t for t, skips in curve if skips == max_skips), None) if max_skips else None
+    return EngagementBand(
+        variant.id,
+        len(trace),
+        found.eligible_steps,
+        found.onset_threshold,
+        found.onset_step,
+        saturation,
+        max_skips,
+        curve,
+    )
+
+
+class NoticeKind(StrEnum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeAction:
+    label: str
+    action: str  # "variant:<id>", "steps:<n>", "threshold:<value>"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One inline banner: a title, a message, the full text for the copy button, and actions."""
+
+    kind: NoticeKind
+    title: str
+    message: str
+    details: str = ""
+    actions: tuple[NoticeAction, ...] = ()
+    key: str = ""  # identifies the banner (replace, dismiss)
+
+    @property
+    def copy_text(self) -> str:
+        text = f"{self.title}\n{self.message}"
+        return f"{text}\n\n{self.details}" if self.details else text
+
+
+def schedule_notice(
+    variant: Variant,
+    steps: int,
+    threshold: float,
+    measured: EngagementBand | None = None,
+    engine_details: dict[str, object] | None = None,
+) -> Notice | None:
+    """The yellow banner when (variant, steps) cannot engage at this threshold, with the numbers
+    behind it: before a run from ``check_schedule``; after a run from the engine's ``RunWarning``
+    details and the vanilla trace of the same variant and steps."""
+    if threshold <= 0.0:
+        return Notice(
+            NoticeKind.info,
+            "Skipping is off",
+            "A threshold of 0 turns TeaCache off: the gated pass computes every step, like "
+            "vanilla.",
+            key="schedule",
+        )
+    check = check_schedule(variant, steps, threshold)
+    if measured is not None and (measured.variant_id != variant.id or measured.steps != steps):
+        measured = None
+    details = engine_details or {}
+    onset_reported = "onset_threshold" in details or "smallest_predicted" in details
+    onset = _number(details.get("onset_threshold", details.get("smallest_predicted")))
+    smallest, source = (
+        (onset, "measured by the engine on this run") if onset_reported else (None, "")
+    )
+    if smallest is None and measured is not None:
+        smallest, source = measured.onset, "measured on the last vanilla run"
+    if smallest is None:
+        floor = _number(details.get("min_predicted_change"))
+        floor = variant.min_predicted_change if floor is None else floor
+        smallest, source = floor, "from the variant's calibration data"
+    eligible = _integer(details.get("eligible_steps"))
+    eligible = check.eligible_steps if eligible is None else eligible
+    measured_blocks = measured is not None and not measured.engages_at(threshold)
+    engine_blocks = details.get("can_skip") is False or (
+        onset_reported and (onset is None or onset >= threshold)
+    )
+    blocked = not check.can_skip or measured_blocks or engine_blocks
+    if not blocked and not variant.distilled:
+        return None
+
+    parts = [f"{eligible} of {steps} steps are gate-eligible (the first and last always compute)."]
+    if not blocked:
+        parts.append(
+            "Skipping on a distilled schedule is uncalibrated: expect no skips, or skips that "
+            "cost visible quality."
+        )
+    elif smallest is not None:
+        relation = "at or above" if smallest >= threshold else "below"
+        parts.append(
+            f"The smallest predicted change is {smallest:.3f} ({source}), {relation} the "
+            f"threshold {threshold:.3f}, so no step can be skipped."
+        )
+    elif eligible <= 0:
+        parts.append("With no eligible step, no threshold can skip anything.")
+    else:
+        parts.append(check.reason[:1].upper() + check.reason[1:] + ".")
+    if variant.distilled and variant.distilled_reason:
+        parts.append(f"Why: {variant.distilled_reason.replace('`', '')}.")
+
+    actions: list[NoticeAction] = []
+    advice: list[str] = []
+    base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
+    if base is not None:
+        advice.append(f"use {base.display_name} at {base.default_steps} steps")
+        actions.append(NoticeAction(f"Use {base.display_name}", f"variant:{base.id}"))
+    if not variant.distilled and smallest is not None and smallest < 1.0 and eligible > 0:
+        suggested = math.ceil(smallest * 1000 + 1) / 1000
+        advice.append(f"raise the threshold above {smallest:.3f}")
+        actions.append(NoticeAction(f"Threshold {suggested:.3f}", f"threshold:{suggested}"))
+    more_steps = max(steps * 2, variant.default_steps if not variant.distilled else 0, 8)
+    if eligible <= 2 or variant.distilled:
+        advice.append(f"use more steps (e.g. {more_steps})")
+        actions.append(NoticeAction(f"Use {more_steps} steps", f"steps:{more_steps}"))
+    if advice:
+        parts.append("Instead: " + "; or ".join(advice) + ".")
+    if not blocked:
+        title = f"{variant.display_name} is distilled: TeaCache is unlikely to help"
+    elif variant.distilled or eligible <= 0:
+        title = f"{variant.display_name} at {steps} steps cannot skip a step"
+    else:
+        title = f"No step can be skipped at threshold {threshold:.3f}"
+    suggestion = details.get("suggestion") or check.suggestion
+    extra = f"check_schedule: {check.reason}" + (
+        f"\nsuggestion: {suggestion}" if suggestion else ""
+    )
+    return Notice(NoticeKind.warning, title, " ".join(parts), extra, tuple(actions), "schedule")
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

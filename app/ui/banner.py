@@ -1,0 +1,171 @@
+"""Inline banners (not modals): red for errors, yellow for warnings, blue for information.
+
+Shape of krita-ai-diffusion's ``ErrorBox``: the message is elided to a few lines with the full text
+in the tooltip, a copy button puts title, message and details on the clipboard, optional action
+buttons offer the fix, and a close button dismisses it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui.analysis import Notice
+from app.ui.theme import BannerColours, banner_colours, is_dark
+
+_ICONS = {"error": "⨯", "warning": "⚠", "info": "ℹ"}
+
+
+class Banner(QFrame):
+    action_triggered = Signal(str)
+    dismissed = Signal(str)
+    copied = Signal(str)
+
+    def __init__(self, notice: Notice, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.notice = notice
+        self.setObjectName("Banner")
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self._icon = QLabel(_ICONS.get(notice.kind.value, "ℹ"))
+        self._icon.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignHCenter)
+        self._icon.setFixedWidth(18)
+        self.title = QLabel(notice.title)
+        title_font = self.title.font()
+        title_font.setWeight(title_font.Weight.DemiBold)
+        self.title.setFont(title_font)
+        self.title.setWordWrap(True)
+        self.message = QLabel(notice.message)
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message.setToolTip(notice.copy_text)
+
+        text = QVBoxLayout()
+        text.setSpacing(2)
+        text.addWidget(self.title)
+        text.addWidget(self.message)
+        self.action_buttons: list[QPushButton] = []
+        if notice.actions:
+            row = QHBoxLayout()
+            row.setSpacing(6)
+            row.setContentsMargins(0, 4, 0, 0)
+            for action in notice.actions:
+                button = QPushButton(action.label)
+                button.setCursor(Qt.CursorShape.PointingHandCursor)
+                button.clicked.connect(
+                    lambda _=False, a=action.action: self.action_triggered.emit(a)
+                )
+                row.addWidget(button)
+                self.action_buttons.append(button)
+            row.addStretch(1)
+            text.addLayout(row)
+
+        self.copy_button = QToolButton()
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolTip("Copy the full message (with details) to the clipboard")
+        self.copy_button.clicked.connect(self.copy)
+        self.close_button = QToolButton()
+        self.close_button.setText("✕")
+        self.close_button.setToolTip("Dismiss")
+        self.close_button.clicked.connect(lambda: self.dismissed.emit(self.notice.key))
+        buttons = QVBoxLayout()
+        buttons.setSpacing(2)
+        top = QHBoxLayout()
+        top.setSpacing(2)
+        top.addWidget(self.copy_button)
+        top.addWidget(self.close_button)
+        buttons.addLayout(top)
+        buttons.addStretch(1)
+
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 10, 8, 10)
+        layout.setSpacing(10)
+        layout.addWidget(self._icon)
+        layout.addLayout(text, 1)
+        layout.addLayout(buttons)
+        self._styling = False
+        self._dark: bool | None = None
+        self._apply_colours()
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.notice.copy_text)
+        self.copied.emit(self.notice.copy_text)
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange and not self._styling:
+            self._apply_colours()
+        super().changeEvent(event)
+
+    def _apply_colours(self) -> None:
+        dark = is_dark(QGuiApplication.palette())
+        if dark == self._dark:
+            return
+        self._dark = dark
+        self._styling = True  # setStyleSheet sends a PaletteChange of its own
+        try:
+            self._set_style(banner_colours(self.notice.kind.value, dark))
+        finally:
+            self._styling = False
+
+    def _set_style(self, c: BannerColours) -> None:
+        self.setStyleSheet(
+            f"""
+            QFrame#Banner {{ background: {c.background}; border: 1px solid {c.border};
+                             border-radius: 8px; }}
+            QFrame#Banner QLabel {{ color: {c.text}; background: transparent; border: none; }}
+            QFrame#Banner QToolButton {{ color: {c.text}; border: none; padding: 2px 6px;
+                                         border-radius: 4px; background: transparent; }}
+            QFrame#Banner QToolButton:hover {{ background: {c.border}; }}
+            QFrame#Banner QPushButton {{ color: {c.text}; border: 1px solid {c.accent};
+                                         border-radius: 5px; padding: 3px 10px;
+                                         background: transparent; }}
+            QFrame#Banner QPushButton:hover {{ background: {c.border}; }}
+            """
+        )
+        self._icon.setStyleSheet(f"color: {c.accent}; font-weight: 700;")
+        self.copy_button.setStyleSheet("")
+
+
+class BannerStack(QWidget):
+    """Shows a list of notices; rebuilt when the list changes."""
+
+    action_triggered = Signal(str)
+    dismissed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setSpacing(6)
+        self._notices: tuple[Notice, ...] = ()
+        self.banners: list[Banner] = []
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.hide()
+
+    def set_notices(self, notices: tuple[Notice, ...]) -> None:
+        if notices == self._notices:
+            return
+        self._notices = notices
+        for banner in self.banners:
+            banner.setParent(None)
+            banner.deleteLater()
+        self.banners = []
+        for notice in notices:
+            banner = Banner(notice, self)
+            banner.action_triggered.connect(self.action_triggered)
+            banner.dismissed.connect(self.dismissed)
+            self._layout.addWidget(banner)
+            self.banners.append(banner)
+        self.setVisible(bool(notices))
+
+    def banner(self, key: str) -> Banner | None:
+        return next((b for b in self.banners if b.notice.key == key), None)

@@ -1,0 +1,326 @@
+"""The input side of the window (a view: widgets and layout; behaviour lives in the window)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QKeySequence, QPainter, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+from superqt import QLabeledDoubleSlider
+
+from app.ui.theme import caption_font, muted, small_font
+from app.variants import VARIANTS, Family, Variant
+
+VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
+BADGE_ROLE = Qt.ItemDataRole.UserRole + 2
+MAX_SEED = 2**31 - 1  # QSpinBox is 32-bit signed
+
+
+def section(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setFont(caption_font(label.font()))
+    label.setStyleSheet(f"color: {muted(label).name()};")
+    return label
+
+
+class _BadgeDelegate(QStyledItemDelegate):
+    """Draws a right-aligned grey badge (distilled, size to download) next to each variant."""
+
+    def paint(
+        self,
+        painter: QPainter,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> None:
+        super().paint(painter, option, index)
+        badge = index.data(BADGE_ROLE)
+        if not badge:
+            return
+        painter.save()
+        painter.setFont(small_font(option.font))  # type: ignore[attr-defined]
+        selected = bool(option.state & option.state.State_Selected)  # type: ignore[attr-defined]
+        palette = option.palette  # type: ignore[attr-defined]
+        painter.setPen(palette.highlightedText().color() if selected else muted())
+        rect: QRect = option.rect.adjusted(0, 0, -10, 0)  # type: ignore[attr-defined]
+        painter.drawText(rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, badge)
+        painter.restore()
+
+    def sizeHint(
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> QSize:
+        size = super().sizeHint(option, index)
+        badge = index.data(BADGE_ROLE)
+        extra = option.fontMetrics.horizontalAdvance(badge) + 24 if badge else 0  # type: ignore[attr-defined]
+        return QSize(size.width() + extra, max(size.height(), 24))
+
+
+class VariantPicker(QComboBox):
+    """Variants grouped by family (headers are not selectable), distilled ones marked."""
+
+    variant_selected = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._model = QStandardItemModel(self)
+        self.setModel(self._model)
+        self.setItemDelegate(_BadgeDelegate(self))
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(16)
+        self._availability: dict[str, str] = {}
+        self.rebuild()
+        self.currentIndexChanged.connect(self._emit_selected)
+
+    def rebuild(self, availability: dict[str, str] | None = None) -> None:
+        """``availability`` maps a variant id to a badge suffix (e.g. "24.1 GB ↓")."""
+        current = self.current_variant_id()
+        self._availability = dict(availability or self._availability)
+        self.blockSignals(True)
+        self._model.clear()
+        order = [Family.demo, Family.flux1, Family.flux2, Family.z_image, Family.qwen_image]
+        families = order + [f for f in Family if f not in order]
+        for family in families:
+            members = [v for v in VARIANTS.values() if v.family is family]
+            if not members:
+                continue
+            header = QStandardItem(family.display_name)
+            header.setFlags(Qt.ItemFlag.NoItemFlags)
+            font = header.font()
+            font.setBold(True)
+            header.setFont(font)
+            self._model.appendRow(header)
+            for variant in members:
+                item = QStandardItem("   " + variant.display_name)
+                item.setData(variant.id, VARIANT_ROLE)
+                item.setData(self._badge(variant), BADGE_ROLE)
+                item.setToolTip(variant_tooltip(variant))
+                self._model.appendRow(item)
+        self.blockSignals(False)
+        if current:
+            self.set_variant(current)
+
+    def _badge(self, variant: Variant) -> str:
+        parts = []
+        if variant.distilled:
+            parts.append("distilled")
+        extra = self._availability.get(variant.id)
+        if extra:
+            parts.append(extra)
+        return " · ".join(parts)
+
+    def current_variant_id(self) -> str | None:
+        data = self.currentData(VARIANT_ROLE)
+        return data if isinstance(data, str) else None
+
+    def set_variant(self, variant_id: str) -> None:
+        for row in range(self._model.rowCount()):
+            if self._model.item(row).data(VARIANT_ROLE) == variant_id:
+                if self.currentIndex() != row:
+                    self.setCurrentIndex(row)
+                return
+
+    def variant_rows(self) -> dict[str, int]:
+        rows = {}
+        for row in range(self._model.rowCount()):
+            vid = self._model.item(row).data(VARIANT_ROLE)
+            if isinstance(vid, str):
+                rows[vid] = row
+        return rows
+
+    def badge_of(self, variant_id: str) -> str:
+        row = self.variant_rows().get(variant_id)
+        return "" if row is None else str(self._model.item(row).data(BADGE_ROLE) or "")
+
+    def _emit_selected(self, _index: int) -> None:
+        vid = self.current_variant_id()
+        if vid is not None:
+            self.variant_selected.emit(vid)
+
+
+def variant_tooltip(variant: Variant) -> str:
+    lines = [f"<b>{variant.display_name}</b> ({variant.id})"]
+    lines.append(f"{variant.default_steps} steps by default")
+    if variant.default_threshold is not None:
+        lines.append(f"default threshold {variant.default_threshold:.2f}")
+    if variant.distilled and variant.distilled_reason:
+        lines.append(f"distilled: {variant.distilled_reason}")
+    if variant.provenance.source:
+        lines.append(f"calibration: {variant.provenance.source}")
+    return "<br>".join(lines)
+
+
+class PromptEdit(QPlainTextEdit):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Prompt")
+        self.setTabChangesFocus(True)
+        self.setPlaceholderText("Describe the image…")
+        line = self.fontMetrics().lineSpacing()
+        self.setMinimumHeight(line * 3 + 16)
+        self.setMaximumHeight(line * 6 + 16)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def set_text_if_different(self, text: str) -> None:
+        if self.toPlainText() != text:
+            self.setPlainText(text)
+
+
+class ControlsView(QFrame):
+    """Sidebar widgets. Public attributes are the widgets the window binds to."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Sidebar")
+        self.variant_picker = VariantPicker()
+        self.variant_info = QLabel()
+        self.variant_info.setWordWrap(True)
+        self.variant_info.setFont(small_font(self.variant_info.font()))
+        self.download_button = QPushButton("Download")
+        self.download_progress = QProgressBar()
+        self.download_progress.setTextVisible(False)
+        self.download_progress.setMaximumHeight(6)
+        self.download_cancel = QToolButton()
+        self.download_cancel.setText("Cancel")
+        self.download_status = QLabel()
+        self.download_status.setFont(small_font(self.download_status.font()))
+
+        self.prompt = PromptEdit()
+        self.recent_button = QToolButton()
+        self.recent_button.setText("Recent")
+        self.recent_button.setObjectName("Flat")
+        self.recent_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.recent_menu = QMenu(self.recent_button)
+        self.recent_button.setMenu(self.recent_menu)
+        self.recent_button.setToolTip("Recent prompts")
+
+        self.steps = QSpinBox()
+        self.steps.setRange(1, 1000)
+        self.steps.setAccelerated(True)
+        self.seed = QSpinBox()
+        self.seed.setRange(0, MAX_SEED)
+        self.seed.setAccelerated(True)
+        self.random_seed = QToolButton()
+        self.random_seed.setText("Random")
+        self.random_seed.setToolTip("Pick a random seed (Ctrl+R)")
+        self.size_combo = QComboBox()
+        self.guidance_label = QLabel("Guidance")
+        self.guidance = QDoubleSpinBox()
+        self.guidance.setRange(0.0, 30.0)
+        self.guidance.setSingleStep(0.5)
+        self.guidance.setDecimals(1)
+
+        self.threshold = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
+        self.threshold.setRange(0.0, 1.0)
+        self.threshold.setDecimals(3)
+        self.threshold.setSingleStep(0.005)  # type: ignore[arg-type]  # superqt: float slider
+        self.threshold.setPageStep(0.05)  # type: ignore[arg-type]
+        self.threshold.setToolTip(
+            "TeaCache skips a step while the accumulated predicted change stays below this value. "
+            "0 turns skipping off."
+        )
+        self.threshold_reset = QToolButton()
+        self.threshold_reset.setText("Reset")
+        self.threshold_reset.setToolTip("Back to this variant's default threshold")
+        self.threshold_hint = QLabel()
+        self.threshold_hint.setWordWrap(True)
+        self.threshold_hint.setFont(small_font(self.threshold_hint.font()))
+        self.rerun = QCheckBox("Re-run when the threshold changes")
+        self.rerun.setFont(small_font(self.rerun.font()))
+        self.rerun.setToolTip(
+            "Threshold-only changes reuse the cached vanilla pass: only the "
+            "TeaCache pass runs again"
+        )
+
+        self.history_button = QPushButton("History…")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the run after the current step (Esc)")
+        self.generate_button = QPushButton("Generate")
+        self.generate_button.setObjectName("Primary")
+        self.generate_button.setDefault(True)
+        shortcut = QKeySequence("Ctrl+Return").toString(QKeySequence.SequenceFormat.NativeText)
+        self.generate_button.setToolTip(f"Generate ({shortcut})")
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 16, 16, 16)
+        layout.setSpacing(6)
+        layout.addWidget(section("Model"))
+        layout.addWidget(self.variant_picker)
+        layout.addWidget(self.variant_info)
+        download_row = QHBoxLayout()
+        download_row.setSpacing(6)
+        download_row.addWidget(self.download_progress, 1)
+        download_row.addWidget(self.download_cancel)
+        self.download_box = QWidget()
+        box_layout = QVBoxLayout(self.download_box)
+        box_layout.setContentsMargins(0, 0, 0, 0)
+        box_layout.setSpacing(2)
+        box_layout.addLayout(download_row)
+        box_layout.addWidget(self.download_status)
+        layout.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.download_box)
+        layout.addSpacing(10)
+
+        prompt_header = QHBoxLayout()
+        prompt_header.addWidget(section("Prompt"))
+        prompt_header.addStretch(1)
+        prompt_header.addWidget(self.recent_button)
+        layout.addLayout(prompt_header)
+        layout.addWidget(self.prompt)
+        layout.addSpacing(10)
+
+        layout.addWidget(section("Sampling"))
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(6)
+        grid.addWidget(QLabel("Steps"), 0, 0)
+        grid.addWidget(self.steps, 0, 1)
+        grid.addWidget(QLabel("Seed"), 1, 0)
+        seed_row = QHBoxLayout()
+        seed_row.setSpacing(4)
+        seed_row.addWidget(self.seed, 1)
+        seed_row.addWidget(self.random_seed)
+        grid.addLayout(seed_row, 1, 1)
+        grid.addWidget(QLabel("Size"), 2, 0)
+        grid.addWidget(self.size_combo, 2, 1)
+        grid.addWidget(self.guidance_label, 3, 0)
+        grid.addWidget(self.guidance, 3, 1)
+        grid.setColumnStretch(1, 1)
+        layout.addLayout(grid)
+        layout.addSpacing(10)
+
+        layout.addWidget(section("TeaCache threshold"))
+        threshold_row = QHBoxLayout()
+        threshold_row.setSpacing(6)
+        threshold_row.addWidget(self.threshold, 1)
+        threshold_row.addWidget(self.threshold_reset)
+        layout.addLayout(threshold_row)
+        layout.addWidget(self.threshold_hint)
+        layout.addWidget(self.rerun)
+        layout.addStretch(1)
+
+        buttons = QHBoxLayout()
+        buttons.setSpacing(8)
+        buttons.addWidget(self.history_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.cancel_button)
+        buttons.addWidget(self.generate_button)
+        layout.addLayout(buttons)
+        self.setMinimumWidth(300)
+        self.setMaximumWidth(380)

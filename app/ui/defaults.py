@@ -1,0 +1,26 @@
+"""Qt-free defaults the window starts from."""
+
+from __future__ import annotations
+
+from app.variants import Family, Variant
+
+# The first-run prompt: inside the demo model's vocabulary, so the first Generate on a fresh
+# machine draws something recognisable offline.
+DEFAULT_PROMPT = "two red circles and a blue star on a yellow background"
+
+# The threshold slider's value for a variant with no default and no base variant to borrow from.
+FALLBACK_THRESHOLD = 0.2
+
+_SIZES: dict[Family, tuple[tuple[int, int], ...]] = {
+    Family.demo: ((128, 128),),  # the demo model is trained at one size
+}
+_GENERAL_SIZES = ((1024, 1024), (768, 768), (512, 512), (1024, 768), (768, 1024), (1344, 768))
+
+
+def size_presets(variant: Variant) -> list[tuple[int, int]]:
+    """The variant's default size first, then common sizes for its family."""
+    sizes = [variant.default_size]
+    for size in _SIZES.get(variant.family, _GENERAL_SIZES):
+        if size not in sizes:
+            sizes.append(size)
+    return sizes

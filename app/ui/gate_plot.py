@@ -1,0 +1,297 @@
+"""The gate plot: what the gate compared with the threshold, step by step.
+
+Left: the accumulated predicted change of the TeaCache pass per step (dots coloured by decision)
+and the vanilla pass's predicted change per step, against the threshold line, with the band of
+thresholds where skipping begins (from ``engagement``/``skip_curve`` on the vanilla trace). On a
+distilled schedule the band sits far above any sensible threshold, which is the whole explanation.
+Right: simulated skips against the threshold on the same trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from app.gate import Decision, StepEvent
+from app.ui.analysis import EngagementBand
+from app.ui.theme import BAND_COLOUR, DECISION_COLOURS, THRESHOLD_COLOUR, muted, small_font
+
+pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
+
+
+def _colour(hex_code: str, alpha: int = 255) -> QColor:
+    colour = QColor(hex_code)
+    colour.setAlpha(alpha)
+    return colour
+
+
+class GatePlot(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot = pg.PlotWidget()
+        self.curve_plot = pg.PlotWidget()
+        for widget in (self.plot, self.curve_plot):
+            widget.setMenuEnabled(False)
+            widget.hideButtons()
+            widget.setMouseEnabled(x=False, y=False)
+            widget.setMinimumHeight(140)
+        item = _plot_item(self.plot)
+        item.setLabel("bottom", "step")
+        item.setLabel("left", "predicted change")
+        item.showGrid(x=False, y=True, alpha=0.15)
+        curve_item = _plot_item(self.curve_plot)
+        curve_item.setLabel("bottom", "threshold")
+        curve_item.setLabel("left", "skips")
+        curve_item.setTitle("Skips vs threshold (simulated)", size="9pt")
+        curve_item.showGrid(x=False, y=True, alpha=0.15)
+
+        self.band = pg.LinearRegionItem(
+            values=(0.0, 0.0),
+            orientation="horizontal",
+            movable=False,
+            brush=_colour(BAND_COLOUR, 38),
+            pen=pg.mkPen(None),
+        )
+        self.band.setZValue(-20)
+        self.onset_line = pg.InfiniteLine(
+            angle=0,
+            movable=False,
+            pen=pg.mkPen(_colour(BAND_COLOUR), width=1.2, style=Qt.PenStyle.DashLine),
+            label="skipping begins above {value:.3f}",
+            labelOpts={
+                "position": 0.02,
+                "color": _colour(BAND_COLOUR),
+                "anchors": [(0, 0), (0, 0)],
+            },
+        )
+        self.threshold_line = pg.InfiniteLine(
+            angle=0,
+            movable=False,
+            pen=pg.mkPen(_colour(THRESHOLD_COLOUR), width=2),
+            label="threshold {value:.3f}",
+            labelOpts={
+                "position": 0.98,
+                "color": _colour(THRESHOLD_COLOUR),
+                "anchors": [(1, 1), (1, 1)],
+            },
+        )
+        self.preview_line = pg.InfiniteLine(
+            angle=0,
+            movable=False,
+            pen=pg.mkPen(_colour(THRESHOLD_COLOUR, 170), width=1.2, style=Qt.PenStyle.DotLine),
+            label="new threshold {value:.3f}",
+            labelOpts={
+                "position": 0.6,
+                "color": _colour(THRESHOLD_COLOUR),
+                "anchors": [(0.5, 1), (0.5, 1)],
+            },
+        )
+        self.vanilla_curve = pg.PlotDataItem(name="vanilla: predicted change per step")
+        self.gated_curve = pg.PlotDataItem(name="TeaCache: accumulated")
+        self.gated_points = pg.ScatterPlotItem(size=7, pen=pg.mkPen(None))
+        for plot_item in (
+            self.band,
+            self.onset_line,
+            self.threshold_line,
+            self.preview_line,
+            self.vanilla_curve,
+            self.gated_curve,
+            self.gated_points,
+        ):
+            item.addItem(plot_item)
+
+        self.skip_curve = pg.PlotDataItem(stepMode=None)
+        self.curve_threshold = pg.InfiniteLine(
+            angle=90, movable=False, pen=pg.mkPen(_colour(THRESHOLD_COLOUR), width=2)
+        )
+        self.curve_preview = pg.InfiniteLine(
+            angle=90,
+            movable=False,
+            pen=pg.mkPen(_colour(THRESHOLD_COLOUR, 170), width=1.2, style=Qt.PenStyle.DotLine),
+        )
+        self.curve_onset = pg.InfiniteLine(
+            angle=90,
+            movable=False,
+            pen=pg.mkPen(_colour(BAND_COLOUR), width=1.2, style=Qt.PenStyle.DashLine),
+        )
+        for plot_item in (
+            self.skip_curve,
+            self.curve_threshold,
+            self.curve_preview,
+            self.curve_onset,
+        ):
+            curve_item.addItem(plot_item)
+
+        for widget in (self.plot, self.curve_plot):
+            for name in ("left", "bottom"):
+                _plot_item(widget).getAxis(name).enableAutoSIPrefix(False)
+        self.legend = QLabel()
+        self.legend.setFont(small_font(self.legend.font()))
+        self.legend.setWordWrap(True)
+        plots = QHBoxLayout()
+        plots.setContentsMargins(0, 0, 0, 0)
+        plots.setSpacing(8)
+        plots.addWidget(self.plot, 3)
+        plots.addWidget(self.curve_plot, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.legend)
+        layout.addLayout(plots, 1)
+        self._threshold = 0.0
+        self._band: EngagementBand | None = None
+        self._apply_palette()
+        self.set_data((), (), 0.1, None)
+
+    def sizeHint(self) -> QSize:
+        return QSize(720, 230)
+
+    def set_data(
+        self,
+        gated: Sequence[StepEvent | None],
+        vanilla: Sequence[StepEvent | None],
+        threshold: float,
+        band: EngagementBand | None,
+        preview: float | None = None,
+    ) -> None:
+        """``threshold`` is the run's; ``preview`` the slider's, drawn dotted when it differs."""
+        self._threshold = threshold
+        show_preview = preview is not None and abs(preview - threshold) > 1e-9
+        self.preview_line.setVisible(show_preview)
+        self.curve_preview.setVisible(show_preview)
+        if preview is not None and show_preview:
+            self.preview_line.setValue(preview)
+            self.curve_preview.setValue(preview)
+        self._band = band
+        vx, vy = _series(vanilla, "predicted")
+        gx, gy = _series(gated, "accumulated")
+        self.vanilla_curve.setData(vx, vy)
+        self.gated_curve.setData(gx, gy)
+        brushes = [
+            pg.mkBrush(DECISION_COLOURS[s.decision])
+            for s in gated
+            if s is not None and s.accumulated is not None
+        ]
+        self.gated_points.setData(x=gx, y=gy, brush=brushes)
+        self.threshold_line.setValue(threshold)
+        self.curve_threshold.setValue(threshold)
+
+        onset = band.onset if band is not None else None
+        visible_onset = onset is not None and onset < 1.0
+        self.onset_line.setVisible(visible_onset)
+        self.band.setVisible(visible_onset)
+        self.curve_onset.setVisible(visible_onset)
+        if band is not None and onset is not None and visible_onset:
+            top = band.saturation if band.saturation and band.saturation > onset else onset * 1.5
+            self.band.setRegion((onset, min(1.0, top)))
+            self.onset_line.setValue(onset)
+            self.curve_onset.setValue(onset)
+        if band is not None and band.curve:
+            self.skip_curve.setData([t for t, _ in band.curve], [k for _, k in band.curve])
+        else:
+            self.skip_curve.setData([], [])
+
+        steps = max(len(gated), len(vanilla), 1)
+        values = [threshold, *(v for v in vy), *(v for v in gy)]
+        if preview is not None and show_preview:
+            values.append(preview)
+        if visible_onset and onset is not None:
+            values.append(onset * 1.15)
+        finite = [v for v in values if v is not None and np.isfinite(v)]
+        top = max(finite) if finite else 0.2
+        _plot_item(self.plot).getViewBox().setXRange(0.5, steps + 0.5, padding=0)
+        spacing = _nice_spacing(steps, 12)
+        _plot_item(self.plot).getAxis("bottom").setTickSpacing(spacing, spacing)
+        _plot_item(self.plot).getViewBox().setYRange(0.0, max(0.05, top * 1.12), padding=0)
+        if band is not None and band.curve:
+            _plot_item(self.curve_plot).getViewBox().setXRange(0.0, band.curve[-1][0], padding=0.02)
+            _plot_item(self.curve_plot).getViewBox().setYRange(
+                0, max(1, band.max_skips) * 1.1, padding=0
+            )
+            spacing = _nice_spacing(max(1, band.max_skips), 5)
+            _plot_item(self.curve_plot).getAxis("left").setTickSpacing(spacing, spacing)
+        else:
+            _plot_item(self.curve_plot).getViewBox().setXRange(
+                0.0, max(0.2, threshold * 2), padding=0.02
+            )
+            _plot_item(self.curve_plot).getViewBox().setYRange(0, 1, padding=0)
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self._apply_palette()
+        super().changeEvent(event)
+
+    def _apply_palette(self) -> None:
+        palette = self.palette()
+        background = palette.color(QPalette.ColorRole.Base)
+        text = palette.color(QPalette.ColorRole.WindowText)
+        secondary = muted(self)
+        for widget in (self.plot, self.curve_plot):
+            widget.setBackground(background)
+            plot_item = _plot_item(widget)
+            for name in ("left", "bottom"):
+                axis = plot_item.getAxis(name)
+                axis.setPen(pg.mkPen(secondary))
+                axis.setTextPen(pg.mkPen(text))
+            plot_item.titleLabel.setAttr("color", text.name())
+        label_fill = QColor(background)
+        label_fill.setAlpha(210)
+        for line in (self.threshold_line, self.onset_line, self.preview_line):
+            line.label.fill = pg.mkBrush(label_fill)
+            line.label.update()
+        self.vanilla_curve.setPen(pg.mkPen(secondary, width=1.2))
+        self.vanilla_curve.setSymbol("o")
+        self.vanilla_curve.setSymbolSize(4)
+        self.vanilla_curve.setSymbolBrush(secondary)
+        self.vanilla_curve.setSymbolPen(None)
+        self.gated_curve.setPen(pg.mkPen(text, width=1.4))
+        self.skip_curve.setPen(pg.mkPen(_colour(DECISION_COLOURS[Decision.skipped]), width=2))
+        self.legend.setText(legend_html(text.name(), secondary.name()))
+
+
+def _plot_item(widget: pg.PlotWidget) -> pg.PlotItem:
+    item = widget.getPlotItem()
+    assert item is not None  # a PlotWidget always has one
+    return item
+
+
+def legend_html(text: str, secondary: str) -> str:
+    def swatch(colour: str, glyph: str) -> str:
+        return f'<span style="color:{colour}; font-weight:700">{glyph}</span>'
+
+    dots = "".join(
+        swatch(DECISION_COLOURS[d], "●")
+        for d in (Decision.computed, Decision.skipped, Decision.numerical_miss)
+    )
+    items = [
+        f"{swatch(secondary, '—•')} vanilla: predicted change per step",
+        f"{swatch(text, '—')}{dots} TeaCache: accumulated prediction (dot = decision)",
+        f"{swatch(THRESHOLD_COLOUR, '━')} threshold",
+        f"{swatch(BAND_COLOUR, '▬')} band where skipping begins (first skip → most skips)",
+    ]
+    return "&nbsp;&nbsp;&nbsp;".join(items)
+
+
+def _nice_spacing(span: float, max_ticks: int) -> float:
+    for step in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000):
+        if span / step <= max_ticks:
+            return float(step)
+    return float(max(1.0, span / max_ticks))
+
+
+def _series(steps: Sequence[StepEvent | None], field: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for step in steps:
+        if step is None:
+            continue
+        value = getattr(step, field)
+        if value is None or not np.isfinite(value):
+            continue
+        xs.append(step.index + 1)
+        ys.append(float(value))
+    return xs, ys

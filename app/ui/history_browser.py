@@ -1,0 +1,184 @@
+"""Browse saved runs: reopen one into the window, export a side-by-side PNG, reveal, delete."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QIcon, QImage, QPixmap
+from PySide6.QtWidgets import (
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.storage.history import HistoryEntry, HistoryStore, export_entry
+from app.ui.theme import muted, small_font
+
+log = logging.getLogger(__name__)
+THUMB = 72
+
+
+def to_qimage(array: np.ndarray) -> QImage:
+    """A QImage that owns its pixels (copied), from uint8 RGB."""
+    rgb = np.ascontiguousarray(array[..., :3], dtype=np.uint8)
+    h, w = rgb.shape[:2]
+    return QImage(rgb.data, w, h, rgb.strides[0], QImage.Format.Format_RGB888).copy()
+
+
+def entry_summary(entry: HistoryEntry) -> str:
+    parts = [entry.variant_id, f"seed {entry.seed}", f"{entry.steps} steps"]
+    if entry.threshold is not None:
+        parts.append(f"t={entry.threshold:.3f}")
+    if entry.skips is not None:
+        parts.append(f"{entry.skips} skipped")
+    if entry.ssim is not None:
+        parts.append(f"SSIM {entry.ssim:.3f}")
+    if entry.speedup is not None:
+        parts.append(f"{entry.speedup:.2f}×")
+    return " · ".join(parts)
+
+
+class HistoryDialog(QDialog):
+    open_requested = Signal(object)  # HistoryEntry
+
+    def __init__(self, store: HistoryStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("History")
+        self.setModal(False)
+        self.resize(720, 520)
+        self.store = store
+        self.list = QListWidget()
+        self.list.setIconSize(QSize(THUMB, THUMB))
+        self.list.setSpacing(2)
+        self.list.setUniformItemSizes(True)
+        self.list.setAlternatingRowColors(True)
+        self.list.itemDoubleClicked.connect(lambda _item: self.open_selected())
+        self.list.currentRowChanged.connect(lambda _row: self._update_buttons())
+        self.warning = QLabel()
+        self.warning.setWordWrap(True)
+        self.warning.setFont(small_font(self.warning.font()))
+        self.warning.setStyleSheet(f"color: {muted(self.warning).name()};")
+        self.location = QLabel(f"Saved in {store.root}")
+        self.location.setFont(small_font(self.location.font()))
+        self.location.setStyleSheet(f"color: {muted(self.location).name()};")
+        self.location.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.open_button = QPushButton("Open in Window")
+        self.open_button.setDefault(True)
+        self.export_button = QPushButton("Export Side-by-Side…")
+        self.reveal_button = QPushButton("Show Folder")
+        self.delete_button = QPushButton("Delete")
+        self.refresh_button = QPushButton("Refresh")
+        self.open_button.clicked.connect(self.open_selected)
+        self.export_button.clicked.connect(lambda: self.export_selected())
+        self.reveal_button.clicked.connect(self.reveal_selected)
+        self.delete_button.clicked.connect(self.delete_selected)
+        self.refresh_button.clicked.connect(self.refresh)
+
+        buttons = QHBoxLayout()
+        for button in (self.refresh_button, self.delete_button, self.reveal_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.export_button)
+        buttons.addWidget(self.open_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 14, 14, 14)
+        layout.setSpacing(8)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.warning)
+        layout.addWidget(self.location)
+        layout.addLayout(buttons)
+        self.entries: list[HistoryEntry] = []
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.entries = self.store.entries()
+        self.list.clear()
+        for entry in self.entries:
+            item = QListWidgetItem(f"{entry.prompt}\n{entry_summary(entry)} · {entry.created}")
+            item.setData(Qt.ItemDataRole.UserRole, entry.id)
+            item.setToolTip(str(entry.folder))
+            try:
+                gated, _ = entry.load_images()
+                pixmap = QPixmap.fromImage(to_qimage(gated)).scaled(
+                    THUMB,
+                    THUMB,
+                    Qt.AspectRatioMode.KeepAspectRatio,
+                    Qt.TransformationMode.SmoothTransformation,
+                )
+                item.setIcon(QIcon(pixmap))
+            except (OSError, ValueError) as exc:
+                log.warning("history thumbnail for %s failed: %s", entry.id, exc)
+            self.list.addItem(item)
+        if self.entries:
+            self.list.setCurrentRow(0)
+        skipped = len(self.store.warnings)
+        self.warning.setText(
+            f"{skipped} damaged entr{'y was' if skipped == 1 else 'ies were'} skipped: "
+            + "; ".join(self.store.warnings[:3])
+            if skipped
+            else ""
+        )
+        self.warning.setVisible(bool(skipped))
+        if not self.entries:
+            self.list.addItem(QListWidgetItem("No saved runs yet: every finished run lands here."))
+            self.list.item(0).setFlags(Qt.ItemFlag.NoItemFlags)
+        self._update_buttons()
+
+    def selected(self) -> HistoryEntry | None:
+        row = self.list.currentRow()
+        return self.entries[row] if 0 <= row < len(self.entries) else None
+
+    def open_selected(self) -> None:
+        entry = self.selected()
+        if entry is not None:
+            self.open_requested.emit(entry)
+
+    def export_selected(self, path: Path | None = None) -> Path | None:
+        entry = self.selected()
+        if entry is None:
+            return None
+        if path is None:
+            name, _ = QFileDialog.getSaveFileName(
+                self, "Export Side-by-Side", str(Path.home() / f"{entry.id}.png"), "PNG (*.png)"
+            )
+            if not name:
+                return None
+            path = Path(name)
+        return export_entry(entry, path)
+
+    def reveal_selected(self) -> None:
+        entry = self.selected()
+        if entry is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(entry.folder)))
+
+    def delete_selected(self) -> None:
+        entry = self.selected()
+        if entry is None:
+            return
+        answer = QMessageBox.question(
+            self, "Delete run", f"Delete this run from the history?\n\n{entry.prompt}"
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            self.store.delete(entry)
+            self.refresh()
+
+    def _update_buttons(self) -> None:
+        has = self.selected() is not None
+        for button in (
+            self.open_button,
+            self.export_button,
+            self.reveal_button,
+            self.delete_button,
+        ):
+            button.setEnabled(has)

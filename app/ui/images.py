@@ -1,0 +1,284 @@
+"""Gated beside vanilla with linked zoom and pan, a difference view, and the numbers under them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtGui import QPalette, QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QGraphicsRectItem,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui.theme import caption_font, monospace_digits, muted, small_font, value_font
+
+pg.setConfigOptions(imageAxisOrder="row-major")
+
+
+class StatCard(QFrame):
+    """A caption over a large value, with a small note under it."""
+
+    def __init__(self, caption: str, tooltip: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Card")
+        self.caption = QLabel(caption)
+        self.caption.setFont(caption_font(self.font()))
+        self.value = QLabel("—")
+        self.value.setFont(monospace_digits(value_font(self.font())))
+        self.note = QLabel("")
+        self.note.setFont(small_font(self.font()))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(1)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.value)
+        layout.addWidget(self.note)
+        self.setToolTip(tooltip)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self._apply_palette()
+
+    def set(self, value: str, note: str = "") -> None:
+        self.value.setText(value)
+        self.note.setText(note)
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self._apply_palette()
+        super().changeEvent(event)
+
+    def _apply_palette(self) -> None:
+        secondary = muted(self).name()
+        self.caption.setStyleSheet(f"color: {secondary}; background: transparent;")
+        self.note.setStyleSheet(f"color: {secondary}; background: transparent;")
+
+
+class ComparePanel(QWidget):
+    """Three linked views (TeaCache, vanilla, difference) and the comparison numbers."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.titles: list[QLabel] = []
+        self.views: list[pg.GraphicsView] = []
+        self.boxes: list[pg.ViewBox] = []
+        self.images: list[pg.ImageItem] = []
+        self.placeholders: list[pg.TextItem] = []
+        self.frames: list[QGraphicsRectItem] = []
+        # One GraphicsView per image in an equal-stretch row: with locked aspect, views of
+        # different widths would make the linked ranges fight.
+        self.view = QFrame()
+        self.view.setObjectName("Card")
+        self.view.setMinimumHeight(180)
+        row = QHBoxLayout(self.view)
+        row.setContentsMargins(8, 6, 8, 8)
+        row.setSpacing(10)
+        for name in ("TeaCache", "Vanilla", "Difference"):
+            title = QLabel(name)
+            title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            view = pg.GraphicsView()
+            view.setFrameShape(QFrame.Shape.NoFrame)
+            view.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Expanding)
+            box = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)
+            box.setDefaultPadding(0.0)
+            view.setCentralItem(box)
+            image = pg.ImageItem()
+            box.addItem(image)
+            frame = QGraphicsRectItem(0, 0, 128, 128)  # keeps the fit while an image is missing
+            box.addItem(frame)
+            placeholder = pg.TextItem("", anchor=(0.5, 0.5))
+            box.addItem(placeholder, ignoreBounds=True)  # the fit follows the frame only
+            column = QVBoxLayout()
+            column.setSpacing(4)
+            column.addWidget(title)
+            column.addWidget(view, 1)
+            row.addLayout(column, 1)
+            self.titles.append(title)
+            self.views.append(view)
+            self.boxes.append(box)
+            self.images.append(image)
+            self.placeholders.append(placeholder)
+            self.frames.append(frame)
+        self.gated_box, self.vanilla_box, self.diff_box = self.boxes
+        self._user_zoomed = False
+        for box in (self.vanilla_box, self.diff_box):
+            box.setXLink(self.gated_box)
+            box.setYLink(self.gated_box)
+        viridis = pg.colormap.get("viridis")  # perceptually uniform and colour-blind safe
+        if viridis is not None:
+            self.images[2].setColorMap(viridis)
+        for box in self.boxes:
+            box.sigRangeChangedManually.connect(self._on_manual_zoom)
+
+        self.fit_button = QToolButton()
+        self.fit_button.setText("Fit")
+        self.fit_button.setToolTip(
+            "Reset zoom and pan (scroll to zoom, drag to pan; all three views move together)"
+        )
+        self.fit_button.clicked.connect(self.fit)
+
+        self.ssim_card = StatCard(
+            "SSIM",
+            "Structural similarity of the TeaCache image to vanilla (1 = identical), on uint8 RGB",
+        )
+        self.gated_time_card = StatCard("TeaCache time", "Denoising-loop time of the gated pass")
+        self.vanilla_time_card = StatCard("Vanilla time", "Denoising-loop time of the vanilla pass")
+        self.speedup_card = StatCard("Speedup", "Vanilla time ÷ TeaCache time, measured")
+        self.skips_card = StatCard("Skipped", "Steps whose transformer body was skipped")
+        cards = QHBoxLayout()
+        cards.setSpacing(8)
+        for card in (
+            self.ssim_card,
+            self.gated_time_card,
+            self.vanilla_time_card,
+            self.speedup_card,
+            self.skips_card,
+        ):
+            cards.addWidget(card)
+
+        self.header = QHBoxLayout()
+        self.header.setSpacing(8)
+        self.hint = QLabel("Scroll to zoom · drag to pan · the three views move together")
+        self.hint.setFont(small_font(self.hint.font()))
+        self.header.addStretch(1)
+        self.header.addWidget(self.hint)
+        self.header.addWidget(self.fit_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addLayout(self.header)
+        layout.addWidget(self.view, 1)
+        layout.addLayout(cards)
+        self._frame_shape: tuple[int, ...] = (128, 128)
+        self._apply_palette()
+        self.set_images(None, None, None)
+
+    def sizeHint(self) -> QSize:
+        return QSize(720, 330)  # modest, so the stretch factors (not size hints) share the space
+
+    def set_images(
+        self,
+        gated: np.ndarray | None,
+        vanilla: np.ndarray | None,
+        difference: np.ndarray | None,
+        *,
+        vanilla_cached: bool = False,
+        busy: bool = False,
+    ) -> None:
+        refit = False
+        reference = next((a for a in (gated, vanilla) if a is not None), None)
+        if reference is not None and reference.shape[:2] != self._frame_shape:
+            self._frame_shape = reference.shape[:2]
+            refit = True
+        h, w = self._frame_shape
+        secondary = muted(self)
+        for i, array in enumerate((gated, vanilla, difference)):
+            image, placeholder, frame = self.images[i], self.placeholders[i], self.frames[i]
+            frame.setRect(0, 0, w, h)
+            if array is None:
+                image.clear()
+                placeholder.setText("Generating…" if busy else "No image yet")
+                placeholder.setPos(w / 2, h / 2)
+                placeholder.setVisible(True)
+                frame.setPen(
+                    pg.mkPen(secondary, width=1, style=Qt.PenStyle.DashLine, cosmetic=True)
+                )
+                continue
+            placeholder.setVisible(False)
+            frame.setPen(pg.mkPen(None))
+            if i == 2:
+                top = float(array.max()) if array.size else 0.0
+                image.setImage(array, levels=(0.0, max(8.0, top)), autoLevels=False)
+            else:
+                image.setImage(array, levels=(0, 255), autoLevels=False)
+        self.titles[1].setText("Vanilla · cached ↺" if vanilla_cached else "Vanilla")
+        top = float(difference.max()) if difference is not None and difference.size else None
+        self.titles[2].setText(
+            f"Difference · max {top:.0f}/255" if top is not None else "Difference"
+        )
+        if refit:
+            self.fit()
+
+    def fit(self) -> None:
+        """Show the whole image; it stays fitted through resizes until the user zooms or pans."""
+        self._user_zoomed = False
+        h, w = self._frame_shape
+        self.gated_box.setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if not self._user_zoomed:
+            QTimer.singleShot(0, self.fit)  # after the graphics layout has settled
+
+    def _on_manual_zoom(self, *_args: object) -> None:
+        self._user_zoomed = True
+
+    def set_stats(
+        self,
+        *,
+        ssim: float | None,
+        gated_seconds: float | None,
+        vanilla_seconds: float | None,
+        speedup: float | None,
+        estimated: bool,
+        skips: int | None,
+        steps: int,
+        vanilla_cached: bool,
+        resumed_from: int | None,
+    ) -> None:
+        self.ssim_card.set(
+            "—" if ssim is None else f"{ssim:.4f}", "" if ssim is None else _ssim_note(ssim)
+        )
+        self.gated_time_card.set(_seconds(gated_seconds), _resume_note(resumed_from, steps))
+        self.vanilla_time_card.set(
+            _seconds(vanilla_seconds), "reused from the cache" if vanilla_cached else ""
+        )
+        self.speedup_card.set(
+            "—" if speedup is None else f"{speedup:.2f}×",
+            "estimate (resumed pass)" if estimated and speedup else "",
+        )
+        fraction = f"{skips / steps:.0%} of steps" if skips is not None and steps else ""
+        self.skips_card.set("—" if skips is None else f"{skips} of {steps}", fraction)
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self._apply_palette()
+        super().changeEvent(event)
+
+    def _apply_palette(self) -> None:
+        palette = self.palette()
+        for view in self.views:
+            view.setBackground(palette.color(QPalette.ColorRole.Base))
+        secondary = muted(self)
+        self.hint.setStyleSheet(f"color: {secondary.name()};")
+        for placeholder in self.placeholders:
+            placeholder.setColor(secondary)
+
+
+def _resume_note(resumed_from: int | None, steps: int) -> str:
+    if resumed_from is None:
+        return ""
+    if resumed_from >= steps:
+        return "replayed from vanilla (no skip)"
+    return f"resumed from vanilla at step {resumed_from + 1}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _ssim_note(value: float) -> str:
+    if value >= 0.98:
+        return "visually identical"
+    if value >= 0.95:
+        return "very close"
+    if value >= 0.85:
+        return "noticeable changes"
+    return "clearly different"

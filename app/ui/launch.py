@@ -1,0 +1,164 @@
+"""Start the window: normally, or headless for ``--screenshot FILE`` and ``--smoke-test``.
+
+Both headless modes run one demo generation with the real engine (``app.engine.engine.Engine``,
+imported lazily on the engine thread) in a throw-away user folder, so they never touch the user's
+history or settings and always start from first-run defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.blas import preload_openblas
+
+log = logging.getLogger(__name__)
+HEADLESS_TIMEOUT_MS = 600_000
+SCREENSHOT_SIZE = (1320, 860)
+
+
+def default_engine_factory():  # -> EngineFactory (typed lazily: importing it loads Qt)
+    """The real engine, unless ``TEACACHE_STUDIO_ENGINE=fake`` asks for the scripted fake (for
+    trying the window without the demo weights)."""
+    if os.environ.get("TEACACHE_STUDIO_ENGINE") == "fake":
+        from app.engine.fake import FakeEngine, FakeScript
+
+        def fake_factory() -> FakeEngine:
+            return FakeEngine(FakeScript(step_seconds=0.04, load_seconds=0.3))
+
+        return fake_factory
+
+    def factory():
+        from app.engine.engine import Engine  # runs on the engine thread: MLX streams stay there
+
+        return Engine()
+
+    return factory
+
+
+def launch(
+    screenshot: str | None = None,
+    smoke_test: bool = False,
+    *,
+    engine_factory=None,
+    argv: Sequence[str] | None = None,
+) -> int:
+    headless = bool(screenshot) or smoke_test
+    if smoke_test or (headless and sys.platform.startswith("linux") and not _has_display()):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if headless and not os.environ.get("TEACACHE_STUDIO_HOME"):
+        os.environ["TEACACHE_STUDIO_HOME"] = tempfile.mkdtemp(prefix="teacache-studio-")
+    os.environ.setdefault("QT_API", "pyside6")
+    preload_openblas()  # before anything imports MLX
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        app = QApplication(list(argv) if argv is not None else sys.argv[:1])
+    configure_application(app)
+
+    from app.ui.window import MainWindow
+
+    window = MainWindow(engine_factory or default_engine_factory())
+    if not headless:
+        window.show()
+        code = app.exec()
+        window.shutdown()
+        return _exit_code(code)
+    return _run_headless(app, window, screenshot)
+
+
+def configure_application(app) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    from app import __version__
+    from app.ui.theme import app_stylesheet
+
+    QApplication.setApplicationName("TeaCache Studio")
+    QApplication.setOrganizationName("TeaCache Studio")
+    QApplication.setApplicationVersion(__version__)
+    if sys.platform != "darwin":
+        app.setStyle("Fusion")  # the native look on macOS; a clean, palette-driven one elsewhere
+    app.setStyleSheet(app_stylesheet(native_buttons=sys.platform == "darwin"))
+
+
+def _run_headless(app, window, screenshot: str | None) -> int:
+    from PySide6.QtCore import QTimer
+
+    from app.ui.defaults import DEFAULT_PROMPT
+    from app.ui.viewmodel import RunStatus
+
+    outcome: dict[str, object] = {"code": 1}
+
+    def finish(status: object) -> None:
+        if status is RunStatus.finished:
+            outcome["code"] = 0
+            if screenshot:
+                app.processEvents()
+                path = Path(screenshot)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if not window.grab().save(str(path)):
+                    print(f"teacache-studio: could not write {path}", file=sys.stderr)
+                    outcome["code"] = 1
+                else:
+                    print(f"saved {path} ({window.width()}×{window.height()})")
+            else:
+                run = window.run
+                print(
+                    f"smoke test: ok · {run.skips} of {len(run.gated_steps)} steps skipped · "
+                    f"SSIM {run.ssim if run.ssim is not None else float('nan'):.4f}"
+                )
+        else:
+            error = window.run.error
+            detail = f": {error.message}" if error is not None else ""
+            print(f"teacache-studio: the demo generation ended {status}{detail}", file=sys.stderr)
+        QTimer.singleShot(0, window.close)
+
+    def timeout() -> None:
+        print("teacache-studio: the demo generation did not finish in time", file=sys.stderr)
+        window.cancel()
+        QTimer.singleShot(0, window.close)
+
+    window.run_ended.connect(finish)
+    window.resize(*SCREENSHOT_SIZE)
+    window.form.select_variant("demo")
+    window.form.prompt = DEFAULT_PROMPT
+    window.show()
+    QTimer.singleShot(HEADLESS_TIMEOUT_MS, timeout)
+
+    def start() -> None:
+        if window.generate() is None:
+            print("teacache-studio: could not start the demo generation", file=sys.stderr)
+            QTimer.singleShot(0, window.close)
+
+    QTimer.singleShot(0, start)
+    app.exec()
+    window.shutdown()
+    from app.ui.worker import STRAGGLERS
+
+    code = int(outcome["code"])  # type: ignore[arg-type]
+    if STRAGGLERS:  # a thread that would not stop: Qt would abort on exit, so leave hard
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 1)
+    return code
+
+
+def _has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _exit_code(code: int) -> int:
+    from app.ui.worker import STRAGGLERS
+
+    if STRAGGLERS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -1,0 +1,204 @@
+"""Which variants are on disk, how big the others are, and downloading them (off the GUI thread).
+
+The window codes against ``ModelStore``; ``default_model_store()`` adapts ``app.loading`` (the
+adapters' module) when it offers the functions below, so tests pass a fake store instead:
+
+- ``is_downloaded(variant) -> bool``
+- ``download_size(variant) -> int | None`` (bytes)
+- ``download(variant, progress=callable(done, total, message), cancel=threading.Event)``
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from app.variants import Variant
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int | None, int | None, str], None]
+
+
+class DownloadCancelled(Exception):
+    pass
+
+
+class ModelStore(Protocol):
+    def is_available(self, variant: Variant) -> bool: ...
+
+    def download_size(self, variant: Variant) -> int | None: ...
+
+    def download(self, variant: Variant, progress: Progress, cancel: threading.Event) -> None: ...
+
+
+class DefaultModelStore:
+    """Embedded variants are always there; the rest ask ``app.loading`` (or the Hugging Face cache
+    when that module is not available)."""
+
+    def __init__(self) -> None:
+        self._loading: Any = None
+        try:
+            self._loading = importlib.import_module("app.loading")
+        except ImportError:
+            log.info("app.loading is not available: downloads are disabled")
+
+    def is_available(self, variant: Variant) -> bool:
+        if variant.embedded:
+            return True
+        check = getattr(self._loading, "is_downloaded", None)
+        if callable(check):
+            try:
+                return bool(check(variant))
+            except Exception:  # a broken check must not break the picker
+                log.exception("is_downloaded(%s) failed", variant.id)
+                return False
+        return _in_hf_cache(variant)
+
+    def download_size(self, variant: Variant) -> int | None:
+        if variant.embedded:
+            return 0
+        size = getattr(self._loading, "download_size", None)
+        if callable(size):
+            try:
+                value = size(variant)
+                return int(value) if isinstance(value, int | float) else None
+            except Exception:
+                log.exception("download_size(%s) failed", variant.id)
+        return int(variant.params_billion * 2e9)  # bf16 weights: an estimate
+
+    def download(self, variant: Variant, progress: Progress, cancel: threading.Event) -> None:
+        download = getattr(self._loading, "download", None)
+        if not callable(download):
+            raise RuntimeError(
+                "this build cannot download models (app.loading.download is missing)"
+            )
+        download(variant, progress=progress, cancel=cancel)
+
+
+def default_model_store() -> ModelStore:
+    return DefaultModelStore()
+
+
+def _in_hf_cache(variant: Variant) -> bool:
+    if not variant.hf_repo:
+        return False
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:
+        return False
+    folder = Path(HF_HUB_CACHE) / f"models--{variant.hf_repo.replace('/', '--')}" / "snapshots"
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def format_bytes(size: int | None) -> str:
+    if size is None:
+        return "unknown size"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit in ("B", "KB") else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"
+
+
+class _DownloadWorker(QObject):
+    progressed = Signal(object, object, str)
+    done = Signal(str, str)  # variant id, "" on success / "cancelled" / the error message
+
+    def __init__(self, store: ModelStore, variant: Variant, cancel: threading.Event) -> None:
+        super().__init__()
+        self._store = store
+        self._variant = variant
+        self._cancel = cancel
+
+    @Slot()
+    def work(self) -> None:
+        def progress(done: int | None, total: int | None, message: str = "") -> None:
+            if self._cancel.is_set():
+                raise DownloadCancelled
+            self.progressed.emit(done, total, message)
+
+        outcome = ""
+        try:
+            self._store.download(self._variant, progress, self._cancel)
+            if self._cancel.is_set():
+                outcome = "cancelled"
+        except DownloadCancelled:
+            outcome = "cancelled"
+        except Exception as exc:  # shown inline
+            log.exception("download of %s failed", self._variant.id)
+            outcome = "cancelled" if self._cancel.is_set() else f"{type(exc).__name__}: {exc}"
+        self.done.emit(self._variant.id, outcome)
+
+
+class DownloadController(QObject):
+    """One download at a time on its own thread (downloads never touch MLX)."""
+
+    started = Signal(str)
+    progressed = Signal(str, object, object, str)  # variant id, done, total, message
+    finished = Signal(str)
+    cancelled = Signal(str)
+    failed = Signal(str, str)
+
+    def __init__(self, store: ModelStore, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self._thread: QThread | None = None
+        self._worker: _DownloadWorker | None = None
+        self._cancel: threading.Event | None = None
+        self.variant_id: str | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.variant_id is not None
+
+    def start(self, variant: Variant) -> bool:
+        if self.busy:
+            return False
+        self.variant_id = variant.id
+        self._cancel = threading.Event()
+        thread = QThread()
+        thread.setObjectName(f"download-{variant.id}")
+        worker = _DownloadWorker(self.store, variant, self._cancel)
+        worker.moveToThread(thread)
+        thread.started.connect(worker.work)
+        worker.progressed.connect(lambda d, t, m: self.progressed.emit(variant.id, d, t, m))
+        worker.done.connect(self._on_done)
+        worker.done.connect(thread.quit)
+        self._thread, self._worker = thread, worker
+        thread.start()
+        self.started.emit(variant.id)
+        return True
+
+    def cancel(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+
+    def shutdown(self, timeout_ms: int = 3000) -> None:
+        self.cancel()
+        if self._thread is not None:
+            self._thread.quit()
+            if not self._thread.wait(timeout_ms):
+                from app.ui.worker import STRAGGLERS
+
+                STRAGGLERS.append(self._thread)
+
+    @Slot(str, str)
+    def _on_done(self, variant_id: str, outcome: str) -> None:
+        if self._thread is not None:
+            self._thread.wait(2000)
+        self._thread, self._worker, self._cancel = None, None, None
+        self.variant_id = None
+        if not outcome:
+            self.finished.emit(variant_id)
+        elif outcome == "cancelled":
+            self.cancelled.emit(variant_id)
+        else:
+            self.failed.emit(variant_id, outcome)

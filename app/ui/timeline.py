@@ -1,0 +1,334 @@
+"""The live per-step timeline: one cell per step, coloured by the gate's decision.
+
+It renders rows of ``StepEvent | None`` and owns no logic. The gated pass is the tall row; the
+vanilla pass (every step computes, the gate only measures) is the thin row under it. Hovering a
+cell shows rel-L1, predicted and accumulated change and the step time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt
+from PySide6.QtGui import QBrush, QColor, QHelpEvent, QPainter, QPaintEvent, QPalette, QPen
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QWidget
+
+from app.engine.events import Pass
+from app.gate import Decision, StepEvent
+from app.ui.theme import DECISION_COLOURS, DECISION_HELP, DECISION_LABELS, muted, small_font
+
+GUTTER = 78
+GATED_H = 26
+VANILLA_H = 8
+ROW_GAP = 7
+TICKS_H = 16
+TOP = 8
+MAX_CELL = 44.0  # short schedules stay compact instead of stretching
+
+
+def paint_cell(
+    painter: QPainter,
+    rect: QRectF,
+    decision: Decision | None,
+    *,
+    pending_pen: QColor,
+    alpha: int = 255,
+    radius: float = 3.0,
+) -> None:
+    """Draw one step cell: fill by decision plus a shape cue (hatching, cross)."""
+    if decision is None:
+        painter.setPen(QPen(pending_pen, 1.0, Qt.PenStyle.SolidLine))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), radius, radius)
+        return
+    colour = QColor(DECISION_COLOURS[decision])
+    colour.setAlpha(alpha)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(colour)
+    painter.drawRoundedRect(rect, radius, radius)
+    if decision is Decision.forced:
+        hatch = QBrush(QColor(255, 255, 255, min(alpha, 150)), Qt.BrushStyle.BDiagPattern)
+        painter.setBrush(hatch)
+        painter.drawRoundedRect(rect, radius, radius)
+    elif decision is Decision.numerical_miss and rect.width() >= 5:
+        painter.setPen(QPen(QColor(255, 255, 255, alpha), 1.5))
+        inset = rect.adjusted(
+            rect.width() * 0.25, rect.height() * 0.25, -rect.width() * 0.25, -rect.height() * 0.25
+        )
+        painter.drawLine(inset.topLeft(), inset.bottomRight())
+        painter.drawLine(inset.topRight(), inset.bottomLeft())
+
+
+def describe_step(step: StepEvent, which: Pass) -> str:
+    pass_name = "TeaCache pass" if which is Pass.gated else "Vanilla pass"
+    lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · {pass_name}"]
+    if which is Pass.gated:
+        lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
+    lines.append(f"rel-L1 (gate signal change): {_fmt(step.rel_l1)}")
+    lines.append(f"predicted output change: {_fmt(step.predicted)}")
+    if which is Pass.gated:
+        lines.append(f"accumulated: {_fmt(step.accumulated)} vs threshold {step.threshold:.3f}")
+    lines.append(f"step time: {step.seconds * 1000:.1f} ms")
+    return "<br>".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+class StepTimeline(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._gated: tuple[StepEvent | None, ...] = ()
+        self._vanilla: tuple[StepEvent | None, ...] = ()
+        self._resumed_from: int | None = None
+        self._vanilla_cached = False
+        self._active: Pass | None = None
+        self.setMouseTracking(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMinimumHeight(self.sizeHint().height())
+        self.setAccessibleName("Step timeline")
+
+    # -- data
+    def set_rows(
+        self,
+        gated: Sequence[StepEvent | None],
+        vanilla: Sequence[StepEvent | None],
+        *,
+        resumed_from: int | None = None,
+        vanilla_cached: bool = False,
+        active: Pass | None = None,
+    ) -> None:
+        self._gated = tuple(gated)
+        self._vanilla = tuple(vanilla)
+        self._resumed_from = resumed_from
+        self._vanilla_cached = vanilla_cached
+        self._active = active
+        self.setAccessibleDescription(self.pattern())
+        self.update()
+
+    @property
+    def gated(self) -> tuple[StepEvent | None, ...]:
+        return self._gated
+
+    @property
+    def vanilla(self) -> tuple[StepEvent | None, ...]:
+        return self._vanilla
+
+    def pattern(self) -> str:
+        """The gated row as letters (C/F/S/N, '·' for a step not done yet)."""
+        return "".join("·" if s is None else s.decision.letter for s in self._gated)
+
+    def filled(self) -> int:
+        return sum(s is not None for s in self._gated)
+
+    # -- geometry
+    def sizeHint(self) -> QSize:
+        return QSize(600, TOP + GATED_H + ROW_GAP + VANILLA_H + 4 + TICKS_H + 2)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(240, self.sizeHint().height())
+
+    def _count(self) -> int:
+        return max(len(self._gated), len(self._vanilla))
+
+    def _cell_width(self) -> float:
+        n = self._count()
+        return min(MAX_CELL, (self.width() - GUTTER - 6) / n) if n else 0.0
+
+    def cell_rect(self, which: Pass, index: int) -> QRectF:
+        w = self._cell_width()
+        gap = 2.0 if w >= 7 else (1.0 if w >= 3 else 0.0)
+        x = GUTTER + index * w
+        if which is Pass.gated:
+            return QRectF(x, TOP, max(1.0, w - gap), GATED_H)
+        return QRectF(x, TOP + GATED_H + ROW_GAP, max(1.0, w - gap), VANILLA_H)
+
+    def hit(self, pos: QPoint) -> tuple[Pass, int] | None:
+        n = self._count()
+        w = self._cell_width()
+        if not n or w <= 0 or pos.x() < GUTTER:
+            return None
+        index = int((pos.x() - GUTTER) // w)
+        if not 0 <= index < n:
+            return None
+        y = pos.y()
+        if TOP - 2 <= y <= TOP + GATED_H + ROW_GAP // 2:
+            return Pass.gated, index
+        if TOP + GATED_H + ROW_GAP // 2 < y <= TOP + GATED_H + ROW_GAP + VANILLA_H + 4:
+            return Pass.vanilla, index
+        return None
+
+    # -- painting
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        palette = self.palette()
+        secondary = muted(self)
+        pending = palette.color(QPalette.ColorRole.Mid)
+        font = small_font(self.font())
+        painter.setFont(font)
+
+        painter.setPen(palette.color(QPalette.ColorRole.WindowText))
+        painter.drawText(
+            QRectF(0, TOP, GUTTER - 10, GATED_H),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            "TeaCache",
+        )
+        painter.setPen(secondary)
+        vanilla_label = "Vanilla ↺" if self._vanilla_cached else "Vanilla"
+        painter.drawText(
+            QRectF(0, TOP + GATED_H + ROW_GAP - 4, GUTTER - 10, VANILLA_H + 8),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            vanilla_label,
+        )
+
+        n = self._count()
+        if not n:
+            painter.drawText(
+                QRectF(GUTTER, TOP, self.width() - GUTTER, GATED_H),
+                Qt.AlignmentFlag.AlignVCenter,
+                "Press Generate to watch each step.",
+            )
+            return
+        cell_w = self._cell_width()
+        radius = 3.0 if cell_w >= 8 else 1.0
+        next_gated = self._next_index(self._gated) if self._active is Pass.gated else None
+        next_vanilla = self._next_index(self._vanilla) if self._active is Pass.vanilla else None
+        letter_font = small_font(self.font())
+        letter_font.setPointSizeF(max(7.0, min(letter_font.pointSizeF(), cell_w * 0.55)))
+        for i, step in enumerate(self._gated):
+            rect = self.cell_rect(Pass.gated, i)
+            paint_cell(
+                painter, rect, step.decision if step else None, pending_pen=pending, radius=radius
+            )
+            if step is not None and cell_w >= 16:
+                painter.setFont(letter_font)
+                painter.setPen(QColor(255, 255, 255, 230))
+                painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, step.decision.letter)
+            if i == next_gated:
+                self._paint_cursor(painter, rect, palette)
+        alpha = 120 if self._vanilla_cached else 255
+        for i, step in enumerate(self._vanilla):
+            rect = self.cell_rect(Pass.vanilla, i)
+            paint_cell(
+                painter,
+                rect,
+                step.decision if step else None,
+                pending_pen=pending,
+                alpha=alpha,
+                radius=min(radius, 2.0),
+            )
+            if i == next_vanilla:
+                self._paint_cursor(painter, rect, palette)
+        if self._resumed_from:
+            end = min(self._resumed_from, len(self._gated)) - 1  # steps replayed from vanilla
+            if end >= 0:
+                left = self.cell_rect(Pass.gated, 0).left()
+                right = self.cell_rect(Pass.gated, end).right()
+                painter.setPen(QPen(secondary, 2.0))
+                painter.drawLine(int(left), TOP - 4, int(right), TOP - 4)
+
+        painter.setFont(font)
+        painter.setPen(secondary)
+        ticks_y = TOP + GATED_H + ROW_GAP + VANILLA_H + 4
+        for i in self._tick_indices(n, cell_w):
+            rect = self.cell_rect(Pass.gated, i)
+            painter.drawText(
+                QRectF(rect.center().x() - 20, ticks_y, 40, TICKS_H),
+                Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop,
+                str(i + 1),
+            )
+
+    def _paint_cursor(self, painter: QPainter, rect: QRectF, palette: QPalette) -> None:
+        painter.setPen(QPen(palette.color(QPalette.ColorRole.Highlight), 2.0))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(rect.adjusted(1, 1, -1, -1), 2.0, 2.0)
+
+    @staticmethod
+    def _next_index(row: tuple[StepEvent | None, ...]) -> int | None:
+        return next((i for i, s in enumerate(row) if s is None), None)
+
+    @staticmethod
+    def _tick_indices(n: int, cell_w: float) -> list[int]:
+        stride = 1
+        for candidate in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500):
+            stride = candidate
+            if candidate * cell_w >= 28:
+                break
+        ticks = [0] + [i - 1 for i in range(stride, n + 1, stride)]
+        if n - 1 not in ticks and (n - 1 - ticks[-1]) * cell_w >= 24:
+            ticks.append(n - 1)
+        return sorted(set(ticks))
+
+    # -- tooltips
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            text = self.tooltip_at(event.pos())
+            if text:
+                QToolTip.showText(event.globalPos(), text, self)
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().event(event)
+
+    def tooltip_at(self, pos: QPoint) -> str | None:
+        found = self.hit(pos)
+        if found is None:
+            return None
+        which, index = found
+        row = self._gated if which is Pass.gated else self._vanilla
+        step = row[index] if index < len(row) else None
+        if step is None:
+            name = "TeaCache" if which is Pass.gated else "Vanilla"
+            return f"Step {index + 1}: not run yet ({name} pass)"
+        text = describe_step(step, which)
+        if which is Pass.gated and self._resumed_from and index < self._resumed_from:
+            text += "<br><i>replayed from the cached vanilla trajectory</i>"
+        if which is Pass.vanilla and self._vanilla_cached:
+            text += "<br><i>vanilla reused from the cache</i>"
+        return text
+
+
+class _Swatch(QWidget):
+    def __init__(self, decision: Decision | None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._decision = decision
+        self.setFixedSize(14, 14)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        paint_cell(
+            painter,
+            QRectF(1, 1, 12, 12),
+            self._decision,
+            pending_pen=self.palette().color(QPalette.ColorRole.Mid),
+        )
+
+
+class TimelineLegend(QWidget):
+    """The timeline's key: every decision with its colour and shape cue."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        self.labels: dict[Decision | None, QLabel] = {}
+        entries: list[tuple[Decision | None, str]] = [
+            (d, DECISION_LABELS[d])
+            for d in (Decision.computed, Decision.forced, Decision.skipped, Decision.numerical_miss)
+        ]
+        entries.append((None, "Pending"))
+        for decision, text in entries:
+            swatch = _Swatch(decision, self)
+            label = QLabel(text, self)
+            label.setFont(small_font(label.font()))
+            label.setToolTip(DECISION_HELP[decision] if decision else "this step has not run yet")
+            layout.addWidget(swatch)
+            layout.addWidget(label)
+            layout.addSpacing(8)
+            self.labels[decision] = label
+        layout.addStretch(1)

@@ -1,0 +1,467 @@
+"""The window's observable state. Widgets only render these models; one method
+(``RunModel.handle_event``) applies engine events, and ``FormModel`` holds the inputs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from enum import StrEnum
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+
+from app.engine.events import (
+    EngineEvent,
+    LoadProgress,
+    ModelReady,
+    Pass,
+    PassFinished,
+    PassStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunWarning,
+    StepDone,
+)
+from app.engine.request import GenerationRequest, make_request
+from app.gate import StepEvent
+from app.storage.history import HistoryEntry
+from app.storage.settings import Settings
+from app.ui.analysis import (
+    EngagementBand,
+    Notice,
+    NoticeKind,
+    RunAnalysis,
+    RunSaved,
+    count_skips,
+    difference_map,
+    engagement_band,
+    speedup,
+)
+from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_presets
+from app.ui.observable import Prop
+from app.variants import DEFAULT_VARIANT, VARIANTS, Variant, get_variant
+
+StepRow = tuple[StepEvent | None, ...]
+SCHEDULE_WARNING_KINDS = frozenset({"distilled", "schedule", "engagement", "distilled-schedule"})
+
+
+class RunStatus(StrEnum):
+    idle = "idle"
+    loading = "loading"
+    running = "running"
+    cancelling = "cancelling"
+    finished = "finished"
+    cancelled = "cancelled"
+    failed = "failed"
+
+    @property
+    def busy(self) -> bool:
+        return self in (RunStatus.loading, RunStatus.running, RunStatus.cancelling)
+
+
+def ui_default_threshold(variant: Variant) -> float:
+    """The slider's default: the variant's, else its base variant's (so a distilled variant's
+    banner can compare real numbers), else a typical value."""
+    if variant.default_threshold is not None:
+        return variant.default_threshold
+    base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
+    if base is not None and base.default_threshold is not None:
+        return base.default_threshold
+    return FALLBACK_THRESHOLD
+
+
+class FormModel(QObject):
+    """The generation inputs, remembered per variant in ``Settings``."""
+
+    variant_id_changed = Signal(object)
+    prompt_changed = Signal(object)
+    steps_changed = Signal(object)
+    seed_changed = Signal(object)
+    threshold_changed = Signal(object)
+    size_changed = Signal(object)
+    guidance_changed = Signal(object)
+
+    variant_id = Prop(DEFAULT_VARIANT)
+    prompt = Prop(DEFAULT_PROMPT)
+    steps = Prop(28)
+    seed = Prop(42)
+    threshold = Prop(0.1)
+    size = Prop[tuple[int, int]]((128, 128))
+    guidance = Prop[float | None](None)
+
+    def __init__(self, settings: Settings, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        variant_id = settings.last_variant if settings.last_variant in VARIANTS else DEFAULT_VARIANT
+        self.prompt = settings.last_prompt or DEFAULT_PROMPT
+        self.seed = settings.seed
+        self._load_variant(variant_id)
+
+    @property
+    def variant(self) -> Variant:
+        return get_variant(self.variant_id)
+
+    def select_variant(self, variant_id: str) -> None:
+        if variant_id == self.variant_id or variant_id not in VARIANTS:
+            return
+        self.remember()
+        self._load_variant(variant_id)
+
+    def reset_threshold(self) -> None:
+        self.threshold = ui_default_threshold(self.variant)
+
+    def remember(self) -> None:
+        """Write the current inputs into the settings object (saved by the window)."""
+        s, vid = self.settings, self.variant_id
+        s.last_variant = vid
+        s.thresholds[vid] = round(float(self.threshold), 6)
+        s.steps[vid] = int(self.steps)
+        s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
+        if self.guidance is not None:
+            s.guidance[vid] = float(self.guidance)
+        s.seed = int(self.seed)
+        s.last_prompt = self.prompt
+
+    def request(self) -> GenerationRequest:
+        """Raises ``RequestError`` with a user-facing sentence."""
+        return make_request(
+            self.variant_id,
+            self.prompt,
+            seed=int(self.seed),
+            steps=int(self.steps),
+            threshold=float(self.threshold),
+            size=(int(self.size[0]), int(self.size[1])),
+            guidance=self.guidance,
+        )
+
+    def apply_request(self, request: GenerationRequest) -> None:
+        """Fill the inputs from a request (reopening a run from the history)."""
+        if request.variant_id != self.variant_id:
+            self.remember()
+            self._load_variant(request.variant_id)
+        self.prompt = request.prompt
+        self.seed = request.seed
+        self.steps = request.steps
+        self.threshold = request.threshold
+        self.size = (request.width, request.height)
+        if self.variant.default_guidance is not None:
+            self.guidance = request.guidance
+
+    def _load_variant(self, variant_id: str) -> None:
+        variant = get_variant(variant_id)
+        s = self.settings
+        self.variant_id = variant_id
+        self.steps = max(variant.min_steps, s.steps.get(variant_id, variant.default_steps))
+        self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
+        stored = s.sizes.get(variant_id)
+        self.size = (
+            (stored[0], stored[1]) if stored and len(stored) == 2 else size_presets(variant)[0]
+        )
+        self.guidance = (
+            None
+            if variant.default_guidance is None
+            else s.guidance.get(variant_id, variant.default_guidance)
+        )
+
+
+class RunModel(QObject):
+    """Everything the result side of the window shows about the current (or reopened) run."""
+
+    status_changed = Signal(object)
+    run_id_changed = Signal(object)
+    request_changed = Signal(object)
+    phase_changed = Signal(object)
+    progress_changed = Signal(object)
+    active_pass_changed = Signal(object)
+    gated_steps_changed = Signal(object)
+    vanilla_steps_changed = Signal(object)
+    resumed_from_changed = Signal(object)
+    vanilla_cached_changed = Signal(object)
+    gated_image_changed = Signal(object)
+    vanilla_image_changed = Signal(object)
+    difference_changed = Signal(object)
+    gated_seconds_changed = Signal(object)
+    vanilla_seconds_changed = Signal(object)
+    ssim_changed = Signal(object)
+    speedup_changed = Signal(object)
+    speedup_estimated_changed = Signal(object)
+    skips_changed = Signal(object)
+    error_changed = Signal(object)
+    notices_changed = Signal(object)
+    band_changed = Signal(object)
+    saved_entry_changed = Signal(object)
+    load_seconds_changed = Signal(object)
+    engine_details_changed = Signal(object)
+
+    status = Prop(RunStatus.idle)
+    run_id = Prop(0)
+    request = Prop[GenerationRequest | None](None)
+    phase = Prop("Ready")
+    progress = Prop(0.0)  # 0–1, or -1 while indeterminate (loading)
+    active_pass = Prop[Pass | None](None)
+    gated_steps = Prop[StepRow](())
+    vanilla_steps = Prop[StepRow](())
+    resumed_from = Prop[int | None](None)
+    vanilla_cached = Prop(False)
+    gated_image = Prop[np.ndarray | None](None)
+    vanilla_image = Prop[np.ndarray | None](None)
+    difference = Prop[np.ndarray | None](None)
+    gated_seconds = Prop[float | None](None)
+    vanilla_seconds = Prop[float | None](None)
+    ssim = Prop[float | None](None)
+    speedup = Prop[float | None](None)
+    speedup_estimated = Prop(False)
+    skips = Prop[int | None](None)
+    error = Prop[Notice | None](None)
+    notices = Prop[tuple[Notice, ...]](())
+    band = Prop[EngagementBand | None](None)
+    saved_entry = Prop[str | None](None)
+    load_seconds = Prop[float | None](None)
+    engine_details = Prop[dict[str, object] | None](None)  # the engine's schedule notices, merged
+
+    @property
+    def busy(self) -> bool:
+        return self.status.busy
+
+    # -- lifecycle driven by the controller -------------------------------------------------------
+    def begin(self, run_id: int, request: GenerationRequest) -> None:
+        self.run_id = run_id
+        self.request = request
+        self.status = RunStatus.loading
+        self.phase = "Starting…"
+        self.progress = -1.0
+        self.active_pass = None
+        blank: StepRow = (None,) * request.steps
+        self.gated_steps = blank
+        self.vanilla_steps = blank if request.compare_vanilla else ()
+        self.resumed_from = None
+        self.vanilla_cached = False
+        self.gated_image = None
+        self.difference = None
+        self.gated_seconds = None
+        self.ssim = None
+        self.speedup = None
+        self.speedup_estimated = False
+        self.skips = None
+        self.error = None
+        self.notices = ()
+        self.saved_entry = None
+        self.engine_details = None
+        # Keep the previous vanilla image and band until the new ones arrive: a threshold-only
+        # re-run shows the same vanilla, and blanking it would flicker.
+        if self.band is not None and (self.band.variant_id, self.band.steps) != (
+            request.variant_id,
+            request.steps,
+        ):
+            self.band = None
+        self.vanilla_image = None if not request.compare_vanilla else self.vanilla_image
+        self.vanilla_seconds = None
+
+    def mark_cancelling(self) -> None:
+        if self.status.busy:
+            self.status = RunStatus.cancelling
+            self.phase = "Cancelling…"
+
+    def fail_locally(self, message: str, details: str = "") -> None:
+        """A failure found before anything reached the engine (invalid input)."""
+        self.error = Notice(NoticeKind.error, "Cannot generate", message, details, key="error")
+
+    def dismiss(self, key: str) -> None:
+        if self.error is not None and self.error.key == key:
+            self.error = None
+        self.notices = tuple(n for n in self.notices if n.key != key)
+
+    # -- the one event handler ---------------------------------------------------------------------
+    def handle_event(self, event: EngineEvent | RunAnalysis | RunSaved) -> None:
+        if isinstance(event, LoadProgress | ModelReady):
+            self._on_load(event)
+            return
+        if event.run_id != self.run_id:
+            return  # a late event of an earlier run
+        match event:
+            case PassStarted():
+                self._on_pass_started(event)
+            case StepDone():
+                self._on_step(event)
+            case PassFinished():
+                self._on_pass_finished(event)
+            case RunWarning():
+                if event.kind in SCHEDULE_WARNING_KINDS:
+                    # Folded into the schedule banner (with the numbers), not shown on its own.
+                    self.engine_details = {**(self.engine_details or {}), **event.details}
+                    return
+                title = "Not saved to history" if event.kind == "history" else "Engine notice"
+                notice = Notice(
+                    NoticeKind.warning,
+                    title,
+                    event.message,
+                    "\n".join(f"{k}: {v}" for k, v in event.details.items()),
+                    key=event.kind,
+                )
+                self.notices = (*(n for n in self.notices if n.key != notice.key), notice)
+            case RunAnalysis():
+                self.ssim = event.ssim
+                self.difference = event.difference
+                self.speedup = event.speedup
+                self.speedup_estimated = event.speedup_estimated
+            case RunSaved():
+                self.saved_entry = event.folder
+            case RunFinished():
+                self._on_finished(event)
+            case RunCancelled():
+                self.status = RunStatus.cancelled
+                self.active_pass = None
+                at = "" if event.at_step is None else f" at step {event.at_step + 1}"
+                self.phase = f"Cancelled{at}"
+                self.progress = 0.0
+            case RunFailed():
+                self.status = RunStatus.failed
+                self.active_pass = None
+                self.phase = "Failed"
+                self.progress = 0.0
+                self.error = Notice(
+                    NoticeKind.error, "Generation failed", event.message, event.details, key="error"
+                )
+
+    def _on_load(self, event: LoadProgress | ModelReady) -> None:
+        if not self.status.busy:
+            return
+        if isinstance(event, LoadProgress):
+            self.status = RunStatus.loading
+            self.phase = event.message
+            total = event.total_bytes
+            self.progress = (event.done_bytes or 0) / total if total else -1.0
+        else:
+            self.load_seconds = event.seconds
+            self.phase = "Model ready"
+
+    def _on_pass_started(self, event: PassStarted) -> None:
+        if self.status is not RunStatus.cancelling:
+            self.status = RunStatus.running
+        if event.which is Pass.vanilla:
+            self.vanilla_cached = event.cached
+            self.vanilla_steps = _resize(self.vanilla_steps, event.num_steps, keep=event.cached)
+            if event.cached:
+                self.phase = "Vanilla reused from the cache"
+            else:
+                self.vanilla_image = None
+                self.active_pass = Pass.vanilla
+                self.phase = f"Vanilla pass · step 0 of {event.num_steps}"
+        else:
+            self.active_pass = Pass.gated
+            self.resumed_from = event.resumed_from
+            self.gated_steps = (None,) * event.num_steps
+            resumed = f" (resumed at step {event.resumed_from + 1})" if event.resumed_from else ""
+            self.phase = f"TeaCache pass{resumed} · step 0 of {event.num_steps}"
+        self._update_progress()
+
+    def _on_step(self, event: StepDone) -> None:
+        step = event.step
+        name = "gated_steps" if event.which is Pass.gated else "vanilla_steps"
+        row = list(_resize(getattr(self, name), step.num_steps, keep=True))
+        row[step.index] = step
+        setattr(self, name, tuple(row))
+        if event.which is Pass.gated:
+            self.skips = count_skips(self.gated_steps)
+        label = "TeaCache pass" if event.which is Pass.gated else "Vanilla pass"
+        if self.status is not RunStatus.cancelling:
+            self.phase = f"{label} · step {step.index + 1} of {step.num_steps}"
+        self._update_progress()
+
+    def _on_pass_finished(self, event: PassFinished) -> None:
+        if event.which is Pass.vanilla:
+            self.vanilla_steps = tuple(event.steps) if event.steps else self.vanilla_steps
+            self.vanilla_image = event.image
+            self.vanilla_seconds = event.seconds
+            self._update_band()
+        else:
+            if event.steps:
+                self.gated_steps = tuple(event.steps)
+            self.gated_image = event.image
+            self.gated_seconds = event.seconds
+            self.skips = count_skips(self.gated_steps)
+        self._update_progress()
+
+    def _on_finished(self, event: RunFinished) -> None:
+        self.status = RunStatus.finished
+        self.active_pass = None
+        self.progress = 1.0
+        if self.speedup is None:
+            value, estimated = speedup(self.vanilla_seconds, self.gated_seconds, self.resumed_from)
+            self.speedup, self.speedup_estimated = value, estimated
+        skips = self.skips if self.skips is not None else 0
+        total = self.gated_seconds or 0.0
+        self.phase = f"Finished · {skips} of {len(self.gated_steps)} steps skipped · {total:.2f} s"
+
+    def _update_band(self) -> None:
+        request = self.request
+        if request is None:
+            return
+        self.band = engagement_band(request.variant, request.threshold, self.vanilla_steps)
+
+    def _update_progress(self) -> None:
+        request = self.request
+        if request is None or self.status is RunStatus.cancelling:
+            return
+        n = request.steps
+        vanilla_total = n if request.compare_vanilla else 0
+        done = 0
+        if vanilla_total:
+            done += n if self.vanilla_cached else sum(s is not None for s in self.vanilla_steps)
+        if self.active_pass is Pass.gated or self.gated_image is not None:
+            done += sum(s is not None for s in self.gated_steps) + (self.resumed_from or 0)
+        self.progress = min(1.0, done / max(1, vanilla_total + n))
+
+    # -- reopening ---------------------------------------------------------------------------------
+    def show_entry(self, entry: HistoryEntry, request: GenerationRequest | None) -> None:
+        """Show a saved run as if it had just finished (no engine involved)."""
+        gated, vanilla = entry.load_images()
+        self.run_id = -1
+        self.request = request
+        self.error = None
+        self.notices = ()
+        self.gated_steps = entry.step_events("gated")
+        self.vanilla_steps = entry.step_events("vanilla")
+        self.resumed_from = _int_or_none(entry.result.get("resumed_from"))
+        self.vanilla_cached = bool(entry.result.get("vanilla_cached", False))
+        self.gated_image = gated
+        self.vanilla_image = vanilla
+        self.difference = difference_map(gated, vanilla) if vanilla is not None else None
+        self.gated_seconds = entry.gated_seconds
+        self.vanilla_seconds = entry.vanilla_seconds
+        self.ssim = entry.ssim
+        self.speedup = entry.speedup
+        self.speedup_estimated = bool(entry.result.get("speedup_estimated", False))
+        self.skips = count_skips(self.gated_steps)
+        self.saved_entry = str(entry.folder)
+        self.band = (
+            engagement_band(request.variant, request.threshold, self.vanilla_steps)
+            if request is not None
+            else None
+        )
+        self.status = RunStatus.finished
+        self.progress = 1.0
+        self.phase = f"Opened from history · {entry.created}"
+
+
+def _resize(row: Sequence[StepEvent | None], n: int, *, keep: bool) -> StepRow:
+    if len(row) == n and keep:
+        return tuple(row)
+    if not keep:
+        return (None,) * n
+    return tuple(row[:n]) + (None,) * max(0, n - len(row))
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def threshold_step_events(steps: StepRow, threshold: float) -> StepRow:
+    """The same rows with a different threshold recorded (display only)."""
+    return tuple(None if s is None else replace(s, threshold=threshold) for s in steps)
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,781 @@
+"""The main window: the controller that wires the views to the view-models and the engine thread."""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import paths
+from app.engine.request import GenerationRequest, RequestError
+from app.storage.history import HistoryEntry, HistoryStore, export_entry
+from app.storage.history import export_side_by_side as export_images
+from app.storage.settings import Settings, SettingsStore
+from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice
+from app.ui.banner import BannerStack
+from app.ui.controls import MAX_SEED, ControlsView
+from app.ui.defaults import size_presets
+from app.ui.gate_plot import GatePlot
+from app.ui.history_browser import HistoryDialog
+from app.ui.images import ComparePanel
+from app.ui.models import DownloadController, ModelStore, default_model_store, format_bytes
+from app.ui.observable import Binding, bind
+from app.ui.theme import muted, small_font
+from app.ui.timeline import StepTimeline, TimelineLegend
+from app.ui.viewmodel import FormModel, RunModel, RunStatus
+from app.ui.worker import EngineFactory, EngineHost
+from app.variants import get_variant
+
+log = logging.getLogger(__name__)
+RERUN_DELAY_MS = 400
+TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
+
+
+class MainWindow(QMainWindow):
+    generation_started = Signal(int)
+    run_ended = Signal(object)  # RunStatus: finished, cancelled or failed
+
+    def __init__(
+        self,
+        engine_factory: EngineFactory,
+        *,
+        settings_store: SettingsStore | None = None,
+        history: HistoryStore | None = None,
+        model_store: ModelStore | None = None,
+        shutdown_timeout_ms: int = 10_000,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("TeaCache Studio")
+        self.settings_store = settings_store or SettingsStore()
+        self.settings: Settings = self.settings_store.load()
+        self.history = history or HistoryStore()
+        self.model_store = model_store or default_model_store()
+        self._shutdown_timeout_ms = shutdown_timeout_ms
+        self._shut_down = False
+        self._dismissed: set[str] = set()
+        self._startup_notices: list[Notice] = [
+            Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
+            for i, w in enumerate(self.settings_store.warnings)
+        ]
+        self._bindings: list[Binding] = []
+
+        self.form = FormModel(self.settings, self)
+        self.run = RunModel(self)
+        self.host = EngineHost(engine_factory, self.history.save, self)
+        self.downloads = DownloadController(self.model_store, self)
+        self.history_dialog: HistoryDialog | None = None
+        self._rerun_timer = QTimer(self)
+        self._rerun_timer.setSingleShot(True)
+        self._rerun_timer.setInterval(RERUN_DELAY_MS)
+        self._rerun_timer.timeout.connect(self._rerun_threshold)
+
+        self._build()
+        self._build_menus()
+        self._connect_callbacks()
+        self._refresh_availability()
+        self._on_variant_changed(self.form.variant_id)
+        self._refresh_run_view()
+        self._refresh_notices()
+        self._restore_geometry()
+
+    # -- construction
+    def _build(self) -> None:
+        self.controls = ControlsView()
+        self.banners = BannerStack()
+        self.compare = ComparePanel()
+        self.timeline = StepTimeline()
+        self.legend = TimelineLegend()
+        self.gate_plot = GatePlot()
+
+        lower = QWidget()
+        lower_layout = QVBoxLayout(lower)
+        lower_layout.setContentsMargins(0, 4, 0, 0)
+        lower_layout.setSpacing(8)
+        steps_header = QHBoxLayout()
+        steps_header.addWidget(_section("Steps"))
+        steps_header.addSpacing(12)
+        steps_header.addWidget(self.legend, 1)
+        lower_layout.addLayout(steps_header)
+        lower_layout.addWidget(self.timeline)
+        lower_layout.addWidget(_section("Gate"))
+        lower_layout.addWidget(self.gate_plot, 1)
+        self.compare.header.insertWidget(0, _section("Images"))
+        # A splitter, not stretch factors: it never squeezes a pane below its minimum, and the
+        # user can trade image space for plot space.
+        self.results_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.results_splitter.setChildrenCollapsible(False)
+        self.results_splitter.addWidget(self.compare)
+        self.results_splitter.addWidget(lower)
+        self.results_splitter.setStretchFactor(0, 5)
+        self.results_splitter.setStretchFactor(1, 4)
+        self.results_splitter.setHandleWidth(8)
+        self.results_splitter.setSizes([470, 400])
+
+        results = QWidget()
+        results_layout = QVBoxLayout(results)
+        results_layout.setContentsMargins(16, 16, 16, 12)
+        results_layout.setSpacing(10)
+        results_layout.addWidget(self.banners)
+        results_layout.addWidget(self.results_splitter, 1)
+
+        divider = QFrame()
+        divider.setFrameShape(QFrame.Shape.VLine)
+        divider.setFrameShadow(QFrame.Shadow.Plain)
+        divider.setStyleSheet(f"color: {muted(self).name()};")
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setChildrenCollapsible(False)
+        splitter.addWidget(self.controls)
+        splitter.addWidget(results)
+        splitter.setStretchFactor(0, 0)
+        splitter.setStretchFactor(1, 1)
+        splitter.setHandleWidth(1)
+        self.splitter = splitter
+        self.setCentralWidget(splitter)
+
+        self.status_label = QLabel()
+        self.status_label.setFont(small_font(self.status_label.font()))
+        self.status_label.setContentsMargins(10, 0, 0, 0)
+        self.saved_label = QLabel()
+        self.saved_label.setFont(small_font(self.saved_label.font()))
+        self.saved_label.setStyleSheet(f"color: {muted(self).name()};")
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setMaximumHeight(10)
+        self.progress.setTextVisible(False)
+        self.progress.setRange(0, 1000)
+        bar = self.statusBar()
+        bar.setSizeGripEnabled(True)
+        bar.addWidget(self.status_label, 1)
+        bar.addPermanentWidget(self.saved_label)
+        bar.addPermanentWidget(self.progress)
+        self.resize(1320, 860)
+        self.setMinimumSize(960, 640)
+
+    def _build_menus(self) -> None:
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        self.history_action = QAction("History…", self)
+        self.history_action.setShortcut(QKeySequence("Ctrl+Y"))
+        self.export_action = QAction("Export Side-by-Side…", self)
+        self.export_action.setShortcut(QKeySequence("Ctrl+E"))
+        self.quit_action = QAction("Quit", self)
+        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        file_menu.addAction(self.history_action)
+        file_menu.addAction(self.export_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+
+        run_menu = menu.addMenu("&Run")
+        self.generate_action = QAction("Generate", self)
+        self.generate_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])
+        self.cancel_action = QAction("Cancel", self)
+        self.cancel_action.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        self.random_seed_action = QAction("Random Seed", self)
+        self.random_seed_action.setShortcut(QKeySequence("Ctrl+R"))
+        self.reset_threshold_action = QAction("Reset Threshold", self)
+        self.reset_threshold_action.setShortcut(QKeySequence("Ctrl+0"))
+        for action in (
+            self.generate_action,
+            self.cancel_action,
+            self.random_seed_action,
+            self.reset_threshold_action,
+        ):
+            run_menu.addAction(action)
+            self.addAction(action)  # shortcuts work even where the menu bar is hidden
+        for action in (self.history_action, self.export_action):
+            self.addAction(action)
+
+    def _connect_callbacks(self) -> None:
+        c, f, r = self.controls, self.form, self.run
+        self._bindings += [
+            bind(f, "variant_id", c.variant_picker.set_variant),
+            bind(
+                f,
+                "prompt",
+                c.prompt.set_text_if_different,
+                c.prompt.textChanged,
+                to_model=lambda _v: c.prompt.toPlainText(),
+            ),
+            bind(f, "steps", c.steps.setValue, c.steps.valueChanged),
+            bind(
+                f,
+                "seed",
+                c.seed.setValue,
+                c.seed.valueChanged,
+                to_widget=lambda v: min(int(v), MAX_SEED),
+            ),
+            bind(
+                f,
+                "threshold",
+                c.threshold.setValue,
+                c.threshold.valueChanged,
+                to_model=lambda v: round(float(v), 6),
+            ),
+            bind(
+                f,
+                "guidance",
+                lambda v: c.guidance.setValue(v if v is not None else 0.0),
+                c.guidance.valueChanged,
+                to_model=lambda v: float(v) if f.variant.default_guidance is not None else None,
+            ),
+        ]
+        c.variant_picker.variant_selected.connect(f.select_variant)
+        f.variant_id_changed.connect(self._on_variant_changed)
+        f.size_changed.connect(self._show_size)
+        c.size_combo.currentIndexChanged.connect(self._on_size_picked)
+        for signal in (
+            f.variant_id_changed,
+            f.steps_changed,
+            f.threshold_changed,
+            r.band_changed,
+            r.engine_details_changed,
+            r.request_changed,
+            r.error_changed,
+            r.notices_changed,
+        ):
+            signal.connect(self._refresh_notices)
+        f.threshold_changed.connect(self._on_threshold_changed)
+        f.steps_changed.connect(self._refresh_threshold_hint)
+        r.band_changed.connect(self._refresh_threshold_hint)
+
+        c.generate_button.clicked.connect(self.generate)
+        c.cancel_button.clicked.connect(self.cancel)
+        c.random_seed.clicked.connect(self.randomize_seed)
+        c.threshold_reset.clicked.connect(f.reset_threshold)
+        c.history_button.clicked.connect(self.show_history)
+        c.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        c.rerun.setChecked(self.settings.rerun_on_threshold_change)
+        c.rerun.toggled.connect(self._on_rerun_toggled)
+        c.download_button.clicked.connect(self.download_current)
+        c.download_cancel.clicked.connect(self.downloads.cancel)
+
+        self.generate_action.triggered.connect(self.generate)
+        self.cancel_action.triggered.connect(self.cancel)
+        self.random_seed_action.triggered.connect(self.randomize_seed)
+        self.reset_threshold_action.triggered.connect(f.reset_threshold)
+        self.history_action.triggered.connect(self.show_history)
+        self.export_action.triggered.connect(lambda: self.export_current())
+        self.quit_action.triggered.connect(self.close)
+
+        self.host.event_received.connect(r.handle_event)
+        r.status_changed.connect(self._on_status)
+        for signal in (
+            r.gated_steps_changed,
+            r.vanilla_steps_changed,
+            r.resumed_from_changed,
+            r.vanilla_cached_changed,
+            r.active_pass_changed,
+        ):
+            signal.connect(self._refresh_timeline)
+        for signal in (
+            r.gated_steps_changed,
+            r.vanilla_steps_changed,
+            r.band_changed,
+            r.request_changed,
+        ):
+            signal.connect(self._refresh_plot)
+        f.threshold_changed.connect(self._refresh_plot)
+        for signal in (
+            r.gated_image_changed,
+            r.vanilla_image_changed,
+            r.difference_changed,
+            r.vanilla_cached_changed,
+        ):
+            signal.connect(self._refresh_images)
+        for signal in (
+            r.ssim_changed,
+            r.gated_seconds_changed,
+            r.vanilla_seconds_changed,
+            r.speedup_changed,
+            r.skips_changed,
+            r.request_changed,
+            r.vanilla_cached_changed,
+            r.resumed_from_changed,
+        ):
+            signal.connect(self._refresh_stats)
+        r.phase_changed.connect(self.status_label.setText)
+        r.progress_changed.connect(self._show_progress)
+        r.saved_entry_changed.connect(self._show_saved)
+
+        self.banners.action_triggered.connect(self._on_banner_action)
+        self.banners.dismissed.connect(self._dismiss)
+        self.downloads.started.connect(lambda _vid: self._refresh_download_row())
+        self.downloads.progressed.connect(self._on_download_progress)
+        self.downloads.finished.connect(self._on_download_done)
+        self.downloads.cancelled.connect(self._on_download_cancelled)
+        self.downloads.failed.connect(self._on_download_failed)
+
+    # -- actions
+    def generate(self) -> int | None:
+        """Start a run from the inputs; returns its id, or None if nothing was started."""
+        if self.host.busy or self._shut_down:
+            return None
+        try:
+            request = self.form.request()
+        except RequestError as exc:
+            self.run.fail_locally(str(exc))
+            return None
+        if not self._is_available(request.variant_id):
+            self._show_not_downloaded(request.variant_id)
+            return None
+        request = replace(request, resume=True)
+        run_id = self.host.submit(request)
+        if run_id is None:
+            return None
+        self.settings.remember_prompt(request.prompt)
+        self.form.remember()
+        self._save_settings()
+        self._dismissed.clear()
+        self.run.begin(run_id, request)
+        self.generation_started.emit(run_id)
+        return run_id
+
+    def cancel(self) -> bool:
+        if not self.host.cancel():
+            return False
+        self.run.mark_cancelling()
+        return True
+
+    def randomize_seed(self) -> None:
+        self.form.seed = random.randrange(0, MAX_SEED)
+
+    def show_history(self) -> HistoryDialog:
+        if self.history_dialog is None:
+            self.history_dialog = HistoryDialog(self.history, self)
+            self.history_dialog.open_requested.connect(self.open_entry)
+        else:
+            self.history_dialog.refresh()
+        self.history_dialog.show()
+        self.history_dialog.raise_()
+        return self.history_dialog
+
+    def open_entry(self, entry: HistoryEntry) -> bool:
+        """Show a saved run in the window (inputs and results). Refused while a run is going."""
+        if self.host.busy:
+            self.run.fail_locally("wait for the current run to finish before opening another")
+            return False
+        request = entry.to_request()
+        if request is not None:
+            self.form.apply_request(request)
+        try:
+            self.run.show_entry(entry, request)
+        except (OSError, ValueError) as exc:
+            self.run.fail_locally(f"could not open the saved run: {exc}")
+            return False
+        return True
+
+    def export_current(self, path: Path | None = None) -> Path | None:
+        gated = self.run.gated_image
+        if gated is None:
+            self.run.fail_locally("there is no finished run to export yet")
+            return None
+        if path is None:
+            suggested = Path.home() / f"teacache-{self.form.variant_id}-s{self.form.seed}.png"
+            name, _ = QFileDialog.getSaveFileName(
+                self, "Export Side-by-Side", str(suggested), "PNG (*.png)"
+            )
+            if not name:
+                return None
+            path = Path(name)
+        saved = self.run.saved_entry
+        entry = self.history.get(Path(saved).name) if saved else None
+        if entry is not None:
+            return export_entry(entry, path)
+        return export_images(path, gated, self.run.vanilla_image, **self._captions())
+
+    def download_current(self) -> None:
+        variant = self.form.variant
+        if self._is_available(variant.id) or self.downloads.busy:
+            return
+        self.downloads.start(variant)
+
+    def shutdown(self) -> bool:
+        """Persist settings and geometry, stop downloads and the engine thread (bounded)."""
+        if self._shut_down:
+            return True
+        self._shut_down = True
+        self._rerun_timer.stop()
+        self.form.remember()
+        self._save_settings()
+        self._save_geometry()
+        self.downloads.shutdown()
+        return self.host.shutdown(self._shutdown_timeout_ms)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.shutdown()
+        if self.history_dialog is not None:
+            self.history_dialog.close()
+        super().closeEvent(event)
+
+    # -- reactions
+    def _on_variant_changed(self, variant_id: object) -> None:
+        variant = get_variant(str(variant_id))
+        c = self.controls
+        c.steps.setMinimum(variant.min_steps)
+        c.steps.setValue(self.form.steps)
+        c.size_combo.blockSignals(True)
+        c.size_combo.clear()
+        presets = size_presets(variant)
+        if self.form.size not in presets:
+            presets.append(self.form.size)
+        for width, height in presets:
+            c.size_combo.addItem(f"{width} × {height}", (width, height))
+        c.size_combo.blockSignals(False)
+        self._show_size(self.form.size)
+        has_guidance = variant.default_guidance is not None
+        c.guidance.setVisible(has_guidance)
+        c.guidance_label.setVisible(has_guidance)
+        if has_guidance and self.form.guidance is not None:
+            c.guidance.setValue(self.form.guidance)
+        self._refresh_variant_info()
+        self._refresh_threshold_hint()
+
+    def _show_size(self, size: object) -> None:
+        combo = self.controls.size_combo
+        for i in range(combo.count()):
+            if tuple(combo.itemData(i)) == tuple(size):  # type: ignore[arg-type]
+                combo.setCurrentIndex(i)
+                return
+
+    def _on_size_picked(self, index: int) -> None:
+        data = self.controls.size_combo.itemData(index)
+        if data:
+            self.form.size = (int(data[0]), int(data[1]))
+
+    def _on_threshold_changed(self, _value: object) -> None:
+        if self.settings.rerun_on_threshold_change and self._threshold_only_change():
+            self._rerun_timer.start()
+
+    def _threshold_only_change(self) -> bool:
+        request = self.run.request
+        if request is None or self.host.busy or self.run.status is not RunStatus.finished:
+            return False
+        try:
+            new = self.form.request()
+        except RequestError:
+            return False
+        return new.vanilla_key() == request.vanilla_key() and new.threshold != request.threshold
+
+    def _rerun_threshold(self) -> None:
+        if self._threshold_only_change():
+            self.generate()
+
+    def _on_rerun_toggled(self, checked: bool) -> None:
+        self.settings.rerun_on_threshold_change = checked
+        self._save_settings()
+
+    def _on_status(self, status: object) -> None:
+        busy = self.run.busy or self.host.busy
+        c = self.controls
+        c.generate_button.setEnabled(not busy)
+        self.generate_action.setEnabled(not busy)
+        c.cancel_button.setEnabled(busy and status is not RunStatus.cancelling)
+        self.cancel_action.setEnabled(busy)
+        self._refresh_images()
+        if status in TERMINAL_STATUSES:
+            self.run_ended.emit(status)
+
+    def _refresh_timeline(self) -> None:
+        r = self.run
+        self.timeline.set_rows(
+            r.gated_steps,
+            r.vanilla_steps,
+            resumed_from=r.resumed_from,
+            vanilla_cached=r.vanilla_cached,
+            active=r.active_pass,
+        )
+
+    def _refresh_plot(self) -> None:
+        r = self.run
+        threshold = r.request.threshold if r.request is not None else self.form.threshold
+        self.gate_plot.set_data(
+            r.gated_steps, r.vanilla_steps, threshold, r.band, preview=self.form.threshold
+        )
+
+    def _refresh_images(self) -> None:
+        r = self.run
+        self.compare.set_images(
+            r.gated_image,
+            r.vanilla_image,
+            r.difference,
+            vanilla_cached=r.vanilla_cached,
+            busy=r.busy,
+        )
+
+    def _refresh_stats(self) -> None:
+        r = self.run
+        steps = r.request.steps if r.request is not None else len(r.gated_steps)
+        self.compare.set_stats(
+            ssim=r.ssim,
+            gated_seconds=r.gated_seconds,
+            vanilla_seconds=r.vanilla_seconds,
+            speedup=r.speedup,
+            estimated=r.speedup_estimated,
+            skips=r.skips,
+            steps=steps,
+            vanilla_cached=r.vanilla_cached,
+            resumed_from=r.resumed_from,
+        )
+
+    def _refresh_run_view(self) -> None:
+        self._on_status(self.run.status)
+        self._refresh_timeline()
+        self._refresh_plot()
+        self._refresh_stats()
+        self.status_label.setText(self.run.phase)
+        self._show_progress(self.run.progress)
+
+    def _show_progress(self, value: object) -> None:
+        fraction = float(value)  # type: ignore[arg-type]
+        if fraction < 0:
+            self.progress.setRange(0, 0)  # indeterminate
+        else:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(round(fraction * 1000))
+
+    def _show_saved(self, folder: object) -> None:
+        self.saved_label.setText("Saved to history" if folder else "")
+        self.saved_label.setToolTip(str(folder) if folder else "")
+
+    def current_schedule_notice(self) -> Notice | None:
+        f, r = self.form, self.run
+        request = r.request
+        same_schedule = (
+            request is not None and request.variant_id == f.variant_id and request.steps == f.steps
+        )
+        return schedule_notice(
+            f.variant,
+            int(f.steps),
+            float(f.threshold),
+            measured=r.band if same_schedule else None,
+            engine_details=r.engine_details if same_schedule else None,
+        )
+
+    def _refresh_notices(self) -> None:
+        notices: list[Notice] = []
+        if self.run.error is not None:
+            notices.append(self.run.error)
+        schedule = self.current_schedule_notice()
+        if schedule is not None:
+            notices.append(schedule)
+        notices.extend(self.run.notices)
+        notices.extend(self._startup_notices)
+        self.banners.set_notices(tuple(n for n in notices if n.key not in self._dismissed))
+
+    def _dismiss(self, key: str) -> None:
+        self._startup_notices = [n for n in self._startup_notices if n.key != key]
+        if key == "schedule":
+            self._dismissed.add(key)
+        self.run.dismiss(key)
+        self._refresh_notices()
+
+    def _on_banner_action(self, action: str) -> None:
+        kind, _, value = action.partition(":")
+        if kind == "variant":
+            self.form.select_variant(value)
+        elif kind == "steps":
+            self.form.steps = int(value)
+        elif kind == "threshold":
+            self.form.threshold = float(value)
+        elif kind == "download":
+            self.download_current()
+        self._dismissed.discard("schedule")
+        self._refresh_notices()
+
+    def _refresh_threshold_hint(self) -> None:
+        f = self.form
+        band = self.run.band
+        params = f.variant.gate_params(max(float(f.threshold), 1e-9))
+        eligible = params.eligible_steps(int(f.steps))
+        text = f"{eligible} of {f.steps} steps are gate-eligible."
+        if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
+            if band.onset is not None and band.onset < 1.0:
+                text += f" On the last vanilla run, skipping begins above {band.onset:.3f}."
+            else:
+                text += " On the last vanilla run, no threshold skips a step."
+        self.controls.threshold_hint.setText(text)
+        self.controls.threshold_hint.setStyleSheet(f"color: {muted(self).name()};")
+
+    def _fill_recent_menu(self) -> None:
+        menu = self.controls.recent_menu
+        menu.clear()
+        if not self.settings.prompt_history:
+            action = menu.addAction("No recent prompts")
+            action.setEnabled(False)
+            return
+        for prompt in self.settings.prompt_history:
+            text = prompt if len(prompt) <= 70 else prompt[:69] + "…"
+            action = menu.addAction(text)
+            action.setToolTip(prompt)
+            action.triggered.connect(lambda _=False, p=prompt: setattr(self.form, "prompt", p))
+        menu.addSeparator()
+        menu.addAction("Clear Recent Prompts").triggered.connect(self._clear_recent)
+
+    def _clear_recent(self) -> None:
+        self.settings.prompt_history = []
+        self._save_settings()
+
+    # -- model availability and downloads
+    def _is_available(self, variant_id: str) -> bool:
+        try:
+            return self.model_store.is_available(get_variant(variant_id))
+        except Exception:  # treat a broken check as "not on disk"
+            log.exception("availability check failed for %s", variant_id)
+            return False
+
+    def _refresh_availability(self) -> None:
+        from app.variants import VARIANTS
+
+        badges: dict[str, str] = {}
+        for variant in VARIANTS.values():
+            if variant.embedded:
+                continue
+            if self._is_available(variant.id):
+                badges[variant.id] = "on disk"
+            else:
+                badges[variant.id] = f"{format_bytes(self.model_store.download_size(variant))} ↓"
+        self.controls.variant_picker.rebuild(badges)
+        self.controls.variant_picker.set_variant(self.form.variant_id)
+
+    def _refresh_variant_info(self) -> None:
+        variant = self.form.variant
+        parts = []
+        if variant.embedded:
+            parts.append("Built in, runs offline")
+        elif self._is_available(variant.id):
+            parts.append("Downloaded")
+        else:
+            size = format_bytes(self.model_store.download_size(variant))
+            parts.append(f"Not downloaded · {size}")
+        if variant.distilled:
+            parts.append("distilled")
+        parts.append(f"{variant.default_steps} steps by default")
+        self.controls.variant_info.setText(" · ".join(parts))
+        self.controls.variant_info.setStyleSheet(f"color: {muted(self).name()};")
+        self._refresh_download_row()
+
+    def _refresh_download_row(self) -> None:
+        c = self.controls
+        variant = self.form.variant
+        downloading = self.downloads.busy
+        this_one = self.downloads.variant_id == variant.id
+        missing = not variant.embedded and not self._is_available(variant.id)
+        c.download_button.setVisible(missing and not this_one)
+        c.download_button.setEnabled(not downloading)
+        c.download_button.setText(
+            f"Download ({format_bytes(self.model_store.download_size(variant))})"
+        )
+        c.download_box.setVisible(this_one)
+
+    def _on_download_progress(
+        self, variant_id: str, done: object, total: object, message: str
+    ) -> None:
+        bar = self.controls.download_progress
+        if isinstance(total, int) and total > 0 and isinstance(done, int):
+            bar.setRange(0, 1000)
+            bar.setValue(round(1000 * done / total))
+            text = f"{format_bytes(done)} of {format_bytes(total)}"
+        else:
+            bar.setRange(0, 0)
+            text = "Downloading…"
+        self.controls.download_status.setText(f"{message} · {text}" if message else text)
+
+    def _on_download_done(self, variant_id: str) -> None:
+        self._refresh_availability()
+        self._refresh_variant_info()
+
+    def _on_download_cancelled(self, variant_id: str) -> None:
+        self.controls.download_status.setText("Download cancelled")
+        self._refresh_variant_info()
+
+    def _on_download_failed(self, variant_id: str, message: str) -> None:
+        self.run.error = Notice(NoticeKind.error, "Download failed", message, key="error")
+        self._refresh_variant_info()
+
+    def _show_not_downloaded(self, variant_id: str) -> None:
+        variant = get_variant(variant_id)
+        size = format_bytes(self.model_store.download_size(variant))
+        self.run.error = Notice(
+            NoticeKind.error,
+            f"{variant.display_name} is not downloaded",
+            f"Download it first ({size}), or pick the built-in demo model.",
+            actions=(
+                NoticeAction("Download", "download:"),
+                NoticeAction("Use the demo model", "variant:demo"),
+            ),
+            key="error",
+        )
+
+    # -- persistence
+    def _save_settings(self) -> None:
+        try:
+            self.settings_store.save(self.settings)
+        except OSError as exc:
+            log.warning("could not save settings: %s", exc)
+
+    def _qsettings(self) -> QSettings:
+        return QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+
+    def _save_geometry(self) -> None:
+        store = self._qsettings()
+        store.setValue("geometry", self.saveGeometry())
+        store.setValue("splitter", self.splitter.saveState())
+        store.setValue("results_splitter", self.results_splitter.saveState())
+        store.sync()
+
+    def _restore_geometry(self) -> None:
+        store = self._qsettings()
+        geometry = store.value("geometry")
+        if isinstance(geometry, QByteArray | bytes):
+            self.restoreGeometry(QByteArray(geometry))
+        for key, widget in (
+            ("splitter", self.splitter),
+            ("results_splitter", self.results_splitter),
+        ):
+            state = store.value(key)
+            if isinstance(state, QByteArray | bytes):
+                widget.restoreState(QByteArray(state))
+
+    def _captions(self) -> dict[str, str]:
+        r = self.run
+        request: GenerationRequest | None = r.request
+        skips = f"{r.skips}/{len(r.gated_steps)} skipped" if r.skips is not None else ""
+        threshold = request.threshold if request is not None else self.form.threshold
+        gated = f"TeaCache  t={threshold:.3f}  {skips}"
+        if r.gated_seconds is not None:
+            gated += f"  {r.gated_seconds:.2f} s"
+        vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")
+        parts = [self.form.variant_id, f"seed {self.form.seed}"]
+        if r.ssim is not None:
+            parts.append(f"SSIM {r.ssim:.4f}")
+        if r.speedup is not None:
+            parts.append(f"speedup {r.speedup:.2f}×")
+        prompt = request.prompt if request is not None else self.form.prompt
+        return {
+            "gated_caption": gated,
+            "vanilla_caption": vanilla,
+            "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
+        }
+
+
+def _section(text: str) -> QLabel:
+    from app.ui.controls import section
+
+    return section(text)

@@ -1,0 +1,291 @@
+"""One long-lived engine thread.
+
+``EngineHost`` (GUI thread) owns a ``QThread`` and an ``EngineWorker`` moved onto it, wired like
+superqt's ``new_worker_qthread``. The worker builds the engine on its own thread through a factory
+(MLX streams are thread-local) and runs every generation there. Events cross back through one
+queued signal. Cancel is a ``threading.Event`` handed to ``engine.run``: the worker's event loop is
+blocked while it generates, so a queued "cancel" slot would arrive too late.
+
+After a run the worker (still off the GUI thread) compares the images, saves the run to the history
+and only then forwards ``RunFinished``, so closing the window can never lose a finished run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+
+from app.engine.events import (
+    EngineEvent,
+    Pass,
+    PassFinished,
+    PassStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunWarning,
+)
+from app.engine.protocol import EngineProtocol
+from app.engine.request import GenerationRequest
+from app.storage.history import HistoryEntry, RunRecord
+from app.ui.analysis import RunAnalysis, RunSaved, difference_map, speedup, ssim
+
+log = logging.getLogger(__name__)
+
+EngineFactory = Callable[[], EngineProtocol]
+SaveRun = Callable[[RunRecord], HistoryEntry]
+TERMINAL = (RunFinished, RunCancelled, RunFailed)
+_VANILLA_MEMO_SIZE = 8
+# Threads that did not stop within the close bound: kept referenced so Qt never destroys a running
+# QThread (which aborts the process); the launcher exits hard if any are left.
+STRAGGLERS: list[QThread] = []
+
+
+@dataclass
+class _Collector:
+    """One run's events, for the analysis and the history record."""
+
+    run_id: int
+    request: GenerationRequest
+    vanilla: PassFinished | None = None
+    gated: PassFinished | None = None
+    vanilla_cached: bool = False
+    resumed_from: int | None = None
+    warnings: list[RunWarning] = field(default_factory=list)
+    terminal: EngineEvent | None = None
+
+
+class EngineWorker(QObject):
+    """Lives on the engine thread. Never raises into Qt: every failure becomes ``RunFailed``."""
+
+    relayed = Signal(object)
+
+    def __init__(self, factory: EngineFactory, save: SaveRun | None = None) -> None:
+        super().__init__()
+        self._factory = factory
+        self._save = save
+        self._engine: EngineProtocol | None = None
+        self._memo: OrderedDict[tuple[object, ...], PassFinished] = OrderedDict()
+
+    @Slot(int, object, object)
+    def run(self, run_id: int, request: GenerationRequest, cancel: threading.Event) -> None:
+        collector = _Collector(run_id, request)
+        try:
+            if self._engine is None:
+                self._engine = self._factory()
+            self._engine.run(run_id, request, lambda e: self._relay(collector, e), cancel)
+        except Exception as exc:  # the UI must see every failure
+            log.exception("engine run %s failed", run_id)
+            self._relay(collector, RunFailed(run_id, _one_line(exc), traceback.format_exc()))
+        if collector.terminal is None:
+            self._relay(
+                collector,
+                RunFailed(
+                    run_id, "the engine stopped without reporting a result", "protocol violation"
+                ),
+            )
+
+    @Slot()
+    def close(self) -> None:
+        try:
+            if self._engine is not None:
+                self._engine.close()
+        except Exception:  # closing must finish
+            log.exception("engine close failed")
+        finally:
+            self._engine = None
+            self._memo.clear()
+            app = QCoreApplication.instance()
+            if app is not None:
+                self.moveToThread(app.thread())  # let the GUI thread own (and delete) us
+            thread = QThread.currentThread()
+            thread.quit()
+
+    # -- relaying ----------------------------------------------------------------------------------
+    def _relay(self, c: _Collector, event: EngineEvent) -> None:
+        if c.terminal is not None:
+            return  # exactly one terminal event per run reaches the UI
+        match event:
+            case PassStarted(which=Pass.vanilla, cached=cached):
+                c.vanilla_cached = cached
+            case PassStarted(which=Pass.gated):
+                c.resumed_from = event.resumed_from
+                if c.vanilla_cached and c.vanilla is None:
+                    memo = self._memo.get(c.request.vanilla_key())
+                    if memo is not None:  # the engine reused vanilla without re-sending it
+                        c.vanilla = PassFinished(
+                            c.run_id, Pass.vanilla, memo.image, memo.seconds, memo.steps
+                        )
+                        self.relayed.emit(c.vanilla)
+            case PassFinished(which=Pass.vanilla):
+                c.vanilla = event
+                self._remember(c.request, event)
+            case PassFinished(which=Pass.gated):
+                c.gated = event
+            case RunWarning():
+                c.warnings.append(event)
+            case RunFinished():
+                c.terminal = event
+                self._finish(c, event)
+                return
+            case RunCancelled() | RunFailed():
+                c.terminal = event
+        self.relayed.emit(event)
+
+    def _remember(self, request: GenerationRequest, event: PassFinished) -> None:
+        key = request.vanilla_key()
+        self._memo[key] = event
+        self._memo.move_to_end(key)
+        while len(self._memo) > _VANILLA_MEMO_SIZE:
+            self._memo.popitem(last=False)
+
+    def _finish(self, c: _Collector, finished: RunFinished) -> None:
+        try:
+            self._analyse_and_save(c, finished)
+        except Exception as exc:  # a finished run must still finish in the UI
+            log.exception("post-run analysis failed")
+            self.relayed.emit(RunWarning(c.run_id, "analysis", f"could not analyse the run: {exc}"))
+        self.relayed.emit(finished)
+
+    def _analyse_and_save(self, c: _Collector, finished: RunFinished) -> None:
+        if c.gated is None:
+            return
+        vanilla_image = c.vanilla.image if c.vanilla is not None else None
+        difference = (
+            difference_map(c.gated.image, vanilla_image) if vanilla_image is not None else None
+        )
+        reported = finished.report.get("ssim")
+        if isinstance(reported, float):
+            similarity: float | None = reported  # the engine measured it on the same arrays
+        else:
+            similarity = ssim(c.gated.image, vanilla_image) if vanilla_image is not None else None
+        vanilla_seconds = c.vanilla.seconds if c.vanilla is not None else None
+        vanilla_steps = c.vanilla.steps if c.vanilla is not None else ()
+        ratio, estimated = speedup(vanilla_seconds, c.gated.seconds, c.resumed_from)
+        reported_ratio = finished.report.get("speedup")
+        if isinstance(reported_ratio, float):
+            ratio = reported_ratio
+        self.relayed.emit(RunAnalysis(c.run_id, similarity, difference, ratio, estimated))
+        if self._save is None:
+            return
+        record = RunRecord(
+            request=c.request,
+            gated_image=c.gated.image,
+            vanilla_image=c.vanilla.image if c.vanilla is not None else None,
+            gated_steps=tuple(c.gated.steps),
+            vanilla_steps=tuple(vanilla_steps),
+            gated_seconds=c.gated.seconds,
+            vanilla_seconds=vanilla_seconds,
+            ssim=similarity,
+            speedup=ratio,
+            speedup_estimated=estimated,
+            vanilla_cached=c.vanilla_cached,
+            resumed_from=c.resumed_from,
+            report=dict(finished.report),
+            warnings=tuple(
+                {"kind": w.kind, "message": w.message, "details": w.details} for w in c.warnings
+            ),
+        )
+        try:
+            entry = self._save(record)
+        except Exception as exc:  # disk full, permissions...
+            log.exception("saving run %s to the history failed", c.run_id)
+            self.relayed.emit(RunWarning(c.run_id, "history", f"the run was not saved: {exc}"))
+            return
+        self.relayed.emit(RunSaved(c.run_id, entry.id, str(entry.folder)))
+
+
+class EngineHost(QObject):
+    """The GUI side of the engine thread: submit, cancel, shut down. One run at a time."""
+
+    event_received = Signal(object)
+    busy_changed = Signal(bool)
+    _run_requested = Signal(int, object, object)
+    _close_requested = Signal()
+
+    def __init__(
+        self, factory: EngineFactory, save: SaveRun | None = None, parent: QObject | None = None
+    ) -> None:
+        super().__init__(parent)
+        self._thread = QThread()
+        self._thread.setObjectName("teacache-engine")
+        self._worker = EngineWorker(factory, save)
+        self._worker.moveToThread(self._thread)
+        self._run_requested.connect(self._worker.run)
+        self._close_requested.connect(self._worker.close)
+        self._worker.relayed.connect(self._on_event)
+        self._next_id = 1
+        self._current: int | None = None
+        self._cancel: threading.Event | None = None
+        self._closed = False
+        self._thread.start()
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+
+    @property
+    def busy(self) -> bool:
+        return self._current is not None
+
+    @property
+    def current_run(self) -> int | None:
+        return self._current
+
+    @property
+    def engine_thread(self) -> QThread:
+        return self._thread
+
+    def submit(self, request: GenerationRequest) -> int | None:
+        """Start a run; returns its id, or None while another run is in flight (or after close)."""
+        if self._current is not None or self._closed:
+            return None
+        run_id = self._next_id
+        self._next_id += 1
+        self._current = run_id
+        self._cancel = threading.Event()
+        self.busy_changed.emit(True)
+        self._run_requested.emit(run_id, request, self._cancel)
+        return run_id
+
+    def cancel(self) -> bool:
+        if self._current is None or self._cancel is None:
+            return False
+        self._cancel.set()
+        return True
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        """Cancel, close the engine on its thread and wait (bounded). True if the thread stopped."""
+        if self._closed:
+            return not self._thread.isRunning()
+        self._closed = True
+        self.cancel()
+        self._close_requested.emit()
+        stopped = self._thread.wait(timeout_ms)
+        if not stopped:
+            log.warning("the engine thread did not stop within %d ms", timeout_ms)
+            STRAGGLERS.append(self._thread)
+        return stopped
+
+    @Slot(object)
+    def _on_event(self, event: object) -> None:
+        if self._closed:
+            return
+        if isinstance(event, TERMINAL) and event.run_id == self._current:
+            self._current = None
+            self._cancel = None
+            self.event_received.emit(event)
+            self.busy_changed.emit(False)
+            return
+        self.event_received.emit(event)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
