@@ -431,7 +431,40 @@ def pipeline_snapshot(pipeline: Any) -> dict[str, Any]:
         "transformer_children": _ids(dict(transformer)),
         "parameters": {name: id(value) for name, value in tree_flatten(pipeline.parameters())},
         "callbacks": {
-            name: [id(entry) for entry in getattr(callbacks, name)]
+            name: [id(entry) for entry in getattr(callbacks, name, ())]
             for name in ("before_loop", "in_loop", "after_loop", "interrupt")
         },
     }
+
+
+class LatentRecorder:
+    """An mflux callback that keeps the latents entering each step (before_loop's, then each
+    in_loop's) and the run's config."""
+
+    def __init__(self) -> None:
+        self.inputs: list[mx.array] = []
+        self.config: Any = None
+
+    def call_before_loop(
+        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        self.inputs = [latents]
+        self.config = config
+
+    def call_in_loop(
+        self, t: int, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        mx.eval(latents)
+        self.inputs.append(latents)
+
+
+@contextmanager
+def attached(pipeline: Any, callback: Any) -> Iterator[Any]:
+    """Register ``callback`` on the pipeline for the block; removed by identity afterwards."""
+    pipeline.callbacks.register(callback)
+    try:
+        yield callback
+    finally:
+        for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
+            entries = getattr(pipeline.callbacks, name)
+            entries[:] = [entry for entry in entries if entry is not callback]

@@ -1,0 +1,142 @@
+"""FLUX.1 adapter on random-weight shells (1 joint + 1 single block at the fixed 3072 width,
+128², few steps) running mflux's real ``generate_image``. mflux calls the FLUX.1 transformer
+eagerly, so vanilla and the gated re-walk share one numerical path: comparisons are bit for bit.
+The shell is built once per module (about 4 s on two cores)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import pytest
+from mflux.models.common.config.model_config import ModelConfig
+from mflux.models.flux.model.flux_transformer.single_transformer_block import (
+    SingleTransformerBlock,
+)
+
+from app.adapters import AlreadyInstalledError, install_gate, shells
+from app.gate import Decision, GateParams, TeaCacheGate
+
+OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+ALTERNATE = GateParams(
+    coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
+)
+RUN = {"num_inference_steps": 3, "height": 128, "width": 128, "guidance": 3.5}
+
+
+@pytest.fixture(autouse=True)
+def _float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
+
+
+@pytest.fixture(scope="module")
+def dev() -> Any:
+    with shells.use_precision(mx.float32):
+        return shells.flux1_shell("dev")
+
+
+def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(dev: Any) -> None:
+    vanilla_before = shells.generate_latents(dev, **RUN)
+    off = shells.RecordingGate(OFF)
+    with install_gate(dev, off):
+        gated = shells.generate_latents(dev, **RUN)
+    trace = TeaCacheGate(OFF, observe=True, capture_output=True)
+    with install_gate(dev, trace):
+        observed = shells.generate_latents(dev, **RUN)
+    vanilla_after = shells.generate_latents(dev, **RUN)
+    assert mx.array_equal(vanilla_before, vanilla_after).item()
+    assert mx.array_equal(gated, vanilla_before).item()
+    assert mx.array_equal(observed, vanilla_before).item()
+    assert off.pattern == "CCC" and off.signals == [] and off.stored == {}
+    assert trace.skipped == 0
+    assert all(e.rel_l1 is not None and e.output_rel_l1 is not None for e in trace.events[1:])
+
+
+def test_forced_skip_reuses_the_residual_over_the_concatenated_sequence(
+    dev: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    single_calls = 0
+    original = SingleTransformerBlock.__call__
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal single_calls
+        single_calls += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SingleTransformerBlock, "__call__", counting)
+    gate = shells.RecordingGate(ALTERNATE, capture_output=True)
+
+    def released_before_decode() -> None:
+        assert gate.cached_branches == ()
+
+    dev.vae.before_decode = released_before_decode
+    try:
+        with (
+            shells.attached(dev, shells.LatentRecorder()) as recorder,
+            install_gate(dev, gate),
+        ):
+            shells.generate_latents(dev, **RUN)
+    finally:
+        dev.vae.before_decode = None
+
+    assert gate.pattern == "FSF" and gate.skipped == 1
+    assert single_calls == 2  # the skipped step ran no body
+    assert set(gate.outputs.values()) == {1}
+    body_in, residual, result = gate.reused[(1, "cond")]
+    out, stored_in, stored_residual = gate.stored[(0, "cond")]
+    assert residual is stored_residual
+    assert mx.array_equal(stored_residual, out - stored_in).item()
+    embeds, _pooled = dev.prompt_cache[shells.DEFAULT_PROMPT]
+    tr = dev.transformer
+    expected_in = mx.concatenate(
+        [tr.context_embedder(embeds), tr.x_embedder(recorder.inputs[1])], axis=1
+    )
+    assert mx.array_equal(body_in, expected_in).item()
+    assert mx.array_equal(result, body_in + residual).item()
+    assert all(e.decision is not Decision.numerical_miss for e in gate.events)
+
+
+def test_install_remove_restores_exactly_and_rolls_back(dev: Any) -> None:
+    before = shells.pipeline_snapshot(dev)
+    installation = install_gate(dev, TeaCacheGate(OFF))
+    during = shells.pipeline_snapshot(dev)
+    # Only the transformer's class and the callback lists change; no parameter, no attribute.
+    assert during["parameters"] == before["parameters"]
+    assert during["transformer_attrs"] == before["transformer_attrs"]
+    assert during["pipeline_attrs"] == before["pipeline_attrs"]
+    assert during["transformer_class"] is not before["transformer_class"]
+    with pytest.raises(AlreadyInstalledError):
+        install_gate(dev, TeaCacheGate(OFF))
+    installation.remove()
+    assert shells.pipeline_snapshot(dev) == before
+
+    class Broken:
+        def register(self, callback: object) -> None:
+            raise RuntimeError("registry broke")
+
+    real_callbacks = dev.callbacks
+    dev.callbacks = Broken()
+    try:
+        broken_before = shells.pipeline_snapshot(dev)
+        with pytest.raises(RuntimeError, match="registry broke"):
+            install_gate(dev, TeaCacheGate(OFF))
+        assert shells.pipeline_snapshot(dev) == broken_before
+    finally:
+        dev.callbacks = real_callbacks
+    assert shells.pipeline_snapshot(dev) == before
+
+
+def test_schnell_parity(dev: Any) -> None:
+    """schnell has no guidance embedder (a different TimeTextEmbed); same seam otherwise.
+    Its shell borrows dev's two blocks (building another 546M parameters would double the cost)."""
+    with shells.use_precision(mx.float32):
+        schnell = shells.flux1_shell("schnell", joint_blocks=0, single_blocks=0, seed=3)
+    schnell.transformer.transformer_blocks = dev.transformer.transformer_blocks
+    schnell.transformer.single_transformer_blocks = dev.transformer.single_transformer_blocks
+    run = {"num_inference_steps": 2, "height": 128, "width": 128}
+    vanilla = shells.generate_latents(schnell, **run)
+    trace = TeaCacheGate(OFF, observe=True)
+    with install_gate(schnell, trace):
+        observed = shells.generate_latents(schnell, **run)
+    assert mx.array_equal(observed, vanilla).item()
+    assert trace.events[1].rel_l1 is not None

@@ -1,0 +1,152 @@
+"""Installing and removing gates: exact restoration, transactional rollback, dispatch, callbacks.
+(FLUX.1's equivalents live in tests/test_adapter_flux1.py beside its costlier shell.)"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import mlx.core as mx
+import pytest
+from mflux.callbacks.callback_registry import CallbackRegistry
+from mflux.models.common.config.model_config import ModelConfig
+from mlx import nn
+
+from app.adapters import (
+    AlreadyInstalledError,
+    GateLifecycle,
+    Installation,
+    UnsupportedPipelineError,
+    detect_family,
+    install_gate,
+    shells,
+)
+from app.gate import GateParams, TeaCacheGate
+
+OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+ON = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5)
+
+BUILDERS: dict[str, Callable[[], Any]] = {
+    "flux2": shells.flux2_shell,
+    "z-image": shells.z_image_shell,
+    "qwen-image": shells.qwen_shell,
+}
+
+
+@pytest.fixture(autouse=True)
+def _float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
+
+
+@pytest.fixture(params=sorted(BUILDERS))
+def pipeline(request: pytest.FixtureRequest) -> Any:
+    return BUILDERS[request.param]()
+
+
+def test_dispatch_by_pipeline_class(pipeline: Any) -> None:
+    expected = {"Flux2Klein": "flux2", "ZImage": "z-image", "QwenImage": "qwen-image"}
+    assert detect_family(pipeline) == expected[type(pipeline).__name__]
+
+
+def test_unsupported_pipelines_are_refused_with_one_clear_message() -> None:
+    with pytest.raises(
+        UnsupportedPipelineError, match=r"no adapter for Module; supported: FLUX\.1"
+    ):
+        install_gate(nn.Module(), TeaCacheGate(OFF))
+
+
+@pytest.mark.parametrize("params", [OFF, ON], ids=["threshold-0", "enabled"])
+def test_install_then_remove_restores_the_pipeline_exactly(
+    pipeline: Any, params: GateParams
+) -> None:
+    before = shells.pipeline_snapshot(pipeline)
+    gate = TeaCacheGate(params)
+    with install_gate(pipeline, gate) as installation:
+        during = shells.pipeline_snapshot(pipeline)
+        # Gate state is never a module child: the parameter tree is untouched while installed.
+        assert during["parameters"] == before["parameters"]
+        assert during["pipeline_children"] == before["pipeline_children"]
+        assert during["transformer_children"] == before["transformer_children"]
+        lifecycles = [c for c in pipeline.callbacks.in_loop if isinstance(c, GateLifecycle)]
+        assert len(lifecycles) == 1 and lifecycles[0].gate is gate
+        for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
+            assert lifecycles[0] in getattr(pipeline.callbacks, name)
+        with pytest.raises(AlreadyInstalledError):
+            install_gate(pipeline, TeaCacheGate(params))
+        shells.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
+        assert installation.family == detect_family(pipeline)
+    assert shells.pipeline_snapshot(pipeline) == before
+
+
+def test_a_failure_mid_install_rolls_everything_back(pipeline: Any) -> None:
+    class BrokenRegistry:
+        def register(self, callback: object) -> None:
+            raise RuntimeError("registry broke")
+
+    pipeline.callbacks = BrokenRegistry()
+    before = shells.pipeline_snapshot(pipeline)
+    with pytest.raises(RuntimeError, match="registry broke"):
+        install_gate(pipeline, TeaCacheGate(ON))
+    assert shells.pipeline_snapshot(pipeline) == before
+
+
+def test_an_existing_instance_predict_is_restored_not_deleted() -> None:
+    pipeline = shells.flux2_shell()
+
+    def own_factory(transformer: Any) -> Any:  # e.g. the demo's eager vanilla predict
+        raise AssertionError("not called while a gate is installed")
+
+    pipeline._predict = own_factory
+    with install_gate(pipeline, TeaCacheGate(OFF)):
+        assert pipeline._predict is not own_factory
+    assert vars(pipeline)["_predict"] is own_factory
+
+
+def test_removal_unregisters_by_identity_only() -> None:
+    registry = CallbackRegistry()
+    gate = TeaCacheGate(OFF)
+    other = GateLifecycle(gate)  # same class, same gate: must survive
+    registry.register(other)
+    installation = Installation(object(), gate)
+    mine = GateLifecycle(gate)
+    installation.register_callback(registry, mine)
+    installation.remove()
+    for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
+        assert getattr(registry, name) == [other]
+
+
+def test_set_instance_attr_restores_or_deletes() -> None:
+    class Plain:
+        shared = "class value"
+
+    obj = Plain()
+    obj.existing = "old"  # type: ignore[attr-defined]
+    installation = Installation(obj, TeaCacheGate(OFF))
+    installation.set_instance_attr(obj, "existing", "new")
+    installation.set_instance_attr(obj, "shared", "instance value")
+    assert obj.existing == "new" and obj.shared == "instance value"  # type: ignore[attr-defined]
+    installation.remove()
+    assert vars(obj) == {"existing": "old"} and obj.shared == "class value"
+    installation.remove()  # idempotent
+
+
+def test_every_lifecycle_method_accepts_unknown_keywords() -> None:
+    for name in ("call_before_loop", "call_in_loop", "call_after_loop", "call_interrupt"):
+        parameters = inspect.signature(getattr(GateLifecycle, name)).parameters.values()
+        assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters), name
+    # mflux passes canny_image/depth_image/control_images to before_loop since 0.19.
+    lifecycle = GateLifecycle(TeaCacheGate(OFF))
+
+    class Config:
+        num_inference_steps = 4
+        init_time_step = 1
+
+    lifecycle.call_before_loop(
+        seed=0, prompt="p", latents=mx.zeros(1), config=Config(), control_images=None, new=1
+    )
+    assert lifecycle.gate.num_steps == 3 and lifecycle.active  # img2img: active steps only
+    lifecycle.call_interrupt(
+        t=0, seed=0, prompt="p", latents=mx.zeros(1), config=Config(), time_steps=None, x=1
+    )
+    assert not lifecycle.active
