@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from app.gate.decision import GateParams
+from app.gate.decision import GateParams, prediction_floor
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 DEMO_DIR = RESOURCES / "demo"
@@ -51,6 +51,14 @@ class Provenance:
 
 @dataclass(frozen=True, slots=True)
 class Variant:
+    """One runnable model variant and its gate numbers.
+
+    ``distilled`` means step-distilled: a schedule of a few large strides where the gate is not
+    expected to engage. Every distilled variant states why (``distilled_reason``) and names a
+    non-distilled ``base_variant`` to suggest; ``distilled_reason`` is None for the others.
+    ``default_threshold`` is None where the gate cannot engage on the default schedule.
+    """
+
     id: str
     display_name: str
     family: Family
@@ -87,10 +95,14 @@ class Variant:
 
     def memory_estimate_gb(self, quantize: int | None = None) -> float:
         """Rough peak need: weights at the chosen precision plus working memory."""
+        if quantize not in _BYTES_PER_PARAM:
+            raise ValueError(
+                f"quantize must be one of {', '.join(map(str, QUANTIZE_LEVELS))} or none, "
+                f"got {quantize!r}"
+            )
         if self.embedded:
             return 0.5
-        bytes_per_param = {None: 2.0, 8: 1.07, 6: 0.82, 5: 0.70, 4: 0.57, 3: 0.45}[quantize]
-        return round(self.params_billion * bytes_per_param + 2.0, 1)
+        return round(self.params_billion * _BYTES_PER_PARAM[quantize] + 2.0, 1)
 
     def summary(self) -> dict[str, object]:
         data = asdict(self)
@@ -102,6 +114,10 @@ class Variant:
         }
         return data
 
+
+# Bytes per parameter at each mflux quantization level (None: bfloat16), group scales included.
+_BYTES_PER_PARAM: dict[int | None, float] = {None: 2.0, 8: 1.07, 6: 0.82, 5: 0.70, 4: 0.57, 3: 0.45}
+QUANTIZE_LEVELS: tuple[int, ...] = (3, 4, 5, 6, 8)
 
 _UPSTREAM_FLUX1 = (498.651651244, -283.781631, 55.8554382, -3.82021401, 0.264230861)
 _KLEIN_BASE = (-1841.022165607874, 848.4417137572868, -131.3554469956159, 8.179509586828413, 0.0)
@@ -125,7 +141,6 @@ def _builtin() -> list[Variant]:
             display_name="FLUX.1 dev",
             family=Family.flux1,
             distilled=False,
-            distilled_reason="guidance-distilled only: a 25-step schedule still engages",
             default_steps=25,
             default_guidance=3.5,
             default_threshold=0.20,
@@ -135,7 +150,10 @@ def _builtin() -> list[Variant]:
             gated_repo=True,
             params_billion=16.8,
             mflux_name="dev",
-            notes=("0.20 skips 6 of 25 steps on the mlx-teacache bench recipe",),
+            notes=(
+                "guidance-distilled only, not step-distilled: a 25-step schedule still engages",
+                "0.20 skips 6 of 25 steps on the mlx-teacache bench recipe",
+            ),
         ),
         Variant(
             id="flux1-schnell",
@@ -162,7 +180,6 @@ def _builtin() -> list[Variant]:
             display_name="FLUX.1 Krea dev",
             family=Family.flux1,
             distilled=False,
-            distilled_reason="guidance-distilled only: a 28-step schedule still engages",
             default_steps=28,
             default_guidance=4.5,
             default_threshold=0.30,
@@ -184,6 +201,9 @@ def _builtin() -> list[Variant]:
             gated_repo=True,
             params_billion=16.8,
             mflux_name="krea-dev",
+            notes=(
+                "guidance-distilled only, not step-distilled: a 28-step schedule still engages",
+            ),
         ),
         Variant(
             id="flux2-klein-4b",
@@ -459,10 +479,13 @@ class ScheduleCheck:
     can_skip: bool
     reason: str
     suggestion: str | None
+    # The smallest change the polynomial can predict (see ``prediction_floor``); None when the
+    # gate is off. A threshold at or below it never skips.
+    prediction_floor: float | None = None
 
 
 def check_schedule(variant: Variant, steps: int, threshold: float | None = None) -> ScheduleCheck:
-    params = variant.gate_params(threshold if threshold is not None else None)
+    params = variant.gate_params(threshold)
     eligible = params.eligible_steps(steps)
     thresh = params.rel_l1_thresh
     suggestion = None
@@ -488,6 +511,7 @@ def check_schedule(variant: Variant, steps: int, threshold: float | None = None)
         return ScheduleCheck(
             variant.id, steps, eligible, False, "threshold 0 turns skipping off", suggestion
         )
+    price_floor = prediction_floor(params)
     if eligible <= 0:
         return ScheduleCheck(
             variant.id,
@@ -496,6 +520,19 @@ def check_schedule(variant: Variant, steps: int, threshold: float | None = None)
             False,
             f"{steps} steps leave no gate-eligible step (the first and last steps always compute)",
             suggestion or "use more steps",
+            price_floor,
+        )
+    if thresh <= price_floor:
+        where = "inside its calibrated range" if params.calibrated_range else "for any change"
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            False,
+            f"the polynomial never predicts a change below {price_floor:.3f} {where}, so "
+            f"threshold {thresh:g} cannot skip any step; use a threshold above {price_floor:.3f}",
+            suggestion,
+            price_floor,
         )
     floor = variant.min_predicted_change
     if variant.distilled and floor is not None and floor >= thresh:
@@ -505,8 +542,9 @@ def check_schedule(variant: Variant, steps: int, threshold: float | None = None)
             eligible,
             False,
             f"distilled schedule: the smallest predicted change measured is {floor:.3f}, "
-            f"at or above the threshold {thresh:.2f}, so no step can be skipped",
+            f"at or above the threshold {thresh:g}, so no step can be skipped",
             suggestion,
+            price_floor,
         )
     if variant.distilled:
         return ScheduleCheck(
@@ -516,8 +554,14 @@ def check_schedule(variant: Variant, steps: int, threshold: float | None = None)
             True,
             f"distilled schedule ({variant.distilled_reason}); skipping here is uncalibrated",
             suggestion,
+            price_floor,
         )
     return ScheduleCheck(
-        variant.id, steps, eligible, True, f"{eligible} of {steps} steps are gate-eligible", None
+        variant.id,
+        steps,
+        eligible,
+        True,
+        f"{eligible} of {steps} steps are gate-eligible",
+        None,
+        price_floor,
     )
-

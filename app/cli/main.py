@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -29,16 +30,30 @@ def _variants(args: argparse.Namespace) -> int:
             data["can_skip_at_default_steps"] = check.can_skip
             data["eligible_steps_at_default"] = check.eligible_steps
             rows.append(data)
-        print(json.dumps(rows, indent=2))
-        return 0
+        return _write(json.dumps(rows, indent=2) + "\n")
     width = max(len(v) for v in VARIANTS)
-    print(f"{'id':<{width}}  {'family':<11} {'steps':>5}  {'threshold':>9}  distilled")
+    lines = [f"{'id':<{width}}  {'family':<11} {'steps':>5}  {'threshold':>9}  distilled"]
     for v in VARIANTS.values():
         thresh = "—" if v.default_threshold is None else f"{v.default_threshold:.2f}"
-        print(
+        lines.append(
             f"{v.id:<{width}}  {v.family.value:<11} {v.default_steps:>5}  {thresh:>9}  "
             f"{'yes' if v.distilled else 'no'}"
         )
+    return _write("\n".join(lines) + "\n")
+
+
+def _write(text: str) -> int:
+    """Print ``text``; a reader that went away early (``| head``) is not an error worth a
+    traceback. Exit code 141 is what a shell reports for a writer killed by SIGPIPE."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
     return 0
 
 

@@ -1,4 +1,14 @@
-"""The TeaCache gate kernel: pure MLX, no Qt, no mflux."""
+"""The TeaCache gate kernel: pure MLX, no Qt, no mflux.
+
+The decision rule (``decision``), the telemetry record (``events``) and the simulator
+(``simulator``) are plain Python; only the live gate (``live``) needs MLX. Its names are loaded on
+first use, so ``import app.variants`` (which reads ``app.gate.decision``) and the command line stay
+free of MLX — and MLX is imported only after ``app.blas.preload_openblas()`` had its chance.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from app.gate.decision import (
     DEFAULT_MAX_CONSECUTIVE_SKIPS,
@@ -6,11 +16,17 @@ from app.gate.decision import (
     GateConfigError,
     GateParams,
     Verdict,
+    decide,
     poly_eval,
     predict_change,
 )
-from app.gate.live import StepEvent, TeaCacheGate, rel_l1
+from app.gate.events import StepEvent
 from app.gate.simulator import Engagement, engagement, pattern, simulate, skip_curve
+
+if TYPE_CHECKING:
+    from app.gate.live import TeaCacheGate, rel_l1, rel_l1_pair
+
+_LIVE_NAMES = frozenset({"TeaCacheGate", "rel_l1", "rel_l1_pair"})
 
 __all__ = [
     "DEFAULT_MAX_CONSECUTIVE_SKIPS",
@@ -21,11 +37,27 @@ __all__ = [
     "StepEvent",
     "TeaCacheGate",
     "Verdict",
+    "decide",
     "engagement",
     "pattern",
     "poly_eval",
     "predict_change",
     "rel_l1",
+    "rel_l1_pair",
     "simulate",
     "skip_curve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LIVE_NAMES:
+        from app.gate import live
+
+        value = getattr(live, name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LIVE_NAMES})

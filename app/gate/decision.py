@@ -57,22 +57,28 @@ class GateParams:
     calibrated_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
-        coefficients = tuple(float(c) for c in self.coefficients)
+        try:
+            coefficients = tuple(float(c) for c in self.coefficients)
+        except (TypeError, ValueError):
+            coefficients = ()
         if len(coefficients) != 5 or not all(math.isfinite(c) for c in coefficients):
             raise GateConfigError("coefficients must be 5 finite numbers (degree 4, high → low)")
         object.__setattr__(self, "coefficients", coefficients)
-        thresh = float(self.rel_l1_thresh)
+        thresh = _as_float(self.rel_l1_thresh)
         if not (math.isfinite(thresh) and 0.0 <= thresh <= 1.0):
             raise GateConfigError(f"threshold must be between 0 and 1, got {self.rel_l1_thresh!r}")
         object.__setattr__(self, "rel_l1_thresh", thresh)
         for name in ("skip_first", "skip_last"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
+            if not _is_whole(value) or value < 0:
                 raise GateConfigError(f"{name} must be a whole number ≥ 0, got {value!r}")
-        if not isinstance(self.max_consecutive_skips, int) or self.max_consecutive_skips < 1:
+        if not _is_whole(self.max_consecutive_skips) or self.max_consecutive_skips < 1:
             raise GateConfigError("max_consecutive_skips must be a whole number ≥ 1")
         if self.calibrated_range is not None:
-            lo, hi = (float(v) for v in self.calibrated_range)
+            try:
+                lo, hi = (float(v) for v in self.calibrated_range)
+            except (TypeError, ValueError):
+                lo, hi = math.nan, math.nan
             if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo < hi):
                 raise GateConfigError("calibrated_range must be (low, high) with 0 ≤ low < high")
             object.__setattr__(self, "calibrated_range", (lo, hi))
@@ -89,6 +95,17 @@ class GateParams:
         window = max(0, num_steps - self.skip_first - self.skip_last)
         # With no leading forced step, the first windowed step only seeds the cache.
         return window - 1 if window and self.skip_first == 0 else window
+
+
+def _as_float(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def poly_eval(coefficients: tuple[float, ...], x: float) -> float:
@@ -117,10 +134,76 @@ def predict_change(params: GateParams, rel_l1: float) -> tuple[float, bool]:
     return max(0.0, value), above
 
 
+def prediction_floor(params: GateParams) -> float:
+    """The smallest change the gate can predict for any measured change it would price.
+
+    Priced inputs are ``[low, high]`` of the calibrated range (below it is clamped, above it always
+    computes) or every change ≥ 0 without one. Before the first skip each eligible step compares its
+    own prediction with the threshold, so a threshold at or below this floor can never skip, on any
+    trace; above it, a run of ``k`` skips needs ``k × floor < threshold``. The minimum is taken over
+    the interval ends and the polynomial's critical points; where those cannot be trusted
+    (coefficients so small that a critical point leaves float range) the answer is 0, which never
+    overstates.
+    """
+    lo, hi = params.calibrated_range or (0.0, math.inf)
+    coefficients = params.coefficients
+    bounded = hi != math.inf
+    leading = next((c for c in coefficients[:-1] if c != 0.0), 0.0)
+    if not bounded and leading < 0.0:
+        return 0.0  # the polynomial falls without bound: a large enough change is priced at 0
+    derivative = [c * (4 - i) for i, c in enumerate(coefficients[:-1])]
+    points = _critical_points(derivative, exhaustive=not bounded)
+    if points is None:
+        return 0.0
+    candidates = [lo, hi] if bounded else [lo]
+    candidates += [x for x in points if lo <= x <= hi]
+    values = [poly_eval(coefficients, x) for x in candidates]
+    if not all(math.isfinite(v) for v in values):
+        return 0.0  # overflow far out: the true minimum may lie beyond what floats can price
+    return max(0.0, min(values))
+
+
+def _critical_points(derivative: list[float], *, exhaustive: bool) -> list[float] | None:
+    """Real roots of ``derivative`` (high → low), generously: also the roots of its truncations
+    and Newton-polished copies. Extra points of the domain can only confirm a minimum, a missed one
+    would overstate it. None when a root left float range and ``exhaustive`` needs all of them."""
+    import numpy as np  # only here: importing the kernel stays light
+
+    points: list[float] = []
+    for start in range(len(derivative) - 1):
+        truncated = derivative[start:]
+        if not any(truncated[:-1]):
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                roots = np.roots(truncated)
+        except np.linalg.LinAlgError:
+            roots = np.array([math.nan])
+        finite = np.isfinite(roots)
+        if start == 0 and exhaustive and not finite.all():
+            return None
+        for root in roots[finite]:
+            x = float(root.real)
+            if abs(root.imag) <= 1e-6 * (1.0 + abs(x)):
+                points.append(x)
+    polished = []
+    slope = [c * (3 - i) for i, c in enumerate(derivative[:-1])]
+    for x in points:
+        for _ in range(3):
+            d, dd = poly_eval(tuple(derivative), x), poly_eval(tuple(slope), x)
+            if dd == 0.0 or not math.isfinite(d / dd):
+                break
+            x -= d / dd
+        if math.isfinite(x):
+            polished.append(x)
+    return points + polished
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """One step's decision. ``accumulated`` is the value compared with the threshold on this step
-    (the running total plus this step's prediction); after a compute the running total restarts at 0."""
+    (the running total plus this step's prediction); after a compute the running total restarts
+    at 0."""
 
     index: int
     decision: Decision
@@ -157,7 +240,8 @@ def decide(
         return Verdict(index, Decision.computed)
 
     if index < params.skip_first:
-        # Leading protected steps compute and seed the anchor and the residual (as upstream TeaCache).
+        # Leading protected steps compute and seed the anchor and the residual (as upstream
+        # TeaCache does).
         _reset(state)
         state.has_anchor = rel_l1 is None or math.isfinite(rel_l1)
         state.has_residual = True

@@ -9,7 +9,7 @@ A model adapter drives it once per step::
     else:
         out = gate.reuse(x)
     ...
-    gate.end_step()                         # from the loop callback, after the latents are evaluated
+    gate.end_step()                         # from the loop callback, latents evaluated
 
 State lives in this plain object, never on an ``nn.Module`` (an array attribute there would become
 a parameter). Under classifier-free guidance one decision serves both branches and each branch keeps
@@ -21,41 +21,24 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import cast
 
 import mlx.core as mx
 
-from app.gate.decision import Decision, GateParams, GateScalars, Verdict, decide, predict_change
+from app.gate.decision import (
+    Decision,
+    GateConfigError,
+    GateParams,
+    GateScalars,
+    Verdict,
+    decide,
+    predict_change,
+)
+from app.gate.events import StepEvent
+
+__all__ = ["StepEvent", "TeaCacheGate", "rel_l1", "rel_l1_pair"]
 
 _EPS = 1e-12
-
-
-@dataclass(frozen=True, slots=True)
-class StepEvent:
-    """Emitted as each step ends. ``accumulated`` is the value compared with ``threshold``;
-    ``output_rel_l1`` (measured change of the transformer output) is filled only when captured."""
-
-    index: int
-    num_steps: int
-    decision: Decision
-    rel_l1: float | None
-    predicted: float | None
-    accumulated: float | None
-    threshold: float
-    seconds: float
-    output_rel_l1: float | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "index": self.index,
-            "decision": self.decision.value,
-            "rel_l1": self.rel_l1,
-            "predicted": self.predicted,
-            "accumulated": self.accumulated,
-            "threshold": self.threshold,
-            "seconds": self.seconds,
-            "output_rel_l1": self.output_rel_l1,
-        }
 
 
 def rel_l1_pair(current: mx.array, previous: mx.array) -> mx.array:
@@ -65,7 +48,7 @@ def rel_l1_pair(current: mx.array, previous: mx.array) -> mx.array:
 
 
 def rel_l1(current: mx.array, previous: mx.array) -> float:
-    num, den = rel_l1_pair(current, previous).tolist()
+    num, den = cast(list[float], rel_l1_pair(current, previous).tolist())
     value = num / max(den, _EPS)
     return value if math.isfinite(value) else math.nan
 
@@ -96,11 +79,17 @@ class TeaCacheGate:
         self._residuals: dict[str, mx.array] = {}
         self._pending: Verdict | None = None
         self._pending_output: float | None = None
+        self._output_recorded = False
         self._index = 0
         self._t_last = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
     def begin(self, num_steps: int) -> None:
+        """Start a generation of ``num_steps`` active steps: drop every cached array and reset."""
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 0:
+            raise GateConfigError(
+                f"num_steps must be a whole number of steps ≥ 0, got {num_steps!r}"
+            )
         self.release()
         self.events = []
         self.num_steps = num_steps
@@ -108,6 +97,7 @@ class TeaCacheGate:
         self._index = 0
         self._pending = None
         self._pending_output = None
+        self._output_recorded = False
         self._t_last = self._clock()
 
     def release(self) -> None:
@@ -136,16 +126,19 @@ class TeaCacheGate:
         measured: float | None = None
         if signal is not None and self.needs_signal:
             if self._anchor is not None:
-                measured = rel_l1(signal, self._anchor)
+                measured = rel_l1(signal, self._anchor)  # also materialises ``signal``
+            else:
+                mx.eval(signal)  # a lazy anchor would pin its whole graph until the next step
+            # Consecutive-delta anchoring: the anchor is always the previous step's signal, also
+            # after a numerical miss, so the measured trace is the vanilla trace and the
+            # simulator replays this gate step for step.
             self._anchor = signal
         if self.observe:
             verdict = self._observe_verdict(measured)
         else:
             verdict = decide(self.params, self._scalars, self._index, self.num_steps, measured)
-            if verdict.decision is Decision.numerical_miss:
-                self._residuals.clear()
-                self._anchor = None
             if not verdict.store_residual and verdict.decision.computes:
+                # Forced trailing steps and numerical misses: nothing may reuse what is cached.
                 self._residuals.clear()
         self._pending = verdict
         return verdict
@@ -172,12 +165,16 @@ class TeaCacheGate:
         try:
             return body_in + self._residuals[branch]
         except KeyError:
-            raise RuntimeError(f"gate skipped a step with no cached residual for {branch!r}") from None
+            raise RuntimeError(
+                f"gate skipped a step with no cached residual for {branch!r}"
+            ) from None
 
     def record_output(self, output: mx.array) -> None:
-        """Measure the transformer output's change against the previous step (calibration data)."""
-        if not self.capture_output or self._pending_output is not None:
+        """Measure the transformer output's change against the previous step (calibration data).
+        Only the first call of a step counts (under CFG: the conditional branch)."""
+        if not self.capture_output or self._output_recorded:
             return
+        self._output_recorded = True
         if self._previous_output is not None:
             self._pending_output = rel_l1(output, self._previous_output)
         mx.eval(output)
@@ -200,6 +197,7 @@ class TeaCacheGate:
         self._t_last = now
         self._pending = None
         self._pending_output = None
+        self._output_recorded = False
         self._index += 1
         self.events.append(event)
         if self._on_step is not None:

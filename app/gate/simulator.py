@@ -33,10 +33,11 @@ def pattern(verdicts: Sequence[Verdict]) -> str:
 class Engagement:
     """Where skipping begins on one trace.
 
-    ``onset_threshold`` is exact: any threshold strictly above it skips at least one step, any
-    threshold at or below it skips none (None when no step is eligible at all). ``smallest_predicted``
-    is the smallest predicted change among eligible steps, which is the same number; both names are
-    kept because the UI explains one and the report records the other.
+    ``onset_threshold`` is exact: any threshold strictly above it skips at least one step (just
+    above it, the first skip is at ``onset_step``), any threshold at or below it skips none. None
+    when no eligible step lies inside the calibrated range. ``smallest_predicted`` is the same
+    number under the name that says how it is found: the smallest predicted change among the
+    eligible steps (steps above the calibrated range excluded, as they always compute).
     """
 
     eligible_steps: int
@@ -44,7 +45,12 @@ class Engagement:
     onset_step: int | None
 
     @property
+    def smallest_predicted(self) -> float | None:
+        return self.onset_threshold
+
+    @property
     def can_engage(self) -> bool:
+        """Some threshold the gate accepts (≤ 1) skips at least one step on this trace."""
         return self.onset_threshold is not None and self.onset_threshold < 1.0
 
 

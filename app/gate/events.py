@@ -1,0 +1,44 @@
+"""The per-step telemetry record. Plain data (no MLX), so the engine, the UI and reports can use it
+without loading MLX; ``app.gate.live`` re-exports it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.gate.decision import Decision
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    """Emitted as each step ends.
+
+    ``rel_l1`` is the measured (unclamped) change of the gate signal against the previous step
+    (None where nothing was measured: step 0, threshold 0); ``predicted`` the polynomial's
+    predicted output change (None where the polynomial was not evaluated); ``accumulated`` the
+    value compared with ``threshold`` on this step. ``seconds`` is the time since the previous
+    step ended (or since ``begin``), read from the gate's clock. ``output_rel_l1`` (measured
+    change of the transformer output) is filled only when the gate captures outputs (calibration
+    data)."""
+
+    index: int
+    num_steps: int
+    decision: Decision
+    rel_l1: float | None
+    predicted: float | None
+    accumulated: float | None
+    threshold: float
+    seconds: float
+    output_rel_l1: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "index": self.index,
+            "num_steps": self.num_steps,
+            "decision": self.decision.value,
+            "rel_l1": self.rel_l1,
+            "predicted": self.predicted,
+            "accumulated": self.accumulated,
+            "threshold": self.threshold,
+            "seconds": self.seconds,
+            "output_rel_l1": self.output_rel_l1,
+        }
