@@ -1,0 +1,640 @@
+"""Loading real mflux models: download with progress, offline rules, checks, and clear failures.
+
+The model itself is built by mflux's own constructor (``Flux1``, ``Flux2Klein``, ``ZImage``,
+``QwenImage``) from a local folder, so everything mflux does on load — weight mapping,
+quantization, tokenizers — is mflux's. What this module adds around it:
+
+- the snapshot comes from Hugging Face through ``huggingface_hub.snapshot_download`` at mflux's
+  pinned revision, with the same file patterns mflux would download, and with progress (bytes
+  done / total) reported to a callback that can also cancel;
+- ``HF_HUB_OFFLINE`` is honoured (read when called): nothing is fetched, the cache must hold it;
+- before loading: an estimate of the memory this variant needs at this quantization against the
+  machine's physical memory, and a check of the snapshot (every weight file present, every
+  safetensors file as long as its header says, every indexed shard there, JSON readable);
+- every failure is one ``LoadError`` whose message is a sentence for the user, never a traceback.
+
+Queries for the variant picker: ``snapshot_status`` (is it on disk, complete?) and
+``download_size`` (bytes to fetch, exact from the Hub when online, an estimate otherwise).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import json
+import os
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.errors import IncompleteSnapshotError as HubIncompleteSnapshotError
+from tqdm.auto import tqdm
+
+from app.engine.protocol import Cancelled
+from app.variants import Family, Variant
+
+QUANTIZE_CHOICES = (None, 8, 4)
+_MAX_HEADER = 100 * 1024 * 1024  # a safetensors JSON header is kilobytes; more means garbage
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+class LoadError(Exception):
+    """A model could not be loaded. ``str(error)`` is one sentence for the user."""
+
+
+class OfflineNotCachedError(LoadError):
+    pass
+
+
+class GatedModelError(LoadError):
+    pass
+
+
+class ModelNotFoundError(LoadError):
+    pass
+
+
+class NetworkError(LoadError):
+    pass
+
+
+class NotEnoughMemoryError(LoadError):
+    pass
+
+
+class NotEnoughDiskError(LoadError):
+    pass
+
+
+class IncompleteSnapshotError(LoadError):
+    pass
+
+
+class ModelLoadError(LoadError):
+    pass
+
+
+class DownloadCancelled(LoadError, Cancelled):
+    """The user cancelled a download (the engine reports it as a cancel, not a failure)."""
+
+
+# -- what to download -------------------------------------------------------------------------
+
+
+def offline_mode() -> bool:
+    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) as set now, not at import."""
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _hub_offline() -> bool:
+    """huggingface_hub reads HF_HUB_OFFLINE once, at import; it refuses the network then too."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _require_real(variant: Variant) -> None:
+    if variant.embedded or not variant.hf_repo or not variant.mflux_name:
+        raise ModelNotFoundError(f"{variant.display_name} ships with the app; nothing to load")
+
+
+def model_config(variant: Variant) -> Any:
+    from mflux.models.common.config.model_config import ModelConfig
+
+    _require_real(variant)
+    return ModelConfig.from_name(model_name=variant.mflux_name)
+
+
+def pipeline_class(variant: Variant) -> Any:
+    """mflux's pipeline class for the variant's family."""
+    _require_real(variant)
+    if variant.family is Family.flux1:
+        from mflux.models.flux.variants.txt2img.flux import Flux1
+
+        return Flux1
+    if variant.family is Family.flux2:
+        from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
+
+        return Flux2Klein
+    if variant.family is Family.z_image:
+        from mflux.models.z_image.variants.z_image import ZImage
+
+        return ZImage
+    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
+
+    return QwenImage
+
+
+def _weight_definition(variant: Variant) -> Any:
+    if variant.family is Family.flux1:
+        from mflux.models.flux.weights.flux_weight_definition import FluxWeightDefinition
+
+        return FluxWeightDefinition
+    if variant.family is Family.flux2:
+        from mflux.models.flux2.weights.flux2_weight_definition import Flux2KleinWeightDefinition
+
+        return Flux2KleinWeightDefinition
+    if variant.family is Family.z_image:
+        from mflux.models.z_image.weights.z_image_weight_definition import ZImageWeightDefinition
+
+        return ZImageWeightDefinition
+    from mflux.models.qwen.weights.qwen_weight_definition import QwenWeightDefinition
+
+    return QwenWeightDefinition
+
+
+def download_patterns(variant: Variant) -> list[str]:
+    """mflux's own file patterns for this family: weights, configs and tokenizers."""
+    _require_real(variant)
+    definition = _weight_definition(variant)
+    patterns = list(definition.get_download_patterns())
+    for tokenizer in definition.get_tokenizers():
+        patterns += tokenizer.download_patterns or [f"{tokenizer.hf_subdir}/**"]
+    return list(dict.fromkeys(patterns))
+
+
+def _tokenizer_dirs(variant: Variant) -> list[str]:
+    return [t.hf_subdir for t in _weight_definition(variant).get_tokenizers() if t.hf_subdir]
+
+
+def pinned_revision(repo_id: str) -> str | None:
+    from mflux.models.common.resolution.model_revisions import ModelRevisions
+
+    return ModelRevisions.get(repo_id)
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+def physical_memory_bytes() -> int | None:
+    """Total physical memory (Linux and macOS through sysconf); None where unknown."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page_size = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    if pages <= 0 or page_size <= 0:
+        return None
+    return int(pages) * int(page_size)
+
+
+def check_memory(variant: Variant, quantize: int | None, memory_bytes: int | None = None) -> None:
+    """Refuse before loading when the estimate exceeds physical memory; suggest what fits."""
+    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
+    if memory is None:
+        return
+    have_gb = memory / 1024**3
+    need_gb = variant.memory_estimate_gb(quantize)
+    if need_gb <= have_gb:
+        return
+    fits = [q for q in (8, 4) if (quantize is None or q < quantize)]
+    fits = [q for q in fits if variant.memory_estimate_gb(q) <= have_gb]
+    quant = "full precision" if quantize is None else f"{quantize}-bit"
+    advice = (
+        f"choose {fits[0]}-bit quantization (about {variant.memory_estimate_gb(fits[0]):.0f} GB)"
+        if fits
+        else "no quantization fits: choose a smaller variant"
+    )
+    raise NotEnoughMemoryError(
+        f"{variant.display_name} at {quant} needs about {need_gb:.0f} GB of memory and this "
+        f"machine has {have_gb:.0f} GB; {advice}"
+    )
+
+
+# -- snapshot checks ----------------------------------------------------------------------------
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """None if the file is as long as its own header says, else what is wrong."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            raw = handle.read(8)
+            if len(raw) < 8:
+                return "is empty or truncated"
+            (header_len,) = struct.unpack("<Q", raw)
+            if header_len <= 0 or header_len > _MAX_HEADER or 8 + header_len > size:
+                return "has a damaged header"
+            header = json.loads(handle.read(header_len))
+    except FileNotFoundError:
+        return "is missing (a broken link in the cache)"
+    except (OSError, ValueError, UnicodeDecodeError):
+        return "has a damaged header"
+    if not isinstance(header, dict):
+        return "has a damaged header"
+    ends = [
+        int(entry["data_offsets"][1])
+        for key, entry in header.items()
+        if key != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry
+    ]
+    expected = 8 + header_len + max(ends, default=0)
+    if size < expected:
+        return f"is truncated ({size:,} of {expected:,} bytes)"
+    if size > expected:
+        return f"is longer than its header says ({size:,} of {expected:,} bytes)"
+    return None
+
+
+def snapshot_problems(root: Path, variant: Variant) -> list[str]:
+    """Everything missing or damaged in a local snapshot of ``variant``; empty means complete."""
+    problems: list[str] = []
+    if not root.is_dir():
+        return [f"{root} is not a folder"]
+    weight_dirs: list[str] = []
+    for pattern in _weight_definition(variant).get_download_patterns():
+        if pattern.endswith("*.safetensors") and "/" in pattern:
+            weight_dirs.append(pattern.split("/")[0])
+    for subdir in dict.fromkeys(weight_dirs):
+        folder = root / subdir
+        files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+        if not files:
+            problems.append(f"{subdir}/ has no weights")
+            continue
+        for file in files:
+            problem = _safetensors_problem(file)
+            if problem:
+                problems.append(f"{subdir}/{file.name} {problem}")
+        for index in folder.glob("*.safetensors.index.json"):
+            try:
+                shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                problems.append(f"{subdir}/{index.name} is unreadable")
+                continue
+            problems += [
+                f"{subdir}/{s} is missing" for s in sorted(shards) if not (folder / s).exists()
+            ]
+        for config in folder.glob("*.json"):
+            try:
+                json.loads(config.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                problems.append(f"{subdir}/{config.name} is unreadable")
+    for subdir in _tokenizer_dirs(variant):
+        folder = root / subdir
+        if not folder.is_dir() or not any(p.exists() for p in folder.iterdir()):
+            problems.append(f"{subdir}/ (the tokenizer) is missing")
+    return problems
+
+
+def verify_snapshot(root: Path, variant: Variant) -> None:
+    problems = snapshot_problems(root, variant)
+    if problems:
+        shown = "; ".join(problems[:3]) + (
+            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        raise IncompleteSnapshotError(
+            f"the download of {variant.display_name} in {root} is incomplete or damaged ({shown}); "
+            "delete that folder and download again"
+        )
+
+
+# -- status and size for the variant picker ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DiskStatus:
+    on_disk: bool  # a complete snapshot is in the cache
+    path: Path | None  # the snapshot folder, complete or not
+    problems: tuple[str, ...] = ()
+
+
+def _cache_dir(cache_dir: str | Path | None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    from huggingface_hub import constants
+
+    return Path(os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE)
+
+
+def _cached_snapshot(repo_id: str, cache_dir: Path) -> Path | None:
+    storage = cache_dir / f"models--{repo_id.replace('/', '--')}"
+    revision = pinned_revision(repo_id)
+    if revision is None:
+        ref = storage / "refs" / "main"
+        if not ref.is_file():
+            return None
+        revision = ref.read_text(encoding="utf-8").strip()
+    snapshot = storage / "snapshots" / revision
+    return snapshot if snapshot.is_dir() else None
+
+
+def snapshot_status(variant: Variant, cache_dir: str | Path | None = None) -> DiskStatus:
+    """Is ``variant`` on disk at mflux's pinned revision, complete? No network."""
+    if variant.embedded:
+        return DiskStatus(True, None)
+    _require_real(variant)
+    snapshot = _cached_snapshot(variant.hf_repo or "", _cache_dir(cache_dir))
+    if snapshot is None:
+        return DiskStatus(False, None)
+    problems = tuple(snapshot_problems(snapshot, variant))
+    return DiskStatus(not problems, snapshot, problems)
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadSize:
+    total_bytes: int  # everything the snapshot holds
+    missing_bytes: int  # what a download would still fetch
+    exact: bool  # from the Hub's file list; False: estimated from the parameter count
+
+
+def estimated_download_bytes(variant: Variant) -> int:
+    """Weights on the Hub are 16-bit: about two bytes per parameter."""
+    return int(variant.params_billion * 1e9 * 2)
+
+
+def download_size(
+    variant: Variant, *, token: str | None = None, cache_dir: str | Path | None = None
+) -> DownloadSize:
+    """Bytes to download: exact from the Hub when it can be asked, an estimate otherwise."""
+    if variant.embedded:
+        return DownloadSize(0, 0, True)
+    if snapshot_status(variant, cache_dir).on_disk:
+        size = sum(f.stat().st_size for f in _snapshot_files(variant, cache_dir))
+        return DownloadSize(size, 0, True)
+    estimate = estimated_download_bytes(variant)
+    if offline_mode() or _hub_offline():
+        return DownloadSize(estimate, estimate, False)
+    repo = variant.hf_repo or ""
+    try:
+        files = snapshot_download(
+            repo_id=repo,
+            revision=pinned_revision(repo),
+            allow_patterns=download_patterns(variant),
+            cache_dir=None if cache_dir is None else str(cache_dir),
+            token=token,
+            dry_run=True,
+        )
+    except Exception:  # any failure to ask the Hub falls back to the estimate
+        return DownloadSize(estimate, estimate, False)
+    total = sum(int(f.file_size or 0) for f in files)
+    missing = sum(int(f.file_size or 0) for f in files if f.will_download)
+    return DownloadSize(total, missing, True)
+
+
+def _snapshot_files(variant: Variant, cache_dir: str | Path | None) -> list[Path]:
+    snapshot = _cached_snapshot(variant.hf_repo or "", _cache_dir(cache_dir))
+    if snapshot is None:
+        return []
+    patterns = download_patterns(variant)
+    return [
+        p
+        for p in snapshot.rglob("*")
+        if p.is_file()
+        and any(fnmatch.fnmatch(p.relative_to(snapshot).as_posix(), pat) for pat in patterns)
+    ]
+
+
+# -- download -----------------------------------------------------------------------------------
+
+# (bytes done, bytes total, message); the byte counts are None for steps that are not a download.
+Progress = Callable[[int | None, int | None, str], None]
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+class _ProgressHub:
+    """Aggregates huggingface_hub's byte bars into one (done, total) report; raises
+    ``DownloadCancelled`` from inside the download threads once ``cancel`` is set."""
+
+    def __init__(
+        self, report: Progress | None, cancel: threading.Event | None, name: str = ""
+    ) -> None:
+        self.report = report
+        self.cancel = cancel
+        self.name = name
+        self.total = 0
+        self.done = 0
+        self.lock = threading.Lock()
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise DownloadCancelled("download cancelled")
+
+    def update(self, bar: tqdm) -> None:
+        if getattr(bar, "unit", None) != "B":
+            return  # the "Fetching N files" counter
+        with self.lock:
+            self.done = max(self.done, int(bar.n))
+            self.total = max(self.total, int(bar.total or 0))
+            done, total = self.done, self.total
+        self.emit(min(done, total) if total else done, total)
+
+    def emit(self, done: int, total: int) -> None:
+        if self.report is None:
+            return
+        of = f" of {_size(total)}" if total else ""
+        self.report(done, total or None, f"downloading {self.name}: {_size(done)}{of}")
+
+    def tqdm_class(self) -> type[tqdm]:
+        hub = self
+
+        class _Tqdm(tqdm):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                kwargs.pop("name", None)
+                kwargs["disable"] = False
+                kwargs["file"] = _NullWriter()
+                super().__init__(*args, **kwargs)
+
+            def update(self, n: float | None = 1) -> bool | None:
+                hub.check()
+                result = super().update(n)
+                hub.update(self)
+                return result
+
+            def refresh(self, *args: Any, **kwargs: Any) -> None:
+                hub.check()
+
+            def display(self, *args: Any, **kwargs: Any) -> None:
+                return None
+
+        return _Tqdm
+
+
+class _NullWriter:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+
+def ensure_snapshot(
+    variant: Variant,
+    *,
+    repo_id: str | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    token: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """The local snapshot folder of ``repo_id`` (default: the variant's repo) at mflux's pinned
+    revision, downloaded if needed (never when offline), then checked."""
+    _require_real(variant)
+    repo = repo_id or variant.hf_repo or ""
+    revision = pinned_revision(repo)
+    name = variant.display_name
+    offline = offline_mode() or _hub_offline()
+    hub = _ProgressHub(progress, cancel, name)
+    hub.check()
+    kwargs: dict[str, Any] = {
+        "repo_id": repo,
+        "revision": revision,
+        "allow_patterns": download_patterns(variant),
+        "cache_dir": None if cache_dir is None else str(cache_dir),
+        "token": token,
+    }
+    try:
+        if offline:
+            path = snapshot_download(**kwargs, local_files_only=True)
+        else:
+            try:  # the exact total first, so progress has a denominator from the start
+                files = snapshot_download(**kwargs, dry_run=True)
+                hub.total = sum(int(f.file_size or 0) for f in files if f.will_download)
+                hub.emit(0, hub.total)
+            except (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError):
+                raise
+            except Exception:  # the real call below reports the real problem
+                pass
+            path = snapshot_download(**kwargs, tqdm_class=hub.tqdm_class())
+    except DownloadCancelled:
+        raise
+    except GatedRepoError:
+        raise GatedModelError(
+            f"{name} is a gated model: accept its licence at https://huggingface.co/{repo}, "
+            "then log in with `hf auth login` (or set HF_TOKEN) and try again"
+        ) from None
+    except RevisionNotFoundError:
+        raise ModelNotFoundError(
+            f"the revision of {repo} that mflux pins ({revision}) is not on Hugging Face any more"
+        ) from None
+    except RepositoryNotFoundError:
+        raise ModelNotFoundError(
+            f"{repo} was not found on Hugging Face (or is private and needs a token)"
+        ) from None
+    except LocalEntryNotFoundError as exc:
+        if isinstance(exc, HubIncompleteSnapshotError):
+            raise IncompleteSnapshotError(
+                f"the cached download of {name} is incomplete and the Hub cannot be reached to "
+                "finish it; go online and load it again"
+            ) from None
+        if offline:
+            raise OfflineNotCachedError(
+                f"{name} is not downloaded and HF_HUB_OFFLINE is set; unset it (or go online) "
+                "to download it, or pick a variant that is on disk"
+            ) from None
+        raise NetworkError(
+            f"{name} is not downloaded and Hugging Face cannot be reached; check the network "
+            "and try again"
+        ) from None
+    except HfHubHTTPError as exc:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status in (401, 403):
+            raise GatedModelError(
+                f"Hugging Face refused access to {repo} (HTTP {status}); log in with "
+                "`hf auth login` (or set HF_TOKEN) with an account that accepted its licence"
+            ) from None
+        raise NetworkError(f"downloading {name} failed: HTTP {status or 'error'}") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise NotEnoughDiskError(
+                f"the disk is full while downloading {name} (about "
+                f"{estimated_download_bytes(variant) / 1e9:.0f} GB needed); free space and retry"
+            ) from None
+        raise NetworkError(f"downloading {name} failed: {exc.strerror or exc}") from None
+    root = Path(path)
+    if hub.total:
+        hub.emit(hub.total, hub.total)
+    _say(progress, f"checking the files of {name}")
+    verify_snapshot(root, variant)
+    return root
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(None, None, message)
+
+
+# -- load ---------------------------------------------------------------------------------------
+
+
+def load_pipeline(
+    variant: Variant,
+    *,
+    quantize: int | None = None,
+    model_path: str | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    token: str | None = None,
+    cache_dir: str | Path | None = None,
+    memory_bytes: int | None = None,
+) -> Any:
+    """Build the mflux pipeline for ``variant`` with mflux's own constructor.
+
+    ``model_path``: a local folder (a Hugging Face snapshot layout or an ``mflux-save`` output) or
+    another Hugging Face repo id; default: the variant's repo at mflux's pinned revision.
+    """
+    _require_real(variant)
+    if quantize not in (None, 3, 4, 5, 6, 8):
+        raise ModelLoadError(f"quantize must be 4, 8 or none, got {quantize}")
+    check_memory(variant, quantize, memory_bytes)
+    if model_path is not None and Path(model_path).expanduser().exists():
+        root = Path(model_path).expanduser()
+        if not _is_mflux_save(root):
+            _say(progress, f"checking the files in {root}")
+            verify_snapshot(root, variant)
+    elif model_path is not None and model_path.count("/") == 1:
+        root = ensure_snapshot(
+            variant,
+            repo_id=model_path,
+            progress=progress,
+            cancel=cancel,
+            token=token,
+            cache_dir=cache_dir,
+        )
+    elif model_path is not None:
+        raise ModelNotFoundError(
+            f"{model_path} is neither a folder nor a Hugging Face repo id (org/name)"
+        )
+    else:
+        root = ensure_snapshot(
+            variant, progress=progress, cancel=cancel, token=token, cache_dir=cache_dir
+        )
+    if cancel is not None and cancel.is_set():
+        raise DownloadCancelled("loading cancelled")
+    cls = pipeline_class(variant)
+    bits = "" if quantize is None else f" ({quantize}-bit)"
+    _say(progress, f"loading {variant.display_name}{bits} into memory")
+    try:
+        return cls(model_config=model_config(variant), quantize=quantize, model_path=str(root))
+    except MemoryError:
+        raise NotEnoughMemoryError(
+            f"ran out of memory loading {variant.display_name}; close other apps or choose "
+            "4-bit quantization"
+        ) from None
+    except Exception as exc:  # one line for the user, whatever mflux raised
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        if len(reason) > 240:
+            reason = reason[:237] + "…"
+        raise ModelLoadError(
+            f"mflux could not load {variant.display_name} from {root}: {reason}"
+        ) from None
+
+
+def _is_mflux_save(root: Path) -> bool:
+    """An ``mflux-save`` output keeps numbered shards and its own index per component."""
+    return any(root.glob("*/0.safetensors"))
