@@ -31,6 +31,7 @@ REAL = [v for v in VARIANTS.values() if not v.embedded]
 KLEIN = get_variant("flux2-klein-4b")
 DEV = get_variant("flux1-dev")
 GB = 1024**3
+KLEIN_PIN = loading.pinned_revision("black-forest-labs/FLUX.2-klein-4B")
 
 
 # -- tiny snapshots -------------------------------------------------------------------------------
@@ -55,8 +56,8 @@ def write_snapshot(root: Path, variant: Any = KLEIN) -> Path:
 
 def cache_snapshot(cache: Path, variant: Any = KLEIN) -> Path:
     """The same, laid out as huggingface_hub's cache at mflux's pinned revision."""
-    repo = variant.hf_repo
-    revision = loading.pinned_revision(repo)
+    repo = variant.hf_repo or ""
+    revision = loading.pinned_revision(repo) or ""
     storage = cache / f"models--{repo.replace('/', '--')}"
     (storage / "refs").mkdir(parents=True)
     (storage / "refs" / "main").write_text(revision, encoding="utf-8")
@@ -124,7 +125,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
 def test_each_real_variant_maps_to_mflux_config_repo_pin_and_patterns(variant: Any) -> None:
     config = loading.model_config(variant)
     assert config.model_name == variant.hf_repo  # the registry's repo is the one mflux loads
-    assert loading.pinned_revision(variant.hf_repo)  # and mflux pins a revision of it
+    assert loading.pinned_revision(variant.hf_repo or "")  # and mflux pins a revision of it
     patterns = loading.download_patterns(variant)
     assert "transformer/*.safetensors" in patterns and "vae/*.safetensors" in patterns
     assert any(p.startswith("tokenizer") for p in patterns)
@@ -273,7 +274,7 @@ def test_offline_and_cached_uses_the_pinned_snapshot(
     path = loading.ensure_snapshot(
         KLEIN, cache_dir=tmp_path, progress=lambda d, t, m: messages.append(m)
     )
-    assert path == snapshot and snapshot.name == loading.pinned_revision(KLEIN.hf_repo)
+    assert path == snapshot and snapshot.name == KLEIN_PIN
     assert messages == ["checking the files of FLUX.2 Klein 4B"]
 
 
@@ -316,7 +317,7 @@ def test_download_size_on_disk_needs_nothing(tmp_path: Path) -> None:
 def test_download_size_online_is_exact(hub: FakeHub, online: None, tmp_path: Path) -> None:
     size = loading.download_size(KLEIN, cache_dir=tmp_path / "empty")
     assert size == loading.DownloadSize(3_000_500, 3_000_500, True)
-    assert hub.calls[0]["revision"] == loading.pinned_revision(KLEIN.hf_repo)
+    assert hub.calls[0]["revision"] == KLEIN_PIN
     hub.error = http_error(RepositoryNotFoundError, 404)
     assert not loading.download_size(KLEIN, cache_dir=tmp_path / "empty").exact
 
@@ -329,7 +330,7 @@ def test_download_reports_bytes_and_checks_the_result(hub: FakeHub, online: None
     path = loading.ensure_snapshot(KLEIN, progress=lambda d, t, m: reports.append((d, t, m)))
     assert path.is_dir()
     call = hub.calls[-1]
-    assert call["revision"] == loading.pinned_revision(KLEIN.hf_repo)
+    assert call["revision"] == KLEIN_PIN
     assert call["allow_patterns"] == loading.download_patterns(KLEIN)
     byte_reports = [(d, t) for d, t, _ in reports if d is not None]
     assert byte_reports[0] == (0, 3_000_500)  # the total is known before the first byte
@@ -444,7 +445,7 @@ def test_load_builds_with_mflux_constructor_arguments(
     (made,) = fake_mflux.made
     assert made["quantize"] == quantize
     assert made["model_config"] is loading.model_config(KLEIN)
-    assert Path(made["model_path"]).name == loading.pinned_revision(KLEIN.hf_repo)
+    assert Path(made["model_path"]).name == KLEIN_PIN
     assert messages[-1].startswith("loading FLUX.2 Klein 4B")
 
 
