@@ -171,7 +171,6 @@ class DownloadController(QObject):
         thread.started.connect(worker.work)
         worker.progressed.connect(lambda d, t, m: self.progressed.emit(variant.id, d, t, m))
         worker.done.connect(self._on_done)
-        worker.done.connect(thread.quit)
         self._thread, self._worker = thread, worker
         thread.start()
         self.started.emit(variant.id)
@@ -193,7 +192,11 @@ class DownloadController(QObject):
     @Slot(str, str)
     def _on_done(self, variant_id: str, outcome: str) -> None:
         if self._thread is not None:
-            self._thread.wait(2000)
+            self._thread.quit()  # the worker has returned: its event loop stops at once
+            if not self._thread.wait(5000):
+                from app.ui.worker import STRAGGLERS
+
+                STRAGGLERS.append(self._thread)
         self._thread, self._worker, self._cancel = None, None, None
         self.variant_id = None
         if not outcome:

@@ -1,0 +1,225 @@
+"""Run history: atomic entries, round trips, corrupt entries skipped, side-by-side export."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from app import paths
+from app.engine.request import make_request
+from app.gate import Decision, StepEvent
+from app.storage import history as history_module
+from app.storage.history import (
+    GATED_FILE,
+    META_FILE,
+    VANILLA_FILE,
+    HistoryStore,
+    RunRecord,
+    export_entry,
+)
+
+
+def _steps(pattern: str, threshold: float = 0.1) -> tuple[StepEvent, ...]:
+    letters = {
+        "C": Decision.computed,
+        "F": Decision.forced,
+        "S": Decision.skipped,
+        "N": Decision.numerical_miss,
+    }
+    n = len(pattern)
+    return tuple(
+        StepEvent(
+            i,
+            n,
+            letters[c],
+            None if i == 0 else 0.05 + i / 1000,
+            0.04,
+            0.08,
+            threshold,
+            0.01 * (i + 1),
+        )
+        for i, c in enumerate(pattern)
+    )
+
+
+def _record(seed: int = 7, created: datetime | None = None, vanilla: bool = True) -> RunRecord:
+    rng = np.random.default_rng(seed)
+    gated = rng.integers(0, 256, size=(32, 48, 3), dtype=np.uint8)
+    request = make_request("demo", "two red circles", seed=seed, steps=6, threshold=0.1)
+    return RunRecord(
+        request=request,
+        gated_image=gated,
+        vanilla_image=(255 - gated) if vanilla else None,
+        gated_steps=_steps("FCSSCF"),
+        vanilla_steps=_steps("CCCCCC"),
+        gated_seconds=0.5,
+        vanilla_seconds=0.75,
+        ssim=0.9812,
+        speedup=1.5,
+        resumed_from=1,
+        vanilla_cached=True,
+        report={"engine": "test", "array": np.float32(1.5)},
+        warnings=({"kind": "distilled", "message": "m", "details": {}},),
+        **({"created": created} if created is not None else {}),
+    )
+
+
+def test_default_root_is_the_user_history_folder() -> None:
+    assert HistoryStore().root == paths.history_dir()
+
+
+def test_save_then_read_back(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    record = _record()
+    saved = store.save(record)
+    [entry] = store.entries()
+    assert entry.id == saved.id
+    assert sorted(p.name for p in entry.folder.iterdir()) == [GATED_FILE, META_FILE, VANILLA_FILE]
+    gated, vanilla = entry.load_images()
+    assert np.array_equal(gated, record.gated_image)
+    assert vanilla is not None and np.array_equal(vanilla, record.vanilla_image)
+    assert (entry.prompt, entry.seed, entry.variant_id, entry.steps) == (
+        "two red circles",
+        7,
+        "demo",
+        6,
+    )
+    assert entry.threshold == pytest.approx(0.1)
+    assert entry.skips == 2
+    assert entry.pattern == "FCSSCF"
+    assert entry.ssim == pytest.approx(0.9812)
+    assert (entry.gated_seconds, entry.vanilla_seconds, entry.speedup) == (0.5, 0.75, 1.5)
+    assert entry.result["vanilla_cached"] is True
+    assert entry.result["resumed_from"] == 1
+    assert entry.step_events("gated") == record.gated_steps
+    assert entry.step_events("vanilla") == record.vanilla_steps
+    assert entry.to_request() == record.request
+    versions = entry.meta["versions"]
+    assert "python" in versions and "platform" in versions
+    assert entry.meta["report"]["array"] == 1.5
+
+
+def test_a_run_without_vanilla_saves_only_the_gated_image(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    entry = store.save(_record(vanilla=False))
+    assert entry.vanilla_path is None
+    assert entry.load_images()[1] is None
+
+
+def test_entries_are_newest_first(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    now = datetime.now().astimezone()
+    older = store.save(_record(seed=1, created=now - timedelta(minutes=5)))
+    newer = store.save(_record(seed=2, created=now))
+    assert [e.id for e in store.entries()] == [newer.id, older.id]
+    assert store.get(older.id) is not None and store.get("missing") is None
+
+
+def test_same_instant_saves_keep_both(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    when = datetime.now().astimezone()
+    a = store.save(_record(created=when))
+    b = store.save(_record(created=when))
+    assert a.id != b.id
+    assert len(store.entries()) == 2
+
+
+def _corrupt(folder: Path, how: str) -> None:
+    if how == "bad-json":
+        (folder / META_FILE).write_text("{oops")
+    elif how == "no-meta":
+        (folder / META_FILE).unlink()
+    elif how == "no-image":
+        (folder / GATED_FILE).unlink()
+    elif how == "future-format":
+        meta = json.loads((folder / META_FILE).read_text())
+        meta["format"] = 99
+        (folder / META_FILE).write_text(json.dumps(meta))
+    elif how == "missing-prompt":
+        meta = json.loads((folder / META_FILE).read_text())
+        del meta["request"]["prompt"]
+        (folder / META_FILE).write_text(json.dumps(meta))
+    elif how == "bad-steps":
+        meta = json.loads((folder / META_FILE).read_text())
+        meta["steps"]["gated"][0]["decision"] = "teleported"
+        (folder / META_FILE).write_text(json.dumps(meta))
+    elif how == "not-an-object":
+        (folder / META_FILE).write_text("[]")
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "bad-json",
+        "no-meta",
+        "no-image",
+        "future-format",
+        "missing-prompt",
+        "bad-steps",
+        "not-an-object",
+    ],
+)
+def test_corrupt_entries_are_skipped_with_a_warning(tmp_path: Path, how: str) -> None:
+    store = HistoryStore(tmp_path)
+    good = store.save(_record(seed=1))
+    bad = store.save(_record(seed=2))
+    _corrupt(bad.folder, how)
+    assert [e.id for e in store.entries()] == [good.id]
+    assert len(store.warnings) == 1 and bad.id in store.warnings[0]
+
+
+def test_staging_folders_and_stray_files_are_ignored(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    store.save(_record())
+    (tmp_path / ".staging-leftover").mkdir()
+    (tmp_path / "notes.txt").write_text("hello")
+    assert len(store.entries()) == 1
+    assert store.warnings == []
+
+
+def test_a_failed_save_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = HistoryStore(tmp_path)
+
+    def broken(*_args: object, **_kwargs: object) -> bytes:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(history_module, "encode_png", broken)
+    with pytest.raises(OSError, match="disk full"):
+        store.save(_record())
+    assert list(tmp_path.iterdir()) == []
+    assert store.entries() == []
+
+
+def test_delete(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    entry = store.save(_record())
+    store.delete(entry)
+    assert store.entries() == []
+
+
+def test_export_side_by_side(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "history")
+    entry = store.save(_record())
+    out = export_entry(entry, tmp_path / "out" / "pair.png")
+    with Image.open(out) as image:
+        width, height = image.size
+        pixels = np.asarray(image.convert("RGB"))
+    assert width > 2 * 384 and height > 384  # two tiles enlarged to ≥ 384 px on the short side
+    # The gated tile (nearest-neighbour enlargement) sits at the top-left under its caption.
+    scale = -(-384 // 32)
+    tile = pixels[16 + 28 : 16 + 28 + 32 * scale : scale, 16 : 16 + 48 * scale : scale]
+    assert np.array_equal(tile, entry.load_images()[0])
+
+
+def test_export_of_a_run_without_vanilla_is_one_tile(tmp_path: Path) -> None:
+    entry = HistoryStore(tmp_path).save(_record(vanilla=False))
+    out = export_entry(entry, tmp_path / "single.png")
+    with Image.open(out) as image:
+        assert image.size[0] < 2 * 384

@@ -1,0 +1,126 @@
+"""Settings: typed, tolerant per key, corrupt files fall back to defaults with a warning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app import paths
+from app.storage.settings import PROMPT_HISTORY_LIMIT, Settings, SettingsStore
+
+
+def test_defaults_when_the_file_is_missing(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path / "settings.json")
+    assert store.load() == Settings()
+    assert store.warnings == []
+
+
+def test_default_location_follows_the_app_paths() -> None:
+    assert SettingsStore().path == paths.settings_file()
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path / "nested" / "settings.json")
+    settings = Settings(
+        last_variant="demo-turbo",
+        last_prompt="a red star",
+        prompt_history=["a red star", "two blue circles"],
+        thresholds={"demo": 0.125},
+        steps={"demo": 30},
+        sizes={"demo": [128, 128]},
+        guidance={"demo": 2.5},
+        seed=2**32 - 1,
+        rerun_on_threshold_change=True,
+    )
+    store.save(settings)
+    assert store.load() == settings
+    assert store.warnings == []
+    assert json.loads(store.path.read_text())["format"] == 1
+
+
+def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(Settings(seed=1))
+    store.save(Settings(seed=2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+    assert store.load().seed == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{not json", "", "[1, 2, 3]", '"just a string"', "\x00\x01"],
+    ids=["broken-json", "empty", "list", "string", "binary"],
+)
+def test_corrupt_file_falls_back_to_defaults_with_a_warning(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(text)
+    store = SettingsStore(path)
+    assert store.load() == Settings()
+    assert len(store.warnings) == 1
+
+
+def test_unreadable_bytes_fall_back_to_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_bytes(b"\xff\xfe\xfa")
+    store = SettingsStore(path)
+    assert store.load() == Settings()
+    assert store.warnings
+
+
+def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(
+        json.dumps(
+            {
+                "last_variant": "demo-turbo",  # good
+                "seed": -5,  # out of range
+                "thresholds": {"demo": 1.5},  # out of range
+                "steps": {"demo": 12},  # good
+                "prompt_history": ["ok", 3],  # wrong element type
+                "sizes": {"demo": [128]},  # not a pair
+                "rerun_on_threshold_change": "yes",  # not a bool
+                "guidance": {"demo": True},  # a bool is not a number
+                "unknown_key": 1,  # ignored silently
+            }
+        )
+    )
+    store = SettingsStore(path)
+    settings = store.load()
+    defaults = Settings()
+    assert settings.last_variant == "demo-turbo"
+    assert settings.steps == {"demo": 12}
+    assert settings.seed == defaults.seed
+    assert settings.thresholds == defaults.thresholds
+    assert settings.prompt_history == defaults.prompt_history
+    assert settings.sizes == defaults.sizes
+    assert settings.rerun_on_threshold_change is defaults.rerun_on_threshold_change
+    assert settings.guidance == defaults.guidance
+    flagged = {w.split("'")[1] for w in store.warnings}
+    assert flagged == {
+        "seed",
+        "thresholds",
+        "prompt_history",
+        "sizes",
+        "rerun_on_threshold_change",
+        "guidance",
+    }
+
+
+def test_prompt_history_is_newest_first_deduplicated_and_bounded() -> None:
+    settings = Settings()
+    for i in range(PROMPT_HISTORY_LIMIT + 5):
+        settings.remember_prompt(f"prompt {i}")
+    settings.remember_prompt("prompt 3")
+    settings.remember_prompt("   ")
+    assert settings.prompt_history[0] == "prompt 3"
+    assert len(settings.prompt_history) == PROMPT_HISTORY_LIMIT
+    assert len(set(settings.prompt_history)) == PROMPT_HISTORY_LIMIT
+    assert settings.last_prompt == "prompt 3"
+
+
+def test_an_overlong_prompt_history_is_trimmed_on_load(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"prompt_history": [f"p{i}" for i in range(50)]}))
+    assert len(SettingsStore(path).load().prompt_history) == PROMPT_HISTORY_LIMIT

@@ -1,0 +1,40 @@
+"""Window fixtures: the scriptable fake engine behind the real engine thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from pytestqt.qtbot import QtBot
+from ui_support import FakeModelStore, WindowFactory
+
+from app.engine.fake import FakeEngine
+from app.ui.window import MainWindow
+
+
+@pytest.fixture
+def make_window(qtbot: QtBot) -> Iterator[WindowFactory]:
+    windows: list[MainWindow] = []
+
+    def make(
+        engine: FakeEngine | None = None,
+        *,
+        store: FakeModelStore | None = None,
+        factory: Callable[[], object] | None = None,
+    ) -> MainWindow:
+        chosen = engine if engine is not None else FakeEngine()
+        window = MainWindow(
+            factory or (lambda: chosen),  # type: ignore[arg-type, return-value]
+            model_store=store or FakeModelStore(),
+            shutdown_timeout_ms=10_000,
+        )
+        qtbot.addWidget(window)
+        window.resize(1280, 820)
+        window.show()
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        window.shutdown()
+        assert not window.host.engine_thread.isRunning()

@@ -1,0 +1,214 @@
+"""View-model contract, widgets in isolation, and the headless launch modes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QGuiApplication
+from pytestqt.qtbot import QtBot
+from ui_support import SIGNAL_TIMEOUT_MS
+
+from app.engine.events import (
+    LoadProgress,
+    Pass,
+    PassFinished,
+    PassStarted,
+    RunCancelled,
+    RunFinished,
+    RunWarning,
+    StepDone,
+)
+from app.engine.fake import FakeEngine, FakeFailure, FakeScript
+from app.engine.request import make_request
+from app.gate import Decision, StepEvent
+from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice, speedup
+from app.ui.banner import Banner
+from app.ui.launch import launch
+from app.ui.observable import Prop, bind
+from app.ui.timeline import StepTimeline
+from app.ui.viewmodel import RunModel, RunStatus
+from app.variants import get_variant
+
+
+class _Model(QObject):
+    value_changed = Signal(object)
+    image_changed = Signal(object)
+    value = Prop(1)
+    image = Prop[np.ndarray | None](None)
+
+
+def test_properties_emit_only_on_change(qtbot: QtBot) -> None:
+    model = _Model()
+    seen: list[object] = []
+    model.value_changed.connect(seen.append)
+    model.value = 1
+    model.value = 2
+    model.value = 2
+    model.value = 3
+    assert seen == [2, 3]
+    images: list[object] = []
+    model.image_changed.connect(images.append)
+    a = np.zeros(3)
+    model.image = a
+    model.image = a  # the same array: no signal
+    model.image = np.zeros(3)  # an equal but new array: a signal (arrays compare by identity)
+    assert len(images) == 2
+
+
+def test_a_property_without_its_signal_is_rejected() -> None:
+    # Python 3.11 wraps errors raised in __set_name__ in a RuntimeError (3.12 does not).
+    with pytest.raises((TypeError, RuntimeError)) as caught:
+
+        class _Broken(QObject):
+            broken = Prop(0)
+
+    cause = caught.value.__cause__ or caught.value
+    assert "needs a broken_changed" in str(cause)
+
+
+def test_bind_is_two_way_and_disconnects(qtbot: QtBot) -> None:
+    from PySide6.QtWidgets import QSpinBox
+
+    model = _Model()
+    spin = QSpinBox()
+    qtbot.addWidget(spin)
+    binding = bind(model, "value", spin.setValue, spin.valueChanged)
+    assert spin.value() == 1
+    model.value = 5
+    assert spin.value() == 5
+    spin.setValue(7)
+    assert model.value == 7
+    binding.disconnect()
+    model.value = 9
+    assert spin.value() == 7
+
+
+def _step(index: int, n: int, decision: Decision) -> StepEvent:
+    return StepEvent(index, n, decision, 0.05, 0.04, 0.09, 0.1, 0.012)
+
+
+def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:
+    model = RunModel()
+    request = make_request("demo", "a red star", steps=3)
+    model.begin(7, request)
+    assert model.status is RunStatus.loading and model.progress == -1.0
+    model.handle_event(LoadProgress("demo", "loading…"))
+    model.handle_event(PassStarted(7, Pass.vanilla, 3))
+    assert model.status is RunStatus.running
+    for i in range(3):
+        model.handle_event(StepDone(7, Pass.vanilla, _step(i, 3, Decision.computed)))
+    image = np.zeros((128, 128, 3), np.uint8)
+    model.handle_event(PassFinished(7, Pass.vanilla, image, 0.3, model.vanilla_steps))  # type: ignore[arg-type]
+    assert model.progress == pytest.approx(0.5)
+    model.handle_event(StepDone(6, Pass.gated, _step(0, 3, Decision.forced)))  # stale run: ignored
+    assert model.gated_steps == (None, None, None)
+    model.handle_event(PassStarted(7, Pass.gated, 3))
+    for i, d in enumerate((Decision.forced, Decision.skipped, Decision.forced)):
+        model.handle_event(StepDone(7, Pass.gated, _step(i, 3, d)))
+    assert model.skips == 1
+    model.handle_event(RunWarning(7, "engagement", "m", {"onset_threshold": 0.3}))
+    assert model.engine_details == {"onset_threshold": 0.3}
+    assert model.notices == ()  # folded into the schedule banner
+    model.handle_event(RunWarning(7, "other", "something else"))
+    assert [n.key for n in model.notices] == ["other"]
+    model.handle_event(PassFinished(7, Pass.gated, image, 0.2, model.gated_steps))  # type: ignore[arg-type]
+    model.handle_event(RunFinished(7, {}))
+    assert model.status is RunStatus.finished
+    assert model.speedup == pytest.approx(1.5)
+    assert model.progress == 1.0
+
+
+def test_run_model_cancel(qtbot: QtBot) -> None:
+    model = RunModel()
+    model.begin(1, make_request("demo", "a red star", steps=3))
+    model.mark_cancelling()
+    assert model.status is RunStatus.cancelling
+    model.handle_event(RunCancelled(1, 1))
+    assert model.status is RunStatus.cancelled and model.phase == "Cancelled at step 2"
+
+
+def test_speedup_of_a_resumed_pass_is_flagged_as_an_estimate() -> None:
+    assert speedup(2.0, 1.0) == (2.0, False)
+    assert speedup(2.0, 1.0, resumed_from=4) == (2.0, True)
+    assert speedup(None, 1.0) == (None, False)
+
+
+def test_schedule_notice_numbers() -> None:
+    klein = get_variant("flux2-klein-4b")
+    notice = schedule_notice(klein, 4, 0.17)
+    assert notice is not None and notice.kind is NoticeKind.warning
+    assert "2 of 4 steps are gate-eligible" in notice.message
+    assert "0.261" in notice.message and "0.170" in notice.message
+    assert {a.action for a in notice.actions} >= {"variant:flux2-klein-base-4b"}
+    assert schedule_notice(get_variant("flux1-dev"), 25, 0.2) is None
+    off = schedule_notice(get_variant("demo"), 28, 0.0)
+    assert off is not None and off.kind is NoticeKind.info
+
+
+def test_timeline_tooltip_shows_the_numbers(qtbot: QtBot) -> None:
+    timeline = StepTimeline()
+    qtbot.addWidget(timeline)
+    timeline.resize(600, timeline.sizeHint().height())
+    steps = (_step(0, 3, Decision.forced), _step(1, 3, Decision.skipped), None)
+    timeline.set_rows(steps, (*steps[:2], None), active=Pass.gated)
+    assert timeline.pattern() == "FS·"
+    text = timeline.tooltip_at(timeline.cell_rect(Pass.gated, 1).center().toPoint())
+    assert text is not None
+    for expected in (
+        "Step 2 of 3",
+        "Skipped",
+        "rel-L1",
+        "0.0500",
+        "predicted",
+        "0.0400",
+        "accumulated: 0.0900",
+        "threshold 0.100",
+        "12.0 ms",
+    ):
+        assert expected in text
+    pending = timeline.tooltip_at(timeline.cell_rect(Pass.gated, 2).center().toPoint())
+    assert pending is not None and "not run yet" in pending
+    timeline.grab()  # paints without error
+
+
+def test_banner_copy_and_actions(qtbot: QtBot) -> None:
+    notice = Notice(
+        NoticeKind.warning,
+        "Title",
+        "Message",
+        "details here",
+        (NoticeAction("Do it", "steps:8"),),
+        key="k",
+    )
+    banner = Banner(notice)
+    qtbot.addWidget(banner)
+    with qtbot.waitSignal(banner.action_triggered) as blocker:
+        banner.action_buttons[0].click()
+    assert blocker.args == ["steps:8"]
+    banner.copy_button.click()
+    assert QGuiApplication.clipboard().text() == "Title\nMessage\n\ndetails here"
+    with qtbot.waitSignal(banner.dismissed) as dismissed:
+        banner.close_button.click()
+    assert dismissed.args == ["k"]
+
+
+def test_screenshot_mode_saves_a_large_grab(qtbot: QtBot, tmp_path: Path) -> None:
+    out = tmp_path / "shot.png"
+    code = launch(screenshot=str(out), engine_factory=lambda: FakeEngine())
+    assert code == 0
+    with Image.open(out) as image:
+        assert image.size[0] >= 900 and image.size[1] >= 600
+
+
+def test_smoke_test_mode_reports_a_failed_generation(qtbot: QtBot) -> None:
+    failing = FakeScript(failure=FakeFailure("no weights for the demo"))
+    assert launch(smoke_test=True, engine_factory=lambda: FakeEngine(failing)) == 1
+    assert launch(smoke_test=True, engine_factory=lambda: FakeEngine()) == 0
+
+
+def test_signal_timeout_is_generous() -> None:
+    assert SIGNAL_TIMEOUT_MS >= 10_000

@@ -1,0 +1,131 @@
+"""The fake engine keeps the engine protocol, so UI tests against it mean something."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import numpy as np
+
+from app.engine.events import (
+    EngineEvent,
+    LoadProgress,
+    ModelReady,
+    Pass,
+    PassFinished,
+    PassStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunWarning,
+    StepDone,
+)
+from app.engine.fake import FakeEngine, FakeFailure, FakeScript, StepGate
+from app.engine.request import make_request
+from app.gate import Decision, simulate
+
+TERMINAL = (RunFinished, RunCancelled, RunFailed)
+
+
+def run(
+    engine: FakeEngine, request, cancel: threading.Event | None = None, run_id: int = 1
+) -> list[EngineEvent]:
+    events: list[EngineEvent] = []
+    engine.run(run_id, request, events.append, cancel or threading.Event())
+    return events
+
+
+def kinds(events: list[EngineEvent]) -> list[str]:
+    return [type(e).__name__ for e in events]
+
+
+def test_event_order_and_exactly_one_terminal_event() -> None:
+    request = make_request("demo", "a red star", steps=10)
+    events = run(FakeEngine(), request)
+    assert isinstance(events[0], LoadProgress) and isinstance(events[1], ModelReady)
+    assert isinstance(events[-1], RunFinished)
+    assert sum(isinstance(e, TERMINAL) for e in events) == 1
+    started = [e for e in events if isinstance(e, PassStarted)]
+    assert [e.which for e in started] == [Pass.vanilla, Pass.gated]
+    for which in Pass:
+        steps = [e.step.index for e in events if isinstance(e, StepDone) and e.which is which]
+        assert steps == list(range(10))
+    finished = [e for e in events if isinstance(e, PassFinished)]
+    assert all(e.image.dtype == np.uint8 and e.image.flags.c_contiguous for e in finished)
+    assert finished[0].image.shape == (128, 128, 3)
+
+
+def test_gated_decisions_are_the_simulators_on_the_trace() -> None:
+    trace = (None, 0.2, 0.03, 0.03, 0.03, 0.03, 0.03, 0.2)
+    request = make_request("demo", "a red star", steps=8, threshold=0.1)
+    events = run(FakeEngine(FakeScript(trace=trace)), request)
+    gated = [e.step for e in events if isinstance(e, StepDone) and e.which is Pass.gated]
+    expected = simulate(request.variant.gate_params(0.1), trace)
+    assert [s.decision for s in gated] == [v.decision for v in expected]
+    assert any(s.decision is Decision.skipped for s in gated)  # the scripted trace engages
+
+
+def test_vanilla_is_cached_per_vanilla_key() -> None:
+    engine = FakeEngine()
+    request = make_request("demo", "a red star", steps=8)
+    run(engine, request)
+    again = run(engine, request.with_threshold(0.2), run_id=2)
+    vanilla_started = [e for e in again if isinstance(e, PassStarted) and e.which is Pass.vanilla]
+    assert vanilla_started and vanilla_started[0].cached
+    assert not [e for e in again if isinstance(e, StepDone) and e.which is Pass.vanilla]
+    other_seed = run(engine, replace(request, seed=1), run_id=3)
+    assert not [e for e in other_seed if isinstance(e, PassStarted) and e.cached]
+
+
+def test_cancel_takes_effect_within_one_step() -> None:
+    gate = StepGate()
+    engine = FakeEngine(step_gate=gate)
+    cancel = threading.Event()
+    events: list[EngineEvent] = []
+    thread = threading.Thread(
+        target=engine.run,
+        args=(1, make_request("demo", "a red star", steps=10), events.append, cancel),
+    )
+    thread.start()
+    gate.release(3)
+    while gate.passed < 3 or gate.waiting_at is None:
+        threading.Event().wait(0.001)
+    cancel.set()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert isinstance(events[-1], RunCancelled) and events[-1].at_step == 3
+    assert len([e for e in events if isinstance(e, StepDone)]) == 3
+
+
+def test_scripted_failures() -> None:
+    request = make_request("demo", "a red star", steps=6)
+    at_step = FakeEngine(FakeScript(failure=FakeFailure("boom", Pass.gated, 2)))
+    events = run(at_step, request)
+    assert isinstance(events[-1], RunFailed) and events[-1].message == "boom"
+    loading = run(FakeEngine(FakeScript(failure=FakeFailure("no weights"))), request)
+    assert kinds(loading) == ["LoadProgress", "RunFailed"]
+
+
+def test_replayed_script_rewrites_the_run_id() -> None:
+    scripted = FakeScript(events=[RunWarning(0, "custom", "hello"), RunFinished(0, {})])
+    events = run(FakeEngine(scripted), make_request("demo", "a red star"), run_id=9)
+    assert [e.run_id for e in events] == [9, 9]  # type: ignore[union-attr]
+
+
+def test_distilled_schedules_warn_with_numbers() -> None:
+    events = run(FakeEngine(), make_request("demo-turbo", "a red star", threshold=0.1))
+    warnings = {e.kind: e for e in events if isinstance(e, RunWarning)}
+    assert set(warnings) == {"distilled", "engagement"}
+    assert warnings["distilled"].details["eligible_steps"] == 2
+    onset = warnings["engagement"].details["onset_threshold"]
+    assert isinstance(onset, float) and onset > 0.1
+    skipped = [e for e in events if isinstance(e, StepDone) and e.step.decision is Decision.skipped]
+    assert skipped == []  # zero skips on purpose: the distilled schedule cannot engage
+
+
+def test_records_requests_and_threads() -> None:
+    engine = FakeEngine()
+    request = make_request("demo", "a red star", steps=4)
+    run(engine, request)
+    assert engine.requests == [request]
+    assert engine.run_threads == [threading.get_ident()]

@@ -1,0 +1,401 @@
+"""The window against the scripted fake engine: signal-based, no sleeps."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
+
+from app.engine.events import Pass, PassStarted, StepDone
+from app.engine.fake import FakeEngine, FakeFailure, FakeScript, StepGate
+from app.gate import Decision
+from app.storage.settings import SettingsStore
+from app.ui.defaults import DEFAULT_PROMPT
+from app.ui.viewmodel import RunStatus
+from app.variants import DEFAULT_VARIANT
+
+
+def held_engine() -> tuple[FakeEngine, StepGate]:
+    gate = StepGate()
+    return FakeEngine(step_gate=gate), gate
+
+
+def wait_held_at(qtbot: QtBot, gate: StepGate, which: Pass, passed: int) -> None:
+    qtbot.waitUntil(
+        lambda: (
+            gate.waiting_at is not None and gate.waiting_at[0] is which and gate.passed == passed
+        ),
+        timeout=SIGNAL_TIMEOUT_MS,
+    )
+
+
+def test_first_run_opens_on_the_demo_with_the_default_prompt(make_window: WindowFactory) -> None:
+    window = make_window()
+    assert window.form.variant_id == DEFAULT_VARIANT == "demo"
+    assert window.controls.prompt.toPlainText() == DEFAULT_PROMPT
+    assert window.controls.variant_picker.current_variant_id() == "demo"
+    assert window.width() >= 900 and window.height() >= 600
+
+
+def test_the_engine_is_built_and_runs_on_one_worker_thread(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    built: list[FakeEngine] = []
+
+    def factory() -> FakeEngine:
+        engine = FakeEngine()
+        built.append(engine)
+        return engine
+
+    window = make_window(factory=factory)
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    window.form.threshold = 0.05
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    [engine] = built
+    gui_thread = threading.get_ident()
+    assert engine.created_thread != gui_thread
+    assert set(engine.run_threads) == {engine.created_thread}
+
+
+def test_the_timeline_fills_in_order(qtbot: QtBot, make_window: WindowFactory) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    seen: list[str] = []
+    window.run.gated_steps_changed.connect(lambda _row: seen.append(window.timeline.pattern()))
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    steps = window.form.steps
+    during = [p for p in seen if "·" in p or len(p) == steps]
+    for pattern in during:  # every state is a filled prefix followed by pending cells
+        filled = pattern.rstrip("·")
+        assert "·" not in filled
+    fills = [len(p.rstrip("·")) for p in during]
+    assert fills == sorted(fills)
+    gated = [e.step for e in engine.emitted if isinstance(e, StepDone) and e.which is Pass.gated]
+    assert window.timeline.pattern() == "".join(s.decision.letter for s in gated)
+    assert window.timeline.filled() == steps
+    assert all(s is not None for s in window.timeline.vanilla)
+    assert window.run.skips == sum(s.decision is Decision.skipped for s in gated) > 0
+
+
+def test_cancel_mid_run(qtbot: QtBot, make_window: WindowFactory) -> None:
+    engine, gate = held_engine()
+    window = make_window(engine)
+    window.generate()
+    gate.release(5)
+    wait_held_at(qtbot, gate, Pass.vanilla, 5)
+    assert window.controls.cancel_button.isEnabled()
+    assert not window.controls.generate_button.isEnabled()
+    with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(window.controls.cancel_button, Qt.MouseButton.LeftButton)
+    assert blocker.args == [RunStatus.cancelled]
+    assert window.run.phase.startswith("Cancelled at step 6")
+    assert sum(s is not None for s in window.timeline.vanilla) == 5
+    assert window.controls.generate_button.isEnabled()
+    assert window.history.entries() == []  # a cancelled run is not saved
+    gate.open()
+    assert run_to_end(qtbot, window) is RunStatus.finished  # still usable
+
+
+def test_escape_cancels_and_ctrl_return_generates(qtbot: QtBot, make_window: WindowFactory) -> None:
+    engine, gate = held_engine()
+    window = make_window(engine)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=SIGNAL_TIMEOUT_MS)
+    window.controls.prompt.setFocus()
+    with qtbot.waitSignal(window.generation_started, timeout=SIGNAL_TIMEOUT_MS):
+        qtbot.keyClick(
+            window.controls.prompt, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier
+        )
+    assert window.controls.prompt.toPlainText() == DEFAULT_PROMPT  # no newline typed
+    wait_held_at(qtbot, gate, Pass.vanilla, 0)
+    with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
+        qtbot.keyClick(window.controls.prompt, Qt.Key.Key_Escape)
+    assert blocker.args == [RunStatus.cancelled]
+
+
+def test_a_second_generate_during_a_run_starts_nothing(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine, gate = held_engine()
+    window = make_window(engine)
+    assert window.generate() == 1
+    wait_held_at(qtbot, gate, Pass.vanilla, 0)
+    assert window.generate() is None
+    window.generate_action.trigger()  # the shortcut's action is disabled, and guarded anyway
+    qtbot.mouseClick(window.controls.generate_button, Qt.MouseButton.LeftButton)
+    assert window.host.submit(window.form.request()) is None
+    with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS):
+        gate.open()
+    assert len(engine.requests) == 1
+    assert len(window.history.entries()) == 1
+
+
+def test_threshold_only_rerun_reuses_the_cached_vanilla(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert not window.run.vanilla_cached
+    first_vanilla = window.run.vanilla_image
+    window.form.threshold = 0.06
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    second = [e for e in engine.emitted if getattr(e, "run_id", None) == 2]
+    started = [e for e in second if isinstance(e, PassStarted)]
+    assert [(e.which, e.cached) for e in started] == [(Pass.vanilla, True), (Pass.gated, False)]
+    assert not [e for e in second if isinstance(e, StepDone) and e.which is Pass.vanilla]
+    assert [e.step.index for e in second if isinstance(e, StepDone)] == list(range(28))
+    assert engine.requests[1].vanilla_key() == engine.requests[0].vanilla_key()
+    assert engine.requests[1].resume  # the window asks for the resumed gated pass
+    # The UI says so: the vanilla row, the vanilla title and its timing card.
+    assert window.run.vanilla_cached
+    assert window.timeline.tooltip_at(
+        window.timeline.cell_rect(Pass.vanilla, 3).center().toPoint()
+    ).endswith("reused from the cache</i>")
+    assert "cached" in window.compare.titles[1].text()
+    assert window.compare.vanilla_time_card.note.text() == "reused from the cache"
+    assert window.run.vanilla_image is not None
+    assert np.array_equal(window.run.vanilla_image, first_vanilla)
+
+
+def test_rerun_on_threshold_change_runs_only_after_a_threshold_move(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    window.controls.rerun.setChecked(True)
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS):
+        window.form.threshold = 0.07
+    assert len(engine.requests) == 2 and engine.requests[1].threshold == 0.07
+    window.form.seed = 5  # not a threshold-only change: nothing runs
+    assert not window._rerun_timer.isActive()
+
+
+def test_a_failure_shows_inline_and_the_app_stays_usable(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine = FakeEngine(scripts=[FakeScript(failure=FakeFailure("out of sand", Pass.gated, 3))])
+    window = make_window(engine)
+    assert run_to_end(qtbot, window) is RunStatus.failed
+    banner = window.banners.banner("error")
+    assert banner is not None and banner.isVisible()
+    assert "out of sand" in banner.message.text()
+    banner.copy_button.click()
+    assert "out of sand" in QGuiApplication.clipboard().text()
+    assert window.controls.generate_button.isEnabled()
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert window.banners.banner("error") is None  # a new run clears the old error
+
+
+def test_an_exception_out_of_the_engine_is_reported(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine = FakeEngine(scripts=[FakeScript(failure=FakeFailure("kaboom", raise_instead=True))])
+    window = make_window(engine)
+    assert run_to_end(qtbot, window) is RunStatus.failed
+    assert window.run.error is not None and "kaboom" in window.run.error.message
+    assert "Traceback" in window.run.error.details
+    assert run_to_end(qtbot, window) is RunStatus.finished
+
+
+def test_an_engine_that_cannot_be_built_fails_inline_and_is_retried(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    attempts: list[int] = []
+
+    def factory() -> FakeEngine:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ImportError("No module named 'mflux'")
+        return FakeEngine()
+
+    window = make_window(factory=factory)
+    assert run_to_end(qtbot, window) is RunStatus.failed
+    assert window.run.error is not None and "mflux" in window.run.error.message
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert len(attempts) == 2
+
+
+def test_invalid_input_is_reported_without_starting_a_run(make_window: WindowFactory) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    window.form.prompt = "   "
+    assert window.generate() is None
+    assert window.run.error is not None and "prompt is empty" in window.run.error.message
+    assert window.banners.banner("error") is not None
+    assert engine.requests == []
+
+
+def test_closing_mid_run_stops_cleanly_and_keeps_what_was_saved(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine, gate = held_engine()
+    gate.open()
+    window = make_window(engine)
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    gate._open = False  # hold the next run
+    window.form.threshold = 0.042
+    window.form.prompt = "three green squares on a white background"
+    window.generate()
+    wait_held_at(qtbot, gate, Pass.vanilla, gate.passed)
+    window.close()
+    assert not window.host.engine_thread.isRunning()
+    assert engine.closed
+    assert len(window.history.entries()) == 1  # the finished run survived
+    settings = SettingsStore().load()
+    assert settings.thresholds["demo"] == 0.042
+    assert settings.prompt_history[0] == "three green squares on a white background"
+
+
+def test_settings_persist_across_windows(qtbot: QtBot, make_window: WindowFactory) -> None:
+    window = make_window()
+    window.form.select_variant("demo-turbo")
+    window.form.threshold = 0.33
+    window.form.steps = 6
+    window.close()
+    again = make_window()
+    assert again.form.variant_id == "demo-turbo"
+    assert again.form.threshold == 0.33
+    assert again.form.steps == 6
+    again.form.select_variant("demo")
+    assert again.form.steps == 28  # per-variant memory
+
+
+def test_a_corrupt_settings_file_shows_a_notice_and_uses_defaults(
+    make_window: WindowFactory,
+) -> None:
+    store = SettingsStore()
+    store.path.parent.mkdir(parents=True, exist_ok=True)
+    store.path.write_text("{broken")
+    window = make_window()
+    assert window.form.variant_id == "demo"
+    assert window.banners.banner("settings-0") is not None
+
+
+def test_history_reopen_and_export(qtbot: QtBot, make_window: WindowFactory, tmp_path) -> None:
+    window = make_window()
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    saved_pattern = window.timeline.pattern()
+    saved_image = window.run.gated_image
+    window.form.threshold = 0.01
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    assert dialog.list.count() == 2
+    dialog.list.setCurrentRow(1)  # the older run
+    with qtbot.waitSignal(window.run.saved_entry_changed, timeout=SIGNAL_TIMEOUT_MS):
+        dialog.open_button.click()
+    assert window.timeline.pattern() == saved_pattern
+    assert window.form.threshold == 0.1
+    assert window.run.gated_image is not None and saved_image is not None
+    assert np.array_equal(window.run.gated_image, saved_image)
+    out = window.export_current(tmp_path / "side-by-side.png")
+    assert out is not None and out.stat().st_size > 0
+    exported = dialog.export_selected(tmp_path / "from-dialog.png")
+    assert exported is not None and exported.exists()
+
+
+def test_distilled_warning_banner_before_and_after_a_run(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window()
+    assert window.banners.banner("schedule") is None
+    window.form.select_variant("demo-turbo")
+    before = window.banners.banner("schedule")
+    assert before is not None and "2 of 4 steps are gate-eligible" in before.message.text()
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    after = window.banners.banner("schedule")
+    assert after is not None
+    assert "cannot skip a step" in after.title.text()
+    assert "smallest predicted change is 0.4" in after.message.text()
+    assert window.run.skips == 0  # zero skips on purpose: this schedule cannot engage
+    assert window.gate_plot.band.isVisible()
+    assert window.gate_plot.onset_line.value() > window.gate_plot.threshold_line.value()
+    use_base = next(b for b in after.action_buttons if b.text() == "Use Demo shapes")
+    use_base.click()
+    assert window.form.variant_id == "demo"
+    assert window.banners.banner("schedule") is None
+
+
+def test_a_threshold_below_the_onset_explains_why_nothing_skips(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window()
+    window.form.threshold = 0.02
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert window.run.skips == 0
+    banner = window.banners.banner("schedule")
+    assert banner is not None and "No step can be skipped" in banner.title.text()
+    raise_it = banner.action_buttons[0]
+    raise_it.click()
+    assert window.form.threshold > window.run.band.onset  # type: ignore[union-attr]
+
+
+def test_download_a_missing_variant(qtbot: QtBot, make_window: WindowFactory) -> None:
+    store = FakeModelStore(missing={"flux1-dev"})
+    window = make_window(store=store)
+    assert "1.5 GB ↓" in window.controls.variant_picker.badge_of("flux1-dev")
+    assert "distilled" in window.controls.variant_picker.badge_of("flux1-schnell")
+    window.form.select_variant("flux1-dev")
+    assert window.controls.download_button.isVisible()
+    assert window.generate() is None
+    assert window.banners.banner("error") is not None
+    with qtbot.waitSignal(window.downloads.finished, timeout=SIGNAL_TIMEOUT_MS):
+        window.controls.download_button.click()
+    assert store.downloads == ["flux1-dev"]
+    assert not window.controls.download_button.isVisible()
+    assert "on disk" in window.controls.variant_picker.badge_of("flux1-dev")
+
+
+def test_cancel_a_download(qtbot: QtBot, make_window: WindowFactory) -> None:
+    store = FakeModelStore(missing={"z-image"}, hold=True)
+    window = make_window(store=store)
+    window.form.select_variant("z-image")
+    with qtbot.waitSignal(window.downloads.progressed, timeout=SIGNAL_TIMEOUT_MS):
+        window.controls.download_button.click()
+    assert window.controls.download_box.isVisible()
+    with qtbot.waitSignal(window.downloads.cancelled, timeout=SIGNAL_TIMEOUT_MS):
+        window.controls.download_cancel.click()
+    assert not store.is_available(window.form.variant)
+    assert window.controls.download_button.isVisible()
+
+
+def test_a_failed_download_shows_inline(qtbot: QtBot, make_window: WindowFactory) -> None:
+    store = FakeModelStore(missing={"qwen-image"}, fail="HTTP 401: accept the licence first")
+    window = make_window(store=store)
+    window.form.select_variant("qwen-image")
+    with qtbot.waitSignal(window.downloads.failed, timeout=SIGNAL_TIMEOUT_MS):
+        window.controls.download_button.click()
+    assert window.run.error is not None and "licence" in window.run.error.message
+
+
+def test_guidance_only_where_the_family_has_it(make_window: WindowFactory) -> None:
+    window = make_window()
+    assert window.controls.guidance.isVisible()
+    window.form.select_variant("flux1-schnell")
+    assert not window.controls.guidance.isVisible()
+    assert window.form.request().guidance is None
+    window.form.select_variant("flux1-dev")
+    assert window.controls.guidance.isVisible()
+    assert window.form.request().guidance == 3.5
+
+
+def test_random_seed_and_reset_threshold(make_window: WindowFactory) -> None:
+    window = make_window()
+    seeds = set()
+    for _ in range(5):
+        window.controls.random_seed.click()
+        seeds.add(window.form.seed)
+        assert window.controls.seed.value() == window.form.seed
+    assert len(seeds) > 1
+    window.controls.threshold.setValue(0.5)
+    assert window.form.threshold == 0.5
+    window.controls.threshold_reset.click()
+    assert window.form.threshold == 0.1
+    assert window.controls.threshold.value() == 0.1
