@@ -1,9 +1,11 @@
 """Replay the gate offline on a recorded per-step signal trace.
 
 Given the rel-L1 trace of one vanilla run (``trace[i]`` = change of the gate signal between step
-``i − 1`` and step ``i``; ``None`` for step 0), the simulator returns the decisions the live gate
-would take. It runs the same decision function as the live gate, so on the same trace they agree
-exactly.
+``i − 1`` and step ``i``; ``None`` for step 0; what an observe-mode ``TeaCacheGate`` records), the
+simulator returns the decisions the live gate would take. It runs the same decision function, and
+the live gate always measures against the previous step's signal (also after a numerical miss), so
+a live gate fed the same signals takes the same verdicts at every step, fields included
+(``tests/test_gate_live.py`` checks it on random traces with non-finite signals).
 
 How far that predicts a real gated run: **exact up to and including the first skip**. Until then
 the gated trajectory is the vanilla trajectory, so the trace is the one the live gate would measure.
@@ -20,6 +22,7 @@ from app.gate.decision import Decision, GateParams, GateScalars, Verdict, decide
 
 
 def simulate(params: GateParams, trace: Sequence[float | None]) -> list[Verdict]:
+    """One verdict per step of ``trace`` (its length is the step count)."""
     state = GateScalars()
     num_steps = len(trace)
     return [decide(params, state, i, num_steps, trace[i]) for i in range(num_steps)]
