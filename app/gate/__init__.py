@@ -19,6 +19,7 @@ from app.gate.decision import (
     decide,
     poly_eval,
     predict_change,
+    prediction_floor,
 )
 from app.gate.events import StepEvent
 from app.gate.simulator import Engagement, engagement, pattern, simulate, skip_curve
@@ -42,6 +43,7 @@ __all__ = [
     "pattern",
     "poly_eval",
     "predict_change",
+    "prediction_floor",
     "rel_l1",
     "rel_l1_pair",
     "simulate",
