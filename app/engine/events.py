@@ -8,7 +8,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from app.gate.live import StepEvent
+from app.gate.events import StepEvent
 
 
 class Pass(StrEnum):
