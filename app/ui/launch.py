@@ -117,7 +117,7 @@ def _run_headless(app, window, screenshot: str | None) -> int:
         else:
             error = window.run.error
             detail = f": {error.message}" if error is not None else ""
-            print(f"teacache-studio: the demo generation ended {status}{detail}", file=sys.stderr)
+            print(f"teacache-studio: the demo generation {status}{detail}", file=sys.stderr)
         QTimer.singleShot(0, window.close)
 
     def timeout() -> None:

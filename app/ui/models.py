@@ -1,11 +1,9 @@
 """Which variants are on disk, how big the others are, and downloading them (off the GUI thread).
 
-The window codes against ``ModelStore``; ``default_model_store()`` adapts ``app.loading`` (the
-adapters' module) when it offers the functions below, so tests pass a fake store instead:
-
-- ``is_downloaded(variant) -> bool``
-- ``download_size(variant) -> int | None`` (bytes)
-- ``download(variant, progress=callable(done, total, message), cancel=threading.Event)``
+The window codes against ``ModelStore``; ``DefaultModelStore`` adapts ``app.loading`` (the
+adapters' module): ``snapshot_status`` (no network) for "on disk", ``estimated_download_bytes``
+for the size shown in the picker (asking the Hub for the exact size would block the GUI thread),
+and ``ensure_snapshot`` for the download itself, with progress and cancel. Tests pass a fake store.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
@@ -39,62 +36,52 @@ class ModelStore(Protocol):
 
 
 class DefaultModelStore:
-    """Embedded variants are always there; the rest ask ``app.loading`` (or the Hugging Face cache
-    when that module is not available)."""
+    """Embedded variants are always there; the rest ask ``app.loading``."""
 
     def __init__(self) -> None:
         self._loading: Any = None
+        self._status: dict[str, bool] = {}
         try:
             self._loading = importlib.import_module("app.loading")
         except ImportError:
-            log.info("app.loading is not available: downloads are disabled")
+            log.info("app.loading is not available: real models cannot be downloaded")
 
     def is_available(self, variant: Variant) -> bool:
         if variant.embedded:
             return True
-        check = getattr(self._loading, "is_downloaded", None)
-        if callable(check):
+        if self._loading is None:
+            return False
+        if variant.id not in self._status:  # reads safetensors headers: do it once per variant
             try:
-                return bool(check(variant))
+                self._status[variant.id] = bool(self._loading.snapshot_status(variant).on_disk)
             except Exception:  # a broken check must not break the picker
-                log.exception("is_downloaded(%s) failed", variant.id)
-                return False
-        return _in_hf_cache(variant)
+                log.exception("snapshot_status(%s) failed", variant.id)
+                self._status[variant.id] = False
+        return self._status[variant.id]
 
     def download_size(self, variant: Variant) -> int | None:
         if variant.embedded:
             return 0
-        size = getattr(self._loading, "download_size", None)
-        if callable(size):
-            try:
-                value = size(variant)
-                return int(value) if isinstance(value, int | float) else None
-            except Exception:
-                log.exception("download_size(%s) failed", variant.id)
-        return int(variant.params_billion * 2e9)  # bf16 weights: an estimate
+        estimate = getattr(self._loading, "estimated_download_bytes", None)
+        if callable(estimate):
+            value = estimate(variant)
+            return int(value) if isinstance(value, int | float) else None
+        return int(variant.params_billion * 2e9)  # 16-bit weights
 
     def download(self, variant: Variant, progress: Progress, cancel: threading.Event) -> None:
-        download = getattr(self._loading, "download", None)
-        if not callable(download):
-            raise RuntimeError(
-                "this build cannot download models (app.loading.download is missing)"
-            )
-        download(variant, progress=progress, cancel=cancel)
+        if self._loading is None:
+            raise RuntimeError("this build cannot download models (app.loading is missing)")
+        self._status.pop(variant.id, None)
+        try:
+            self._loading.ensure_snapshot(variant, progress=progress, cancel=cancel)
+        except self._loading.DownloadCancelled:
+            raise DownloadCancelled from None
+        finally:
+            self._status.pop(variant.id, None)
 
 
 def default_model_store() -> ModelStore:
     return DefaultModelStore()
-
-
-def _in_hf_cache(variant: Variant) -> bool:
-    if not variant.hf_repo:
-        return False
-    try:
-        from huggingface_hub.constants import HF_HUB_CACHE
-    except ImportError:
-        return False
-    folder = Path(HF_HUB_CACHE) / f"models--{variant.hf_repo.replace('/', '--')}" / "snapshots"
-    return folder.is_dir() and any(folder.iterdir())
 
 
 def format_bytes(size: int | None) -> str:
@@ -134,7 +121,7 @@ class _DownloadWorker(QObject):
             outcome = "cancelled"
         except Exception as exc:  # shown inline
             log.exception("download of %s failed", self._variant.id)
-            outcome = "cancelled" if self._cancel.is_set() else f"{type(exc).__name__}: {exc}"
+            outcome = "cancelled" if self._cancel.is_set() else (str(exc) or type(exc).__name__)
         self.done.emit(self._variant.id, outcome)
 
 

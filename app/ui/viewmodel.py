@@ -311,26 +311,26 @@ class RunModel(QObject):
             case RunFinished():
                 self._on_finished(event)
             case RunCancelled():
-                self.status = RunStatus.cancelled
                 self.active_pass = None
                 at = "" if event.at_step is None else f" at step {event.at_step + 1}"
                 self.phase = f"Cancelled{at}"
                 self.progress = 0.0
+                self.status = RunStatus.cancelled  # last: listeners see the final state
             case RunFailed():
-                self.status = RunStatus.failed
                 self.active_pass = None
                 self.phase = "Failed"
                 self.progress = 0.0
                 self.error = Notice(
                     NoticeKind.error, "Generation failed", event.message, event.details, key="error"
                 )
+                self.status = RunStatus.failed
 
     def _on_load(self, event: LoadProgress | ModelReady) -> None:
         if not self.status.busy:
             return
         if isinstance(event, LoadProgress):
             self.status = RunStatus.loading
-            self.phase = event.message
+            self.phase = event.message[:1].upper() + event.message[1:]
             total = event.total_bytes
             self.progress = (event.done_bytes or 0) / total if total else -1.0
         else:
@@ -385,7 +385,6 @@ class RunModel(QObject):
         self._update_progress()
 
     def _on_finished(self, event: RunFinished) -> None:
-        self.status = RunStatus.finished
         self.active_pass = None
         self.progress = 1.0
         if self.speedup is None:
@@ -394,6 +393,7 @@ class RunModel(QObject):
         skips = self.skips if self.skips is not None else 0
         total = self.gated_seconds or 0.0
         self.phase = f"Finished · {skips} of {len(self.gated_steps)} steps skipped · {total:.2f} s"
+        self.status = RunStatus.finished  # last: listeners see the final state
 
     def _update_band(self) -> None:
         request = self.request

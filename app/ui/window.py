@@ -43,6 +43,7 @@ from app.variants import get_variant
 
 log = logging.getLogger(__name__)
 RERUN_DELAY_MS = 400
+FRAME_INTERVAL_MS = 100  # plot refresh cadence during a run
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
 
@@ -84,6 +85,10 @@ class MainWindow(QMainWindow):
         self._rerun_timer.setSingleShot(True)
         self._rerun_timer.setInterval(RERUN_DELAY_MS)
         self._rerun_timer.timeout.connect(self._rerun_threshold)
+        self._pending_refreshes: set[str] = set()
+        self._frame_timer = QTimer(self)
+        self._frame_timer.setSingleShot(True)
+        self._frame_timer.timeout.connect(self._flush_refreshes)
 
         self._build()
         self._build_menus()
@@ -290,8 +295,8 @@ class MainWindow(QMainWindow):
             r.band_changed,
             r.request_changed,
         ):
-            signal.connect(self._refresh_plot)
-        f.threshold_changed.connect(self._refresh_plot)
+            signal.connect(self._schedule_plot)
+        f.threshold_changed.connect(self._schedule_plot)
         for signal in (
             r.gated_image_changed,
             r.vanilla_image_changed,
@@ -309,7 +314,7 @@ class MainWindow(QMainWindow):
             r.vanilla_cached_changed,
             r.resumed_from_changed,
         ):
-            signal.connect(self._refresh_stats)
+            signal.connect(self._schedule_stats)
         r.phase_changed.connect(self.status_label.setText)
         r.progress_changed.connect(self._show_progress)
         r.saved_entry_changed.connect(self._show_saved)
@@ -490,7 +495,29 @@ class MainWindow(QMainWindow):
         self.cancel_action.setEnabled(busy)
         self._refresh_images()
         if status in TERMINAL_STATUSES:
+            self._flush_refreshes()  # whoever waits for the end sees the final plot and numbers
             self.run_ended.emit(status)
+
+    def _schedule_plot(self, *_args: object) -> None:
+        self._schedule("plot")
+
+    def _schedule_stats(self, *_args: object) -> None:
+        self._schedule("stats")
+
+    def _schedule(self, what: str) -> None:
+        """Coalesce plot and number updates: at most one per frame interval while a run is going
+        (software-rendered plots cost milliseconds per paint), at once otherwise."""
+        self._pending_refreshes.add(what)
+        if not self._frame_timer.isActive():
+            self._frame_timer.start(FRAME_INTERVAL_MS if self.run.busy else 0)
+
+    def _flush_refreshes(self) -> None:
+        self._frame_timer.stop()
+        pending, self._pending_refreshes = self._pending_refreshes, set()
+        if "plot" in pending:
+            self._refresh_plot()
+        if "stats" in pending:
+            self._refresh_stats()
 
     def _refresh_timeline(self) -> None:
         r = self.run
@@ -650,7 +677,8 @@ class MainWindow(QMainWindow):
             if self._is_available(variant.id):
                 badges[variant.id] = "on disk"
             else:
-                badges[variant.id] = f"{format_bytes(self.model_store.download_size(variant))} ↓"
+                size = format_bytes(self.model_store.download_size(variant))
+                badges[variant.id] = f"≈{size} ↓"
         self.controls.variant_picker.rebuild(badges)
         self.controls.variant_picker.set_variant(self.form.variant_id)
 

@@ -12,6 +12,8 @@ and only then forwards ``RunFinished``, so closing the window can never lose a f
 
 from __future__ import annotations
 
+import gc
+import importlib
 import logging
 import threading
 import traceback
@@ -42,6 +44,9 @@ EngineFactory = Callable[[], EngineProtocol]
 SaveRun = Callable[[RunRecord], HistoryEntry]
 TERMINAL = (RunFinished, RunCancelled, RunFailed)
 _VANILLA_MEMO_SIZE = 8
+# Imported on the engine thread as soon as it starts (SSIM, the engine with MLX, the demo pipeline
+# with mflux), so that the first generation does not pay for them while the GUI waits on the GIL.
+WARM_IMPORTS = ("skimage.metrics", "app.engine.engine", "app.demo.pipeline")
 # Threads that did not stop within the close bound: kept referenced so Qt never destroys a running
 # QThread (which aborts the process); the launcher exits hard if any are left.
 STRAGGLERS: list[QThread] = []
@@ -66,12 +71,31 @@ class EngineWorker(QObject):
 
     relayed = Signal(object)
 
-    def __init__(self, factory: EngineFactory, save: SaveRun | None = None) -> None:
+    def __init__(
+        self,
+        factory: EngineFactory,
+        save: SaveRun | None = None,
+        warm_imports: tuple[str, ...] = (),
+    ) -> None:
         super().__init__()
         self._factory = factory
+        self._warm_imports = warm_imports
         self._save = save
         self._engine: EngineProtocol | None = None
         self._memo: OrderedDict[tuple[object, ...], PassFinished] = OrderedDict()
+
+    @Slot()
+    def warm_up(self) -> None:
+        """Import what the first run needs while the window is idle: an import holds the GIL in
+        long stretches, which would stall the GUI thread in the middle of a generation."""
+        for name in self._warm_imports:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # the run itself will report a real problem
+                log.info("warm-up import of %s failed: %s", name, exc)
+        # Everything imported so far lives as long as the app: keep it out of the cyclic
+        # collector, whose full passes over a large heap would pause the GUI thread too.
+        gc.freeze()
 
     @Slot(int, object, object)
     def run(self, run_id: int, request: GenerationRequest, cancel: threading.Event) -> None:

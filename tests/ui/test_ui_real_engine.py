@@ -1,0 +1,95 @@
+"""The window with the real engine on the embedded demo model (skipped until its weights exist).
+
+Same behaviours as the fake-engine tests, end to end through mflux on the CPU: the engine is built
+and run on the worker thread, the timeline fills in order, a threshold-only re-run reuses the
+cached vanilla pass, cancel stops within a step, and a distilled schedule skips nothing on purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pytestqt.qtbot import QtBot
+from ui_support import FakeModelStore
+
+from app.engine.events import Pass
+from app.gate import Decision
+from app.ui.viewmodel import RunStatus
+from app.ui.window import MainWindow
+from app.variants import DEMO_DIR
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (DEMO_DIR / "demo.safetensors").exists(),
+        reason="the embedded demo weights (resources/demo/demo.safetensors) are not built yet",
+    ),
+]
+REAL_TIMEOUT_MS = 300_000  # CPU MLX on a 2-core machine; the run itself takes seconds
+STEPS = 12  # short enough for CPU, long enough for the gate to engage at a loose threshold
+
+
+def _engine():  # imported lazily, on the worker thread
+    from app.engine.engine import Engine
+
+    return Engine()
+
+
+@pytest.fixture
+def window(qtbot: QtBot) -> Iterator[MainWindow]:
+    win = MainWindow(_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
+    qtbot.addWidget(win)
+    win.show()
+    win.form.select_variant("demo")
+    win.form.steps = STEPS
+    yield win
+    win.shutdown()
+
+
+def _finish(qtbot: QtBot, window: MainWindow) -> RunStatus:
+    with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
+        assert window.generate() is not None
+    return blocker.args[0]  # type: ignore[index]
+
+
+def test_real_demo_run_fills_the_timeline_and_reuses_vanilla(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    window.form.threshold = 0.3  # loose: this schedule must skip (asserted below)
+    fills: list[int] = []
+    window.run.gated_steps_changed.connect(lambda _r: fills.append(window.timeline.filled()))
+    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+    assert fills == sorted(fills) and window.timeline.filled() == STEPS
+    assert "·" not in window.timeline.pattern()
+    assert all(s is not None for s in window.run.vanilla_steps)
+    assert window.run.skips is not None and window.run.skips > 0  # engagement, next to quality
+    assert window.run.ssim is not None and window.run.ssim > 0.5
+    assert window.run.saved_entry is not None
+
+    window.form.threshold = 0.2
+    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+    assert window.run.vanilla_cached
+    assert window.run.resumed_from is not None
+
+
+def test_real_demo_cancel_within_a_step(qtbot: QtBot, window: MainWindow) -> None:
+    def cancel_on_first_step(row: object) -> None:
+        if any(s is not None for s in row):  # type: ignore[union-attr]
+            window.cancel()
+
+    window.run.vanilla_steps_changed.connect(cancel_on_first_step)
+    assert _finish(qtbot, window) is RunStatus.cancelled
+    assert sum(s is not None for s in window.run.vanilla_steps) < STEPS
+    window.run.vanilla_steps_changed.disconnect(cancel_on_first_step)
+    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+
+
+def test_real_distilled_demo_skips_nothing_and_says_why(qtbot: QtBot, window: MainWindow) -> None:
+    window.form.select_variant("demo-turbo")
+    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+    assert window.run.skips == 0  # on purpose: a 4-step distilled schedule cannot engage
+    assert all(s is not None and s.decision is not Decision.skipped for s in window.run.gated_steps)
+    banner = window.banners.banner("schedule")
+    assert banner is not None and "cannot skip" in banner.title.text()
+    assert window.timeline.cell_rect(Pass.gated, 0).width() > 0
