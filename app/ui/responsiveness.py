@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     preload_openblas()
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
+    from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
     from app.ui.launch import configure_application, default_engine_factory
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine": args.engine,
         "variant": args.variant,
         "platform": sys.platform,
-        "qt_platform": app.platformName(),
+        "qt_platform": QGuiApplication.platformName(),
         "timer_interval_ms": TICK_MS,
         "target_max_gap_ms": TARGET_MS,
         "worst_max_gap_ms": worst,
