@@ -79,23 +79,28 @@ _POOL_SIZE = 8_388_617  # prime, so tiled rows of any width never line up
 def _init_weights(module: nn.Module, seed: int, dtype: mx.Dtype, scale: float = 1.0) -> None:
     """Random weights, fast: every matrix is a tiling of one shared random pool at its own
     offset, scaled like MLX's default ``Linear`` init (uniform ±1/√fan_in). Drawing 546M numbers
-    one by one (a 1+1-block FLUX.1) takes 10–20 s on the 2-core CPU; this takes about one.
+    one by one (a 1+1-block FLUX.1) takes 10–20 s on the 2-core CPU; this takes about one, and
+    builds on the default device (a 4B-parameter model never passes through host memory).
     Vectors (biases, norm weights) keep the module's own initialisation."""
     rng = np.random.default_rng(seed)
-    pool = rng.uniform(-1.0, 1.0, _POOL_SIZE).astype(np.float32)
-    updates = []
+    pool = mx.array(rng.uniform(-1.0, 1.0, _POOL_SIZE).astype(np.float32))
     named: list[tuple[str, mx.array]] = tree_flatten(module.parameters())  # type: ignore[assignment]
     for name, value in named:
         if not mx.issubdtype(value.dtype, mx.floating):
             continue
         if value.ndim >= 2:
             offset = int(rng.integers(_POOL_SIZE))
-            flat = np.resize(np.concatenate([pool[offset:], pool[:offset]]), value.size)
+            rolled = mx.concatenate([pool[offset:], pool[:offset]])
+            repeats = -(-value.size // _POOL_SIZE)
+            flat = (mx.tile(rolled, (repeats,)) if repeats > 1 else rolled)[: value.size]
             bound = scale / float(np.sqrt(value.shape[-1]))
-            updates.append((name, mx.array(flat.reshape(value.shape) * bound).astype(dtype)))
+            weight = (flat.reshape(value.shape) * bound).astype(dtype)
         elif value.dtype != dtype:
-            updates.append((name, value.astype(dtype)))
-    module.update(tree_unflatten(updates))
+            weight = value.astype(dtype)
+        else:
+            continue
+        mx.eval(weight)  # one matrix at a time: temporaries never pile up
+        module.update(tree_unflatten([(name, weight)]))
     mx.eval(module.parameters())
 
 
@@ -142,6 +147,7 @@ def flux1_shell(
     pipeline.tokenizers = {"t5": None, "clip": None}
     pipeline.t5_text_encoder = None
     pipeline.clip_text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = Transformer(
         model_config=model_config,
         num_transformer_blocks=joint_blocks,
@@ -227,6 +233,7 @@ def flux2_shell(
     pipeline.text_encoder = None
     pipeline.small_decoder = False
     pipeline.small_text_encoder = False
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = Flux2Transformer(**dims.kwargs())
     _init_weights(transformer, seed, dtype, init_scale)
     pipeline.transformer = transformer
@@ -302,6 +309,7 @@ def z_image_shell(
     pipeline.tokenizers = {}
     pipeline.text_encoder = None
     pipeline.float32 = False
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = ZImageTransformer(**dims.kwargs())
     _init_weights(transformer, seed, dtype, init_scale)
     pipeline.transformer = transformer
@@ -352,6 +360,7 @@ def qwen_shell(
     pipeline = _base_shell(QwenImage, _model_config("qwen-image"))
     pipeline.tokenizers = {"qwen": None}
     pipeline.text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = QwenTransformer(**dims.kwargs())
     _init_weights(transformer, seed, dtype)
     pipeline.transformer = transformer
