@@ -242,6 +242,15 @@ class HistoryStore:
         return HistoryEntry(folder.name, folder, meta)
 
 
+def friendly_time(created: str) -> str:
+    """``2026-11-30T01:23:54+00:00`` → ``30 Nov 2026, 01:23``."""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return created
+    return f"{when.day} {when:%b %Y, %H:%M}"
+
+
 def export_side_by_side(
     path: Path,
     gated: np.ndarray,

@@ -154,6 +154,22 @@ class VariantPicker(QComboBox):
             self.variant_selected.emit(vid)
 
 
+def calibration_text(variant: Variant) -> str:
+    """Where the gate's polynomial for this variant comes from, in a few short lines."""
+    p = variant.provenance
+    lines = [p.source[:1].upper() + p.source[1:] + "."]
+    if p.fit_metric and p.fit_value is not None:
+        lines.append(f"Fit quality: {p.fit_metric} {p.fit_value:g}.")
+    if p.data_size:
+        lines.append(f"Data: {p.data_size}.")
+    if p.notes:
+        lines.append(p.notes[:1].upper() + p.notes[1:] + ".")
+    if variant.calibrated_range is not None:
+        lo, hi = variant.calibrated_range
+        lines.append(f"Signal changes outside {lo:.3f}–{hi:.3f} always compute.")
+    return " ".join(lines)
+
+
 def variant_tooltip(variant: Variant) -> str:
     lines = [f"<b>{variant.display_name}</b> ({variant.id})"]
     lines.append(f"{variant.default_steps} steps by default")
@@ -313,6 +329,13 @@ class ControlsView(QFrame):
         layout.addLayout(threshold_row)
         layout.addWidget(self.threshold_hint)
         layout.addWidget(self.rerun)
+        layout.addSpacing(10)
+        layout.addWidget(section("Gate calibration"))
+        self.calibration = QLabel()
+        self.calibration.setWordWrap(True)
+        self.calibration.setFont(small_font(self.calibration.font()))
+        self.calibration.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.calibration)
         layout.addStretch(1)
 
         buttons = QHBoxLayout()

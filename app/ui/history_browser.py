@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.storage.history import HistoryEntry, HistoryStore, export_entry
+from app.storage.history import HistoryEntry, HistoryStore, export_entry, friendly_time
 from app.ui.theme import muted, small_font
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,9 @@ class HistoryDialog(QDialog):
         self.entries = self.store.entries()
         self.list.clear()
         for entry in self.entries:
-            item = QListWidgetItem(f"{entry.prompt}\n{entry_summary(entry)} · {entry.created}")
+            item = QListWidgetItem(
+                f"{entry.prompt}\n{entry_summary(entry)} · {friendly_time(entry.created)}"
+            )
             item.setData(Qt.ItemDataRole.UserRole, entry.id)
             item.setToolTip(str(entry.folder))
             try:

@@ -26,7 +26,7 @@ from app.engine.events import (
 )
 from app.engine.request import GenerationRequest, make_request
 from app.gate import StepEvent
-from app.storage.history import HistoryEntry
+from app.storage.history import HistoryEntry, friendly_time
 from app.storage.settings import Settings
 from app.ui.analysis import (
     EngagementBand,
@@ -443,7 +443,7 @@ class RunModel(QObject):
         )
         self.status = RunStatus.finished
         self.progress = 1.0
-        self.phase = f"Opened from history · {entry.created}"
+        self.phase = f"Opened from history · {friendly_time(entry.created)}"
 
 
 def _resize(row: Sequence[StepEvent | None], n: int, *, keep: bool) -> StepRow:

@@ -28,7 +28,7 @@ from app.storage.history import export_side_by_side as export_images
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice
 from app.ui.banner import BannerStack
-from app.ui.controls import MAX_SEED, ControlsView
+from app.ui.controls import MAX_SEED, ControlsView, calibration_text
 from app.ui.defaults import size_presets
 from app.ui.gate_plot import GatePlot
 from app.ui.history_browser import HistoryDialog
@@ -296,7 +296,8 @@ class MainWindow(QMainWindow):
             r.request_changed,
         ):
             signal.connect(self._schedule_plot)
-        f.threshold_changed.connect(self._schedule_plot)
+        for signal in (f.threshold_changed, f.variant_id_changed, f.steps_changed):
+            signal.connect(self._schedule_plot)
         for signal in (
             r.gated_image_changed,
             r.vanilla_image_changed,
@@ -531,10 +532,14 @@ class MainWindow(QMainWindow):
 
     def _refresh_plot(self) -> None:
         r = self.run
-        threshold = r.request.threshold if r.request is not None else self.form.threshold
-        self.gate_plot.set_data(
-            r.gated_steps, r.vanilla_steps, threshold, r.band, preview=self.form.threshold
+        request = r.request
+        threshold = request.threshold if request is not None else self.form.threshold
+        same_schedule = request is not None and (request.variant_id, request.steps) == (
+            self.form.variant_id,
+            self.form.steps,
         )
+        preview = self.form.threshold if same_schedule else None  # what-if on this very trace
+        self.gate_plot.set_data(r.gated_steps, r.vanilla_steps, threshold, r.band, preview=preview)
 
     def _refresh_images(self) -> None:
         r = self.run
@@ -696,6 +701,8 @@ class MainWindow(QMainWindow):
             parts.append("distilled")
         parts.append(f"{variant.default_steps} steps by default")
         self.controls.variant_info.setText(" · ".join(parts))
+        self.controls.calibration.setText(calibration_text(variant))
+        self.controls.calibration.setStyleSheet(f"color: {muted(self).name()};")
         self.controls.variant_info.setStyleSheet(f"color: {muted(self).name()};")
         self._refresh_download_row()
 
