@@ -88,6 +88,12 @@ class StepGate:
             self._open = True
             self._cond.notify_all()
 
+    def hold(self) -> None:
+        """Back to holding before every step (after ``open``)."""
+        with self._cond:
+            self._open = False
+            self._allowance = 0
+
     def wait(self, which: Pass, index: int, cancel: threading.Event) -> bool:
         """Returns False if cancel was set while waiting."""
         with self._cond:

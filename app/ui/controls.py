@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QLabeledDoubleSlider
 
-from app.ui.theme import caption_font, muted, small_font
+from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import VARIANTS, Family, Variant
 
 VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -37,7 +37,7 @@ MAX_SEED = 2**31 - 1  # QSpinBox is 32-bit signed
 def section(text: str) -> QLabel:
     label = QLabel(text)
     label.setFont(caption_font(label.font()))
-    label.setStyleSheet(f"color: {muted(label).name()};")
+    mute(label)
     return label
 
 
@@ -208,6 +208,7 @@ class ControlsView(QFrame):
         self.variant_info = QLabel()
         self.variant_info.setWordWrap(True)
         self.variant_info.setFont(small_font(self.variant_info.font()))
+        mute(self.variant_info)
         self.download_button = QPushButton("Download")
         self.download_progress = QProgressBar()
         self.download_progress.setTextVisible(False)
@@ -216,6 +217,7 @@ class ControlsView(QFrame):
         self.download_cancel.setText("Cancel")
         self.download_status = QLabel()
         self.download_status.setFont(small_font(self.download_status.font()))
+        mute(self.download_status)
 
         self.prompt = PromptEdit()
         self.recent_button = QToolButton()
@@ -257,6 +259,7 @@ class ControlsView(QFrame):
         self.threshold_hint = QLabel()
         self.threshold_hint.setWordWrap(True)
         self.threshold_hint.setFont(small_font(self.threshold_hint.font()))
+        mute(self.threshold_hint)
         self.rerun = QCheckBox("Re-run when the threshold changes")
         self.rerun.setFont(small_font(self.rerun.font()))
         self.rerun.setToolTip(
@@ -334,6 +337,7 @@ class ControlsView(QFrame):
         self.calibration = QLabel()
         self.calibration.setWordWrap(True)
         self.calibration.setFont(small_font(self.calibration.font()))
+        mute(self.calibration)
         self.calibration.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.calibration)
         layout.addStretch(1)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.storage.history import HistoryEntry, HistoryStore, export_entry, friendly_time
-from app.ui.theme import muted, small_font
+from app.ui.theme import mute, small_font
 
 log = logging.getLogger(__name__)
 THUMB = 72
@@ -67,10 +67,10 @@ class HistoryDialog(QDialog):
         self.warning = QLabel()
         self.warning.setWordWrap(True)
         self.warning.setFont(small_font(self.warning.font()))
-        self.warning.setStyleSheet(f"color: {muted(self.warning).name()};")
+        mute(self.warning)
         self.location = QLabel(f"Saved in {store.root}")
         self.location.setFont(small_font(self.location.font()))
-        self.location.setStyleSheet(f"color: {muted(self.location).name()};")
+        mute(self.location)
         self.location.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self.open_button = QPushButton("Open in Window")

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.theme import caption_font, monospace_digits, muted, small_font, value_font
+from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
@@ -54,9 +54,8 @@ class StatCard(QFrame):
         super().changeEvent(event)
 
     def _apply_palette(self) -> None:
-        secondary = muted(self).name()
-        self.caption.setStyleSheet(f"color: {secondary}; background: transparent;")
-        self.note.setStyleSheet(f"color: {secondary}; background: transparent;")
+        mute(self.caption)
+        mute(self.note)
 
 
 class ComparePanel(QWidget):
@@ -255,7 +254,7 @@ class ComparePanel(QWidget):
         for view in self.views:
             view.setBackground(palette.color(QPalette.ColorRole.Base))
         secondary = muted(self)
-        self.hint.setStyleSheet(f"color: {secondary.name()};")
+        mute(self.hint)
         for placeholder in self.placeholders:
             placeholder.setColor(secondary)
 

@@ -51,13 +51,16 @@ class DefaultModelStore:
             return True
         if self._loading is None:
             return False
-        if variant.id not in self._status:  # reads safetensors headers: do it once per variant
-            try:
-                self._status[variant.id] = bool(self._loading.snapshot_status(variant).on_disk)
-            except Exception:  # a broken check must not break the picker
-                log.exception("snapshot_status(%s) failed", variant.id)
-                self._status[variant.id] = False
-        return self._status[variant.id]
+        if self._status.get(variant.id):
+            return True  # a complete snapshot was checked (safetensors headers read) already
+        try:
+            on_disk = bool(self._loading.snapshot_status(variant).on_disk)
+        except Exception:  # a broken check must not break the picker
+            log.exception("snapshot_status(%s) failed", variant.id)
+            return False
+        if on_disk:
+            self._status[variant.id] = True  # "missing" is cheap to re-check: never cached
+        return on_disk
 
     def download_size(self, variant: Variant) -> int | None:
         if variant.embedded:

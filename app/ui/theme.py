@@ -49,6 +49,12 @@ def muted(widget: QWidget | None = None) -> QColor:
     return blend(text, window, 0.45)
 
 
+def mute(widget: QWidget) -> QWidget:
+    """Secondary text that follows the theme live (light/dark switches need no restyling)."""
+    widget.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+    return widget
+
+
 def blend(a: QColor, b: QColor, t: float) -> QColor:
     return QColor(
         round(a.red() + (b.red() - a.red()) * t),

@@ -11,7 +11,6 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -35,7 +34,7 @@ from app.ui.history_browser import HistoryDialog
 from app.ui.images import ComparePanel
 from app.ui.models import DownloadController, ModelStore, default_model_store, format_bytes
 from app.ui.observable import Binding, bind
-from app.ui.theme import muted, small_font
+from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
 from app.ui.viewmodel import FormModel, RunModel, RunStatus
 from app.ui.worker import EngineFactory, EngineHost
@@ -139,10 +138,6 @@ class MainWindow(QMainWindow):
         results_layout.addWidget(self.banners)
         results_layout.addWidget(self.results_splitter, 1)
 
-        divider = QFrame()
-        divider.setFrameShape(QFrame.Shape.VLine)
-        divider.setFrameShadow(QFrame.Shadow.Plain)
-        divider.setStyleSheet(f"color: {muted(self).name()};")
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
         splitter.addWidget(self.controls)
@@ -158,7 +153,7 @@ class MainWindow(QMainWindow):
         self.status_label.setContentsMargins(10, 0, 0, 0)
         self.saved_label = QLabel()
         self.saved_label.setFont(small_font(self.saved_label.font()))
-        self.saved_label.setStyleSheet(f"color: {muted(self).name()};")
+        mute(self.saved_label)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.setMaximumHeight(10)
@@ -643,7 +638,6 @@ class MainWindow(QMainWindow):
             else:
                 text += " On the last vanilla run, no threshold skips a step."
         self.controls.threshold_hint.setText(text)
-        self.controls.threshold_hint.setStyleSheet(f"color: {muted(self).name()};")
 
     def _fill_recent_menu(self) -> None:
         menu = self.controls.recent_menu
@@ -702,8 +696,6 @@ class MainWindow(QMainWindow):
         parts.append(f"{variant.default_steps} steps by default")
         self.controls.variant_info.setText(" · ".join(parts))
         self.controls.calibration.setText(calibration_text(variant))
-        self.controls.calibration.setStyleSheet(f"color: {muted(self).name()};")
-        self.controls.variant_info.setStyleSheet(f"color: {muted(self).name()};")
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

@@ -239,7 +239,7 @@ def test_closing_mid_run_stops_cleanly_and_keeps_what_was_saved(
     gate.open()
     window = make_window(engine)
     assert run_to_end(qtbot, window) is RunStatus.finished
-    gate._open = False  # hold the next run
+    gate.hold()  # hold the next run
     window.form.threshold = 0.042
     window.form.prompt = "three green squares on a white background"
     window.generate()
