@@ -255,7 +255,8 @@ def load_recorded_analysis(workpath: Path) -> AnalysisResult:
     """
     from PyInstaller.building.build_main import Analysis
 
-    fields = [name for name, _check in Analysis._GUTS]
+    guts = Analysis._GUTS  # pyright: ignore[reportAttributeAccessIssue]  (private: the .toc fields)
+    fields = [name for name, _check in guts]
     for toc in sorted(workpath.rglob("Analysis-*.toc")):
         values = dict(zip(fields, ast.literal_eval(toc.read_text(encoding="utf-8")), strict=False))
         if not any(Path(script).name == "launcher.py" for script in values.get("inputs", [])):

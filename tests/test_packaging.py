@@ -196,6 +196,8 @@ def _run_spec(
     ):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(sys, "platform", platform)
+    # The spec registers the bundle_config it loads; put the original back afterwards.
+    monkeypatch.delitem(sys.modules, "teacache_bundle_config", raising=False)
     recorder = _Recorder(metallib)
     code = compile(spec_path.read_text(encoding="utf-8"), str(spec_path), "exec")
     exec(code, recorder.namespace(spec_path))
