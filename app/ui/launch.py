@@ -7,11 +7,12 @@ history or settings and always start from first-run defaults.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from app.blas import preload_openblas
@@ -54,7 +55,7 @@ def launch(
         os.environ["TEACACHE_STUDIO_HOME"] = tempfile.mkdtemp(prefix="teacache-studio-")
     os.environ.setdefault("QT_API", "pyside6")
     preload_openblas()  # before anything imports MLX
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
 
     from PySide6.QtWidgets import QApplication
 
@@ -66,12 +67,69 @@ def launch(
     from app.ui.window import MainWindow
 
     window = MainWindow(engine_factory or default_engine_factory())
-    if not headless:
-        window.show()
-        code = app.exec()
-        window.shutdown()
-        return _exit_code(code)
-    return _run_headless(app, window, screenshot)
+    restore_hooks = install_excepthooks(window)
+    try:
+        if not headless:
+            window.show()
+            code = app.exec()
+            window.shutdown()
+            return _exit_code(code)
+        return _run_headless(app, window, screenshot)
+    finally:
+        restore_hooks()
+
+
+def configure_logging() -> None:
+    """Console at INFO, and a rotating file in the user log folder with every traceback."""
+    from logging.handlers import RotatingFileHandler
+
+    from app import paths
+
+    root = logging.getLogger()
+    if any(isinstance(h, RotatingFileHandler) for h in root.handlers):
+        return
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        folder = paths.log_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        handler = RotatingFileHandler(
+            folder / "teacache-studio.log", maxBytes=2_000_000, backupCount=3, encoding="utf-8"
+        )
+    except OSError as exc:
+        log.warning("no log file: %s", exc)
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+
+
+def install_excepthooks(window) -> Callable[[], None]:  # MainWindow, imported lazily
+    """An exception escaping a Qt slot (GUI thread) or a thread is logged and shown inline as a
+    copyable error banner instead of vanishing into the console."""
+    import threading
+    import traceback
+
+    def show(exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
+        details = "".join(traceback.format_exception(exc_type, exc, tb))
+        log.error("unhandled exception\n%s", details)
+        with contextlib.suppress(RuntimeError):  # the window may be gone already
+            window.run.fail_locally(f"{exc_type.__name__}: {exc}", details)
+
+    def on_thread(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit:
+            return
+        trace = "".join(
+            traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback)
+        )
+        log.error("unhandled exception in thread %s\n%s", getattr(args.thread, "name", "?"), trace)
+
+    previous = (sys.excepthook, threading.excepthook)
+    sys.excepthook = show
+    threading.excepthook = on_thread
+
+    def restore() -> None:
+        sys.excepthook, threading.excepthook = previous
+
+    return restore
 
 
 def configure_application(app) -> None:
