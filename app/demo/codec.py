@@ -1,0 +1,124 @@
+"""The demo's latent codec: a linear PCA autoencoder on 16×16×3 pixel patches.
+
+Why this and not a trained VAE: FLUX.2 packs its latents as (1, H·W/256, 128) — one 128-channel
+token per 16×16 pixel patch (VAE factor 8, then 2×2 patchify). A PCA of 16×16×3 = 768-dimensional
+patches down to 128 components produces *exactly* that layout, in closed form (one eigen-
+decomposition, no training, no randomness), with an orthonormal basis: the encoder and decoder
+are two matrix products and latent-space squared error equals pixel-space squared error. The
+procedural scenes are smooth within a patch, so 128 of 768 components keep nearly all of the
+variance (measured at fit time; recorded in the codec file's metadata).
+
+Latents are (patch − mean) · basis / scale, with one global ``scale`` that gives the latents unit
+root-mean-square, so the diffusion noise (unit normal) has the right size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.demo.scenes import SIZE
+
+PATCH = 16
+CHANNELS = 128
+GRID = SIZE // PATCH  # 8 tokens per side at 128×128
+
+
+def patchify(images: Any, xp: Any = np) -> Any:
+    """(B, H, W, 3) → (B, H/16 · W/16, 768), tokens row-major (FLUX.2's packed order)."""
+    b, h, w, c = images.shape
+    x = images.reshape(b, h // PATCH, PATCH, w // PATCH, PATCH, c)
+    x = xp.transpose(x, (0, 1, 3, 2, 4, 5))
+    return x.reshape(b, (h // PATCH) * (w // PATCH), PATCH * PATCH * c)
+
+
+def unpatchify(tokens: Any, height: int, width: int, xp: Any = np) -> Any:
+    """(B, H/16 · W/16, 768) → (B, H, W, 3)."""
+    b = tokens.shape[0]
+    x = tokens.reshape(b, height // PATCH, width // PATCH, PATCH, PATCH, 3)
+    x = xp.transpose(x, (0, 1, 3, 2, 4, 5))
+    return x.reshape(b, height, width, 3)
+
+
+@dataclass(frozen=True)
+class PCACodec:
+    mean: np.ndarray  # (768,) in [-1, 1] pixel units
+    basis: np.ndarray  # (768, 128), orthonormal columns
+    scale: float
+    explained_variance: float
+
+    def encode(self, images: Any, xp: Any = np) -> Any:
+        """(B, H, W, 3) images in [0, 1] → latents (B, tokens, 128)."""
+        mean, basis = self._arrays(xp)
+        patches = patchify(images * 2.0 - 1.0, xp)
+        return ((patches - mean) @ basis) / self.scale
+
+    def decode(self, latents: Any, height: int = SIZE, width: int = SIZE, xp: Any = np) -> Any:
+        """latents (B, tokens, 128) → images (B, H, W, 3) in [-1, 1] (unclipped)."""
+        mean, basis = self._arrays(xp)
+        patches = (latents * self.scale) @ basis.T + mean
+        return unpatchify(patches, height, width, xp)
+
+    def _arrays(self, xp: Any) -> tuple[Any, Any]:
+        if xp is np:
+            return self.mean, self.basis
+        cache = self.__dict__.setdefault("_xp_cache", {})
+        if id(xp) not in cache:
+            cache[id(xp)] = (xp.array(self.mean), xp.array(self.basis))
+        return cache[id(xp)]
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        return {
+            "mean": self.mean.astype(np.float32),
+            "basis": self.basis.astype(np.float32),
+            "scale": np.array([self.scale], dtype=np.float32),
+            "explained_variance": np.array([self.explained_variance], dtype=np.float32),
+        }
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, Any]) -> PCACodec:
+        return cls(
+            mean=np.asarray(tensors["mean"], dtype=np.float32),
+            basis=np.asarray(tensors["basis"], dtype=np.float32),
+            scale=float(np.asarray(tensors["scale"])[0]),
+            explained_variance=float(np.asarray(tensors["explained_variance"])[0]),
+        )
+
+
+def fit_pca(images: np.ndarray, channels: int = CHANNELS) -> PCACodec:
+    """Closed-form fit on (N, H, W, 3) images in [0, 1]."""
+    patches = patchify(images.astype(np.float64) * 2.0 - 1.0).reshape(-1, PATCH * PATCH * 3)
+    mean = patches.mean(0)
+    centred = patches - mean
+    cov = centred.T @ centred / len(centred)
+    eigvals, eigvecs = np.linalg.eigh(cov)
+    order = np.argsort(eigvals)[::-1]
+    eigvals, eigvecs = eigvals[order], eigvecs[:, order]
+    # Deterministic sign: largest-magnitude entry of each component positive.
+    signs = np.sign(eigvecs[np.abs(eigvecs).argmax(0), np.arange(eigvecs.shape[1])])
+    eigvecs = eigvecs * signs
+    basis = eigvecs[:, :channels]
+    kept = float(eigvals[:channels].sum() / eigvals.sum())
+    scale = float(np.sqrt(eigvals[:channels].mean()))
+    return PCACodec(mean.astype(np.float32), basis.astype(np.float32), scale, kept)
+
+
+def load_codec(path: Path) -> PCACodec:
+    import mlx.core as mx
+
+    tensors = mx.load(str(path))
+    assert isinstance(tensors, dict)
+    return PCACodec.from_tensors({k: np.array(v) for k, v in tensors.items()})
+
+
+def save_codec(codec: PCACodec, path: Path) -> None:
+    import mlx.core as mx
+
+    mx.save_safetensors(
+        str(path),
+        {k: mx.array(v) for k, v in codec.tensors().items()},
+        metadata={"format": "teacache-studio demo PCA codec"},
+    )

@@ -1,0 +1,207 @@
+"""Quality of the demo models on random in-vocabulary prompts, scored by the checker.
+
+Two samplers give the same pictures up to float rounding:
+- :func:`sample_batch` — mflux's FLUX.2 arithmetic (its noise, its sigmas, Euler steps
+  ``x + (σ_next − σ)·v``) batched over prompts, for the GPU right after training;
+- the real pipeline (:func:`evaluate_pipeline`), one ``generate_image`` per prompt — the figure the
+  README reports, runnable on the 2-core CPU in a few minutes.
+
+Run: ``python -m app.demo.evaluate --variant demo --prompts 100 --out eval-demo.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from app.demo import checker
+from app.demo.scenes import PromptSpec, caption, parse_prompt, scene_from_seed, tokenize
+
+EVAL_SEED_BASE = 900_000  # scene seeds for evaluation prompts; training uses other streams
+
+
+def eval_prompts(n: int = 100) -> list[str]:
+    return [caption(scene_from_seed(EVAL_SEED_BASE + i)) for i in range(n)]
+
+
+def schedule(steps: int, height: int = 128, width: int = 128) -> mx.array:
+    """The sigmas mflux's flow_match_euler_discrete scheduler uses for the demo (steps + 1)."""
+    from mflux.models.common.config.config import Config
+
+    from app.demo.pipeline import demo_model_config
+
+    config = Config(
+        model_config=demo_model_config("demo"),
+        num_inference_steps=steps,
+        height=height,
+        width=width,
+        scheduler="flow_match_euler_discrete",
+    )
+    return config.scheduler.sigmas
+
+
+def initial_noise(seeds: list[int], height: int = 128, width: int = 128) -> mx.array:
+    from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCreator
+
+    from app.demo.pipeline import float32_precision
+
+    with float32_precision():
+        noises = [
+            Flux2LatentCreator.prepare_packed_latents(
+                seed=s, height=height, width=width, batch_size=1
+            )[0]
+            for s in seeds
+        ]
+    return mx.concatenate(noises, axis=0)
+
+
+def sample_batch(
+    model: Any,
+    prompts: list[str],
+    seeds: list[int],
+    steps: int,
+    guidance: float = 1.0,
+    chunk: int = 256,
+) -> mx.array:
+    """Final latents (B, 64, 128) for each (prompt, seed), mflux's arithmetic batched."""
+    from app.demo.model import image_ids, text_ids
+    from app.demo.pipeline import float32_precision
+
+    with float32_precision():
+        return _sample_batch(model, prompts, seeds, steps, guidance, chunk, image_ids, text_ids)
+
+
+def _sample_batch(
+    model: Any,
+    prompts: list[str],
+    seeds: list[int],
+    steps: int,
+    guidance: float,
+    chunk: int,
+    image_ids: Any,
+    text_ids: Any,
+) -> mx.array:
+    sigmas = schedule(steps)
+    out = []
+    for start in range(0, len(prompts), chunk):
+        tokens = mx.array([tokenize(p) for p in prompts[start : start + chunk]], dtype=mx.int32)
+        latents = initial_noise(seeds[start : start + chunk])
+        context = model.text_encoder(tokens)
+        uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
+        img, txt = image_ids(latents.shape[1]), text_ids(context)
+        for i in range(steps):
+            timestep = mx.full((latents.shape[0],), sigmas[i] * 1000.0)
+            v = model.transformer(
+                hidden_states=latents,
+                encoder_hidden_states=context,
+                timestep=timestep,
+                img_ids=img,
+                txt_ids=txt,
+                guidance=None,
+            )
+            if uncond is not None:
+                vu = model.transformer(
+                    hidden_states=latents,
+                    encoder_hidden_states=uncond,
+                    timestep=timestep,
+                    img_ids=img,
+                    txt_ids=txt,
+                    guidance=None,
+                )
+                v = vu + guidance * (v - vu)
+            latents = latents + (sigmas[i + 1] - sigmas[i]) * v
+            mx.eval(latents)
+        out.append(latents)
+    return mx.concatenate(out, axis=0)
+
+
+def to_uint8(images01: mx.array | np.ndarray) -> np.ndarray:
+    return np.round(np.asarray(images01, dtype=np.float32) * 255.0).astype(np.uint8)
+
+
+def score_images(images: np.ndarray, prompts: list[str]) -> dict[str, Any]:
+    specs: list[PromptSpec] = [parse_prompt(p) for p in prompts]
+    verdicts = [checker.check(img, spec) for img, spec in zip(images, specs, strict=True)]
+    return {
+        "scores": checker.score(verdicts),
+        "per_prompt": [
+            {"prompt": p, **v.summary()} for p, v in zip(prompts, verdicts, strict=True)
+        ],
+    }
+
+
+def evaluate_pipeline(
+    variant: str,
+    n: int,
+    steps: int | None = None,
+    guidance: float = 1.0,
+    resources: Path | None = None,
+) -> dict[str, Any]:
+    """Score ``n`` eval prompts through ``load_demo_pipeline(variant).generate_image``."""
+    from app.demo.pipeline import load_demo_pipeline
+
+    pipe = load_demo_pipeline(variant, resources)
+    steps = steps or (4 if variant == "demo-turbo" else 28)
+    prompts = eval_prompts(n)
+    images, seconds = [], []
+    for seed, prompt in enumerate(prompts):
+        t0 = time.perf_counter()
+        result = pipe.generate_image(
+            seed=seed,
+            prompt=prompt,
+            num_inference_steps=steps,
+            height=128,
+            width=128,
+            guidance=guidance,
+        )
+        seconds.append(time.perf_counter() - t0)
+        images.append(np.asarray(result.image.convert("RGB")))
+    report = score_images(np.stack(images), prompts)
+    report.update(
+        variant=variant,
+        steps=steps,
+        guidance=guidance,
+        prompts=n,
+        sampler="mflux Flux2Klein.generate_image",
+        median_seconds=float(np.median(seconds)),
+    )
+    return report
+
+
+def contact_sheet(images: np.ndarray, columns: int = 8) -> np.ndarray:
+    """Images in a grid, the last row padded with black."""
+    images = np.asarray(images)
+    missing = -len(images) % columns
+    if missing:
+        images = np.concatenate([images, np.zeros((missing, *images.shape[1:]), images.dtype)])
+    rows = [
+        np.concatenate(list(images[i : i + columns]), axis=1)
+        for i in range(0, len(images), columns)
+    ]
+    return np.concatenate(rows, axis=0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from app.blas import preload_openblas
+
+    preload_openblas()
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variant", default="demo", choices=["demo", "demo-turbo"])
+    parser.add_argument("--prompts", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--guidance", type=float, default=1.0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    report = evaluate_pipeline(args.variant, args.prompts, args.steps, args.guidance)
+    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({k: report[k] for k in ("variant", "steps", "scores", "median_seconds")}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The demo model: mflux's own ``Flux2Transformer`` at small dimensions plus our text encoder.
+
+The latent codec (``app.demo.codec``) is closed-form and lives in its own file. Weights ship in
+``resources/demo`` as float16 safetensors (halves the size; loaded back as float32, and every
+quality figure was measured on the float16-rounded weights).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+from app.demo.scenes import MAX_TOKENS, VOCAB_SIZE
+
+RESOURCES = Path(__file__).resolve().parents[2] / "resources" / "demo"
+CONFIG_FILE = "demo.json"
+CODEC_FILE = "codec.safetensors"
+VARIANT_FILES = {"demo": "demo.safetensors", "demo-turbo": "demo-turbo.safetensors"}
+
+TRANSFORMER_CONFIG: dict[str, Any] = {
+    "num_layers": 2,
+    "num_single_layers": 4,
+    "attention_head_dim": 32,
+    "num_attention_heads": 8,
+    "joint_attention_dim": 128,
+    "axes_dims_rope": (8, 8, 8, 8),  # sums to attention_head_dim, as FLUX.2's rope requires
+}
+TEXT_CONFIG: dict[str, Any] = {
+    "vocab_size": VOCAB_SIZE,
+    "max_tokens": MAX_TOKENS,
+    "dims": 128,  # = joint_attention_dim
+    "num_layers": 2,
+    "num_heads": 4,
+    "mlp_dims": 256,
+}
+
+
+class TextEncoder(nn.Module):
+    """Word tokens → (B, MAX_TOKENS, 128) context for the transformer: learned token and position
+    embeddings, then a small pre-norm transformer encoder (words see each other, so "red" can
+    bind to the shape it describes before the image attends to it)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_tokens: int,
+        dims: int,
+        num_layers: int,
+        num_heads: int,
+        mlp_dims: int,
+    ) -> None:
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, dims)
+        self.position_embedding = mx.random.normal((max_tokens, dims)) * 0.02
+        self.encoder = nn.TransformerEncoder(
+            num_layers, dims, num_heads, mlp_dims=mlp_dims, norm_first=True
+        )
+
+    def __call__(self, tokens: mx.array) -> mx.array:
+        x = self.token_embedding(tokens) + self.position_embedding[: tokens.shape[1]]
+        return self.encoder(x, None)
+
+
+class DemoModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
+
+        self.transformer = Flux2Transformer(**TRANSFORMER_CONFIG)
+        self.text_encoder = TextEncoder(**TEXT_CONFIG)
+
+
+def image_ids(tokens: int = 64) -> mx.array:
+    """FLUX.2's image position ids for a square latent grid, (1, tokens, 4)."""
+    from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCreator
+
+    side = round(tokens**0.5)
+    return Flux2LatentCreator.prepare_grid_ids(mx.zeros((1, 1, side, side)), t_coord=0)
+
+
+def text_ids(context: mx.array) -> mx.array:
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+
+    return Flux2PromptEncoder.prepare_text_ids(context[:1])
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(v.size for _, v in tree_flatten(model.parameters()))
+
+
+def save_weights(
+    model: DemoModel,
+    path: Path,
+    metadata: dict[str, str] | None = None,
+    dtype: mx.Dtype = mx.float16,
+) -> None:
+    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters())}
+    mx.save_safetensors(str(path), weights, metadata=metadata or {})
+
+
+def load_weights(model: DemoModel, paths: list[Path] | Path) -> DemoModel:
+    """Load (float16 or float32) safetensors into ``model`` as float32; several files merge."""
+    weights: dict[str, mx.array] = {}
+    for path in [paths] if isinstance(paths, Path) else paths:
+        loaded = mx.load(str(path))
+        assert isinstance(loaded, dict)
+        weights.update(loaded)
+    model.load_weights([(k, v.astype(mx.float32)) for k, v in weights.items()], strict=True)
+    mx.eval(model.parameters())
+    return model
+
+
+def round_to_float16(model: nn.Module) -> None:
+    """Make the in-memory weights exactly what the float16 file will hold."""
+    model.update(_tree_map(lambda v: v.astype(mx.float16).astype(mx.float32), model.parameters()))
+    mx.eval(model.parameters())
+
+
+def _tree_map(fn: Any, tree: Any) -> Any:
+    from mlx.utils import tree_map
+
+    return tree_map(fn, tree)
+
+
+def read_config(resources: Path = RESOURCES) -> dict[str, Any]:
+    return json.loads((resources / CONFIG_FILE).read_text(encoding="utf-8"))

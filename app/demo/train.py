@@ -1,0 +1,700 @@
+"""Train the embedded demo model and its 4-step twin. One command, fixed seed, resumable.
+
+    python -m app.demo.train all --work /opt/tt --out OUT --demo-seconds 430
+
+Phases (``all`` runs them in order, each can run alone):
+
+``fit-codec``  closed-form PCA codec → resources/demo/codec.safetensors (CPU, ~1 min).
+``demo``       rectified flow: x_t = (1 − t)·x0 + t·ε, the transformer predicts ε − x0. That is the
+               velocity mflux's FLUX.2 Euler step expects: ``latents + (σ_next − σ)·v`` with σ
+               falling from 1 to 0 moves x_t towards x0. The transformer gets ``t·1000`` as its
+               timestep, as mflux passes ``sigmas·1000``. t is drawn half from sigmoid(normal) and
+               half from the shifted schedule mflux uses at 128×128 (where sampling spends its
+               steps). 10% caption dropout (all-padding tokens, mflux's " " negative prompt) for
+               CFG. AdamW, cosine learning rate over the time budget, EMA weights, ``mx.compile``d
+               step, batch 256. Scenes are drawn from a seeded pool and rasterised on the device.
+``turbo``      trajectory distillation: the demo's EMA weights (float16-rounded, as shipped) run
+               mflux's 28-step Euler schedule merged with the 4 sigmas mflux uses for 4 steps at
+               128×128; the student (initialised from the teacher) learns to land on the teacher's
+               state at the next 4-step sigma in one Euler step.
+``evaluate``   100 random eval prompts: demo at 28 steps, demo at 4 plain steps, turbo at 4
+               steps, scored by the checker; a contact sheet.
+``latency``    the real pipeline (mflux's loop), 28 steps at 128×128, median of 5 after warm-up.
+
+Checkpoints (model, EMA, optimizer, RNG states, step) go to ``--work`` every
+``--checkpoint-every`` steps; ``--resume`` continues from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_SEED = 20261130
+EMA_DECAY = 0.999
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Codec
+
+
+def fit_codec_command(args: argparse.Namespace) -> None:
+    from app.demo.codec import fit_pca, save_codec
+    from app.demo.model import CODEC_FILE, RESOURCES
+    from app.demo.scenes import render_batch, scene_from_seed
+
+    t0 = time.perf_counter()
+    scenes = [scene_from_seed(1_000_000 + i) for i in range(args.codec_scenes)]
+    images = np.concatenate([render_batch(scenes[i : i + 256]) for i in range(0, len(scenes), 256)])
+    codec = fit_pca(images)
+    out = args.resources or RESOURCES
+    save_codec(codec, out / CODEC_FILE)
+    log(
+        f"codec: {args.codec_scenes} scenes, kept variance {codec.explained_variance:.5f}, "
+        f"scale {codec.scale:.4f}, {time.perf_counter() - t0:.1f} s → {out / CODEC_FILE}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Training machinery (MLX imported lazily: the scene pool is built in spawned workers first)
+
+
+class Trainer:
+    """Model, EMA copy, optimizer and the compiled step shared by both phases (same shapes, so
+    the distillation phase reuses the compiled graph and its kernels)."""
+
+    def __init__(self, codec: Any, batch: int, seed: int) -> None:
+        import mlx.core as mx
+        import mlx.nn as nn
+        import mlx.optimizers as optim
+        from mflux.models.common.config.model_config import ModelConfig
+        from mlx.utils import tree_map
+
+        from app.demo.model import DemoModel, image_ids
+        from app.demo.scenes import MAX_TOKENS
+
+        ModelConfig.precision = mx.float32  # the transformer casts its timestep embedding to it
+        mx.random.seed(seed)
+        self.mx = mx
+        self.codec = codec
+        self.batch = batch
+        self.model = DemoModel()
+        self.ema = DemoModel()
+        self.ema.update(tree_map(lambda p: p, self.model.parameters()))
+        self.opt = optim.AdamW(learning_rate=0.0, betas=[0.9, 0.99], weight_decay=0.01)
+        self.opt.init(self.model.trainable_parameters())
+        mx.eval(self.model.parameters(), self.ema.parameters(), self.opt.state)
+        img = image_ids(64)
+        from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+
+        txt = Flux2PromptEncoder.prepare_text_ids(mx.zeros((1, MAX_TOKENS, 1)))
+        model, ema, opt = self.model, self.ema, self.opt
+
+        def loss_fn(model: Any, tokens: Any, xt: Any, t: Any, target: Any) -> Any:
+            context = model.text_encoder(tokens)
+            pred = model.transformer(
+                hidden_states=xt,
+                encoder_hidden_states=context,
+                timestep=t * 1000.0,
+                img_ids=img,
+                txt_ids=txt,
+                guidance=None,
+            )
+            return mx.mean(mx.square(pred - target))
+
+        self.state = [model.state, ema.state, opt.state]
+
+        @partial(mx.compile, inputs=self.state, outputs=self.state)
+        def step(tokens: Any, xt: Any, t: Any, target: Any, decay: Any) -> tuple[Any, Any]:
+            loss, grads = nn.value_and_grad(model, loss_fn)(model, tokens, xt, t, target)
+            grads, grad_norm = optim.clip_grad_norm(grads, 1.0)
+            opt.update(model, grads)
+            ema.update(
+                tree_map(
+                    lambda e, p: e + (1.0 - decay) * (p - e), ema.parameters(), model.parameters()
+                )
+            )
+            return loss, grad_norm
+
+        self.step = step
+        self.step_count = 0
+        self.loss_fn = loss_fn
+
+    def run_step(
+        self, tokens: Any, xt: Any, t: Any, target: Any, lr: float, decay: float
+    ) -> tuple[Any, Any]:
+        mx = self.mx
+        self.opt.learning_rate = mx.array(lr, dtype=mx.float32)
+        loss, grad_norm = self.step(tokens, xt, t, target, mx.array(decay, dtype=mx.float32))
+        mx.async_eval(loss, grad_norm, self.state)
+        self.step_count += 1
+        return loss, grad_norm
+
+    def reset_optimizer(self) -> None:
+        from mlx.utils import tree_map
+
+        mx = self.mx
+        fresh = tree_map(lambda v: mx.zeros_like(v), self.opt.state)
+        self.opt.state.update(fresh)  # in place: the compiled step holds this dict
+        mx.eval(self.opt.state)
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def save_checkpoint(self, folder: Path, phase: str, extra: dict[str, Any]) -> None:
+        from mlx.utils import tree_flatten
+
+        mx = self.mx
+        folder.mkdir(parents=True, exist_ok=True)
+        mx.save_safetensors(
+            str(folder / f"{phase}-model.safetensors"), dict(tree_flatten(self.model.parameters()))
+        )
+        mx.save_safetensors(
+            str(folder / f"{phase}-ema.safetensors"), dict(tree_flatten(self.ema.parameters()))
+        )
+        mx.save_safetensors(
+            str(folder / f"{phase}-opt.safetensors"), dict(tree_flatten(self.opt.state))
+        )
+        mx.save_safetensors(str(folder / f"{phase}-rng.safetensors"), {"key": mx.random.state[0]})
+        info = {"step": self.step_count, **extra}
+        (folder / f"{phase}-state.json").write_text(json.dumps(info), encoding="utf-8")
+
+    def load_checkpoint(self, folder: Path, phase: str) -> dict[str, Any] | None:
+        from mlx.utils import tree_unflatten
+
+        mx = self.mx
+        state_file = folder / f"{phase}-state.json"
+        if not state_file.exists():
+            return None
+        self.model.load_weights(str(folder / f"{phase}-model.safetensors"))
+        self.ema.load_weights(str(folder / f"{phase}-ema.safetensors"))
+        opt_state = mx.load(str(folder / f"{phase}-opt.safetensors"))
+        assert isinstance(opt_state, dict)
+        self.opt.state.update(tree_unflatten(list(opt_state.items())))
+        rng = mx.load(str(folder / f"{phase}-rng.safetensors"))
+        assert isinstance(rng, dict)
+        mx.random.state[0] = rng["key"]
+        info = json.loads(state_file.read_text(encoding="utf-8"))
+        self.step_count = int(info["step"])
+        mx.eval(self.state)
+        return info
+
+
+def _cosine(progress: float, peak: float, warmup_fraction: float, floor: float = 0.05) -> float:
+    if progress < warmup_fraction:
+        return peak * max(progress / warmup_fraction, 0.01)
+    p = min(1.0, (progress - warmup_fraction) / max(1e-9, 1 - warmup_fraction))
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def sample_t(mx: Any, n: int, mu: float) -> Any:
+    """Half logit-normal, half mflux's shifted schedule at 128×128 (σ = e^μ/(e^μ + 1/u − 1))."""
+    logit_normal = mx.sigmoid(mx.random.normal((n,)))
+    u = mx.random.uniform(low=1e-4, high=1.0, shape=(n,))
+    shifted = math.exp(mu) / (math.exp(mu) + 1.0 / u - 1.0)
+    pick = mx.random.uniform(shape=(n,)) < 0.5
+    return mx.clip(mx.where(pick, logit_normal, shifted), 1e-3, 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Phase: demo
+
+
+def train_demo(
+    trainer: Trainer, pool: Any, args: argparse.Namespace, report: dict[str, Any]
+) -> None:
+    import mlx.core as mx
+    from mflux.models.common.schedulers.flow_match_euler_discrete_scheduler import (
+        FlowMatchEulerDiscreteScheduler as Scheduler,
+    )
+
+    from app.demo.scenes import rasterize
+
+    work: Path = args.work
+    info = trainer.load_checkpoint(work / "ckpt", "demo") if args.resume else None
+    if info and info.get("finished"):
+        log(f"demo: finished checkpoint at step {trainer.step_count}, skipping training")
+        report["demo_training"] = info.get("report", {})
+        return
+    history: list[dict[str, float]] = info.get("history", []) if info else []
+    trained_seconds = float(info.get("trained_seconds", 0.0)) if info else 0.0
+    rng = np.random.default_rng([args.seed, 1, trainer.step_count])
+    mu = Scheduler._compute_empirical_mu(image_seq_len=64, num_steps=28)
+    budget = args.demo_seconds
+    start = time.perf_counter()
+    first_step_seconds = None
+    pending: tuple[Any, Any] | None = None
+    window: list[float] = []
+    norms: list[float] = []
+    b = trainer.batch
+    log(
+        f"demo: training from step {trainer.step_count}, budget {budget:.0f} s, "
+        f"max {args.demo_steps} steps, pool {len(pool)}"
+    )
+    while trainer.step_count < args.demo_steps:
+        elapsed = time.perf_counter() - start
+        if elapsed > budget:
+            break
+        idx = rng.integers(len(pool), size=b)
+        tokens_np = pool.tokens[idx].copy()
+        tokens_np[rng.random(b) < args.caption_dropout] = 0
+        images = rasterize(mx.array(pool.objects[idx]), mx.array(pool.background[idx]), mx)
+        x0 = trainer.codec.encode(images, xp=mx)
+        noise = mx.random.normal(x0.shape)
+        t = sample_t(mx, b, mu)
+        xt = (1 - t)[:, None, None] * x0 + t[:, None, None] * noise
+        progress = max(
+            trainer.step_count / args.demo_steps,
+            (trained_seconds + elapsed) / max(1.0, trained_seconds + budget),
+        )
+        lr = _cosine(progress, args.lr, warmup_fraction=0.03)
+        decay = min(EMA_DECAY, (1 + trainer.step_count) / (10 + trainer.step_count))
+        loss, norm = trainer.run_step(mx.array(tokens_np), xt, t, noise - x0, lr, decay)
+        if pending is not None:
+            window.append(pending[0].item())
+            norms.append(pending[1].item())
+        elif first_step_seconds is None:
+            mx.eval(loss)
+            first_step_seconds = time.perf_counter() - start
+            log(f"demo: first step (compile) {first_step_seconds:.1f} s, loss {loss.item():.4f}")
+        pending = (loss, norm)
+        if trainer.step_count % 100 == 0 and window:
+            entry = {
+                "step": trainer.step_count,
+                "loss": float(np.mean(window)),
+                "grad_norm": float(np.mean(norms)),
+                "lr": lr,
+                "seconds": round(trained_seconds + time.perf_counter() - start, 1),
+            }
+            history.append(entry)
+            window, norms = [], []
+            if trainer.step_count % 500 == 0:
+                log(f"demo: {entry}")
+        if trainer.step_count % args.checkpoint_every == 0:
+            trainer.save_checkpoint(
+                work / "ckpt",
+                "demo",
+                {
+                    "history": history,
+                    "trained_seconds": trained_seconds + time.perf_counter() - start,
+                },
+            )
+    mx.eval(trainer.state)
+    total = trained_seconds + time.perf_counter() - start
+    steps_timed = max(1, trainer.step_count - 1)
+    demo_report = {
+        "steps": trainer.step_count,
+        "seconds": round(total, 1),
+        "first_step_seconds": first_step_seconds,
+        "seconds_per_step_after_first": (total - (first_step_seconds or 0)) / steps_timed,
+        "batch": b,
+        "peak_lr": args.lr,
+        "caption_dropout": args.caption_dropout,
+        "history": history,
+        "pool": len(pool),
+        "seed": args.seed,
+    }
+    report["demo_training"] = demo_report
+    trainer.save_checkpoint(
+        work / "ckpt",
+        "demo",
+        {"history": history, "trained_seconds": total, "finished": True, "report": demo_report},
+    )
+    last = history[-1]["loss"] if history else (window[-1] if window else float("nan"))
+    log(f"demo: done, {trainer.step_count} steps in {total:.0f} s, last loss {last:.4f}")
+
+
+# --------------------------------------------------------------------------------------------
+# Phase: turbo
+
+
+def teacher_ladder(steps_full: int = 28, steps_turbo: int = 4) -> tuple[list[float], list[float]]:
+    from app.demo.evaluate import schedule
+
+    full = [float(s) for s in schedule(steps_full).tolist()]
+    turbo = [float(s) for s in schedule(steps_turbo).tolist()]
+    ladder = sorted(set(full) | set(turbo), reverse=True)
+    return ladder, turbo
+
+
+def train_turbo(
+    trainer: Trainer, pool: Any, args: argparse.Namespace, report: dict[str, Any]
+) -> None:
+    import mlx.core as mx
+    from mlx.utils import tree_map
+
+    from app.demo.model import image_ids, round_to_float16
+
+    # The teacher is the shipped demo: EMA weights rounded to float16.
+    round_to_float16(trainer.ema)
+    teacher = trainer.ema
+    ladder, turbo_sigmas = teacher_ladder()
+    log(f"turbo: teacher ladder {len(ladder) - 1} steps, turbo sigmas {turbo_sigmas}")
+    t0 = time.perf_counter()
+    rng = np.random.default_rng([args.seed, 2])
+    n = args.trajectories
+    img = image_ids(64)
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+
+    states_all, tokens_all = [], []
+    chunk = 2048
+    turbo_set = set(turbo_sigmas)
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        idx = rng.integers(len(pool), size=m)
+        tokens = mx.array(pool.tokens[idx])
+        context = teacher.text_encoder(tokens)
+        txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
+        x = mx.random.normal((m, 64, 128))
+        states = [x]
+        for s0, s1 in itertools.pairwise(ladder):
+            v = teacher.transformer(
+                hidden_states=x,
+                encoder_hidden_states=context,
+                timestep=mx.full((m,), s0 * 1000.0),
+                img_ids=img,
+                txt_ids=txt,
+                guidance=None,
+            )
+            x = x + (s1 - s0) * v
+            if s1 in turbo_set:
+                states.append(x)
+            mx.eval(x)
+        states_all.append(mx.stack(states, axis=1))
+        tokens_all.append(tokens)
+    trajectories = mx.concatenate(states_all, axis=0)  # (n, 5, 64, 128)
+    traj_tokens = mx.concatenate(tokens_all, axis=0)
+    mx.eval(trajectories, traj_tokens)
+    teacher_seconds = time.perf_counter() - t0
+    log(f"turbo: {n} teacher trajectories in {teacher_seconds:.1f} s")
+
+    # Student starts from the teacher; fresh optimizer; EMA restarts from the teacher too.
+    trainer.model.update(tree_map(lambda p: p, teacher.parameters()))
+    trainer.reset_optimizer()
+    mx.eval(trainer.state)
+    sig = mx.array(turbo_sigmas, dtype=mx.float32)
+    b = trainer.batch
+    history: list[dict[str, float]] = []
+    window: list[float] = []
+    pending = None
+    start = time.perf_counter()
+    first = trainer.step_count
+    steps = 0
+    while steps < args.turbo_steps and time.perf_counter() - start < args.turbo_seconds:
+        idx = mx.array(rng.integers(n, size=b))
+        k = mx.array(rng.integers(len(turbo_sigmas) - 1, size=b))
+        x_in = trajectories[idx, k]
+        x_out = trajectories[idx, k + 1]
+        s0, s1 = sig[k], sig[k + 1]
+        target = (x_out - x_in) / (s1 - s0)[:, None, None]
+        progress = max(steps / args.turbo_steps, (time.perf_counter() - start) / args.turbo_seconds)
+        lr = _cosine(progress, args.turbo_lr, warmup_fraction=0.05)
+        loss, _ = trainer.run_step(traj_tokens[idx], x_in, s0, target, lr, args.turbo_ema)
+        if pending is not None:
+            window.append(pending.item())
+        pending = loss
+        steps += 1
+        if steps % 100 == 0 and window:
+            history.append(
+                {
+                    "step": steps,
+                    "loss": float(np.mean(window)),
+                    "lr": lr,
+                    "seconds": round(time.perf_counter() - start, 1),
+                }
+            )
+            window = []
+            if steps % 500 == 0:
+                log(f"turbo: {history[-1]}")
+    mx.eval(trainer.state)
+    report["turbo_training"] = {
+        "method": "trajectory distillation onto mflux's 4-step sigmas",
+        "teacher": "demo EMA weights (float16-rounded), Euler over mflux's 28-step sigmas "
+        "merged with the 4-step ones",
+        "teacher_ladder": ladder,
+        "turbo_sigmas": turbo_sigmas,
+        "trajectories": n,
+        "teacher_seconds": round(teacher_seconds, 1),
+        "steps": steps,
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak_lr": args.turbo_lr,
+        "ema_decay": args.turbo_ema,
+        "history": history,
+        "compiled_step_reused_from_step": first,
+    }
+    log(f"turbo: done, {steps} steps, last loss {history[-1]['loss'] if history else 'n/a'}")
+
+
+# --------------------------------------------------------------------------------------------
+# Phase: evaluate + latency
+
+
+def evaluate_models(
+    models: dict[str, Any], args: argparse.Namespace, report: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    import mlx.core as mx
+
+    from app.demo.evaluate import eval_prompts, sample_batch, score_images, to_uint8
+
+    prompts = eval_prompts(args.eval_prompts)
+    seeds = list(range(len(prompts)))
+    runs = {
+        "demo-28": ("demo", 28, 1.0),
+        "demo-4-plain": ("demo", 4, 1.0),
+        "demo-turbo-4": ("demo-turbo", 4, 1.0),
+        "demo-28-cfg3": ("demo", 28, 3.0),
+    }
+    results: dict[str, Any] = {}
+    images_by_run: dict[str, np.ndarray] = {}
+    for name, (variant, steps, guidance) in runs.items():
+        if variant not in models:
+            continue
+        t0 = time.perf_counter()
+        latents = sample_batch(models[variant], prompts, seeds, steps, guidance)
+        decoded = trainer_decode(models["codec"], latents)
+        images = to_uint8(decoded)
+        scored = score_images(images, prompts)
+        results[name] = {
+            "variant": variant,
+            "steps": steps,
+            "guidance": guidance,
+            "scores": scored["scores"],
+            "seconds": time.perf_counter() - t0,
+            "per_prompt": scored["per_prompt"],
+        }
+        images_by_run[name] = images
+        log(f"eval {name}: {scored['scores']}")
+        mx.clear_cache()
+    report["evaluation"] = {
+        "sampler": "batched, mflux's FLUX.2 noise/sigmas/Euler arithmetic",
+        "prompts": len(prompts),
+        "runs": results,
+    }
+    return images_by_run
+
+
+def trainer_decode(codec: Any, latents: Any) -> np.ndarray:
+    import mlx.core as mx
+
+    images = codec.decode(latents, 128, 128, xp=mx)
+    return np.asarray(mx.clip(images / 2 + 0.5, 0.0, 1.0))
+
+
+def measure_latency(resources: Path, report: dict[str, Any], variants: list[str]) -> None:
+    from app.demo.evaluate import eval_prompts
+    from app.demo.pipeline import load_demo_pipeline
+
+    prompt = eval_prompts(1)[0]
+    out: dict[str, Any] = {}
+    for variant in variants:
+        pipe = load_demo_pipeline(variant, resources)
+        steps = 4 if variant == "demo-turbo" else 28
+        times = []
+        for rep in range(7):
+            t0 = time.perf_counter()
+            pipe.generate_image(
+                seed=rep,
+                prompt=prompt,
+                num_inference_steps=steps,
+                height=128,
+                width=128,
+                guidance=1.0,
+            )
+            times.append(time.perf_counter() - t0)
+        out[variant] = {
+            "steps": steps,
+            "seconds": times,
+            "median_after_warmup": float(np.median(times[2:])),
+            "first": times[0],
+        }
+        log(
+            f"latency {variant}: {out[variant]['median_after_warmup']:.3f} s (first {times[0]:.2f})"
+        )
+    report["latency"] = {
+        "sampler": "load_demo_pipeline(...).generate_image, eager, batch 1",
+        "prompt": prompt,
+        **out,
+    }
+
+
+def save_variant(
+    model: Any, folder: Path, variant: str, out: Path | None, metadata: dict[str, str]
+) -> None:
+    """Full float16 file for the pipeline, plus (for the 16 MiB transfer limit) the same tensors
+    split into transformer and text-encoder files under ``out``."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    from app.demo.model import VARIANT_FILES, save_weights
+
+    save_weights(model, folder / VARIANT_FILES[variant], metadata)
+    if out is not None:
+        flat = {k: v.astype(mx.float16) for k, v in tree_flatten(model.parameters())}
+        for part in ("transformer", "text_encoder"):
+            mx.save_safetensors(
+                str(out / f"{variant}-{part}.safetensors"),
+                {k: v for k, v in flat.items() if k.startswith(part + ".")},
+                metadata=metadata,
+            )
+
+
+def run_all(args: argparse.Namespace) -> None:
+    import mlx.core as mx
+
+    from app.demo.codec import load_codec
+    from app.demo.data import build_pool
+    from app.demo.evaluate import contact_sheet
+    from app.demo.model import CODEC_FILE, RESOURCES, DemoModel, parameter_count
+    from app.demo.model import round_to_float16 as round16
+
+    work: Path = args.work
+    out: Path | None = args.out
+    work.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "command": " ".join(sys.argv),
+        "seed": args.seed,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    t_pool = time.perf_counter()
+    pool = build_pool(args.seed, args.pool, workers=args.workers)
+    report["pool_seconds"] = round(time.perf_counter() - t_pool, 1)
+    log(f"pool: {len(pool)} scenes in {report['pool_seconds']} s; device {mx.default_device()}")
+    codec = load_codec(RESOURCES / CODEC_FILE)
+    resources = work / "resources"
+    resources.mkdir(exist_ok=True)
+    (resources / CODEC_FILE).write_bytes((RESOURCES / CODEC_FILE).read_bytes())
+    trainer = Trainer(codec, args.batch, args.seed)
+    report["parameters"] = {
+        "transformer": parameter_count(trainer.model.transformer),
+        "text_encoder": parameter_count(trainer.model.text_encoder),
+    }
+
+    def write_report() -> None:
+        text = json.dumps(report, indent=1)
+        (work / "report.json").write_text(text, encoding="utf-8")
+        if out is not None:
+            (out / "report.json").write_text(text, encoding="utf-8")
+
+    train_demo(trainer, pool, args, report)
+    round16(trainer.ema)
+    demo = DemoModel()
+    demo.update(trainer.ema.parameters())
+    mx.eval(demo.parameters())
+    meta = {"variant": "demo", "seed": str(args.seed), "steps": str(trainer.step_count)}
+    save_variant(demo, resources, "demo", out, meta)
+    write_report()
+    models: dict[str, Any] = {"demo": demo, "codec": codec}
+    if args.turbo_steps > 0:
+        train_turbo(trainer, pool, args, report)
+        round16(trainer.ema)
+        turbo = DemoModel()
+        turbo.update(trainer.ema.parameters())
+        mx.eval(turbo.parameters())
+        save_variant(
+            turbo, resources, "demo-turbo", out, {"variant": "demo-turbo", "seed": str(args.seed)}
+        )
+        models["demo-turbo"] = turbo
+        write_report()
+    images = evaluate_models(models, args, report)
+    write_report()
+    if out is not None and images:
+        from PIL import Image
+
+        rows = [contact_sheet(imgs[:16], columns=16) for imgs in images.values()]
+        Image.fromarray(np.concatenate(rows, axis=0)).save(out / "samples.png")
+    measure_latency(resources, report, [v for v in ("demo", "demo-turbo") if v in models])
+    report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    write_report()
+    (work / "DONE").write_text("ok", encoding="utf-8")
+    log("all done")
+
+
+def write_config_command(args: argparse.Namespace) -> None:
+    """resources/demo/demo.json: architecture, files with sizes and hashes, training summary."""
+    import hashlib
+
+    from app.demo.model import (
+        CODEC_FILE,
+        CONFIG_FILE,
+        RESOURCES,
+        TEXT_CONFIG,
+        TRANSFORMER_CONFIG,
+        VARIANT_FILES,
+    )
+
+    folder = args.resources or RESOURCES
+    files = {}
+    for name in [CODEC_FILE, *VARIANT_FILES.values()]:
+        data = (folder / name).read_bytes()
+        files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    config: dict[str, Any] = {
+        "transformer": {"class": "mflux Flux2Transformer", **TRANSFORMER_CONFIG},
+        "text_encoder": {"class": "app.demo.model.TextEncoder", **TEXT_CONFIG},
+        "codec": {"class": "app.demo.codec.PCACodec", "patch": 16, "channels": 128},
+        "variants": {v: {"weights": f, "dtype": "float16"} for v, f in VARIANT_FILES.items()},
+        "files": files,
+    }
+    if args.report is not None:
+        report = json.loads(args.report.read_text(encoding="utf-8"))
+        training = {k: v for k, v in report.get("demo_training", {}).items() if k != "history"}
+        turbo = {k: v for k, v in report.get("turbo_training", {}).items()
+                 if k not in ("history", "teacher_ladder")}
+        config["training"] = {"command": report.get("command"), "demo": training,
+                              "demo-turbo": turbo, "parameters": report.get("parameters"),
+                              "device": args.device}
+    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    log(f"wrote {folder / CONFIG_FILE}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("phase", choices=["fit-codec", "all", "write-config"])
+    parser.add_argument("--report", type=Path, default=None, help="write-config: training report")
+    parser.add_argument("--device", default="NVIDIA H200 (MLX CUDA backend, mlx 0.32.2)")
+    parser.add_argument("--work", type=Path, default=Path(".devwork/demo-train"))
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--resources", type=Path, default=None)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--codec-scenes", type=int, default=4096)
+    parser.add_argument("--pool", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--caption-dropout", type=float, default=0.1)
+    parser.add_argument("--demo-steps", type=int, default=100_000)
+    parser.add_argument("--demo-seconds", type=float, default=430.0)
+    parser.add_argument("--checkpoint-every", type=int, default=2000)
+    parser.add_argument("--trajectories", type=int, default=24576)
+    parser.add_argument("--turbo-steps", type=int, default=3000)
+    parser.add_argument("--turbo-seconds", type=float, default=100.0)
+    parser.add_argument("--turbo-lr", type=float, default=1e-4)
+    parser.add_argument("--turbo-ema", type=float, default=0.998)
+    parser.add_argument("--eval-prompts", type=int, default=100)
+    args = parser.parse_args(argv)
+    if args.phase == "fit-codec":
+        fit_codec_command(args)
+    elif args.phase == "write-config":
+        write_config_command(args)
+    else:
+        run_all(args)
+
+
+if __name__ == "__main__":
+    main()
