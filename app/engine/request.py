@@ -75,6 +75,13 @@ def make_request(
     prompt = prompt.strip()
     if not prompt:
         raise RequestError("the prompt is empty; describe the image you want")
+    if variant.embedded:
+        from app.demo.scenes import PromptError, parse_prompt
+
+        try:
+            parse_prompt(prompt)
+        except PromptError as exc:
+            raise RequestError(str(exc)) from None
     steps = variant.default_steps if steps is None else steps
     if not isinstance(steps, int) or steps < variant.min_steps:
         raise RequestError(
