@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # transformers (imported by mflux) announces at import that torch is absent: by design here.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

@@ -185,10 +185,21 @@ def versions() -> dict[str, str]:
     return out
 
 
+def quiet_mflux_progress() -> None:
+    """mflux draws a tqdm bar on stderr for every loop; the engine reports steps itself."""
+    import functools
+
+    import mflux.models.common.config.config as mflux_config
+    from tqdm import tqdm
+
+    mflux_config.tqdm = functools.partial(tqdm, disable=True)  # type: ignore[attr-defined]
+
+
 class Engine:
     """The production ``EngineProtocol``. Keeps one real model (they are large) and both demos."""
 
     def __init__(self, loader: Loader | None = None, vanilla_cache_size: int = 6) -> None:
+        quiet_mflux_progress()
         self._loader = loader or default_loader
         self._pipelines: OrderedDict[tuple[str, int | None], Any] = OrderedDict()
         self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
