@@ -158,6 +158,21 @@ REQUIRED_MODULES: tuple[str, ...] = (
     "platformdirs",
     "matplotlib.backends.backend_agg",
 )
+# Folders under resources/ that stay in the repository: training records (logs, sample sheets,
+# reports) document how the demo weights were made; the app never reads them.
+RESOURCE_EXCLUDED_DIRS: tuple[str, ...] = ("training",)
+
+
+def resource_datas(resources: Path = PROJECT_ROOT / "resources") -> list[tuple[str, str]]:
+    """(source file, destination folder) pairs for PyInstaller, mirroring resources/."""
+    pairs: list[tuple[str, str]] = []
+    for path in sorted(resources.rglob("*")):
+        relative = path.relative_to(resources)
+        if path.is_file() and not set(relative.parts[:-1]) & set(RESOURCE_EXCLUDED_DIRS):
+            pairs.append((str(path), str(Path("resources", *relative.parts[:-1]))))
+    return pairs
+
+
 # Distributions whose metadata the frozen app reads through importlib.metadata.
 METADATA_DISTRIBUTIONS: tuple[str, ...] = ("teacache-studio", "mflux", "mlx")
 

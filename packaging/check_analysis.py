@@ -150,6 +150,9 @@ def evaluate(result: AnalysisResult, platform: str = sys.platform) -> Report:
     demo = [dest for dest in datas if dest.startswith("resources/demo/")]
     if not demo:
         report.fail("resources/demo is not collected (the embedded demo model)")
+    for source, folder in config.resource_datas():
+        if f"{folder}/{Path(source).name}" not in datas:
+            report.fail(f"{folder}/{Path(source).name} is not collected")
     if platform == "darwin":
         if "mlx/lib/libmlx.dylib" not in binaries:
             report.fail("mlx/lib/libmlx.dylib is not collected")

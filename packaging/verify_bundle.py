@@ -381,6 +381,14 @@ class Verifier:
         files = sorted(path.name for path in demo.iterdir())
         if not files:
             raise CheckFailed(f"{demo} is empty")
+        # Everything resources/ holds in this checkout (the demo weights among it) is shipped.
+        missing = [
+            f"{folder}/{Path(source).name}"
+            for source, folder in config.resource_datas()
+            if not (self.bundle.internal / folder / Path(source).name).is_file()
+        ]
+        if missing:
+            raise CheckFailed(f"not in the bundle: {', '.join(missing)}")
         return ", ".join(files)
 
     def openblas(self) -> str:

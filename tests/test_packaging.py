@@ -133,6 +133,18 @@ def test_app_modules_come_from_the_tree_even_without_init_files(tmp_path: Path) 
     assert config.app_modules(package) == ["app", "app.sub.loose"]
 
 
+def test_resources_are_collected_file_by_file_without_training_records(tmp_path: Path) -> None:
+    (tmp_path / "demo" / "training").mkdir(parents=True)
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "demo" / "demo.safetensors").write_bytes(b"w")
+    (tmp_path / "demo" / "training" / "run1-train.log").write_text("loss")
+    (tmp_path / "benchmarks" / "cpu.json").write_text("{}")
+    assert config.resource_datas(tmp_path) == [
+        (str(tmp_path / "benchmarks" / "cpu.json"), "resources/benchmarks"),
+        (str(tmp_path / "demo" / "demo.safetensors"), "resources/demo"),
+    ]
+
+
 def test_every_real_app_module_is_listed() -> None:
     modules = set(config.app_modules())
     assert {"app", "app.__main__", "app.cli.main", "app.resources_path"} <= modules
@@ -254,7 +266,7 @@ def test_spec_on_linux_collects_resources_openblas_and_excludes(
     assert not recorder.of("BUNDLE")
     app_scripts, app = recorder.of("Analysis")[0]
     assert app_scripts[0][0].endswith("launcher.py")
-    assert (str(ROOT / "resources"), "resources") in app["datas"]
+    assert set(app["datas"]) >= set(config.resource_datas())
     assert any(dest == "teacache-studio.dist-info" for _src, dest in app["datas"])
     assert app["hookspath"] == [str(PACKAGING / "hooks")]
     for module in ("torch", "cv2", "tkinter", "PySide6.QtQml", "PySide6.QtWebEngineCore"):
@@ -430,8 +442,9 @@ def _fake_app(root: Path) -> Path:
     )
     (frameworks / "libmlx.dylib").symlink_to("mlx/lib/libmlx.dylib")  # PyInstaller's top-level link
     (frameworks / "mlx.metallib").symlink_to("mlx/lib/mlx.metallib")  # the spec's SYMLINK entry
-    (resources / "resources" / "demo").mkdir(parents=True)
-    (resources / "resources" / "demo" / "demo.calibration.json").write_text("{}")
+    for source, folder in config.resource_datas():  # names only: the check reads no content
+        (resources / folder).mkdir(parents=True, exist_ok=True)
+        (resources / folder / Path(source).name).write_bytes(b"")
     (frameworks / "resources").symlink_to("../Resources/resources")
     (frameworks / "Python").write_bytes(_macho_bytes(_build_version((11, 0, 0))))
     # A Qt framework as PySide6 ships it: Versions/A holds the code, the rest are links.
@@ -555,15 +568,16 @@ def test_notarize_staples_only_what_was_accepted_and_keeps_the_log(
 
 def _good_analysis(platform: str = "linux") -> Any:
     modules = set(config.app_modules()) | set(config.REQUIRED_MODULES)
+    resources = [f"{folder}/{Path(src).name}" for src, folder in config.resource_datas()]
     if platform == "darwin":
         binaries = ["mlx/lib/libmlx.dylib", "mlx/core.cpython-311-darwin.so"]
-        datas = ["mlx/lib/mlx.metallib", "resources/demo/demo.calibration.json"]
+        datas = ["mlx/lib/mlx.metallib", *resources]
     else:
         binaries = [
             "mlx/lib/libmlx.so",
             "opencv_python_headless.libs/libopenblasp-r0-59ffcd50.3.15.so",
         ]
-        datas = ["resources/demo/demo.calibration.json"]
+        datas = resources
     return check_analysis.AnalysisResult(modules=modules, binaries=binaries, datas=datas)
 
 
