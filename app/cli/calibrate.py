@@ -1,10 +1,211 @@
-"""``teacache-studio calibrate``: placeholder until the implementation lands."""
+"""``teacache-studio calibrate``: fit the gate polynomial on your own vanilla runs."""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.cli.errors import UserError
+from app.cli.generate import parse_size_arg
+
+if TYPE_CHECKING:
+    from app.bench.calibrate import CalibrateConfig
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from app.bench.calibrate import (
+        CalibrateConfig,
+        calibration_document,
+        capture_pairs,
+        default_prompts,
+        fit_report,
+        read_prompts,
+    )
+    from app.bench.chunks import PlanMismatchError
+    from app.calibration_store import (
+        calibration_path,
+        save_calibration,
+        split_user_variant_id,
+        user_variant_id,
+        validate_name,
+    )
+    from app.engine.request import RequestError, make_request
+    from app.variants import UnknownVariantError, get_variant
+
+    if not args.variant:
+        raise UserError("--variant is required (see `teacache-studio variants`)")
+    try:
+        variant = get_variant(args.variant)
+    except UnknownVariantError as exc:
+        raise UserError(str(exc)) from None
+    parts = split_user_variant_id(variant.id)
+    base = get_variant(parts[0]) if parts else variant  # recalibrate a user variant's base
+    name = args.name or f"cal-{dt.date.today():%Y%m%d}"
+    try:
+        validate_name(name)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if not (0.0 <= args.holdout < 1.0) or not math.isfinite(args.holdout):
+        raise UserError(f"--holdout must be in [0, 1), got {args.holdout}")
+    if args.threshold is not None and not (0.0 <= args.threshold <= 1.0):
+        raise UserError(f"--threshold must be between 0 and 1, got {args.threshold}")
+    if args.prompts:
+        try:
+            prompts = read_prompts(Path(args.prompts))
+        except OSError as exc:
+            raise UserError(
+                f"cannot read the prompts file {args.prompts}: {exc.strerror}"
+            ) from None
+        if len(prompts) < 2:
+            raise UserError(f"{args.prompts} must hold at least 2 prompts, one per line")
+    else:
+        prompts = default_prompts(base.id)
+    if len(set(prompts)) != len(prompts):
+        raise UserError("the prompt list holds a prompt twice")
+    try:  # validates steps, size, seed and every prompt (the demo checks its vocabulary later)
+        request = make_request(
+            base.id,
+            prompts[0],
+            seed=args.seed,
+            steps=args.steps,
+            threshold=0.0,
+            size=args.size,
+            guidance=args.guidance,
+            quantize=args.quantize,
+        )
+    except RequestError as exc:
+        raise UserError(str(exc)) from None
+    _check_demo_prompts(base.family.value, prompts)
+    config = CalibrateConfig(
+        variant=base.id,
+        name=name,
+        prompts=prompts,
+        seed=request.seed,
+        steps=request.steps,
+        width=request.width,
+        height=request.height,
+        guidance=request.guidance,
+        quantize=request.quantize,
+        holdout=args.holdout,
+        mode=args.mode,
+    )
+    variant_id = user_variant_id(base.id, name)
+    chunks_dir = calibration_path(variant_id).with_suffix(".chunks")
+    try:
+        chunks, done = capture_pairs(
+            config,
+            chunks_dir,
+            progress=not args.quiet,
+            max_chunks=args.max_chunks,
+            fresh=args.fresh,
+        )
+    except PlanMismatchError as exc:
+        raise UserError(str(exc)) from None
+    except KeyboardInterrupt:
+        print(
+            f"teacache-studio: interrupted; finished prompts kept in {chunks_dir} — rerun the "
+            "same command to resume",
+            file=sys.stderr,
+        )
+        return 130
+    if chunks is None:
+        print(
+            f"stopped after {done} of {len(prompts)} prompts (kept in {chunks_dir}); rerun the "
+            "same command to resume",
+            file=sys.stderr,
+        )
+        return 0
+    try:
+        report = fit_report(chunks, config.holdout, config.mode)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    from app.bench.hardware import runtime_info
+
+    threshold = args.threshold if args.threshold is not None else base.default_threshold
+    document = calibration_document(config, chunks, report, threshold, runtime_info())
+    path = save_calibration(document)
+    print(fit_summary(config, report, document))
+    print(f"\nwrote {path}\nselect it with --variant {variant_id} (or in the app's variant list)")
+    return 0
+
+
+def _check_demo_prompts(family: str, prompts: tuple[str, ...]) -> None:
+    if family != "demo":
+        return
+    from app.demo.scenes import PromptError, parse_prompt
+
+    for prompt in prompts:
+        try:
+            parse_prompt(prompt)
+        except PromptError as exc:
+            raise UserError(f"prompt {prompt!r}: {exc}") from None
+
+
+def fit_summary(config: CalibrateConfig, report: dict[str, Any], document: dict[str, Any]) -> str:
+    def fmt(value: float | None) -> str:
+        return "—" if value is None else f"{value:.4f}"
+
+    lines = [
+        f"{config.variant}: {report['fit_pairs']} pairs from {len(config.prompts)} prompts "
+        f"({config.steps} steps, {config.width}×{config.height}); held-out R² refits without "
+        f"the last {len(report['heldout_prompts'])} prompts ({report['heldout_pairs']} pairs)",
+        f"signal rel-L1 range {document['x_range'][0]:.4f}–{document['x_range'][1]:.4f}, "
+        f"output rel-L1 range {document['y_range'][0]:.4f}–{document['y_range'][1]:.4f}",
+        "",
+        "| Fit | Coefficients (c4 … c0) | R² | Held-out R² |",
+        "|---|---|---|---|",
+    ]
+    for name, fit in report["fits"].items():
+        mark = " (chosen)" if name == report["chosen"] else ""
+        coefficients = ", ".join(f"{c:.6g}" for c in fit["coefficients"])
+        lines.append(
+            f"| {name}{mark} | {coefficients} | {fmt(fit['r2'])} | {fmt(fit['heldout_r2'])} |"
+        )
+    return "\n".join(lines)
 
 
 def setup(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="(in progress)")
-    p.set_defaults(handler=lambda args: 0)
+    p = sub.add_parser(
+        "calibrate",
+        help="fit the gate polynomial on vanilla runs and save it as a user variant",
+        description="Capture (signal rel-L1, output rel-L1) pairs from vanilla runs, fit degree 4 "
+        "free and through the origin, report R² and held-out R² (split by prompt), and save the "
+        "chosen fit as the variant <variant>+<name>.",
+    )
+    p.add_argument("--variant", help="variant id to calibrate (see `teacache-studio variants`)")
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help="prompts, one per line (default: a fixed list of 10 for the variant)",
+    )
+    p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
+    p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
+    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=0.3,
+        help="share of prompts held out for held-out R² (default 0.3)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("free", "origin", "both"),
+        default="both",
+        help="fit free, through the origin, or both and keep the better (default)",
+    )
+    p.add_argument("--name", help="calibration name: the variant becomes <variant>+<name>")
+    p.add_argument(
+        "--threshold", type=float, help="default threshold stored with it (default: the variant's)"
+    )
+    p.add_argument("--fresh", action="store_true", help="discard captured prompts and start over")
+    p.add_argument(
+        "--max-chunks", type=int, metavar="N", help="stop after N new prompts (resumable)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_calibrate)

@@ -1,0 +1,321 @@
+"""Calibration from the command line: capture (signal, output) rel-L1 pairs, fit, write.
+
+Capture: vanilla runs through the engine's observe pass — every step computes, and each
+``StepEvent`` carries the gate signal's change against the previous step (``rel_l1``, x) and the
+transformer output's change (``output_rel_l1``, y). One chunk per prompt, persisted as it
+finishes, so Ctrl-C keeps the prompts done and a rerun resumes.
+
+Fit: degree 4, free and through the origin, with ``app.calibration``: coefficients and R² on every
+pair, and a held-out R² from a refit without the last prompts, scored on those prompts. The split
+is by prompt, because the pairs of one trajectory are strongly correlated and a split by pair
+would flatter the fit.
+
+Write: a user calibration (``app.calibration_store``) that the registry offers as
+``<variant>+<name>``, with its provenance and the raw pairs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from app.bench.chunks import ChunkStore
+
+FIT_MODES = ("free", "origin", "both")
+
+# Fixed prompt lists, as the reference recipe does (research §8): one for the demo's closed
+# vocabulary, one for real models (the mlx-teacache list).
+DEMO_PROMPTS = (
+    "a red circle on a blue background",
+    "two small yellow stars at the left on a black background",
+    "a large green square at the centre on a white background",
+    "three small blue triangles at the top on a yellow background",
+    "a purple star at the right on a green background",
+    "a large orange circle at the bottom on a purple background",
+    "two white squares at the right on a black background",
+    "a black triangle at the centre on a white background",
+    "a small striped red star at the top on a green background",
+    "a large dotted blue circle at the left on a yellow background",
+)
+REAL_PROMPTS = (
+    "a red apple on a wooden table",
+    "a mountain landscape at sunset",
+    "a portrait of an old man with a beard",
+    "abstract colorful circles",
+    'a sign with the text saying "HELLO"',
+    "a futuristic city skyline at night",
+    "a watercolor painting of a cat",
+    "a steampunk airship above the clouds",
+    "a macro photo of a butterfly on a flower",
+    "a neon-lit rainy street",
+)
+
+
+def default_prompts(variant_id: str) -> tuple[str, ...]:
+    from app.variants import Family, get_variant
+
+    return DEMO_PROMPTS if get_variant(variant_id).family is Family.demo else REAL_PROMPTS
+
+
+def read_prompts(path: Path) -> tuple[str, ...]:
+    """One prompt per line; blank lines and lines starting with ``#`` are ignored."""
+    text = path.read_text(encoding="utf-8")
+    prompts = [line.strip() for line in text.splitlines()]
+    return tuple(p for p in prompts if p and not p.startswith("#"))
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrateConfig:
+    variant: str  # a registry id (a user calibration's base, never "<base>+<name>")
+    name: str
+    prompts: tuple[str, ...]
+    seed: int
+    steps: int
+    width: int
+    height: int
+    guidance: float | None = None
+    quantize: int | None = None
+    holdout: float = 0.3
+    mode: str = "both"
+
+    def capture_settings(self) -> dict[str, Any]:
+        """What the captured pairs depend on (the fit settings may change between reruns)."""
+        data = asdict(self)
+        for key in ("name", "holdout", "mode"):
+            data.pop(key)
+        data["prompts"] = list(self.prompts)
+        return data
+
+
+def split_prompts(count: int, holdout: float) -> tuple[list[int], list[int]]:
+    """Fit and held-out prompt indices: the last ``round(holdout × count)`` prompts are held out
+    (at least one when ``holdout > 0`` and there are two or more prompts; never all of them)."""
+    if holdout <= 0 or count < 2:
+        return list(range(count)), []
+    held = min(count - 1, max(1, round(holdout * count)))
+    return list(range(count - held)), list(range(count - held, count))
+
+
+class Capturer:
+    """Vanilla observe passes through the real engine, one prompt at a time, in this process."""
+
+    def __init__(self, config: CalibrateConfig) -> None:
+        from app.blas import preload_openblas
+
+        preload_openblas()
+        from app.engine.engine import Engine
+
+        self.config = config
+        self.engine = Engine()
+        self._cancel = threading.Event()
+
+    def capture(self, prompt: str) -> dict[str, Any]:
+        from app.engine.events import Pass
+        from app.engine.request import make_request
+
+        c = self.config
+        request = make_request(
+            c.variant,
+            prompt,
+            seed=c.seed,
+            steps=c.steps,
+            threshold=0.0,
+            size=(c.width, c.height),
+            guidance=c.guidance,
+            quantize=c.quantize,
+        )
+        variant = request.variant
+        pipeline = self.engine.pipeline(variant, request, _ignore, self._cancel)
+        result = self.engine.run_pass(
+            1, Pass.vanilla, pipeline, request, variant.gate_params(0.0), _ignore, self._cancel
+        )
+        steps, xs, ys = [], [], []
+        for event in result.events:
+            x, y = event.rel_l1, event.output_rel_l1
+            if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+                continue
+            steps.append(event.index)
+            xs.append(float(x))
+            ys.append(float(y))
+        return {
+            "prompt": prompt,
+            "step": steps,
+            "x": xs,
+            "y": ys,
+            "active_steps": len(result.events),
+            "loop_seconds": result.loop_seconds,
+        }
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _ignore(event: object) -> None:
+    """Capture runs headless: the engine's events are not needed beyond its return value."""
+
+
+def capture_pairs(
+    config: CalibrateConfig,
+    chunks: Path,
+    *,
+    capture: Any = None,
+    progress: bool = True,
+    max_chunks: int | None = None,
+    fresh: bool = False,
+) -> tuple[list[dict[str, Any]] | None, int]:
+    """Every prompt's pairs, resuming from ``chunks``; (None, done) when stopped early."""
+    from tqdm import tqdm
+
+    store = ChunkStore(chunks, config.capture_settings(), fresh=fresh)
+    keys = [f"prompt{i:03d}" for i in range(len(config.prompts))]
+    done = sum(store.done(k) for k in keys)
+    capturer: Capturer | None = None
+    bar = tqdm(
+        total=len(keys),
+        initial=done,
+        desc=f"calibrate {config.variant}",
+        unit="prompt",
+        file=sys.stderr,
+        disable=not progress,
+    )
+    ran = 0
+    try:
+        for key, prompt in zip(keys, config.prompts, strict=True):
+            if store.done(key):
+                continue
+            if max_chunks is not None and ran >= max_chunks:
+                break
+            if capture is None:
+                capturer = capturer or Capturer(config)
+                capture = capturer.capture
+            bar.set_postfix_str(prompt[:40])
+            store.save(key, capture(prompt))
+            ran += 1
+            done += 1
+            bar.update(1)
+    finally:
+        bar.close()
+        if capturer is not None:
+            capturer.close()
+    if done < len(keys):
+        return None, done
+    return [store.load(k) or {} for k in keys], done
+
+
+def fit_report(chunks: list[dict[str, Any]], holdout: float, mode: str) -> dict[str, Any]:
+    """Fit the requested mode(s) with ``app.calibration``: coefficients and R² on every pair;
+    held-out R² from a refit without the held-out prompts, scored on them."""
+    from app import calibration
+
+    fit_idx, held_idx = split_prompts(len(chunks), holdout)
+    xs = [x for c in chunks for x in c["x"]]
+    ys = [y for c in chunks for y in c["y"]]
+    groups = [i for i, c in enumerate(chunks) for _ in c["x"]]
+    minimum = calibration.DEGREE + 1
+    if len(xs) < minimum or sum(len(chunks[i]["x"]) for i in fit_idx) < minimum:
+        raise ValueError(
+            f"only {len(xs)} (signal, output) pairs; a degree-4 fit needs at least {minimum} on "
+            "the fitting prompts — use more prompts or more steps"
+        )
+    modes: tuple[str, ...] = ("free", "origin") if mode == "both" else (mode,)
+    fits = {
+        name: calibration.fit(xs, ys, mode=name, groups=groups, heldout=held_idx)  # type: ignore[arg-type]
+        for name in modes
+    }
+    chosen = calibration.choose(fits).mode if mode == "both" else mode
+    return {
+        "fit_prompts": fit_idx,
+        "heldout_prompts": held_idx,
+        "fit_pairs": len(xs),
+        "heldout_pairs": sum(len(chunks[i]["x"]) for i in held_idx),
+        "fits": {
+            name: {
+                "coefficients": list(fit.coefficients),
+                "r2": fit.r2,
+                "heldout_r2": fit.heldout_r2,
+            }
+            for name, fit in fits.items()
+        },
+        "chosen": chosen,
+        "choice_rule": "app.calibration.choose: origin unless free is better on held-out R² by "
+        "more than 0.02"
+        if mode == "both"
+        else f"--mode {mode}",
+    }
+
+
+def calibration_document(
+    config: CalibrateConfig,
+    chunks: list[dict[str, Any]],
+    report: dict[str, Any],
+    default_threshold: float | None,
+    versions: dict[str, str],
+) -> dict[str, Any]:
+    """The user-calibration file: coefficients, calibrated range, provenance and raw pairs."""
+    xs = [x for c in chunks for x in c["x"]]
+    ys = [y for c in chunks for y in c["y"]]
+    chosen = report["chosen"]
+    fit = report["fits"][chosen]
+    metric, value = (
+        ("held-out R²", fit["heldout_r2"]) if fit["heldout_r2"] is not None else ("R²", fit["r2"])
+    )
+    size = f"{config.width}×{config.height}"
+    return {
+        "base_variant": config.variant,
+        "name": config.name,
+        "coefficients": fit["coefficients"],
+        "calibrated_range": [min(xs), max(xs)],
+        "default_threshold": default_threshold,
+        "provenance": {
+            "source": f"teacache-studio calibrate ({chosen} fit), {dt.date.today().isoformat()}",
+            "fit_metric": metric,
+            "fit_value": value,
+            "data_size": f"{len(xs)} pairs ({len(chunks)} prompts × {config.steps} steps, "
+            f"{size}, seed {config.seed})",
+            "notes": f"R² {fit['r2']:.3f} on all {report['fit_pairs']} pairs; held-out R² from "
+            f"a refit without the last {len(report['heldout_prompts'])} prompts",
+        },
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "recipe": {
+            "variant": config.variant,
+            "steps": config.steps,
+            "size": [config.width, config.height],
+            "seed": config.seed,
+            "guidance": config.guidance,
+            "quantize": config.quantize,
+            "prompts": list(config.prompts),
+            "holdout": config.holdout,
+            "split": "by prompt: the last prompts of the list are held out",
+        },
+        "fit": {
+            "mode": config.mode,
+            "chosen": chosen,
+            "degree": 4,
+            "coefficient_order": "high → low (numpy poly1d)",
+            **{
+                k: report[k]
+                for k in (
+                    "fit_prompts",
+                    "heldout_prompts",
+                    "fit_pairs",
+                    "heldout_pairs",
+                    "fits",
+                    "choice_rule",
+                )
+            },
+        },
+        "x_range": [min(xs), max(xs)],
+        "y_range": [min(ys), max(ys)],
+        "pairs": {
+            "x": xs,
+            "y": ys,
+            "prompt_index": [i for i, c in enumerate(chunks) for _ in c["x"]],
+            "step": [s for c in chunks for s in c.get("step", [None] * len(c["x"]))],
+        },
+        "versions": versions,
+    }

@@ -1,0 +1,199 @@
+"""``calibrate``: pairs → degree-4 fits (app.calibration) → a user variant the registry loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.bench.calibrate import (
+    DEMO_PROMPTS,
+    CalibrateConfig,
+    calibration_document,
+    capture_pairs,
+    fit_report,
+    split_prompts,
+)
+from app.calibration_store import calibrations_dir, save_calibration
+from app.cli.main import main
+from app.variants import get_variant
+
+KNOWN = (4.0, -3.0, 1.5, 0.6, 0.0)  # through the origin: both fit modes can recover it exactly
+PROMPTS = tuple(f"prompt {i}" for i in range(10))
+
+
+def synthetic_capture(prompt: str) -> dict[str, Any]:
+    """One prompt's trajectory: signal changes shrinking over the steps, outputs = KNOWN(x)."""
+    index = PROMPTS.index(prompt)
+    rng = np.random.default_rng(index)
+    x = np.sort(rng.uniform(0.01, 0.35, size=11))[::-1]
+    return {
+        "prompt": prompt,
+        "step": list(range(1, 12)),
+        "x": [float(v) for v in x],
+        "y": [float(v) for v in np.polyval(KNOWN, x)],
+        "active_steps": 12,
+        "loop_seconds": 0.0,
+    }
+
+
+def config(**overrides: Any) -> CalibrateConfig:
+    values: dict[str, Any] = dict(
+        variant="demo",
+        name="synthetic",
+        prompts=PROMPTS,
+        seed=42,
+        steps=12,
+        width=128,
+        height=128,
+        holdout=0.3,
+        mode="both",
+    )
+    values.update(overrides)
+    return CalibrateConfig(**values)
+
+
+def test_split_is_by_prompt() -> None:
+    assert split_prompts(10, 0.3) == (list(range(7)), [7, 8, 9])
+    assert split_prompts(10, 0.0) == (list(range(10)), [])
+    assert split_prompts(2, 0.9) == ([0], [1])  # never holds out every prompt
+    assert split_prompts(1, 0.5) == ([0], [])
+
+
+def test_recovers_a_known_polynomial_and_the_registry_loads_it(tmp_path: Path) -> None:
+    chunks, done = capture_pairs(
+        config(), tmp_path / "c", capture=synthetic_capture, progress=False
+    )
+    assert chunks is not None and done == 10
+    report = fit_report(chunks, 0.3, "both")
+    for mode in ("free", "origin"):
+        fit = report["fits"][mode]
+        np.testing.assert_allclose(fit["coefficients"], KNOWN, atol=1e-6)
+        assert fit["r2"] == pytest.approx(1.0, abs=1e-9)
+        assert fit["heldout_r2"] == pytest.approx(1.0, abs=1e-9)
+    assert report["heldout_prompts"] == [7, 8, 9]
+    assert report["fit_pairs"] == 110 and report["heldout_pairs"] == 33
+
+    document = calibration_document(config(), chunks, report, 0.12, {"mlx": "test"})
+    assert document["provenance"]["fit_metric"] == "held-out R²"
+    assert document["calibrated_range"] == document["x_range"]
+    assert len(document["pairs"]["x"]) == 110
+    path = save_calibration(document)
+    assert path.parent == calibrations_dir()
+    variant = get_variant("demo+synthetic")
+    np.testing.assert_allclose(variant.coefficients, KNOWN, atol=1e-6)
+    assert variant.default_threshold == 0.12
+    assert variant.calibrated_range == tuple(document["x_range"])
+
+
+def test_origin_mode_forces_zero_intercept(tmp_path: Path) -> None:
+    def shifted(prompt: str) -> dict[str, Any]:
+        data = synthetic_capture(prompt)
+        data["y"] = [y + 0.05 for y in data["y"]]  # an intercept the origin fit must not take
+        return data
+
+    chunks, _ = capture_pairs(config(), tmp_path / "c", capture=shifted, progress=False)
+    assert chunks is not None
+    origin = fit_report(chunks, 0.3, "origin")
+    assert list(origin["fits"]) == ["origin"] and origin["fits"]["origin"]["coefficients"][-1] == 0
+    free = fit_report(chunks, 0.3, "free")["fits"]["free"]
+    assert free["coefficients"][-1] == pytest.approx(0.05, abs=1e-6)
+
+
+def test_capture_resumes_per_prompt(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def counting(prompt: str) -> dict[str, Any]:
+        calls.append(prompt)
+        return synthetic_capture(prompt)
+
+    chunks, done = capture_pairs(
+        config(), tmp_path / "c", capture=counting, progress=False, max_chunks=4
+    )
+    assert chunks is None and done == 4
+    chunks, done = capture_pairs(config(), tmp_path / "c", capture=counting, progress=False)
+    assert chunks is not None and done == 10
+    assert calls == list(PROMPTS)  # each prompt captured exactly once across both runs
+
+
+def test_too_few_pairs_is_a_clear_error(tmp_path: Path) -> None:
+    def short(prompt: str) -> dict[str, Any]:
+        data = synthetic_capture(prompt)
+        return {**data, "x": data["x"][:0], "y": data["y"][:0]}
+
+    chunks, _ = capture_pairs(
+        config(prompts=PROMPTS[:2]), tmp_path / "c", capture=short, progress=False
+    )
+    assert chunks is not None
+    with pytest.raises(ValueError, match="degree-4 fit needs"):
+        fit_report(chunks, 0.3, "both")
+
+
+@pytest.mark.slow
+def test_calibrate_command_on_the_demo_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("# three prompts\n" + "\n".join(DEMO_PROMPTS[:3]) + "\n\n", encoding="utf-8")
+    code = main(
+        [
+            "calibrate",
+            "--variant",
+            "demo",
+            "--prompts",
+            str(prompts),
+            "--steps",
+            "8",
+            "--name",
+            "quick",
+            "--holdout",
+            "0.34",
+            "--quiet",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "demo+quick" in out and "(chosen)" in out
+    data = json.loads((calibrations_dir() / "demo+quick.json").read_text())
+    assert data["recipe"]["steps"] == 8 and data["recipe"]["prompts"] == list(DEMO_PROMPTS[:3])
+    assert len(data["pairs"]["x"]) == 3 * 7  # steps − 1 consecutive pairs per prompt
+    assert all(x > 0 for x in data["pairs"]["x"]) and all(y > 0 for y in data["pairs"]["y"])
+    assert data["fit"]["heldout_prompts"] == [2]
+    variant = get_variant("demo+quick")
+    assert variant.coefficients == tuple(data["coefficients"])
+    assert variant.family is get_variant("demo").family
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--variant", "nope"), "unknown variant"),
+        (("--variant", "demo", "--name", "Bad Name"), "calibration name"),
+        (("--variant", "demo", "--holdout", "1.5"), "--holdout"),
+        (("--variant", "demo", "--prompts", "/nonexistent/prompts.txt"), "cannot read"),
+        (("--variant", "demo", "--steps", "1"), "steps must be at least"),
+        (("--name", "x"), "--variant is required"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = main(["calibrate", *args])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_out_of_vocabulary_demo_prompt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("a red circle\na purple elephant\n", encoding="utf-8")
+    code = main(["calibrate", "--variant", "demo", "--prompts", str(prompts)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "elephant" in err[0]
