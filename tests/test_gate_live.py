@@ -224,7 +224,12 @@ def test_residual_is_stored_only_when_the_verdict_says_so() -> None:
     assert stored == [True, False, True, False]
 
 
-def test_residual_is_materialised_when_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_residual_is_materialised_with_the_step_not_left_lazy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stored residual is handed out for evaluation with the step's latents (one sync per
+    step); if the driver does not take it, ``end_step`` evaluates it. Never left lazy past the
+    step, where it would pin both operands."""
     evaluated: list[mx.array] = []
     real_eval = mx.eval
 
@@ -235,9 +240,16 @@ def test_residual_is_materialised_when_stored(monkeypatch: pytest.MonkeyPatch) -
     gate = make_gate()
     gate.begin(3)
     gate.decide(signals_for([])[0])
-    monkeypatch.setattr(mx, "eval", spy)
     x = latents(0)
     gate.store_residual(body(x), x)
+    assert gate.unevaluated() == [gate._residuals["cond"]]  # handed to the driver once
+    assert gate.unevaluated() == []
+
+    gate.begin(3)
+    gate.decide(signals_for([])[0])
+    gate.store_residual(body(x), x)
+    monkeypatch.setattr(mx, "eval", spy)
+    gate.end_step()  # the driver forgot: end_step evaluates it
     monkeypatch.undo()
     assert any(a is gate._residuals["cond"] for a in evaluated)
 

@@ -47,7 +47,7 @@ class GateLifecycle:
         time_steps: Any,
         **kwargs: Any,
     ) -> None:
-        mx.eval(latents)
+        mx.eval(latents, *self.gate.unevaluated())  # one sync per step, residuals included
         self.gate.end_step()
 
     def call_after_loop(

@@ -77,6 +77,7 @@ class TeaCacheGate:
         self._anchor: mx.array | None = None
         self._previous_output: mx.array | None = None
         self._residuals: dict[str, mx.array] = {}
+        self._unevaluated: list[mx.array] = []
         self._pending: Verdict | None = None
         self._pending_output: float | None = None
         self._output_recorded = False
@@ -105,6 +106,7 @@ class TeaCacheGate:
         self._anchor = None
         self._previous_output = None
         self._residuals.clear()
+        self._unevaluated = []
 
     @property
     def needs_signal(self) -> bool:
@@ -158,8 +160,16 @@ class TeaCacheGate:
         if verdict is None or not verdict.store_residual:
             return
         residual = body_out - body_in
-        mx.eval(residual)  # a lazy difference would pin both operands
+        # Evaluated with the step's latents (see ``unevaluated``) rather than here: a separate
+        # eval mid-step is an extra host sync. Both operands live until the step ends anyway.
         self._residuals[branch] = residual
+        self._unevaluated.append(residual)
+
+    def unevaluated(self) -> list[mx.array]:
+        """Residuals stored this step and not yet materialised: evaluate them together with the
+        step's latents (``GateLifecycle`` does), so storing costs no extra synchronisation."""
+        pending, self._unevaluated = self._unevaluated, []
+        return pending
 
     def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
         try:
@@ -181,6 +191,8 @@ class TeaCacheGate:
         self._previous_output = output
 
     def end_step(self) -> StepEvent:
+        if self._unevaluated:  # a driver that did not evaluate them with the latents
+            mx.eval(*self.unevaluated())
         now = self._clock()
         verdict = self._pending or Verdict(self._index, Decision.computed)
         event = StepEvent(
