@@ -25,7 +25,7 @@ import numpy as np
 
 from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.hardware import host_info
-from app.bench.harness import ISOLATION, Runner, subprocess_runner
+from app.bench.harness import Runner, subprocess_runner
 from app.bench.worker import WorkerSpec
 
 TIMING_MODES = ("isolated", "none")
@@ -302,7 +302,9 @@ def build_sweep_report(
             }
         )
     timing_note = (
-        f"{ISOLATION}; {reps} cold repetition(s) per threshold, median loop time"
+        "every run in a fresh Python subprocess after a discarded warm-up generation; vanilla "
+        f"then each threshold in ascending order, {reps} repetition(s) interleaved rep-outer; "
+        "median denoising-loop time"
         if config.timing == "isolated"
         else NOT_MEASURED
     )

@@ -112,6 +112,8 @@ def bench_markdown(report: dict[str, Any]) -> str:
         + (" (uncommitted changes)" if git.get("dirty") else ""),
         f"- Isolation: {report['isolation']}",
         f"- Warm-up: {report['warmup_policy']}",
+        "- Host load: the 1-minute load average as each timed generation began (other work on "
+        f"the machine; {hardware.get('cores')} cores)",
         "",
         "| Condition | Loop, median (min–max) | Wall, median | First generation loop | Load "
         "| Peak MB | Skipped (longest streak) | Pattern |",
@@ -141,8 +143,8 @@ def bench_markdown(report: dict[str, Any]) -> str:
         "Every run, in the order it ran:",
         "",
         "| Rep | Condition | Loop | Wall | First generation loop | Skipped | Pattern "
-        "| Longest streak | Peak MB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Longest streak | Peak MB | Host load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in report["runs"]:
         first = run.get("first_generation") or {}
@@ -151,7 +153,8 @@ def bench_markdown(report: dict[str, Any]) -> str:
             f"| {_seconds(run['loop_seconds'])} s | {_seconds(run['wall_seconds'])} s "
             f"| {_seconds(first.get('loop_seconds'))} s | {run['skipped']}/{run['active_steps']} "
             f"| `{run['pattern']}` | {run['longest_skip_streak']} "
-            f"| {_mb(run.get('peak_memory_bytes'))} |"
+            f"| {_mb(run.get('peak_memory_bytes'))} "
+            f"| {'—' if run.get('host_load_average') is None else run['host_load_average']} |"
         )
     return "\n".join(lines) + "\n"
 

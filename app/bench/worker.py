@@ -134,6 +134,16 @@ class _LoopTimer:
         return self.finished - self.started
 
 
+def _load_average() -> float | None:
+    """The host's 1-minute load average (None where the OS has none)."""
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def _unregister(pipeline: Any, callback: object) -> None:
     for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
         items = getattr(pipeline.callbacks, name, None)
@@ -220,6 +230,7 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
 
     timer = _LoopTimer()
     gate = None
+    load_average = _load_average()  # other work on the host: context for the time below
     mx.reset_peak_memory()
     if spec.condition == "vanilla":
         context: Any = nullcontext()
@@ -243,6 +254,7 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
         "peak_memory_bytes": int(mx.get_peak_memory()),
         "active_steps": timer.active_steps,
         "loop_steps": timer.steps,
+        "host_load_average": load_average,
     }
     if gate is None:  # nothing can skip: every active step ran the transformer
         out.update(pattern="C" * timer.steps, skipped=0, computed=timer.steps, step_seconds=None)
