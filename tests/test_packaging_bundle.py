@@ -4,7 +4,8 @@ Runs ``packaging/linux/build_and_smoke.sh`` into a temporary folder: PyInstaller
 collection), then ``check_analysis.py --from-workpath`` (required modules present, excluded ones
 absent) and ``verify_bundle.py`` (layout; ``--version``, ``variants --json``, the frozen
 self-check's real MLX operation; and the frozen app's ``--smoke-test`` once the demo weights
-exist). Measured on the 2-core Linux machine: about 3.5 minutes, a 540 MB bundle.
+exist). Measured on the 2-core Linux machine: 2 to 4 minutes (PyInstaller 119 s when idle,
+237 s at load average 5.7; the checks about 7 s), a 571 MB bundle (238 MiB as .tar.gz).
 The script installs the ``packaging`` dependency group (PyInstaller) with uv.
 """
 
