@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.bench.worker import RESULT_PREFIX, WorkerSpec, parse_result
+from app.variants import get_variant
 
 STEPS = 8
 FORCED = (0.0, 0.0, 0.0, 0.0, 0.2)  # constant prediction: skip 2, compute 1 at threshold 0.5
@@ -160,3 +161,29 @@ def test_bad_input_is_one_line_and_exit_2(
     assert code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
+
+
+@pytest.mark.slow
+def test_demo_worker_loads_the_app_pipeline_and_saves_the_image(tmp_path: Path) -> None:
+    image = tmp_path / "gated.png"
+    demo = WorkerSpec(
+        variant="demo",
+        condition="gated",
+        prompt="a red circle on a blue background",
+        seed=42,
+        steps=6,
+        width=128,
+        height=128,
+        threshold=0.5,
+        image_path=str(image),
+    )
+    done = run_cli("bench", "--worker", demo.to_json())
+    assert done.returncode == 0, done.stderr
+    result = parse_result(done.stdout)
+    assert result is not None
+    assert len(result["pattern"]) == 6 and result["pattern"][0] == "F"
+    assert result["coefficients"] == list(get_variant("demo").coefficients)
+    from PIL import Image
+
+    with Image.open(image) as saved:
+        assert saved.size == (128, 128)
