@@ -294,7 +294,7 @@ def export_entry(entry: HistoryEntry, path: Path) -> Path:
 def entry_captions(entry: HistoryEntry) -> dict[str, str]:
     threshold = entry.threshold
     skipped = f"{entry.skips}/{entry.steps} skipped" if entry.skips is not None else ""
-    gated = f"TeaCache  t={threshold:.3f}  {skipped}" if threshold is not None else "TeaCache"
+    gated = f"TeaCache  t={threshold:.4g}  {skipped}" if threshold is not None else "TeaCache"
     if entry.gated_seconds is not None:
         gated += f"  {entry.gated_seconds:.2f} s"
     vanilla = "Vanilla"

@@ -187,6 +187,10 @@ def schedule_notice(
         floor = _number(details.get("min_predicted_change"))
         floor = variant.min_predicted_change if floor is None else floor
         smallest, source = floor, "from the variant's calibration data"
+    polynomial_floor = getattr(check, "prediction_floor", None)
+    if polynomial_floor is not None and (smallest is None or polynomial_floor > smallest):
+        # Nothing on any trace can be predicted below the polynomial's own minimum.
+        smallest, source = polynomial_floor, "the lowest the gate's polynomial ever predicts"
     eligible = _integer(details.get("eligible_steps"))
     eligible = check.eligible_steps if eligible is None else eligible
     measured_blocks = measured is not None and not measured.engages_at(threshold)
@@ -200,14 +204,14 @@ def schedule_notice(
     parts = [f"{eligible} of {steps} steps are gate-eligible (the first and last always compute)."]
     if not blocked:
         parts.append(
-            "Skipping on a distilled schedule is uncalibrated: expect no skips, or skips that "
-            "cost visible quality."
+            "Skipping on a distilled schedule is off the beaten path: each step is a large "
+            "stride, so every skip costs more quality than on a long schedule. Compare SSIM."
         )
     elif smallest is not None:
         relation = "at or above" if smallest >= threshold else "below"
         parts.append(
-            f"The smallest predicted change is {smallest:.3f} ({source}), {relation} the "
-            f"threshold {threshold:.3f}, so no step can be skipped."
+            f"The smallest predicted change is {fmt(smallest)} ({source}), {relation} the "
+            f"threshold {fmt(threshold)}, so no step can be skipped."
         )
     elif eligible <= 0:
         parts.append("With no eligible step, no threshold can skip anything.")
@@ -223,9 +227,9 @@ def schedule_notice(
         advice.append(f"use {base.display_name} at {base.default_steps} steps")
         actions.append(NoticeAction(f"Use {base.display_name}", f"variant:{base.id}"))
     if not variant.distilled and smallest is not None and smallest < 1.0 and eligible > 0:
-        suggested = math.ceil(smallest * 1000 + 1) / 1000
-        advice.append(f"raise the threshold above {smallest:.3f}")
-        actions.append(NoticeAction(f"Threshold {suggested:.3f}", f"threshold:{suggested}"))
+        suggested = math.ceil(smallest * 10_000 + 1) / 10_000  # just above: one skip at least
+        advice.append(f"raise the threshold above {fmt(smallest)}")
+        actions.append(NoticeAction(f"Threshold {fmt(suggested)}", f"threshold:{suggested}"))
     more_steps = max(steps * 2, variant.default_steps if not variant.distilled else 0, 8)
     if eligible <= 2 or variant.distilled:
         advice.append(f"use more steps (e.g. {more_steps})")
@@ -233,16 +237,22 @@ def schedule_notice(
     if advice:
         parts.append("Instead: " + "; or ".join(advice) + ".")
     if not blocked:
-        title = f"{variant.display_name} is distilled: TeaCache is unlikely to help"
+        title = f"{variant.display_name} is distilled: check the quality of every skip"
     elif variant.distilled or eligible <= 0:
         title = f"{variant.display_name} at {steps} steps cannot skip a step"
     else:
-        title = f"No step can be skipped at threshold {threshold:.3f}"
+        title = f"No step can be skipped at threshold {fmt(threshold)}"
     suggestion = details.get("suggestion") or check.suggestion
     extra = f"check_schedule: {check.reason}" + (
         f"\nsuggestion: {suggestion}" if suggestion else ""
     )
-    return Notice(NoticeKind.warning, title, " ".join(parts), extra, tuple(actions), "schedule")
+    kind = NoticeKind.warning if blocked else NoticeKind.info
+    return Notice(kind, title, " ".join(parts), extra, tuple(actions), "schedule")
+
+
+def fmt(value: float) -> str:
+    """Thresholds and predicted changes: four significant decimals where values are small."""
+    return f"{value:.4f}" if abs(value) < 0.1 else f"{value:.3f}"
 
 
 def _number(value: object) -> float | None:

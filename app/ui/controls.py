@@ -246,8 +246,8 @@ class ControlsView(QFrame):
 
         self.threshold = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
         self.threshold.setRange(0.0, 1.0)
-        self.threshold.setDecimals(3)
-        self.threshold.setSingleStep(0.005)  # type: ignore[arg-type]  # superqt: float slider
+        self.threshold.setDecimals(4)  # calibrated defaults go down to 0.0125
+        self.threshold.setSingleStep(0.0025)  # type: ignore[arg-type]  # superqt: float slider
         self.threshold.setPageStep(0.05)  # type: ignore[arg-type]
         self.threshold.setToolTip(
             "TeaCache skips a step while the accumulated predicted change stays below this value. "

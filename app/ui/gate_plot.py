@@ -62,7 +62,7 @@ class GatePlot(QWidget):
             angle=0,
             movable=False,
             pen=pg.mkPen(_colour(BAND_COLOUR), width=1.2, style=Qt.PenStyle.DashLine),
-            label="skipping begins above {value:.3f}",
+            label="skipping begins above {value:.4g}",
             labelOpts={
                 "position": 0.02,
                 "color": _colour(BAND_COLOUR),
@@ -73,7 +73,7 @@ class GatePlot(QWidget):
             angle=0,
             movable=False,
             pen=pg.mkPen(_colour(THRESHOLD_COLOUR), width=2),
-            label="threshold {value:.3f}",
+            label="threshold {value:.4g}",
             labelOpts={
                 "position": 0.98,
                 "color": _colour(THRESHOLD_COLOUR),
@@ -84,7 +84,7 @@ class GatePlot(QWidget):
             angle=0,
             movable=False,
             pen=pg.mkPen(_colour(THRESHOLD_COLOUR, 170), width=1.2, style=Qt.PenStyle.DotLine),
-            label="new threshold {value:.3f}",
+            label="new threshold {value:.4g}",
             labelOpts={
                 "position": 0.6,
                 "color": _colour(THRESHOLD_COLOUR),

@@ -38,7 +38,7 @@ def to_qimage(array: np.ndarray) -> QImage:
 def entry_summary(entry: HistoryEntry) -> str:
     parts = [entry.variant_id, f"seed {entry.seed}", f"{entry.steps} steps"]
     if entry.threshold is not None:
-        parts.append(f"t={entry.threshold:.3f}")
+        parts.append(f"t={entry.threshold:.4g}")
     if entry.skips is not None:
         parts.append(f"{entry.skips} skipped")
     if entry.ssim is not None:

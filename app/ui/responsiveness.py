@@ -7,8 +7,12 @@ is one generation in the same window: the first includes loading the model on th
 later ones are warm, and a threshold-only repetition exercises the cached-vanilla path. Skip
 counts are printed next to every time.
 
-    uv run python -m app.ui.responsiveness            # the real engine on the demo model
-    uv run python -m app.ui.responsiveness --engine fake
+    uv run python -m app.ui.responsiveness                      # real engine, trained demo
+    uv run python -m app.ui.responsiveness --engine random-demo  # real engine + MLX, random weights
+    uv run python -m app.ui.responsiveness --engine fake         # the UI alone
+
+``random-demo`` runs the real engine and the real demo architecture through mflux with randomly
+initialised weights: the same MLX work per step as the trained demo, usable before it exists.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 TARGET_MS = 50.0
@@ -33,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--engine", choices=("real", "fake"), default="real")
+    parser.add_argument("--engine", choices=("real", "random-demo", "fake"), default="real")
     parser.add_argument("--variant", default="demo")
     parser.add_argument("--steps", type=int, default=None, help="default: the variant's")
     parser.add_argument("--runs", type=int, default=3, help="generations (first one is cold)")
@@ -62,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def factory() -> Any:
             return FakeEngine(FakeScript(step_seconds=0.03, load_seconds=0.5))
+    elif args.engine == "random-demo":
+        factory = random_demo_engine_factory(Path(tempfile.mkdtemp(prefix="teacache-demo-")))
     else:
         factory = default_engine_factory()
     window = MainWindow(factory, shutdown_timeout_ms=60_000)
@@ -71,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None:
         window.form.steps = args.steps
 
+    # Like a user who opens the window and then clicks Generate: let the engine thread finish
+    # its warm-up imports first (they hold the GIL in long stretches), and report how long.
+    warm_started = time.perf_counter()
+    while not window.host.warm and time.perf_counter() - warm_started < args.timeout:
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+    warm_up_seconds = time.perf_counter() - warm_started
+
     ticks: list[float] = []
     clock = QElapsedTimer()
     clock.start()
@@ -78,6 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     timer.setTimerType(Qt.TimerType.PreciseTimer)
     timer.setInterval(TICK_MS)
     timer.timeout.connect(lambda: ticks.append(clock.nsecsElapsed() / 1e6))
+
+    # Baseline: the same timer with nothing running. On a loaded machine the OS alone delays
+    # ticks; a generation's gaps only mean something next to this number.
+    ticks.clear()
+    timer.start()
+    idle_until = time.perf_counter() + 2.0
+    while time.perf_counter() < idle_until:
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+    timer.stop()
+    idle_gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    idle_max = round(max(idle_gaps), 2) if idle_gaps else None
 
     rows = []
     for repetition in range(args.runs):
@@ -132,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             break
     window.close()
     worst = max((r["max_gap_ms"] or 0.0) for r in rows)
+    warm_rows = rows[1:] or rows
+    worst_warm = max((r["max_gap_ms"] or 0.0) for r in warm_rows)
     report = {
         "benchmark": "gui-responsiveness",
         "engine": args.engine,
@@ -140,12 +168,55 @@ def main(argv: list[str] | None = None) -> int:
         "qt_platform": QGuiApplication.platformName(),
         "timer_interval_ms": TICK_MS,
         "target_max_gap_ms": TARGET_MS,
+        "warm_up_imports_seconds": round(warm_up_seconds, 2),
+        "idle_max_gap_ms": idle_max,
+        "load_average": _load_average(),
         "worst_max_gap_ms": worst,
+        "worst_max_gap_ms_after_first_run": worst_warm,
         "meets_target": worst <= TARGET_MS and all(r["status"] == "finished" for r in rows),
+        "meets_target_after_first_run": worst_warm <= TARGET_MS,
         "runs": rows,
     }
     print(json.dumps(report, indent=2))
     return 0 if report["meets_target"] else 1
+
+
+def random_demo_engine_factory(folder: Path) -> Any:
+    """A factory for the real ``Engine`` whose demo loader reads randomly initialised weights
+    (written to ``folder`` on the engine thread, with the committed codec)."""
+
+    def factory() -> Any:
+        from app.engine.engine import Engine
+
+        write_random_demo_weights(folder)
+        from app.demo.pipeline import load_demo_pipeline
+
+        return Engine(loader=lambda variant, _r, _e, _c: load_demo_pipeline(variant.id, folder))
+
+    return factory
+
+
+def write_random_demo_weights(folder: Path, seed: int = 0) -> Path:
+    """Both demo variants with random weights (fixed seed) next to a copy of the real codec."""
+    import mlx.core as mx
+
+    from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES, DemoModel, save_weights
+
+    folder.mkdir(parents=True, exist_ok=True)
+    mx.random.seed(seed)
+    for name in VARIANT_FILES.values():
+        if not (folder / name).exists():
+            save_weights(DemoModel(), folder / name)
+    if not (folder / CODEC_FILE).exists():
+        shutil.copyfile(RESOURCES / CODEC_FILE, folder / CODEC_FILE)
+    return folder
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def _quantile(values: list[float], q: float) -> float:

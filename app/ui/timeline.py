@@ -67,7 +67,7 @@ def describe_step(step: StepEvent, which: Pass) -> str:
     lines.append(f"rel-L1 (gate signal change): {_fmt(step.rel_l1)}")
     lines.append(f"predicted output change: {_fmt(step.predicted)}")
     if which is Pass.gated:
-        lines.append(f"accumulated: {_fmt(step.accumulated)} vs threshold {step.threshold:.3f}")
+        lines.append(f"accumulated: {_fmt(step.accumulated)} vs threshold {step.threshold:.4g}")
     lines.append(f"step time: {step.seconds * 1000:.1f} ms")
     return "<br>".join(lines)
 

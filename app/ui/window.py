@@ -25,7 +25,7 @@ from app.engine.request import GenerationRequest, RequestError
 from app.storage.history import HistoryEntry, HistoryStore, export_entry
 from app.storage.history import export_side_by_side as export_images
 from app.storage.settings import Settings, SettingsStore
-from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice
+from app.ui.analysis import Notice, NoticeAction, NoticeKind, fmt, schedule_notice
 from app.ui.banner import BannerStack
 from app.ui.controls import MAX_SEED, ControlsView, calibration_text
 from app.ui.defaults import size_presets
@@ -311,8 +311,8 @@ class MainWindow(QMainWindow):
             r.resumed_from_changed,
         ):
             signal.connect(self._schedule_stats)
-        r.phase_changed.connect(self.status_label.setText)
-        r.progress_changed.connect(self._show_progress)
+        r.phase_changed.connect(self._schedule_status)
+        r.progress_changed.connect(self._schedule_status)
         r.saved_entry_changed.connect(self._show_saved)
 
         self.banners.action_triggered.connect(self._on_banner_action)
@@ -500,6 +500,10 @@ class MainWindow(QMainWindow):
     def _schedule_stats(self, *_args: object) -> None:
         self._schedule("stats")
 
+    def _schedule_status(self, *_args: object) -> None:
+        # QProgressBar.setValue repaints synchronously: once per frame, not once per step.
+        self._schedule("status")
+
     def _schedule(self, what: str) -> None:
         """Coalesce plot and number updates: at most one per frame interval while a run is going
         (software-rendered plots cost milliseconds per paint), at once otherwise."""
@@ -514,6 +518,9 @@ class MainWindow(QMainWindow):
             self._refresh_plot()
         if "stats" in pending:
             self._refresh_stats()
+        if "status" in pending:
+            self.status_label.setText(self.run.phase)
+            self._show_progress(self.run.progress)
 
     def _refresh_timeline(self) -> None:
         r = self.run
@@ -634,7 +641,7 @@ class MainWindow(QMainWindow):
         text = f"{eligible} of {f.steps} steps are gate-eligible."
         if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
             if band.onset is not None and band.onset < 1.0:
-                text += f" On the last vanilla run, skipping begins above {band.onset:.3f}."
+                text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."
             else:
                 text += " On the last vanilla run, no threshold skips a step."
         self.controls.threshold_hint.setText(text)
@@ -785,7 +792,7 @@ class MainWindow(QMainWindow):
         request: GenerationRequest | None = r.request
         skips = f"{r.skips}/{len(r.gated_steps)} skipped" if r.skips is not None else ""
         threshold = request.threshold if request is not None else self.form.threshold
-        gated = f"TeaCache  t={threshold:.3f}  {skips}"
+        gated = f"TeaCache  t={threshold:.4g}  {skips}"
         if r.gated_seconds is not None:
             gated += f"  {r.gated_seconds:.2f} s"
         vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")

@@ -16,12 +16,13 @@ import gc
 import importlib
 import logging
 import threading
+import time
 import traceback
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
 from app.engine.events import (
     EngineEvent,
@@ -44,6 +45,7 @@ EngineFactory = Callable[[], EngineProtocol]
 SaveRun = Callable[[RunRecord], HistoryEntry]
 TERMINAL = (RunFinished, RunCancelled, RunFailed)
 _VANILLA_MEMO_SIZE = 8
+DRAIN_BUDGET_MS = 8  # GUI time spent applying engine events before yielding to the event loop
 # Imported on the engine thread as soon as it starts (SSIM, the engine with MLX, the demo pipeline
 # with mflux), so that the first generation does not pay for them while the GUI waits on the GIL.
 WARM_IMPORTS = ("skimage.metrics", "app.engine.engine", "app.demo.pipeline")
@@ -70,6 +72,7 @@ class EngineWorker(QObject):
     """Lives on the engine thread. Never raises into Qt: every failure becomes ``RunFailed``."""
 
     relayed = Signal(object)
+    warmed_up = Signal(float)  # seconds the warm-up imports took
 
     def __init__(
         self,
@@ -88,6 +91,7 @@ class EngineWorker(QObject):
     def warm_up(self) -> None:
         """Import what the first run needs while the window is idle: an import holds the GIL in
         long stretches, which would stall the GUI thread in the middle of a generation."""
+        started = time.perf_counter()
         for name in self._warm_imports:
             try:
                 importlib.import_module(name)
@@ -96,6 +100,7 @@ class EngineWorker(QObject):
         # Everything imported so far lives as long as the app: keep it out of the cyclic
         # collector, whose full passes over a large heap would pause the GUI thread too.
         gc.freeze()
+        self.warmed_up.emit(time.perf_counter() - started)
 
     @Slot(int, object, object)
     def run(self, run_id: int, request: GenerationRequest, cancel: threading.Event) -> None:
@@ -230,24 +235,37 @@ class EngineHost(QObject):
 
     event_received = Signal(object)
     busy_changed = Signal(bool)
+    warmed_up = Signal(float)
     _run_requested = Signal(int, object, object)
     _close_requested = Signal()
 
     def __init__(
-        self, factory: EngineFactory, save: SaveRun | None = None, parent: QObject | None = None
+        self,
+        factory: EngineFactory,
+        save: SaveRun | None = None,
+        parent: QObject | None = None,
+        *,
+        warm_imports: tuple[str, ...] = WARM_IMPORTS,
     ) -> None:
         super().__init__(parent)
         self._thread = QThread()
         self._thread.setObjectName("teacache-engine")
-        self._worker = EngineWorker(factory, save)
+        self._worker = EngineWorker(factory, save, warm_imports)
         self._worker.moveToThread(self._thread)
+        self._thread.started.connect(self._worker.warm_up)
         self._run_requested.connect(self._worker.run)
         self._close_requested.connect(self._worker.close)
         self._worker.relayed.connect(self._on_event)
+        self._worker.warmed_up.connect(self._on_warmed_up)
+        self.warm = False
         self._next_id = 1
         self._current: int | None = None
         self._cancel: threading.Event | None = None
         self._closed = False
+        self._inbox: deque[object] = deque()
+        self._drain_timer = QTimer(self)
+        self._drain_timer.setSingleShot(True)
+        self._drain_timer.timeout.connect(self._drain)
         self._thread.start()
         app = QCoreApplication.instance()
         if app is not None:
@@ -300,6 +318,32 @@ class EngineHost(QObject):
     def _on_event(self, event: object) -> None:
         if self._closed:
             return
+        # Events can arrive in bursts (a resumed pass replays many steps at once). Queue them
+        # and apply them in slices of at most DRAIN_BUDGET_MS, so the GUI keeps breathing.
+        self._inbox.append(event)
+        if not self._drain_timer.isActive():
+            self._drain_timer.start(0)
+
+    @Slot(float)
+    def _on_warmed_up(self, seconds: float) -> None:
+        self.warm = True
+        self.warmed_up.emit(seconds)
+
+    def _drain(self) -> None:
+        deadline = time.perf_counter() + DRAIN_BUDGET_MS / 1000
+        while self._inbox and not self._closed:
+            self._deliver(self._inbox.popleft())
+            if time.perf_counter() >= deadline:
+                break
+        if self._inbox and not self._closed:
+            self._drain_timer.start(0)
+
+    def flush(self) -> None:
+        """Apply every queued event now (tests and shutdown)."""
+        while self._inbox and not self._closed:
+            self._deliver(self._inbox.popleft())
+
+    def _deliver(self, event: object) -> None:
         if isinstance(event, TERMINAL) and event.run_id == self._current:
             self._current = None
             self._cancel = None

@@ -166,7 +166,7 @@ def test_timeline_tooltip_shows_the_numbers(qtbot: QtBot) -> None:
         "predicted",
         "0.0400",
         "accumulated: 0.0900",
-        "threshold 0.100",
+        "vs threshold 0.1<br>",
         "12.0 ms",
     ):
         assert expected in text

@@ -113,12 +113,14 @@ def test_replayed_script_rewrites_the_run_id() -> None:
 
 
 def test_distilled_schedules_warn_with_numbers() -> None:
-    events = run(FakeEngine(), make_request("demo-turbo", "a red star", threshold=0.1))
+    # FLUX.2 Klein 4B at its 4 distilled steps: calibration says nothing predicts below 0.261.
+    events = run(FakeEngine(), make_request("flux2-klein-4b", "a red star", threshold=0.17))
     warnings = {e.kind: e for e in events if isinstance(e, RunWarning)}
     assert set(warnings) == {"distilled", "engagement"}
     assert warnings["distilled"].details["eligible_steps"] == 2
+    assert warnings["distilled"].details["can_skip"] is False
     onset = warnings["engagement"].details["onset_threshold"]
-    assert isinstance(onset, float) and onset > 0.1
+    assert isinstance(onset, float) and onset > 0.17
     skipped = [e for e in events if isinstance(e, StepDone) and e.step.decision is Decision.skipped]
     assert skipped == []  # zero skips on purpose: the distilled schedule cannot engage
 

@@ -17,7 +17,7 @@ from app.engine.events import Pass
 from app.gate import Decision
 from app.ui.viewmodel import RunStatus
 from app.ui.window import MainWindow
-from app.variants import DEMO_DIR
+from app.variants import DEMO_DIR, check_schedule
 
 pytestmark = [
     pytest.mark.slow,
@@ -85,11 +85,17 @@ def test_real_demo_cancel_within_a_step(qtbot: QtBot, window: MainWindow) -> Non
     assert _finish(qtbot, window) is RunStatus.finished, window.run.error
 
 
-def test_real_distilled_demo_skips_nothing_and_says_why(qtbot: QtBot, window: MainWindow) -> None:
+def test_real_distilled_demo_under_its_floor_skips_nothing_and_says_why(
+    qtbot: QtBot, window: MainWindow
+) -> None:
     window.form.select_variant("demo-turbo")
+    floor = check_schedule(window.form.variant, window.form.steps, 0.01).prediction_floor
+    assert floor is not None and floor > 0.0
+    window.form.threshold = round(floor * 0.5, 4)  # below anything the gate can predict
     assert _finish(qtbot, window) is RunStatus.finished, window.run.error
-    assert window.run.skips == 0  # on purpose: a 4-step distilled schedule cannot engage
+    assert window.run.skips == 0  # on purpose: this threshold cannot engage on this schedule
     assert all(s is not None and s.decision is not Decision.skipped for s in window.run.gated_steps)
     banner = window.banners.banner("schedule")
     assert banner is not None and "cannot skip" in banner.title.text()
+    assert banner.notice.actions  # and says what to do instead
     assert window.timeline.cell_rect(Pass.gated, 0).width() > 0

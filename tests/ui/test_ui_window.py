@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
@@ -15,9 +16,10 @@ from app.engine.events import Pass, PassStarted, StepDone
 from app.engine.fake import FakeEngine, FakeFailure, FakeScript, StepGate
 from app.gate import Decision
 from app.storage.settings import SettingsStore
+from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT
-from app.ui.viewmodel import RunStatus
-from app.variants import DEFAULT_VARIANT
+from app.ui.viewmodel import RunStatus, ui_default_threshold
+from app.variants import DEFAULT_VARIANT, check_schedule
 
 
 def held_engine() -> tuple[FakeEngine, StepGate]:
@@ -283,7 +285,8 @@ def test_history_reopen_and_export(qtbot: QtBot, make_window: WindowFactory, tmp
     assert run_to_end(qtbot, window) is RunStatus.finished
     saved_pattern = window.timeline.pattern()
     saved_image = window.run.gated_image
-    window.form.threshold = 0.01
+    first_threshold = window.form.threshold
+    window.form.threshold = 0.05
     assert run_to_end(qtbot, window) is RunStatus.finished
     dialog = window.show_history()
     qtbot.addWidget(dialog)
@@ -292,7 +295,7 @@ def test_history_reopen_and_export(qtbot: QtBot, make_window: WindowFactory, tmp
     with qtbot.waitSignal(window.run.saved_entry_changed, timeout=SIGNAL_TIMEOUT_MS):
         dialog.open_button.click()
     assert window.timeline.pattern() == saved_pattern
-    assert window.form.threshold == 0.1
+    assert window.form.threshold == first_threshold
     assert window.run.gated_image is not None and saved_image is not None
     assert np.array_equal(window.run.gated_image, saved_image)
     out = window.export_current(tmp_path / "side-by-side.png")
@@ -306,20 +309,22 @@ def test_distilled_warning_banner_before_and_after_a_run(
 ) -> None:
     window = make_window()
     assert window.banners.banner("schedule") is None
-    window.form.select_variant("demo-turbo")
+    window.form.select_variant("flux2-klein-4b")  # distilled, 4 steps: cannot engage
     before = window.banners.banner("schedule")
-    assert before is not None and "2 of 4 steps are gate-eligible" in before.message.text()
+    assert before is not None and before.notice.kind is NoticeKind.warning
+    assert "2 of 4 steps are gate-eligible" in before.message.text()
+    assert "0.261" in before.message.text()  # from the variant's calibration data
     assert run_to_end(qtbot, window) is RunStatus.finished
     after = window.banners.banner("schedule")
     assert after is not None
     assert "cannot skip a step" in after.title.text()
-    assert "smallest predicted change is 0.4" in after.message.text()
+    assert "measured by the engine on this run" in after.message.text()
     assert window.run.skips == 0  # zero skips on purpose: this schedule cannot engage
     assert window.gate_plot.band.isVisible()
     assert window.gate_plot.onset_line.value() > window.gate_plot.threshold_line.value()
-    use_base = next(b for b in after.action_buttons if b.text() == "Use Demo shapes")
+    use_base = next(b for b in after.action_buttons if b.text() == "Use FLUX.2 Klein base 4B")
     use_base.click()
-    assert window.form.variant_id == "demo"
+    assert window.form.variant_id == "flux2-klein-base-4b"
     assert window.banners.banner("schedule") is None
 
 
@@ -327,7 +332,10 @@ def test_a_threshold_below_the_onset_explains_why_nothing_skips(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
     window = make_window()
-    window.form.threshold = 0.02
+    floor = check_schedule(window.form.variant, window.form.steps).prediction_floor
+    assert floor is not None
+    window.form.threshold = round(floor * 0.5, 4)  # under the polynomial's floor
+    assert window.banners.banner("schedule") is not None  # said before the run, too
     assert run_to_end(qtbot, window) is RunStatus.finished
     assert window.run.skips == 0
     banner = window.banners.banner("schedule")
@@ -397,5 +405,6 @@ def test_random_seed_and_reset_threshold(make_window: WindowFactory) -> None:
     window.controls.threshold.setValue(0.5)
     assert window.form.threshold == 0.5
     window.controls.threshold_reset.click()
-    assert window.form.threshold == 0.1
-    assert window.controls.threshold.value() == 0.1
+    default = ui_default_threshold(window.form.variant)
+    assert window.form.threshold == default
+    assert window.controls.threshold.value() == pytest.approx(default)
