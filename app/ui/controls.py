@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QKeySequence, QPainter, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
@@ -17,6 +19,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSizePolicy,
+    QSlider,
     QSpinBox,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -24,7 +27,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from superqt import QLabeledDoubleSlider
+from superqt.utils import signals_blocked
 
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import VARIANTS, Family, Variant
@@ -157,13 +160,13 @@ class VariantPicker(QComboBox):
 def calibration_text(variant: Variant) -> str:
     """Where the gate's polynomial for this variant comes from, in a few short lines."""
     p = variant.provenance
-    lines = [p.source[:1].upper() + p.source[1:] + "."]
+    lines = [p.source.rstrip(".") + "."]
     if p.fit_metric and p.fit_value is not None:
         lines.append(f"Fit quality: {p.fit_metric} {p.fit_value:g}.")
     if p.data_size:
         lines.append(f"Data: {p.data_size}.")
     if p.notes:
-        lines.append(p.notes[:1].upper() + p.notes[1:] + ".")
+        lines.append(p.notes[:1].upper() + p.notes[1:].rstrip(".") + ".")
     if variant.calibrated_range is not None:
         lo, hi = variant.calibrated_range
         lines.append(f"Signal changes outside {lo:.3f}–{hi:.3f} always compute.")
@@ -174,12 +177,70 @@ def variant_tooltip(variant: Variant) -> str:
     lines = [f"<b>{variant.display_name}</b> ({variant.id})"]
     lines.append(f"{variant.default_steps} steps by default")
     if variant.default_threshold is not None:
-        lines.append(f"default threshold {variant.default_threshold:.2f}")
+        lines.append(f"default threshold {variant.default_threshold:g}")
     if variant.distilled and variant.distilled_reason:
         lines.append(f"distilled: {variant.distilled_reason}")
     if variant.provenance.source:
         lines.append(f"calibration: {variant.provenance.source}")
     return "<br>".join(lines)
+
+
+class ThresholdControl(QWidget):
+    """A slider on a square-root scale (finer near 0: calibrated thresholds run from about 0.01
+    to 0.3) beside an exact numeric entry, 0–1 with four decimals."""
+
+    valueChanged = Signal(float)
+    STEPS = 1000
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, self.STEPS)
+        self.slider.setPageStep(50)
+        self.spin = QDoubleSpinBox()
+        self.spin.setRange(0.0, 1.0)
+        self.spin.setDecimals(4)
+        self.spin.setSingleStep(0.0025)
+        self.spin.setKeyboardTracking(False)  # commit on Enter or focus-out, not per keystroke
+        self.spin.setAccelerated(True)
+        self.spin.setFixedWidth(self.spin.fontMetrics().horizontalAdvance("0.00000") + 40)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.spin)
+        self._value = 0.0
+        self.slider.valueChanged.connect(self._from_slider)
+        self.spin.valueChanged.connect(self._from_spin)
+
+    def value(self) -> float:
+        return self._value
+
+    def setValue(self, value: float) -> None:
+        self._apply(round(min(1.0, max(0.0, float(value))), 4))
+
+    @staticmethod
+    def to_position(value: float) -> int:
+        return round(math.sqrt(max(0.0, value)) * ThresholdControl.STEPS)
+
+    @staticmethod
+    def from_position(position: int) -> float:
+        return round((position / ThresholdControl.STEPS) ** 2, 4)
+
+    def _from_slider(self, position: int) -> None:
+        self._apply(self.from_position(position), moved_slider=True)
+
+    def _from_spin(self, value: float) -> None:
+        self._apply(round(value, 4))
+
+    def _apply(self, value: float, *, moved_slider: bool = False) -> None:
+        with signals_blocked(self.slider), signals_blocked(self.spin):
+            if not moved_slider:
+                self.slider.setValue(self.to_position(value))
+            self.spin.setValue(value)
+        if value != self._value:
+            self._value = value
+            self.valueChanged.emit(value)
 
 
 class PromptEdit(QPlainTextEdit):
@@ -244,14 +305,10 @@ class ControlsView(QFrame):
         self.guidance.setSingleStep(0.5)
         self.guidance.setDecimals(1)
 
-        self.threshold = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
-        self.threshold.setRange(0.0, 1.0)
-        self.threshold.setDecimals(4)  # calibrated defaults go down to 0.0125
-        self.threshold.setSingleStep(0.0025)  # type: ignore[arg-type]  # superqt: float slider
-        self.threshold.setPageStep(0.05)  # type: ignore[arg-type]
+        self.threshold = ThresholdControl()
         self.threshold.setToolTip(
             "TeaCache skips a step while the accumulated predicted change stays below this value. "
-            "0 turns skipping off."
+            "0 turns skipping off. The slider is finer near 0, where calibrated thresholds live."
         )
         self.threshold_reset = QToolButton()
         self.threshold_reset.setText("Reset")

@@ -62,7 +62,7 @@ class GatePlot(QWidget):
             angle=0,
             movable=False,
             pen=pg.mkPen(_colour(BAND_COLOUR), width=1.2, style=Qt.PenStyle.DashLine),
-            label="skipping begins above {value:.4g}",
+            label="skipping begins above {value:.3g}",
             labelOpts={
                 "position": 0.02,
                 "color": _colour(BAND_COLOUR),

@@ -212,3 +212,24 @@ def test_smoke_test_mode_reports_a_failed_generation(qtbot: QtBot) -> None:
 
 def test_signal_timeout_is_generous() -> None:
     assert SIGNAL_TIMEOUT_MS >= 10_000
+
+
+def test_threshold_control_is_finer_near_zero_and_exact_in_its_entry(qtbot: QtBot) -> None:
+    from app.ui.controls import ThresholdControl
+
+    control = ThresholdControl()
+    qtbot.addWidget(control)
+    seen: list[float] = []
+    control.valueChanged.connect(seen.append)
+    control.setValue(0.0125)
+    assert control.value() == 0.0125 and control.spin.value() == 0.0125
+    assert control.slider.value() == 112  # sqrt scale: 0.0125 sits at 11% of the track
+    control.slider.setValue(500)
+    assert control.value() == 0.25
+    control.spin.setValue(0.3)
+    assert control.slider.value() == ThresholdControl.to_position(0.3)
+    control.setValue(0.3)  # unchanged: no signal
+    assert seen == [0.0125, 0.25, 0.3]
+    for position in (0, 1, 37, 999, 1000):
+        value = ThresholdControl.from_position(position)
+        assert abs(ThresholdControl.to_position(value) - position) <= 1
