@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import ndimage
@@ -79,7 +80,7 @@ _ANGLES = {
 def classify_shape(mask: np.ndarray) -> ObjectReading:
     """Best-overlapping ideal shape: each candidate is drawn at the object's centroid, with the
     object's area, at every rotation of one symmetry period; the highest IoU wins."""
-    mask = ndimage.binary_fill_holes(mask)
+    mask = np.asarray(ndimage.binary_fill_holes(mask), dtype=bool)
     ys, xs = np.nonzero(mask)
     area = len(ys)
     cy, cx = ys.mean() + 0.5, xs.mean() + 0.5
@@ -194,7 +195,8 @@ def _check_clause(labels: np.ndarray, clause: Clause) -> ClauseVerdict:
     # Opening by reconstruction: erosion drops thin outlines and fringes, propagation restores
     # the full outline of every object that survived (a plain opening blunts small tips).
     mask = ndimage.binary_propagation(ndimage.binary_erosion(raw, structure=_OPEN), mask=raw)
-    components, n = ndimage.label(mask)
+    labelled: Any = ndimage.label(mask)
+    components, n = labelled[0], int(labelled[1])
     objects = []
     for index in range(1, n + 1):
         component = components == index

@@ -8,8 +8,12 @@ are two matrix products and latent-space squared error equals pixel-space square
 procedural scenes are smooth within a patch, so 128 of 768 components keep nearly all of the
 variance (measured at fit time; recorded in the codec file's metadata).
 
-Latents are (patch − mean) · basis / scale, with one global ``scale`` that gives the latents unit
-root-mean-square, so the diffusion noise (unit normal) has the right size.
+Latents are (patch − mean) · basis / scale. ``scale`` is either one number that gives the latents
+unit root-mean-square (run 1), or one number per channel that gives every channel unit variance
+(``per_channel``, the way FLUX.2 normalises its VAE latents with batch-norm statistics). With one
+global scale the fine components that carry shape edges have a standard deviation of about 0.07
+against the unit noise, so they weigh almost nothing in the training loss; per-channel
+normalisation gives every component the same weight.
 """
 
 from __future__ import annotations
@@ -47,34 +51,34 @@ def unpatchify(tokens: Any, height: int, width: int, xp: Any = np) -> Any:
 class PCACodec:
     mean: np.ndarray  # (768,) in [-1, 1] pixel units
     basis: np.ndarray  # (768, 128), orthonormal columns
-    scale: float
+    scale: np.ndarray  # (1,) global or (128,) per channel
     explained_variance: float
 
     def encode(self, images: Any, xp: Any = np) -> Any:
         """(B, H, W, 3) images in [0, 1] → latents (B, tokens, 128)."""
-        mean, basis = self._arrays(xp)
+        mean, basis, scale = self._arrays(xp)
         patches = patchify(images * 2.0 - 1.0, xp)
-        return ((patches - mean) @ basis) / self.scale
+        return ((patches - mean) @ basis) / scale
 
     def decode(self, latents: Any, height: int = SIZE, width: int = SIZE, xp: Any = np) -> Any:
         """latents (B, tokens, 128) → images (B, H, W, 3) in [-1, 1] (unclipped)."""
-        mean, basis = self._arrays(xp)
-        patches = (latents * self.scale) @ basis.T + mean
+        mean, basis, scale = self._arrays(xp)
+        patches = (latents * scale) @ basis.T + mean
         return unpatchify(patches, height, width, xp)
 
-    def _arrays(self, xp: Any) -> tuple[Any, Any]:
+    def _arrays(self, xp: Any) -> tuple[Any, Any, Any]:
         if xp is np:
-            return self.mean, self.basis
+            return self.mean, self.basis, self.scale
         cache = self.__dict__.setdefault("_xp_cache", {})
         if id(xp) not in cache:
-            cache[id(xp)] = (xp.array(self.mean), xp.array(self.basis))
+            cache[id(xp)] = (xp.array(self.mean), xp.array(self.basis), xp.array(self.scale))
         return cache[id(xp)]
 
     def tensors(self) -> dict[str, np.ndarray]:
         return {
             "mean": self.mean.astype(np.float32),
             "basis": self.basis.astype(np.float32),
-            "scale": np.array([self.scale], dtype=np.float32),
+            "scale": np.asarray(self.scale, dtype=np.float32).reshape(-1),
             "explained_variance": np.array([self.explained_variance], dtype=np.float32),
         }
 
@@ -83,12 +87,12 @@ class PCACodec:
         return cls(
             mean=np.asarray(tensors["mean"], dtype=np.float32),
             basis=np.asarray(tensors["basis"], dtype=np.float32),
-            scale=float(np.asarray(tensors["scale"])[0]),
+            scale=np.asarray(tensors["scale"], dtype=np.float32).reshape(-1),
             explained_variance=float(np.asarray(tensors["explained_variance"])[0]),
         )
 
 
-def fit_pca(images: np.ndarray, channels: int = CHANNELS) -> PCACodec:
+def fit_pca(images: np.ndarray, channels: int = CHANNELS, per_channel: bool = False) -> PCACodec:
     """Closed-form fit on (N, H, W, 3) images in [0, 1]."""
     patches = patchify(images.astype(np.float64) * 2.0 - 1.0).reshape(-1, PATCH * PATCH * 3)
     mean = patches.mean(0)
@@ -102,8 +106,13 @@ def fit_pca(images: np.ndarray, channels: int = CHANNELS) -> PCACodec:
     eigvecs = eigvecs * signs
     basis = eigvecs[:, :channels]
     kept = float(eigvals[:channels].sum() / eigvals.sum())
-    scale = float(np.sqrt(eigvals[:channels].mean()))
-    return PCACodec(mean.astype(np.float32), basis.astype(np.float32), scale, kept)
+    if per_channel:
+        scale = np.sqrt(eigvals[:channels])
+    else:
+        scale = np.array([np.sqrt(eigvals[:channels].mean())])
+    return PCACodec(
+        mean.astype(np.float32), basis.astype(np.float32), scale.astype(np.float32), kept
+    )
 
 
 def load_codec(path: Path) -> PCACodec:

@@ -17,11 +17,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import mlx.core as mx
 import numpy as np
 
-from app.demo import checker
-from app.demo.scenes import PromptSpec, caption, parse_prompt, scene_from_seed, tokenize
+from app.blas import preload_openblas
+
+preload_openblas()  # before MLX loads (``python -m`` imports this module before main runs)
+
+import mlx.core as mx  # noqa: E402
+
+from app.demo import checker  # noqa: E402
+from app.demo.scenes import PromptSpec, caption, parse_prompt, scene_from_seed, tokenize  # noqa: E402
 
 EVAL_SEED_BASE = 900_000  # scene seeds for evaluation prompts; training uses other streams
 
@@ -188,9 +193,6 @@ def contact_sheet(images: np.ndarray, columns: int = 8) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from app.blas import preload_openblas
-
-    preload_openblas()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variant", default="demo", choices=["demo", "demo-turbo"])
     parser.add_argument("--prompts", type=int, default=100)

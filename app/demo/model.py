@@ -90,7 +90,7 @@ def text_ids(context: mx.array) -> mx.array:
 
 
 def parameter_count(model: nn.Module) -> int:
-    return sum(v.size for _, v in tree_flatten(model.parameters()))
+    return sum(_array(v).size for _, v in tree_flatten(model.parameters()))
 
 
 def save_weights(
@@ -99,7 +99,7 @@ def save_weights(
     metadata: dict[str, str] | None = None,
     dtype: mx.Dtype = mx.float16,
 ) -> None:
-    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters())}
+    weights = {k: _array(v).astype(dtype) for k, v in tree_flatten(model.parameters())}
     mx.save_safetensors(str(path), weights, metadata=metadata or {})
 
 
@@ -125,6 +125,11 @@ def _tree_map(fn: Any, tree: Any) -> Any:
     from mlx.utils import tree_map
 
     return tree_map(fn, tree)
+
+
+def _array(value: Any) -> mx.array:
+    assert isinstance(value, mx.array)
+    return value
 
 
 def read_config(resources: Path = RESOURCES) -> dict[str, Any]:

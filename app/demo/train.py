@@ -60,12 +60,14 @@ def fit_codec_command(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     scenes = [scene_from_seed(1_000_000 + i) for i in range(args.codec_scenes)]
     images = np.concatenate([render_batch(scenes[i : i + 256]) for i in range(0, len(scenes), 256)])
-    codec = fit_pca(images)
+    codec = fit_pca(images, per_channel=args.per_channel)
     out = args.resources or RESOURCES
+    out.mkdir(parents=True, exist_ok=True)
     save_codec(codec, out / CODEC_FILE)
     log(
         f"codec: {args.codec_scenes} scenes, kept variance {codec.explained_variance:.5f}, "
-        f"scale {codec.scale:.4f}, {time.perf_counter() - t0:.1f} s → {out / CODEC_FILE}"
+        f"scale {codec.scale.min():.4f}–{codec.scale.max():.4f}, "
+        f"{time.perf_counter() - t0:.1f} s → {out / CODEC_FILE}"
     )
 
 
@@ -79,9 +81,9 @@ class Trainer:
 
     def __init__(self, codec: Any, batch: int, seed: int) -> None:
         import mlx.core as mx
-        import mlx.nn as nn
         import mlx.optimizers as optim
         from mflux.models.common.config.model_config import ModelConfig
+        from mlx.nn.utils import value_and_grad
         from mlx.utils import tree_map
 
         from app.demo.model import DemoModel, image_ids
@@ -89,6 +91,7 @@ class Trainer:
 
         ModelConfig.precision = mx.float32  # the transformer casts its timestep embedding to it
         mx.random.seed(seed)
+        self.seed = seed
         self.mx = mx
         self.codec = codec
         self.batch = batch
@@ -120,7 +123,7 @@ class Trainer:
 
         @partial(mx.compile, inputs=self.state, outputs=self.state)
         def step(tokens: Any, xt: Any, t: Any, target: Any, decay: Any) -> tuple[Any, Any]:
-            loss, grads = nn.value_and_grad(model, loss_fn)(model, tokens, xt, t, target)
+            loss, grads = value_and_grad(model, loss_fn)(model, tokens, xt, t, target)
             grads, grad_norm = optim.clip_grad_norm(grads, 1.0)
             opt.update(model, grads)
             ema.update(
@@ -167,7 +170,6 @@ class Trainer:
         mx.save_safetensors(
             str(folder / f"{phase}-opt.safetensors"), dict(tree_flatten(self.opt.state))
         )
-        mx.save_safetensors(str(folder / f"{phase}-rng.safetensors"), {"key": mx.random.state[0]})
         info = {"step": self.step_count, **extra}
         (folder / f"{phase}-state.json").write_text(json.dumps(info), encoding="utf-8")
 
@@ -183,11 +185,11 @@ class Trainer:
         opt_state = mx.load(str(folder / f"{phase}-opt.safetensors"))
         assert isinstance(opt_state, dict)
         self.opt.state.update(tree_unflatten(list(opt_state.items())))
-        rng = mx.load(str(folder / f"{phase}-rng.safetensors"))
-        assert isinstance(rng, dict)
-        mx.random.state[0] = rng["key"]
         info = json.loads(state_file.read_text(encoding="utf-8"))
         self.step_count = int(info["step"])
+        # MLX cannot restore a random state, so a resumed run re-seeds from (seed, step): still
+        # deterministic, though not the same stream as an uninterrupted run.
+        mx.random.seed(self.seed * 1_000_003 + self.step_count)
         mx.eval(self.state)
         return info
 
@@ -212,6 +214,27 @@ def sample_t(mx: Any, n: int, mu: float) -> Any:
 # Phase: demo
 
 
+def prerender(codec: Any, pool: Any, chunk: int = 4096) -> Any:
+    """Every pool scene rasterised and encoded once, on the device, kept as float16 latents
+    (1M scenes ≈ 16.8 GB): the training step then only gathers a batch."""
+    import mlx.core as mx
+
+    from app.demo.scenes import rasterize
+
+    t0 = time.perf_counter()
+    parts = []
+    for start in range(0, len(pool), chunk):
+        objects = mx.array(pool.objects[start : start + chunk])
+        background = mx.array(pool.background[start : start + chunk])
+        latents = codec.encode(rasterize(objects, background, mx), xp=mx).astype(mx.float16)
+        mx.eval(latents)
+        parts.append(latents)
+    out = mx.concatenate(parts, axis=0)
+    mx.eval(out)
+    log(f"prerender: {len(pool)} latents in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
 def train_demo(
     trainer: Trainer, pool: Any, args: argparse.Namespace, report: dict[str, Any]
 ) -> None:
@@ -232,6 +255,7 @@ def train_demo(
     trained_seconds = float(info.get("trained_seconds", 0.0)) if info else 0.0
     rng = np.random.default_rng([args.seed, 1, trainer.step_count])
     mu = Scheduler._compute_empirical_mu(image_seq_len=64, num_steps=28)
+    latents = prerender(trainer.codec, pool) if args.prerender else None
     budget = args.demo_seconds
     start = time.perf_counter()
     first_step_seconds = None
@@ -250,8 +274,11 @@ def train_demo(
         idx = rng.integers(len(pool), size=b)
         tokens_np = pool.tokens[idx].copy()
         tokens_np[rng.random(b) < args.caption_dropout] = 0
-        images = rasterize(mx.array(pool.objects[idx]), mx.array(pool.background[idx]), mx)
-        x0 = trainer.codec.encode(images, xp=mx)
+        if latents is not None:
+            x0 = latents[mx.array(idx)].astype(mx.float32)
+        else:
+            images = rasterize(mx.array(pool.objects[idx]), mx.array(pool.background[idx]), mx)
+            x0 = trainer.codec.encode(images, xp=mx)
         noise = mx.random.normal(x0.shape)
         t = sample_t(mx, b, mu)
         xt = (1 - t)[:, None, None] * x0 + t[:, None, None] * noise
@@ -323,8 +350,8 @@ def train_demo(
 def teacher_ladder(steps_full: int = 28, steps_turbo: int = 4) -> tuple[list[float], list[float]]:
     from app.demo.evaluate import schedule
 
-    full = [float(s) for s in schedule(steps_full).tolist()]
-    turbo = [float(s) for s in schedule(steps_turbo).tolist()]
+    full = [float(s) for s in np.array(schedule(steps_full))]
+    turbo = [float(s) for s in np.array(schedule(steps_turbo))]
     ladder = sorted(set(full) | set(turbo), reverse=True)
     return ladder, turbo
 
@@ -529,6 +556,10 @@ def measure_latency(resources: Path, report: dict[str, Any], variants: list[str]
     }
 
 
+def _as_array(value: Any) -> Any:
+    return value
+
+
 def save_variant(
     model: Any, folder: Path, variant: str, out: Path | None, metadata: dict[str, str]
 ) -> None:
@@ -541,7 +572,7 @@ def save_variant(
 
     save_weights(model, folder / VARIANT_FILES[variant], metadata)
     if out is not None:
-        flat = {k: v.astype(mx.float16) for k, v in tree_flatten(model.parameters())}
+        flat = {k: _as_array(v).astype(mx.float16) for k, v in tree_flatten(model.parameters())}
         for part in ("transformer", "text_encoder"):
             mx.save_safetensors(
                 str(out / f"{variant}-{part}.safetensors"),
@@ -573,10 +604,18 @@ def run_all(args: argparse.Namespace) -> None:
     pool = build_pool(args.seed, args.pool, workers=args.workers)
     report["pool_seconds"] = round(time.perf_counter() - t_pool, 1)
     log(f"pool: {len(pool)} scenes in {report['pool_seconds']} s; device {mx.default_device()}")
-    codec = load_codec(RESOURCES / CODEC_FILE)
+    codec_path = args.codec or RESOURCES / CODEC_FILE
+    codec = load_codec(codec_path)
     resources = work / "resources"
     resources.mkdir(exist_ok=True)
-    (resources / CODEC_FILE).write_bytes((RESOURCES / CODEC_FILE).read_bytes())
+    (resources / CODEC_FILE).write_bytes(codec_path.read_bytes())
+    if out is not None:
+        (out / CODEC_FILE).write_bytes(codec_path.read_bytes())
+    report["codec"] = {
+        "file": str(codec_path),
+        "per_channel": bool(codec.scale.size > 1),
+        "explained_variance": codec.explained_variance,
+    }
     trainer = Trainer(codec, args.batch, args.seed)
     report["parameters"] = {
         "transformer": parameter_count(trainer.model.transformer),
@@ -651,20 +690,63 @@ def write_config_command(args: argparse.Namespace) -> None:
     if args.report is not None:
         report = json.loads(args.report.read_text(encoding="utf-8"))
         training = {k: v for k, v in report.get("demo_training", {}).items() if k != "history"}
-        turbo = {k: v for k, v in report.get("turbo_training", {}).items()
-                 if k not in ("history", "teacher_ladder")}
-        config["training"] = {"command": report.get("command"), "demo": training,
-                              "demo-turbo": turbo, "parameters": report.get("parameters"),
-                              "device": args.device}
+        turbo = {
+            k: v
+            for k, v in report.get("turbo_training", {}).items()
+            if k not in ("history", "teacher_ladder")
+        }
+        config["training"] = {
+            "command": report.get("command"),
+            "demo": training,
+            "demo-turbo": turbo,
+            "parameters": report.get("parameters"),
+            "device": args.device,
+        }
     (folder / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {folder / CONFIG_FILE}")
+
+
+def install_weights_command(args: argparse.Namespace) -> None:
+    """Merge the split files a device run returns into resources/demo (weights, codec, logs)."""
+    import shutil
+
+    import mlx.core as mx
+
+    from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES
+
+    source: Path = args.source
+    folder = args.resources or RESOURCES
+    for variant, name in VARIANT_FILES.items():
+        weights: dict[str, Any] = {}
+        metadata: dict[str, str] = {}
+        for part in ("transformer", "text_encoder"):
+            result: Any = mx.load(
+                str(source / f"{variant}-{part}.safetensors"), return_metadata=True
+            )
+            loaded, metadata = result
+            weights.update(loaded)
+        mx.save_safetensors(str(folder / name), weights, metadata=metadata)
+    if (source / CODEC_FILE).exists():
+        shutil.copyfile(source / CODEC_FILE, folder / CODEC_FILE)
+    training = folder / "training"
+    training.mkdir(exist_ok=True)
+    for name, target in (
+        ("report.json", "report.json"),
+        ("train.log", "train.log"),
+        ("samples.png", "samples.png"),
+    ):
+        if (source / name).exists():
+            shutil.copyfile(source / name, training / f"{args.run}-{target}")
+    log(f"installed {source} into {folder} as {args.run}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("phase", choices=["fit-codec", "all", "write-config"])
+    parser.add_argument("phase", choices=["fit-codec", "all", "write-config", "install-weights"])
+    parser.add_argument("--source", type=Path, default=None, help="install-weights: device files")
+    parser.add_argument("--run", default="run2", help="install-weights: name for the logs")
     parser.add_argument("--report", type=Path, default=None, help="write-config: training report")
     parser.add_argument("--device", default="NVIDIA H200 (MLX CUDA backend, mlx 0.32.2)")
     parser.add_argument("--work", type=Path, default=Path(".devwork/demo-train"))
@@ -673,6 +755,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--codec-scenes", type=int, default=4096)
+    parser.add_argument(
+        "--per-channel",
+        action="store_true",
+        help="fit-codec: unit variance per channel instead of one global scale",
+    )
+    parser.add_argument("--codec", type=Path, default=None, help="codec file (default: shipped)")
+    parser.add_argument(
+        "--prerender",
+        action="store_true",
+        help="encode the whole pool once on the device instead of rasterising every batch",
+    )
     parser.add_argument("--pool", type=int, default=1_000_000)
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--batch", type=int, default=256)
@@ -692,6 +785,8 @@ def main(argv: list[str] | None = None) -> None:
         fit_codec_command(args)
     elif args.phase == "write-config":
         write_config_command(args)
+    elif args.phase == "install-weights":
+        install_weights_command(args)
     else:
         run_all(args)
 

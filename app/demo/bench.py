@@ -1,0 +1,109 @@
+"""Latency benchmark of the demo pipeline (a benchmark, never a unit test).
+
+    python -m app.demo.bench --variant demo --reps 5 --out bench-demo.json
+
+Every repetition runs in a fresh subprocess (cold: load the weights, then generate); it reports
+the first generation (what a user's first Generate costs) and the median of three more. Vanilla
+runs only, so every step computes: skipped = 0 is recorded next to each time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PROMPT = (
+    "two small red stars at the left and a large striped blue circle at the right "
+    "on a white background"
+)
+
+
+def one_process(variant: str, steps: int) -> dict[str, Any]:
+    from app.blas import preload_openblas
+
+    blas = preload_openblas()
+    t0 = time.perf_counter()
+    from app.demo.pipeline import load_demo_pipeline
+
+    pipe = load_demo_pipeline(variant)
+    load_seconds = time.perf_counter() - t0
+    times = []
+    for seed in range(4):
+        t = time.perf_counter()
+        pipe.generate_image(
+            seed=seed, prompt=PROMPT, num_inference_steps=steps, height=128, width=128, guidance=1.0
+        )
+        times.append(time.perf_counter() - t)
+    return {
+        "load_seconds": load_seconds,
+        "first_seconds": times[0],
+        "warm_median_seconds": float(np.median(times[1:])),
+        "skipped": 0,
+        "computed": steps,
+        "openblas": blas,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variant", default="demo", choices=["demo", "demo-turbo"])
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    steps = args.steps or (4 if args.variant == "demo-turbo" else 28)
+    if args.child:
+        print(json.dumps(one_process(args.variant, steps)))
+        return
+    reps = []
+    for _ in range(args.reps):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.demo.bench",
+                "--child",
+                "--variant",
+                args.variant,
+                "--steps",
+                str(steps),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**__import__("os").environ, "TQDM_DISABLE": "1"},
+        )
+        reps.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    report = {
+        "variant": args.variant,
+        "steps": steps,
+        "size": "128x128",
+        "guidance": 1.0,
+        "prompt": PROMPT,
+        "reps": reps,
+        "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
+        "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
+        "skipped": 0,
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": __import__("os").cpu_count(),
+        },
+    }
+    text = json.dumps(report, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

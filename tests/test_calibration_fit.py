@@ -1,0 +1,65 @@
+"""The polynomial-fitting library behind demo calibration and the `calibrate` command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.calibration import choose, fit, fit_both, fit_polynomial, minimum_on, r_squared
+
+KNOWN = (-30.0, 20.0, -4.0, 1.5, 0.0)  # high → low, through the origin
+
+
+def _data(noise: float = 0.0, n: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.01, 0.3, n)
+    return x, np.polyval(KNOWN, x) + noise * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("mode", ["free", "origin"])
+def test_exact_data_recovers_the_polynomial(mode: str) -> None:
+    x, y = _data()
+    coefficients = fit_polynomial(x, y, mode=mode)  # type: ignore[arg-type]
+    assert np.allclose(coefficients, KNOWN, atol=1e-6)
+    assert r_squared(coefficients, x, y) == pytest.approx(1.0)
+
+
+def test_origin_fit_has_no_constant_and_free_fit_recovers_one() -> None:
+    x, y = _data()
+    assert fit_polynomial(x, y + 0.3, mode="origin")[-1] == 0.0
+    assert fit_polynomial(x, y + 0.3, mode="free")[-1] == pytest.approx(0.3, abs=1e-6)
+
+
+def test_noisy_data_heldout_r2_and_ranges() -> None:
+    x, y = _data(noise=0.01, n=300)
+    groups = np.repeat(np.arange(10), 30)
+    fits = fit_both(x, y, groups=groups, heldout=[7, 8, 9])
+    for result in fits.values():
+        assert result.r2 > 0.95
+        assert result.heldout_r2 is not None and result.heldout_r2 > 0.9
+        assert result.data_size == 300
+        assert result.x_range == (pytest.approx(x.min()), pytest.approx(x.max()))
+        assert np.allclose(result.predict(0.1), np.polyval(KNOWN, 0.1), atol=0.01)
+    assert choose(fits).mode == "origin"  # the truth has no intercept: origin is not worse
+
+
+def test_choose_prefers_free_when_clearly_better_held_out() -> None:
+    x, y = _data(noise=0.001)
+    groups = np.arange(len(x)) % 10
+    fits = fit_both(x, y + 0.5, groups=groups, heldout=[0, 1, 2])
+    assert choose(fits).mode == "free"
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError):
+        fit_polynomial([0.1, 0.2], [0.1, 0.2])
+    with pytest.raises(ValueError):
+        fit_polynomial([0.1, 0.2, 0.3], [0.1, 0.2])
+    x, y = _data(n=20)
+    with pytest.raises(ValueError):
+        fit(x, y, groups=np.zeros(20, dtype=int), heldout=[0])
+
+
+def test_minimum_on_interval() -> None:
+    assert minimum_on((1.0, 0.0, 0.0), -1.0, 1.0) == pytest.approx(0.0)
+    assert minimum_on((0.0, 0.0, 0.0, 2.0, 0.5), 0.2, 0.4) == pytest.approx(0.9)

