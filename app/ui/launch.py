@@ -54,6 +54,7 @@ def launch(
     if headless and not os.environ.get("TEACACHE_STUDIO_HOME"):
         os.environ["TEACACHE_STUDIO_HOME"] = tempfile.mkdtemp(prefix="teacache-studio-")
     os.environ.setdefault("QT_API", "pyside6")
+    reserve_a_core_for_the_gui()
     preload_openblas()  # before anything imports MLX
     configure_logging()
 
@@ -77,6 +78,17 @@ def launch(
         return _run_headless(app, window, screenshot)
     finally:
         restore_hooks()
+
+
+def reserve_a_core_for_the_gui() -> None:
+    """On Linux MLX runs on the CPU through OpenBLAS, whose worker threads spin on every core:
+    with all cores taken the GUI thread is starved (stalls of seconds measured on a 2-core
+    machine, against ≤ 32 ms with one core left free; see ``app.ui.responsiveness``). Leave one
+    core to the GUI unless the user chose a thread count. Must run before OpenBLAS is loaded."""
+    if not sys.platform.startswith("linux"):
+        return
+    cores = os.cpu_count() or 1
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(max(1, cores - 1)))
 
 
 def configure_logging() -> None:

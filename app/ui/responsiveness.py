@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("QT_API", "pyside6")
     from app.blas import preload_openblas
+    from app.ui.launch import reserve_a_core_for_the_gui
+
+    reserve_a_core_for_the_gui()  # the app's own setting, so the benchmark measures the app
 
     preload_openblas()
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
@@ -171,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "warm_up_imports_seconds": round(warm_up_seconds, 2),
         "idle_max_gap_ms": idle_max,
         "load_average": _load_average(),
+        "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         "worst_max_gap_ms": worst,
         "worst_max_gap_ms_after_first_run": worst_warm,
         "meets_target": worst <= TARGET_MS and all(r["status"] == "finished" for r in rows),
