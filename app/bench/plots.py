@@ -78,7 +78,12 @@ def contact_sheet(report: dict[str, Any], base: Path, path: Path, columns: int =
         (base / report["vanilla"]["image"], ["vanilla", "0 skipped", "reference"])
     ]
     for row in report["rows"]:
-        speed = "speed not measured" if row["speedup"] is None else f"{row['speedup']:.2f}x faster"
+        if row["speedup"] is None:
+            speed = "speed not measured"
+        elif row["skipped"] == 0:  # nothing skipped: any difference is run-to-run noise
+            speed = f"{row['speedup']:.2f}x (no skip: noise)"
+        else:
+            speed = f"{row['speedup']:.2f}x faster"
         ssim = "SSIM —" if row["ssim"] is None else f"SSIM {row['ssim']:.4f}"
         cells.append(
             (
