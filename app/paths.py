@@ -1,4 +1,7 @@
-"""Where the app keeps user data. ``TEACACHE_STUDIO_HOME`` overrides every location (tests, portable use)."""
+"""Where the app keeps user data.
+
+``TEACACHE_STUDIO_HOME`` overrides every location (tests, portable use).
+"""
 
 from __future__ import annotations
 

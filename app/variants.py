@@ -445,6 +445,13 @@ VARIANTS: dict[str, Variant] = _registry()
 DEFAULT_VARIANT = "demo"
 
 
+def all_variants() -> dict[str, Variant]:
+    """The built-in variants followed by the user's calibrations (``<base>+<name>``)."""
+    from app.calibration_store import user_variants
+
+    return {**VARIANTS, **{v.id: v for v in user_variants()}}
+
+
 def get_variant(variant_id: str) -> Variant:
     try:
         return VARIANTS[variant_id]

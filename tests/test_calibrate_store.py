@@ -90,3 +90,27 @@ def test_delete() -> None:
     assert not store.delete_calibration("demo+mycal")
     with pytest.raises(UnknownVariantError):
         get_variant("demo+mycal")
+
+
+def test_a_user_calibration_generates_and_is_listed_everywhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """End to end: the CLI lists it, and the engine runs it on the base model's weights with
+    the user's polynomial (the report carries the user coefficients)."""
+    import threading
+
+    from app.cli.main import main
+    from app.engine import events as ev
+    from app.engine.engine import Engine
+
+    store.save_calibration(document())
+    assert main(["variants", "--json"]) == 0
+    listed = [row["id"] for row in json.loads(capsys.readouterr().out)]
+    assert listed[-1] == "demo+mycal" and "demo" in listed
+
+    seen: list[Any] = []
+    request = make_request("demo+mycal", "a red circle on a blue background", steps=6)
+    Engine().run(1, request, seen.append, threading.Event())
+    assert isinstance(seen[-1], ev.RunFinished), seen[-1]
+    assert seen[-1].report["variant"] == "demo+mycal"
+    assert seen[-1].report["coefficients"] == COEFFICIENTS

@@ -20,20 +20,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _variants(args: argparse.Namespace) -> int:
-    from app.variants import VARIANTS, check_schedule
+    from app.variants import all_variants, check_schedule
+
+    variants = all_variants()  # the built-ins and the user's calibrations
 
     if args.json:
         rows = []
-        for v in VARIANTS.values():
+        for v in variants.values():
             data = v.summary()
             check = check_schedule(v, v.default_steps)
             data["can_skip_at_default_steps"] = check.can_skip
             data["eligible_steps_at_default"] = check.eligible_steps
             rows.append(data)
         return _write(json.dumps(rows, indent=2) + "\n")
-    width = max(len(v) for v in VARIANTS)
+    width = max(len(v) for v in variants)
     lines = [f"{'id':<{width}}  {'family':<11} {'steps':>5}  {'threshold':>9}  distilled"]
-    for v in VARIANTS.values():
+    for v in variants.values():
         thresh = "—" if v.default_threshold is None else f"{v.default_threshold:.2f}"
         lines.append(
             f"{v.id:<{width}}  {v.family.value:<11} {v.default_steps:>5}  {thresh:>9}  "
@@ -79,10 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
         "Without a subcommand, opens the window.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--screenshot", metavar="FILE", help="open the window, run one demo "
-                        "generation, save a grab of the window to FILE and exit")
-    parser.add_argument("--smoke-test", action="store_true",
-                        help="build the window offscreen, run one demo generation, exit 0")
+    parser.add_argument(
+        "--screenshot",
+        metavar="FILE",
+        help="open the window, run one demo generation, save a grab of the window to FILE and exit",
+    )
+    parser.add_argument(
+        "--smoke-test",
+        action="store_true",
+        help="build the window offscreen, run one demo generation, exit 0",
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     p = sub.add_parser("variants", help="list the model variants and their gate defaults")
     p.add_argument("--json", action="store_true", help="machine-readable output")

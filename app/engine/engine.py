@@ -553,7 +553,9 @@ def default_loader(
     if variant.family is Family.demo:
         from app.demo.pipeline import load_demo_pipeline
 
-        pipeline = load_demo_pipeline(variant.id)
+        pipeline = load_demo_pipeline(
+            variant.id.partition("+")[0]
+        )  # user calibrations share weights
     else:
         from app.loading import load_pipeline
 

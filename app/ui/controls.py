@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 from superqt.utils import signals_blocked
 
 from app.ui.theme import caption_font, mute, muted, small_font
-from app.variants import VARIANTS, Family, Variant
+from app.variants import Family, Variant, all_variants
 
 VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
 BADGE_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -100,7 +100,7 @@ class VariantPicker(QComboBox):
         order = [Family.demo, Family.flux1, Family.flux2, Family.z_image, Family.qwen_image]
         families = order + [f for f in Family if f not in order]
         for family in families:
-            members = [v for v in VARIANTS.values() if v.family is family]
+            members = [v for v in all_variants().values() if v.family is family]
             if not members:
                 continue
             header = QStandardItem(family.display_name)

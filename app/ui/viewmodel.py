@@ -41,7 +41,7 @@ from app.ui.analysis import (
 )
 from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_presets
 from app.ui.observable import Prop
-from app.variants import DEFAULT_VARIANT, VARIANTS, Variant, get_variant
+from app.variants import DEFAULT_VARIANT, VARIANTS, Variant, all_variants, get_variant
 
 StepRow = tuple[StepEvent | None, ...]
 SCHEDULE_WARNING_KINDS = frozenset({"distilled", "schedule", "engagement", "distilled-schedule"})
@@ -94,7 +94,9 @@ class FormModel(QObject):
     def __init__(self, settings: Settings, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
-        variant_id = settings.last_variant if settings.last_variant in VARIANTS else DEFAULT_VARIANT
+        variant_id = (
+            settings.last_variant if settings.last_variant in all_variants() else DEFAULT_VARIANT
+        )
         self.prompt = settings.last_prompt or DEFAULT_PROMPT
         self.seed = settings.seed
         self._load_variant(variant_id)
@@ -104,7 +106,7 @@ class FormModel(QObject):
         return get_variant(self.variant_id)
 
     def select_variant(self, variant_id: str) -> None:
-        if variant_id == self.variant_id or variant_id not in VARIANTS:
+        if variant_id == self.variant_id or variant_id not in all_variants():
             return
         self.remember()
         self._load_variant(variant_id)

@@ -674,10 +674,10 @@ class MainWindow(QMainWindow):
             return False
 
     def _refresh_availability(self) -> None:
-        from app.variants import VARIANTS
+        from app.variants import all_variants
 
         badges: dict[str, str] = {}
-        for variant in VARIANTS.values():
+        for variant in all_variants().values():
             if variant.embedded:
                 continue
             if self._is_available(variant.id):
