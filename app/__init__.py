@@ -1,6 +1,10 @@
 """TeaCache Studio: explore TeaCache step-skipping on MLX image models."""
 
+import logging
 from importlib.metadata import PackageNotFoundError, version
+
+# A library-style default: the window adds a log file; the command line reports errors itself.
+logging.getLogger("app").addHandler(logging.NullHandler())
 
 try:
     __version__ = version("teacache-studio")

@@ -41,7 +41,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.errors import IncompleteSnapshotError as HubIncompleteSnapshotError
 from tqdm.auto import tqdm
 
-from app.engine.protocol import Cancelled
+from app.engine.protocol import Cancelled, UserFacingError
 from app.variants import Family, Variant
 
 QUANTIZE_CHOICES = (None, 8, 4)
@@ -51,7 +51,7 @@ _MAX_HEADER = 100 * 1024 * 1024  # a safetensors JSON header is kilobytes; more 
 # -- errors -------------------------------------------------------------------------------------
 
 
-class LoadError(Exception):
+class LoadError(UserFacingError):
     """A model could not be loaded. ``str(error)`` is one sentence for the user."""
 
 

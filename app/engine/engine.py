@@ -43,7 +43,7 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
-from app.engine.protocol import Cancelled, Emit
+from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.request import GenerationRequest
 from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
 from app.variants import Variant, check_schedule
@@ -51,10 +51,6 @@ from app.variants import Variant, check_schedule
 log = logging.getLogger(__name__)
 
 Loader = Callable[[Variant, GenerationRequest, Emit, threading.Event], Any]
-
-
-class UserFacingError(Exception):
-    """An expected failure whose message is shown as is (loading errors, bad input...)."""
 
 
 @dataclass(slots=True)

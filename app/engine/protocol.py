@@ -16,6 +16,11 @@ class Cancelled(Exception):
     """Raised inside a run when the user cancelled; reported as ``RunCancelled``, not an error."""
 
 
+class UserFacingError(Exception):
+    """An expected failure (missing weights, no network, not enough memory...): its message is
+    one sentence for the user, shown as is, with no traceback."""
+
+
 class EngineProtocol(Protocol):
     def run(
         self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event

@@ -1,0 +1,98 @@
+"""``teacache-studio generate`` on the embedded demo: files, report contract, clean failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from app.cli.main import main
+
+PROMPT = "two red circles and a blue star on a yellow background"
+REPORT_KEYS = {
+    "variant", "prompt", "seed", "steps", "threshold", "skipped", "computed", "pattern",
+    "steps_detail", "ssim", "vanilla_seconds", "gated_seconds", "max_abs_diff",
+}  # fmt: skip
+
+
+def _generate(tmp_path: Path, *extra: str) -> dict:
+    out = tmp_path / "out"
+    code = main(["generate", "--variant", "demo", "--prompt", PROMPT, "--out", str(out), *extra])
+    assert code == 0
+    for name in ("gated.png", "vanilla.png"):
+        assert Image.open(out / name).size == (128, 128)
+    return json.loads((out / "report.json").read_text())
+
+
+def test_threshold_zero_is_bit_exact_against_vanilla(tmp_path: Path) -> None:
+    # The demo's vanilla runs eager, on the gate's numerical path: exactly equal, not "close".
+    report = _generate(tmp_path, "--threshold", "0", "--steps", "8", "--seed", "5")
+    assert set(report) >= REPORT_KEYS
+    assert report["max_abs_diff"] == 0.0
+    assert report["gated_latents_sha256"] == report["vanilla_latents_sha256"]
+    assert report["skipped"] == 0 and report["pattern"] == "C" * 8
+    assert report["ssim"] == 1.0
+
+
+def test_default_threshold_engages_and_reports_every_step(tmp_path: Path) -> None:
+    report = _generate(tmp_path, "--seed", "5")
+    assert report["steps"] == 28 and report["threshold"] == pytest.approx(0.0125)
+    assert report["skipped"] > 0  # engagement, next to the quality figure
+    assert report["ssim"] >= 0.90
+    assert len(report["pattern"]) == 28 and report["pattern"][0] == report["pattern"][-1] == "F"
+    assert report["pattern"].count("S") == report["skipped"]
+    detail = report["steps_detail"]
+    assert [s["index"] for s in detail] == list(range(28))
+    assert {"index", "decision", "rel_l1", "predicted", "accumulated", "seconds"} <= set(detail[0])
+    assert report["computed"] + report["skipped"] == 28
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variant", "nope", "--prompt", PROMPT], "unknown variant 'nope'"),
+        (["--variant", "demo", "--prompt", "   "], "the prompt is empty"),
+        (["--variant", "demo", "--prompt", "a purple elephant"], "does not know 'elephant'"),
+        (["--variant", "demo", "--prompt", PROMPT, "--threshold", "1.5"], "between 0 and 1"),
+        (["--variant", "demo", "--prompt", PROMPT, "--steps", "1"], "steps must be at least"),
+        (["--variant", "demo", "--prompt", PROMPT, "--size", "130x128"], "multiple of 16"),
+        (["--variant", "demo", "--prompt", PROMPT, "--size", "big"], "WIDTHxHEIGHT"),
+    ],
+)
+def test_bad_input_is_one_clear_line_without_traceback(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "generate", *args, "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "o" / "report.json").exists()
+
+
+def test_flux1_dev_fails_cleanly_without_weights_or_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "generate", "--variant", "flux1-dev", "--prompt",
+         "a red apple", "--steps", "4", "--size", "256x256", "--quantize", "4",
+         "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.strip().splitlines() if line]
+    assert "Traceback" not in result.stderr
+    assert lines[-1].startswith("teacache-studio: ")
+    assert "FLUX.1 dev is not downloaded and HF_HUB_OFFLINE is set" in lines[-1], result.stderr
