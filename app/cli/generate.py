@@ -98,8 +98,7 @@ def run_headless(request: GenerationRequest, *, progress: bool = True) -> dict[s
         engine.close()
     if "error" in outcome:
         raise UserError(str(outcome["error"]), exit_code=1)
-    report = dict(outcome["report"])  # type: ignore[arg-type]
-    report["_images"] = images
+    report: dict[str, object] = {**outcome["report"], "_images": images}  # type: ignore[dict-item]
     return report
 
 

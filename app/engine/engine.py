@@ -165,7 +165,8 @@ def to_uint8_rgb(image: Any) -> np.ndarray:
 def ssim(a: np.ndarray, b: np.ndarray) -> float:
     from skimage.metrics import structural_similarity
 
-    return float(structural_similarity(a, b, channel_axis=-1, data_range=255))
+    value = structural_similarity(a, b, channel_axis=-1, data_range=255)  # a float unless full=True
+    return float(value)  # pyright: ignore[reportArgumentType]
 
 
 def versions() -> dict[str, str]:
