@@ -49,6 +49,9 @@ def launch(
     argv: Sequence[str] | None = None,
 ) -> int:
     headless = bool(screenshot) or smoke_test
+    if not headless and (problem := linux_display_problem()):
+        print(f"teacache-studio: {problem}", file=sys.stderr)
+        return 1
     if smoke_test or (headless and sys.platform.startswith("linux") and not _has_display()):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     if headless and not os.environ.get("TEACACHE_STUDIO_HOME"):
@@ -78,6 +81,41 @@ def launch(
         return _run_headless(app, window, screenshot)
     finally:
         restore_hooks()
+
+
+# The xcb platform plugin's system libraries that a minimal Debian/Ubuntu lacks. Without them Qt
+# aborts the process with a misleading message about xcb-cursor0.
+_XCB_LIBRARIES = {
+    "xcb-icccm": "libxcb-icccm4",
+    "xcb-keysyms": "libxcb-keysyms1",
+    "xcb-cursor": "libxcb-cursor0",
+    "xkbcommon-x11": "libxkbcommon-x11-0",
+}
+
+
+def linux_display_problem() -> str | None:
+    """Why a real window cannot open on this Linux machine, in one sentence, or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    platform_name = os.environ.get("QT_QPA_PLATFORM", "")
+    if platform_name and not platform_name.startswith("xcb"):
+        return None  # offscreen, wayland, vnc...: the user chose
+    if not _has_display():
+        return (
+            "no display to open a window on (DISPLAY is not set); run it in a desktop "
+            "session, or use --screenshot FILE / --smoke-test, which need none"
+        )
+    if os.environ.get("WAYLAND_DISPLAY") and not os.environ.get("DISPLAY"):
+        return None
+    import ctypes.util
+
+    missing = [pkg for lib, pkg in _XCB_LIBRARIES.items() if ctypes.util.find_library(lib) is None]
+    if missing:
+        return (
+            "Qt's X11 window support needs system libraries that are missing: "
+            f"sudo apt-get install {' '.join(missing)}"
+        )
+    return None
 
 
 def reserve_a_core_for_the_gui() -> None:
