@@ -36,6 +36,13 @@ ISOLATION = (
 Runner = Callable[[WorkerSpec], dict[str, Any]]
 
 
+def self_command() -> list[str]:
+    """How to start this program again: the frozen app is its own executable."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
+    return [sys.executable, "-m", "app"]
+
+
 class WorkerFailed(RuntimeError):
     """A worker subprocess exited without a result; the message is its last error line."""
 
@@ -106,7 +113,7 @@ def subprocess_runner(log_dir: Path | None = None, timeout: float | None = None)
     """Run each spec in a fresh ``python -m app bench --worker`` process."""
 
     def run(spec: WorkerSpec) -> dict[str, Any]:
-        command = [sys.executable, "-m", "app", "bench", "--worker", spec.to_json()]
+        command = [*self_command(), "bench", "--worker", spec.to_json()]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         try:
             done = subprocess.run(
