@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import mlx.core as mx
 
-from app.adapters.base import GateLifecycle
+from app.adapters.base import GateLifecycle, Installation
 from app.gate import TeaCacheGate
 
 COND = "cond"
@@ -51,3 +52,42 @@ class GateState:
     def record(self, noise: mx.array) -> None:
         if self.gate.capture_output:
             self.gate.record_output(noise)
+
+
+def install_class_swap(
+    pipeline: Any,
+    gate: TeaCacheGate,
+    *,
+    family: str,
+    model_name: str,
+    expected: type,
+    gated_base: type,
+) -> Installation:
+    """Install a gate by swapping the transformer's class for a per-installation subclass of
+    ``gated_base`` (FLUX.1, Qwen-Image): parameters and attributes stay untouched, and the
+    subclass carries the state, so a second pipeline's installation never sees this gate."""
+    transformer = getattr(pipeline, "transformer", None)
+    if isinstance(transformer, gated_base):
+        raise AlreadyInstalledError(
+            f"a TeaCache gate is already installed on this {model_name} model"
+        )
+    if type(transformer) is not expected:
+        raise UnsupportedPipelineError(
+            f"the {model_name} adapter expects mflux's {expected.__name__}, "
+            f"found {type(transformer).__name__}"
+        )
+    installation = Installation(pipeline, gate, family=family)
+    try:
+        lifecycle = GateLifecycle(gate)
+        state = GateState(gate, lifecycle)
+        gated_class = type(
+            gated_base.__name__,
+            (gated_base,),
+            {"_teacache": state, "__module__": gated_base.__module__},
+        )
+        installation.swap_class(transformer, gated_class)
+        installation.register_callback(pipeline.callbacks, lifecycle)
+    except BaseException:
+        installation.remove()
+        raise
+    return installation

@@ -22,8 +22,8 @@ from typing import Any
 import mlx.core as mx
 from mflux.models.flux.model.flux_transformer.transformer import Transformer
 
-from app.adapters.base import GateLifecycle, Installation
-from app.adapters.common import COND, AlreadyInstalledError, GateState, UnsupportedPipelineError
+from app.adapters.base import Installation
+from app.adapters.common import COND, GateState, install_class_swap
 from app.gate import TeaCacheGate
 
 
@@ -110,25 +110,11 @@ class GatedFlux1Transformer(Transformer):
 
 
 def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    transformer = getattr(pipeline, "transformer", None)
-    if isinstance(transformer, GatedFlux1Transformer):
-        raise AlreadyInstalledError("a TeaCache gate is already installed on this FLUX.1 model")
-    if type(transformer) is not Transformer:
-        raise UnsupportedPipelineError(
-            f"the FLUX.1 adapter expects mflux's Transformer, found {type(transformer).__name__}"
-        )
-    installation = Installation(pipeline, gate, family="flux1")
-    try:
-        lifecycle = GateLifecycle(gate)
-        state = GateState(gate, lifecycle)
-        gated_class = type(
-            "GatedFlux1Transformer",
-            (GatedFlux1Transformer,),
-            {"_teacache": state, "__module__": __name__},
-        )
-        installation.swap_class(transformer, gated_class)
-        installation.register_callback(pipeline.callbacks, lifecycle)
-    except BaseException:
-        installation.remove()
-        raise
-    return installation
+    return install_class_swap(
+        pipeline,
+        gate,
+        family="flux1",
+        model_name="FLUX.1",
+        expected=Transformer,
+        gated_base=GatedFlux1Transformer,
+    )

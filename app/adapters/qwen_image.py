@@ -24,8 +24,8 @@ import mlx.core as mx
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransformer
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
-from app.adapters.base import GateLifecycle, Installation
-from app.adapters.common import AlreadyInstalledError, GateState, UnsupportedPipelineError
+from app.adapters.base import Installation
+from app.adapters.common import GateState, install_class_swap
 from app.gate import TeaCacheGate
 
 
@@ -114,26 +114,11 @@ class GatedQwenTransformer(QwenTransformer):
 
 
 def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    transformer = getattr(pipeline, "transformer", None)
-    if isinstance(transformer, GatedQwenTransformer):
-        raise AlreadyInstalledError("a TeaCache gate is already installed on this Qwen-Image model")
-    if type(transformer) is not QwenTransformer:
-        raise UnsupportedPipelineError(
-            "the Qwen-Image adapter expects mflux's QwenTransformer, "
-            f"found {type(transformer).__name__}"
-        )
-    installation = Installation(pipeline, gate, family="qwen-image")
-    try:
-        lifecycle = GateLifecycle(gate)
-        state = GateState(gate, lifecycle)
-        gated_class = type(
-            "GatedQwenTransformer",
-            (GatedQwenTransformer,),
-            {"_teacache": state, "__module__": __name__},
-        )
-        installation.swap_class(transformer, gated_class)
-        installation.register_callback(pipeline.callbacks, lifecycle)
-    except BaseException:
-        installation.remove()
-        raise
-    return installation
+    return install_class_swap(
+        pipeline,
+        gate,
+        family="qwen-image",
+        model_name="Qwen-Image",
+        expected=QwenTransformer,
+        gated_base=GatedQwenTransformer,
+    )
