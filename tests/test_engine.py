@@ -227,3 +227,33 @@ def test_distilled_schedule_emits_an_inline_warning_with_evidence() -> None:
     assert warning.details["min_predicted_change"] == variant.min_predicted_change
     assert "Klein base 4B" in warning.message  # the suggestion names the base variant
     assert Decision.skipped.letter == "S"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        MemoryError(),
+        RuntimeError(
+            "[metal::malloc] Attempting to allocate 40000000000 bytes which is greater "
+            "than the maximum allowed buffer size of 28991029248 bytes."
+        ),
+        RuntimeError("[cuda] out of memory"),
+    ],
+)
+def test_out_of_memory_is_one_clear_line(
+    forced_variant: str, shell: Any, error: BaseException
+) -> None:
+    attempts: list[int] = []
+
+    def loader(*args: Any) -> Any:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise error
+        return shell
+
+    engine = Engine(loader=loader)
+    failed = _run(engine, _request(forced_variant, 0.05))[-1]
+    assert isinstance(failed, ev.RunFailed)
+    assert failed.message.startswith("out of memory: try a smaller size")
+    assert "\n" not in failed.message
+    assert isinstance(_run(engine, _request(forced_variant, 0.05))[-1], ev.RunFinished)

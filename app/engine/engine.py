@@ -103,6 +103,16 @@ class _LoopObserver:
         self.final_latents = latents
 
 
+OUT_OF_MEMORY = "out of memory: try a smaller size or a quantized model (4 or 8 bit)"
+# How MLX reports a failed allocation: a RuntimeError from its Metal/CUDA/CPU allocator.
+_ALLOCATION_FAILURES = ("malloc", "out of memory", "outofmemory", "failed to allocate")
+
+
+def is_allocation_failure(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(marker in text for marker in _ALLOCATION_FAILURES)
+
+
 def _unregister(pipeline: Any, callback: object) -> None:
     registry = pipeline.callbacks
     for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
@@ -213,14 +223,13 @@ class Engine:
         except UserFacingError as exc:
             emit(RunFailed(run_id, str(exc), traceback.format_exc()))
         except MemoryError:
-            emit(
-                RunFailed(
-                    run_id,
-                    "out of memory: try a smaller size or a quantized model",
-                    traceback.format_exc(),
-                )
-            )
+            emit(RunFailed(run_id, OUT_OF_MEMORY, traceback.format_exc()))
         except Exception as exc:  # the worker must never die: report and stay usable
+            if is_allocation_failure(exc):
+                self._vanilla.clear()  # give the next try every byte the cache can spare
+                mx.clear_cache()
+                emit(RunFailed(run_id, OUT_OF_MEMORY, traceback.format_exc()))
+                return
             log.exception("generation failed")
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             emit(RunFailed(run_id, f"generation failed: {message}", traceback.format_exc()))
