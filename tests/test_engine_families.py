@@ -85,3 +85,64 @@ def test_scripted_gate_engages_on_every_family(
     assert report["pattern"] == "F" + "S" * (steps - 2) + "F"
     assert report["skipped"] == steps - 2
     assert report["max_abs_diff"] > 0.0
+
+
+@pytest.mark.parametrize(("variant_id", "build", "steps"), FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_resume_from_vanilla_is_bit_exact_on_every_family(
+    variant_id: str, build: Callable[[], Any], steps: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threshold-only re-run resumes from the cached vanilla trajectory (predict-level replay
+    for FLUX.2/Z-Image, call-level for FLUX.1 and Qwen-Image's two calls per step) and must equal
+    a full gated pass bit for bit, with the first skip late enough that steps are really replayed.
+    """
+    from app.gate import Decision, simulate
+
+    base = variants.get_variant(variant_id)
+    scripted_id = f"test-resume-{variant_id}"
+
+    def script(coefficients: tuple[float, ...]) -> None:
+        monkeypatch.setitem(variants.VARIANTS, scripted_id, replace(
+            base, id=scripted_id, coefficients=coefficients, calibrated_range=None,
+            distilled=False, default_threshold=0.05))  # fmt: skip
+
+    script((0.0, 0.0, 0.0, 0.0, 0.01))
+    with shells.use_precision(mx.float32):
+        pipeline = build()
+        engine = Engine(loader=lambda *args: pipeline)
+
+        def run(threshold: float, resume: bool) -> dict[str, Any]:
+            request = make_request(
+                scripted_id,
+                PROMPT,
+                seed=1,
+                steps=steps,
+                threshold=threshold,
+                size=(128, 128),
+                resume=resume,
+            )
+            seen: list[Any] = []
+            engine.run(1, request, seen.append, threading.Event())
+            assert isinstance(seen[-1], ev.RunFinished), getattr(seen[-1], "details", seen[-1])
+            return seen[-1].report
+
+        trace = run(0.0, resume=False)["vanilla_trace"]
+        # predicted = C − k(x − x₁)²: largest at step 1's measured change, so step 1 computes and
+        # the first skip comes later, wherever the signal moved away from x₁.
+        x1, c = trace[1], 0.1
+        spread = max((x - x1) ** 2 for x in trace[2:])
+        k = 0.09 / spread
+        script((0.0, 0.0, -k, 2 * k * x1, c - k * x1 * x1))
+        later = min(c - k * (x - x1) ** 2 for x in trace[2 : steps - 1])
+        threshold = (c + later) / 2
+        verdicts = simulate(variants.get_variant(scripted_id).gate_params(threshold), trace)
+        first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
+        assert first_skip >= 2
+
+        original_class = type(pipeline.transformer)
+        full = run(threshold, resume=False)
+        resumed = run(threshold, resume=True)
+    assert type(pipeline.transformer) is original_class  # every seam was taken out again
+    assert full["skipped"] > 0  # engagement: the comparison is not a no-op
+    assert resumed["resumed_from_step"] == first_skip - 1
+    assert resumed["pattern"] == full["pattern"]
+    assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]

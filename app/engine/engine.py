@@ -60,7 +60,7 @@ class PassResult:
     events: list[StepEvent]
     loop_seconds: float
     wall_seconds: float
-    noises: list[mx.array]
+    outputs: list[mx.array]  # recorded transformer/predict outputs, for resume
     resumed_from: int | None = None
     peak_memory_bytes: int | None = None
 
@@ -123,48 +123,81 @@ def _unregister(pipeline: Any, callback: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Replay:
-    """Steps ``< until`` return vanilla's saved prediction instead of calling the transformer."""
+    """Steps ``< until`` get vanilla's saved outputs instead of calling the transformer.
+
+    ``outputs`` holds every recorded call in order: one per step where the family combines CFG
+    inside ``predict`` (FLUX.2, Z-Image, the demo), one per transformer call where it calls the
+    transformer directly (FLUX.1: one per step; Qwen-Image: positive then negative)."""
 
     until: int
-    noises: list[mx.array]
+    outputs: list[mx.array]
+    calls_per_step: int
+
+    @property
+    def until_call(self) -> int:
+        return self.until * self.calls_per_step
 
 
-def _wrap_predict(
+def _replaying(
+    call: Callable[..., mx.array], sink: list[mx.array] | None, replay: _Replay | None
+) -> Callable[..., mx.array]:
+    """``call`` that records its outputs into ``sink`` and returns saved outputs while replaying."""
+    counter = itertools.count()
+
+    def wrapped(*args: Any, **kwargs: Any) -> mx.array:
+        index = next(counter)
+        if replay is not None and index < replay.until_call:
+            return replay.outputs[index]
+        out = call(*args, **kwargs)
+        if sink is not None:
+            sink.append(out)
+        return out
+
+    return wrapped
+
+
+def record_and_replay(
     pipeline: Any, sink: list[mx.array] | None, replay: _Replay | None
 ) -> Callable[[], None]:
-    """Wrap the installed ``_predict`` factory to record (and optionally replay) each step's final
-    noise prediction. Returns the undo. Only for families driven through ``_predict``."""
+    """Install the record/replay seam on a gated pipeline; returns the undo.
+
+    FLUX.2, Z-Image and the demo run through the adapter's instance-level ``_predict`` factory:
+    wrap what it returns. FLUX.1 and Qwen-Image call the transformer (whose class the adapter
+    swapped): layer one more subclass whose ``__call__`` records or replays. Either way every
+    recorded output is exactly what mflux's loop received, so replaying rebuilds vanilla's
+    latents bit for bit."""
     factory = pipeline.__dict__.get("_predict")
-    if factory is None:
-        raise RuntimeError("this pipeline has no instance-level _predict to wrap")
+    if factory is not None:
 
-    def wrapped_factory(transformer: Any) -> Callable[..., mx.array]:
-        inner = factory(transformer)
-        counter = itertools.count()
+        def wrapped_factory(transformer: Any) -> Callable[..., mx.array]:
+            return _replaying(factory(transformer), sink, replay)
 
-        def predict(**kwargs: Any) -> mx.array:
-            index = next(counter)
-            if replay is not None and index < replay.until:
-                return replay.noises[index]
-            out = inner(**kwargs)
-            if sink is not None:
-                sink.append(out)
-            return out
+        pipeline._predict = wrapped_factory
 
-        return predict
+        def undo_seam() -> None:
+            pipeline._predict = factory
 
-    pipeline._predict = wrapped_factory
+        return undo_seam
 
-    def undo() -> None:
-        pipeline._predict = factory
+    transformer = pipeline.transformer
+    gated_class = type(transformer)
+    replaying_call = _replaying(
+        lambda *args, **kwargs: gated_class.__call__(transformer, *args, **kwargs), sink, replay
+    )
+    recording_class = type(
+        gated_class.__name__,
+        (gated_class,),
+        {
+            "__call__": lambda self, *args, **kwargs: replaying_call(*args, **kwargs),
+            "__module__": gated_class.__module__,
+        },
+    )
+    transformer.__class__ = recording_class
 
-    return undo
+    def undo_class() -> None:
+        transformer.__class__ = gated_class
 
-
-def supports_resume(pipeline: Any) -> bool:
-    """True while a gate adapter drives this pipeline through an instance-level ``_predict``
-    (FLUX.2, Z-Image and the demo): the seam where whole-step predictions can be replayed."""
-    return "_predict" in pipeline.__dict__
+    return undo_class
 
 
 def to_uint8_rgb(image: Any) -> np.ndarray:
@@ -296,7 +329,9 @@ class Engine:
         resume = (
             vanilla is not None
             and request.resume
-            and len(vanilla.noises) == len(vanilla.events) == request.steps
+            and len(vanilla.events) == request.steps
+            and len(vanilla.outputs) > 0
+            and len(vanilla.outputs) % request.steps == 0
         )
         gated = self.run_pass(
             run_id,
@@ -366,20 +401,20 @@ class Engine:
 
         gate = TeaCacheGate(params, on_step=on_step, observe=observe, capture_output=observe)
         observer = _LoopObserver(cancel)
-        noises: list[mx.array] = []
-        undo_predict: Callable[[], None] | None = None
+        outputs: list[mx.array] = []
+        undo_seam: Callable[[], None] | None = None
         mx.reset_peak_memory()
         with install_gate(pipeline, gate):
             pipeline.callbacks.register(observer)
             try:
-                if supports_resume(pipeline):  # evaluated after the adapter installed itself
-                    undo_predict = _wrap_predict(pipeline, noises if observe else None, replay)
+                # installed after the adapter, so it wraps the adapter's own seam
+                undo_seam = record_and_replay(pipeline, outputs if observe else None, replay)
                 started = time.perf_counter()
                 result = pipeline.generate_image(**generate_kwargs(pipeline, request))
                 wall = time.perf_counter() - started
             finally:
-                if undo_predict is not None:
-                    undo_predict()
+                if undo_seam is not None:
+                    undo_seam()
                 _unregister(pipeline, observer)
         if observer.final_latents is None:
             raise RuntimeError("the pipeline finished without reporting its final latents")
@@ -391,7 +426,7 @@ class Engine:
             events,
             loop_seconds,
             wall,
-            noises,
+            outputs,
             None if replay is None else replay.until,
             int(mx.get_peak_memory()),
         )
@@ -424,7 +459,8 @@ def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[_Replay, dict
             threshold=params.rel_l1_thresh,
             seconds=vanilla.events[i].seconds,
         )
-    return _Replay(until, vanilla.noises), substitutes
+    calls_per_step = len(vanilla.outputs) // num_steps
+    return _Replay(until, vanilla.outputs, calls_per_step), substitutes
 
 
 def latents_digest(latents: mx.array) -> str:
