@@ -138,7 +138,9 @@ def subprocess_runner(log_dir: Path | None = None, timeout: float | None = None)
 
 
 @dataclass(slots=True)
-class BenchOutcome:
+class ChunkedOutcome:
+    """Where a resumable bench or sweep stands: the report once every chunk has finished."""
+
     report: dict[str, Any] | None  # None until every chunk has finished
     done: int
     total: int
@@ -154,7 +156,7 @@ def run_bench(
     max_chunks: int | None = None,
     fresh: bool = False,
     host: dict[str, Any] | None = None,
-) -> BenchOutcome:
+) -> ChunkedOutcome:
     """Run (or resume) every chunk, then write ``out`` (JSON) and ``out`` with ``.md``.
 
     ``max_chunks`` stops after that many *new* chunks (a deliberate, resumable interruption).
@@ -196,14 +198,14 @@ def run_bench(
     finally:
         bar.close()
     if done < len(plan):
-        return BenchOutcome(None, done, len(plan), directory)
+        return ChunkedOutcome(None, done, len(plan), directory)
     runs = [store.load(chunk_key(rep, cond)) or {} for rep, cond in plan]
     report = build_report(config, runs, host if host is not None else host_info())
     write_json_atomic(out, report)
     from app.bench.table import bench_markdown
 
     out.with_suffix(".md").write_text(bench_markdown(report), encoding="utf-8")
-    return BenchOutcome(report, done, len(plan), directory)
+    return ChunkedOutcome(report, done, len(plan), directory)
 
 
 def build_report(

@@ -25,7 +25,7 @@ import numpy as np
 
 from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.hardware import host_info
-from app.bench.harness import Runner, subprocess_runner
+from app.bench.harness import ChunkedOutcome, Runner, subprocess_runner
 from app.bench.worker import WorkerSpec
 
 TIMING_MODES = ("isolated", "none")
@@ -94,14 +94,6 @@ def image_name(condition: str, threshold: float) -> str:
     return "vanilla.png" if condition == "vanilla" else f"gated-{threshold_key(threshold)}.png"
 
 
-@dataclass(slots=True)
-class SweepOutcome:
-    report: dict[str, Any] | None
-    done: int
-    total: int
-    chunks: Path
-
-
 def run_sweep(
     config: SweepConfig,
     out_dir: Path,
@@ -110,7 +102,7 @@ def run_sweep(
     progress: bool = True,
     max_chunks: int | None = None,
     fresh: bool = False,
-) -> SweepOutcome:
+) -> ChunkedOutcome:
     from tqdm import tqdm
 
     store = ChunkStore(out_dir / "chunks", config.settings(), fresh=fresh)
@@ -153,7 +145,7 @@ def run_sweep(
         if in_process is not None:
             in_process.close()
     if done < len(plan):
-        return SweepOutcome(None, done, len(plan), store.directory)
+        return ChunkedOutcome(None, done, len(plan), store.directory)
     results = {chunk_name(*item): store.load(chunk_name(*item)) or {} for item in plan}
     report = build_sweep_report(config, results, images, host_info())
     write_json_atomic(out_dir / "sweep.json", report)
@@ -162,7 +154,7 @@ def run_sweep(
     sweep_plot(report, out_dir / "sweep.png")
     contact_sheet(report, out_dir, out_dir / "contact_sheet.png")
     (out_dir / "sweep.md").write_text(sweep_markdown(report), encoding="utf-8")
-    return SweepOutcome(report, done, len(plan), store.directory)
+    return ChunkedOutcome(report, done, len(plan), store.directory)
 
 
 class _InProcess:
