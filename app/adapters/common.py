@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,34 @@ def install_class_swap(
             {"_teacache": state, "__module__": gated_base.__module__},
         )
         installation.swap_class(transformer, gated_class)
+        installation.register_callback(pipeline.callbacks, lifecycle)
+    except BaseException:
+        installation.remove()
+        raise
+    return installation
+
+
+def install_predict_factory(
+    pipeline: Any,
+    gate: TeaCacheGate,
+    *,
+    family: str,
+    model_name: str,
+    make_factory: Callable[[GateState], Any],
+) -> Installation:
+    """Install a gate as an instance-level ``_predict`` factory (FLUX.2, Z-Image): mflux builds
+    its predict from ``self._predict`` each generation, so the instance attribute wins and its
+    removal restores mflux's own (compiled) predict."""
+    current = vars(pipeline).get("_predict")
+    if current is not None and hasattr(current, "teacache_state"):
+        raise AlreadyInstalledError(
+            f"a TeaCache gate is already installed on this {model_name} model"
+        )
+    installation = Installation(pipeline, gate, family=family)
+    try:
+        lifecycle = GateLifecycle(gate)
+        state = GateState(gate, lifecycle)
+        installation.set_instance_attr(pipeline, "_predict", make_factory(state))
         installation.register_callback(pipeline.callbacks, lifecycle)
     except BaseException:
         installation.remove()

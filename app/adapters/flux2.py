@@ -29,8 +29,13 @@ import mlx.core as mx
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
 
-from app.adapters.base import GateLifecycle, Installation
-from app.adapters.common import COND, UNCOND, AlreadyInstalledError, GateState
+from app.adapters.base import Installation
+from app.adapters.common import (
+    COND,
+    UNCOND,
+    GateState,
+    install_predict_factory,
+)
 from app.gate import TeaCacheGate, Verdict
 
 
@@ -204,16 +209,6 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
 
 
 def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    current = vars(pipeline).get("_predict")
-    if current is not None and hasattr(current, "teacache_state"):
-        raise AlreadyInstalledError("a TeaCache gate is already installed on this FLUX.2 model")
-    installation = Installation(pipeline, gate, family="flux2")
-    try:
-        lifecycle = GateLifecycle(gate)
-        state = GateState(gate, lifecycle)
-        installation.set_instance_attr(pipeline, "_predict", make_predict_factory(state))
-        installation.register_callback(pipeline.callbacks, lifecycle)
-    except BaseException:
-        installation.remove()
-        raise
-    return installation
+    return install_predict_factory(
+        pipeline, gate, family="flux2", model_name="FLUX.2", make_factory=make_predict_factory
+    )

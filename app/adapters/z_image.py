@@ -23,8 +23,13 @@ from typing import Any
 import mlx.core as mx
 from mflux.models.z_image.model.z_image_transformer.transformer import ZImageTransformer
 
-from app.adapters.base import GateLifecycle, Installation
-from app.adapters.common import COND, UNCOND, AlreadyInstalledError, GateState
+from app.adapters.base import Installation
+from app.adapters.common import (
+    COND,
+    UNCOND,
+    GateState,
+    install_predict_factory,
+)
 from app.gate import TeaCacheGate, Verdict
 
 
@@ -184,16 +189,6 @@ def make_predict_factory(
 
 
 def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    current = vars(pipeline).get("_predict")
-    if current is not None and hasattr(current, "teacache_state"):
-        raise AlreadyInstalledError("a TeaCache gate is already installed on this Z-Image model")
-    installation = Installation(pipeline, gate, family="z-image")
-    try:
-        lifecycle = GateLifecycle(gate)
-        state = GateState(gate, lifecycle)
-        installation.set_instance_attr(pipeline, "_predict", make_predict_factory(state))
-        installation.register_callback(pipeline.callbacks, lifecycle)
-    except BaseException:
-        installation.remove()
-        raise
-    return installation
+    return install_predict_factory(
+        pipeline, gate, family="z-image", model_name="Z-Image", make_factory=make_predict_factory
+    )
