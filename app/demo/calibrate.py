@@ -215,7 +215,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
 
     # demo: 28 steps
     t0 = time.perf_counter()
-    pipe = load_demo_pipeline("demo")
+    pipe = load_demo_pipeline("demo", resources)
     pairs = capture_pairs(pipe, cal_prompts, 28)
     fits = fit_pairs(pairs)
     chosen = choose(fits)
@@ -270,7 +270,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
 
     # demo-turbo: 4 steps; its own fit, and the smallest prediction on its own steps
     t0 = time.perf_counter()
-    turbo = load_demo_pipeline("demo-turbo")
+    turbo = load_demo_pipeline("demo-turbo", resources)
     turbo_pairs = capture_pairs(turbo, cal_prompts, 4)
     turbo_fits = fit_pairs(turbo_pairs)
     turbo_chosen = choose(turbo_fits)
