@@ -147,6 +147,17 @@ class Trainer:
         self.step_count += 1
         return loss, grad_norm
 
+    def init_from(self, weights: Path) -> None:
+        """Continue from shipped (float16) weights: model and EMA both start there; the
+        optimizer starts fresh (its moments are not shipped), so the schedule warms up again."""
+        from mlx.utils import tree_map
+
+        from app.demo.model import load_weights
+
+        load_weights(self.model, weights)
+        self.ema.update(tree_map(lambda p: p, self.model.parameters()))
+        self.mx.eval(self.model.parameters(), self.ema.parameters())
+
     def reset_optimizer(self) -> None:
         from mlx.utils import tree_map
 
@@ -617,6 +628,10 @@ def run_all(args: argparse.Namespace) -> None:
         "explained_variance": codec.explained_variance,
     }
     trainer = Trainer(codec, args.batch, args.seed)
+    if args.init_from is not None:
+        trainer.init_from(args.init_from)
+        report["init_from"] = str(args.init_from)
+        log(f"demo: model and EMA start from {args.init_from} (fresh optimizer)")
     report["parameters"] = {
         "transformer": parameter_count(trainer.model.transformer),
         "text_encoder": parameter_count(trainer.model.text_encoder),
@@ -762,6 +777,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--codec", type=Path, default=None, help="codec file (default: shipped)")
     parser.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="all: continue training from these demo weights (e.g. an earlier run's demo file)",
+    )
+    parser.add_argument(
         "--prerender",
         action="store_true",
         help="encode the whole pool once on the device instead of rasterising every batch",
@@ -781,6 +802,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turbo-ema", type=float, default=0.998)
     parser.add_argument("--eval-prompts", type=int, default=100)
     args = parser.parse_args(argv)
+    from app.blas import preload_openblas
+
+    preload_openblas()  # CPU runs (toy sizes, tests); a no-op for the device's CUDA backend
     if args.phase == "fit-codec":
         fit_codec_command(args)
     elif args.phase == "write-config":
