@@ -118,8 +118,15 @@ def fit_both(
 
 def choose(fits: dict[str, PolynomialFit]) -> PolynomialFit:
     """The origin fit unless the free fit is clearly better on held-out data (by 0.02 R²): an
-    intercept predicts change where the input did not move, which mlx-teacache learned to avoid."""
+    intercept predicts change where the input did not move, which mlx-teacache learned to avoid.
+
+    A fit that dips below zero inside its calibrated range prices a real change as negative (the
+    gate's running sum would fall, and its prediction floor is 0), so it loses to one that
+    stays non-negative whatever the R²."""
     origin, free = fits["origin"], fits["free"]
+    sane = [f for f in (origin, free) if minimum_on(f.coefficients, *f.x_range) >= 0.0]
+    if len(sane) == 1:
+        return sane[0]
     score_origin = origin.heldout_r2 if origin.heldout_r2 is not None else origin.r2
     score_free = free.heldout_r2 if free.heldout_r2 is not None else free.r2
     return free if score_free > score_origin + 0.02 else origin

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.calibration import choose, fit, fit_both, fit_polynomial, minimum_on, r_squared
+from app.calibration import (
+    PolynomialFit,
+    choose,
+    fit,
+    fit_both,
+    fit_polynomial,
+    minimum_on,
+    r_squared,
+)
 
 KNOWN = (-30.0, 20.0, -4.0, 1.5, 0.0)  # high → low, through the origin
 
@@ -48,6 +56,25 @@ def test_choose_prefers_free_when_clearly_better_held_out() -> None:
     groups = np.arange(len(x)) % 10
     fits = fit_both(x, y + 0.5, groups=groups, heldout=[0, 1, 2])
     assert choose(fits).mode == "free"
+
+
+def test_choose_refuses_a_fit_that_prices_a_change_below_zero() -> None:
+    # demo-turbo's free fit (run 2) had the better held-out R² (0.394 vs 0.114) but dipped to
+    # -0.0025 inside its calibrated range; a negative price makes the gate's sum fall.
+    x = np.linspace(0.1, 0.3, 50)
+    dips = (0.0, 0.0, 10.0, -4.0, 0.39)  # 10 (x − 0.2)² − 0.01: below zero around 0.2
+    positive = (0.0, 0.0, 0.0, 0.5, 0.0)
+    assert minimum_on(dips, 0.1, 0.3) < 0 <= minimum_on(positive, 0.1, 0.3)
+
+    def result(mode: str, coefficients: tuple[float, ...], heldout: float) -> PolynomialFit:
+        return PolynomialFit(mode, coefficients, heldout, heldout, 50, (0.1, 0.3), (0.0, 0.2))
+
+    fits = {"free": result("free", dips, 0.9), "origin": result("origin", positive, 0.1)}
+    assert choose(fits).mode == "origin"
+    # Without the dip the better held-out fit still wins.
+    fits["free"] = result("free", (0.0, 0.0, 10.0, -4.0, 0.41), 0.9)
+    assert choose(fits).mode == "free"
+    assert float(np.polyval(dips, x).min()) < 0  # the grid check agrees with the dense minimum
 
 
 def test_bad_input_is_refused() -> None:
