@@ -382,6 +382,9 @@ def _builtin() -> list[Variant]:
     ]
 
 
+DEMO_GUIDANCE = 3.0
+
+
 def _demo_variants() -> list[Variant]:
     """The embedded demo pair; their calibration is committed next to the weights."""
     variants = []
@@ -399,7 +402,9 @@ def _demo_variants() -> list[Variant]:
                     else None
                 ),
                 default_steps=4 if distilled else 28,
-                default_guidance=1.0,
+                # As FLUX.2 Klein: the base model samples with CFG (trained with caption dropout;
+                # colour 88% → 97%, shape 27% → 45% on run 3), the distilled one without.
+                default_guidance=1.0 if distilled else DEMO_GUIDANCE,
                 default_threshold=calibration.get("default_threshold"),
                 coefficients=tuple(calibration["coefficients"]),  # type: ignore[arg-type]
                 calibrated_range=_pair(calibration.get("calibrated_range")),

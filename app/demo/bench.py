@@ -31,21 +31,29 @@ def one_process(variant: str, steps: int) -> dict[str, Any]:
 
     blas = preload_openblas()
     t0 = time.perf_counter()
+    from app.demo.calibrate import demo_guidance
     from app.demo.pipeline import load_demo_pipeline
 
     pipe = load_demo_pipeline(variant)
     load_seconds = time.perf_counter() - t0
+    guidance = demo_guidance(variant)
     times = []
     for seed in range(4):
         t = time.perf_counter()
         pipe.generate_image(
-            seed=seed, prompt=PROMPT, num_inference_steps=steps, height=128, width=128, guidance=1.0
+            seed=seed,
+            prompt=PROMPT,
+            num_inference_steps=steps,
+            height=128,
+            width=128,
+            guidance=guidance,
         )
         times.append(time.perf_counter() - t)
     return {
         "load_seconds": load_seconds,
         "first_seconds": times[0],
         "warm_median_seconds": float(np.median(times[1:])),
+        "guidance": guidance,
         "skipped": 0,
         "computed": steps,
         "openblas": blas,
@@ -87,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         "variant": args.variant,
         "steps": steps,
         "size": "128x128",
-        "guidance": 1.0,
+        "guidance": reps[0]["guidance"],
         "prompt": PROMPT,
         "reps": reps,
         "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),

@@ -102,7 +102,12 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def sweep(
-    pipe: Any, params: Any, texts: list[str], steps: int, thresholds: tuple[float, ...] = THRESHOLDS
+    pipe: Any,
+    params: Any,
+    texts: list[str],
+    steps: int,
+    thresholds: tuple[float, ...] = THRESHOLDS,
+    guidance: float = 1.0,
 ) -> list[dict[str, Any]]:
     """Per threshold: skips and SSIM of gated against same-process vanilla, per prompt."""
     from app.adapters import install_gate
@@ -118,7 +123,7 @@ def sweep(
                     num_inference_steps=steps,
                     height=128,
                     width=128,
-                    guidance=1.0,
+                    guidance=guidance,
                 )
             )
         )
@@ -135,7 +140,7 @@ def sweep(
                         num_inference_steps=steps,
                         height=128,
                         width=128,
-                        guidance=1.0,
+                        guidance=guidance,
                     )
                 )
             skipped.append(gate.skipped)
@@ -175,6 +180,7 @@ def calibration_record(
     fits: dict[str, PolynomialFit],
     steps: int,
     n_prompts: int,
+    guidance: float,
     default_threshold: float | None,
     min_predicted: float | None,
     notes: str,
@@ -191,7 +197,8 @@ def calibration_record(
             "fit_metric": "R²",
             "fit_value": round(chosen.r2, 4),
             "data_size": f"{chosen.data_size} pairs ({n_prompts} prompts × {steps - 1} "
-            f"consecutive-step pairs, 128², g=1, seed {GENERATION_SEED}); held-out "
+            f"consecutive-step pairs, 128², guidance {guidance:g}, seed {GENERATION_SEED}); "
+            f"held-out "
             f"R² {chosen.heldout_r2:.3f} on prompts {list(HELDOUT)}",
             "reference": f"resources/demo/{variant}.calibration-pairs.json",
             "notes": notes
@@ -205,6 +212,13 @@ def calibration_record(
     }
 
 
+def demo_guidance(variant: str) -> float:
+    """Calibrate and sweep at the guidance the app samples with (the registry's default)."""
+    from app.variants import DEMO_GUIDANCE
+
+    return DEMO_GUIDANCE if variant == "demo" else 1.0
+
+
 def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str, Any]:
     from app.demo.pipeline import load_demo_pipeline
     from app.gate import GateParams, simulate
@@ -216,13 +230,14 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
     # demo: 28 steps
     t0 = time.perf_counter()
     pipe = load_demo_pipeline("demo", resources)
-    pairs = capture_pairs(pipe, cal_prompts, 28)
+    guidance = demo_guidance("demo")
+    pairs = capture_pairs(pipe, cal_prompts, 28, guidance)
     fits = fit_pairs(pairs)
     chosen = choose(fits)
     params = GateParams(
         coefficients=chosen.coefficients, rel_l1_thresh=0.0, calibrated_range=chosen.x_range
     )
-    rows = sweep(pipe, params, sweep_prompts, 28)
+    rows = sweep(pipe, params, sweep_prompts, 28, guidance=guidance)
     pick = choose_threshold(rows)
     record = calibration_record(
         "demo",
@@ -230,6 +245,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         fits,
         28,
         n_calibration,
+        guidance,
         pick["threshold"],
         None,
         f"default threshold {pick['threshold']} from the SSIM sweep "
@@ -242,6 +258,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         {
             "variant": "demo",
             "steps": 28,
+            "guidance": guidance,
             "prompts": cal_prompts,
             "pairs": pairs,
             "fits": {m: f.as_dict() for m, f in fits.items()},
@@ -253,6 +270,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         {
             "variant": "demo",
             "steps": 28,
+            "guidance": guidance,
             "prompts": sweep_prompts,
             "coefficients": list(chosen.coefficients),
             "calibrated_range": list(chosen.x_range),
@@ -271,7 +289,8 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
     # demo-turbo: 4 steps; its own fit, and the smallest prediction on its own steps
     t0 = time.perf_counter()
     turbo = load_demo_pipeline("demo-turbo", resources)
-    turbo_pairs = capture_pairs(turbo, cal_prompts, 4)
+    turbo_guidance = demo_guidance("demo-turbo")
+    turbo_pairs = capture_pairs(turbo, cal_prompts, 4, turbo_guidance)
     turbo_fits = fit_pairs(turbo_pairs)
     turbo_chosen = choose(turbo_fits)
     turbo_params = GateParams(
@@ -288,7 +307,9 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         sum(v.decision.value == "skipped" for v in simulate(turbo_params, tr)) for tr in traces
     ]
     min_predicted = float(min(predicted))
-    live = sweep(turbo, turbo_params, cal_prompts[:6], 4, thresholds=(0.1, 0.3, 0.5))
+    live = sweep(
+        turbo, turbo_params, cal_prompts[:6], 4, thresholds=(0.1, 0.3, 0.5), guidance=turbo_guidance
+    )
     if min_predicted > 0.5:
         verdict = "above 0.5, so no threshold ≤ 0.5 can skip"
     else:
@@ -306,6 +327,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         turbo_fits,
         4,
         n_calibration,
+        turbo_guidance,
         None,
         round(min_predicted, 4),
         f"distilled to 4 steps: the smallest predicted change over all measured steps is "
@@ -318,6 +340,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         {
             "variant": "demo-turbo",
             "steps": 4,
+            "guidance": turbo_guidance,
             "prompts": cal_prompts,
             "pairs": turbo_pairs,
             "fits": {m: f.as_dict() for m, f in turbo_fits.items()},

@@ -197,10 +197,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variant", default="demo", choices=["demo", "demo-turbo"])
     parser.add_argument("--prompts", type=int, default=100)
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--guidance", type=float, default=1.0)
+    parser.add_argument(
+        "--guidance", type=float, default=None, help="default: the variant's (demo 3, turbo 1)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    report = evaluate_pipeline(args.variant, args.prompts, args.steps, args.guidance)
+    from app.demo.calibrate import demo_guidance
+
+    guidance = args.guidance if args.guidance is not None else demo_guidance(args.variant)
+    report = evaluate_pipeline(args.variant, args.prompts, args.steps, guidance)
     args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: report[k] for k in ("variant", "steps", "scores", "median_seconds")}))
 
