@@ -702,19 +702,36 @@ def write_config_command(args: argparse.Namespace) -> None:
         "variants": {v: {"weights": f, "dtype": "float16"} for v, f in VARIANT_FILES.items()},
         "files": files,
     }
-    if args.report is not None:
-        report = json.loads(args.report.read_text(encoding="utf-8"))
-        training = {k: v for k, v in report.get("demo_training", {}).items() if k != "history"}
-        turbo = {
-            k: v
-            for k, v in report.get("turbo_training", {}).items()
-            if k not in ("history", "teacher_ladder")
-        }
+    if args.report:
+        # One entry per run that made the shipped weights, oldest first (a run continued with
+        # --init-from lists its predecessor before it).
+        runs = []
+        parameters = None
+        for path in args.report:
+            report = json.loads(path.read_text(encoding="utf-8"))
+            parameters = report.get("parameters", parameters)
+            demo = {k: v for k, v in report.get("demo_training", {}).items() if k != "history"}
+            turbo = {
+                k: v
+                for k, v in report.get("turbo_training", {}).items()
+                if k not in ("history", "teacher_ladder")
+            }
+            runs.append(
+                {
+                    "report": path.name,
+                    "command": report.get("command"),
+                    "init_from": report.get("init_from"),
+                    "demo": demo,
+                    "demo-turbo": turbo or None,
+                    "evaluation": {
+                        name: run["scores"]
+                        for name, run in report.get("evaluation", {}).get("runs", {}).items()
+                    },
+                }
+            )
         config["training"] = {
-            "command": report.get("command"),
-            "demo": training,
-            "demo-turbo": turbo,
-            "parameters": report.get("parameters"),
+            "runs": runs,
+            "parameters": parameters,
             "device": args.device,
         }
     (folder / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
@@ -762,7 +779,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("phase", choices=["fit-codec", "all", "write-config", "install-weights"])
     parser.add_argument("--source", type=Path, default=None, help="install-weights: device files")
     parser.add_argument("--run", default="run2", help="install-weights: name for the logs")
-    parser.add_argument("--report", type=Path, default=None, help="write-config: training report")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        action="append",
+        default=[],
+        help="write-config: training report of each run behind the shipped weights, oldest first",
+    )
     parser.add_argument("--device", default="NVIDIA H200 (MLX CUDA backend, mlx 0.32.2)")
     parser.add_argument("--work", type=Path, default=Path(".devwork/demo-train"))
     parser.add_argument("--out", type=Path, default=None)
