@@ -83,10 +83,14 @@ def recipe_summary(report: dict[str, Any]) -> str:
         f"{recipe['width']}×{recipe['height']}",
         f"threshold {recipe['threshold']:g}",
     ]
+    if recipe.get("guidance") not in (None, 1.0):
+        parts.append(f"guidance {recipe['guidance']:g}")
     if recipe.get("random_weights"):
         parts.append(f"random weights ({recipe['random_weights']} size)")
     if recipe.get("coefficients") is not None:
         parts.append("forced skip pattern")
+    if report.get("stale"):  # a row kept after the model changed, with why
+        parts.append(f"*{report['stale']}*")
     return ", ".join(parts)
 
 
