@@ -183,14 +183,19 @@ def install_excepthooks(window) -> Callable[[], None]:  # MainWindow, imported l
 
 
 def configure_application(app) -> None:
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
     from app import __version__
+    from app.resources_path import resources_dir
     from app.ui.theme import app_stylesheet
 
     QApplication.setApplicationName("TeaCache Studio")
     QApplication.setOrganizationName("TeaCache Studio")
     QApplication.setApplicationVersion(__version__)
+    icon = resources_dir() / "icons" / "teacache-studio.png"  # drawn by packaging/make_icon.py
+    if icon.is_file():  # every window's icon; also the Dock's when run from source on macOS
+        app.setWindowIcon(QIcon(str(icon)))
     if sys.platform != "darwin":
         app.setStyle("Fusion")  # the native look on macOS; a clean, palette-driven one elsewhere
     app.setStyleSheet(app_stylesheet(native_buttons=sys.platform == "darwin"))
