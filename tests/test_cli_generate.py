@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from app.cli.main import main
+from app.variants import get_variant
 
 PROMPT = "two red circles and a blue star on a yellow background"
 REPORT_KEYS = {
@@ -40,7 +41,8 @@ def test_threshold_zero_is_bit_exact_against_vanilla(tmp_path: Path) -> None:
 
 def test_default_threshold_engages_and_reports_every_step(tmp_path: Path) -> None:
     report = _generate(tmp_path, "--seed", "5")
-    assert report["steps"] == 28 and report["threshold"] == pytest.approx(0.0125)
+    assert report["steps"] == 28
+    assert report["threshold"] == pytest.approx(get_variant("demo").default_threshold)
     assert report["skipped"] > 0  # engagement, next to the quality figure
     assert report["ssim"] >= 0.90
     assert len(report["pattern"]) == 28 and report["pattern"][0] == report["pattern"][-1] == "F"

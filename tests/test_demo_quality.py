@@ -14,14 +14,22 @@ import pytest
 from app.demo.codec import load_codec
 from app.demo.evaluate import eval_prompts, sample_batch, score_images, to_uint8
 from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES, DemoModel, load_weights
+from app.variants import get_variant
 
 N = 30
 COLOUR_FLOOR, SHAPE_FLOOR, TURBO_MARGIN = 0.90, 0.80, 0.05  # the issue's bars
+SHAPE_REGRESSION_FLOOR = 0.25
 
-RUN1_UNDERTRAINED = pytest.mark.xfail(
+UNDERTRAINED_FOR_SHAPE = pytest.mark.xfail(
     strict=True,
-    reason="run-1 weights (8.7k steps, one global latent scale) draw blobs: shape 13% on the "
-    "100 prompts; the per-channel run 2 is pending (see resources/demo/training/README)",
+    reason="run-3 weights (27k steps) follow shape on 44% of the 100 prompts at guidance 3 (colour "
+    "97%); shape rose 13 → 15 → 27% (g=1) with training, so more device time is what is missing "
+    "(resources/demo/training/README.md)",
+)
+TURBO_FROM_RUN_2 = pytest.mark.xfail(
+    strict=True,
+    reason="the shipped demo-turbo was distilled from run 2's demo (colour 81%, shape 17% on the "
+    "100 prompts) and trails run 3's demo (97% / 44%); no device time was left to re-distil it",
 )
 
 
@@ -29,7 +37,9 @@ def _scores(variant: str, steps: int) -> dict[str, float]:
     model = load_weights(DemoModel(), RESOURCES / VARIANT_FILES[variant])
     codec = load_codec(RESOURCES / CODEC_FILE)
     prompts = eval_prompts(N)
-    latents = sample_batch(model, prompts, list(range(N)), steps)
+    guidance = get_variant(variant).default_guidance  # "default settings": demo samples with CFG
+    assert guidance is not None
+    latents = sample_batch(model, prompts, list(range(N)), steps, guidance)
     images = np.clip(np.array(codec.decode(latents, xp=mx)) / 2 + 0.5, 0, 1)
     return score_images(to_uint8(images), prompts)["scores"]
 
@@ -40,20 +50,27 @@ def demo_scores() -> dict[str, float]:
 
 
 def test_demo_colour_is_learned(demo_scores: dict[str, float]) -> None:
-    # Run 1 measured 0.733 on these 30 prompts (0.87 on all 100; 0.96 with guidance 3), shape
-    # 0.10. This floor only guards the shipped weights against regressions (a broken codec,
-    # tokenizer or sampler scores near 0).
-    assert demo_scores["colour"] >= 0.65, demo_scores
+    # The issue's colour bar, on 30 of the 100 prompts (run 3 at guidance 3: 30/30 here, 0.97 on all
+    # 100 through the real pipeline).
+    assert demo_scores["colour"] >= COLOUR_FLOOR, demo_scores
 
 
 @pytest.mark.slow
-@RUN1_UNDERTRAINED
-def test_demo_meets_the_issue_bars(demo_scores: dict[str, float]) -> None:
-    assert demo_scores["colour"] >= COLOUR_FLOOR and demo_scores["shape"] >= SHAPE_FLOOR
+@UNDERTRAINED_FOR_SHAPE
+def test_demo_meets_the_shape_bar(demo_scores: dict[str, float]) -> None:
+    assert demo_scores["shape"] >= SHAPE_FLOOR, demo_scores
+
+
+def test_demo_shape_does_not_regress(demo_scores: dict[str, float]) -> None:
+    # Guards the shipped weights until the bar above is met: run 3 measured 11/30 on these
+    # prompts, runs 1 and 2 about 0.10–0.15 (plain chance with two clauses); a broken codec,
+    # tokenizer or sampler scores near 0. The floor leaves three prompts of room for BLAS/Metal
+    # numerics.
+    assert demo_scores["shape"] >= SHAPE_REGRESSION_FLOOR, demo_scores
 
 
 @pytest.mark.slow
-@RUN1_UNDERTRAINED
+@TURBO_FROM_RUN_2
 def test_turbo_within_five_points_and_meets_the_bars(demo_scores: dict[str, float]) -> None:
     turbo = _scores("demo-turbo", 4)
     assert turbo["shape"] >= SHAPE_FLOOR

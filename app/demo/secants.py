@@ -1,0 +1,104 @@
+"""Why a trajectory-distilled turbo lets TeaCache skip: how much the teacher's stride velocity
+changes between the 4 turbo sigmas.
+
+    python -m app.demo.secants --out resources/demo/turbo-secants.json
+
+The teacher (the shipped ``demo``) integrates mflux's 28-step Euler ladder, merged with the turbo
+sigmas, from the same noise for 16 evaluation prompts at guidance 1 (as the turbo is distilled).
+The secant velocity of a stride is ``(x(σ₁) − x(σ₀)) / (σ₁ − σ₀)``: exactly what a student that
+lands on the teacher's states must output. Its relative L1 change between adjacent strides is the
+output change the gate would measure on a perfect student; small values mean skippable steps.
+Both mflux's shifted 4-step sigmas and linear ones are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.blas import preload_openblas
+
+preload_openblas()
+
+import mlx.core as mx  # noqa: E402
+
+
+def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[str, Any]:
+    from mflux.models.common.config.model_config import ModelConfig
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+
+    from app.demo.evaluate import eval_prompts, schedule
+    from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, image_ids, load_weights
+    from app.demo.scenes import tokenize
+
+    previous = ModelConfig.precision
+    ModelConfig.precision = mx.float32
+    try:
+        folder = resources or RESOURCES
+        model = load_weights(DemoModel(), folder / VARIANT_FILES["demo"])
+        prompts = eval_prompts(n_prompts)
+        context = model.text_encoder(mx.array([tokenize(p) for p in prompts]))
+        txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
+        img = image_ids(64)
+        targets = {
+            "mflux_shifted": [float(s) for s in np.array(schedule(4))],
+            "linear": [1.0, 0.75, 0.5, 0.25, 0.0],
+        }
+        full = [float(s) for s in np.array(schedule(28))]
+        ladder = sorted(set(full).union(*targets.values()), reverse=True)
+        mx.random.seed(0)
+        x = mx.random.normal((len(prompts), 64, 128))
+        states = {ladder[0]: x}
+        for s0, s1 in itertools.pairwise(ladder):
+            v = model.transformer(
+                hidden_states=x,
+                encoder_hidden_states=context,
+                timestep=mx.full((len(prompts),), s0 * 1000.0),
+                img_ids=img,
+                txt_ids=txt,
+                guidance=None,
+            )
+            x = x + (s1 - s0) * v
+            mx.eval(x)
+            states[s1] = x
+        teacher = folder / VARIANT_FILES["demo"]
+        out: dict[str, Any] = {
+            "prompts": len(prompts),
+            "guidance": 1.0,
+            "teacher": str(
+                teacher.relative_to(Path.cwd()) if teacher.is_relative_to(Path.cwd()) else teacher
+            ),
+        }
+        for name, sigmas in targets.items():
+            secants = [(states[b] - states[a]) / (b - a) for a, b in itertools.pairwise(sigmas)]
+            out[name] = {
+                "sigmas": sigmas,
+                "secant_rel_l1": [
+                    float(mx.mean(mx.abs(v1 - v0)) / mx.mean(mx.abs(v0)))
+                    for v0, v1 in itertools.pairwise(secants)
+                ],
+            }
+        return out
+    finally:
+        ModelConfig.precision = previous
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--resources", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    result = secant_changes(args.resources)
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
