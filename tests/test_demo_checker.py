@@ -75,3 +75,39 @@ def test_uint8_and_float_inputs_agree(truth: tuple[list[S.Scene], np.ndarray]) -
     as_uint8 = np.round(images[0] * 255).astype(np.uint8)
     spec = S.prompt_of(scenes[0])
     assert checker.check(as_uint8, spec).summary() == checker.check(images[0], spec).summary()
+
+
+def test_shape_breakdown_counts_every_clause_once_per_group(
+    truth: tuple[list[S.Scene], np.ndarray],
+) -> None:
+    from app.demo.evaluate import shape_breakdown
+
+    scenes, images = truth
+    specs = [S.prompt_of(s) for s in scenes]
+    verdicts = [checker.check(im, spec) for im, spec in zip(images, specs, strict=True)]
+    table = shape_breakdown(specs, verdicts)
+    clauses = sum(len(spec.clauses) for spec in specs)
+    for group in ("shape", "size", "texture", "clauses_in_prompt"):
+        assert sum(int(row["clauses"]) for row in table[group].values()) == clauses, group
+    assert set(table["shape"]) == set(S.SHAPES)  # 60 scenes draw every shape
+    for row in table["shape"].values():  # ground truth: every shape is read right
+        assert float(row["share"]) >= 0.9, table["shape"]
+    # Negative control: the same pictures against a wrong first shape lose exactly there.
+    wrong = [
+        replace(
+            spec,
+            clauses=(
+                replace(
+                    spec.clauses[0],
+                    shape=S.SHAPES[(S.SHAPES.index(spec.clauses[0].shape) + 1) % 4],  # type: ignore[arg-type]
+                ),
+                *spec.clauses[1:],
+            ),
+        )
+        for spec in specs
+    ]
+    wrong_table = shape_breakdown(
+        wrong, [checker.check(im, spec) for im, spec in zip(images, wrong, strict=True)]
+    )
+    right = sum(int(r["right"]) for r in table["shape"].values())
+    assert sum(int(r["right"]) for r in wrong_table["shape"].values()) < right - 0.8 * len(specs)

@@ -135,9 +135,41 @@ def score_images(images: np.ndarray, prompts: list[str]) -> dict[str, Any]:
     verdicts = [checker.check(img, spec) for img, spec in zip(images, specs, strict=True)]
     return {
         "scores": checker.score(verdicts),
+        "shape_by_clause": shape_breakdown(specs, verdicts),
         "per_prompt": [
             {"prompt": p, **v.summary()} for p, v in zip(prompts, verdicts, strict=True)
         ],
+    }
+
+
+def shape_breakdown(
+    specs: list[PromptSpec], verdicts: list[checker.Verdict]
+) -> dict[str, dict[str, dict[str, float | int]]]:
+    """Share of clauses drawn in the right shape, by the clause's shape, size and texture and by
+    how many clauses its prompt has: where a model's shape errors come from."""
+    groups: dict[str, dict[str, list[bool]]] = {
+        "shape": {},
+        "size": {},
+        "texture": {},
+        "clauses_in_prompt": {},
+    }
+    for spec, verdict in zip(specs, verdicts, strict=True):
+        for clause, reading in zip(spec.clauses, verdict.clauses, strict=True):
+            keys = {
+                "shape": clause.shape,
+                "size": clause.size,
+                "texture": clause.texture or "plain",
+                "clauses_in_prompt": str(len(spec.clauses)),
+            }
+            for group, key in keys.items():
+                if key is not None:
+                    groups[group].setdefault(key, []).append(reading.shape)
+    return {
+        group: {
+            key: {"right": sum(values), "clauses": len(values), "share": sum(values) / len(values)}
+            for key, values in sorted(table.items())
+        }
+        for group, table in groups.items()
     }
 
 
