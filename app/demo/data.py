@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.demo.scenes import caption, pack_scenes, sample_scene, tokenize
+from app.demo.scenes import SHAPES, caption, pack_scenes, sample_scene, tokenize
 
 CHUNK = 5000
 
@@ -54,3 +54,32 @@ def build_pool(seed: int, size: int, workers: int = 1) -> ScenePool:
         background=np.concatenate([p[1] for p in parts]),
         tokens=np.concatenate([p[2] for p in parts]),
     )
+
+
+def scene_weights(pool: ScenePool, shape_weights: dict[str, float]) -> np.ndarray | None:
+    """Per-scene sampling weight: the largest weight among the shapes a scene draws (1 for the
+    rest), or None when every weight is 1 (uniform sampling, the stream earlier runs used)."""
+    if all(w == 1.0 for w in shape_weights.values()):
+        return None
+    active = pool.objects[:, :, 0] > 0.5
+    kind = np.rint(pool.objects[:, :, 1]).astype(np.int64)
+    weights = np.ones(len(pool), dtype=np.float64)
+    for shape, weight in shape_weights.items():
+        has = (active & (kind == SHAPES.index(shape))).any(axis=1)
+        weights = np.where(has, np.maximum(weights, weight), weights)
+    return weights
+
+
+class BatchSampler:
+    """Scene indices for a training batch: uniform, or proportional to ``weights`` (inverse CDF
+    on one precomputed cumulative sum, so a batch costs O(batch · log N), not O(N))."""
+
+    def __init__(self, size: int, weights: np.ndarray | None = None) -> None:
+        self.size = size
+        self.cumulative = None if weights is None else np.cumsum(weights / weights.sum())
+
+    def __call__(self, rng: np.random.Generator, batch: int) -> np.ndarray:
+        if self.cumulative is None:
+            return rng.integers(self.size, size=batch)
+        picks = np.searchsorted(self.cumulative, rng.random(batch), side="right")
+        return np.minimum(picks, self.size - 1)
