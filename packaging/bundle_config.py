@@ -161,6 +161,8 @@ REQUIRED_MODULES: tuple[str, ...] = (
 # Folders under resources/ that stay in the repository: training records (logs, sample sheets,
 # reports) document how the demo weights were made; the app never reads them.
 RESOURCE_EXCLUDED_DIRS: tuple[str, ...] = ("training",)
+# The macOS icon reaches the bundle through BUNDLE(icon=...), as Contents/Resources/*.icns.
+RESOURCE_EXCLUDED_SUFFIXES: tuple[str, ...] = (".icns",)
 
 
 def resource_datas(resources: Path = PROJECT_ROOT / "resources") -> list[tuple[str, str]]:
@@ -168,7 +170,11 @@ def resource_datas(resources: Path = PROJECT_ROOT / "resources") -> list[tuple[s
     pairs: list[tuple[str, str]] = []
     for path in sorted(resources.rglob("*")):
         relative = path.relative_to(resources)
-        if path.is_file() and not set(relative.parts[:-1]) & set(RESOURCE_EXCLUDED_DIRS):
+        if (
+            path.is_file()
+            and not set(relative.parts[:-1]) & set(RESOURCE_EXCLUDED_DIRS)
+            and path.suffix not in RESOURCE_EXCLUDED_SUFFIXES
+        ):
             pairs.append((str(path), str(Path("resources", *relative.parts[:-1]))))
     return pairs
 

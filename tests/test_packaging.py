@@ -139,9 +139,13 @@ def test_resources_are_collected_file_by_file_without_training_records(tmp_path:
     (tmp_path / "demo" / "demo.safetensors").write_bytes(b"w")
     (tmp_path / "demo" / "training" / "run1-train.log").write_text("loss")
     (tmp_path / "benchmarks" / "cpu.json").write_text("{}")
+    (tmp_path / "icons").mkdir()
+    (tmp_path / "icons" / "app.icns").write_bytes(b"i")  # BUNDLE(icon=...) carries it
+    (tmp_path / "icons" / "app.png").write_bytes(b"p")  # the window icon, read at run time
     assert config.resource_datas(tmp_path) == [
         (str(tmp_path / "benchmarks" / "cpu.json"), "resources/benchmarks"),
         (str(tmp_path / "demo" / "demo.safetensors"), "resources/demo"),
+        (str(tmp_path / "icons" / "app.png"), "resources/icons"),
     ]
 
 
