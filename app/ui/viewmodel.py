@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from enum import StrEnum
+from typing import TypeVar
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
@@ -72,6 +73,18 @@ def ui_default_threshold(variant: Variant) -> float:
     return FALLBACK_THRESHOLD
 
 
+_Value = TypeVar("_Value", int, float)
+
+
+def _remember(
+    table: dict[str, _Value], variant_id: str, value: _Value, default: _Value | None
+) -> None:
+    if value == default:
+        table.pop(variant_id, None)
+    else:
+        table[variant_id] = value
+
+
 class FormModel(QObject):
     """The generation inputs, remembered per variant in ``Settings``."""
 
@@ -115,14 +128,18 @@ class FormModel(QObject):
         self.threshold = ui_default_threshold(self.variant)
 
     def remember(self) -> None:
-        """Write the current inputs into the settings object (saved by the window)."""
-        s, vid = self.settings, self.variant_id
+        """Write the current inputs into the settings object (saved by the window).
+
+        Threshold, steps and guidance are kept only where they differ from the variant's
+        defaults, so a recalibrated default (a new threshold, a new guidance) reaches everyone
+        who never chose their own value."""
+        s, vid, variant = self.settings, self.variant_id, self.variant
         s.last_variant = vid
-        s.thresholds[vid] = round(float(self.threshold), 6)
-        s.steps[vid] = int(self.steps)
+        _remember(s.thresholds, vid, round(float(self.threshold), 6), ui_default_threshold(variant))
+        _remember(s.steps, vid, int(self.steps), variant.default_steps)
         s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
         if self.guidance is not None:
-            s.guidance[vid] = float(self.guidance)
+            _remember(s.guidance, vid, float(self.guidance), variant.default_guidance)
         s.seed = int(self.seed)
         s.last_prompt = self.prompt
 

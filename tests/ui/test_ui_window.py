@@ -19,7 +19,7 @@ from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT
 from app.ui.viewmodel import RunStatus, ui_default_threshold
-from app.variants import DEFAULT_VARIANT, check_schedule
+from app.variants import DEFAULT_VARIANT, check_schedule, get_variant
 
 
 def held_engine() -> tuple[FakeEngine, StepGate]:
@@ -267,6 +267,28 @@ def test_settings_persist_across_windows(qtbot: QtBot, make_window: WindowFactor
     assert again.form.steps == 6
     again.form.select_variant("demo")
     assert again.form.steps == 28  # per-variant memory
+
+
+def test_only_values_a_user_chose_are_remembered_so_new_defaults_reach_everyone(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    demo = get_variant("demo")
+    window = make_window()
+    window.form.threshold = 0.2  # chosen
+    assert window.form.guidance == demo.default_guidance  # left alone
+    window.close()
+    settings = SettingsStore().load()
+    assert settings.thresholds["demo"] == 0.2
+    assert "demo" not in settings.guidance and "demo" not in settings.steps
+    # A recalibration changes the defaults: a value the user never chose follows it...
+    settings.guidance.clear()
+    SettingsStore().save(settings)
+    again = make_window()
+    assert again.form.guidance == demo.default_guidance and again.form.threshold == 0.2
+    # ...and choosing the default again forgets the override.
+    again.form.threshold = demo.default_threshold
+    again.close()
+    assert "demo" not in SettingsStore().load().thresholds
 
 
 def test_a_corrupt_settings_file_shows_a_notice_and_uses_defaults(
