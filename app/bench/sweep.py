@@ -27,6 +27,7 @@ from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.hardware import host_info
 from app.bench.harness import ChunkedOutcome, Runner, subprocess_runner
 from app.bench.worker import WorkerSpec
+from app.metrics import ssim
 
 TIMING_MODES = ("isolated", "none")
 NOT_MEASURED = (
@@ -244,12 +245,6 @@ def _load_rgb(path: str | Path | None) -> np.ndarray | None:
         return np.asarray(image.convert("RGB"))
 
 
-def _ssim(a: np.ndarray, b: np.ndarray) -> float:
-    from app.engine.engine import ssim
-
-    return ssim(a, b)
-
-
 def _median(values: list[Any]) -> float | None:
     clean = [v for v in values if v is not None]
     return statistics.median(clean) if clean else None
@@ -283,7 +278,7 @@ def build_sweep_report(
                 "longest_skip_streak": first["longest_skip_streak"],
                 "ssim": None
                 if vanilla_image is None or picture is None
-                else _ssim(vanilla_image, picture),
+                else ssim(vanilla_image, picture),
                 "loop_seconds": loop,
                 "loop_seconds_per_rep": [r.get("loop_seconds") for r in runs],
                 "speedup": speedup,

@@ -22,6 +22,7 @@ import numpy as np
 
 from app.calibration import PolynomialFit, choose, fit_both, minimum_on
 from app.demo.scenes import caption, scene_from_seed
+from app.metrics import ssim
 
 CALIBRATION_SEED_BASE = 800_000
 SWEEP_SEED_BASE = 810_000
@@ -92,13 +93,6 @@ def fit_pairs(per_prompt: list[list[dict[str, float | int]]]) -> dict[str, Polyn
 
 def _uint8(result: Any) -> np.ndarray:
     return np.asarray(result.image.convert("RGB"), dtype=np.uint8)
-
-
-def ssim(a: np.ndarray, b: np.ndarray) -> float:
-    from skimage.metrics import structural_similarity
-
-    value: Any = structural_similarity(a, b, channel_axis=-1, data_range=255)
-    return float(value)
 
 
 def sweep(

@@ -46,6 +46,7 @@ from app.engine.events import (
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.request import GenerationRequest
 from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
+from app.metrics import ssim
 from app.variants import Variant, check_schedule
 
 log = logging.getLogger(__name__)
@@ -203,13 +204,6 @@ def record_and_replay(
 def to_uint8_rgb(image: Any) -> np.ndarray:
     array = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
     return np.ascontiguousarray(array, dtype=np.uint8)
-
-
-def ssim(a: np.ndarray, b: np.ndarray) -> float:
-    from skimage.metrics import structural_similarity
-
-    value = structural_similarity(a, b, channel_axis=-1, data_range=255)  # a float unless full=True
-    return float(value)  # pyright: ignore[reportArgumentType]
 
 
 def versions() -> dict[str, str]:

@@ -7,10 +7,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
 
+from app import metrics
 from app.gate import Decision, StepEvent
 from app.gate.simulator import engagement, skip_curve
 from app.variants import VARIANTS, Variant, check_schedule
@@ -46,15 +46,7 @@ def ssim(gated: np.ndarray, vanilla: np.ndarray) -> float | None:
     """SSIM on uint8 RGB with an explicit data range (the float default would guess wrong)."""
     if gated.shape != vanilla.shape or min(gated.shape[:2]) < 7:
         return None
-    from skimage.metrics import structural_similarity  # ~0.5 s import: keep it off startup
-
-    value: Any = structural_similarity(
-        np.asarray(gated, dtype=np.uint8),
-        np.asarray(vanilla, dtype=np.uint8),
-        channel_axis=-1 if gated.ndim == 3 else None,
-        data_range=255,
-    )
-    return float(value)
+    return metrics.ssim(gated, vanilla)
 
 
 def speedup(
