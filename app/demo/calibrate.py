@@ -54,6 +54,18 @@ def prompts(base: int, n: int) -> list[str]:
     return [caption(scene_from_seed(base + i)) for i in range(n)]
 
 
+def _generate(pipe: Any, text: str, steps: int, guidance: float) -> Any:
+    """One 128×128 generation at the calibration seed: captures, vanilla and gated runs alike."""
+    return pipe.generate_image(
+        seed=GENERATION_SEED,
+        prompt=text,
+        num_inference_steps=steps,
+        height=128,
+        width=128,
+        guidance=guidance,
+    )
+
+
 def capture_pairs(
     pipe: Any, texts: list[str], steps: int, guidance: float = 1.0
 ) -> list[list[dict[str, float | int]]]:
@@ -66,14 +78,7 @@ def capture_pairs(
     for text in texts:
         gate = TeaCacheGate(observe, observe=True, capture_output=True)
         with install_gate(pipe, gate):
-            pipe.generate_image(
-                seed=GENERATION_SEED,
-                prompt=text,
-                num_inference_steps=steps,
-                height=128,
-                width=128,
-                guidance=guidance,
-            )
+            _generate(pipe, text, steps, guidance)
         out.append(
             [
                 {"index": e.index, "x": float(e.rel_l1), "y": float(e.output_rel_l1)}
@@ -109,34 +114,14 @@ def sweep(
 
     vanilla = []
     for text in texts:
-        vanilla.append(
-            _uint8(
-                pipe.generate_image(
-                    seed=GENERATION_SEED,
-                    prompt=text,
-                    num_inference_steps=steps,
-                    height=128,
-                    width=128,
-                    guidance=guidance,
-                )
-            )
-        )
+        vanilla.append(_uint8(_generate(pipe, text, steps, guidance)))
     rows = []
     for threshold in thresholds:
         skipped, scores, patterns = [], [], []
         for text, reference in zip(texts, vanilla, strict=True):
             gate = TeaCacheGate(replace(params, rel_l1_thresh=threshold))
             with install_gate(pipe, gate):
-                image = _uint8(
-                    pipe.generate_image(
-                        seed=GENERATION_SEED,
-                        prompt=text,
-                        num_inference_steps=steps,
-                        height=128,
-                        width=128,
-                        guidance=guidance,
-                    )
-                )
+                image = _uint8(_generate(pipe, text, steps, guidance))
             skipped.append(gate.skipped)
             scores.append(ssim(reference, image))
             patterns.append(gate.pattern)
@@ -208,9 +193,11 @@ def calibration_record(
 
 def demo_guidance(variant: str) -> float:
     """Calibrate and sweep at the guidance the app samples with (the registry's default)."""
-    from app.variants import DEMO_GUIDANCE
+    from app.variants import get_variant
 
-    return DEMO_GUIDANCE if variant == "demo" else 1.0
+    guidance = get_variant(variant).default_guidance
+    assert guidance is not None  # both demo variants take a guidance value
+    return guidance
 
 
 def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str, Any]:
