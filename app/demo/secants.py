@@ -19,8 +19,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from app.blas import preload_openblas
 
 preload_openblas()
@@ -32,9 +30,10 @@ def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[s
     from mflux.models.common.config.model_config import ModelConfig
     from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 
-    from app.demo.evaluate import eval_prompts, schedule
+    from app.demo.evaluate import eval_prompts
     from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, image_ids, load_weights
     from app.demo.scenes import tokenize
+    from app.demo.train import teacher_ladder
 
     previous = ModelConfig.precision
     ModelConfig.precision = mx.float32
@@ -45,12 +44,11 @@ def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[s
         context = model.text_encoder(mx.array([tokenize(p) for p in prompts]))
         txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
         img = image_ids(64)
-        targets = {
-            "mflux_shifted": [float(s) for s in np.array(schedule(4))],
-            "linear": [1.0, 0.75, 0.5, 0.25, 0.0],
-        }
-        full = [float(s) for s in np.array(schedule(28))]
-        ladder = sorted(set(full).union(*targets.values()), reverse=True)
+        # The distillation's own teacher ladder (28 Euler steps merged with the turbo sigmas),
+        # with the linear sigmas merged in as well.
+        teacher, shifted = teacher_ladder()
+        targets = {"mflux_shifted": shifted, "linear": [1.0, 0.75, 0.5, 0.25, 0.0]}
+        ladder = sorted(set(teacher).union(targets["linear"]), reverse=True)
         mx.random.seed(0)
         x = mx.random.normal((len(prompts), 64, 128))
         states = {ladder[0]: x}
