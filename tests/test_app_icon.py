@@ -9,17 +9,15 @@ and from a frozen bundle's resources.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 from PIL.IcnsImagePlugin import IcnsFile
-from test_packaging import _run_spec
+from test_packaging import _load, _run_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 ICONS = ROOT / "resources" / "icons"
@@ -27,19 +25,7 @@ PNG = ICONS / "teacache-studio.png"
 ICNS = ICONS / "teacache-studio.icns"
 SPEC = ROOT / "packaging" / "teacache-studio.spec"
 
-
-def _load_generator() -> types.ModuleType:
-    """packaging/make_icon.py by path (packaging/ must never become a package)."""
-    location = ROOT / "packaging" / "make_icon.py"
-    spec = importlib.util.spec_from_file_location("tcs_test_make_icon", location)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-make_icon = _load_generator()
+make_icon = _load("make_icon")
 
 
 def _icns_entries(path: Path) -> dict[tuple[int, int, int], Image.Image]:
