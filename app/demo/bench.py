@@ -26,7 +26,7 @@ PROMPT = (
 )
 
 
-def one_process(variant: str, steps: int) -> dict[str, Any]:
+def one_process(variant: str, steps: int, guidance: float | None = None) -> dict[str, Any]:
     from app.blas import preload_openblas
 
     blas = preload_openblas()
@@ -36,7 +36,7 @@ def one_process(variant: str, steps: int) -> dict[str, Any]:
 
     pipe = load_demo_pipeline(variant)
     load_seconds = time.perf_counter() - t0
-    guidance = demo_guidance(variant)
+    guidance = demo_guidance(variant) if guidance is None else guidance
     times = []
     for seed in range(4):
         t = time.perf_counter()
@@ -63,6 +63,9 @@ def one_process(variant: str, steps: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variant", default="demo", choices=["demo", "demo-turbo"])
+    parser.add_argument(
+        "--guidance", type=float, default=None, help="default: the variant's (demo 3, turbo 1)"
+    )
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     steps = args.steps or (4 if args.variant == "demo-turbo" else 28)
     if args.child:
-        print(json.dumps(one_process(args.variant, steps)))
+        print(json.dumps(one_process(args.variant, steps, args.guidance)))
         return
     reps = []
     for _ in range(args.reps):
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
                 "--child",
                 "--variant",
                 args.variant,
+                *(["--guidance", str(args.guidance)] if args.guidance is not None else []),
                 "--steps",
                 str(steps),
             ],
