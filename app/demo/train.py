@@ -79,7 +79,7 @@ class Trainer:
     """Model, EMA copy, optimizer and the compiled step shared by both phases (same shapes, so
     the distillation phase reuses the compiled graph and its kernels)."""
 
-    def __init__(self, codec: Any, batch: int, seed: int) -> None:
+    def __init__(self, codec: Any, batch: int, seed: int, compute: str = "float32") -> None:
         import mlx.core as mx
         import mlx.optimizers as optim
         from mflux.models.common.config.model_config import ModelConfig
@@ -98,6 +98,11 @@ class Trainer:
         self.model = DemoModel()
         self.ema = DemoModel()
         self.ema.update(tree_map(lambda p: p, self.model.parameters()))
+        # Mixed precision: float32 master weights, optimizer and EMA; the forward and backward
+        # pass run on a bfloat16 copy made inside the step (the cast is differentiable).
+        compute_dtype = getattr(mx, compute)
+        self.compute_dtype = compute
+        shadow = DemoModel() if compute_dtype != mx.float32 else None
         self.opt = optim.AdamW(learning_rate=0.0, betas=[0.9, 0.99], weight_decay=0.01)
         self.opt.init(self.model.trainable_parameters())
         mx.eval(self.model.parameters(), self.ema.parameters(), self.opt.state)
@@ -108,16 +113,25 @@ class Trainer:
         model, ema, opt = self.model, self.ema, self.opt
 
         def loss_fn(model: Any, tokens: Any, xt: Any, t: Any, target: Any) -> Any:
-            context = model.text_encoder(tokens)
-            pred = model.transformer(
-                hidden_states=xt,
-                encoder_hidden_states=context,
-                timestep=t * 1000.0,
-                img_ids=img,
-                txt_ids=txt,
-                guidance=None,
-            )
-            return mx.mean(mx.square(pred - target))
+            net = model
+            if shadow is not None:
+                shadow.update(tree_map(lambda p: p.astype(compute_dtype), model.parameters()))
+                net = shadow
+            # Read while tracing: mflux casts the timestep embedding to the model's precision.
+            previous, ModelConfig.precision = ModelConfig.precision, compute_dtype
+            try:
+                context = net.text_encoder(tokens)
+                pred = net.transformer(
+                    hidden_states=xt.astype(compute_dtype),
+                    encoder_hidden_states=context,
+                    timestep=t * 1000.0,
+                    img_ids=img,
+                    txt_ids=txt,
+                    guidance=None,
+                )
+            finally:
+                ModelConfig.precision = previous
+            return mx.mean(mx.square(pred.astype(mx.float32) - target))
 
         self.state = [model.state, ema.state, opt.state]
 
@@ -344,6 +358,7 @@ def train_demo(
         "first_step_seconds": first_step_seconds,
         "seconds_per_step_after_first": (total - (first_step_seconds or 0)) / steps_timed,
         "batch": b,
+        "compute_dtype": trainer.compute_dtype,
         "peak_lr": args.lr,
         "caption_dropout": args.caption_dropout,
         "star_weight": args.star_weight,
@@ -634,7 +649,7 @@ def run_all(args: argparse.Namespace) -> None:
         "per_channel": bool(codec.scale.size > 1),
         "explained_variance": codec.explained_variance,
     }
-    trainer = Trainer(codec, args.batch, args.seed)
+    trainer = Trainer(codec, args.batch, args.seed, args.compute)
     if args.init_from is not None:
         trainer.init_from(args.init_from)
         report["init_from"] = str(args.init_from)
@@ -821,6 +836,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument(
+        "--compute",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="dtype of the training forward/backward (master weights stay float32)",
+    )
     parser.add_argument("--caption-dropout", type=float, default=0.1)
     parser.add_argument(
         "--star-weight",
