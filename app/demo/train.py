@@ -389,6 +389,33 @@ def teacher_ladder(steps_full: int = 28, steps_turbo: int = 4) -> tuple[list[flo
     return ladder, turbo
 
 
+def teacher_velocity(
+    transformer: Any,
+    x: Any,
+    context: Any,
+    uncond: Any | None,
+    sigma: float,
+    guidance: float,
+    img_ids: Any,
+    txt_ids: Any,
+) -> Any:
+    """The teacher's velocity at ``sigma``; with an uncond context, classifier-free guided
+    (``v_u + g·(v_c − v_u)``, as the pipeline samples), both halves in one batched call."""
+    import mlx.core as mx
+
+    m = x.shape[0]
+    both = uncond is not None
+    v = transformer(
+        hidden_states=mx.concatenate([x, x]) if both else x,
+        encoder_hidden_states=mx.concatenate([context, uncond]) if both else context,
+        timestep=mx.full((2 * m if both else m,), sigma * 1000.0),
+        img_ids=img_ids,
+        txt_ids=txt_ids,
+        guidance=None,
+    )
+    return v[m:] + guidance * (v[:m] - v[m:]) if both else v
+
+
 def train_turbo(
     trainer: Trainer, pool: Any, args: argparse.Namespace, report: dict[str, Any]
 ) -> None:
@@ -401,7 +428,11 @@ def train_turbo(
     round_to_float16(trainer.ema)
     teacher = trainer.ema
     ladder, turbo_sigmas = teacher_ladder()
-    log(f"turbo: teacher ladder {len(ladder) - 1} steps, turbo sigmas {turbo_sigmas}")
+    guidance = args.turbo_guidance
+    log(
+        f"turbo: teacher ladder {len(ladder) - 1} steps, guidance {guidance:g}, "
+        f"turbo sigmas {turbo_sigmas}"
+    )
     t0 = time.perf_counter()
     rng = np.random.default_rng([args.seed, 2])
     n = args.trajectories
@@ -416,18 +447,14 @@ def train_turbo(
         idx = rng.integers(len(pool), size=m)
         tokens = mx.array(pool.tokens[idx])
         context = teacher.text_encoder(tokens)
+        # CFG teacher (guidance > 1): the student learns the guided path in one pass, as
+        # guidance-distilled models do; the empty caption (all-zero tokens) is the uncond.
+        uncond = teacher.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
         txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
         x = mx.random.normal((m, 64, 128))
         states = [x]
         for s0, s1 in itertools.pairwise(ladder):
-            v = teacher.transformer(
-                hidden_states=x,
-                encoder_hidden_states=context,
-                timestep=mx.full((m,), s0 * 1000.0),
-                img_ids=img,
-                txt_ids=txt,
-                guidance=None,
-            )
+            v = teacher_velocity(teacher.transformer, x, context, uncond, s0, guidance, img, txt)
             x = x + (s1 - s0) * v
             if s1 in turbo_set:
                 states.append(x)
@@ -483,6 +510,7 @@ def train_turbo(
         "method": "trajectory distillation onto mflux's 4-step sigmas",
         "teacher": "demo EMA weights (float16-rounded), Euler over mflux's 28-step sigmas "
         "merged with the 4-step ones",
+        "teacher_guidance": guidance,
         "teacher_ladder": ladder,
         "turbo_sigmas": turbo_sigmas,
         "trajectories": n,
@@ -857,6 +885,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turbo-steps", type=int, default=3000)
     parser.add_argument("--turbo-seconds", type=float, default=100.0)
     parser.add_argument("--turbo-lr", type=float, default=1e-4)
+    parser.add_argument(
+        "--turbo-guidance",
+        type=float,
+        default=1.0,
+        help="CFG scale of the teacher trajectories (1: plain; runs 1-4 used 1)",
+    )
     parser.add_argument("--turbo-ema", type=float, default=0.998)
     parser.add_argument("--eval-prompts", type=int, default=100)
     args = parser.parse_args(argv)
