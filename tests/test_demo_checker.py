@@ -111,3 +111,22 @@ def test_shape_breakdown_counts_every_clause_once_per_group(
     )
     right = sum(int(r["right"]) for r in table["shape"].values())
     assert sum(int(r["right"]) for r in wrong_table["shape"].values()) < right - 0.8 * len(specs)
+
+
+def test_shape_confusion_reads_ground_truth_on_the_diagonal(
+    truth: tuple[list[S.Scene], np.ndarray],
+) -> None:
+    from app.demo.evaluate import shape_confusion
+
+    scenes, images = truth
+    specs = [S.prompt_of(s) for s in scenes]
+    verdicts = [checker.check(im, spec) for im, spec in zip(images, specs, strict=True)]
+    confusion = shape_confusion(specs, verdicts)
+    assert sum(sum(row.values()) for row in confusion.values()) == sum(
+        len(spec.clauses) for spec in specs
+    )
+    for asked, row in confusion.items():  # ground truth: read as itself almost always
+        assert row.get(asked, 0) >= 0.9 * sum(row.values()), confusion
+    blank = np.full((128, 128, 3), 0.5, dtype=np.float32)
+    spec = S.parse_prompt("a red star at the left on a white background")
+    assert shape_confusion([spec], [checker.check(blank, spec)]) == {"star": {"nothing": 1}}

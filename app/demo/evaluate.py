@@ -136,6 +136,7 @@ def score_images(images: np.ndarray, prompts: list[str]) -> dict[str, Any]:
     return {
         "scores": checker.score(verdicts),
         "shape_by_clause": shape_breakdown(specs, verdicts),
+        "shape_seen_as": shape_confusion(specs, verdicts),
         "per_prompt": [
             {"prompt": p, **v.summary()} for p, v in zip(prompts, verdicts, strict=True)
         ],
@@ -171,6 +172,26 @@ def shape_breakdown(
         }
         for group, table in groups.items()
     }
+
+
+def shape_confusion(
+    specs: list[PromptSpec], verdicts: list[checker.Verdict]
+) -> dict[str, dict[str, int]]:
+    """For each asked shape, what the checker read (the shape covering most of the clause's
+    object area, or "nothing"): tells a model that draws stars as squares from one that draws
+    nothing."""
+    confusion: dict[str, dict[str, int]] = {}
+    for spec, verdict in zip(specs, verdicts, strict=True):
+        for clause, reading in zip(spec.clauses, verdict.clauses, strict=True):
+            if clause.shape is None:
+                continue
+            areas: dict[str, int] = {}
+            for obj in reading.objects:
+                areas[obj.shape] = areas.get(obj.shape, 0) + obj.area
+            seen = max(areas, key=lambda k: areas[k]) if areas else "nothing"
+            row = confusion.setdefault(clause.shape, {})
+            row[seen] = row.get(seen, 0) + 1
+    return {asked: dict(sorted(row.items())) for asked, row in sorted(confusion.items())}
 
 
 def evaluate_pipeline(
