@@ -28,10 +28,10 @@ UNDERTRAINED_FOR_SHAPE = pytest.mark.xfail(
 )
 TURBO_FROM_THE_UNGUIDED_TEACHER = pytest.mark.xfail(
     strict=True,
-    reason="the shipped demo-turbo was distilled from run 4's demo at guidance 1 and matches it there "
-    "(91/39% against 87/39% colour/shape), but the demo's default is guidance 3 (99/51% on the 100 "
-    "prompts, turbo 91/40%); re-distilling from the guided teacher (--turbo-guidance 3) needs "
-    "device time this session did not have left",
+    reason="the shipped demo-turbo was distilled from run 4's demo at guidance 1 and matches it "
+    "there (91/39% against 87/39% colour/shape), but the demo's default is guidance 3 (99/51% "
+    "on the 100 prompts, turbo 91/40%); re-distilling from the guided teacher "
+    "(--turbo-guidance 3) needs device time this session did not have left",
 )
 
 

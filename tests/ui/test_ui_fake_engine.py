@@ -56,11 +56,19 @@ def test_event_order_and_exactly_one_terminal_event() -> None:
 
 
 def test_gated_decisions_are_the_simulators_on_the_trace() -> None:
-    trace = (None, 0.2, 0.03, 0.03, 0.03, 0.03, 0.03, 0.2)
     request = make_request("demo", "a red star", steps=8, threshold=0.1)
+    # Signal changes where the shipped fit predicts its least and its most change, so the trace
+    # engages whatever the demo's calibration is (the fit under CFG is not monotone).
+    params = request.variant.gate_params(0.1)
+    assert params.calibrated_range is not None
+    grid = np.linspace(*params.calibrated_range, 200)
+    predicted = np.polyval(params.coefficients, grid)
+    low, high = float(grid[predicted.argmin()]), float(grid[predicted.argmax()])
+    assert np.polyval(params.coefficients, low) < 0.1 / 2  # two low steps stay under 0.1
+    trace = (None, high, low, low, low, low, low, high)
     events = run(FakeEngine(FakeScript(trace=trace)), request)
     gated = [e.step for e in events if isinstance(e, StepDone) and e.which is Pass.gated]
-    expected = simulate(request.variant.gate_params(0.1), trace)
+    expected = simulate(params, trace)
     assert [s.decision for s in gated] == [v.decision for v in expected]
     assert any(s.decision is Decision.skipped for s in gated)  # the scripted trace engages
 
