@@ -43,6 +43,7 @@ from mflux.models.common.schedulers.flow_match_euler_discrete_scheduler import (
 )
 from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
 
+from app.adapters.shells import use_precision
 from app.demo.codec import GRID, PATCH, PCACodec, load_codec
 from app.demo.model import (
     CODEC_FILE,
@@ -94,12 +95,8 @@ def demo_model_config(variant_id: str) -> ModelConfig:
 
 @contextlib.contextmanager
 def float32_precision() -> Iterator[None]:
-    previous = ModelConfig.precision
-    ModelConfig.precision = mx.float32
-    try:
+    with use_precision(mx.float32):
         yield
-    finally:
-        ModelConfig.precision = previous
 
 
 class DemoVAE:

@@ -86,6 +86,7 @@ class Trainer:
         from mlx.nn.utils import value_and_grad
         from mlx.utils import tree_map
 
+        from app.adapters.shells import use_precision
         from app.demo.model import DemoModel, image_ids
         from app.demo.scenes import MAX_TOKENS
 
@@ -118,8 +119,7 @@ class Trainer:
                 shadow.update(tree_map(lambda p: p.astype(compute_dtype), model.parameters()))
                 net = shadow
             # Read while tracing: mflux casts the timestep embedding to the model's precision.
-            previous, ModelConfig.precision = ModelConfig.precision, compute_dtype
-            try:
+            with use_precision(compute_dtype):
                 context = net.text_encoder(tokens)
                 pred = net.transformer(
                     hidden_states=xt.astype(compute_dtype),
@@ -129,8 +129,6 @@ class Trainer:
                     txt_ids=txt,
                     guidance=None,
                 )
-            finally:
-                ModelConfig.precision = previous
             return mx.mean(mx.square(pred.astype(mx.float32) - target))
 
         self.state = [model.state, ema.state, opt.state]
