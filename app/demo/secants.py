@@ -27,17 +27,15 @@ import mlx.core as mx  # noqa: E402
 
 
 def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[str, Any]:
-    from mflux.models.common.config.model_config import ModelConfig
     from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 
     from app.demo.evaluate import eval_prompts
     from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, image_ids, load_weights
+    from app.demo.pipeline import float32_precision
     from app.demo.scenes import tokenize
-    from app.demo.train import teacher_ladder
+    from app.demo.train import teacher_ladder, teacher_velocity
 
-    previous = ModelConfig.precision
-    ModelConfig.precision = mx.float32
-    try:
+    with float32_precision():
         folder = resources or RESOURCES
         model = load_weights(DemoModel(), folder / VARIANT_FILES["demo"])
         prompts = eval_prompts(n_prompts)
@@ -53,14 +51,7 @@ def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[s
         x = mx.random.normal((len(prompts), 64, 128))
         states = {ladder[0]: x}
         for s0, s1 in itertools.pairwise(ladder):
-            v = model.transformer(
-                hidden_states=x,
-                encoder_hidden_states=context,
-                timestep=mx.full((len(prompts),), s0 * 1000.0),
-                img_ids=img,
-                txt_ids=txt,
-                guidance=None,
-            )
+            v = teacher_velocity(model.transformer, x, context, None, s0, 1.0, img, txt)
             x = x + (s1 - s0) * v
             mx.eval(x)
             states[s1] = x
@@ -82,8 +73,6 @@ def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[s
                 ],
             }
         return out
-    finally:
-        ModelConfig.precision = previous
 
 
 def main(argv: list[str] | None = None) -> None:
