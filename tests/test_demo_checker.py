@@ -25,11 +25,20 @@ def truth() -> tuple[list[S.Scene], np.ndarray]:
     return scenes, S.render_batch(scenes)
 
 
-def test_checker_accuracy_on_ground_truth(truth: tuple[list[S.Scene], np.ndarray]) -> None:
+@pytest.fixture(scope="module")
+def truth_verdicts(
+    truth: tuple[list[S.Scene], np.ndarray],
+) -> tuple[list[S.PromptSpec], list[checker.Verdict]]:
+    """Each ground-truth render checked against its own prompt, once for the module."""
     scenes, images = truth
-    scores = checker.score(
-        [checker.check(im, S.prompt_of(s)) for im, s in zip(images, scenes, strict=False)]
-    )
+    specs = [S.prompt_of(s) for s in scenes]
+    return specs, [checker.check(im, spec) for im, spec in zip(images, specs, strict=True)]
+
+
+def test_checker_accuracy_on_ground_truth(
+    truth_verdicts: tuple[list[S.PromptSpec], list[checker.Verdict]],
+) -> None:
+    scores = checker.score(truth_verdicts[1])
     for key, floor in FLOOR.items():
         assert scores[key] >= floor, (key, scores)
 
@@ -79,12 +88,12 @@ def test_uint8_and_float_inputs_agree(truth: tuple[list[S.Scene], np.ndarray]) -
 
 def test_shape_breakdown_counts_every_clause_once_per_group(
     truth: tuple[list[S.Scene], np.ndarray],
+    truth_verdicts: tuple[list[S.PromptSpec], list[checker.Verdict]],
 ) -> None:
     from app.demo.evaluate import shape_breakdown
 
-    scenes, images = truth
-    specs = [S.prompt_of(s) for s in scenes]
-    verdicts = [checker.check(im, spec) for im, spec in zip(images, specs, strict=True)]
+    images = truth[1]
+    specs, verdicts = truth_verdicts
     table = shape_breakdown(specs, verdicts)
     clauses = sum(len(spec.clauses) for spec in specs)
     for group in ("shape", "size", "texture", "clauses_in_prompt"):
@@ -114,13 +123,11 @@ def test_shape_breakdown_counts_every_clause_once_per_group(
 
 
 def test_shape_confusion_reads_ground_truth_on_the_diagonal(
-    truth: tuple[list[S.Scene], np.ndarray],
+    truth_verdicts: tuple[list[S.PromptSpec], list[checker.Verdict]],
 ) -> None:
     from app.demo.evaluate import shape_confusion
 
-    scenes, images = truth
-    specs = [S.prompt_of(s) for s in scenes]
-    verdicts = [checker.check(im, spec) for im, spec in zip(images, specs, strict=True)]
+    specs, verdicts = truth_verdicts
     confusion = shape_confusion(specs, verdicts)
     assert sum(sum(row.values()) for row in confusion.values()) == sum(
         len(spec.clauses) for spec in specs
