@@ -226,7 +226,9 @@ def sample_scene(rng: np.random.Generator, seed: int | None = None) -> Scene:
                 outline = None  # an outline in a named colour would confuse the checker
             period = float(rng.uniform(6.0, 8.0))
             tex_angle = float(rng.choice([0.0, 0.25, 0.5, 0.75]) * math.pi)
-            angle_span = {"circle": 0.0, "square": 0.35, "triangle": 0.35, "star": math.pi}
+            # Every shape tilts a little (±20°) about its upright pose; stars used to turn freely
+            # and a model this small then drew the average over rotations, a filled blob.
+            angle_span = {"circle": 0.0, "square": 0.35, "triangle": 0.35, "star": 0.35}
             for cx, cy in _place_clause(rng, clause, base_r):
                 objects.append(
                     PlacedObject(
