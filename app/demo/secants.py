@@ -4,7 +4,8 @@ changes between the 4 turbo sigmas.
     python -m app.demo.secants --out resources/demo/turbo-secants.json
 
 The teacher (the shipped ``demo``) integrates mflux's 28-step Euler ladder, merged with the turbo
-sigmas, from the same noise for 16 evaluation prompts at guidance 1 (as the turbo is distilled).
+sigmas, from the same noise for 16 evaluation prompts, classifier-free guided at 3 by default (as
+the shipped turbo is distilled, ``train --turbo-guidance 3``).
 The secant velocity of a stride is ``(x(σ₁) − x(σ₀)) / (σ₁ − σ₀)``: exactly what a student that
 lands on the teacher's states must output. Its relative L1 change between adjacent strides is the
 output change the gate would measure on a perfect student; small values mean skippable steps.
@@ -25,8 +26,12 @@ preload_openblas()
 
 import mlx.core as mx  # noqa: E402
 
+TEACHER_GUIDANCE = 3.0  # the shipped demo-turbo's (run 6c) teacher guidance
 
-def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[str, Any]:
+
+def secant_changes(
+    resources: Path | None = None, n_prompts: int = 16, guidance: float = TEACHER_GUIDANCE
+) -> dict[str, Any]:
     from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 
     from app.demo.evaluate import eval_prompts
@@ -39,7 +44,10 @@ def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[s
         folder = resources or RESOURCES
         model = load_weights(DemoModel(), folder / VARIANT_FILES["demo"])
         prompts = eval_prompts(n_prompts)
-        context = model.text_encoder(mx.array([tokenize(p) for p in prompts]))
+        tokens = mx.array([tokenize(p) for p in prompts])
+        context = model.text_encoder(tokens)
+        # The empty caption (all-zero tokens) is the unconditional branch, as in the distillation.
+        uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
         txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
         img = image_ids(64)
         # The distillation's own teacher ladder (28 Euler steps merged with the turbo sigmas),
@@ -51,14 +59,14 @@ def secant_changes(resources: Path | None = None, n_prompts: int = 16) -> dict[s
         x = mx.random.normal((len(prompts), 64, 128))
         states = {ladder[0]: x}
         for s0, s1 in itertools.pairwise(ladder):
-            v = teacher_velocity(model.transformer, x, context, None, s0, 1.0, img, txt)
+            v = teacher_velocity(model.transformer, x, context, uncond, s0, guidance, img, txt)
             x = x + (s1 - s0) * v
             mx.eval(x)
             states[s1] = x
         teacher = folder / VARIANT_FILES["demo"]
         out: dict[str, Any] = {
             "prompts": len(prompts),
-            "guidance": 1.0,
+            "guidance": guidance,
             "teacher": str(
                 teacher.relative_to(Path.cwd()) if teacher.is_relative_to(Path.cwd()) else teacher
             ),
@@ -79,8 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--resources", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--guidance", type=float, default=TEACHER_GUIDANCE)
     args = parser.parse_args(argv)
-    result = secant_changes(args.resources)
+    result = secant_changes(args.resources, guidance=args.guidance)
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
