@@ -1,4 +1,5 @@
-"""The demo trainer's numerics: bfloat16 compute against float32, and the CFG teacher."""
+"""The demo trainer's numerics: bfloat16 compute against float32, the CFG teacher, and the
+on-policy turbo distillation (its pairs and its mixing into the batches)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,94 @@ def test_teacher_velocity_is_the_pipelines_guided_velocity() -> None:
     # of a velocity and far above that rounding.
     assert mx.max(mx.abs(guided - expected)).item() < 1e-4
     assert mx.max(mx.abs(guided - plain(context))).item() > 1e-2  # the guidance did something
+
+
+def _prompts_tokens_noise(n: int) -> tuple[list[str], mx.array, mx.array]:
+    from app.demo.evaluate import eval_prompts, initial_noise
+    from app.demo.scenes import tokenize
+
+    prompts = eval_prompts(n)
+    tokens = mx.array([tokenize(p) for p in prompts], dtype=mx.int32)
+    return prompts, tokens, initial_noise(list(range(n)))
+
+
+def test_integrate_on_the_turbo_sigmas_is_the_evaluation_sampler() -> None:
+    from app.demo.evaluate import sample_batch
+    from app.demo.train import integrate, teacher_ladder
+
+    model = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo-turbo"])
+    prompts, tokens, noise = _prompts_tokens_noise(3)
+    _, turbo_sigmas = teacher_ladder()
+    states = integrate(model, noise, tokens, turbo_sigmas, 1.0, keep=turbo_sigmas)
+    assert states.shape == (3, 5, 64, 128)
+    assert mx.array_equal(states[:, 0], noise)
+    # Same noise, sigmas and Euler arithmetic as the sampler that reproduces mflux's loop: one
+    # numerical path, so byte-exact.
+    assert mx.array_equal(states[:, -1], sample_batch(model, prompts, list(range(3)), 4, 1.0))
+
+
+def test_on_policy_pairs_start_on_the_students_path_and_end_on_the_teachers() -> None:
+    from app.demo.train import integrate, student_state_pairs, teacher_ladder, teacher_velocity
+
+    student = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo-turbo"])
+    teacher = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo"])
+    _, tokens, noise = _prompts_tokens_noise(6)
+    ladder, turbo_sigmas = teacher_ladder()
+    x_in, x_out, k, toks = student_state_pairs(
+        student, teacher, tokens, noise, ladder, turbo_sigmas, 3.0, np.random.default_rng(0)
+    )
+    assert x_in.shape == x_out.shape == (6, 64, 128) and k.shape == toks.shape[:1] == (6,)
+    assert set(np.array(k).tolist()) <= {1, 2, 3}
+    own = integrate(student, noise, tokens, turbo_sigmas, 1.0, keep=turbo_sigmas)
+    for row in range(6):
+        stride = int(k[row].item())
+        # x_in is the student's own state after `stride` strides from one of the noises ...
+        distance = mx.abs(own[:, stride] - x_in[row]).max(axis=(1, 2))
+        source = int(mx.argmin(distance).item())
+        assert distance[source].item() < 1e-5
+        assert mx.array_equal(toks[row], tokens[source])
+        # ... and x_out is the guided teacher integrated from it to the next turbo sigma.
+        segment = [s for s in ladder if turbo_sigmas[stride + 1] <= s <= turbo_sigmas[stride]]
+        assert len(segment) >= 2
+        expected = integrate(teacher, x_in[row : row + 1], toks[row : row + 1], segment, 3.0)
+        assert mx.max(mx.abs(expected[0] - x_out[row])).item() < 1e-4
+    # Not the student's own next state: the targets carry the teacher's correction.
+    img = image_ids(64)
+    context = student.text_encoder(toks)
+    txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
+    first = int(k[0].item())
+    s0, s1 = turbo_sigmas[first], turbo_sigmas[first + 1]
+    v = teacher_velocity(student.transformer, x_in[:1], context[:1], None, s0, 1.0, img, txt)
+    assert mx.max(mx.abs(x_in[:1] + (s1 - s0) * v - x_out[:1])).item() > 1e-2
+
+
+def test_on_policy_distillation_mixes_own_states_into_the_batches() -> None:
+    import argparse
+
+    from app.demo.data import build_pool
+    from app.demo.train import train_turbo
+
+    codec = load_codec(RESOURCES / CODEC_FILE)
+    trainer = Trainer(codec, batch=4, seed=3)
+    trainer.init_from(RESOURCES / VARIANT_FILES["demo"])
+    before = _flat(trainer.ema.parameters())
+    args = argparse.Namespace(
+        seed=3,
+        trajectories=4,
+        turbo_guidance=3.0,
+        turbo_steps=3,
+        turbo_seconds=600.0,
+        turbo_lr=1e-4,
+        turbo_ema=0.9,
+        turbo_on_policy=0.5,
+        turbo_refresh=1,
+        turbo_refresh_samples=4,
+    )
+    report: dict[str, object] = {}
+    train_turbo(trainer, build_pool(3, 16), args, report)
+    turbo = report["turbo_training"]
+    assert isinstance(turbo, dict)
+    assert turbo["steps"] == 3
+    assert turbo["on_policy"]["share"] == 0.5
+    assert turbo["on_policy"]["refreshes"] == 2  # before steps 2 and 3
+    assert np.linalg.norm(_flat(trainer.ema.parameters()) - before) > 0

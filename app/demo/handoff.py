@@ -17,7 +17,6 @@ checker, beside the teacher's own ending:
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -35,45 +34,25 @@ def handoff_latents(
 ) -> dict[str, mx.array]:
     """Final latents per ending: ``teacher`` and ``student_from_sigma_<σ_k>`` for k = 0…3, from
     mflux's noise of seeds 0…n−1 (the evaluation's seeds)."""
-    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
-
     from app.demo.evaluate import initial_noise
-    from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, image_ids, load_weights
+    from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, load_weights
     from app.demo.pipeline import float32_precision
     from app.demo.scenes import tokenize
-    from app.demo.train import teacher_ladder, teacher_velocity
+    from app.demo.train import integrate, teacher_ladder
 
     folder = resources or RESOURCES
-    n_prompts = len(prompts)
     with float32_precision():
         teacher = load_weights(DemoModel(), folder / VARIANT_FILES["demo"])
         student = load_weights(DemoModel(), folder / VARIANT_FILES["demo-turbo"])
         tokens = mx.array([tokenize(p) for p in prompts], dtype=mx.int32)
-        img = image_ids(64)
         ladder, turbo_sigmas = teacher_ladder()
-
-        context = teacher.text_encoder(tokens)
-        uncond = teacher.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
-        txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
-        x = initial_noise(list(range(n_prompts)))
-        states = {ladder[0]: x}
-        for s0, s1 in itertools.pairwise(ladder):
-            v = teacher_velocity(teacher.transformer, x, context, uncond, s0, guidance, img, txt)
-            x = x + (s1 - s0) * v
-            mx.eval(x)
-            states[s1] = x
-
-        student_context = student.text_encoder(tokens)
-        endings = {"teacher": states[0.0]}
+        noise = initial_noise(list(range(len(prompts))))
+        states = integrate(teacher, noise, tokens, ladder, guidance, keep=turbo_sigmas)
+        endings = {"teacher": states[:, -1]}
         for k in range(len(turbo_sigmas) - 1):
-            x = states[turbo_sigmas[k]]
-            for s0, s1 in itertools.pairwise(turbo_sigmas[k:]):
-                v = teacher_velocity(
-                    student.transformer, x, student_context, None, s0, 1.0, img, txt
-                )
-                x = x + (s1 - s0) * v
-                mx.eval(x)
-            endings[f"student_from_sigma_{turbo_sigmas[k]:.3f}"] = x
+            endings[f"student_from_sigma_{turbo_sigmas[k]:.3f}"] = integrate(
+                student, states[:, k], tokens, turbo_sigmas[k:], 1.0
+            )
         return endings
 
 

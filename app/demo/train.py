@@ -16,7 +16,11 @@ Phases (``all`` runs them in order, each can run alone):
 ``turbo``      trajectory distillation: the demo's EMA weights (float16-rounded, as shipped) run
                mflux's 28-step Euler schedule merged with the 4 sigmas mflux uses for 4 steps at
                128×128; the student (initialised from the teacher) learns to land on the teacher's
-               state at the next 4-step sigma in one Euler step.
+               state at the next 4-step sigma in one Euler step. With ``--turbo-on-policy P`` a
+               share P of every batch comes from the student's *own* states instead: the EMA
+               student rolls 1–3 strides from fresh noise, and the guided teacher integrates from
+               that state to the next turbo sigma (re-drawn every ``--turbo-refresh`` steps), so
+               the student learns to correct its own drift rather than only the teacher's path.
 ``evaluate``   100 random eval prompts: demo at 28 steps, demo at 4 plain steps, turbo at 4
                steps, scored by the checker; a contact sheet.
 ``latency``    the real pipeline (mflux's loop), 28 steps at 128×128, median of 5 after warm-up.
@@ -414,17 +418,90 @@ def teacher_velocity(
     return v[m:] + guidance * (v[:m] - v[m:]) if both else v
 
 
+def integrate(
+    model: Any,
+    x: Any,
+    tokens: Any,
+    sigmas: list[float],
+    guidance: float,
+    keep: list[float] | None = None,
+) -> Any:
+    """Euler from ``sigmas[0]`` down ``sigmas``, classifier-free guided when ``guidance > 1``
+    (the empty caption, all-zero tokens, is the uncond). Returns the states at the sigmas in
+    ``keep`` stacked on axis 1 (default: only the last state, unstacked)."""
+    import mlx.core as mx
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+
+    from app.demo.model import image_ids
+
+    context = model.text_encoder(tokens)
+    uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
+    img, txt = image_ids(x.shape[1]), Flux2PromptEncoder.prepare_text_ids(context[:1])
+    wanted = set(keep or [])
+    states = [x] if sigmas[0] in wanted else []
+    for s0, s1 in itertools.pairwise(sigmas):
+        v = teacher_velocity(model.transformer, x, context, uncond, s0, guidance, img, txt)
+        x = x + (s1 - s0) * v
+        mx.eval(x)
+        if s1 in wanted:
+            states.append(x)
+    return mx.stack(states, axis=1) if keep is not None else x
+
+
+def student_state_pairs(
+    student: Any,
+    teacher: Any,
+    tokens: Any,
+    noise: Any,
+    ladder: list[float],
+    turbo_sigmas: list[float],
+    guidance: float,
+    rng: np.random.Generator,
+) -> tuple[Any, Any, Any, Any]:
+    """Training pairs on the student's own path: for each sample a stride k ∈ {1 … K−1} (K turbo
+    strides), the student's state after k strides from ``noise`` (its own Euler steps, no
+    guidance, as it samples) and the guided teacher's state at σ_k+1 integrated from there along
+    ``ladder``. Returns (x_in, x_out, k, tokens), grouped by k."""
+    import mlx.core as mx
+
+    strides = len(turbo_sigmas) - 1
+    own = integrate(student, noise, tokens, turbo_sigmas[:-1], 1.0, keep=turbo_sigmas[1:-1])
+    k = rng.integers(1, strides, size=noise.shape[0])
+    x_in, x_out, ks, toks = [], [], [], []
+    for stride in range(1, strides):
+        sel = mx.array(np.nonzero(k == stride)[0])
+        if sel.size == 0:
+            continue
+        start = own[sel, stride - 1]
+        hi, lo = turbo_sigmas[stride], turbo_sigmas[stride + 1]
+        segment = [s for s in ladder if lo <= s <= hi]
+        x_in.append(start)
+        x_out.append(integrate(teacher, start, tokens[sel], segment, guidance))
+        ks.append(mx.full((sel.size,), stride, dtype=mx.int32))
+        toks.append(tokens[sel])
+    return (
+        mx.concatenate(x_in),
+        mx.concatenate(x_out),
+        mx.concatenate(ks),
+        mx.concatenate(toks),
+    )
+
+
 def train_turbo(
     trainer: Trainer, pool: Any, args: argparse.Namespace, report: dict[str, Any]
 ) -> None:
     import mlx.core as mx
     from mlx.utils import tree_map
 
-    from app.demo.model import image_ids, round_to_float16
+    from app.demo.model import DemoModel, round_to_float16
 
-    # The teacher is the shipped demo: EMA weights rounded to float16.
+    # The teacher is the shipped demo: EMA weights rounded to float16. The EMA then becomes the
+    # student's, so on-policy targets need the teacher frozen beside it (the same arrays: an
+    # update replaces a module's arrays, it never writes into them).
     round_to_float16(trainer.ema)
     teacher = trainer.ema
+    frozen_teacher = DemoModel()
+    frozen_teacher.update(tree_map(lambda p: p, teacher.parameters()))
     ladder, turbo_sigmas = teacher_ladder()
     guidance = args.turbo_guidance
     log(
@@ -434,30 +511,16 @@ def train_turbo(
     t0 = time.perf_counter()
     rng = np.random.default_rng([args.seed, 2])
     n = args.trajectories
-    img = image_ids(64)
-    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
-
     states_all, tokens_all = [], []
     chunk = 2048
-    turbo_set = set(turbo_sigmas)
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         idx = rng.integers(len(pool), size=m)
         tokens = mx.array(pool.tokens[idx])
-        context = teacher.text_encoder(tokens)
         # CFG teacher (guidance > 1): the student learns the guided path in one pass, as
-        # guidance-distilled models do; the empty caption (all-zero tokens) is the uncond.
-        uncond = teacher.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
-        txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
-        x = mx.random.normal((m, 64, 128))
-        states = [x]
-        for s0, s1 in itertools.pairwise(ladder):
-            v = teacher_velocity(teacher.transformer, x, context, uncond, s0, guidance, img, txt)
-            x = x + (s1 - s0) * v
-            if s1 in turbo_set:
-                states.append(x)
-            mx.eval(x)
-        states_all.append(mx.stack(states, axis=1))
+        # guidance-distilled models do.
+        noise = mx.random.normal((m, 64, 128))
+        states_all.append(integrate(teacher, noise, tokens, ladder, guidance, keep=turbo_sigmas))
         tokens_all.append(tokens)
     trajectories = mx.concatenate(states_all, axis=0)  # (n, 5, 64, 128)
     traj_tokens = mx.concatenate(tokens_all, axis=0)
@@ -478,16 +541,44 @@ def train_turbo(
     first = trainer.step_count
     first_step_seconds: float | None = None
     steps = 0
+    # On-policy share of each batch; the batch keeps its size, so the compiled step is reused.
+    own_batch = round(args.turbo_on_policy * b)
+    own: tuple[Any, ...] | None = None
+    refreshes, refresh_seconds = 0, 0.0
     while steps < args.turbo_steps and time.perf_counter() - start < args.turbo_seconds:
-        idx = mx.array(rng.integers(n, size=b))
-        k = mx.array(rng.integers(len(turbo_sigmas) - 1, size=b))
+        if own_batch and steps > 0 and steps % args.turbo_refresh == 0:
+            t_refresh = time.perf_counter()
+            m = args.turbo_refresh_samples
+            own = student_state_pairs(
+                trainer.ema,
+                frozen_teacher,
+                mx.array(pool.tokens[rng.integers(len(pool), size=m)]),
+                mx.random.normal((m, 64, 128)),
+                ladder,
+                turbo_sigmas,
+                guidance,
+                rng,
+            )
+            mx.eval(own)
+            refreshes += 1
+            refresh_seconds += time.perf_counter() - t_refresh
+        from_own = own_batch if own is not None else 0
+        idx = mx.array(rng.integers(n, size=b - from_own))
+        k = mx.array(rng.integers(len(turbo_sigmas) - 1, size=b - from_own))
         x_in = trajectories[idx, k]
         x_out = trajectories[idx, k + 1]
+        tokens = traj_tokens[idx]
+        if own is not None and from_own:
+            pick = mx.array(rng.integers(own[0].shape[0], size=from_own))
+            x_in = mx.concatenate([x_in, own[0][pick]])
+            x_out = mx.concatenate([x_out, own[1][pick]])
+            k = mx.concatenate([k, own[2][pick]])
+            tokens = mx.concatenate([tokens, own[3][pick]])
         s0, s1 = sig[k], sig[k + 1]
         target = (x_out - x_in) / (s1 - s0)[:, None, None]
         progress = max(steps / args.turbo_steps, (time.perf_counter() - start) / args.turbo_seconds)
         lr = _cosine(progress, args.turbo_lr, warmup_fraction=0.05)
-        loss, _ = trainer.run_step(traj_tokens[idx], x_in, s0, target, lr, args.turbo_ema)
+        loss, _ = trainer.run_step(tokens, x_in, s0, target, lr, args.turbo_ema)
         if pending is not None:
             window.append(pending.item())
         elif first_step_seconds is None:
@@ -528,6 +619,15 @@ def train_turbo(
         "history": history,
         "compiled_step_reused_from_step": first,
         "first_step_seconds": first_step_seconds,
+        "on_policy": {
+            "share": own_batch / b,
+            "refresh_every": args.turbo_refresh,
+            "samples_per_refresh": args.turbo_refresh_samples,
+            "refreshes": refreshes,
+            "refresh_seconds": round(refresh_seconds, 1),
+        }
+        if own_batch
+        else None,
     }
     log(f"turbo: done, {steps} steps, last loss {history[-1]['loss'] if history else 'n/a'}")
 
@@ -899,6 +999,14 @@ def main(argv: list[str] | None = None) -> None:
         help="CFG scale of the teacher trajectories (1: plain; runs 1-4 used 1)",
     )
     parser.add_argument("--turbo-ema", type=float, default=0.998)
+    parser.add_argument(
+        "--turbo-on-policy",
+        type=float,
+        default=0.0,
+        help="share of each distillation batch from the student's own states (0: teacher only)",
+    )
+    parser.add_argument("--turbo-refresh", type=int, default=1000, help="on-policy: re-draw every")
+    parser.add_argument("--turbo-refresh-samples", type=int, default=8192)
     parser.add_argument("--eval-prompts", type=int, default=100)
     args = parser.parse_args(argv)
     from app.blas import preload_openblas
