@@ -32,24 +32,17 @@ TEACHER_GUIDANCE = 3.0  # the shipped demo-turbo's (run 6c) teacher guidance
 def secant_changes(
     resources: Path | None = None, n_prompts: int = 16, guidance: float = TEACHER_GUIDANCE
 ) -> dict[str, Any]:
-    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
-
     from app.demo.evaluate import eval_prompts
-    from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, image_ids, load_weights
+    from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, load_weights
     from app.demo.pipeline import float32_precision
     from app.demo.scenes import tokenize
-    from app.demo.train import teacher_ladder, teacher_velocity
+    from app.demo.train import integrate, teacher_ladder
 
     with float32_precision():
         folder = resources or RESOURCES
         model = load_weights(DemoModel(), folder / VARIANT_FILES["demo"])
         prompts = eval_prompts(n_prompts)
         tokens = mx.array([tokenize(p) for p in prompts])
-        context = model.text_encoder(tokens)
-        # The empty caption (all-zero tokens) is the unconditional branch, as in the distillation.
-        uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
-        txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
-        img = image_ids(64)
         # The distillation's own teacher ladder (28 Euler steps merged with the turbo sigmas),
         # with the linear sigmas merged in as well.
         teacher, shifted = teacher_ladder()
@@ -57,12 +50,8 @@ def secant_changes(
         ladder = sorted(set(teacher).union(targets["linear"]), reverse=True)
         mx.random.seed(0)
         x = mx.random.normal((len(prompts), 64, 128))
-        states = {ladder[0]: x}
-        for s0, s1 in itertools.pairwise(ladder):
-            v = teacher_velocity(model.transformer, x, context, uncond, s0, guidance, img, txt)
-            x = x + (s1 - s0) * v
-            mx.eval(x)
-            states[s1] = x
+        path = integrate(model, x, tokens, ladder, guidance, keep=ladder)
+        states = {sigma: path[:, i] for i, sigma in enumerate(ladder)}
         teacher = folder / VARIANT_FILES["demo"]
         out: dict[str, Any] = {
             "prompts": len(prompts),
