@@ -13,8 +13,9 @@ from app.demo.codec import load_codec
 from app.demo.model import CODEC_FILE, RESOURCES
 
 N = 60
-# Measured 2026-11-30 on 300 ground-truth renders (seeds 10,000+): colour 0.997, shape 0.993,
-# position 0.997, count 0.987; on 300 codec round trips: colour 1.0, shape 0.99, position 1.0.
+# Measured 2026-11-30 on 300 ground-truth renders (seeds 10,000+, stars tilted ±20° since run 6):
+# colour 0.997, shape 0.993, position 0.997, count 0.983; on 300 codec round trips: colour 0.997,
+# shape 0.973, position 0.997, count 0.977.
 # The floors leave room for the smaller sample here; a broken checker scores far lower.
 FLOOR = {"colour": 0.95, "shape": 0.95, "position": 0.95, "count": 0.93}
 
