@@ -548,17 +548,23 @@ def train_turbo(
     while steps < args.turbo_steps and time.perf_counter() - start < args.turbo_seconds:
         if own_batch and steps > 0 and steps % args.turbo_refresh == 0:
             t_refresh = time.perf_counter()
-            m = args.turbo_refresh_samples
-            own = student_state_pairs(
-                trainer.ema,
-                frozen_teacher,
-                mx.array(pool.tokens[rng.integers(len(pool), size=m)]),
-                mx.random.normal((m, 64, 128)),
-                ladder,
-                turbo_sigmas,
-                guidance,
-                rng,
-            )
+            parts = []
+            for first_sample in range(0, args.turbo_refresh_samples, chunk):
+                m = min(chunk, args.turbo_refresh_samples - first_sample)
+                parts.append(
+                    student_state_pairs(
+                        trainer.ema,
+                        frozen_teacher,
+                        mx.array(pool.tokens[rng.integers(len(pool), size=m)]),
+                        mx.random.normal((m, 64, 128)),
+                        ladder,
+                        turbo_sigmas,
+                        guidance,
+                        rng,
+                    )
+                )
+                mx.eval(parts[-1])
+            own = tuple(mx.concatenate(list(column)) for column in zip(*parts, strict=True))
             mx.eval(own)
             refreshes += 1
             refresh_seconds += time.perf_counter() - t_refresh
