@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from app.demo.reports import emit_json
+
 PROMPT = (
     "two small red stars at the left and a large striped blue circle at the right "
     "on a white background"
@@ -111,10 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             "cpus": __import__("os").cpu_count(),
         },
     }
-    text = json.dumps(report, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit_json(report, args.out)
 
 
 if __name__ == "__main__":

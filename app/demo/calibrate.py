@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.calibration import PolynomialFit, choose, fit_both, minimum_on
+from app.demo.reports import write_json
 from app.demo.scenes import caption, scene_from_seed
 from app.metrics import ssim
 
@@ -233,8 +234,8 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         f"(resources/demo/demo.threshold-sweep.json): {pick['mean_skipped']:.1f}/28 steps "
         f"skipped on average, SSIM mean {pick['mean_ssim']:.3f}, worst {pick['min_ssim']:.3f}.",
     )
-    _write(resources / "demo.calibration.json", record)
-    _write(
+    write_json(resources / "demo.calibration.json", record)
+    write_json(
         resources / "demo.calibration-pairs.json",
         {
             "variant": "demo",
@@ -246,7 +247,7 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
             "chosen": chosen.mode,
         },
     )
-    _write(
+    write_json(
         resources / "demo.threshold-sweep.json",
         {
             "variant": "demo",
@@ -315,8 +316,8 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         f"{min_predicted:.3f} (polynomial minimum over the calibrated range {on_range:.3f}), "
         f"{verdict}; simulated skips at 0.5: {sum(simulated_skips)} over {len(traces)} runs.",
     )
-    _write(resources / "demo-turbo.calibration.json", record)
-    _write(
+    write_json(resources / "demo-turbo.calibration.json", record)
+    write_json(
         resources / "demo-turbo.calibration-pairs.json",
         {
             "variant": "demo-turbo",
@@ -341,10 +342,6 @@ def run(resources: Path, n_calibration: int = 12, n_sweep: int = 10) -> dict[str
         "seconds": time.perf_counter() - t0,
     }
     return summary
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> None:

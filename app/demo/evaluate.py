@@ -26,6 +26,7 @@ preload_openblas()  # before MLX loads (``python -m`` imports this module before
 import mlx.core as mx  # noqa: E402
 
 from app.demo import checker  # noqa: E402
+from app.demo.reports import write_json  # noqa: E402
 from app.demo.scenes import PromptSpec, caption, parse_prompt, scene_from_seed, tokenize  # noqa: E402
 
 EVAL_SEED_BASE = 900_000  # scene seeds for evaluation prompts; training uses other streams
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
 
     guidance = args.guidance if args.guidance is not None else demo_guidance(args.variant)
     report = evaluate_pipeline(args.variant, args.prompts, args.steps, guidance)
-    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_json(args.out, report)
     print(json.dumps({k: report[k] for k in ("variant", "steps", "scores", "median_seconds")}))
 
 

@@ -17,11 +17,11 @@ checker, beside the teacher's own ending:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from app.blas import preload_openblas
+from app.demo.reports import emit_json
 
 preload_openblas()
 
@@ -103,10 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     result = handoff(args.resources, args.prompts, args.guidance)
-    text = json.dumps(result, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit_json(result, args.out)
 
 
 if __name__ == "__main__":

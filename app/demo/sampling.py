@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.blas import preload_openblas
+from app.demo.reports import write_json
 
 preload_openblas()  # before MLX loads
 
@@ -60,9 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     result = sweep(n_prompts=args.prompts)
     if args.weights:
         result["weights"] = args.weights
-    text = json.dumps(result, indent=1)
     if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+        write_json(args.out, result)
     print(json.dumps([{k: r[k] for k in ("guidance", "steps", "scores")} for r in result["rows"]]))
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
 from app.blas import preload_openblas
+from app.demo.reports import emit_json
 
 preload_openblas()
 
@@ -79,10 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--guidance", type=float, default=TEACHER_GUIDANCE)
     args = parser.parse_args(argv)
     result = secant_changes(args.resources, guidance=args.guidance)
-    text = json.dumps(result, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit_json(result, args.out)
 
 
 if __name__ == "__main__":
