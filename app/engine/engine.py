@@ -43,6 +43,7 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.notices import engagement_warning
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.request import GenerationRequest
 from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
@@ -304,21 +305,7 @@ class Engine:
                 while len(self._vanilla) > self._vanilla_cache_size:
                     self._vanilla.popitem(last=False)
             if variant.distilled or not check_schedule(variant, request.steps).can_skip:
-                onset = engagement(
-                    replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), vanilla.trace
-                )
-                emit(
-                    RunWarning(
-                        run_id,
-                        "engagement",
-                        _engagement_message(onset, params),
-                        {
-                            "eligible_steps": onset.eligible_steps,
-                            "onset_threshold": onset.onset_threshold,
-                            "threshold": params.rel_l1_thresh,
-                        },
-                    )
-                )
+                emit(engagement_warning(run_id, params, vanilla.trace))
 
         resume = (
             vanilla is not None
@@ -508,16 +495,6 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
             },
         )
     ]
-
-
-def _engagement_message(onset: Any, params: GateParams) -> str:
-    if onset.onset_threshold is None:
-        return "On this run no step was gate-eligible: nothing can be skipped at any threshold."
-    return (
-        f"Measured on this run: the smallest predicted change among {onset.eligible_steps} "
-        f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); skipping "
-        f"would begin only above that threshold (current {params.rel_l1_thresh:.2f})."
-    )
 
 
 def build_report(

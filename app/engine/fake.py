@@ -32,10 +32,11 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.notices import engagement_warning
 from app.engine.protocol import Emit
 from app.engine.request import GenerationRequest
 from app.gate import Decision, GateParams, StepEvent, predict_change
-from app.gate.simulator import engagement, simulate
+from app.gate.simulator import simulate
 from app.variants import check_schedule
 
 Trace = Sequence[float | None]
@@ -380,29 +381,6 @@ def schedule_warning(run_id: int, request: GenerationRequest) -> RunWarning | No
             "min_predicted_change": variant.min_predicted_change,
             "threshold": request.threshold,
             "suggestion": check.suggestion,
-        },
-    )
-
-
-def engagement_warning(run_id: int, params: GateParams, trace: Trace) -> RunWarning:
-    """The post-vanilla notice: where skipping would begin on this run's trace."""
-    onset = engagement(replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), trace)
-    if onset.onset_threshold is None:
-        message = "On this run no step was gate-eligible: nothing can be skipped at any threshold."
-    else:
-        message = (
-            f"Measured on this run: the smallest predicted change among {onset.eligible_steps} "
-            f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); skipping "
-            f"would begin only above that threshold (current {params.rel_l1_thresh:.2f})."
-        )
-    return RunWarning(
-        run_id,
-        "engagement",
-        message,
-        {
-            "eligible_steps": onset.eligible_steps,
-            "onset_threshold": onset.onset_threshold,
-            "threshold": params.rel_l1_thresh,
         },
     )
 
