@@ -127,6 +127,21 @@ def _sample_batch(
     return mx.concatenate(out, axis=0)
 
 
+def patch_seam_ratio(images: np.ndarray, patch: int = 16) -> float:
+    """How visible the codec's patch grid is: the mean absolute difference of neighbouring pixels
+    across patch boundaries over the same inside patches (rows and columns, all channels) for
+    (B, H, W, 3) images. A seamless picture gives about 1; every boundary step raises it."""
+    images = np.asarray(images, dtype=np.float32)  # uint8 or [0, 1]: the ratio has no unit
+    across, inside = [], []
+    for axis, length in ((1, images.shape[1]), (2, images.shape[2])):
+        gaps = np.abs(np.diff(images, axis=axis))
+        per_gap = gaps.mean(axis=tuple(a for a in range(gaps.ndim) if a != axis))
+        boundary = np.arange(patch - 1, length - 1, patch)
+        across.append(per_gap[boundary].mean())
+        inside.append(np.delete(per_gap, boundary).mean())
+    return float(np.mean(across) / max(float(np.mean(inside)), 1e-12))
+
+
 def to_uint8(images01: mx.array | np.ndarray) -> np.ndarray:
     return np.round(np.asarray(images01, dtype=np.float32) * 255.0).astype(np.uint8)
 
@@ -229,6 +244,7 @@ def evaluate_pipeline(
         prompts=n,
         sampler="mflux Flux2Klein.generate_image",
         median_seconds=float(np.median(seconds)),
+        patch_seam_ratio=patch_seam_ratio(np.stack(images)),
     )
     return report
 
