@@ -51,3 +51,22 @@ def test_fit_is_deterministic_and_per_channel_scaling_whitens() -> None:
     whitened = fit_pca(images, per_channel=True)
     std = whitened.encode(images).reshape(-1, CHANNELS).std(0)
     assert np.allclose(std, 1.0, atol=0.05)
+
+
+def test_deblock_ramps_small_patch_steps_and_keeps_edges() -> None:
+    from app.demo.codec import deblock
+    from app.demo.evaluate import patch_seam_ratio
+
+    rng = np.random.default_rng(0)
+    # A flat picture whose 16-px patches each carry a small offset: a pure patch grid.
+    offsets = rng.uniform(-0.03, 0.03, size=(2, 8, 8, 3)).astype(np.float32)
+    grid = 0.5 + np.repeat(np.repeat(offsets, 16, axis=1), 16, axis=2)
+    soft = deblock(grid, alpha=0.1, beta=0.075)
+    assert patch_seam_ratio(soft) < 0.5 * patch_seam_ratio(grid)
+    # Pixels more than 4 px from every boundary are untouched.
+    inner = np.r_[4:12]
+    assert np.array_equal(soft[:, inner][:, :, inner], grid[:, inner][:, :, inner])
+    # A step larger than alpha is an edge: a half-black, half-white picture split on a boundary.
+    edge = np.zeros((1, 128, 128, 3), dtype=np.float32)
+    edge[:, :, 64:] = 1.0
+    assert np.array_equal(deblock(edge, alpha=0.1, beta=0.075), edge)

@@ -47,6 +47,30 @@ def unpatchify(tokens: Any, height: int, width: int, xp: Any = np) -> Any:
     return x.reshape(b, height, width, 3)
 
 
+def deblock(images: np.ndarray, alpha: float, beta: float, width: int = 4) -> np.ndarray:
+    """Soften the patch grid of decoded (B, H, W, C) images, in the manner of H.264's in-loop
+    filter: at every 16-px boundary, a step smaller than ``alpha`` between flanks flatter than
+    ``beta`` (pixel units of ``images``) is spread as an even ramp over ``width`` pixels each side;
+    larger steps are edges and stay. Not part of the shipped decode (measured only, through
+    ``python -m app.demo.evaluate --deblock``)."""
+    x = np.array(images, dtype=np.float32)
+    ramp = np.array([(width - j) / (2 * width + 1) for j in range(width)], dtype=np.float32)
+    for axis in (2, 1):
+        x = np.moveaxis(x, axis, -2)
+        for b in range(PATCH, x.shape[-2], PATCH):
+            p = x[..., b - width : b, :][..., ::-1, :]  # nearest pixel first
+            q = x[..., b : b + width, :]
+            step = q[..., 0, :] - p[..., 0, :]
+            flat = (np.abs(p[..., -1, :] - p[..., 0, :]) < beta) & (
+                np.abs(q[..., -1, :] - q[..., 0, :]) < beta
+            )
+            spread = np.where((np.abs(step) < alpha) & flat, step, 0.0)[..., None, :]
+            x[..., b - width : b, :] += (spread * ramp[:, None])[..., ::-1, :]
+            x[..., b : b + width, :] -= spread * ramp[:, None]
+        x = np.moveaxis(x, -2, axis)
+    return x
+
+
 @dataclass(frozen=True)
 class PCACodec:
     mean: np.ndarray  # (768,) in [-1, 1] pixel units

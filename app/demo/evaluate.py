@@ -216,8 +216,10 @@ def evaluate_pipeline(
     steps: int | None = None,
     guidance: float = 1.0,
     resources: Path | None = None,
+    deblock: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """Score ``n`` eval prompts through ``load_demo_pipeline(variant).generate_image``."""
+    """Score ``n`` eval prompts through ``load_demo_pipeline(variant).generate_image``; with
+    ``deblock`` (alpha, beta in [0, 1] pixel units) the pictures are deblocked before scoring."""
     from app.demo.pipeline import load_demo_pipeline
 
     pipe = load_demo_pipeline(variant, resources)
@@ -236,7 +238,12 @@ def evaluate_pipeline(
         )
         seconds.append(time.perf_counter() - t0)
         images.append(np.asarray(result.image.convert("RGB")))
-    report = score_images(np.stack(images), prompts)
+    pictures = np.stack(images)
+    if deblock is not None:
+        from app.demo.codec import deblock as soften
+
+        pictures = to_uint8(np.clip(soften(pictures / 255.0, *deblock), 0.0, 1.0))
+    report = score_images(pictures, prompts)
     report.update(
         variant=variant,
         steps=steps,
@@ -244,8 +251,10 @@ def evaluate_pipeline(
         prompts=n,
         sampler="mflux Flux2Klein.generate_image",
         median_seconds=float(np.median(seconds)),
-        patch_seam_ratio=patch_seam_ratio(np.stack(images)),
+        patch_seam_ratio=patch_seam_ratio(pictures),
     )
+    if deblock is not None:
+        report["deblock"] = {"alpha": deblock[0], "beta": deblock[1]}
     return report
 
 
@@ -270,12 +279,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--guidance", type=float, default=None, help="default: the variant's (demo 3, turbo 1)"
     )
+    parser.add_argument(
+        "--deblock",
+        default=None,
+        metavar="ALPHA,BETA",
+        help="measure app.demo.codec.deblock on the pictures (e.g. 0.1,0.075)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     from app.demo.calibrate import demo_guidance
 
     guidance = args.guidance if args.guidance is not None else demo_guidance(args.variant)
-    report = evaluate_pipeline(args.variant, args.prompts, args.steps, guidance)
+    deblock = None
+    if args.deblock:
+        try:
+            alpha, beta = (float(v) for v in args.deblock.split(","))
+        except ValueError:
+            parser.error("--deblock takes two numbers, ALPHA,BETA (e.g. 0.1,0.075)")
+        deblock = (alpha, beta)
+    report = evaluate_pipeline(args.variant, args.prompts, args.steps, guidance, deblock=deblock)
     write_json(args.out, report)
     print(json.dumps({k: report[k] for k in ("variant", "steps", "scores", "median_seconds")}))
 
