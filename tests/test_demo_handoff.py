@@ -10,6 +10,7 @@ import pytest
 from app.demo.evaluate import eval_prompts, sample_batch
 from app.demo.handoff import handoff_latents
 from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, load_weights
+from app.gate import rel_l1
 
 N = 4
 
@@ -22,10 +23,6 @@ def prompts() -> list[str]:
 @pytest.fixture(scope="module")
 def endings(prompts: list[str]) -> dict[str, mx.array]:
     return handoff_latents(prompts)
-
-
-def _rel_l1(a: mx.array, b: mx.array) -> float:
-    return float(mx.mean(mx.abs(a - b)) / mx.mean(mx.abs(b)))
 
 
 def test_handoff_at_the_first_sigma_is_the_plain_turbo(
@@ -46,7 +43,7 @@ def test_teacher_ending_is_the_demo_at_its_default_guidance(
     # and still fails for a wrong guidance (guidance 1 ends ≈ 0.5 away) or a wrong model.
     demo = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo"])
     reference = sample_batch(demo, prompts, list(range(N)), 28, 3.0)
-    assert _rel_l1(endings["teacher"], reference) < 0.02
+    assert rel_l1(endings["teacher"], reference) < 0.02
 
 
 def test_later_handoffs_end_closer_to_the_teacher(endings: dict[str, mx.array]) -> None:
@@ -55,7 +52,7 @@ def test_later_handoffs_end_closer_to_the_teacher(endings: dict[str, mx.array]) 
     # student takes from a teacher state adds its own error, so the order is the diagnostic's
     # premise; an off-by-one in the hand-off would break it.
     distances = [
-        _rel_l1(latents, endings["teacher"])
+        rel_l1(latents, endings["teacher"])
         for name, latents in endings.items()
         if name.startswith("student_from_sigma_")
     ]

@@ -59,8 +59,9 @@ def _load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def describe(path: Path) -> dict[str, Any]:
-    report = _load(path)
+def describe(path: Path, report: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each score of one evaluation file (``report``: its contents, when already read)."""
+    report = report if report is not None else _load(path)
     rows = report["per_prompt"]
     scores = {}
     for key in KEYS:
@@ -78,12 +79,13 @@ def describe(path: Path) -> dict[str, Any]:
 
 
 def compare(a: Path, b: Path) -> dict[str, Any]:
-    rows_a, rows_b = _load(a)["per_prompt"], _load(b)["per_prompt"]
+    report_a, report_b = _load(a), _load(b)
+    rows_a, rows_b = report_a["per_prompt"], report_b["per_prompt"]
     if [r["prompt"] for r in rows_a] != [r["prompt"] for r in rows_b]:
         raise ValueError(f"{a} and {b} do not score the same prompts in the same order")
     return {
-        "a": describe(a),
-        "b": describe(b),
+        "a": describe(a, report_a),
+        "b": describe(b, report_b),
         "b_minus_a": {
             key: paired_difference([bool(r[key]) for r in rows_a], [bool(r[key]) for r in rows_b])
             for key in KEYS

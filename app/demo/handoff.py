@@ -26,7 +26,6 @@ from app.demo.reports import emit_json
 preload_openblas()
 
 import mlx.core as mx  # noqa: E402
-import numpy as np  # noqa: E402
 
 
 def handoff_latents(
@@ -63,7 +62,8 @@ def handoff(
     from app.demo.codec import load_codec
     from app.demo.evaluate import eval_prompts, score_images, to_uint8
     from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES
-    from app.demo.train import teacher_ladder
+    from app.demo.train import teacher_ladder, trainer_decode
+    from app.gate import rel_l1
 
     folder = resources or RESOURCES
     prompts = eval_prompts(n_prompts)
@@ -80,17 +80,14 @@ def handoff(
         "endings": {},
     }
     for name, latents in endings.items():
-        images = np.clip(np.array(codec.decode(latents, xp=mx)) / 2 + 0.5, 0, 1)
-        scored = score_images(to_uint8(images), prompts)
+        scored = score_images(to_uint8(trainer_decode(codec, latents)), prompts)
         out["endings"][name] = {
             "scores": scored["scores"],
             "shape_by_clause": {
                 shape: f"{row['right']}/{row['clauses']}"
                 for shape, row in scored["shape_by_clause"]["shape"].items()
             },
-            "rel_l1_to_teacher": float(
-                mx.mean(mx.abs(latents - teacher)) / mx.mean(mx.abs(teacher))
-            ),
+            "rel_l1_to_teacher": rel_l1(latents, teacher),
         }
     return out
 

@@ -37,6 +37,7 @@ def secant_changes(
     from app.demo.pipeline import float32_precision
     from app.demo.scenes import tokenize
     from app.demo.train import integrate, teacher_ladder
+    from app.gate import rel_l1
 
     with float32_precision():
         folder = resources or RESOURCES
@@ -64,10 +65,7 @@ def secant_changes(
             secants = [(states[b] - states[a]) / (b - a) for a, b in itertools.pairwise(sigmas)]
             out[name] = {
                 "sigmas": sigmas,
-                "secant_rel_l1": [
-                    float(mx.mean(mx.abs(v1 - v0)) / mx.mean(mx.abs(v0)))
-                    for v0, v1 in itertools.pairwise(secants)
-                ],
+                "secant_rel_l1": [rel_l1(v1, v0) for v0, v1 in itertools.pairwise(secants)],
             }
         return out
 
