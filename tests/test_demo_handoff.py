@@ -9,7 +9,7 @@ import pytest
 
 from app.demo.evaluate import eval_prompts, sample_batch
 from app.demo.handoff import handoff_latents
-from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, load_weights
+from app.demo.model import RESOURCES, VARIANT_FILES, load_model
 from app.gate import rel_l1
 
 N = 4
@@ -30,7 +30,7 @@ def test_handoff_at_the_first_sigma_is_the_plain_turbo(
 ) -> None:
     # Same noise, sigmas and Euler arithmetic as the evaluation's sampler (which reproduces
     # mflux's loop, test_demo_pipeline.py): one numerical path, so byte-exact.
-    turbo = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo-turbo"])
+    turbo = load_model(RESOURCES / VARIANT_FILES["demo-turbo"])
     plain = sample_batch(turbo, prompts, list(range(N)), 4, 1.0)
     assert mx.array_equal(endings["student_from_sigma_1.000"], plain)
 
@@ -41,7 +41,7 @@ def test_teacher_ending_is_the_demo_at_its_default_guidance(
     # The teacher ladder is mflux's 28 sigmas with the 4 turbo sigmas merged in: a slightly finer
     # Euler discretisation of the same path. Measured 0.0073 on these prompts; 0.02 allows for it
     # and still fails for a wrong guidance (guidance 1 ends ≈ 0.5 away) or a wrong model.
-    demo = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo"])
+    demo = load_model(RESOURCES / VARIANT_FILES["demo"])
     reference = sample_batch(demo, prompts, list(range(N)), 28, 3.0)
     assert rel_l1(endings["teacher"], reference) < 0.02
 

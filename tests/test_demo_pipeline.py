@@ -87,9 +87,9 @@ def test_batched_sampler_reproduces_the_pipeline(pipe: DemoFlux2Klein) -> None:
     """The GPU evaluation's batched sampler is mflux's arithmetic: same pixels as the loop."""
     from app.demo.codec import load_codec
     from app.demo.evaluate import sample_batch, to_uint8
-    from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES, DemoModel, load_weights
+    from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES, load_model
 
-    model = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo"])
+    model = load_model(RESOURCES / VARIANT_FILES["demo"])
     latents = sample_batch(model, [PROMPT], [7], steps=6)
     codec = load_codec(RESOURCES / CODEC_FILE)
     decoded = np.clip(np.array(codec.decode(latents, xp=mx)) / 2 + 0.5, 0, 1)

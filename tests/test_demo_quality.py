@@ -13,7 +13,7 @@ import pytest
 
 from app.demo.codec import load_codec
 from app.demo.evaluate import eval_prompts, sample_batch, score_images, to_uint8
-from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES, DemoModel, load_weights
+from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES, load_model
 from app.variants import get_variant
 
 N = 30
@@ -35,7 +35,7 @@ TURBO_TRAILS_ON_STARS = pytest.mark.xfail(
 
 
 def _scores(variant: str, steps: int) -> dict[str, float]:
-    model = load_weights(DemoModel(), RESOURCES / VARIANT_FILES[variant])
+    model = load_model(RESOURCES / VARIANT_FILES[variant])
     codec = load_codec(RESOURCES / CODEC_FILE)
     prompts = eval_prompts(N)
     guidance = get_variant(variant).default_guidance  # "default settings": demo samples with CFG

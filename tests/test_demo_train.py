@@ -3,14 +3,24 @@ on-policy turbo distillation (its pairs and its mixing into the batches)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlx.core as mx
 import numpy as np
+import pytest
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 from mlx.utils import tree_flatten
 
 from app.demo.codec import load_codec
-from app.demo.model import CODEC_FILE, RESOURCES, VARIANT_FILES, DemoModel, image_ids, load_weights
+from app.demo.model import (
+    CODEC_FILE,
+    RESOURCES,
+    VARIANT_FILES,
+    DemoModel,
+    image_ids,
+    load_model,
+)
 from app.demo.scenes import MAX_TOKENS
 from app.demo.train import Trainer, teacher_velocity
 
@@ -62,7 +72,7 @@ def test_bfloat16_compute_tracks_float32_and_keeps_float32_master_weights() -> N
 
 
 def test_teacher_velocity_is_the_pipelines_guided_velocity() -> None:
-    model = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo"])
+    model = load_model(RESOURCES / VARIANT_FILES["demo"])
     tokens, xt, _, _ = _batch(model.transformer.x_embedder.weight.shape[1])
     context = model.text_encoder(tokens)
     uncond = model.text_encoder(mx.zeros_like(tokens))
@@ -94,7 +104,7 @@ def test_integrate_on_the_turbo_sigmas_is_the_evaluation_sampler() -> None:
     from app.demo.evaluate import sample_batch
     from app.demo.train import integrate, teacher_ladder
 
-    model = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo-turbo"])
+    model = load_model(RESOURCES / VARIANT_FILES["demo-turbo"])
     prompts, tokens, noise = _prompts_tokens_noise(3)
     _, turbo_sigmas = teacher_ladder()
     states = integrate(model, noise, tokens, turbo_sigmas, 1.0, keep=turbo_sigmas)
@@ -108,8 +118,8 @@ def test_integrate_on_the_turbo_sigmas_is_the_evaluation_sampler() -> None:
 def test_on_policy_pairs_start_on_the_students_path_and_end_on_the_teachers() -> None:
     from app.demo.train import integrate, student_state_pairs, teacher_ladder, teacher_velocity
 
-    student = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo-turbo"])
-    teacher = load_weights(DemoModel(), RESOURCES / VARIANT_FILES["demo"])
+    student = load_model(RESOURCES / VARIANT_FILES["demo-turbo"])
+    teacher = load_model(RESOURCES / VARIANT_FILES["demo"])
     _, tokens, noise = _prompts_tokens_noise(6)
     ladder, turbo_sigmas = teacher_ladder()
     x_in, x_out, k, toks = student_state_pairs(
@@ -170,3 +180,47 @@ def test_on_policy_distillation_mixes_own_states_into_the_batches() -> None:
     assert turbo["on_policy"]["share"] == 0.5
     assert turbo["on_policy"]["refreshes"] == 2  # before steps 2 and 3
     assert np.linalg.norm(_flat(trainer.ema.parameters()) - before) > 0
+
+
+def _velocity(model: DemoModel, tokens: mx.array, xt: mx.array) -> mx.array:
+    context = model.text_encoder(tokens)
+    txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
+    return teacher_velocity(model.transformer, xt, context, None, 0.6, 1.0, image_ids(64), txt)
+
+
+def test_a_grown_model_starts_as_the_shipped_one_and_its_added_blocks_learn() -> None:
+    """Deepening by identity blocks: byte-exact with the file's model (h + gate · 0 is h), and the
+    added blocks' output projections get gradient, so training can use them."""
+    from app.demo.model import grow_single_blocks, read_weights, single_layers_in
+
+    path = RESOURCES / VARIANT_FILES["demo"]
+    shipped = load_model(path)
+    old = shipped.num_single_layers
+    grown = DemoModel(2 * old)
+    added = grow_single_blocks(grown, read_weights(path))
+    assert added == list(range(1, 2 * old, 2))  # interleaved: old block i at 2i
+    tokens, xt, _, target = _batch(shipped.transformer.x_embedder.weight.shape[1])
+    assert np.array_equal(
+        np.array(_velocity(grown, tokens, xt)), np.array(_velocity(shipped, tokens, xt))
+    )
+
+    from mlx.nn.utils import value_and_grad
+
+    def loss(model: DemoModel) -> mx.array:
+        return mx.mean(mx.square(_velocity(model, tokens, xt) - target))
+
+    _, grads = value_and_grad(grown, loss)(grown)
+    blocks = grads["transformer"]["single_transformer_blocks"]
+    for i in added:
+        assert mx.max(mx.abs(blocks[i]["attn"]["to_out"]["weight"])).item() > 0
+    assert single_layers_in(dict(tree_flatten(grown.parameters()))) == 2 * old
+
+
+def test_growing_refuses_to_shrink_and_files_load_at_their_own_depth(tmp_path: Path) -> None:
+    from app.demo.model import grow_single_blocks, read_weights, save_weights
+
+    deep = DemoModel(6)
+    save_weights(deep, tmp_path / "deep.safetensors")
+    assert load_model(tmp_path / "deep.safetensors").num_single_layers == 6
+    with pytest.raises(ValueError, match="cannot shrink 6 single blocks to 4"):
+        grow_single_blocks(DemoModel(4), read_weights(tmp_path / "deep.safetensors"))

@@ -10,8 +10,7 @@ from app.demo.model import (
     CODEC_FILE,
     RESOURCES,
     VARIANT_FILES,
-    DemoModel,
-    load_weights,
+    load_model,
     parameter_count,
     read_config,
 )
@@ -35,7 +34,7 @@ def test_weights_stay_under_50_mb() -> None:
 
 def test_weights_load_strictly_as_float32() -> None:
     for name in VARIANT_FILES.values():
-        model = load_weights(DemoModel(), RESOURCES / name)
+        model = load_model(RESOURCES / name)
         assert parameter_count(model.transformer) == 8_159_744
         assert all(
             v.dtype == mx.float32

@@ -34,15 +34,15 @@ def handoff_latents(
     """Final latents per ending: ``teacher`` and ``student_from_sigma_<σ_k>`` for k = 0…3, from
     mflux's noise of seeds 0…n−1 (the evaluation's seeds)."""
     from app.demo.evaluate import initial_noise
-    from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, load_weights
+    from app.demo.model import RESOURCES, VARIANT_FILES, load_model
     from app.demo.pipeline import float32_precision
     from app.demo.scenes import tokenize
     from app.demo.train import integrate, teacher_ladder
 
     folder = resources or RESOURCES
     with float32_precision():
-        teacher = load_weights(DemoModel(), folder / VARIANT_FILES["demo"])
-        student = load_weights(DemoModel(), folder / VARIANT_FILES["demo-turbo"])
+        teacher = load_model(folder / VARIANT_FILES["demo"])
+        student = load_model(folder / VARIANT_FILES["demo-turbo"])
         tokens = mx.array([tokenize(p) for p in prompts], dtype=mx.int32)
         ladder, turbo_sigmas = teacher_ladder()
         noise = initial_noise(list(range(len(prompts))))

@@ -67,12 +67,82 @@ class TextEncoder(nn.Module):
 
 
 class DemoModel(nn.Module):
-    def __init__(self) -> None:
+    """The transformer at ``TRANSFORMER_CONFIG``'s size, or deeper by single-stream blocks (the
+    one dimension a run may grow: see ``grow_single_blocks``)."""
+
+    def __init__(self, num_single_layers: int | None = None) -> None:
         super().__init__()
         from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
 
-        self.transformer = Flux2Transformer(**TRANSFORMER_CONFIG)
+        config = dict(TRANSFORMER_CONFIG)
+        if num_single_layers is not None:
+            config["num_single_layers"] = num_single_layers
+        self.transformer = Flux2Transformer(**config)
         self.text_encoder = TextEncoder(**TEXT_CONFIG)
+
+    @property
+    def num_single_layers(self) -> int:
+        return len(self.transformer.single_transformer_blocks)
+
+    def transformer_config(self) -> dict[str, Any]:
+        return {**TRANSFORMER_CONFIG, "num_single_layers": self.num_single_layers}
+
+
+SINGLE_BLOCK_PREFIX = "transformer.single_transformer_blocks."
+
+
+def single_layers_in(weights: dict[str, Any]) -> int:
+    """How many single-stream blocks a weights file holds (its keys say; the shape of each
+    block is fixed by ``TRANSFORMER_CONFIG``)."""
+    indices = {
+        int(key[len(SINGLE_BLOCK_PREFIX) :].split(".", 1)[0])
+        for key in weights
+        if key.startswith(SINGLE_BLOCK_PREFIX)
+    }
+    return len(indices)
+
+
+def read_weights(paths: list[Path] | Path) -> dict[str, mx.array]:
+    weights: dict[str, mx.array] = {}
+    for path in [paths] if isinstance(paths, Path) else paths:
+        loaded = mx.load(str(path))
+        assert isinstance(loaded, dict)
+        weights.update(loaded)
+    return weights
+
+
+def load_model(paths: list[Path] | Path) -> DemoModel:
+    """A model of the size the file holds, its weights loaded as float32."""
+    weights = read_weights(paths)
+    return _load(DemoModel(single_layers_in(weights)), weights)
+
+
+def grow_single_blocks(model: DemoModel, weights: dict[str, mx.array]) -> list[int]:
+    """Load a shallower model's weights into ``model``: its single block i goes to position
+    i·new // old and the blocks in between start as exact identities (their output projection
+    zero, so ``h + gate · 0 = h``): the grown model computes what the file's model computed, and
+    training then uses the added depth. Returns the positions of the added blocks."""
+    old, new = single_layers_in(weights), model.num_single_layers
+    if old > new:
+        raise ValueError(f"cannot shrink {old} single blocks to {new}")
+    placed = [i * new // old for i in range(old)]
+    moved: dict[str, mx.array] = {}
+    for key, value in weights.items():
+        if key.startswith(SINGLE_BLOCK_PREFIX):
+            index, rest = key[len(SINGLE_BLOCK_PREFIX) :].split(".", 1)
+            key = f"{SINGLE_BLOCK_PREFIX}{placed[int(index)]}.{rest}"
+        moved[key] = value
+    added = [i for i in range(new) if i not in placed]
+    for i in added:
+        out = model.transformer.single_transformer_blocks[i].attn.to_out
+        out.weight = mx.zeros_like(out.weight)
+    # The added blocks keep their fresh initialisation apart from the zeroed projection.
+    own = dict(tree_flatten(model.parameters()))
+    for i in added:
+        prefix = f"{SINGLE_BLOCK_PREFIX}{i}."
+        moved.update({k: v for k, v in own.items() if k.startswith(prefix)})
+    _load(model, moved)
+    return added
 
 
 def image_ids(tokens: int = 64) -> mx.array:
@@ -105,11 +175,10 @@ def save_weights(
 
 def load_weights(model: DemoModel, paths: list[Path] | Path) -> DemoModel:
     """Load (float16 or float32) safetensors into ``model`` as float32; several files merge."""
-    weights: dict[str, mx.array] = {}
-    for path in [paths] if isinstance(paths, Path) else paths:
-        loaded = mx.load(str(path))
-        assert isinstance(loaded, dict)
-        weights.update(loaded)
+    return _load(model, read_weights(paths))
+
+
+def _load(model: DemoModel, weights: dict[str, mx.array]) -> DemoModel:
     model.load_weights([(k, v.astype(mx.float32)) for k, v in weights.items()], strict=True)
     mx.eval(model.parameters())
     return model

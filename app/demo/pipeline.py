@@ -49,8 +49,7 @@ from app.demo.model import (
     CODEC_FILE,
     RESOURCES,
     VARIANT_FILES,
-    DemoModel,
-    load_weights,
+    load_model,
     text_ids,
 )
 from app.demo.scenes import parse_prompt, tokenize
@@ -203,7 +202,7 @@ def load_demo_pipeline(variant_id: str, resources: Path | None = None) -> DemoFl
             f"unknown demo variant {variant_id!r}; choose one of {list(VARIANT_FILES)}"
         )
     folder = resources or RESOURCES
-    model = load_weights(DemoModel(), folder / VARIANT_FILES[variant_id])
+    model = load_model(folder / VARIANT_FILES[variant_id])
     pipe = DemoFlux2Klein.__new__(DemoFlux2Klein)
     nn.Module.__init__(pipe)
     pipe.model_config = demo_model_config(variant_id)

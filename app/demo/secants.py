@@ -33,7 +33,7 @@ def secant_changes(
     resources: Path | None = None, n_prompts: int = 16, guidance: float = TEACHER_GUIDANCE
 ) -> dict[str, Any]:
     from app.demo.evaluate import eval_prompts
-    from app.demo.model import RESOURCES, VARIANT_FILES, DemoModel, load_weights
+    from app.demo.model import RESOURCES, VARIANT_FILES, load_model
     from app.demo.pipeline import float32_precision
     from app.demo.scenes import tokenize
     from app.demo.train import integrate, teacher_ladder
@@ -41,7 +41,7 @@ def secant_changes(
 
     with float32_precision():
         folder = resources or RESOURCES
-        model = load_weights(DemoModel(), folder / VARIANT_FILES["demo"])
+        model = load_model(folder / VARIANT_FILES["demo"])
         prompts = eval_prompts(n_prompts)
         tokens = mx.array([tokenize(p) for p in prompts])
         # The distillation's own teacher ladder (28 Euler steps merged with the turbo sigmas),

@@ -83,7 +83,14 @@ class Trainer:
     """Model, EMA copy, optimizer and the compiled step shared by both phases (same shapes, so
     the distillation phase reuses the compiled graph and its kernels)."""
 
-    def __init__(self, codec: Any, batch: int, seed: int, compute: str = "float32") -> None:
+    def __init__(
+        self,
+        codec: Any,
+        batch: int,
+        seed: int,
+        compute: str = "float32",
+        num_single_layers: int | None = None,
+    ) -> None:
         import mlx.core as mx
         import mlx.optimizers as optim
         from mflux.models.common.config.model_config import ModelConfig
@@ -100,14 +107,14 @@ class Trainer:
         self.mx = mx
         self.codec = codec
         self.batch = batch
-        self.model = DemoModel()
-        self.ema = DemoModel()
+        self.model = DemoModel(num_single_layers)
+        self.ema = DemoModel(num_single_layers)
         self.ema.update(tree_map(lambda p: p, self.model.parameters()))
         # Mixed precision: float32 master weights, optimizer and EMA; the forward and backward
         # pass run on a bfloat16 copy made inside the step (the cast is differentiable).
         compute_dtype = getattr(mx, compute)
         self.compute_dtype = compute
-        shadow = DemoModel() if compute_dtype != mx.float32 else None
+        shadow = DemoModel(num_single_layers) if compute_dtype != mx.float32 else None
         self.opt = optim.AdamW(learning_rate=0.0, betas=[0.9, 0.99], weight_decay=0.01)
         self.opt.init(self.model.trainable_parameters())
         mx.eval(self.model.parameters(), self.ema.parameters(), self.opt.state)
@@ -163,16 +170,18 @@ class Trainer:
         self.step_count += 1
         return loss, grad_norm
 
-    def init_from(self, weights: Path) -> None:
+    def init_from(self, weights: Path) -> list[int]:
         """Continue from shipped (float16) weights: model and EMA both start there; the
-        optimizer starts fresh (its moments are not shipped), so the schedule warms up again."""
+        optimizer starts fresh (its moments are not shipped), so the schedule warms up again.
+        A deeper model than the file's grows (``grow_single_blocks``): returns the added blocks."""
         from mlx.utils import tree_map
 
-        from app.demo.model import load_weights
+        from app.demo.model import grow_single_blocks, read_weights
 
-        load_weights(self.model, weights)
+        added = grow_single_blocks(self.model, read_weights(weights))
         self.ema.update(tree_map(lambda p: p, self.model.parameters()))
         self.mx.eval(self.model.parameters(), self.ema.parameters())
+        return added
 
     def reset_optimizer(self) -> None:
         from mlx.utils import tree_map
@@ -500,7 +509,7 @@ def train_turbo(
     # update replaces a module's arrays, it never writes into them).
     round_to_float16(trainer.ema)
     teacher = trainer.ema
-    frozen_teacher = DemoModel()
+    frozen_teacher = DemoModel(teacher.num_single_layers)
     frozen_teacher.update(tree_map(lambda p: p, teacher.parameters()))
     ladder, turbo_sigmas = teacher_ladder()
     guidance = args.turbo_guidance
@@ -761,7 +770,14 @@ def run_all(args: argparse.Namespace) -> None:
     from app.demo.codec import load_codec
     from app.demo.data import build_pool
     from app.demo.evaluate import contact_sheet
-    from app.demo.model import CODEC_FILE, RESOURCES, DemoModel, parameter_count
+    from app.demo.model import (
+        CODEC_FILE,
+        RESOURCES,
+        DemoModel,
+        parameter_count,
+        read_weights,
+        single_layers_in,
+    )
     from app.demo.model import round_to_float16 as round16
 
     work: Path = args.work
@@ -790,11 +806,18 @@ def run_all(args: argparse.Namespace) -> None:
         "per_channel": bool(codec.scale.size > 1),
         "explained_variance": codec.explained_variance,
     }
-    trainer = Trainer(codec, args.batch, args.seed, args.compute)
+    single_layers = args.single_layers
+    if single_layers is None and args.init_from is not None:
+        single_layers = single_layers_in(read_weights(args.init_from))
+    trainer = Trainer(codec, args.batch, args.seed, args.compute, single_layers)
     if args.init_from is not None:
-        trainer.init_from(args.init_from)
+        added = trainer.init_from(args.init_from)
         report["init_from"] = str(args.init_from)
         log(f"demo: model and EMA start from {args.init_from} (fresh optimizer)")
+        if added:
+            report["grown_single_blocks"] = added
+            log(f"demo: single blocks {added} added as identities (zero output projection)")
+    report["transformer_config"] = trainer.model.transformer_config()
     report["parameters"] = {
         "transformer": parameter_count(trainer.model.transformer),
         "text_encoder": parameter_count(trainer.model.text_encoder),
@@ -808,7 +831,7 @@ def run_all(args: argparse.Namespace) -> None:
 
     train_demo(trainer, pool, args, report)
     round16(trainer.ema)
-    demo = DemoModel()
+    demo = DemoModel(trainer.model.num_single_layers)
     demo.update(trainer.ema.parameters())
     mx.eval(demo.parameters())
     meta = {"variant": "demo", "seed": str(args.seed), "steps": str(trainer.step_count)}
@@ -818,7 +841,7 @@ def run_all(args: argparse.Namespace) -> None:
     if args.turbo_steps > 0:
         train_turbo(trainer, pool, args, report)
         round16(trainer.ema)
-        turbo = DemoModel()
+        turbo = DemoModel(trainer.model.num_single_layers)
         turbo.update(trainer.ema.parameters())
         mx.eval(turbo.parameters())
         save_variant(
@@ -851,6 +874,8 @@ def write_config_command(args: argparse.Namespace) -> None:
         TEXT_CONFIG,
         TRANSFORMER_CONFIG,
         VARIANT_FILES,
+        read_weights,
+        single_layers_in,
     )
 
     folder = args.resources or RESOURCES
@@ -858,8 +883,10 @@ def write_config_command(args: argparse.Namespace) -> None:
     for name in [CODEC_FILE, *VARIANT_FILES.values()]:
         data = (folder / name).read_bytes()
         files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    shipped = read_weights(folder / VARIANT_FILES["demo"])
+    transformer = {**TRANSFORMER_CONFIG, "num_single_layers": single_layers_in(shipped)}
     config: dict[str, Any] = {
-        "transformer": {"class": "mflux Flux2Transformer", **TRANSFORMER_CONFIG},
+        "transformer": {"class": "mflux Flux2Transformer", **transformer},
         "text_encoder": {"class": "app.demo.model.TextEncoder", **TEXT_CONFIG},
         "codec": {"class": "app.demo.codec.PCACodec", "patch": 16, "channels": 128},
         "variants": {v: {"weights": f, "dtype": "float16"} for v, f in VARIANT_FILES.items()},
@@ -901,6 +928,20 @@ def write_config_command(args: argparse.Namespace) -> None:
     log(f"wrote {folder / CONFIG_FILE}")
 
 
+def _unpack_device_files(source: Path) -> None:
+    """Undo what ``device/collect.sh`` does to fit the transfer limits: join ``NAME.part_*``
+    (split at 15 MiB) into NAME and unpack ``*-results.tgz`` (report, log, sample sheet)."""
+    import tarfile
+
+    for first in sorted(source.glob("*.part_aa")):
+        whole = source / first.name.removesuffix(".part_aa")
+        parts = sorted(source.glob(f"{whole.name}.part_*"))
+        whole.write_bytes(b"".join(part.read_bytes() for part in parts))
+    for bundle in sorted(source.glob("*-results.tgz")):
+        with tarfile.open(bundle) as tar:
+            tar.extractall(source, filter="data")
+
+
 def install_weights_command(args: argparse.Namespace) -> None:
     """Merge the split files a device run returns into resources/demo (weights, codec, logs)."""
     import shutil
@@ -911,6 +952,7 @@ def install_weights_command(args: argparse.Namespace) -> None:
 
     source: Path = args.source
     folder = args.resources or RESOURCES
+    _unpack_device_files(source)
     for variant, name in VARIANT_FILES.items():
         weights: dict[str, Any] = {}
         metadata: dict[str, str] = {}
@@ -1014,6 +1056,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turbo-refresh", type=int, default=1000, help="on-policy: re-draw every")
     parser.add_argument("--turbo-refresh-samples", type=int, default=8192)
     parser.add_argument("--eval-prompts", type=int, default=100)
+    parser.add_argument(
+        "--single-layers",
+        type=int,
+        default=None,
+        help="single-stream blocks (default: as --init-from, else 4); more than --init-from's "
+        "grows it, the added blocks starting as identities",
+    )
     args = parser.parse_args(argv)
     from app.blas import preload_openblas
 
