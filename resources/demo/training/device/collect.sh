@@ -5,10 +5,13 @@
 # tarball of the report, the sample sheet and the log. Run 6 used it with NAME a, b, c, d.
 name=$1
 wait=${2:-560}
-for _ in $(seq 1 $((wait / 10))); do pgrep -f "work /opt/$name " >/dev/null || break; sleep 10; done
+# A bracketed first letter: the pattern must not match a command line that merely contains it
+# (run 7's watcher waited on itself that way).
+running="work /opt/[${name:0:1}]${name:1} "
+for _ in $(seq 1 $((wait / 10))); do pgrep -f "$running" >/dev/null || break; sleep 10; done
 tail -n 25 "/opt/$name.log"
 for log in /opt/*.log; do [ "$log" = "/opt/$name.log" ] || tail -n 3 "$log"; done
-if ! pgrep -f "work /opt/$name " >/dev/null; then
+if ! pgrep -f "$running" >/dev/null; then
   cd "/opt/$name/out" || exit 1
   for file in demo*-*.safetensors; do
     if [ "$(stat -c %s "$file")" -gt $((15 * 1024 * 1024)) ]; then
