@@ -224,3 +224,47 @@ def test_growing_refuses_to_shrink_and_files_load_at_their_own_depth(tmp_path: P
     assert load_model(tmp_path / "deep.safetensors").num_single_layers == 6
     with pytest.raises(ValueError, match="cannot shrink 6 single blocks to 4"):
         grow_single_blocks(DemoModel(4), read_weights(tmp_path / "deep.safetensors"))
+
+
+def test_install_weights_joins_split_files_and_unpacks_the_bundle(tmp_path: Path) -> None:
+    """What device/collect.sh returns (files over 15 MiB in parts, report/log/samples in one
+    tarball) goes back together before installing."""
+    import tarfile
+
+    from app.demo.train import _unpack_device_files
+
+    payload = np.random.default_rng(0).bytes(3000)
+    for i, start in enumerate(range(0, 3000, 1024)):
+        suffix = "a" + "abc"[i]
+        (tmp_path / f"demo-transformer.safetensors.part_{suffix}").write_bytes(
+            payload[start : start + 1024]
+        )
+    (tmp_path / "report.json").write_text("{}", encoding="utf-8")
+    with tarfile.open(tmp_path / "g-results.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "report.json", arcname="train.log")
+    _unpack_device_files(tmp_path)
+    assert (tmp_path / "demo-transformer.safetensors").read_bytes() == payload
+    assert (tmp_path / "train.log").read_text(encoding="utf-8") == "{}"
+
+
+def test_integrate_in_chunks_is_each_chunk_integrated_alone() -> None:
+    """Byte-exact against integrating the chunks by hand (the same batch shapes, one numerical
+    path). Against one big batch it is not byte-exact with OpenBLAS: its kernels depend on the
+    batch size, and the demo models amplify that last-bit rounding to ~1e-4 mean, up to 0.06, in
+    one transformer call."""
+    from app.demo.train import integrate, teacher_ladder
+
+    model = load_model(RESOURCES / VARIANT_FILES["demo-turbo"])
+    _, tokens, noise = _prompts_tokens_noise(4)
+    _, turbo_sigmas = teacher_ladder()
+    keep = turbo_sigmas[1:]
+    chunked = integrate(model, noise, tokens, turbo_sigmas, 3.0, keep=keep, chunk=2)
+    by_hand = mx.concatenate(
+        [
+            integrate(model, noise[i : i + 2], tokens[i : i + 2], turbo_sigmas, 3.0, keep=keep)
+            for i in (0, 2)
+        ],
+        axis=0,
+    )
+    assert chunked.shape == (4, 4, 64, 128)
+    assert np.array_equal(np.array(chunked), np.array(by_hand))

@@ -32,10 +32,19 @@ def test_weights_stay_under_50_mb() -> None:
     assert total < MAX_TOTAL_BYTES
 
 
-def test_weights_load_strictly_as_float32() -> None:
+# Run 7 grew the transformer from 4 to 8 single-stream blocks (8,159,744 → 11,567,872).
+SHIPPED_TRANSFORMER_PARAMETERS = 11_567_872
+
+
+def test_weights_load_strictly_as_float32_at_the_recorded_size() -> None:
+    recorded = {k: v for k, v in read_config()["transformer"].items() if k != "class"}
     for name in VARIANT_FILES.values():
         model = load_model(RESOURCES / name)
-        assert parameter_count(model.transformer) == 8_159_744
+        assert parameter_count(model.transformer) == SHIPPED_TRANSFORMER_PARAMETERS
+        assert {
+            **model.transformer_config(),
+            "axes_dims_rope": list(model.transformer_config()["axes_dims_rope"]),
+        } == recorded
         assert all(
             v.dtype == mx.float32
             for _, v in model.parameters()["transformer"]["x_embedder"].items()

@@ -24,7 +24,7 @@ VARIANT_FILES = {"demo": "demo.safetensors", "demo-turbo": "demo-turbo.safetenso
 
 TRANSFORMER_CONFIG: dict[str, Any] = {
     "num_layers": 2,
-    "num_single_layers": 4,
+    "num_single_layers": 8,  # runs 1-6 trained 4; run 7 grew them to 8 (grow_single_blocks)
     "attention_head_dim": 32,
     "num_attention_heads": 8,
     "joint_attention_dim": 128,

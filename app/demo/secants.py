@@ -26,7 +26,7 @@ preload_openblas()
 
 import mlx.core as mx  # noqa: E402
 
-TEACHER_GUIDANCE = 3.0  # the shipped demo-turbo's (run 6c) teacher guidance
+TEACHER_GUIDANCE = 3.0  # the shipped demo-turbo's (run 7h) teacher guidance
 
 
 def secant_changes(
