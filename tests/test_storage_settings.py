@@ -37,7 +37,7 @@ def test_round_trip(tmp_path: Path) -> None:
     store.save(settings)
     assert store.load() == settings
     assert store.warnings == []
-    assert json.loads(store.path.read_text())["format"] == 1
+    assert json.loads(store.path.read_text())["format"] == 2
 
 
 def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path: Path) -> None:
@@ -124,3 +124,36 @@ def test_an_overlong_prompt_history_is_trimmed_on_load(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"prompt_history": [f"p{i}" for i in range(50)]}))
     assert len(SettingsStore(path).load().prompt_history) == PROMPT_HISTORY_LIMIT
+
+
+def test_a_format_1_file_forgets_the_demo_defaults_of_its_day(tmp_path: Path) -> None:
+    """Format 1 stored every value, defaults included: the demo's old threshold 0.0125 and
+    guidance 1 would otherwise outlive its recalibration. Chosen values stay."""
+    path = tmp_path / "settings.json"
+    path.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "thresholds": {"demo": 0.0125, "demo-turbo": 0.1, "flux1-dev": 0.3},
+                "steps": {"demo": 28, "demo-turbo": 6},
+                "guidance": {"demo": 1.0, "flux1-dev": 4.0},
+                "seed": 7,
+            }
+        )
+    )
+    store = SettingsStore(path)
+    settings = store.load()
+    assert settings.thresholds == {"flux1-dev": 0.3}
+    assert settings.steps == {"demo-turbo": 6}  # 6 was never a default: the user chose it
+    assert settings.guidance == {"flux1-dev": 4.0}
+    assert settings.seed == 7
+    assert store.warnings == []
+    store.save(settings)
+    assert json.loads(path.read_text())["format"] == 2
+
+
+def test_a_current_file_keeps_a_value_equal_to_an_old_default(tmp_path: Path) -> None:
+    # Since format 2 only chosen values are written, so 0.0125 here is the user's.
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"format": 2, "thresholds": {"demo": 0.0125}}))
+    assert SettingsStore(path).load().thresholds == {"demo": 0.0125}

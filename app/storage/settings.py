@@ -20,8 +20,20 @@ from app.variants import DEFAULT_VARIANT
 
 log = logging.getLogger(__name__)
 
-SETTINGS_FORMAT = 1
+# 2: per-variant threshold, steps and guidance hold only values the user chose (format 1 files
+# written before that stored every value, the defaults of the day included).
+SETTINGS_FORMAT = 2
 PROMPT_HISTORY_LIMIT = 20
+
+# Defaults the embedded demo had while format 1 stored every value (thresholds 0.1 → 0.0125 → 0.1
+# as it was recalibrated, guidance 1 → 3 when it began to sample with CFG). A format-1 file that
+# holds one of them almost surely holds a default nobody chose, so it is dropped on load and the
+# current default applies. The real models' defaults did not change in that time.
+_FORMER_DEFAULTS: dict[str, dict[str, tuple[float, ...]]] = {
+    "thresholds": {"demo": (0.0125, 0.1), "demo-turbo": (0.0125, 0.1)},
+    "steps": {"demo": (28,), "demo-turbo": (4,)},
+    "guidance": {"demo": (1.0, 3.0), "demo-turbo": (1.0,)},
+}
 
 
 @dataclass
@@ -140,7 +152,24 @@ def settings_from_json(data: object) -> tuple[Settings, list[str]]:
         except _Invalid as exc:
             warnings.append(f"setting {name!r} ignored ({exc}); using the default")
     settings.prompt_history = settings.prompt_history[:PROMPT_HISTORY_LIMIT]
+    if data.get("format", 1) == 1:
+        _drop_former_defaults(settings)
     return settings, warnings
+
+
+def _drop_former_defaults(settings: Settings) -> None:
+    for table_name, former in _FORMER_DEFAULTS.items():
+        table: dict[str, float] = getattr(settings, table_name)
+        for variant_id, values in former.items():
+            if variant_id in table and table[variant_id] in values:
+                log.info(
+                    "settings from an earlier version: %s for %s was a default of the day (%s); "
+                    "the current default applies",
+                    table_name,
+                    variant_id,
+                    table[variant_id],
+                )
+                del table[variant_id]
 
 
 class SettingsStore:
