@@ -427,11 +427,6 @@ def teacher_velocity(
     return v[m:] + guidance * (v[:m] - v[m:]) if both else v
 
 
-# Samples integrated at once: run 7's first on-policy process ran out of GPU memory integrating
-# its 8,192 refresh samples in one batch while another process shared the GPU.
-INTEGRATE_CHUNK = 2048
-
-
 def integrate(
     model: Any,
     x: Any,
@@ -439,23 +434,14 @@ def integrate(
     sigmas: list[float],
     guidance: float,
     keep: list[float] | None = None,
-    chunk: int = INTEGRATE_CHUNK,
 ) -> Any:
     """Euler from ``sigmas[0]`` down ``sigmas``, classifier-free guided when ``guidance > 1``
     (the empty caption, all-zero tokens, is the uncond). Returns the states at the sigmas in
-    ``keep`` stacked on axis 1 (default: only the last state, unstacked). More than ``chunk``
-    samples go through in chunks, which bounds the activations held at once."""
+    ``keep`` stacked on axis 1 (default: only the last state, unstacked)."""
     import mlx.core as mx
     from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 
     from app.demo.model import image_ids
-
-    if x.shape[0] > chunk:
-        parts = [
-            integrate(model, x[i : i + chunk], tokens[i : i + chunk], sigmas, guidance, keep, chunk)
-            for i in range(0, x.shape[0], chunk)
-        ]
-        return mx.concatenate(parts, axis=0)
 
     context = model.text_encoder(tokens)
     uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
