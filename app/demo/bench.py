@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.demo.reports import emit_json
+from app.variants import get_variant
 
 PROMPT = (
     "two small red stars at the left and a large striped blue circle at the right "
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    steps = args.steps or (4 if args.variant == "demo-turbo" else 28)
+    steps = args.steps or get_variant(args.variant).default_steps
     if args.child:
         print(json.dumps(one_process(args.variant, steps, args.guidance)))
         return

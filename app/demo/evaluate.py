@@ -28,6 +28,7 @@ import mlx.core as mx  # noqa: E402
 from app.demo import checker  # noqa: E402
 from app.demo.reports import write_json  # noqa: E402
 from app.demo.scenes import PromptSpec, caption, parse_prompt, scene_from_seed, tokenize  # noqa: E402
+from app.variants import get_variant  # noqa: E402
 
 EVAL_SEED_BASE = 900_000  # scene seeds for evaluation prompts; training uses other streams
 
@@ -231,7 +232,7 @@ def evaluate_pipeline(
     pipe = load_demo_pipeline(variant, resources)
     if deblocked:
         pipe.vae.codec = replace(pipe.vae.codec, deblocked=True)  # type: ignore[attr-defined]
-    steps = steps or (4 if variant == "demo-turbo" else 28)
+    steps = steps or get_variant(variant).default_steps
     prompts = eval_prompts(n, first)
     images, seconds = [], []
     for seed, prompt in enumerate(prompts, start=first):

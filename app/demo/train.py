@@ -703,6 +703,7 @@ def trainer_decode(codec: Any, latents: Any) -> np.ndarray:
 
 
 def measure_latency(resources: Path, report: dict[str, Any], variants: list[str]) -> None:
+    from app.demo.calibrate import demo_guidance
     from app.demo.evaluate import eval_prompts
     from app.demo.pipeline import load_demo_pipeline
     from app.variants import get_variant
@@ -711,9 +712,9 @@ def measure_latency(resources: Path, report: dict[str, Any], variants: list[str]
     out: dict[str, Any] = {}
     for variant in variants:
         pipe = load_demo_pipeline(variant, resources)
-        steps = 4 if variant == "demo-turbo" else 28
+        steps = get_variant(variant).default_steps
         # The variant's default, as the speed bar is stated (runs 1-7 timed guidance 1 here).
-        guidance = get_variant(variant).default_guidance or 1.0
+        guidance = demo_guidance(variant)
         times = []
         for rep in range(7):
             t0 = time.perf_counter()

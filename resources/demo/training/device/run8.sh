@@ -3,7 +3,8 @@
 # then its turbo by run 7h's on-policy recipe with a longer budget. GPU 1: L, the same
 # continuation with star scenes drawn 3x as often (stars are the weakest shape: 25/42 on 7g),
 # then its turbo with three quarters of each batch on the student's own states (7h used half).
-# Needs the MLX CUDA wheel parts in /opt/mlxq (device calls 1-3) and .devq/4 carried (install.sh).
+# Needs the MLX CUDA wheel parts in /opt/mlxq (copied by earlier device calls: training README,
+# "Next run") and .devq/4 carried (install.sh).
 set -euo pipefail
 bash .devq/4/install.sh
 export PYTHONPATH=/opt/mlxsite:$PWD PYTHONUNBUFFERED=1 TQDM_DISABLE=1 TEACACHE_STUDIO_NO_OPENBLAS=1
