@@ -29,7 +29,9 @@ PROMPT = (
 )
 
 
-def one_process(variant: str, steps: int, guidance: float | None = None) -> dict[str, Any]:
+def one_process(
+    variant: str, steps: int, guidance: float | None = None, resources: Path | None = None
+) -> dict[str, Any]:
     from app.blas import preload_openblas
 
     blas = preload_openblas()
@@ -37,7 +39,7 @@ def one_process(variant: str, steps: int, guidance: float | None = None) -> dict
     from app.demo.calibrate import demo_guidance
     from app.demo.pipeline import load_demo_pipeline
 
-    pipe = load_demo_pipeline(variant)
+    pipe = load_demo_pipeline(variant, resources)
     load_seconds = time.perf_counter() - t0
     guidance = demo_guidance(variant) if guidance is None else guidance
     times = []
@@ -70,13 +72,16 @@ def main(argv: list[str] | None = None) -> None:
         "--guidance", type=float, default=None, help="default: the variant's (demo 3, turbo 1)"
     )
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument(
+        "--resources", type=Path, default=None, help="folder of other weights (default: shipped)"
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or get_variant(args.variant).default_steps
     if args.child:
-        print(json.dumps(one_process(args.variant, steps, args.guidance)))
+        print(json.dumps(one_process(args.variant, steps, args.guidance, args.resources)))
         return
     reps = []
     for _ in range(args.reps):
@@ -89,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
                 "--variant",
                 args.variant,
                 *(["--guidance", str(args.guidance)] if args.guidance is not None else []),
+                *(["--resources", str(args.resources)] if args.resources is not None else []),
                 "--steps",
                 str(steps),
             ],
@@ -104,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         "size": "128x128",
         "guidance": reps[0]["guidance"],
         "prompt": PROMPT,
+        "weights": str(args.resources) if args.resources is not None else "shipped",
         "reps": reps,
         "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
         "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
