@@ -7,10 +7,13 @@ The headless OpenCV wheel (an mflux dependency) ships one. Call before the first
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 _loaded: str | None = None
 
@@ -32,3 +35,30 @@ def preload_openblas() -> str | None:
                 _loaded = path
                 return path
     return None
+
+
+def _openblas_threads_api() -> tuple[Any, Any] | None:
+    if _loaded is None:
+        return None
+    lib = ctypes.CDLL(_loaded)
+    try:
+        return lib.openblas_get_num_threads, lib.openblas_set_num_threads
+    except AttributeError:  # a build with suffixed symbols: leave its threading alone
+        return None
+
+
+@contextlib.contextmanager
+def blas_threads(count: int) -> Iterator[None]:
+    """Run with OpenBLAS limited to ``count`` threads (process-wide), then restore. A no-op where
+    no OpenBLAS was preloaded (macOS uses Accelerate)."""
+    api = _openblas_threads_api()
+    if api is None:
+        yield
+        return
+    get_threads, set_threads = api
+    previous = int(get_threads())
+    set_threads(count)
+    try:
+        yield
+    finally:
+        set_threads(previous)

@@ -16,6 +16,9 @@ Re-walk of mflux 0.24.0 ``Flux2Transformer.__call__`` (non-kv path) and ``Flux2K
   (``"cond"``/``"uncond"``);
 - tail: slice the image tokens, ``norm_out``, ``proj_out``; CFG combines ``neg + g·(pos − neg)``.
 
+Each CFG branch is built inside ``branch_stream`` (two CPU streams when the caller opened
+``concurrent_branches``, as the demo pipeline does on the CPU; otherwise the default stream).
+
 A kv-cache call (edit pipelines) is passed to the plain transformer, ungated.
 """
 
@@ -30,6 +33,7 @@ from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
 
 from app.adapters.base import Installation
+from app.adapters.branch_streams import branch_stream
 from app.adapters.common import (
     COND,
     UNCOND,
@@ -124,28 +128,30 @@ def _plain(
     transformer: Flux2Transformer, kwargs: dict[str, Any], extra: dict[str, Any]
 ) -> mx.array:
     """mflux's predict body, eager (no gate): used at threshold 0 and outside a generation."""
-    noise = transformer(
-        hidden_states=kwargs["latents"],
-        encoder_hidden_states=kwargs["prompt_embeds"],
-        timestep=kwargs["timestep"],
-        img_ids=kwargs["latent_ids"],
-        txt_ids=kwargs["text_ids"],
-        guidance=None,
-        **({"kv_cache": extra["kv_cache"]} if extra.get("kv_cache") is not None else {}),
-    )
+    with branch_stream(0):
+        noise = transformer(
+            hidden_states=kwargs["latents"],
+            encoder_hidden_states=kwargs["prompt_embeds"],
+            timestep=kwargs["timestep"],
+            img_ids=kwargs["latent_ids"],
+            txt_ids=kwargs["text_ids"],
+            guidance=None,
+            **({"kv_cache": extra["kv_cache"]} if extra.get("kv_cache") is not None else {}),
+        )
     negative_embeds = kwargs["negative_prompt_embeds"]
     negative_ids = kwargs["negative_text_ids"]
     if negative_embeds is not None and negative_ids is not None:
         negative_kv = extra.get("negative_kv_cache") or extra.get("kv_cache")
-        negative_noise = transformer(
-            hidden_states=kwargs["latents"],
-            encoder_hidden_states=negative_embeds,
-            timestep=kwargs["timestep"],
-            img_ids=kwargs["latent_ids"],
-            txt_ids=negative_ids,
-            guidance=None,
-            **({"kv_cache": negative_kv} if negative_kv is not None else {}),
-        )
+        with branch_stream(1):
+            negative_noise = transformer(
+                hidden_states=kwargs["latents"],
+                encoder_hidden_states=negative_embeds,
+                timestep=kwargs["timestep"],
+                img_ids=kwargs["latent_ids"],
+                txt_ids=negative_ids,
+                guidance=None,
+                **({"kv_cache": negative_kv} if negative_kv is not None else {}),
+            )
         noise = negative_noise + kwargs["guidance"] * (noise - negative_noise)
     return noise
 
@@ -184,20 +190,22 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
                 return noise
             pre = _prelude(transformer, latents, timestep)
             verdict = gate.decide(_signal(transformer, pre))
-            noise = _branch(
-                transformer, pre, prompt_embeds, latent_ids, text_ids, gate, verdict, COND
-            )
-            if negative_prompt_embeds is not None and negative_text_ids is not None:
-                negative_noise = _branch(
-                    transformer,
-                    pre,
-                    negative_prompt_embeds,
-                    latent_ids,
-                    negative_text_ids,
-                    gate,
-                    verdict,
-                    UNCOND,
+            with branch_stream(0):
+                noise = _branch(
+                    transformer, pre, prompt_embeds, latent_ids, text_ids, gate, verdict, COND
                 )
+            if negative_prompt_embeds is not None and negative_text_ids is not None:
+                with branch_stream(1):
+                    negative_noise = _branch(
+                        transformer,
+                        pre,
+                        negative_prompt_embeds,
+                        latent_ids,
+                        negative_text_ids,
+                        gate,
+                        verdict,
+                        UNCOND,
+                    )
                 noise = negative_noise + guidance * (noise - negative_noise)
             state.record(noise)
             return noise

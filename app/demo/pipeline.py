@@ -11,7 +11,8 @@ instance:
   ``Flux2Klein.generate_image`` calls to decode; it applies the PCA codec.
 - ``_predict``: mflux's own predict closure without ``mx.compile`` (an instance attribute
   overrides the staticmethod factory), so vanilla and gated runs share one numerical path and the
-  first generation has no g++/NVRTC compile stall.
+  first generation has no g++/NVRTC compile stall. On the CPU under guidance, its two branches run
+  on two streams (``app.adapters.branch_streams``), as the gated FLUX.2 predict's do.
 
 mflux behaviour relied on (mflux 0.24.0, ``models/flux2/variants/txt2img/flux2_klein.py``):
 ``generate_image`` calls ``self._encode_prompt_pair(prompt=, negative_prompt=" ", guidance=)``,
@@ -31,6 +32,7 @@ arithmetic) for the same reason as the eager predict.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,11 @@ from mflux.models.common.schedulers.flow_match_euler_discrete_scheduler import (
 )
 from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
 
+from app.adapters.branch_streams import (
+    branch_stream,
+    concurrent_branches,
+    cpu_concurrency_helps,
+)
 from app.adapters.shells import use_precision
 from app.demo.codec import GRID, PATCH, PCACodec, load_codec
 from app.demo.model import (
@@ -68,6 +75,7 @@ class EagerFlowMatchEulerDiscreteScheduler(FlowMatchEulerDiscreteScheduler):
 
 
 register_contrib(EagerFlowMatchEulerDiscreteScheduler, EAGER_SCHEDULER)
+_GENERATE = inspect.signature(Flux2Klein.generate_image)
 
 
 def demo_model_config(variant_id: str) -> ModelConfig:
@@ -119,7 +127,8 @@ class DemoVAE:
 
 
 def eager_predict(transformer: Any) -> Any:
-    """mflux's ``Flux2Klein._predict`` closure, line for line, without ``mx.compile``."""
+    """mflux's ``Flux2Klein._predict`` closure, line for line, without ``mx.compile``; each
+    CFG branch inside its :func:`branch_stream` (the default stream unless concurrency is on)."""
 
     def predict(
         latents: mx.array,
@@ -131,23 +140,25 @@ def eager_predict(transformer: Any) -> Any:
         guidance: float,
         timestep: mx.array,
     ) -> mx.array:
-        noise = transformer(
-            hidden_states=latents,
-            encoder_hidden_states=prompt_embeds,
-            timestep=timestep,
-            img_ids=latent_ids,
-            txt_ids=text_ids,
-            guidance=None,
-        )
-        if negative_prompt_embeds is not None and negative_text_ids is not None:
-            negative_noise = transformer(
+        with branch_stream(0):
+            noise = transformer(
                 hidden_states=latents,
-                encoder_hidden_states=negative_prompt_embeds,
+                encoder_hidden_states=prompt_embeds,
                 timestep=timestep,
                 img_ids=latent_ids,
-                txt_ids=negative_text_ids,
+                txt_ids=text_ids,
                 guidance=None,
             )
+        if negative_prompt_embeds is not None and negative_text_ids is not None:
+            with branch_stream(1):
+                negative_noise = transformer(
+                    hidden_states=latents,
+                    encoder_hidden_states=negative_prompt_embeds,
+                    timestep=timestep,
+                    img_ids=latent_ids,
+                    txt_ids=negative_text_ids,
+                    guidance=None,
+                )
             noise = negative_noise + guidance * (noise - negative_noise)
         return noise
 
@@ -168,7 +179,10 @@ class DemoFlux2Klein(Flux2Klein):
             if kwargs.get(name):
                 raise ValueError(f"the demo model does not support {name}")
         parse_prompt(prompt)  # a clear error for words outside the demo's vocabulary
-        with float32_precision():
+        guidance = _GENERATE.bind(self, seed, prompt, *args, **kwargs).arguments.get(
+            "guidance", _GENERATE.parameters["guidance"].default
+        )
+        with float32_precision(), concurrent_branches(cpu_concurrency_helps(guidance)):
             return super().generate_image(seed, prompt, *args, **kwargs)
 
     def encode_text(self, text: str) -> mx.array:
