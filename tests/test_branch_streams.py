@@ -106,14 +106,18 @@ def test_demo_opens_the_context_only_when_there_are_two_branches(
     monkeypatch.setattr(demo_pipeline, "concurrent_branches", spy)
     _final_latents(demo, guidance=3.0)
     _final_latents(demo, guidance=1.0)
+    monkeypatch.setattr(demo, "concurrent_cfg", False)  # the benchmark's serial A/B arm
+    _final_latents(demo, guidance=3.0)
     on_cpu = mx.default_device() == mx.cpu
-    assert seen == [on_cpu, False]
+    assert seen == [on_cpu, False, False]
 
 
 @pytest.mark.parametrize("threshold", [None, 0.1])
 def test_concurrent_branches_match_serial_ones_byte_for_byte(
     demo: DemoFlux2Klein, monkeypatch: pytest.MonkeyPatch, threshold: float | None
 ) -> None:
+    assert demo.concurrent_cfg
+
     def gate() -> TeaCacheGate | None:
         if threshold is None:
             return None
@@ -122,7 +126,7 @@ def test_concurrent_branches_match_serial_ones_byte_for_byte(
     concurrent_gate = gate()
     concurrent = _final_latents(demo, 3.0, concurrent_gate)
     # Serial: the same one-thread GEMMs, both branches on the default stream.
-    monkeypatch.setattr(demo_pipeline, "cpu_concurrency_helps", lambda guidance: False)
+    monkeypatch.setattr(demo, "concurrent_cfg", False)
     serial_gate = gate()
     with blas_threads(1):
         serial = _final_latents(demo, 3.0, serial_gate)

@@ -30,7 +30,11 @@ PROMPT = (
 
 
 def one_process(
-    variant: str, steps: int, guidance: float | None = None, resources: Path | None = None
+    variant: str,
+    steps: int,
+    guidance: float | None = None,
+    resources: Path | None = None,
+    serial_cfg: bool = False,
 ) -> dict[str, Any]:
     from app.blas import preload_openblas
 
@@ -40,6 +44,7 @@ def one_process(
     from app.demo.pipeline import load_demo_pipeline
 
     pipe = load_demo_pipeline(variant, resources)
+    pipe.concurrent_cfg = not serial_cfg
     load_seconds = time.perf_counter() - t0
     guidance = demo_guidance(variant) if guidance is None else guidance
     times = []
@@ -62,6 +67,7 @@ def one_process(
         "skipped": 0,
         "computed": steps,
         "openblas": blas,
+        "cfg_branches": "serial" if serial_cfg else "concurrent where guidance > 1 on the CPU",
     }
 
 
@@ -75,13 +81,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--resources", type=Path, default=None, help="folder of other weights (default: shipped)"
     )
+    parser.add_argument(
+        "--serial-cfg",
+        action="store_true",
+        help="both CFG branches on one stream, OpenBLAS as loaded (the path before concurrency)",
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or get_variant(args.variant).default_steps
     if args.child:
-        print(json.dumps(one_process(args.variant, steps, args.guidance, args.resources)))
+        result = one_process(args.variant, steps, args.guidance, args.resources, args.serial_cfg)
+        print(json.dumps(result))
         return
     reps = []
     for _ in range(args.reps):
@@ -95,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.variant,
                 *(["--guidance", str(args.guidance)] if args.guidance is not None else []),
                 *(["--resources", str(args.resources)] if args.resources is not None else []),
+                *(["--serial-cfg"] if args.serial_cfg else []),
                 "--steps",
                 str(steps),
             ],
@@ -111,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         "guidance": reps[0]["guidance"],
         "prompt": PROMPT,
         "weights": str(args.resources) if args.resources is not None else "shipped",
+        "cfg_branches": reps[0]["cfg_branches"],
         "reps": reps,
         "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
         "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),

@@ -171,6 +171,7 @@ class DemoFlux2Klein(Flux2Klein):
 
     demo_variant: str
     text_model: Any
+    concurrent_cfg: bool = True  # False: both CFG branches on one stream (benchmarks' A/B)
 
     def generate_image(self, seed: int, prompt: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         if kwargs.get("scheduler", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER:
@@ -182,7 +183,8 @@ class DemoFlux2Klein(Flux2Klein):
         guidance = _GENERATE.bind(self, seed, prompt, *args, **kwargs).arguments.get(
             "guidance", _GENERATE.parameters["guidance"].default
         )
-        with float32_precision(), concurrent_branches(cpu_concurrency_helps(guidance)):
+        concurrent = self.concurrent_cfg and cpu_concurrency_helps(guidance)
+        with float32_precision(), concurrent_branches(concurrent):
             return super().generate_image(seed, prompt, *args, **kwargs)
 
     def encode_text(self, text: str) -> mx.array:
