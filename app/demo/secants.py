@@ -10,6 +10,19 @@ The secant velocity of a stride is ``(x(σ₁) − x(σ₀)) / (σ₁ − σ₀)
 lands on the teacher's states must output. Its relative L1 change between adjacent strides is the
 output change the gate would measure on a perfect student; small values mean skippable steps.
 Both mflux's shifted 4-step sigmas and linear ones are reported.
+
+``--students`` adds two idealised 4-step students run with mflux's Euler step, each predicting a
+sharp image ``x0_k`` at every step (so ``v_k = (x_k − x0_k)/σ_k``):
+
+- ``consistency``: the teacher's ODE endpoint from the student's own state — a perfect
+  consistency-distilled student;
+- ``posterior_sample``: a fresh sample from the teacher given the student's state (ancestral
+  DDIM, η = 1, down the same ladder, fresh noise at every rung) — what a perfect
+  distribution-matching or adversarial student draws in distribution: a sharp image consistent
+  with what the state shows, its undetermined details drawn anew at every step.
+
+For each, the relative L1 change of ``v`` into steps 1, 2 and 3 (pooled; and the least over
+prompts).
 """
 
 from __future__ import annotations
@@ -70,13 +83,108 @@ def secant_changes(
         return out
 
 
+def _endpoint(
+    model: Any,
+    x: mx.array,
+    tokens: mx.array,
+    rungs: list[float],
+    guidance: float,
+    key: mx.array | None,
+) -> mx.array:
+    """From ``x`` at ``rungs[0]`` down to 0: Euler on the guided teacher (``key`` None: its ODE
+    endpoint), or ancestral DDIM with η = 1 (``key`` given: a posterior sample)."""
+    from app.demo.train import integrate
+
+    if key is None:
+        return integrate(model, x, tokens, rungs, guidance)
+    for i, (hi, lo) in enumerate(itertools.pairwise(rungs)):
+        v = integrate_velocity(model, x, tokens, hi, guidance)
+        x0, eps = x - hi * v, x + (1 - hi) * v
+        if lo == 0.0:
+            return x0
+        # DDIM's η = 1 noise share for x_σ = (1 − σ)·x0 + σ·ε: everything fresh at σ = 1.
+        kept = ((1 - hi) * lo) / ((1 - lo) * hi)
+        fresh = lo * (1 - kept * kept) ** 0.5
+        z = mx.random.normal(x.shape, key=mx.random.split(key, len(rungs))[i])
+        x = (1 - lo) * x0 + (lo * lo - fresh * fresh) ** 0.5 * eps + fresh * z
+        mx.eval(x)
+    return x
+
+
+def integrate_velocity(
+    model: Any, x: mx.array, tokens: mx.array, sigma: float, guidance: float
+) -> mx.array:
+    """The guided teacher's velocity at one sigma, as ``integrate`` computes it."""
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+
+    from app.demo.model import image_ids
+    from app.demo.train import teacher_velocity
+
+    context = model.text_encoder(tokens)
+    uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
+    img, txt = image_ids(x.shape[1]), Flux2PromptEncoder.prepare_text_ids(context[:1])
+    return teacher_velocity(model.transformer, x, context, uncond, sigma, guidance, img, txt)
+
+
+def student_changes(
+    resources: Path | None = None,
+    n_prompts: int = 16,
+    guidance: float = TEACHER_GUIDANCE,
+    schedules: dict[str, list[float]] | None = None,
+) -> dict[str, Any]:
+    """Per schedule and idealised student, the rel-L1 change of its velocity into steps 1–3."""
+    from app.demo.evaluate import eval_prompts
+    from app.demo.model import RESOURCES, VARIANT_FILES, load_model
+    from app.demo.pipeline import float32_precision
+    from app.demo.scenes import tokenize
+    from app.demo.train import teacher_ladder
+    from app.gate import rel_l1
+
+    with float32_precision():
+        model = load_model((resources or RESOURCES) / VARIANT_FILES["demo"])
+        tokens = mx.array([tokenize(p) for p in eval_prompts(n_prompts)])
+        teacher, shifted = teacher_ladder()
+        schedules = schedules or {"mflux_shifted": shifted, "linear": [1.0, 0.75, 0.5, 0.25, 0.0]}
+        ladder = sorted(set(teacher).union(*schedules.values()), reverse=True)
+        out: dict[str, Any] = {}
+        for name, sigmas in schedules.items():
+            out[name] = {}
+            for student in ("consistency", "posterior_sample"):
+                mx.random.seed(0)
+                x = mx.random.normal((n_prompts, 64, 128))
+                key = mx.random.key(1) if student == "posterior_sample" else None
+                velocities = []
+                for k, sigma in enumerate(sigmas[:-1]):
+                    if velocities:
+                        x = x + (sigma - sigmas[k - 1]) * velocities[-1]  # mflux's Euler step
+                    rungs = [s for s in ladder if s <= sigma]
+                    step_key = None if key is None else mx.random.split(key, len(sigmas))[k]
+                    x0 = _endpoint(model, x, tokens, rungs, guidance, step_key)
+                    velocities.append((x - x0) / sigma)
+                    mx.eval(velocities[-1], x)
+                pairs = list(itertools.pairwise(velocities))
+                out[name][student] = {
+                    "rel_l1_into_steps_1_2_3": [rel_l1(b, a) for a, b in pairs],
+                    "least_over_prompts": [
+                        min(rel_l1(b[i : i + 1], a[i : i + 1]) for i in range(n_prompts))
+                        for a, b in pairs
+                    ],
+                }
+        return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--resources", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--guidance", type=float, default=TEACHER_GUIDANCE)
+    parser.add_argument(
+        "--students", action="store_true", help="add the idealised consistency/posterior students"
+    )
     args = parser.parse_args(argv)
     result = secant_changes(args.resources, guidance=args.guidance)
+    if args.students:
+        result["idealised_students"] = student_changes(args.resources, guidance=args.guidance)
     emit_json(result, args.out)
 
 
