@@ -196,8 +196,8 @@ def schedule_notice(
     parts = [f"{eligible} of {steps} steps are gate-eligible (the first and last always compute)."]
     if not blocked:
         parts.append(
-            "Skipping on a distilled schedule is off the beaten path: each step is a large "
-            "stride, so every skip costs more quality than on a long schedule. Compare SSIM."
+            "Skipping on a distilled schedule is off the beaten path: a few steps carry the "
+            "whole image, so every skip costs more quality than on a long schedule. Compare SSIM."
         )
     elif smallest is not None:
         relation = "at or above" if smallest >= threshold else "below"
