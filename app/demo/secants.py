@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,47 +84,27 @@ def secant_changes(
         return out
 
 
-def _endpoint(
-    model: Any,
+def _posterior_sample(
+    velocity: Callable[[mx.array, float], mx.array],
     x: mx.array,
-    tokens: mx.array,
     rungs: list[float],
-    guidance: float,
-    key: mx.array | None,
+    key: mx.array,
 ) -> mx.array:
-    """From ``x`` at ``rungs[0]`` down to 0: Euler on the guided teacher (``key`` None: its ODE
-    endpoint), or ancestral DDIM with η = 1 (``key`` given: a posterior sample)."""
-    from app.demo.train import integrate
-
-    if key is None:
-        return integrate(model, x, tokens, rungs, guidance)
+    """From ``x`` at ``rungs[0]`` down to 0 by ancestral DDIM with η = 1: a sample of the
+    teacher's posterior given ``x``."""
+    keys = mx.random.split(key, len(rungs))
     for i, (hi, lo) in enumerate(itertools.pairwise(rungs)):
-        v = integrate_velocity(model, x, tokens, hi, guidance)
+        v = velocity(x, hi)
         x0, eps = x - hi * v, x + (1 - hi) * v
         if lo == 0.0:
             return x0
         # DDIM's η = 1 noise share for x_σ = (1 − σ)·x0 + σ·ε: everything fresh at σ = 1.
         kept = ((1 - hi) * lo) / ((1 - lo) * hi)
         fresh = lo * (1 - kept * kept) ** 0.5
-        z = mx.random.normal(x.shape, key=mx.random.split(key, len(rungs))[i])
+        z = mx.random.normal(x.shape, key=keys[i])
         x = (1 - lo) * x0 + (lo * lo - fresh * fresh) ** 0.5 * eps + fresh * z
         mx.eval(x)
     return x
-
-
-def integrate_velocity(
-    model: Any, x: mx.array, tokens: mx.array, sigma: float, guidance: float
-) -> mx.array:
-    """The guided teacher's velocity at one sigma, as ``integrate`` computes it."""
-    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
-
-    from app.demo.model import image_ids
-    from app.demo.train import teacher_velocity
-
-    context = model.text_encoder(tokens)
-    uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
-    img, txt = image_ids(x.shape[1]), Flux2PromptEncoder.prepare_text_ids(context[:1])
-    return teacher_velocity(model.transformer, x, context, uncond, sigma, guidance, img, txt)
 
 
 def student_changes(
@@ -137,12 +118,13 @@ def student_changes(
     from app.demo.model import RESOURCES, VARIANT_FILES, load_model
     from app.demo.pipeline import float32_precision
     from app.demo.scenes import tokenize
-    from app.demo.train import teacher_ladder
+    from app.demo.train import guided_velocity, integrate, teacher_ladder
     from app.gate import rel_l1
 
     with float32_precision():
         model = load_model((resources or RESOURCES) / VARIANT_FILES["demo"])
         tokens = mx.array([tokenize(p) for p in eval_prompts(n_prompts)])
+        velocity = guided_velocity(model, tokens, 64, guidance)
         teacher, shifted = teacher_ladder()
         schedules = schedules or {"mflux_shifted": shifted, "linear": [1.0, 0.75, 0.5, 0.25, 0.0]}
         ladder = sorted(set(teacher).union(*schedules.values()), reverse=True)
@@ -152,14 +134,16 @@ def student_changes(
             for student in ("consistency", "posterior_sample"):
                 mx.random.seed(0)
                 x = mx.random.normal((n_prompts, 64, 128))
-                key = mx.random.key(1) if student == "posterior_sample" else None
+                step_keys = mx.random.split(mx.random.key(1), len(sigmas))
                 velocities = []
                 for k, sigma in enumerate(sigmas[:-1]):
                     if velocities:
                         x = x + (sigma - sigmas[k - 1]) * velocities[-1]  # mflux's Euler step
                     rungs = [s for s in ladder if s <= sigma]
-                    step_key = None if key is None else mx.random.split(key, len(sigmas))[k]
-                    x0 = _endpoint(model, x, tokens, rungs, guidance, step_key)
+                    if student == "consistency":  # the teacher's ODE endpoint
+                        x0 = integrate(model, x, tokens, rungs, guidance)
+                    else:
+                        x0 = _posterior_sample(velocity, x, rungs, step_keys[k])
                     velocities.append((x - x0) / sigma)
                     mx.eval(velocities[-1], x)
                 pairs = list(itertools.pairwise(velocities))

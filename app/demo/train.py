@@ -38,6 +38,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -427,6 +428,27 @@ def teacher_velocity(
     return v[m:] + guidance * (v[:m] - v[m:]) if both else v
 
 
+def guided_velocity(
+    model: Any, tokens: Any, image_tokens: int, guidance: float
+) -> Callable[[Any, float], Any]:
+    """``velocity(x, sigma)`` of ``model`` for these captions, classifier-free guided when
+    ``guidance > 1`` (the empty caption, all-zero tokens, is the uncond); the text encodings and
+    position ids are computed once, here."""
+    import mlx.core as mx
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+
+    from app.demo.model import image_ids
+
+    context = model.text_encoder(tokens)
+    uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
+    img, txt = image_ids(image_tokens), Flux2PromptEncoder.prepare_text_ids(context[:1])
+
+    def velocity(x: Any, sigma: float) -> Any:
+        return teacher_velocity(model.transformer, x, context, uncond, sigma, guidance, img, txt)
+
+    return velocity
+
+
 def integrate(
     model: Any,
     x: Any,
@@ -435,21 +457,15 @@ def integrate(
     guidance: float,
     keep: list[float] | None = None,
 ) -> Any:
-    """Euler from ``sigmas[0]`` down ``sigmas``, classifier-free guided when ``guidance > 1``
-    (the empty caption, all-zero tokens, is the uncond). Returns the states at the sigmas in
-    ``keep`` stacked on axis 1 (default: only the last state, unstacked)."""
+    """Euler from ``sigmas[0]`` down ``sigmas`` with :func:`guided_velocity`. Returns the states
+    at the sigmas in ``keep`` stacked on axis 1 (default: only the last state, unstacked)."""
     import mlx.core as mx
-    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 
-    from app.demo.model import image_ids
-
-    context = model.text_encoder(tokens)
-    uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
-    img, txt = image_ids(x.shape[1]), Flux2PromptEncoder.prepare_text_ids(context[:1])
+    velocity = guided_velocity(model, tokens, x.shape[1], guidance)
     wanted = set(keep or [])
     states = [x] if sigmas[0] in wanted else []
     for s0, s1 in itertools.pairwise(sigmas):
-        v = teacher_velocity(model.transformer, x, context, uncond, s0, guidance, img, txt)
+        v = velocity(x, s0)
         x = x + (s1 - s0) * v
         mx.eval(x)
         if s1 in wanted:
