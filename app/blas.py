@@ -47,6 +47,12 @@ def _openblas_threads_api() -> tuple[Any, Any] | None:
         return None
 
 
+def openblas_threads() -> int | None:
+    """OpenBLAS's current thread count, or None where no OpenBLAS was preloaded."""
+    api = _openblas_threads_api()
+    return None if api is None else int(api[0]())
+
+
 @contextlib.contextmanager
 def blas_threads(count: int) -> Iterator[None]:
     """Run with OpenBLAS limited to ``count`` threads (process-wide), then restore. A no-op where

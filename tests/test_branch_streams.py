@@ -16,7 +16,7 @@ import pytest
 import app.demo.pipeline as demo_pipeline
 from app.adapters import install_gate
 from app.adapters.branch_streams import branch_stream, concurrent_branches
-from app.blas import blas_threads, preload_openblas
+from app.blas import blas_threads, openblas_threads
 from app.demo.pipeline import DemoFlux2Klein, load_demo_pipeline
 from app.gate import TeaCacheGate
 from app.variants import get_variant
@@ -25,11 +25,9 @@ PROMPT = "a large red circle at the left and a small blue star at the top on a w
 
 
 def _openblas_threads() -> int:
-    import ctypes
-
-    path = preload_openblas()
-    assert path is not None  # Linux: the suite runs on OpenBLAS (app.blas)
-    return int(ctypes.CDLL(path).openblas_get_num_threads())
+    threads = openblas_threads()
+    assert threads is not None  # Linux: the suite runs on OpenBLAS (app.blas)
+    return threads
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS is the Linux BLAS")
