@@ -1,4 +1,4 @@
-"""Where the app keeps user data.
+"""Where the app keeps user data, and where its shipped read-only resources are.
 
 ``TEACACHE_STUDIO_HOME`` overrides every location (tests, portable use).
 """
@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -45,3 +46,20 @@ def history_dir() -> Path:
 
 def settings_file() -> Path:
     return config_dir() / "settings.json"
+
+
+def resources_dir() -> Path:
+    """The read-only files shipped with the app (``resources/``).
+
+    From a source tree they sit beside the ``app`` package. A PyInstaller bundle collects them
+    as ``resources/`` under ``sys._MEIPASS`` (``_internal/`` on Linux; ``Contents/Frameworks``
+    on macOS, where PyInstaller links the folder to ``Contents/Resources/resources``).
+    """
+    bundle_root = getattr(sys, "_MEIPASS", None)
+    if getattr(sys, "frozen", False) and bundle_root:
+        return Path(bundle_root) / "resources"
+    return Path(__file__).resolve().parent.parent / "resources"
+
+
+RESOURCES_DIR = resources_dir()
+DEMO_DIR = RESOURCES_DIR / "demo"  # the embedded demo model: weights, codec, calibrations

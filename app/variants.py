@@ -13,9 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from app.gate.decision import GateParams, prediction_floor
-
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
-DEMO_DIR = RESOURCES / "demo"
+from app.paths import DEMO_DIR
 
 
 class Family(StrEnum):

@@ -55,6 +55,9 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "jupyter_client",
     "ipykernel",
     "notebook",
+    # Our own research code and test doubles: the app never imports them (tests/test_layering.py).
+    "lab",
+    "tests",
     # Test and dev tooling that sits in the same environment.
     "pytest",
     "_pytest",
@@ -158,23 +161,36 @@ REQUIRED_MODULES: tuple[str, ...] = (
     "platformdirs",
     "matplotlib.backends.backend_agg",
 )
-# Folders under resources/ that stay in the repository: training records (logs, sample sheets,
-# reports) document how the demo weights were made; the app never reads them.
-RESOURCE_EXCLUDED_DIRS: tuple[str, ...] = ("training",)
+# What the running app reads from resources/: the demo model (weights, codec, calibrations, its
+# config) and the window icon. Benchmark reports and screenshots stay in the repository for the
+# README; research results live under lab/ and never reach the bundle.
+RUNTIME_RESOURCE_DIRS: tuple[str, ...] = ("demo", "icons")
+RUNTIME_DEMO_SUFFIXES: tuple[str, ...] = (".safetensors", ".calibration.json")
+RUNTIME_DEMO_FILES: tuple[str, ...] = ("demo.json",)
 # The macOS icon reaches the bundle through BUNDLE(icon=...), as Contents/Resources/*.icns.
 RESOURCE_EXCLUDED_SUFFIXES: tuple[str, ...] = (".icns",)
 
 
+def is_runtime_resource(relative: Path) -> bool:
+    """Whether a file under resources/ is one the app reads at run time."""
+    if not relative.parts or relative.parts[0] not in RUNTIME_RESOURCE_DIRS:
+        return False
+    if relative.suffix in RESOURCE_EXCLUDED_SUFFIXES:
+        return False
+    if relative.parts[0] == "demo":
+        return len(relative.parts) == 2 and (
+            relative.name in RUNTIME_DEMO_FILES
+            or any(relative.name.endswith(suffix) for suffix in RUNTIME_DEMO_SUFFIXES)
+        )
+    return True
+
+
 def resource_datas(resources: Path = PROJECT_ROOT / "resources") -> list[tuple[str, str]]:
-    """(source file, destination folder) pairs for PyInstaller, mirroring resources/."""
+    """(source file, destination folder) pairs for PyInstaller: the runtime resources only."""
     pairs: list[tuple[str, str]] = []
     for path in sorted(resources.rglob("*")):
         relative = path.relative_to(resources)
-        if (
-            path.is_file()
-            and not set(relative.parts[:-1]) & set(RESOURCE_EXCLUDED_DIRS)
-            and path.suffix not in RESOURCE_EXCLUDED_SUFFIXES
-        ):
+        if path.is_file() and is_runtime_resource(relative):
             pairs.append((str(path), str(Path("resources", *relative.parts[:-1]))))
     return pairs
 

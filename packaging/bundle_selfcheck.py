@@ -64,7 +64,7 @@ def _mlx_check(allow_cpu: bool) -> dict[str, Any]:
 
 
 def _resources_check() -> dict[str, Any]:
-    from app.resources_path import DEMO_DIR, RESOURCES_DIR
+    from app.paths import DEMO_DIR, RESOURCES_DIR
     from app.variants import DEMO_DIR as VARIANTS_DEMO_DIR
     from app.variants import get_variant
 

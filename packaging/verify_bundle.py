@@ -389,6 +389,15 @@ class Verifier:
         ]
         if missing:
             raise CheckFailed(f"not in the bundle: {', '.join(missing)}")
+        # Only what the app reads: no research results, benchmark reports or training records.
+        root = self.bundle.internal / "resources"
+        extra = sorted(
+            str(path.relative_to(root))
+            for path in root.rglob("*")
+            if path.is_file() and not config.is_runtime_resource(path.relative_to(root))
+        )
+        if extra:
+            raise CheckFailed(f"not runtime resources, yet bundled: {', '.join(extra[:8])}")
         return ", ".join(files)
 
     def openblas(self) -> str:

@@ -136,7 +136,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _check_demo_prompts(family: str, prompts: tuple[str, ...]) -> None:
     if family != "demo":
         return
-    from app.demo.scenes import PromptError, parse_prompt
+    from app.demo.prompt import PromptError, parse_prompt
 
     for prompt in prompts:
         try:

@@ -18,7 +18,7 @@ normalisation gives every component the same weight.
 Each 16-px patch is decoded on its own, so a flat area can show a faint grid where neighbouring
 patches land a few levels apart. A deblocking filter (``deblock``) softens it, but it is off in the
 shipped decode: it also ramps low-contrast object edges that fall on a patch boundary, and it cost
-shape points in two of three measurements (``python -m app.demo.evaluate --deblock``).
+shape points in two of three measurements (``python -m lab.demo.evaluate --deblock``).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from app.demo.scenes import SIZE
+from app.demo.prompt import SIZE
 
 PATCH = 16
 CHANNELS = 128
 GRID = SIZE // PATCH  # 8 tokens per side at 128×128
 # Deblocking thresholds in [0, 1] pixel units (H.264-style; chosen on run 6b's pictures). On the
 # shipped run-8k demo they lower the patch-seam ratio 2.55 → 1.71 and cost 3 of 100 prompts their
-# shape verdict (none gained); on run 7g 0, on run 6b 3 (resources/demo/training/README.md).
+# shape verdict (none gained); on run 7g 0, on run 6b 3 (lab/demo/training/README.md).
 DEBLOCK_ALPHA, DEBLOCK_BETA = 0.1, 0.075
 
 
@@ -61,7 +61,7 @@ def deblock(images: np.ndarray, alpha: float, beta: float, width: int = 4) -> np
     filter: at every 16-px boundary, a step smaller than ``alpha`` between flanks flatter than
     ``beta`` (pixel units of ``images``) is spread as an even ramp over ``width`` pixels each side;
     larger steps are edges and stay. ``PCACodec.decode`` ends with it when the codec is
-    ``deblocked`` (off in the shipped decode; ``python -m app.demo.evaluate --deblock``)."""
+    ``deblocked`` (off in the shipped decode; ``python -m lab.demo.evaluate --deblock``)."""
     x = np.array(images, dtype=np.float32)
     ramp = np.array([(width - j) / (2 * width + 1) for j in range(width)], dtype=np.float32)
     for axis in (2, 1):

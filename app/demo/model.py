@@ -15,9 +15,9 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
-from app.demo.scenes import MAX_TOKENS, VOCAB_SIZE
+from app.demo.prompt import MAX_TOKENS, VOCAB_SIZE
+from app.paths import DEMO_DIR
 
-RESOURCES = Path(__file__).resolve().parents[2] / "resources" / "demo"
 CONFIG_FILE = "demo.json"
 CODEC_FILE = "codec.safetensors"
 VARIANT_FILES = {"demo": "demo.safetensors", "demo-turbo": "demo-turbo.safetensors"}
@@ -201,5 +201,5 @@ def _array(value: Any) -> mx.array:
     return value
 
 
-def read_config(resources: Path = RESOURCES) -> dict[str, Any]:
+def read_config(resources: Path = DEMO_DIR) -> dict[str, Any]:
     return json.loads((resources / CONFIG_FILE).read_text(encoding="utf-8"))

@@ -54,12 +54,12 @@ from app.adapters.shells import use_precision
 from app.demo.codec import GRID, PATCH, PCACodec, load_codec
 from app.demo.model import (
     CODEC_FILE,
-    RESOURCES,
     VARIANT_FILES,
     load_model,
     text_ids,
 )
-from app.demo.scenes import parse_prompt, tokenize
+from app.demo.prompt import parse_prompt, tokenize
+from app.paths import DEMO_DIR
 
 DEFAULT_SCHEDULER = "flow_match_euler_discrete"
 EAGER_SCHEDULER = "teacache_demo_flow_match_euler_discrete"
@@ -217,7 +217,7 @@ def load_demo_pipeline(variant_id: str, resources: Path | None = None) -> DemoFl
         raise ValueError(
             f"unknown demo variant {variant_id!r}; choose one of {list(VARIANT_FILES)}"
         )
-    folder = resources or RESOURCES
+    folder = resources or DEMO_DIR
     model = load_model(folder / VARIANT_FILES[variant_id])
     pipe = DemoFlux2Klein.__new__(DemoFlux2Klein)
     nn.Module.__init__(pipe)

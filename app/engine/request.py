@@ -76,7 +76,7 @@ def make_request(
     if not prompt:
         raise RequestError("the prompt is empty; describe the image you want")
     if variant.embedded:
-        from app.demo.scenes import PromptError, parse_prompt
+        from app.demo.prompt import PromptError, parse_prompt
 
         try:
             parse_prompt(prompt)

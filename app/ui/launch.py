@@ -23,18 +23,10 @@ SCREENSHOT_SIZE = (1320, 860)
 
 
 def default_engine_factory():  # -> EngineFactory (typed lazily: importing it loads Qt)
-    """The real engine, unless ``TEACACHE_STUDIO_ENGINE=fake`` asks for the scripted fake (for
-    trying the window without the demo weights)."""
-    if os.environ.get("TEACACHE_STUDIO_ENGINE") == "fake":
-        from app.engine.fake import FakeEngine, FakeScript
-
-        def fake_factory() -> FakeEngine:
-            return FakeEngine(FakeScript(step_seconds=0.04, load_seconds=0.3))
-
-        return fake_factory
+    """The real engine, built on the engine thread (MLX streams are thread-local)."""
 
     def factory():
-        from app.engine.engine import Engine  # runs on the engine thread: MLX streams stay there
+        from app.engine.engine import Engine
 
         return Engine()
 
@@ -121,7 +113,8 @@ def linux_display_problem() -> str | None:
 def reserve_a_core_for_the_gui() -> None:
     """On Linux MLX runs on the CPU through OpenBLAS, whose worker threads spin on every core:
     with all cores taken the GUI thread is starved (stalls of seconds measured on a 2-core
-    machine, against ≤ 32 ms with one core left free; see ``app.ui.responsiveness``). Leave one
+    machine, against ≤ 32 ms with one core left free; see
+    ``lab.bench.gui_responsiveness``). Leave one
     core to the GUI unless the user chose a thread count. Must run before OpenBLAS is loaded."""
     if not sys.platform.startswith("linux"):
         return
@@ -187,7 +180,7 @@ def configure_application(app) -> None:
     from PySide6.QtWidgets import QApplication
 
     from app import __version__
-    from app.resources_path import resources_dir
+    from app.paths import resources_dir
     from app.ui.theme import app_stylesheet
 
     QApplication.setApplicationName("TeaCache Studio")

@@ -8,8 +8,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 from ui_support import FakeModelStore, WindowFactory
 
-from app.engine.fake import FakeEngine
 from app.ui.window import MainWindow
+from tests.fakes.engine import FakeEngine
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
-from app.engine.fake import FakeEngine, FakeFailure, FakeScript
 from app.engine.request import make_request
 from app.gate import Decision, StepEvent
 from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice, speedup
@@ -32,6 +31,7 @@ from app.ui.observable import Prop, bind
 from app.ui.timeline import StepTimeline
 from app.ui.viewmodel import RunModel, RunStatus
 from app.variants import get_variant
+from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript
 
 
 class _Model(QObject):

@@ -20,9 +20,9 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
-from app.engine.fake import FakeEngine, FakeFailure, FakeScript, StepGate
 from app.engine.request import make_request
 from app.gate import Decision, simulate
+from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
 
 TERMINAL = (RunFinished, RunCancelled, RunFailed)
 

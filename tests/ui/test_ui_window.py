@@ -13,13 +13,13 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
 
 from app.engine.events import Pass, PassStarted, StepDone
-from app.engine.fake import FakeEngine, FakeFailure, FakeScript, StepGate
 from app.gate import Decision
 from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT
 from app.ui.viewmodel import RunStatus, ui_default_threshold
 from app.variants import DEFAULT_VARIANT, check_schedule, get_variant
+from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
 
 
 def held_engine() -> tuple[FakeEngine, StepGate]:

@@ -1,0 +1,142 @@
+"""Latency benchmark of the demo pipeline (a benchmark, never a unit test).
+
+    python -m lab.demo.bench --variant demo --reps 5 --out bench-demo.json
+
+Every repetition runs in a fresh subprocess (cold: load the weights, then generate); it reports
+the first generation (what a user's first Generate costs) and the median of three more. Vanilla
+runs only, so every step computes: skipped = 0 is recorded next to each time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.variants import get_variant
+from lab.demo.reports import emit_json
+
+PROMPT = (
+    "two small red stars at the left and a large striped blue circle at the right "
+    "on a white background"
+)
+
+
+def one_process(
+    variant: str,
+    steps: int,
+    guidance: float | None = None,
+    resources: Path | None = None,
+    serial_cfg: bool = False,
+) -> dict[str, Any]:
+    from app.blas import preload_openblas
+
+    blas = preload_openblas()
+    t0 = time.perf_counter()
+    from app.demo.pipeline import load_demo_pipeline
+    from lab.demo.calibrate import demo_guidance
+
+    pipe = load_demo_pipeline(variant, resources)
+    pipe.concurrent_cfg = not serial_cfg
+    load_seconds = time.perf_counter() - t0
+    guidance = demo_guidance(variant) if guidance is None else guidance
+    times = []
+    for seed in range(4):
+        t = time.perf_counter()
+        pipe.generate_image(
+            seed=seed,
+            prompt=PROMPT,
+            num_inference_steps=steps,
+            height=128,
+            width=128,
+            guidance=guidance,
+        )
+        times.append(time.perf_counter() - t)
+    return {
+        "load_seconds": load_seconds,
+        "first_seconds": times[0],
+        "warm_median_seconds": float(np.median(times[1:])),
+        "guidance": guidance,
+        "skipped": 0,
+        "computed": steps,
+        "openblas": blas,
+        "cfg_branches": "serial" if serial_cfg else "concurrent where guidance > 1 on the CPU",
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variant", default="demo", choices=["demo", "demo-turbo"])
+    parser.add_argument(
+        "--guidance", type=float, default=None, help="default: the variant's (demo 3, turbo 1)"
+    )
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument(
+        "--resources", type=Path, default=None, help="folder of other weights (default: shipped)"
+    )
+    parser.add_argument(
+        "--serial-cfg",
+        action="store_true",
+        help="both CFG branches on one stream, OpenBLAS as loaded (the path before concurrency)",
+    )
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    steps = args.steps or get_variant(args.variant).default_steps
+    if args.child:
+        result = one_process(args.variant, steps, args.guidance, args.resources, args.serial_cfg)
+        print(json.dumps(result))
+        return
+    reps = []
+    for _ in range(args.reps):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lab.demo.bench",
+                "--child",
+                "--variant",
+                args.variant,
+                *(["--guidance", str(args.guidance)] if args.guidance is not None else []),
+                *(["--resources", str(args.resources)] if args.resources is not None else []),
+                *(["--serial-cfg"] if args.serial_cfg else []),
+                "--steps",
+                str(steps),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**__import__("os").environ, "TQDM_DISABLE": "1"},
+        )
+        reps.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    report = {
+        "variant": args.variant,
+        "steps": steps,
+        "size": "128x128",
+        "guidance": reps[0]["guidance"],
+        "prompt": PROMPT,
+        "weights": str(args.resources) if args.resources is not None else "shipped",
+        "cfg_branches": reps[0]["cfg_branches"],
+        "reps": reps,
+        "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
+        "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
+        "skipped": 0,
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": __import__("os").cpu_count(),
+        },
+    }
+    emit_json(report, args.out)
+
+
+if __name__ == "__main__":
+    main()

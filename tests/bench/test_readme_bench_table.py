@@ -1,0 +1,50 @@
+"""README.md's performance table is exactly what the committed benchmark JSON renders to.
+
+To update it: commit new reports under resources/benchmarks/, run
+``teacache-studio bench --readme-table`` and paste its output over the block between the markers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.bench.table import END_MARKER, START_MARKER, load_reports, readme_block, readme_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_holds_exactly_the_rendered_table() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme_block(readme)
+    assert block is not None, (
+        f"README.md has no {START_MARKER} … {END_MARKER} block; paste the output of "
+        "`teacache-studio bench --readme-table`"
+    )
+    assert block == readme_table(), (
+        "README.md's benchmark table differs from resources/benchmarks/*.json; paste the output "
+        "of `teacache-studio bench --readme-table` between the markers"
+    )
+
+
+def test_every_committed_report_has_engagement_beside_every_time() -> None:
+    reports = load_reports()
+    assert reports, "no benchmark report committed under resources/benchmarks/"
+    for name, report in reports:
+        assert report["isolation"].startswith("every (condition, repetition) in a fresh"), name
+        assert set(report["conditions"]) == {"vanilla", "gate_off", "gated"}, name
+        for run in report["runs"]:
+            assert run["loop_seconds"] > 0, name
+            assert len(run["pattern"]) == run["active_steps"], name
+            assert run["skipped"] == run["pattern"].count("S"), name
+        gated = report["conditions"]["gated"]
+        if report["recipe"]["threshold"] > 0 and report["recipe"]["coefficients"] is not None:
+            # A forced pattern is there to be measured: it must have engaged.
+            assert min(gated["skipped"]) > 0, name
+        assert report["hardware"]["runtime"].get("mlx_device"), name
+
+
+def test_rendered_table_has_one_row_per_report() -> None:
+    table = readme_table()
+    rows = [line for line in table.splitlines() if line.startswith("| **")]
+    assert len(rows) == len(load_reports())
+    assert table.startswith(START_MARKER) and table.endswith(END_MARKER)

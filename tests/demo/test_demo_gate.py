@@ -1,0 +1,155 @@
+"""The TeaCache gate on the real trained demo models (CPU, float32, ~15 s in all).
+
+Paired same-process oracles: every gated run is compared with a vanilla run of the same process,
+prompt and seed. Each quality assertion sits next to an engagement assertion (skips > 0), and the
+distilled model asserts zero skips on purpose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from app.adapters import install_gate
+from app.demo.pipeline import DemoFlux2Klein, load_demo_pipeline
+from app.gate import TeaCacheGate
+from app.variants import get_variant
+from lab.demo.calibrate import SWEEP_SEED_BASE, prompts, ssim
+
+SEED = 42
+# The issue's bounds: at its default threshold the demo skips 20–40% of the 28 steps and keeps
+# SSIM ≥ 0.90 against vanilla (the sweep in lab/demo/results/demo.threshold-sweep.json measured the
+# chosen default on 10 prompts; these 3 are among them).
+SKIP_SHARE = (0.20, 0.40)
+MIN_SSIM = 0.90
+
+
+class FinalLatents:
+    def __init__(self) -> None:
+        self.latents: mx.array | None = None
+
+    def call_after_loop(
+        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        mx.eval(latents)
+        self.latents = latents
+
+
+def _run(
+    pipe: DemoFlux2Klein, prompt: str, steps: int, gate: TeaCacheGate | None = None
+) -> tuple[np.ndarray, mx.array]:
+    capture = FinalLatents()
+    pipe.callbacks.register(capture)
+    try:
+        kwargs = {
+            "seed": SEED,
+            "prompt": prompt,
+            "num_inference_steps": steps,
+            "height": 128,
+            "width": 128,
+            "guidance": get_variant(pipe.demo_variant).default_guidance,  # demo 3 (CFG), turbo 1
+        }
+        if gate is None:
+            result = pipe.generate_image(**kwargs)
+        else:
+            with install_gate(pipe, gate):
+                result = pipe.generate_image(**kwargs)
+    finally:
+        pipe.callbacks.after_loop.remove(capture)
+    assert capture.latents is not None
+    return np.asarray(result.image.convert("RGB")), capture.latents
+
+
+@pytest.fixture(scope="module")
+def demo() -> DemoFlux2Klein:
+    return load_demo_pipeline("demo")
+
+
+def test_threshold_zero_is_bit_exact_with_vanilla(demo: DemoFlux2Klein) -> None:
+    prompt = prompts(SWEEP_SEED_BASE, 1)[0]
+    _, before = _run(demo, prompt, 28)
+    gate = TeaCacheGate(get_variant("demo").gate_params(threshold=0.0))
+    _, gated = _run(demo, prompt, 28, gate)
+    _, after = _run(demo, prompt, 28)
+    assert gate.skipped == 0
+    assert mx.array_equal(before, gated)  # the demo's vanilla path is eager: one numerical path
+    assert mx.array_equal(before, after)  # restore leaves nothing behind
+
+
+@pytest.mark.slow
+def test_demo_default_threshold_skips_a_meaningful_share_with_ssim(demo: DemoFlux2Klein) -> None:
+    variant = get_variant("demo")
+    assert variant.default_threshold is not None
+    shares, scores = [], []
+    for prompt in prompts(SWEEP_SEED_BASE, 3):
+        vanilla, _ = _run(demo, prompt, 28)
+        gate = TeaCacheGate(variant.gate_params())
+        gated, _ = _run(demo, prompt, 28, gate)
+        shares.append(gate.skipped / 28)
+        scores.append(ssim(vanilla, gated))
+    assert min(shares) > 0  # engagement: the quality gate below is not passed by doing nothing
+    assert SKIP_SHARE[0] <= float(np.mean(shares)) <= SKIP_SHARE[1], shares
+    assert min(scores) >= MIN_SSIM, scores
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="demo-turbo's output changes 0.14–0.86 between steps, its own fit predicts ≥ 0.175, and "
+    "the gate skips 0.5 and 1.0 of 4 steps at 0.3 and 0.5 (resources/demo/demo-turbo.calibration"
+    ".json); no idealised 4-step student of this demo changes by 0.5 into step 2 on mflux's sigmas "
+    "(the two tests below, lab/demo/results/turbo-secants.json)",
+)
+def test_turbo_skips_nothing_at_any_threshold_up_to_half() -> None:
+    turbo = load_demo_pipeline("demo-turbo")
+    variant = get_variant("demo-turbo")
+    assert variant.default_threshold is None  # the gate is off by default on the distilled model
+    for prompt in prompts(SWEEP_SEED_BASE, 2):
+        for threshold in (0.1, 0.3, 0.5):
+            gate = TeaCacheGate(variant.gate_params(threshold=threshold))
+            _run(turbo, prompt, 4, gate)
+            assert gate.skipped == 0, (prompt, threshold, gate.pattern)
+
+
+@pytest.mark.slow
+def test_a_perfect_student_of_the_teacher_would_still_be_skippable() -> None:
+    # The mechanism behind the expected failure above: the stride velocities a trajectory-
+    # distilled turbo must reproduce change little between its steps, so a gate calibrated on it
+    # prices them low. Along the guided paths of run 8k's demo the three changes are 0.50 / 0.38 /
+    # 0.26 on these 8 prompts (0.48 / 0.37 / 0.23 on 16, lab/demo/results/turbo-secants.json): the
+    # first stride's is now at 0.5, but the gate needs only one eligible step (of steps 1 and 2;
+    # 0 and 3 are forced) under the threshold to skip, and step 2's is well under it.
+    from lab.demo.secants import secant_changes
+
+    result = secant_changes(n_prompts=8)
+    for schedule in ("mflux_shifted", "linear"):
+        changes = result[schedule]["secant_rel_l1"]
+        assert len(changes) == 3
+        assert all(c > 0.0 for c in changes), (schedule, changes)
+        assert min(changes[:2]) < 0.5, (schedule, changes)  # the changes into steps 1 and 2
+    assert max(result["linear"]["secant_rel_l1"]) < 0.5  # on schnell-like linear sigmas: all
+
+
+@pytest.mark.slow
+def test_no_idealised_four_step_student_would_refuse_the_gate() -> None:
+    # Beyond trajectory distillation: a perfect consistency-distilled student (the teacher's ODE
+    # endpoint from its own state) and a perfect distribution-matching/adversarial one (a fresh
+    # posterior sample from its state at every step), emulated with the shipped demo on mflux's
+    # 4-step sigmas. On 16 prompts (lab/demo/results/turbo-secants.json) their velocity changes into
+    # steps 1 / 2 are 0.08 / 0.04 and 0.49 / 0.26: under 0.5 into step 2 either way, so no
+    # distillation of this demo on this schedule makes the strict expected failure above pass.
+    from lab.demo.secants import student_changes
+    from lab.demo.train import teacher_ladder
+
+    _, shifted = teacher_ladder()
+    result = student_changes(n_prompts=4, schedules={"mflux_shifted": shifted})["mflux_shifted"]
+    consistency = result["consistency"]["rel_l1_into_steps_1_2_3"]
+    posterior = result["posterior_sample"]["rel_l1_into_steps_1_2_3"]
+    for changes in (consistency, posterior):
+        assert len(changes) == 3
+        assert 0.0 < changes[1] < 0.5, (consistency, posterior)  # into step 2 (eligible)
+    # Drawing details anew moves the output more than following one ODE path does.
+    assert consistency[0] < posterior[0] and consistency[1] < posterior[1]
