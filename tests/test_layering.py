@@ -110,3 +110,17 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_import_reader_sees_imports_inside_functions() -> None:
     assert "app.variants" in _imports(ROOT / "app" / "engine" / "request.py")
+
+
+QT = ("PySide6", "PyQt5", "PyQt6", "shiboken6", "superqt", "pyqtgraph")
+
+
+def test_only_the_ui_layer_imports_qt() -> None:
+    offenders = sorted(
+        f"{file.relative_to(ROOT)} imports {module}"
+        for file in (ROOT / "app").rglob("*.py")
+        if "ui" not in file.relative_to(ROOT / "app").parts[:1]
+        for module in _imports(file)
+        if module.split(".")[0] in QT
+    )
+    assert not offenders, offenders
