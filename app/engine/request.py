@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 from app.variants import Variant, get_variant
 
 MAX_SIDE = 2048
+# Guidance the families accept: 1 turns classifier-free guidance off (below 1 it would push away
+# from the prompt), and the published recipes (FLUX.1 dev 3.5, Klein base and Z-Image 4,
+# Qwen-Image 4, the demo 3) sit well inside 10, beyond which images saturate.
+GUIDANCE_RANGE = (1.0, 10.0)
 
 
 class RequestError(ValueError):
@@ -106,6 +111,13 @@ def make_request(
         raise RequestError(f"seed must be between 0 and {2**32 - 1}, got {seed}")
     if guidance is None:
         guidance = variant.default_guidance
+    elif variant.default_guidance is None:
+        raise RequestError(f"{variant.id} takes no guidance value; leave guidance out")
+    else:
+        low, high = GUIDANCE_RANGE
+        if not (math.isfinite(float(guidance)) and low <= float(guidance) <= high):
+            raise RequestError(f"guidance must be between {low:g} and {high:g}, got {guidance}")
+        guidance = float(guidance)
     if quantize not in (None, 3, 4, 5, 6, 8):
         raise RequestError(f"quantize must be one of 3, 4, 5, 6, 8 or none, got {quantize}")
     return GenerationRequest(

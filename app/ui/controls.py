@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 from superqt.utils import signals_blocked
 
+from app.engine.request import GUIDANCE_RANGE
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import Family, Variant, all_variants
 
@@ -301,7 +302,7 @@ class ControlsView(QFrame):
         self.size_combo = QComboBox()
         self.guidance_label = QLabel("Guidance")
         self.guidance = QDoubleSpinBox()
-        self.guidance.setRange(0.0, 30.0)
+        self.guidance.setRange(*GUIDANCE_RANGE)  # the range make_request accepts
         self.guidance.setSingleStep(0.5)
         self.guidance.setDecimals(1)
 
