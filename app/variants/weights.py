@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import get_session, snapshot_download
+import httpx
+from huggingface_hub import get_session, set_client_factory, snapshot_download
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -96,6 +97,7 @@ _CONNECT_NAMES = {
     "NewConnectionError",
 }
 DEFAULT_HUB_TIMEOUT_S = 30.0
+NO_ANSWER = "no answer in time"
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:
@@ -116,12 +118,12 @@ def connection_problem(exc: BaseException) -> str | None:
         if isinstance(link, ConnectionRefusedError):
             return "the connection was refused"
         if isinstance(link, TimeoutError):
-            return "no answer in time"
+            return NO_ANSWER
     for link in _exception_chain(exc):
         kinds = [c for c in type(link).__mro__ if c.__module__.split(".")[0] in _TRANSPORT_MODULES]
         names = {c.__name__ for c in kinds}
         if names & _TIMEOUT_NAMES:
-            return "no answer in time"
+            return NO_ANSWER
         if names & _CONNECT_NAMES:
             return "the connection failed"
         if isinstance(link, ConnectionError):
@@ -130,8 +132,9 @@ def connection_problem(exc: BaseException) -> str | None:
 
 
 def no_connection_message(variant: Variant, reason: str) -> str:
+    headline = "Hugging Face is not answering" if reason == NO_ANSWER else "No internet connection"
     return (
-        f"No internet connection: cannot download {variant.display_name} "
+        f"{headline}: cannot download {variant.display_name} "
         f"({_size(estimated_download_bytes(variant))}) from Hugging Face ({reason}); go online "
         "and try again, or pick a variant that is already on disk or the embedded demo"
     )
@@ -146,11 +149,44 @@ def hub_timeout_s() -> float:
     return value if value > 0 else DEFAULT_HUB_TIMEOUT_S
 
 
+class _TimeLimitTransport(httpx.HTTPTransport):
+    """Gives every request that has no time limit one (``hub_timeout_s``, read per request).
+
+    huggingface_hub lists a repository's files with ``timeout=None``, which overrides any client
+    default, so a server that accepts and never answers would hang the download forever; limits a
+    request does set (file transfers: ``HF_HUB_DOWNLOAD_TIMEOUT``) are kept."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        limits = dict(request.extensions.get("timeout") or {})
+        floor = hub_timeout_s()
+        request.extensions["timeout"] = {
+            phase: floor if limits.get(phase) is None else limits[phase]
+            for phase in ("connect", "read", "write", "pool")
+        }
+        return super().handle_request(request)
+
+
+_hub_client_bounded = False
+_hub_client_lock = threading.Lock()
+
+
 def _bound_hub_waits() -> None:
-    """huggingface_hub's shared client waits forever by default (``timeout=None``), so a server
-    that accepts and never answers hangs the file listing; give its requests a time limit. File
-    transfers pass their own timeout and keep it."""
-    get_session().timeout = hub_timeout_s()  # type: ignore[assignment]
+    """Make huggingface_hub's shared client (once per process) one whose requests cannot wait
+    forever; it keeps the hub's own request hooks and redirect rule."""
+    global _hub_client_bounded
+    with _hub_client_lock:
+        if _hub_client_bounded:
+            return
+        template = get_session()
+        hooks, follow = template.event_hooks, template.follow_redirects
+
+        def bounded_client() -> httpx.Client:
+            return httpx.Client(
+                transport=_TimeLimitTransport(), event_hooks=hooks, follow_redirects=follow
+            )
+
+        set_client_factory(bounded_client)
+        _hub_client_bounded = True
 
 
 # -- what to download -------------------------------------------------------------------------

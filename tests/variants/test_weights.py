@@ -1,21 +1,27 @@
 """Model weights (app/variants/weights.py), every path exercised with tiny files: on disk?, size,
-download with progress and cancel, verification, offline. The Hugging Face client is the real one
-where it can run offline (the test session sets HF_HUB_OFFLINE=1) or against unreachable loopback
-endpoints (no network failures), and a fake ``snapshot_download`` that behaves like hub 1.x (byte
-progress bars from ``tqdm_class``, a dry-run file list) elsewhere."""
+download with progress and cancel, verification, offline, no network. The Hugging Face client is
+the real one where it can run offline (the test session sets HF_HUB_OFFLINE=1) or against
+unreachable loopback endpoints (refused, unresolvable, silent), and a fake ``snapshot_download``
+that behaves like hub 1.x (byte progress bars from ``tqdm_class``, a dry-run file list) elsewhere."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 
 from app.errors import Cancelled
 from app.variants import get_variant, weights
+from app.variants.weights import NO_ANSWER
 from tests.fakes.hub import KLEIN, FakeHub, cache_snapshot, damage, http_error, write_snapshot
+from tests.fakes.network import UNREACHABLE_REASONS, unreachable_endpoint
 
+ROOT = Path(__file__).resolve().parents[2]
 DEV = get_variant("flux1-dev")
 KLEIN_PIN = weights.pinned_revision("black-forest-labs/FLUX.2-klein-4B")
 
@@ -168,3 +174,79 @@ def test_download_can_be_cancelled_mid_way(hub: FakeHub, online: None) -> None:
         weights.ensure_snapshot(KLEIN, cancel=cancel)
     assert isinstance(cancelled.value, Cancelled)  # the engine reports a cancel, not a failure
     assert chunks == 3
+
+
+# -- no network (the real Hugging Face client, unreachable loopback endpoints) --------------------
+
+# huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE once, at import: each case runs in a fresh
+# interpreter that inherits this test's environment.
+REAL_HUB_SCRIPT = """
+from app.variants import get_variant, weights
+variant = get_variant("flux2-klein-4b")
+print("exact size:", weights.download_size(variant).exact)
+try:
+    weights.ensure_snapshot(variant)
+except weights.LoadError as exc:
+    print(type(exc).__name__)
+    print(exc)
+"""
+
+
+def real_hub_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str, cache: Path) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")  # the silent server: give up after 1 s
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")
+
+
+@pytest.mark.parametrize("kind", sorted(UNREACHABLE_REASONS))
+def test_no_network_through_the_real_client_is_one_sentence(
+    kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What the window's download (``ensure_snapshot``) and its size query meet offline."""
+    with unreachable_endpoint(kind) as endpoint:
+        real_hub_environment(monkeypatch, endpoint, tmp_path / "cache")
+        done = subprocess.run(
+            [sys.executable, "-c", REAL_HUB_SCRIPT],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    size_line, kind_line, message = done.stdout.strip().splitlines()
+    assert size_line == "exact size: False"  # the picker falls back to the estimate
+    assert kind_line == "NoConnectionError"
+    headline = "Hugging Face is not answering" if kind == "silent" else "No internet connection"
+    assert message == (
+        f"{headline}: cannot download FLUX.2 Klein 4B (16.0 GB) from Hugging Face "
+        f"({UNREACHABLE_REASONS[kind]}); go online and try again, or pick a variant that is "
+        "already on disk or the embedded demo"
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_connection_problem_reads_the_cause_chain() -> None:
+    """The hub wraps a transport failure (``LocalEntryNotFoundError`` from a ``ConnectError``);
+    the reason is found underneath, and other errors are not mistaken for one."""
+    request = httpx.Request("GET", "http://127.0.0.1:9/api")
+    try:
+        try:
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        except httpx.ConnectError as exc:
+            raise LocalEntryNotFoundError("cannot find the snapshot") from exc
+    except LocalEntryNotFoundError as wrapped:
+        assert weights.connection_problem(wrapped) == "the connection failed"
+    assert weights.connection_problem(httpx.ReadTimeout("slow", request=request)) == NO_ANSWER
+    assert weights.connection_problem(ValueError("a bug")) is None
+    assert weights.connection_problem(LocalEntryNotFoundError("not cached")) is None
+
+
+def test_hub_timeout_is_read_when_called(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "2.5")
+    assert weights.hub_timeout_s() == 2.5
+    for unusable in ("", "soon", "0", "-3"):
+        monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", unusable)
+        assert weights.hub_timeout_s() == weights.DEFAULT_HUB_TIMEOUT_S
