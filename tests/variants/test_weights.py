@@ -2,7 +2,8 @@
 download with progress and cancel, verification, offline, no network. The Hugging Face client is
 the real one where it can run offline (the test session sets HF_HUB_OFFLINE=1) or against
 unreachable loopback endpoints (refused, unresolvable, silent), and a fake ``snapshot_download``
-that behaves like hub 1.x (byte progress bars from ``tqdm_class``, a dry-run file list) elsewhere."""
+that behaves like hub 1.x (byte progress bars from ``tqdm_class``, a dry-run file list)
+elsewhere."""
 
 from __future__ import annotations
 
