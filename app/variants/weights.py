@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from huggingface_hub import get_session, set_client_factory, snapshot_download
+from huggingface_hub import constants, get_session, set_client_factory, snapshot_download
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -200,8 +200,6 @@ def offline_mode() -> bool:
 
 def _hub_offline() -> bool:
     """huggingface_hub reads HF_HUB_OFFLINE once, at import; it refuses the network then too."""
-    from huggingface_hub import constants
-
     return bool(constants.HF_HUB_OFFLINE)
 
 
@@ -347,8 +345,6 @@ class DiskStatus:
 def _cache_dir(cache_dir: str | Path | None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
-    from huggingface_hub import constants
-
     return Path(os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE)
 
 
