@@ -5,12 +5,12 @@ Capture: vanilla runs through the engine's observe pass — every step computes,
 transformer output's change (``output_rel_l1``, y). One chunk per prompt, persisted as it
 finishes, so Ctrl-C keeps the prompts done and a rerun resumes.
 
-Fit: degree 4, free and through the origin, with ``app.calibration``: coefficients and R² on every
+Fit: degree 4, free and through the origin, with ``app.gate.fit``: coefficients and R² on every
 pair, and a held-out R² from a refit without the last prompts, scored on those prompts. The split
 is by prompt, because the pairs of one trajectory are strongly correlated and a split by pair
 would flatter the fit.
 
-Write: a user calibration (``app.calibration_store``) that the registry offers as
+Write: a user calibration (``app.variants.user``) that the registry offers as
 ``<variant>+<name>``, with its provenance and the raw pairs.
 """
 
@@ -208,15 +208,15 @@ def capture_pairs(
 
 
 def fit_report(chunks: list[dict[str, Any]], holdout: float, mode: str) -> dict[str, Any]:
-    """Fit the requested mode(s) with ``app.calibration``: coefficients and R² on every pair;
+    """Fit the requested mode(s) with ``app.gate.fit``: coefficients and R² on every pair;
     held-out R² from a refit without the held-out prompts, scored on them."""
-    from app import calibration
+    from app.gate import fit as polynomial
 
     fit_idx, held_idx = split_prompts(len(chunks), holdout)
     xs = [x for c in chunks for x in c["x"]]
     ys = [y for c in chunks for y in c["y"]]
     groups = [i for i, c in enumerate(chunks) for _ in c["x"]]
-    minimum = calibration.DEGREE + 1
+    minimum = polynomial.DEGREE + 1
     if len(xs) < minimum or sum(len(chunks[i]["x"]) for i in fit_idx) < minimum:
         raise ValueError(
             f"only {len(xs)} (signal, output) pairs; a degree-4 fit needs at least {minimum} on "
@@ -224,10 +224,10 @@ def fit_report(chunks: list[dict[str, Any]], holdout: float, mode: str) -> dict[
         )
     modes: tuple[str, ...] = ("free", "origin") if mode == "both" else (mode,)
     fits = {
-        name: calibration.fit(xs, ys, mode=name, groups=groups, heldout=held_idx)  # type: ignore[arg-type]
+        name: polynomial.fit(xs, ys, mode=name, groups=groups, heldout=held_idx)  # type: ignore[arg-type]
         for name in modes
     }
-    chosen = calibration.choose(fits).mode if mode == "both" else mode
+    chosen = polynomial.choose(fits).mode if mode == "both" else mode
     return {
         "fit_prompts": fit_idx,
         "heldout_prompts": held_idx,
@@ -242,7 +242,7 @@ def fit_report(chunks: list[dict[str, Any]], holdout: float, mode: str) -> dict[
             for name, fit in fits.items()
         },
         "chosen": chosen,
-        "choice_rule": "app.calibration.choose: origin unless free is better on held-out R² by "
+        "choice_rule": "app.gate.fit.choose: origin unless free is better on held-out R² by "
         "more than 0.02"
         if mode == "both"
         else f"--mode {mode}",

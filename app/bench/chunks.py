@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from app.storage.atomic import atomic_write_text
 
 PLAN_FILE = "plan.json"
 
@@ -38,17 +38,8 @@ def finite(data: Any) -> Any:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    data = finite(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``data`` as strict JSON (NaN and infinity become null), written crash-safely."""
+    atomic_write_text(path, json.dumps(finite(data), indent=2, allow_nan=False) + "\n")
 
 
 def _safe(key: str) -> str:

@@ -168,10 +168,10 @@ def load_pipeline(spec: WorkerSpec) -> Any:
     """The pipeline the app itself would load (the engine's loader), or a random-weight shell."""
     import threading
 
-    from app.calibration_store import split_user_variant_id
     from app.engine.engine import default_loader
     from app.engine.request import make_request
     from app.variants import get_variant
+    from app.variants.user import split_user_variant_id
 
     variant = get_variant(spec.variant)
     if spec.random_weights is not None:

@@ -26,15 +26,15 @@ def _calibrate(args: argparse.Namespace) -> int:
         read_prompts,
     )
     from app.bench.chunks import PlanMismatchError
-    from app.calibration_store import (
+    from app.engine.request import RequestError, make_request
+    from app.variants import UnknownVariantError, get_variant
+    from app.variants.user import (
         calibration_path,
         save_calibration,
         split_user_variant_id,
         user_variant_id,
         validate_name,
     )
-    from app.engine.request import RequestError, make_request
-    from app.variants import UnknownVariantError, get_variant
 
     if not args.variant:
         raise UserError("--variant is required (see `teacache-studio variants`)")

@@ -17,7 +17,6 @@ last computed step before the first skip, which re-seeds the gate's anchor and r
 
 from __future__ import annotations
 
-import itertools
 import logging
 import platform
 import threading
@@ -31,6 +30,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from app.adapters.replay import Replay, record_and_replay
 from app.engine.events import (
     LoadProgress,
     ModelReady,
@@ -43,12 +43,13 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.loader import load_pipeline
 from app.engine.notices import engagement_warning
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.request import GenerationRequest
 from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
 from app.metrics import ssim
-from app.variants import Variant, check_schedule
+from app.variants import Family, Variant, check_schedule
 
 log = logging.getLogger(__name__)
 
@@ -121,85 +122,6 @@ def _unregister(pipeline: Any, callback: object) -> None:
         items = getattr(registry, name, None)
         if isinstance(items, list):
             items[:] = [c for c in items if c is not callback]
-
-
-@dataclass(frozen=True, slots=True)
-class _Replay:
-    """Steps ``< until`` get vanilla's saved outputs instead of calling the transformer.
-
-    ``outputs`` holds every recorded call in order: one per step where the family combines CFG
-    inside ``predict`` (FLUX.2, Z-Image, the demo), one per transformer call where it calls the
-    transformer directly (FLUX.1: one per step; Qwen-Image: positive then negative)."""
-
-    until: int
-    outputs: list[mx.array]
-    calls_per_step: int
-
-    @property
-    def until_call(self) -> int:
-        return self.until * self.calls_per_step
-
-
-def _replaying(
-    call: Callable[..., mx.array], sink: list[mx.array] | None, replay: _Replay | None
-) -> Callable[..., mx.array]:
-    """``call`` that records its outputs into ``sink`` and returns saved outputs while replaying."""
-    counter = itertools.count()
-
-    def wrapped(*args: Any, **kwargs: Any) -> mx.array:
-        index = next(counter)
-        if replay is not None and index < replay.until_call:
-            return replay.outputs[index]
-        out = call(*args, **kwargs)
-        if sink is not None:
-            sink.append(out)
-        return out
-
-    return wrapped
-
-
-def record_and_replay(
-    pipeline: Any, sink: list[mx.array] | None, replay: _Replay | None
-) -> Callable[[], None]:
-    """Install the record/replay seam on a gated pipeline; returns the undo.
-
-    FLUX.2, Z-Image and the demo run through the adapter's instance-level ``_predict`` factory:
-    wrap what it returns. FLUX.1 and Qwen-Image call the transformer (whose class the adapter
-    swapped): layer one more subclass whose ``__call__`` records or replays. Either way every
-    recorded output is exactly what mflux's loop received, so replaying rebuilds vanilla's
-    latents bit for bit."""
-    factory = pipeline.__dict__.get("_predict")
-    if factory is not None:
-
-        def wrapped_factory(transformer: Any) -> Callable[..., mx.array]:
-            return _replaying(factory(transformer), sink, replay)
-
-        pipeline._predict = wrapped_factory
-
-        def undo_seam() -> None:
-            pipeline._predict = factory
-
-        return undo_seam
-
-    transformer = pipeline.transformer
-    gated_class = type(transformer)
-    replaying_call = _replaying(
-        lambda *args, **kwargs: gated_class.__call__(transformer, *args, **kwargs), sink, replay
-    )
-    recording_class = type(
-        gated_class.__name__,
-        (gated_class,),
-        {
-            "__call__": lambda self, *args, **kwargs: replaying_call(*args, **kwargs),
-            "__module__": gated_class.__module__,
-        },
-    )
-    transformer.__class__ = recording_class
-
-    def undo_class() -> None:
-        transformer.__class__ = gated_class
-
-    return undo_class
 
 
 def to_uint8_rgb(image: Any) -> np.ndarray:
@@ -359,7 +281,7 @@ class Engine:
     ) -> PassResult:
         from app.adapters import install_gate
 
-        replay: _Replay | None = None
+        replay: Replay | None = None
         substitutes: dict[int, StepEvent] = {}
         if resume_from is not None:
             replay, substitutes = _plan_resume(params, resume_from)
@@ -415,7 +337,7 @@ class Engine:
         return outcome
 
 
-def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[_Replay, dict[int, StepEvent]]:
+def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
     """Replay vanilla up to (not including) the last computed step before the first skip.
 
     The simulator is exact up to the first skip, so its verdicts are the gated run's verdicts for
@@ -441,7 +363,7 @@ def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[_Replay, dict
             seconds=vanilla.events[i].seconds,
         )
     calls_per_step = len(vanilla.outputs) // num_steps
-    return _Replay(until, vanilla.outputs, calls_per_step), substitutes
+    return Replay(until, vanilla.outputs, calls_per_step), substitutes
 
 
 def latents_digest(latents: mx.array) -> str:
@@ -561,8 +483,6 @@ def build_report(
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
-    from app.variants import Family
-
     if variant.family is Family.demo:
         from app.demo.pipeline import load_demo_pipeline
 
@@ -570,7 +490,6 @@ def default_loader(
             variant.id.partition("+")[0]
         )  # user calibrations share weights
     else:
-        from app.loading import load_pipeline
 
         def progress(done: int | None, total: int | None, message: str) -> None:
             emit(LoadProgress(variant.id, message, done, total))

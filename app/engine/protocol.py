@@ -8,17 +8,11 @@ from typing import Protocol
 
 from app.engine.events import EngineEvent
 from app.engine.request import GenerationRequest
+from app.errors import Cancelled, UserFacingError
+
+__all__ = ["Cancelled", "Emit", "EngineProtocol", "UserFacingError"]
 
 Emit = Callable[[EngineEvent], None]
-
-
-class Cancelled(Exception):
-    """Raised inside a run when the user cancelled; reported as ``RunCancelled``, not an error."""
-
-
-class UserFacingError(Exception):
-    """An expected failure (missing weights, no network, not enough memory...): its message is
-    one sentence for the user, shown as is, with no traceback."""
 
 
 class EngineProtocol(Protocol):

@@ -1,9 +1,9 @@
 """Which variants are on disk, how big the others are, and downloading them (off the GUI thread).
 
-The window codes against ``ModelStore``; ``DefaultModelStore`` adapts ``app.loading`` (the
-adapters' module): ``snapshot_status`` (no network) for "on disk", ``estimated_download_bytes``
-for the size shown in the picker (asking the Hub for the exact size would block the GUI thread),
-and ``ensure_snapshot`` for the download itself, with progress and cancel. Tests pass a fake store.
+The window codes against ``ModelStore``; ``DefaultModelStore`` adapts ``app.variants.weights``:
+``snapshot_status`` (no network) for "on disk", ``estimated_download_bytes`` for the size shown in
+the picker (asking the Hub for the exact size would block the GUI thread), and ``ensure_snapshot``
+for the download itself, with progress and cancel. Tests pass a fake store.
 """
 
 from __future__ import annotations
@@ -16,15 +16,12 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app.errors import DownloadCancelled
 from app.variants import Variant
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int | None, int | None, str], None]
-
-
-class DownloadCancelled(Exception):
-    pass
 
 
 class ModelStore(Protocol):
@@ -36,15 +33,15 @@ class ModelStore(Protocol):
 
 
 class DefaultModelStore:
-    """Embedded variants are always there; the rest ask ``app.loading``."""
+    """Embedded variants are always there; the rest ask ``app.variants.weights``."""
 
     def __init__(self) -> None:
         self._loading: Any = None
         self._status: dict[str, bool] = {}
         try:
-            self._loading = importlib.import_module("app.loading")
+            self._loading = importlib.import_module("app.variants.weights")
         except ImportError:
-            log.info("app.loading is not available: real models cannot be downloaded")
+            log.info("app.variants.weights is not available: real models cannot be downloaded")
 
     def is_available(self, variant: Variant) -> bool:
         if variant.embedded:
@@ -73,12 +70,12 @@ class DefaultModelStore:
 
     def download(self, variant: Variant, progress: Progress, cancel: threading.Event) -> None:
         if self._loading is None:
-            raise RuntimeError("this build cannot download models (app.loading is missing)")
+            raise RuntimeError(
+                "this build cannot download models (app.variants.weights is missing)"
+            )
         self._status.pop(variant.id, None)
         try:
             self._loading.ensure_snapshot(variant, progress=progress, cancel=cancel)
-        except self._loading.DownloadCancelled:
-            raise DownloadCancelled from None
         finally:
             self._status.pop(variant.id, None)
 

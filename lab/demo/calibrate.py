@@ -5,7 +5,7 @@
 Capture: vanilla runs through the FLUX.2 adapter with an observing gate
 (``TeaCacheGate(observe=True, capture_output=True)``), which records per step the rel-L1 change
 of the gate signal (modulated block-0 image input) and of the transformer output without skipping.
-Fit: ``app.calibration`` (degree 4, free and through the origin, R², held-out R² on 3 of 12
+Fit: ``app.gate.fit`` (degree 4, free and through the origin, R², held-out R² on 3 of 12
 prompts). Threshold: an SSIM sweep of gated against same-process vanilla runs on 10 other prompts.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from app.calibration import PolynomialFit, choose, fit_both, minimum_on
+from app.gate.fit import PolynomialFit, choose, fit_both, minimum_on
 from app.metrics import ssim
 from lab.demo.reports import write_json
 from lab.demo.scenes import caption, scene_from_seed

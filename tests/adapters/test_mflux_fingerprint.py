@@ -212,31 +212,31 @@ FINGERPRINTS: dict[tuple[str, str], tuple[str, str]] = {
     ),
     ("mflux.models.common.resolution.model_revisions", "ModelRevisions"): (
         "40e6d34193eb5504",
-        "app/loading.py (pinned revisions)",
+        "app/variants/weights.py (pinned revisions)",
     ),
     ("mflux.models.common.resolution.path_resolution", "PathResolution._check"): (
         "5dc8de93d011ad92",
-        "app/loading.py (a local snapshot path loads as 'local')",
+        "app/engine/loader.py (a local snapshot path loads as 'local')",
     ),
     ("mflux.models.common.tokenizer.tokenizer_loader", "TokenizerLoader._resolve_root_path"): (
         "93bac461791245fb",
-        "app/loading.py (tokenizers read from the same local snapshot)",
+        "app/engine/loader.py (tokenizers read from the same local snapshot)",
     ),
     ("mflux.models.flux.weights.flux_weight_definition", "FluxWeightDefinition"): (
         "94ba964ab785b276",
-        "app/loading.py (download patterns)",
+        "app/variants/weights.py (download patterns)",
     ),
     ("mflux.models.flux2.weights.flux2_weight_definition", "Flux2KleinWeightDefinition"): (
         "e0ba0fe37532718f",
-        "app/loading.py (download patterns)",
+        "app/variants/weights.py (download patterns)",
     ),
     ("mflux.models.z_image.weights.z_image_weight_definition", "ZImageWeightDefinition"): (
         "af05e81b7f047f2b",
-        "app/loading.py (download patterns)",
+        "app/variants/weights.py (download patterns)",
     ),
     ("mflux.models.qwen.weights.qwen_weight_definition", "QwenWeightDefinition"): (
         "fbdefa1d24dc8c37",
-        "app/loading.py (download patterns)",
+        "app/variants/weights.py (download patterns)",
     ),
 }
 

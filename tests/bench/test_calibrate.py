@@ -1,4 +1,4 @@
-"""``calibrate``: pairs → degree-4 fits (app.calibration) → a user variant the registry loads."""
+"""``calibrate``: pairs → degree-4 fits (app.gate.fit) → a user variant the registry loads."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from app.bench.calibrate import (
     fit_report,
     split_prompts,
 )
-from app.calibration_store import calibrations_dir, save_calibration
 from app.cli.main import main
 from app.variants import get_variant
+from app.variants.user import calibrations_dir, save_calibration
 
 KNOWN = (4.0, -3.0, 1.5, 0.6, 0.0)  # through the origin: both fit modes can recover it exactly
 PROMPTS = tuple(f"prompt {i}" for i in range(10))

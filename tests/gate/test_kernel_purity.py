@@ -100,5 +100,12 @@ def test_pure_gate_modules_never_import_mlx(name: str) -> None:
     assert "mlx" not in _imported_modules(GATE_DIR / name)
 
 
-def test_registry_module_never_imports_mlx_or_mflux() -> None:
-    assert not _imported_modules(ROOT / "app" / "variants.py") & {*MLX, *MFLUX, *QT}
+# weights.py reads mflux's file patterns and pinned revisions, on first use only: not the registry.
+REGISTRY_FILES = sorted(
+    p for p in (ROOT / "app" / "variants").glob("*.py") if p.name != "weights.py"
+)
+
+
+@pytest.mark.parametrize("path", REGISTRY_FILES, ids=lambda p: p.name)
+def test_registry_modules_never_import_mlx_or_mflux(path: Path) -> None:
+    assert not _imported_modules(path) & {*MLX, *MFLUX, *QT}

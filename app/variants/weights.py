@@ -1,20 +1,20 @@
-"""Loading real mflux models: download with progress, offline rules, checks, and clear failures.
-
-The model itself is built by mflux's own constructor (``Flux1``, ``Flux2Klein``, ``ZImage``,
-``QwenImage``) from a local folder, so everything mflux does on load — weight mapping,
-quantization, tokenizers — is mflux's. What this module adds around it:
+"""Model weights on Hugging Face: on disk?, how big, download with progress, verification.
 
 - the snapshot comes from Hugging Face through ``huggingface_hub.snapshot_download`` at mflux's
   pinned revision, with the same file patterns mflux would download, and with progress (bytes
   done / total) reported to a callback that can also cancel;
 - ``HF_HUB_OFFLINE`` is honoured (read when called): nothing is fetched, the cache must hold it;
-- before loading: an estimate of the memory this variant needs at this quantization against the
-  machine's physical memory, and a check of the snapshot (every weight file present, every
-  safetensors file as long as its header says, every indexed shard there, JSON readable);
-- every failure is one ``LoadError`` whose message is a sentence for the user, never a traceback.
+- a snapshot is checked before use: every weight file present, every safetensors file as long as
+  its header says, every indexed shard there, JSON readable;
+- every failure is one ``LoadError`` whose message is a sentence for the user, never a traceback;
+  no network (no route, no name resolution, refused, no answer in time) says so, with the size
+  and what to do instead.
 
 Queries for the variant picker: ``snapshot_status`` (is it on disk, complete?) and
 ``download_size`` (bytes to fetch, exact from the Hub when online, an estimate otherwise).
+Building the model from the snapshot is ``app.engine.loader``'s. mflux (its file patterns and
+pinned revisions) is imported only when a real variant is asked about, so this module stays cheap
+to import for the window.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import errno
 import fnmatch
 import json
 import os
+import socket
 import struct
 import threading
 from collections.abc import Callable
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import snapshot_download
+import httpx
+from huggingface_hub import constants, get_session, set_client_factory, snapshot_download
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -41,10 +43,9 @@ from huggingface_hub.errors import (
 from huggingface_hub.errors import IncompleteSnapshotError as HubIncompleteSnapshotError
 from tqdm.auto import tqdm
 
-from app.engine.protocol import Cancelled, UserFacingError
-from app.variants import Family, Variant
+from app.errors import DownloadCancelled, UserFacingError
+from app.variants.catalog import Family, Variant
 
-QUANTIZE_CHOICES = (None, 8, 4)
 _MAX_HEADER = 100 * 1024 * 1024  # a safetensors JSON header is kilobytes; more means garbage
 
 
@@ -71,10 +72,6 @@ class NetworkError(LoadError):
     pass
 
 
-class NotEnoughMemoryError(LoadError):
-    pass
-
-
 class NotEnoughDiskError(LoadError):
     pass
 
@@ -83,12 +80,113 @@ class IncompleteSnapshotError(LoadError):
     pass
 
 
-class ModelLoadError(LoadError):
-    pass
+class NoConnectionError(NetworkError):
+    """Hugging Face could not be reached at all: no network, no name resolution, refused, or no
+    answer in time."""
 
 
-class DownloadCancelled(LoadError, Cancelled):
-    """The user cancelled a download (the engine reports it as a cancel, not a failure)."""
+# Type names of the HTTP clients' transport failures (httpx for huggingface_hub 1.x, requests
+# and urllib3 for 0.x), matched by name so that neither client has to be imported here.
+_TRANSPORT_MODULES = ("httpx", "httpcore", "requests", "urllib3")
+_TIMEOUT_NAMES = {"TimeoutException", "ConnectTimeout", "ReadTimeout", "Timeout", "PoolTimeout"}
+_CONNECT_NAMES = {
+    "ConnectError",
+    "ConnectionError",
+    "ProxyError",
+    "NetworkError",
+    "NewConnectionError",
+}
+DEFAULT_HUB_TIMEOUT_S = 30.0
+NO_ANSWER = "no answer in time"
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def connection_problem(exc: BaseException) -> str | None:
+    """Why Hugging Face could not be reached, as a few words, when ``exc`` (or what caused it) is
+    a transport failure; None for any other error (HTTP statuses, disk, a bug)."""
+    for link in _exception_chain(exc):
+        if isinstance(link, socket.gaierror):
+            return "the host name could not be resolved"
+        if isinstance(link, ConnectionRefusedError):
+            return "the connection was refused"
+        if isinstance(link, TimeoutError):
+            return NO_ANSWER
+    for link in _exception_chain(exc):
+        kinds = [c for c in type(link).__mro__ if c.__module__.split(".")[0] in _TRANSPORT_MODULES]
+        names = {c.__name__ for c in kinds}
+        if names & _TIMEOUT_NAMES:
+            return NO_ANSWER
+        if names & _CONNECT_NAMES:
+            return "the connection failed"
+        if isinstance(link, ConnectionError):
+            return "the connection failed"
+    return None
+
+
+def no_connection_message(variant: Variant, reason: str) -> str:
+    headline = "Hugging Face is not answering" if reason == NO_ANSWER else "No internet connection"
+    return (
+        f"{headline}: cannot download {variant.display_name} "
+        f"({_size(estimated_download_bytes(variant))}) from Hugging Face ({reason}); go online "
+        "and try again, or pick a variant that is already on disk or the embedded demo"
+    )
+
+
+def hub_timeout_s() -> float:
+    """Seconds to wait for Hugging Face to answer: ``HF_HUB_DOWNLOAD_TIMEOUT``, read when called."""
+    try:
+        value = float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or DEFAULT_HUB_TIMEOUT_S)
+    except ValueError:
+        return DEFAULT_HUB_TIMEOUT_S
+    return value if value > 0 else DEFAULT_HUB_TIMEOUT_S
+
+
+class _TimeLimitTransport(httpx.HTTPTransport):
+    """Gives every request that has no time limit one (``hub_timeout_s``, read per request).
+
+    huggingface_hub lists a repository's files with ``timeout=None``, which overrides any client
+    default, so a server that accepts and never answers would hang the download forever; limits a
+    request does set (file transfers: ``HF_HUB_DOWNLOAD_TIMEOUT``) are kept."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        limits = dict(request.extensions.get("timeout") or {})
+        floor = hub_timeout_s()
+        request.extensions["timeout"] = {
+            phase: floor if limits.get(phase) is None else limits[phase]
+            for phase in ("connect", "read", "write", "pool")
+        }
+        return super().handle_request(request)
+
+
+_hub_client_bounded = False
+_hub_client_lock = threading.Lock()
+
+
+def _bound_hub_waits() -> None:
+    """Make huggingface_hub's shared client (once per process) one whose requests cannot wait
+    forever; it keeps the hub's own request hooks and redirect rule."""
+    global _hub_client_bounded
+    with _hub_client_lock:
+        if _hub_client_bounded:
+            return
+        template = get_session()
+        hooks, follow = template.event_hooks, template.follow_redirects
+
+        def bounded_client() -> httpx.Client:
+            return httpx.Client(
+                transport=_TimeLimitTransport(), event_hooks=hooks, follow_redirects=follow
+            )
+
+        set_client_factory(bounded_client)
+        _hub_client_bounded = True
 
 
 # -- what to download -------------------------------------------------------------------------
@@ -102,41 +200,12 @@ def offline_mode() -> bool:
 
 def _hub_offline() -> bool:
     """huggingface_hub reads HF_HUB_OFFLINE once, at import; it refuses the network then too."""
-    from huggingface_hub import constants
-
     return bool(constants.HF_HUB_OFFLINE)
 
 
-def _require_real(variant: Variant) -> None:
+def require_real(variant: Variant) -> None:
     if variant.embedded or not variant.hf_repo or not variant.mflux_name:
         raise ModelNotFoundError(f"{variant.display_name} ships with the app; nothing to load")
-
-
-def model_config(variant: Variant) -> Any:
-    from mflux.models.common.config.model_config import ModelConfig
-
-    _require_real(variant)
-    return ModelConfig.from_name(model_name=variant.mflux_name)
-
-
-def pipeline_class(variant: Variant) -> Any:
-    """mflux's pipeline class for the variant's family."""
-    _require_real(variant)
-    if variant.family is Family.flux1:
-        from mflux.models.flux.variants.txt2img.flux import Flux1
-
-        return Flux1
-    if variant.family is Family.flux2:
-        from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
-
-        return Flux2Klein
-    if variant.family is Family.z_image:
-        from mflux.models.z_image.variants.z_image import ZImage
-
-        return ZImage
-    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
-
-    return QwenImage
 
 
 def _weight_definition(variant: Variant) -> Any:
@@ -159,7 +228,7 @@ def _weight_definition(variant: Variant) -> Any:
 
 def download_patterns(variant: Variant) -> list[str]:
     """mflux's own file patterns for this family: weights, configs and tokenizers."""
-    _require_real(variant)
+    require_real(variant)
     definition = _weight_definition(variant)
     patterns = list(definition.get_download_patterns())
     for tokenizer in definition.get_tokenizers():
@@ -175,44 +244,6 @@ def pinned_revision(repo_id: str) -> str | None:
     from mflux.models.common.resolution.model_revisions import ModelRevisions
 
     return ModelRevisions.get(repo_id)
-
-
-# -- memory -----------------------------------------------------------------------------------
-
-
-def physical_memory_bytes() -> int | None:
-    """Total physical memory (Linux and macOS through sysconf); None where unknown."""
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES")
-        page_size = os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-    if pages <= 0 or page_size <= 0:
-        return None
-    return int(pages) * int(page_size)
-
-
-def check_memory(variant: Variant, quantize: int | None, memory_bytes: int | None = None) -> None:
-    """Refuse before loading when the estimate exceeds physical memory; suggest what fits."""
-    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
-    if memory is None:
-        return
-    have_gb = memory / 1024**3
-    need_gb = variant.memory_estimate_gb(quantize)
-    if need_gb <= have_gb:
-        return
-    fits = [q for q in (8, 4) if (quantize is None or q < quantize)]
-    fits = [q for q in fits if variant.memory_estimate_gb(q) <= have_gb]
-    quant = "full precision" if quantize is None else f"{quantize}-bit"
-    advice = (
-        f"choose {fits[0]}-bit quantization (about {variant.memory_estimate_gb(fits[0]):.0f} GB)"
-        if fits
-        else "no quantization fits: choose a smaller variant"
-    )
-    raise NotEnoughMemoryError(
-        f"{variant.display_name} at {quant} needs about {need_gb:.0f} GB of memory and this "
-        f"machine has {have_gb:.0f} GB; {advice}"
-    )
 
 
 # -- snapshot checks ----------------------------------------------------------------------------
@@ -314,8 +345,6 @@ class DiskStatus:
 def _cache_dir(cache_dir: str | Path | None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
-    from huggingface_hub import constants
-
     return Path(os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE)
 
 
@@ -335,7 +364,7 @@ def snapshot_status(variant: Variant, cache_dir: str | Path | None = None) -> Di
     """Is ``variant`` on disk at mflux's pinned revision, complete? No network."""
     if variant.embedded:
         return DiskStatus(True, None)
-    _require_real(variant)
+    require_real(variant)
     snapshot = _cached_snapshot(variant.hf_repo or "", _cache_dir(cache_dir))
     if snapshot is None:
         return DiskStatus(False, None)
@@ -368,6 +397,7 @@ def download_size(
     if offline_mode() or _hub_offline():
         return DownloadSize(estimate, estimate, False)
     repo = variant.hf_repo or ""
+    _bound_hub_waits()
     try:
         files = snapshot_download(
             repo_id=repo,
@@ -484,7 +514,7 @@ def ensure_snapshot(
 ) -> Path:
     """The local snapshot folder of ``repo_id`` (default: the variant's repo) at mflux's pinned
     revision, downloaded if needed (never when offline), then checked."""
-    _require_real(variant)
+    require_real(variant)
     repo = repo_id or variant.hf_repo or ""
     revision = pinned_revision(repo)
     name = variant.display_name
@@ -502,139 +532,86 @@ def ensure_snapshot(
         if offline:
             path = snapshot_download(**kwargs, local_files_only=True)
         else:
+            _bound_hub_waits()
             try:  # the exact total first, so progress has a denominator from the start
                 files = snapshot_download(**kwargs, dry_run=True)
                 hub.total = sum(int(f.file_size or 0) for f in files if f.will_download)
                 hub.emit(0, hub.total)
             except (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError):
                 raise
-            except Exception:  # the real call below reports the real problem
-                pass
+            except Exception as exc:  # the real call below reports any other problem
+                if connection_problem(exc):
+                    raise  # unreachable now: do not wait for the same answer twice
             path = snapshot_download(**kwargs, tqdm_class=hub.tqdm_class())
     except DownloadCancelled:
         raise
-    except GatedRepoError:
-        raise GatedModelError(
-            f"{name} is a gated model: accept its licence at https://huggingface.co/{repo}, "
-            "then log in with `hf auth login` (or set HF_TOKEN) and try again"
-        ) from None
-    except RevisionNotFoundError:
-        raise ModelNotFoundError(
-            f"the revision of {repo} that mflux pins ({revision}) is not on Hugging Face any more"
-        ) from None
-    except RepositoryNotFoundError:
-        raise ModelNotFoundError(
-            f"{repo} was not found on Hugging Face (or is private and needs a token)"
-        ) from None
-    except LocalEntryNotFoundError as exc:
-        if isinstance(exc, HubIncompleteSnapshotError):
-            raise IncompleteSnapshotError(
-                f"the cached download of {name} is incomplete and the Hub cannot be reached to "
-                "finish it; go online and load it again"
-            ) from None
-        if offline:
-            raise OfflineNotCachedError(
-                f"{name} is not downloaded and HF_HUB_OFFLINE is set; unset it (or go online) "
-                "to download it, or pick a variant that is on disk"
-            ) from None
-        raise NetworkError(
-            f"{name} is not downloaded and Hugging Face cannot be reached; check the network "
-            "and try again"
-        ) from None
-    except HfHubHTTPError as exc:
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-        if status in (401, 403):
-            raise GatedModelError(
-                f"Hugging Face refused access to {repo} (HTTP {status}); log in with "
-                "`hf auth login` (or set HF_TOKEN) with an account that accepted its licence"
-            ) from None
-        raise NetworkError(f"downloading {name} failed: HTTP {status or 'error'}") from None
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise NotEnoughDiskError(
-                f"the disk is full while downloading {name} (about "
-                f"{estimated_download_bytes(variant) / 1e9:.0f} GB needed); free space and retry"
-            ) from None
-        raise NetworkError(f"downloading {name} failed: {exc.strerror or exc}") from None
+    except Exception as exc:
+        error = _load_error(exc, variant, repo, revision, offline)
+        if error is exc:
+            raise
+        raise error from None
     root = Path(path)
     if hub.total:
         hub.emit(hub.total, hub.total)
-    _say(progress, f"checking the files of {name}")
+    say_progress(progress, f"checking the files of {name}")
     verify_snapshot(root, variant)
     return root
 
 
-def _say(progress: Progress | None, message: str) -> None:
+def _load_error(
+    exc: Exception, variant: Variant, repo: str, revision: str | None, offline: bool
+) -> Exception:
+    """The ``LoadError`` that says in one sentence what went wrong; ``exc`` itself when unknown."""
+    name = variant.display_name
+    if isinstance(exc, HubIncompleteSnapshotError):
+        return IncompleteSnapshotError(
+            f"the cached download of {name} is incomplete and the Hub cannot be reached to "
+            "finish it; go online and load it again"
+        )
+    reason = connection_problem(exc)
+    if reason is not None:
+        return NoConnectionError(no_connection_message(variant, reason))
+    if isinstance(exc, GatedRepoError):
+        return GatedModelError(
+            f"{name} is a gated model: accept its licence at https://huggingface.co/{repo}, "
+            "then log in with `hf auth login` (or set HF_TOKEN) and try again"
+        )
+    if isinstance(exc, RevisionNotFoundError):
+        return ModelNotFoundError(
+            f"the revision of {repo} that mflux pins ({revision}) is not on Hugging Face any more"
+        )
+    if isinstance(exc, RepositoryNotFoundError):
+        return ModelNotFoundError(
+            f"{repo} was not found on Hugging Face (or is private and needs a token)"
+        )
+    if isinstance(exc, LocalEntryNotFoundError):
+        if offline:
+            return OfflineNotCachedError(
+                f"{name} is not downloaded and HF_HUB_OFFLINE is set; unset it (or go online) "
+                "to download it, or pick a variant that is on disk"
+            )
+        return NetworkError(
+            f"{name} is not downloaded and Hugging Face cannot be reached; check the network "
+            "and try again"
+        )
+    if isinstance(exc, HfHubHTTPError):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status in (401, 403):
+            return GatedModelError(
+                f"Hugging Face refused access to {repo} (HTTP {status}); log in with "
+                "`hf auth login` (or set HF_TOKEN) with an account that accepted its licence"
+            )
+        return NetworkError(f"downloading {name} failed: HTTP {status or 'error'}")
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ENOSPC:
+            return NotEnoughDiskError(
+                f"the disk is full while downloading {name} (about "
+                f"{estimated_download_bytes(variant) / 1e9:.0f} GB needed); free space and retry"
+            )
+        return NetworkError(f"downloading {name} failed: {exc.strerror or exc}")
+    return exc
+
+
+def say_progress(progress: Progress | None, message: str) -> None:
     if progress is not None:
         progress(None, None, message)
-
-
-# -- load ---------------------------------------------------------------------------------------
-
-
-def load_pipeline(
-    variant: Variant,
-    *,
-    quantize: int | None = None,
-    model_path: str | None = None,
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-    token: str | None = None,
-    cache_dir: str | Path | None = None,
-    memory_bytes: int | None = None,
-) -> Any:
-    """Build the mflux pipeline for ``variant`` with mflux's own constructor.
-
-    ``model_path``: a local folder (a Hugging Face snapshot layout or an ``mflux-save`` output) or
-    another Hugging Face repo id; default: the variant's repo at mflux's pinned revision.
-    """
-    _require_real(variant)
-    if quantize not in (None, 3, 4, 5, 6, 8):
-        raise ModelLoadError(f"quantize must be 4, 8 or none, got {quantize}")
-    check_memory(variant, quantize, memory_bytes)
-    if model_path is not None and Path(model_path).expanduser().exists():
-        root = Path(model_path).expanduser()
-        if not _is_mflux_save(root):
-            _say(progress, f"checking the files in {root}")
-            verify_snapshot(root, variant)
-    elif model_path is not None and model_path.count("/") == 1:
-        root = ensure_snapshot(
-            variant,
-            repo_id=model_path,
-            progress=progress,
-            cancel=cancel,
-            token=token,
-            cache_dir=cache_dir,
-        )
-    elif model_path is not None:
-        raise ModelNotFoundError(
-            f"{model_path} is neither a folder nor a Hugging Face repo id (org/name)"
-        )
-    else:
-        root = ensure_snapshot(
-            variant, progress=progress, cancel=cancel, token=token, cache_dir=cache_dir
-        )
-    if cancel is not None and cancel.is_set():
-        raise DownloadCancelled("loading cancelled")
-    cls = pipeline_class(variant)
-    bits = "" if quantize is None else f" ({quantize}-bit)"
-    _say(progress, f"loading {variant.display_name}{bits} into memory")
-    try:
-        return cls(model_config=model_config(variant), quantize=quantize, model_path=str(root))
-    except MemoryError:
-        raise NotEnoughMemoryError(
-            f"ran out of memory loading {variant.display_name}; close other apps or choose "
-            "4-bit quantization"
-        ) from None
-    except Exception as exc:  # one line for the user, whatever mflux raised
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        if len(reason) > 240:
-            reason = reason[:237] + "…"
-        raise ModelLoadError(
-            f"mflux could not load {variant.display_name} from {root}: {reason}"
-        ) from None
-
-
-def _is_mflux_save(root: Path) -> bool:
-    """An ``mflux-save`` output keeps numbered shards and its own index per component."""
-    return any(root.glob("*/0.safetensors"))

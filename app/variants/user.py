@@ -1,10 +1,11 @@
 """User calibrations: gate polynomials fitted by ``teacache-studio calibrate``.
 
 Each one is a JSON file in ``app.paths.data_dir()/calibrations/`` named after the variant it
-creates: ``<base>+<name>.json`` (for example ``demo+mycal.json``). The registry offers it as its
-own variant id, ``demo+mycal``: the base variant with the user's coefficients, calibrated range and
-provenance (``app.variants.with_user_calibration``). ``app.variants.get_variant`` falls back here
-for ids it does not know, so every part of the app (engine, command line, window) can select one.
+creates: ``<base>+<name>.json`` (for example ``demo+mycal.json``), where ``<base>`` is a built-in
+variant. The registry offers it as its own variant id, ``demo+mycal``: the base variant with the
+user's coefficients, calibrated range and provenance (``with_user_calibration``).
+``app.variants.get_variant`` falls back here for ids it does not know, so every part of the app
+(engine, command line, window) can select one.
 
 Data only, like the registry: importing this module loads neither MLX nor mflux.
 """
@@ -14,16 +15,21 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
-import tempfile
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from app import paths
 from app.gate.decision import GateConfigError, GateParams
-from app.variants import UnknownVariantError
+from app.storage.atomic import atomic_write_text
+from app.variants.builtin import BUILTIN_VARIANTS
+from app.variants.catalog import (
+    Provenance,
+    UnknownVariantError,
+    Variant,
+    calibrated_range_from_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +81,18 @@ def calibration_path(variant_id: str) -> Path:
     return calibrations_dir() / f"{variant_id}.json"
 
 
-def _check(data: dict[str, Any], source: Path) -> None:
-    from app.variants import Provenance
+def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
+    """A copy of ``variant`` that uses coefficients from a user calibration file."""
+    return replace(
+        variant,
+        coefficients=tuple(float(c) for c in calibration["coefficients"]),  # type: ignore[arg-type]
+        calibrated_range=calibrated_range_from_json(calibration.get("calibrated_range")),
+        default_threshold=calibration.get("default_threshold", variant.default_threshold),
+        provenance=Provenance(**calibration["provenance"]),
+    )
 
+
+def _check(data: dict[str, Any], source: Path) -> None:
     try:
         coefficients = tuple(float(c) for c in data["coefficients"])
         calibrated = data.get("calibrated_range")
@@ -105,16 +120,7 @@ def save_calibration(data: dict[str, Any]) -> Path:
     path = calibration_path(variant_id)
     payload = {"schema": SCHEMA, "id": variant_id, **data}
     _check(payload, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
     return path
 
 
@@ -135,17 +141,15 @@ def load_calibration(variant_id: str) -> dict[str, Any] | None:
     return data
 
 
-def user_variant(variant_id: str):  # -> Variant | None (annotation kept lazy: no import cycle)
+def user_variant(variant_id: str) -> Variant | None:
     """The variant a user calibration defines, or None when ``variant_id`` names none."""
-    from app.variants import VARIANTS, with_user_calibration
-
     parts = split_user_variant_id(variant_id)
-    if parts is None or parts[0] not in VARIANTS:
+    if parts is None or parts[0] not in BUILTIN_VARIANTS:
         return None
     data = load_calibration(variant_id)
     if data is None:
         return None
-    base = VARIANTS[parts[0]]
+    base = BUILTIN_VARIANTS[parts[0]]
     variant = with_user_calibration(base, data)
     return replace(
         variant,
@@ -154,12 +158,12 @@ def user_variant(variant_id: str):  # -> Variant | None (annotation kept lazy: n
     )
 
 
-def user_variants() -> list:  # -> list[Variant]
+def user_variants() -> list[Variant]:
     """Every usable user calibration, sorted by id; a corrupt file is skipped with a warning."""
     folder = calibrations_dir()
     if not folder.is_dir():
         return []
-    found = []
+    found: list[Variant] = []
     for path in sorted(folder.glob("*.json")):
         try:
             variant = user_variant(path.stem)

@@ -1,121 +1,16 @@
-"""The variant registry: one entry per model variant the app can run, with the gate's numbers.
+"""The built-in variants: the mflux families' published gate numbers and the embedded demo pair.
 
-Data only: importing this module loads neither MLX nor mflux, so the command line can list
-variants and answer "can this schedule skip at all?" instantly and without weights.
+A table of plain data; the demo pair's calibration is read from its committed JSON next to the
+weights (``app.paths.DEMO_DIR``). No MLX, no mflux.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 
-from app.gate.decision import GateParams, prediction_floor
 from app.paths import DEMO_DIR
-
-
-class Family(StrEnum):
-    flux1 = "flux1"
-    flux2 = "flux2"
-    z_image = "z-image"
-    qwen_image = "qwen-image"
-    demo = "demo"
-
-    @property
-    def display_name(self) -> str:
-        return _FAMILY_NAMES[self]
-
-
-_FAMILY_NAMES = {
-    Family.flux1: "FLUX.1",
-    Family.flux2: "FLUX.2 Klein",
-    Family.z_image: "Z-Image",
-    Family.qwen_image: "Qwen-Image",
-    Family.demo: "Embedded demo",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Provenance:
-    source: str
-    fit_metric: str | None = None
-    fit_value: float | None = None
-    data_size: str | None = None
-    reference: str | None = None
-    notes: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    """One runnable model variant and its gate numbers.
-
-    ``distilled`` means step-distilled: a schedule of a few large strides where the gate is not
-    expected to engage. Every distilled variant states why (``distilled_reason``) and names a
-    non-distilled ``base_variant`` to suggest; ``distilled_reason`` is None for the others.
-    ``default_threshold`` is None where the gate cannot engage on the default schedule.
-    """
-
-    id: str
-    display_name: str
-    family: Family
-    distilled: bool
-    default_steps: int
-    default_guidance: float | None  # None: the family takes no guidance value
-    default_threshold: float | None  # None: the gate cannot engage on this variant's schedule
-    coefficients: tuple[float, float, float, float, float]
-    provenance: Provenance
-    hf_repo: str | None
-    params_billion: float  # transformer + text encoder + VAE, for the memory estimate
-    mflux_name: str | None = None
-    calibrated_range: tuple[float, float] | None = None
-    distilled_reason: str | None = None
-    cfg: bool = False  # two transformer passes per step (one gate decision, two residuals)
-    default_size: tuple[int, int] = (1024, 1024)
-    min_steps: int = 2
-    embedded: bool = False
-    gated_repo: bool = False  # Hugging Face needs an accepted licence and a token
-    base_variant: str | None = None  # the non-distilled sibling to suggest
-    # Smallest predicted change seen on calibration data, where one was measured: the evidence
-    # that a distilled schedule's gate stays above any sensible threshold.
-    min_predicted_change: float | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def gate_params(self, threshold: float | None = None, **overrides: object) -> GateParams:
-        thresh = self.default_threshold if threshold is None else threshold
-        return GateParams(
-            coefficients=self.coefficients,
-            rel_l1_thresh=0.0 if thresh is None else thresh,
-            calibrated_range=self.calibrated_range,
-            **overrides,  # type: ignore[arg-type]
-        )
-
-    def memory_estimate_gb(self, quantize: int | None = None) -> float:
-        """Rough peak need: weights at the chosen precision plus working memory."""
-        if quantize not in _BYTES_PER_PARAM:
-            raise ValueError(
-                f"quantize must be one of {', '.join(map(str, QUANTIZE_LEVELS))} or none, "
-                f"got {quantize!r}"
-            )
-        if self.embedded:
-            return 0.5
-        return round(self.params_billion * _BYTES_PER_PARAM[quantize] + 2.0, 1)
-
-    def summary(self) -> dict[str, object]:
-        data = asdict(self)
-        data["family"] = self.family.value
-        data["memory_gb"] = {
-            "bf16": self.memory_estimate_gb(None),
-            "q8": self.memory_estimate_gb(8),
-            "q4": self.memory_estimate_gb(4),
-        }
-        return data
-
-
-# Bytes per parameter at each mflux quantization level (None: bfloat16), group scales included.
-_BYTES_PER_PARAM: dict[int | None, float] = {None: 2.0, 8: 1.07, 6: 0.82, 5: 0.70, 4: 0.57, 3: 0.45}
-QUANTIZE_LEVELS: tuple[int, ...] = (3, 4, 5, 6, 8)
+from app.variants.catalog import Family, Provenance, Variant, calibrated_range_from_json
 
 _UPSTREAM_FLUX1 = (498.651651244, -283.781631, 55.8554382, -3.82021401, 0.264230861)
 _KLEIN_BASE = (-1841.022165607874, 848.4417137572868, -131.3554469956159, 8.179509586828413, 0.0)
@@ -407,7 +302,7 @@ def _demo_variants() -> list[Variant]:
                 default_guidance=1.0 if distilled else DEMO_GUIDANCE,
                 default_threshold=calibration.get("default_threshold"),
                 coefficients=tuple(calibration["coefficients"]),  # type: ignore[arg-type]
-                calibrated_range=_pair(calibration.get("calibrated_range")),
+                calibrated_range=calibrated_range_from_json(calibration.get("calibrated_range")),
                 provenance=Provenance(**calibration["provenance"]),
                 hf_repo=None,
                 params_billion=0.01,
@@ -420,160 +315,8 @@ def _demo_variants() -> list[Variant]:
     return variants
 
 
-def _pair(value: object) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    lo, hi = value  # type: ignore[misc]
-    return (float(lo), float(hi))
-
-
 def _load_calibration(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-class UnknownVariantError(KeyError):
-    def __init__(self, variant_id: str) -> None:
-        super().__init__(variant_id)
-        self.variant_id = variant_id
-
-    def __str__(self) -> str:
-        known = ", ".join(VARIANTS)
-        return f"unknown variant {self.variant_id!r}; choose one of: {known}"
-
-
-def _registry(extra: Iterable[Variant] = ()) -> dict[str, Variant]:
-    variants = [*_builtin(), *_demo_variants(), *extra]
-    return {v.id: v for v in variants}
-
-
-VARIANTS: dict[str, Variant] = _registry()
-DEFAULT_VARIANT = "demo"
-
-
-def all_variants() -> dict[str, Variant]:
-    """The built-in variants followed by the user's calibrations (``<base>+<name>``)."""
-    from app.calibration_store import user_variants
-
-    return {**VARIANTS, **{v.id: v for v in user_variants()}}
-
-
-def get_variant(variant_id: str) -> Variant:
-    try:
-        return VARIANTS[variant_id]
-    except KeyError:
-        pass
-    from app.calibration_store import user_variant  # "<base>+<name>": a user calibration
-
-    variant = user_variant(variant_id)
-    if variant is None:
-        raise UnknownVariantError(variant_id)
-    return variant
-
-
-def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
-    """A copy of ``variant`` that uses coefficients from a user calibration file."""
-    return replace(
-        variant,
-        coefficients=tuple(float(c) for c in calibration["coefficients"]),  # type: ignore[arg-type]
-        calibrated_range=_pair(calibration.get("calibrated_range")),
-        default_threshold=calibration.get("default_threshold", variant.default_threshold),
-        provenance=Provenance(**calibration["provenance"]),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleCheck:
-    """Weight-free answer to "can (variant, steps) skip at all?"."""
-
-    variant_id: str
-    steps: int
-    eligible_steps: int
-    can_skip: bool
-    reason: str
-    suggestion: str | None
-    # The smallest change the polynomial can predict (see ``prediction_floor``); None when the
-    # gate is off. A threshold at or below it never skips.
-    prediction_floor: float | None = None
-
-
-def check_schedule(variant: Variant, steps: int, threshold: float | None = None) -> ScheduleCheck:
-    params = variant.gate_params(threshold)
-    eligible = params.eligible_steps(steps)
-    thresh = params.rel_l1_thresh
-    suggestion = None
-    if variant.base_variant:
-        base = VARIANTS.get(variant.base_variant)
-        if base is not None:
-            suggestion = (
-                f"use {base.display_name} ({base.id}) at {base.default_steps} steps, "
-                f"threshold {base.default_threshold:.2f}"
-                if base.default_threshold is not None
-                else f"use {base.display_name} ({base.id})"
-            )
-    if threshold is None and variant.default_threshold is None:
-        return ScheduleCheck(
-            variant.id,
-            steps,
-            eligible,
-            False,
-            f"no default threshold: {variant.distilled_reason or 'the gate is not calibrated'}",
-            suggestion,
-        )
-    if thresh <= 0.0:
-        return ScheduleCheck(
-            variant.id, steps, eligible, False, "threshold 0 turns skipping off", suggestion
-        )
-    price_floor = prediction_floor(params)
-    if eligible <= 0:
-        return ScheduleCheck(
-            variant.id,
-            steps,
-            eligible,
-            False,
-            f"{steps} steps leave no gate-eligible step (the first and last steps always compute)",
-            suggestion or "use more steps",
-            price_floor,
-        )
-    if thresh <= price_floor:
-        where = "inside its calibrated range" if params.calibrated_range else "for any change"
-        return ScheduleCheck(
-            variant.id,
-            steps,
-            eligible,
-            False,
-            f"the polynomial never predicts a change below {price_floor:.3f} {where}, so "
-            f"threshold {thresh:g} cannot skip any step; use a threshold above {price_floor:.3f}",
-            suggestion,
-            price_floor,
-        )
-    floor = variant.min_predicted_change
-    if variant.distilled and floor is not None and floor >= thresh:
-        return ScheduleCheck(
-            variant.id,
-            steps,
-            eligible,
-            False,
-            f"distilled schedule: the smallest predicted change measured is {floor:.3f}, "
-            f"at or above the threshold {thresh:g}, so no step can be skipped",
-            suggestion,
-            price_floor,
-        )
-    if variant.distilled:
-        return ScheduleCheck(
-            variant.id,
-            steps,
-            eligible,
-            True,
-            f"distilled schedule ({variant.distilled_reason}); skipping here is uncalibrated",
-            suggestion,
-            price_floor,
-        )
-    return ScheduleCheck(
-        variant.id,
-        steps,
-        eligible,
-        True,
-        f"{eligible} of {steps} steps are gate-eligible",
-        None,
-        price_floor,
-    )
+BUILTIN_VARIANTS: dict[str, Variant] = {v.id: v for v in [*_builtin(), *_demo_variants()]}

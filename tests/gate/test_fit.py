@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.calibration import (
+from app.gate.fit import (
     PolynomialFit,
     choose,
     fit,

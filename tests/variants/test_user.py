@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from app import calibration_store as store
 from app.engine.request import RequestError, make_request
 from app.variants import UnknownVariantError, get_variant
+from app.variants import user as store
 
 COEFFICIENTS = [1.5, -2.0, 0.5, 0.8, 0.0]
 

@@ -1,0 +1,171 @@
+"""Building a real mflux pipeline: the memory check, then mflux's own constructor.
+
+The model is built by mflux's constructor (``Flux1``, ``Flux2Klein``, ``ZImage``, ``QwenImage``)
+from a local folder, so everything mflux does on load — weight mapping, quantization, tokenizers —
+is mflux's. The folder comes from ``app.variants.weights`` (download, verification). What this
+module adds: an estimate of the memory this variant needs at this quantization against the
+machine's physical memory before loading, and one ``LoadError`` sentence for whatever mflux raises.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from app.errors import DownloadCancelled
+from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant
+from app.variants.weights import (
+    LoadError,
+    ModelNotFoundError,
+    Progress,
+    ensure_snapshot,
+    require_real,
+    say_progress,
+    verify_snapshot,
+)
+
+
+class NotEnoughMemoryError(LoadError):
+    pass
+
+
+class ModelLoadError(LoadError):
+    pass
+
+
+def model_config(variant: Variant) -> Any:
+    from mflux.models.common.config.model_config import ModelConfig
+
+    require_real(variant)
+    return ModelConfig.from_name(model_name=variant.mflux_name)
+
+
+def pipeline_class(variant: Variant) -> Any:
+    """mflux's pipeline class for the variant's family."""
+    require_real(variant)
+    if variant.family is Family.flux1:
+        from mflux.models.flux.variants.txt2img.flux import Flux1
+
+        return Flux1
+    if variant.family is Family.flux2:
+        from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
+
+        return Flux2Klein
+    if variant.family is Family.z_image:
+        from mflux.models.z_image.variants.z_image import ZImage
+
+        return ZImage
+    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
+
+    return QwenImage
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+def physical_memory_bytes() -> int | None:
+    """Total physical memory (Linux and macOS through sysconf); None where unknown."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page_size = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    if pages <= 0 or page_size <= 0:
+        return None
+    return int(pages) * int(page_size)
+
+
+def check_memory(variant: Variant, quantize: int | None, memory_bytes: int | None = None) -> None:
+    """Refuse before loading when the estimate exceeds physical memory; suggest what fits."""
+    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
+    if memory is None:
+        return
+    have_gb = memory / 1024**3
+    need_gb = variant.memory_estimate_gb(quantize)
+    if need_gb <= have_gb:
+        return
+    fits = [q for q in (8, 4) if (quantize is None or q < quantize)]
+    fits = [q for q in fits if variant.memory_estimate_gb(q) <= have_gb]
+    quant = "full precision" if quantize is None else f"{quantize}-bit"
+    advice = (
+        f"choose {fits[0]}-bit quantization (about {variant.memory_estimate_gb(fits[0]):.0f} GB)"
+        if fits
+        else "no quantization fits: choose a smaller variant"
+    )
+    raise NotEnoughMemoryError(
+        f"{variant.display_name} at {quant} needs about {need_gb:.0f} GB of memory and this "
+        f"machine has {have_gb:.0f} GB; {advice}"
+    )
+
+
+# -- load ---------------------------------------------------------------------------------------
+
+
+def load_pipeline(
+    variant: Variant,
+    *,
+    quantize: int | None = None,
+    model_path: str | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    token: str | None = None,
+    cache_dir: str | Path | None = None,
+    memory_bytes: int | None = None,
+) -> Any:
+    """Build the mflux pipeline for ``variant`` with mflux's own constructor.
+
+    ``model_path``: a local folder (a Hugging Face snapshot layout or an ``mflux-save`` output) or
+    another Hugging Face repo id; default: the variant's repo at mflux's pinned revision.
+    """
+    require_real(variant)
+    if quantize is not None and quantize not in QUANTIZE_LEVELS:
+        raise ModelLoadError(f"quantize must be 4, 8 or none, got {quantize}")
+    check_memory(variant, quantize, memory_bytes)
+    if model_path is not None and Path(model_path).expanduser().exists():
+        root = Path(model_path).expanduser()
+        if not _is_mflux_save(root):
+            say_progress(progress, f"checking the files in {root}")
+            verify_snapshot(root, variant)
+    elif model_path is not None and model_path.count("/") == 1:
+        root = ensure_snapshot(
+            variant,
+            repo_id=model_path,
+            progress=progress,
+            cancel=cancel,
+            token=token,
+            cache_dir=cache_dir,
+        )
+    elif model_path is not None:
+        raise ModelNotFoundError(
+            f"{model_path} is neither a folder nor a Hugging Face repo id (org/name)"
+        )
+    else:
+        root = ensure_snapshot(
+            variant, progress=progress, cancel=cancel, token=token, cache_dir=cache_dir
+        )
+    if cancel is not None and cancel.is_set():
+        raise DownloadCancelled("loading cancelled")
+    cls = pipeline_class(variant)
+    bits = "" if quantize is None else f" ({quantize}-bit)"
+    say_progress(progress, f"loading {variant.display_name}{bits} into memory")
+    try:
+        return cls(model_config=model_config(variant), quantize=quantize, model_path=str(root))
+    except MemoryError:
+        raise NotEnoughMemoryError(
+            f"ran out of memory loading {variant.display_name}; close other apps or choose "
+            "4-bit quantization"
+        ) from None
+    except Exception as exc:  # one line for the user, whatever mflux raised
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        if len(reason) > 240:
+            reason = reason[:237] + "…"
+        raise ModelLoadError(
+            f"mflux could not load {variant.display_name} from {root}: {reason}"
+        ) from None
+
+
+def _is_mflux_save(root: Path) -> bool:
+    """An ``mflux-save`` output keeps numbered shards and its own index per component."""
+    return any(root.glob("*/0.safetensors"))

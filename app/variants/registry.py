@@ -1,0 +1,27 @@
+"""Every variant the app can run: the built-in table, then the user's calibrations."""
+
+from __future__ import annotations
+
+from app.variants.builtin import BUILTIN_VARIANTS
+from app.variants.catalog import UnknownVariantError, Variant
+from app.variants.user import user_variant, user_variants
+
+# The built-in table itself, not a copy: a variant added here is a base user calibrations can use.
+VARIANTS: dict[str, Variant] = BUILTIN_VARIANTS
+DEFAULT_VARIANT = "demo"
+
+
+def all_variants() -> dict[str, Variant]:
+    """The built-in variants followed by the user's calibrations (``<base>+<name>``)."""
+    return {**VARIANTS, **{v.id: v for v in user_variants()}}
+
+
+def get_variant(variant_id: str) -> Variant:
+    try:
+        return VARIANTS[variant_id]
+    except KeyError:
+        pass
+    variant = user_variant(variant_id)  # "<base>+<name>": a user calibration
+    if variant is None:
+        raise UnknownVariantError(variant_id, known=VARIANTS)
+    return variant

@@ -1,0 +1,107 @@
+"""Weight-free answer to "can this variant skip any step of this schedule?"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.gate.decision import prediction_floor
+from app.variants.catalog import Variant
+from app.variants.registry import VARIANTS
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleCheck:
+    """Weight-free answer to "can (variant, steps) skip at all?"."""
+
+    variant_id: str
+    steps: int
+    eligible_steps: int
+    can_skip: bool
+    reason: str
+    suggestion: str | None
+    # The smallest change the polynomial can predict (see ``prediction_floor``); None when the
+    # gate is off. A threshold at or below it never skips.
+    prediction_floor: float | None = None
+
+
+def check_schedule(variant: Variant, steps: int, threshold: float | None = None) -> ScheduleCheck:
+    params = variant.gate_params(threshold)
+    eligible = params.eligible_steps(steps)
+    thresh = params.rel_l1_thresh
+    suggestion = None
+    if variant.base_variant:
+        base = VARIANTS.get(variant.base_variant)
+        if base is not None:
+            suggestion = (
+                f"use {base.display_name} ({base.id}) at {base.default_steps} steps, "
+                f"threshold {base.default_threshold:.2f}"
+                if base.default_threshold is not None
+                else f"use {base.display_name} ({base.id})"
+            )
+    if threshold is None and variant.default_threshold is None:
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            False,
+            f"no default threshold: {variant.distilled_reason or 'the gate is not calibrated'}",
+            suggestion,
+        )
+    if thresh <= 0.0:
+        return ScheduleCheck(
+            variant.id, steps, eligible, False, "threshold 0 turns skipping off", suggestion
+        )
+    price_floor = prediction_floor(params)
+    if eligible <= 0:
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            False,
+            f"{steps} steps leave no gate-eligible step (the first and last steps always compute)",
+            suggestion or "use more steps",
+            price_floor,
+        )
+    if thresh <= price_floor:
+        where = "inside its calibrated range" if params.calibrated_range else "for any change"
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            False,
+            f"the polynomial never predicts a change below {price_floor:.3f} {where}, so "
+            f"threshold {thresh:g} cannot skip any step; use a threshold above {price_floor:.3f}",
+            suggestion,
+            price_floor,
+        )
+    floor = variant.min_predicted_change
+    if variant.distilled and floor is not None and floor >= thresh:
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            False,
+            f"distilled schedule: the smallest predicted change measured is {floor:.3f}, "
+            f"at or above the threshold {thresh:g}, so no step can be skipped",
+            suggestion,
+            price_floor,
+        )
+    if variant.distilled:
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            True,
+            f"distilled schedule ({variant.distilled_reason}); skipping here is uncalibrated",
+            suggestion,
+            price_floor,
+        )
+    return ScheduleCheck(
+        variant.id,
+        steps,
+        eligible,
+        True,
+        f"{eligible} of {steps} steps are gate-eligible",
+        None,
+        price_floor,
+    )

@@ -1,0 +1,249 @@
+"""Building real mflux pipelines (app/engine/loader.py): the memory check, mflux's constructor,
+and one line for every failure on the way (the download's included). Tiny files and a fake
+``snapshot_download``; there is no network here."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    IncompleteSnapshotError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+)
+
+from app.engine import loader
+from app.variants import VARIANTS, Family, get_variant, weights
+from tests.fakes.hub import KLEIN, FakeHub, damage, http_error, write_snapshot
+
+REAL = [v for v in VARIANTS.values() if not v.embedded]
+DEV = get_variant("flux1-dev")
+GB = 1024**3
+KLEIN_PIN = weights.pinned_revision("black-forest-labs/FLUX.2-klein-4B")
+
+
+@pytest.fixture
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(weights, "_hub_offline", lambda: False)
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
+    fake = FakeHub(tmp_path / "cache")
+    monkeypatch.setattr(weights, "snapshot_download", fake)
+    return fake
+
+
+# -- what to download ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", REAL, ids=lambda v: v.id)
+def test_each_real_variant_maps_to_mflux_config_repo_pin_and_patterns(variant: Any) -> None:
+    config = loader.model_config(variant)
+    assert config.model_name == variant.hf_repo  # the registry's repo is the one mflux loads
+    assert weights.pinned_revision(variant.hf_repo or "")  # and mflux pins a revision of it
+    patterns = weights.download_patterns(variant)
+    assert "transformer/*.safetensors" in patterns and "vae/*.safetensors" in patterns
+    assert any(p.startswith("tokenizer") for p in patterns)
+    assert (
+        loader.pipeline_class(variant).__name__
+        == {
+            Family.flux1: "Flux1",
+            Family.flux2: "Flux2Klein",
+            Family.z_image: "ZImage",
+            Family.qwen_image: "QwenImage",
+        }[variant.family]
+    )
+
+
+def test_embedded_variants_are_not_loaded_here() -> None:
+    with pytest.raises(weights.ModelNotFoundError, match="ships with the app"):
+        loader.load_pipeline(get_variant("demo"))
+    assert weights.snapshot_status(get_variant("demo")).on_disk
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+
+def test_physical_memory_is_known_here() -> None:
+    memory = loader.physical_memory_bytes()
+    assert memory is not None and memory > 1 * GB
+
+
+def test_memory_check_refuses_with_what_would_fit() -> None:
+    loader.check_memory(DEV, 4, memory_bytes=64 * GB)  # fits: silent
+    with pytest.raises(loader.NotEnoughMemoryError) as refused:
+        loader.check_memory(DEV, None, memory_bytes=24 * GB)
+    message = str(refused.value)
+    assert "FLUX.1 dev at full precision needs about 36 GB" in message
+    assert "this machine has 24 GB" in message and "choose 8-bit quantization" in message
+    with pytest.raises(loader.NotEnoughMemoryError, match="no quantization fits"):
+        loader.check_memory(DEV, 4, memory_bytes=8 * GB)
+
+
+def test_not_enough_memory_is_refused_before_any_download(hub: FakeHub, online: None) -> None:
+    with pytest.raises(loader.NotEnoughMemoryError):
+        loader.load_pipeline(DEV, memory_bytes=16 * GB)
+    assert hub.calls == []
+
+
+# -- snapshot checks ----------------------------------------------------------------------------
+
+
+def test_a_local_model_path_is_checked_before_mflux_sees_it(tmp_path: Path) -> None:
+    root = write_snapshot(tmp_path / "snap")
+    damage(root, "truncated")
+    with pytest.raises(weights.IncompleteSnapshotError):
+        loader.load_pipeline(KLEIN, model_path=str(root), memory_bytes=64 * GB)
+
+
+def test_a_cancel_before_starting_fetches_nothing(hub: FakeHub, online: None) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(weights.DownloadCancelled):
+        loader.load_pipeline(KLEIN, cancel=cancel, memory_bytes=64 * GB)
+    assert hub.calls == []
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "text"),
+    [
+        (
+            http_error(GatedRepoError, 403),
+            weights.GatedModelError,
+            "FLUX.1 dev is a gated model: accept its licence at "
+            "https://huggingface.co/black-forest-labs/FLUX.1-dev, then log in with "
+            "`hf auth login` (or set HF_TOKEN) and try again",
+        ),
+        (
+            http_error(HfHubHTTPError, 401),
+            weights.GatedModelError,
+            "Hugging Face refused access to black-forest-labs/FLUX.1-dev (HTTP 401)",
+        ),
+        (
+            http_error(RepositoryNotFoundError, 404),
+            weights.ModelNotFoundError,
+            "black-forest-labs/FLUX.1-dev was not found on Hugging Face",
+        ),
+        (
+            LocalEntryNotFoundError("connection refused"),
+            weights.NetworkError,
+            "FLUX.1 dev is not downloaded and Hugging Face cannot be reached",
+        ),
+        (
+            IncompleteSnapshotError("3 files missing", snapshot_path="/cache/x"),
+            weights.IncompleteSnapshotError,
+            "the cached download of FLUX.1 dev is incomplete",
+        ),
+        (
+            OSError(errno.ENOSPC, "No space left on device"),
+            weights.NotEnoughDiskError,
+            "the disk is full while downloading FLUX.1 dev",
+        ),
+        (http_error(HfHubHTTPError, 500), weights.NetworkError, "HTTP 500"),
+    ],
+    ids=["gated", "token", "not-found", "network", "incomplete", "disk-full", "server"],
+)
+def test_hub_failures_become_one_clear_message(
+    hub: FakeHub, online: None, error: Exception, kind: type, text: str
+) -> None:
+    hub.error = error
+    with pytest.raises(kind) as failed:
+        loader.load_pipeline(DEV, quantize=4, memory_bytes=64 * GB)
+    message = str(failed.value)
+    assert text in message and "\n" not in message
+    assert failed.value.__suppress_context__  # no chained traceback behind it
+
+
+# -- building the pipeline ------------------------------------------------------------------------
+
+
+class FakePipeline:
+    made: list[dict[str, Any]] = []  # noqa: RUF012
+
+    def __init__(self, **kwargs: Any) -> None:
+        FakePipeline.made.append(kwargs)
+
+
+@pytest.fixture
+def fake_mflux(monkeypatch: pytest.MonkeyPatch) -> type[FakePipeline]:
+    FakePipeline.made = []
+    monkeypatch.setattr(loader, "pipeline_class", lambda variant: FakePipeline)
+    return FakePipeline
+
+
+@pytest.mark.parametrize("quantize", [None, 8, 4])
+def test_load_builds_with_mflux_constructor_arguments(
+    hub: FakeHub, online: None, fake_mflux: type[FakePipeline], quantize: int | None
+) -> None:
+    messages: list[str] = []
+    pipeline = loader.load_pipeline(
+        KLEIN, quantize=quantize, memory_bytes=64 * GB, progress=lambda d, t, m: messages.append(m)
+    )
+    assert isinstance(pipeline, FakePipeline)
+    (made,) = fake_mflux.made
+    assert made["quantize"] == quantize
+    assert made["model_config"] is loader.model_config(KLEIN)
+    assert Path(made["model_path"]).name == KLEIN_PIN
+    assert messages[-1].startswith("loading FLUX.2 Klein 4B")
+
+
+def test_load_from_a_local_folder_or_another_repo(
+    hub: FakeHub, online: None, fake_mflux: type[FakePipeline], tmp_path: Path
+) -> None:
+    local = write_snapshot(tmp_path / "my-klein")
+    loader.load_pipeline(KLEIN, model_path=str(local), memory_bytes=64 * GB)
+    assert fake_mflux.made[-1]["model_path"] == str(local) and hub.calls == []
+    loader.load_pipeline(KLEIN, model_path="someone/klein-finetune", memory_bytes=64 * GB)
+    assert hub.calls[-1]["repo_id"] == "someone/klein-finetune"
+    assert hub.calls[-1]["revision"] is None  # mflux pins only its own repos
+    with pytest.raises(weights.ModelNotFoundError, match="neither a folder nor"):
+        loader.load_pipeline(KLEIN, model_path="no/such/folder", memory_bytes=64 * GB)
+
+
+def test_mflux_failures_become_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, online: None
+) -> None:
+    local = write_snapshot(tmp_path / "snap")
+
+    class Exploding:
+        def __init__(self, **kwargs: Any) -> None:
+            raise KeyError("transformer.blocks.0.weight\n(and a long story)")
+
+    monkeypatch.setattr(loader, "pipeline_class", lambda v: Exploding)
+    with pytest.raises(loader.ModelLoadError) as failed:
+        loader.load_pipeline(KLEIN, model_path=str(local), memory_bytes=64 * GB)
+    assert "\n" not in str(failed.value)
+    assert str(failed.value).startswith(f"mflux could not load FLUX.2 Klein 4B from {local}: ")
+
+    class Oom:
+        def __init__(self, **kwargs: Any) -> None:
+            raise MemoryError
+
+    monkeypatch.setattr(loader, "pipeline_class", lambda v: Oom)
+    with pytest.raises(loader.NotEnoughMemoryError, match="ran out of memory"):
+        loader.load_pipeline(KLEIN, model_path=str(local), memory_bytes=64 * GB)
+
+
+def test_real_mflux_constructor_on_unusable_files_fails_with_one_line(tmp_path: Path) -> None:
+    """mflux's own Flux2Klein constructor, on a folder that passes our checks but holds no real
+    weights or tokenizer: whatever mflux raises reaches the user as one sentence."""
+    local = write_snapshot(tmp_path / "snap")
+    with pytest.raises(loader.ModelLoadError) as failed:
+        loader.load_pipeline(KLEIN, model_path=str(local), memory_bytes=64 * GB)
+    assert "\n" not in str(failed.value)
+    assert str(failed.value).startswith("mflux could not load FLUX.2 Klein 4B")
+
+
+def test_flux1_dev_here_fails_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `generate --variant flux1-dev` meets on this box: no weights, no network."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(weights.OfflineNotCachedError, match=r"FLUX\.1 dev is not downloaded"):
+        loader.load_pipeline(DEV, quantize=4, cache_dir=tmp_path, memory_bytes=64 * GB)
