@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,13 @@ class GateState:
 
     gate: TeaCacheGate
     lifecycle: GateLifecycle
+    # The pipeline's own ``_predict`` factory (mflux's staticmethod, or an instance override such
+    # as the demo's eager one), for the predict-factory families: called at threshold 0 and
+    # outside a generation, and asked whether it compiles (app/adapters/compiled.py).
+    own_factory: Callable[[Any], Any] | None = field(default=None, repr=False)
+    # How often each compiled function of the split-compiled path was traced (tests assert once
+    # per generation, never per step).
+    traces: Counter[str] = field(default_factory=Counter, repr=False)
     _call_key: tuple[int, int] | None = field(default=None, repr=False)
 
     @property
@@ -110,10 +118,11 @@ def install_predict_factory(
         raise AlreadyInstalledError(
             f"a TeaCache gate is already installed on this {model_name} model"
         )
+    own_factory = pipeline._predict  # the instance override if any, else the class's staticmethod
     installation = Installation(pipeline, gate, family=family)
     try:
         lifecycle = GateLifecycle(gate)
-        state = GateState(gate, lifecycle)
+        state = GateState(gate, lifecycle, own_factory=own_factory)
         installation.set_instance_attr(pipeline, "_predict", make_factory(state))
         installation.register_callback(pipeline.callbacks, lifecycle)
     except BaseException:

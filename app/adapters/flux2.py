@@ -1,9 +1,14 @@
-"""FLUX.2 Klein (4B, 9B, base 4B, base 9B, and the embedded demo): an eager ``predict``.
+"""FLUX.2 Klein (4B, 9B, base 4B, base 9B, and the embedded demo): a gated ``predict``.
 
 mflux builds ``predict = self._predict(self.transformer)`` once per ``generate_image`` and wraps it
 in ``mx.compile`` except on base/Pro M1/M2. A compiled function would trace the gate's Python
 branch once, so the adapter sets an instance attribute ``_predict`` (a factory with mflux's
-keyword signature) that returns an eager closure with the gate inside.
+keyword signature) whose closure keeps the gate outside any compiled code:
+
+- at threshold 0 (and outside a generation) it calls the pipeline's own predict, untouched;
+- where the pipeline's own predict is compiled, the gated step is split-compiled
+  (app/adapters/compiled.py): compiled prelude, eager decision, compiled body+tail or tail;
+- where it is eager (base/Pro M1/M2, the embedded demo), the gated step is the eager re-walk below.
 
 Re-walk of mflux 0.24.0 ``Flux2Transformer.__call__`` (non-kv path) and ``Flux2Klein._predict``:
 
@@ -24,6 +29,7 @@ A kv-cache call (edit pipelines) is passed to the plain transformer, ungated.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +46,7 @@ from app.adapters.common import (
     GateState,
     install_predict_factory,
 )
+from app.adapters.compiled import counted_compile, is_compiled
 from app.gate import TeaCacheGate, Verdict
 
 
@@ -156,8 +163,132 @@ def _plain(
     return noise
 
 
+class _CompiledFlux2:
+    """The split-compiled gated step (app/adapters/compiled.py), built once per generation.
+
+    The residual is kept over the image tokens only (``body_out[:, text_len:] - hs``): the tail
+    reads nothing else, and ``(concat([ehs, hs]) + r)[:, text_len:]`` is ``hs + r[:, text_len:]``
+    element for element, so a skipped step needs neither the caption embedding nor the concat.
+    """
+
+    def __init__(self, tr: Flux2Transformer, traces: Counter[str]) -> None:
+        self.tr = tr
+        self.prelude = counted_compile("prelude", self._prelude, traces)
+        self.body = counted_compile("body", self._body, traces)
+        self.tail = counted_compile("tail", self._tail, traces)
+
+    def _prelude(self, latents: mx.array, timestep: mx.array) -> tuple[Any, ...]:
+        pre = _prelude(self.tr, latents, timestep)
+        return pre.hs, pre.temb, pre.mod_img, _signal(self.tr, pre)
+
+    def _branch_body(
+        self,
+        hs: mx.array,
+        temb: mx.array,
+        mod_img: Any,
+        prompt_embeds: mx.array,
+        latent_ids: mx.array,
+        text_ids: mx.array,
+    ) -> mx.array:
+        tr = self.tr
+        ehs = tr.context_embedder(prompt_embeds)
+        text_len = ehs.shape[1]
+        img_ids = latent_ids[0] if latent_ids.ndim == 3 else latent_ids
+        txt_ids = text_ids[0] if text_ids.ndim == 3 else text_ids
+        image_rotary_emb = tr.pos_embed(img_ids)
+        text_rotary_emb = tr.pos_embed(txt_ids)
+        rope = (
+            mx.concatenate([text_rotary_emb[0], image_rotary_emb[0]], axis=0),
+            mx.concatenate([text_rotary_emb[1], image_rotary_emb[1]], axis=0),
+        )
+        mod_txt = tr.double_stream_modulation_txt(temb)
+        for idx, block in enumerate(tr.transformer_blocks):
+            ehs, hs = block(
+                hidden_states=hs,
+                encoder_hidden_states=ehs,
+                temb_mod_params_img=mod_img,
+                temb_mod_params_txt=mod_txt,
+                image_rotary_emb=rope,
+                kv_cache=None,
+                kv_cache_layer_idx=idx,
+            )
+        out = mx.concatenate([ehs, hs], axis=1)
+        mod_single = tr.single_stream_modulation(temb)[0]
+        for idx, block in enumerate(tr.single_transformer_blocks):
+            out = block(
+                hidden_states=out,
+                temb_mod_params=mod_single,
+                image_rotary_emb=rope,
+                kv_cache=None,
+                kv_cache_layer_idx=idx,
+            )
+        return out[:, text_len:, ...]
+
+    def _head(self, out_img: mx.array, temb: mx.array) -> mx.array:
+        return self.tr.proj_out(self.tr.norm_out(out_img, temb))
+
+    def _body(
+        self,
+        hs: mx.array,
+        temb: mx.array,
+        mod_img: Any,
+        latent_ids: mx.array,
+        prompt_embeds: mx.array,
+        text_ids: mx.array,
+        negative_prompt_embeds: mx.array | None,
+        negative_text_ids: mx.array | None,
+        guidance: float,
+    ) -> tuple[mx.array, ...]:
+        cond = self._branch_body(hs, temb, mod_img, prompt_embeds, latent_ids, text_ids)
+        noise = self._head(cond, temb)
+        if negative_prompt_embeds is None or negative_text_ids is None:
+            return noise, cond
+        uncond = self._branch_body(
+            hs, temb, mod_img, negative_prompt_embeds, latent_ids, negative_text_ids
+        )
+        negative_noise = self._head(uncond, temb)
+        return negative_noise + guidance * (noise - negative_noise), cond, uncond
+
+    def _tail(
+        self, temb: mx.array, cond: mx.array, uncond: mx.array | None, guidance: float
+    ) -> mx.array:
+        noise = self._head(cond, temb)
+        if uncond is None:
+            return noise
+        negative_noise = self._head(uncond, temb)
+        return negative_noise + guidance * (noise - negative_noise)
+
+    def step(self, state: GateState, kw: dict[str, Any]) -> mx.array:
+        gate = state.gate
+        hs, temb, mod_img, signal = self.prelude(kw["latents"], kw["timestep"])
+        verdict = gate.decide(signal)
+        cfg = kw["negative_prompt_embeds"] is not None and kw["negative_text_ids"] is not None
+        if verdict.decision.computes:
+            noise, *outs = self.body(
+                hs,
+                temb,
+                mod_img,
+                kw["latent_ids"],
+                kw["prompt_embeds"],
+                kw["text_ids"],
+                kw["negative_prompt_embeds"] if cfg else None,
+                kw["negative_text_ids"] if cfg else None,
+                kw["guidance"],
+            )
+            if verdict.store_residual:
+                for branch, out in zip((COND, UNCOND), outs, strict=False):
+                    gate.store_residual(out, hs, branch)
+        else:
+            uncond = gate.reuse(hs, UNCOND) if cfg else None
+            noise = self.tail(temb, gate.reuse(hs, COND), uncond, kw["guidance"])
+        return noise
+
+
 def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Callable[..., mx.array]]:
     def factory(transformer: Flux2Transformer) -> Callable[..., mx.array]:
+        own = state.own_factory(transformer) if state.own_factory is not None else None
+        split = _CompiledFlux2(transformer, state.traces) if is_compiled(own) else None
+
         def predict(
             latents: mx.array,
             latent_ids: mx.array,
@@ -180,12 +311,20 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
                 "timestep": timestep,
             }
             has_kv_cache = any(v is not None for k, v in extra.items() if "kv_cache" in k)
-            if not state.gating or has_kv_cache:
+            if has_kv_cache:
                 return _plain(transformer, kwargs, extra)
             gate = state.gate
-            if not gate.needs_signal:
-                gate.decide(None)
-                noise = _plain(transformer, kwargs, extra)
+            if not state.gating or not gate.needs_signal:
+                # Outside a generation, and at threshold 0: the pipeline's own predict, untouched
+                # (mflux's compiled one where mflux compiles, the demo's eager one for the demo).
+                if state.gating:
+                    gate.decide(None)
+                noise = own(**kwargs) if own is not None else _plain(transformer, kwargs, extra)
+                if state.gating:
+                    state.record(noise)
+                return noise
+            if split is not None:
+                noise = split.step(state, kwargs)
                 state.record(noise)
                 return noise
             pre = _prelude(transformer, latents, timestep)

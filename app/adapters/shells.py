@@ -129,6 +129,20 @@ def _model_config(name: str) -> Any:
 # FLUX.1 (dev, schnell, Krea): hidden size 3072 is hard-coded, only block counts are free.
 
 
+@dataclass(frozen=True)
+class Flux1Dims:
+    joint_blocks: int
+    single_blocks: int
+
+
+# The smallest FLUX.1 mflux builds: one block of each kind, still at the hard-coded 3072 width
+# (546M parameters, 1.1 GB in bfloat16).
+FLUX1_TINY = Flux1Dims(1, 1)
+# FLUX.1 dev / schnell / Krea dev as their weights define them: 19 joint + 38 single blocks,
+# 3072 wide, 24 heads × 128 (about 11.9B parameters, 24 GB in bfloat16).
+FLUX1_DEV = Flux1Dims(19, 38)
+
+
 def flux1_shell(
     model_name: str = "dev",
     *,
@@ -343,6 +357,10 @@ class QwenDims:
 
 
 QWEN_TINY = QwenDims(2, 1, 64)
+# Qwen-Image (2512) as mflux builds it: QwenTransformer's defaults, 60 blocks, 24 heads × 128
+# (3072 wide), joint attention 3584 (Qwen2.5-VL's hidden size); about 20B parameters, 41 GB in
+# bfloat16.
+QWEN_FULL = QwenDims(60, 24, 3584)
 
 
 def qwen_shell(

@@ -1,4 +1,8 @@
-"""Z-Image (base and Turbo): an eager ``predict`` in place of mflux's compiled one.
+"""Z-Image (base and Turbo): a gated ``predict`` in place of mflux's.
+
+As for FLUX.2 (app/adapters/flux2.py): threshold 0 calls the pipeline's own predict untouched;
+where mflux compiles its predict, the gated step is split-compiled (app/adapters/compiled.py),
+otherwise it is the eager re-walk below.
 
 Re-walk of mflux 0.24.0 ``ZImageTransformer.__call__`` and ``ZImage._predict``:
 
@@ -16,6 +20,7 @@ Re-walk of mflux 0.24.0 ``ZImageTransformer.__call__`` and ``ZImage._predict``:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +35,7 @@ from app.adapters.common import (
     GateState,
     install_predict_factory,
 )
+from app.adapters.compiled import counted_compile, is_compiled
 from app.gate import TeaCacheGate, Verdict
 
 
@@ -140,10 +146,153 @@ def _plain(transformer: ZImageTransformer, kw: dict[str, Any]) -> mx.array:
     return noise + kw["guidance"] * (noise - negative_noise)
 
 
+def _geometry(tr: ZImageTransformer, latents: mx.array) -> tuple[int, tuple[int, int, int]]:
+    """``(x_len, x_size)`` of ``_stream`` from the latents' shape alone (as ``_patchify`` pads)."""
+    _, f, h, w = latents.shape
+    tokens = (f // tr.f_patch_size) * (h // tr.patch_size) * (w // tr.patch_size)
+    return tokens + (-tokens) % 32, (f, h, w)
+
+
+class _CompiledZImage:
+    """The split-compiled gated step (app/adapters/compiled.py), built once per generation.
+
+    The prelude is compiled too: for Z-Image it is the refiners and layer 0 (signal B), five of
+    34 blocks' worth of work on every step, which would otherwise run eager. The residual is kept
+    over the image tokens only (``out[:, :x_len] - unified[:, :x_len]``): the final layer is
+    per-token and the tail keeps only those tokens.
+    """
+
+    def __init__(self, tr: ZImageTransformer, traces: Counter[str]) -> None:
+        self.tr = tr
+        self.prelude = counted_compile("prelude", self._prelude, traces)
+        self.body = counted_compile("body", self._body, traces)
+        self.tail = counted_compile("tail", self._tail, traces)
+
+    def _prelude(
+        self,
+        latents: mx.array,
+        timestep: mx.array,
+        sigmas: mx.array,
+        text_encodings: mx.array,
+        negative_encodings: mx.array | None,
+    ) -> tuple[Any, ...]:
+        tr = self.tr
+        t_emb = _time_embedding(tr, timestep, sigmas)
+        cond = _stream(tr, latents, t_emb, text_encodings)
+        first = _layer(tr, 0, cond, cond.unified)
+        out: tuple[Any, ...] = (first - cond.unified, t_emb, cond.unified, cond.freqs_cis, first)
+        if negative_encodings is not None:
+            uncond = _stream(tr, latents, t_emb, negative_encodings)
+            out = (*out, uncond.unified, uncond.freqs_cis)
+        return out
+
+    def _main_layers(
+        self, unified: mx.array, freqs_cis: mx.array, t_emb: mx.array, first: mx.array | None
+    ) -> mx.array:
+        tr = self.tr
+        attn_mask = mx.ones((1, unified.shape[1]), dtype=mx.bool_)
+        out = first
+        for index, layer in enumerate(tr.layers):
+            if index == 0 and first is not None:
+                continue
+            out = layer(
+                x=unified if out is None else out,
+                attn_mask=attn_mask,
+                freqs_cis=freqs_cis,
+                t_emb=t_emb,
+            )
+        assert out is not None
+        return out
+
+    def _head(self, out_img: mx.array, t_emb: mx.array, x_size: tuple[int, int, int]) -> mx.array:
+        tr = self.tr
+        out = tr.all_final_layer[f"{tr.patch_size}-{tr.f_patch_size}"](out_img, t_emb)
+        output = ZImageTransformer._unpatchify(
+            x=out[0],
+            size=x_size,
+            patch_size=tr.patch_size,
+            f_patch_size=tr.f_patch_size,
+            out_channels=tr.out_channels,
+        )
+        return -output
+
+    def _body(
+        self,
+        t_emb: mx.array,
+        unified: mx.array,
+        freqs_cis: mx.array,
+        first: mx.array,
+        negative_unified: mx.array | None,
+        negative_freqs_cis: mx.array | None,
+        guidance: float,
+        x_len: int,
+        x_size: tuple[int, int, int],
+    ) -> tuple[mx.array, ...]:
+        cond = self._main_layers(unified, freqs_cis, t_emb, first)[:, :x_len]
+        noise = self._head(cond, t_emb, x_size)
+        if negative_unified is None or negative_freqs_cis is None:
+            return noise, cond
+        uncond = self._main_layers(negative_unified, negative_freqs_cis, t_emb, None)[:, :x_len]
+        negative_noise = self._head(uncond, t_emb, x_size)
+        return noise + guidance * (noise - negative_noise), cond, uncond
+
+    def _tail(
+        self,
+        t_emb: mx.array,
+        cond: mx.array,
+        uncond: mx.array | None,
+        guidance: float,
+        x_size: tuple[int, int, int],
+    ) -> mx.array:
+        noise = self._head(cond, t_emb, x_size)
+        if uncond is None:
+            return noise
+        return noise + guidance * (noise - self._head(uncond, t_emb, x_size))
+
+    def step(self, state: GateState, kw: dict[str, Any]) -> mx.array:
+        gate = state.gate
+        negative = kw["negative_encodings"]
+        signal, t_emb, unified, freqs_cis, first, *uncond_stream = self.prelude(
+            kw["latents"], kw["timestep"], kw["sigmas"], kw["text_encodings"], negative
+        )
+        verdict = gate.decide(signal)
+        x_len, x_size = _geometry(self.tr, kw["latents"])
+        cond_in = unified[:, :x_len]
+        uncond_in = uncond_stream[0][:, :x_len] if uncond_stream else None
+        if verdict.decision.computes:
+            negative_unified, negative_freqs_cis = uncond_stream or (None, None)
+            noise, *outs = self.body(
+                t_emb,
+                unified,
+                freqs_cis,
+                first,
+                negative_unified,
+                negative_freqs_cis,
+                kw["guidance"],
+                x_len,
+                x_size,
+            )
+            if verdict.store_residual:
+                for branch, out, body_in in zip(
+                    (COND, UNCOND), outs, (cond_in, uncond_in), strict=False
+                ):
+                    assert body_in is not None
+                    gate.store_residual(out, body_in, branch)
+        else:
+            reused_uncond = gate.reuse(uncond_in, UNCOND) if uncond_in is not None else None
+            noise = self.tail(
+                t_emb, gate.reuse(cond_in, COND), reused_uncond, kw["guidance"], x_size
+            )
+        return noise
+
+
 def make_predict_factory(
     state: GateState,
 ) -> Callable[[ZImageTransformer], Callable[..., mx.array]]:
     def factory(transformer: ZImageTransformer) -> Callable[..., mx.array]:
+        own = state.own_factory(transformer) if state.own_factory is not None else None
+        split = _CompiledZImage(transformer, state.traces) if is_compiled(own) else None
+
         def predict(
             latents: mx.array,
             timestep: mx.array,
@@ -160,12 +309,17 @@ def make_predict_factory(
                 "negative_encodings": negative_encodings,
                 "guidance": guidance,
             }
-            if not state.gating:
-                return _plain(transformer, kw)
             gate = state.gate
-            if not gate.needs_signal:
-                gate.decide(None)
-                noise = _plain(transformer, kw)
+            if not state.gating or not gate.needs_signal:
+                # Outside a generation, and at threshold 0: the pipeline's own predict, untouched.
+                if state.gating:
+                    gate.decide(None)
+                noise = own(**kw) if own is not None else _plain(transformer, kw)
+                if state.gating:
+                    state.record(noise)
+                return noise
+            if split is not None and isinstance(timestep, mx.array):
+                noise = split.step(state, kw)
                 state.record(noise)
                 return noise
             t_emb = _time_embedding(transformer, timestep, sigmas)

@@ -19,14 +19,16 @@ from typing import Any
 
 from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.hardware import host_info
-from app.bench.stats import speedups, summarize_condition
+from app.bench.stats import speedups, spread, summarize_condition
 from app.bench.worker import CONDITIONS, WorkerSpec, parse_result
 
 REPORT_SCHEMA = 1
 WARMUP_POLICY = (
     "each worker process loads the pipeline, runs {warmup} discarded warm-up generation(s) "
-    "(MLX start-up, mx.compile traces and kernel JIT, allocator growth), then times one "
-    "generation; the warm-up's own loop time is reported as first_generation"
+    "of {warmup_steps} steps (MLX start-up, mx.compile traces and kernel JIT, allocator "
+    "growth), then times one generation; the warm-up's own loop time is reported as "
+    "first_generation, and its excess over a warm generation of the same pattern (estimated "
+    "from the timed run's step times) as first_generation.compile_seconds"
 )
 ISOLATION = (
     "every (condition, repetition) in a fresh Python subprocess; repetitions interleaved "
@@ -60,6 +62,7 @@ class BenchConfig:
     quantize: int | None = None
     reps: int = 3
     warmup: int = 1
+    warmup_steps: int | None = None  # None: warm-up generations run ``steps`` steps
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
     random_weights: str | None = None
@@ -85,6 +88,7 @@ class BenchConfig:
             random_weights=self.random_weights,
             dtype=self.dtype,
             warmup=self.warmup,
+            warmup_steps=self.warmup_steps,
             rep=rep,
             image_path=image_path,
         )
@@ -208,6 +212,34 @@ def run_bench(
     return ChunkedOutcome(report, done, len(plan), directory)
 
 
+def step_costs(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Median seconds of a computed and of a skipped step in the gated runs (each step timed
+    from one loop callback to the next: transformer or tail, scheduler step, callbacks, the
+    step's sync), and their ratio. None without a gated run that skipped."""
+    import statistics
+
+    computed: list[float] = []
+    skipped: list[float] = []
+    for run in runs:
+        if run.get("condition") != "gated" or not run.get("step_seconds"):
+            continue
+        for index, (seconds, letter) in enumerate(
+            zip(run["step_seconds"], run["pattern"], strict=False)
+        ):
+            if index == 0:
+                continue  # step 0 also carries the time from before_loop
+            (skipped if letter == "S" else computed).append(float(seconds))
+    if not computed or not skipped:
+        return None
+    c, s = statistics.median(computed), statistics.median(skipped)
+    return {
+        "basis": "median over the gated runs' steps after step 0, loop callback to loop callback",
+        "computed_seconds": c,
+        "skipped_seconds": s,
+        "skipped_over_computed": s / c if c > 0 else None,
+    }
+
+
 def build_report(
     config: BenchConfig, runs: Sequence[dict[str, Any]], host: dict[str, Any]
 ) -> dict[str, Any]:
@@ -223,9 +255,33 @@ def build_report(
         "label": config.label,
         "recipe": config.settings(),
         "isolation": ISOLATION,
-        "warmup_policy": WARMUP_POLICY.format(warmup=config.warmup),
+        "warmup_policy": WARMUP_POLICY.format(
+            warmup=config.warmup,
+            warmup_steps=config.steps if config.warmup_steps is None else config.warmup_steps,
+        ),
         "hardware": {**host, "runtime": runtime},
         "conditions": conditions,
         "speedup": speedups(conditions),
+        "first_generation": {
+            cond: {
+                "steps": next(
+                    (r["first_generation"].get("steps") for r in runs if r["condition"] == cond),
+                    None,
+                ),
+                "loop_seconds": spread(
+                    [r["first_generation"]["loop_seconds"] for r in runs if r["condition"] == cond]
+                ),
+                "compile_seconds": spread(
+                    [
+                        r["first_generation"]["compile_seconds"]
+                        for r in runs
+                        if r["condition"] == cond
+                        and r["first_generation"].get("compile_seconds") is not None
+                    ]
+                ),
+            }
+            for cond in config.conditions
+        },
+        "step_costs": step_costs(runs),
         "runs": [{k: v for k, v in r.items() if k != "runtime"} for r in runs],
     }

@@ -61,6 +61,44 @@ def _skips(info: dict[str, Any]) -> str:
     return f"{count}/{active} (streak {max(streaks)})"
 
 
+def _pattern(info: dict[str, Any]) -> str:
+    patterns = info.get("patterns") or []
+    if not patterns:
+        return "—"
+    return f"`{patterns[0]}`" if len(set(patterns)) == 1 else " / ".join(f"`{p}`" for p in patterns)
+
+
+def _first_generation(report: dict[str, Any]) -> str:
+    """Median first-generation loop per condition (vanilla / gate off / gated), with its steps;
+    older reports (no top-level ``first_generation``) from the condition summaries."""
+    first = report.get("first_generation")
+    conditions = report["conditions"]
+    values = []
+    steps = None
+    for cond in ("vanilla", "gate_off", "gated"):
+        if first:
+            info = first.get(cond) or {}
+            steps = steps or info.get("steps")
+            summary = info.get("loop_seconds")
+        else:
+            summary = conditions.get(cond, {}).get("first_generation_loop_seconds")
+        values.append(_seconds(summary["median"]) if summary else "—")
+    steps = steps or report["recipe"].get("warmup_steps") or report["recipe"]["steps"]
+    return f"{' / '.join(values)} s ({steps} steps)"
+
+
+def _skip_cost(report: dict[str, Any]) -> str:
+    from app.bench.harness import step_costs
+
+    costs = report.get("step_costs") or step_costs(report.get("runs") or [])
+    if not costs or costs.get("skipped_over_computed") is None:
+        return "—"
+    return (
+        f"{costs['skipped_over_computed'] * 100:.1f}% "
+        f"({costs['skipped_seconds'] * 1000:.2g} / {costs['computed_seconds'] * 1000:.3g} ms)"
+    )
+
+
 def hardware_summary(report: dict[str, Any]) -> str:
     hardware = report.get("hardware", {})
     runtime = hardware.get("runtime", {})
@@ -119,11 +157,14 @@ def bench_markdown(report: dict[str, Any]) -> str:
         "- Host load: the 1-minute load average as each timed generation began (other work on "
         f"the machine; {hardware.get('cores')} cores)",
         "",
-        "| Condition | Loop, median (min–max) | Wall, median | First generation loop | Load "
-        "| Peak MB | Skipped (longest streak) | Pattern |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Condition | Loop, median (min–max) | Wall, median | First generation loop "
+        "| Compile (first generation's excess) | Load | Peak MB | Skipped (longest streak) "
+        "| Pattern |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    first_generation = report.get("first_generation") or {}
     for name, info in report["conditions"].items():
+        compile_summary = (first_generation.get(name) or {}).get("compile_seconds")
         patterns = info.get("patterns") or []
         pattern = patterns[0] if info.get("pattern_stable") and patterns else " / ".join(patterns)
         wall = info.get("wall_seconds")
@@ -131,6 +172,7 @@ def bench_markdown(report: dict[str, Any]) -> str:
             f"| {CONDITION_NAMES.get(name, name)} | {_spread(info.get('loop_seconds'))} "
             f"| {_seconds(wall['median']) if wall else '—'} s "
             f"| {_spread(info.get('first_generation_loop_seconds'))} "
+            f"| {_spread(compile_summary)} "
             f"| {_spread(info.get('load_seconds'))} | {_mb(info.get('peak_memory_bytes'))} "
             f"| {_skips(info)} | `{pattern}` |"
         )
@@ -142,7 +184,9 @@ def bench_markdown(report: dict[str, Any]) -> str:
         f"{_ratio(s['gate_off_vs_vanilla'])}; ideal (active / computed steps) "
         f"{_ratio(s['ideal'])}; measured / ideal **{_ratio(s['measured_over_ideal'], '')}** "
         f"(gating alone {_ratio(s['gating_over_ideal'], '')}). "
-        f"Wall-clock gated vs vanilla {_ratio(s['wall_gated_vs_vanilla'])}.",
+        f"Wall-clock gated vs vanilla {_ratio(s['wall_gated_vs_vanilla'])}. "
+        f"A skipped step costs {_skip_cost(report)} of a computed one (gated runs, median). "
+        f"First generation (vanilla / gate off / gated): {_first_generation(report)}.",
         "",
         "Every run, in the order it ran:",
         "",
@@ -180,9 +224,11 @@ def readme_table(directory: Path = BENCHMARKS_DIR) -> str:
     """The README's performance table, rendered from the committed reports (markers included)."""
     lines = [
         START_MARKER,
-        "| Recipe | Hardware | Vanilla mflux | Gate off | Gated | Skipped (streak) "
-        "| Speedup vs vanilla | vs gate off | Ideal | Measured / ideal | Gating / ideal | Source |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Recipe | Hardware | Vanilla mflux | Gate off | Gated | Skipped (streak) | Pattern "
+        "| Speedup vs vanilla | vs gate off | Gate off / vanilla | Ideal | Measured / ideal "
+        "| Gating / ideal | Skipped step / computed | First generation: vanilla / gate off / "
+        "gated | Source |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, report in load_reports(directory):
         conditions = report["conditions"]
@@ -192,9 +238,12 @@ def readme_table(directory: Path = BENCHMARKS_DIR) -> str:
             f"| {_spread(conditions.get('vanilla', {}).get('loop_seconds'))} "
             f"| {_spread(conditions.get('gate_off', {}).get('loop_seconds'))} "
             f"| {_spread(conditions.get('gated', {}).get('loop_seconds'))} "
-            f"| {_skips(conditions.get('gated', {}))} | **{_ratio(s['gated_vs_vanilla'])}** "
-            f"| {_ratio(s['gated_vs_gate_off'])} | {_ratio(s['ideal'])} "
+            f"| {_skips(conditions.get('gated', {}))} | {_pattern(conditions.get('gated', {}))} "
+            f"| **{_ratio(s['gated_vs_vanilla'])}** "
+            f"| {_ratio(s['gated_vs_gate_off'])} | {_ratio(s['gate_off_vs_vanilla'], '')} "
+            f"| {_ratio(s['ideal'])} "
             f"| {_ratio(s['measured_over_ideal'], '')} | {_ratio(s['gating_over_ideal'], '')} "
+            f"| {_skip_cost(report)} | {_first_generation(report)} "
             f"| `resources/benchmarks/{name}` |"
         )
     lines += [
@@ -203,7 +252,10 @@ def readme_table(directory: Path = BENCHMARKS_DIR) -> str:
         "repetition a cold subprocess after one discarded warm-up generation, repetitions "
         "interleaved across conditions. Ideal = active steps / computed steps. Measured / ideal "
         "compares the gated run with untouched mflux; gating / ideal compares it with our own "
-        "path at threshold 0, which isolates what skipping delivers.",
+        "path at threshold 0, which isolates what skipping delivers. Gate off / vanilla is "
+        "vanilla's time over gate off's (1.00: threshold 0 costs nothing). Skipped step / "
+        "computed: median step times of the gated runs. First generation: the discarded warm-up "
+        "(mx.compile traces, kernel JIT), median per condition.",
         END_MARKER,
     ]
     return "\n".join(lines)

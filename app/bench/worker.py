@@ -55,6 +55,10 @@ class WorkerSpec:
     random_weights: str | None = None  # "tiny" | "full": an mflux shell with random weights
     dtype: str | None = None  # "float32" | "bfloat16"; None: the pipeline's own
     warmup: int = 1
+    # Steps of each warm-up generation (None: ``steps``). A short warm-up still traces and
+    # JIT-compiles everything once (with a forced pattern, 4 steps run F, S, C, F: prelude,
+    # body and skip tail) and saves device time on large models.
+    warmup_steps: int | None = None
     rep: int = 0
     image_path: str | None = None  # save the timed generation's image here (PNG)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -191,24 +195,46 @@ def load_pipeline(spec: WorkerSpec) -> Any:
     return default_loader(base, request, lambda event: None, threading.Event())
 
 
+RANDOM_WEIGHT_FAMILIES = "FLUX.1, FLUX.2, Z-Image and Qwen-Image"
+
+
 def _random_weight_pipeline(spec: WorkerSpec, variant: Any) -> Any:
+    """An mflux shell of the variant's family with random weights: ``full`` at the real
+    dimensions (built in the target dtype one matrix at a time, so a 20B-parameter Qwen-Image
+    never holds a float32 copy), ``tiny`` for CPU tests and dry runs."""
     import mlx.core as mx
 
     from app.adapters import shells
     from app.variants import Family
 
     dtype = {"float32": mx.float32, "bfloat16": mx.bfloat16, None: mx.float32}[spec.dtype]
+    full = spec.random_weights == "full"
+    if variant.family is Family.flux1:
+        blocks = shells.FLUX1_DEV if full else shells.FLUX1_TINY
+        return shells.flux1_shell(
+            variant.mflux_name or "dev",
+            joint_blocks=blocks.joint_blocks,
+            single_blocks=blocks.single_blocks,
+            prompts=[spec.prompt],
+            dtype=dtype,
+        )
     if variant.family is Family.flux2:
-        dims = shells.FLUX2_KLEIN_4B if spec.random_weights == "full" else shells.FLUX2_TINY
+        dims = shells.FLUX2_KLEIN_4B if full else shells.FLUX2_TINY
         return shells.flux2_shell(
             variant.mflux_name or "flux2-klein-4b", dims=dims, prompts=[spec.prompt], dtype=dtype
         )
     if variant.family is Family.z_image:
-        dims = shells.Z_IMAGE_FULL if spec.random_weights == "full" else shells.Z_IMAGE_TINY
+        dims = shells.Z_IMAGE_FULL if full else shells.Z_IMAGE_TINY
         return shells.z_image_shell(
             variant.mflux_name or "z-image", dims=dims, prompts=[spec.prompt], dtype=dtype
         )
-    raise ValueError(f"random weights are available for FLUX.2 and Z-Image only, not {variant.id}")
+    if variant.family is Family.qwen_image:
+        return shells.qwen_shell(
+            dims=shells.QWEN_FULL if full else shells.QWEN_TINY, prompts=[spec.prompt], dtype=dtype
+        )
+    raise ValueError(
+        f"random weights are available for {RANDOM_WEIGHT_FAMILIES} only, not {variant.id}"
+    )
 
 
 def _generate_kwargs(spec: WorkerSpec) -> dict[str, Any]:
@@ -272,8 +298,27 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
     return out
 
 
+def warm_loop_estimate(timed: dict[str, Any], pattern: str) -> float:
+    """Seconds a warm generation with ``pattern`` would take, from the timed run: its median
+    computed-step and skipped-step times where the gate timed each step, else its mean step."""
+    import statistics
+
+    steps = timed.get("step_seconds")
+    mean = timed["loop_seconds"] / max(1, timed["loop_steps"])
+    if not steps:
+        return mean * len(pattern)
+    letters = timed["pattern"]
+    computed = [t for t, c in zip(steps, letters, strict=False) if c != "S"]
+    skipped = [t for t, c in zip(steps, letters, strict=False) if c == "S"]
+    c_cost = statistics.median(computed) if computed else mean
+    s_cost = statistics.median(skipped) if skipped else c_cost
+    return sum(s_cost if c == "S" else c_cost for c in pattern)
+
+
 def run_worker(spec: WorkerSpec) -> dict[str, Any]:
     """Load, warm up, time. Returns the result the worker prints (without the image)."""
+    from dataclasses import replace
+
     from app.blas import preload_openblas
 
     preload_openblas()
@@ -289,8 +334,9 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         load_seconds = time.perf_counter() - started
         load_peak = int(mx.get_peak_memory())
         first: dict[str, Any] | None = None
+        warm_spec = spec if spec.warmup_steps is None else replace(spec, steps=spec.warmup_steps)
         for _ in range(spec.warmup):
-            warm = generate_once(pipeline, spec)
+            warm = generate_once(pipeline, warm_spec)
             warm.pop("_image", None)
             first = first or warm
         timed = generate_once(pipeline, spec)
@@ -299,6 +345,9 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         image.save(spec.image_path)
     if first is None:
         first = {k: v for k, v in timed.items()}
+        compile_estimate = None
+    else:
+        compile_estimate = first["loop_seconds"] - warm_loop_estimate(timed, first["pattern"])
     params = gate_params(spec) if spec.condition != "vanilla" else None
     return {
         "schema": WORKER_SCHEMA,
@@ -313,8 +362,13 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         "first_generation": {
             "loop_seconds": first["loop_seconds"],
             "wall_seconds": first["wall_seconds"],
+            "steps": first["loop_steps"],
             "pattern": first["pattern"],
             "skipped": first["skipped"],
+            # What the first generation cost beyond a warm one with its pattern: mx.compile
+            # traces, kernel JIT (g++ on CPU, NVRTC on CUDA), allocator growth. The warm cost is
+            # estimated from the timed run's own step times (see warm_loop_estimate).
+            "compile_seconds": compile_estimate,
         },
         **timed,
         "longest_skip_streak": longest_skip_streak(timed["pattern"]),

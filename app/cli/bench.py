@@ -11,6 +11,7 @@ from app.cli.generate import parse_size_arg
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 FORCED_THRESHOLD = 0.5
+RANDOM_WEIGHT_FAMILIES = ("flux1", "flux2", "z-image", "qwen-image")
 
 
 def forced_coefficients(skips_per_compute: int) -> tuple[float, ...]:
@@ -79,9 +80,12 @@ def _bench(args: argparse.Namespace) -> int:
         coefficients = forced_coefficients(args.forced_skips)
         threshold = FORCED_THRESHOLD
         max_streak = max(args.forced_skips, 1)
+    _positive("--warmup-steps", args.warmup_steps)
     request = make_recipe_request(args, threshold)
-    if args.random_weights and request.variant.family.value not in ("flux2", "z-image"):
-        raise UserError("--random-weights works for FLUX.2 and Z-Image variants only")
+    if args.random_weights and request.variant.family.value not in RANDOM_WEIGHT_FAMILIES:
+        raise UserError(
+            "--random-weights works for FLUX.1, FLUX.2, Z-Image and Qwen-Image variants only"
+        )
     if request.threshold <= 0:
         print(
             f"warning: threshold 0 for {request.variant_id} — the gated condition cannot skip "
@@ -111,6 +115,7 @@ def _bench(args: argparse.Namespace) -> int:
         quantize=request.quantize,
         reps=args.reps,
         warmup=args.warmup,
+        warmup_steps=args.warmup_steps,
         coefficients=coefficients,
         max_consecutive_skips=max_streak,
         random_weights=args.random_weights,
@@ -169,11 +174,19 @@ def setup(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="discarded warm-up generations inside each worker (default 1)",
     )
+    p.add_argument(
+        "--warmup-steps",
+        type=int,
+        metavar="N",
+        help="steps of each warm-up generation (default: --steps); a short warm-up still "
+        "compiles everything once",
+    )
     p.add_argument("--out", help="report path, FILE.json (a FILE.md table is written beside it)")
     p.add_argument(
         "--random-weights",
         choices=("tiny", "full"),
-        help="time a weight-less mflux shell with random weights (FLUX.2, Z-Image)",
+        help="time a weight-less mflux shell with random weights (FLUX.1, FLUX.2, Z-Image, "
+        "Qwen-Image): full = the real dimensions, tiny = CPU-sized",
     )
     p.add_argument(
         "--dtype",

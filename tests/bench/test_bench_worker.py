@@ -138,7 +138,8 @@ def test_bench_command_end_to_end_and_resume(tmp_path: Path) -> None:
         (("--variant", "demo", "--threshold", "2"), "threshold must be between 0 and 1"),
         (("--variant", "demo", "--out", "x.txt"), "--out must name a .json file"),
         (("--variant", "demo", "--forced-skips", "2", "--threshold", "0.1"), "--forced-skips"),
-        (("--variant", "demo", "--random-weights", "tiny"), "FLUX.2 and Z-Image"),
+        (("--variant", "demo", "--random-weights", "tiny"), "FLUX.1, FLUX.2, Z-Image and Qwen"),
+        (("--variant", "demo", "--warmup-steps", "0"), "--warmup-steps must be at least 1"),
         (
             (
                 "--reps",

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue #17 on the lent H200: `teacache-studio bench` (vanilla mflux / gate off / gated, each
+# repetition a cold subprocess) for FLUX.1 dev, FLUX.2 Klein 4B (1024² and 512²), Z-Image and
+# Qwen-Image at their real dimensions with random weights, bfloat16, a forced skip pattern (one
+# skip after every computed step: 9 of 20), first-generation (compile) time reported. Writes
+# $OUT/<case>.json (+ .md, + .chunks/ with every run and its worker log) and $OUT/issue17-plan.txt.
+#
+# On the device (MLX CUDA installed as /work/shared/device/README.md says), from the repo root:
+#   export PYTHONPATH=/opt/mlxsite:$PWD && bash resources/benchmarks/device/issue17.sh CASE...
+# Cases: flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024 (none given: all five).
+# Per-case overrides: REPS_<case> / STEPS_<case> / WARMUP_STEPS_<case> (case with - → _), e.g.
+#   REPS_qwen_1024=1 STEPS_flux1_1024=10.
+# Resume a case cut off by a call's time limit: carry its .chunks folder back in and set
+#   RESUME_FROM=<folder holding CASE.chunks/>; finished runs are kept, the rest run.
+# Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 4 steps, OUT defaulting to
+# ./issue17-dry): TINY=1 bash resources/benchmarks/device/issue17.sh
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
+PY=${PYTHON:-python3}
+TINY=${TINY:-0}
+if [ "$TINY" = 1 ]; then
+  OUT=${OUT:-$PWD/issue17-dry}
+  WEIGHTS=tiny DTYPE=float32
+else
+  OUT=${OUT:?set OUT (the device sets it)}
+  WEIGHTS=full DTYPE=bfloat16
+  export TEACACHE_STUDIO_NO_OPENBLAS=1
+fi
+mkdir -p "$OUT"
+cases=("$@")
+[ ${#cases[@]} -eq 0 ] && cases=(flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024)
+
+# case -> variant, size, default steps, default reps, default warm-up steps.
+# Device-time estimates (per-step figures from /work/shared/research/README.md and the committed
+# FLUX.2 run; each process ~5 s start-up + random init (2.5 s for 4B, ~12 s for Qwen's 20B) + a
+# 4-step warm-up + the timed generation; the first process of a case on a fresh machine also
+# JIT-compiles CUDA kernels: 76 s for FLUX.2's first vanilla process last time):
+#   flux2-1024   74 ms/step,  3 reps -> 9 processes ~ 1.5 min + JIT ~1.5 min  = ~3 min
+#   flux2-512    ~25 ms/step, 2 reps -> 6 processes ~ 0.8 min + JIT           = ~1 min
+#   z-image-1024 256 ms/step (CFG), 2 reps -> 6 processes ~ 1.5 min + JIT     = ~2.5-3 min
+#   flux1-1024   517 ms/step, 2 reps -> 6 processes ~ 2.3 min + JIT           = ~2.5 min
+#   qwen-1024    ~1.7 s/step (2 CFG calls of 60 blocks: extrapolated from FLUX.1's FLOPs,
+#                never measured), 1 rep -> 3 processes ~ 2.6 min + JIT        = ~3 min
+# To fit less time: REPS_flux1_1024=1, STEPS_qwen_1024=10 (each saves ~1-1.5 min).
+plan() {
+  case "$1" in
+    flux2-1024) echo "flux2-klein-4b 1024x1024 20 3 4" ;;
+    flux2-512) echo "flux2-klein-4b 512x512 20 2 4" ;;
+    z-image-1024) echo "z-image 1024x1024 20 2 4" ;;
+    flux1-1024) echo "flux1-dev 1024x1024 20 2 4" ;;
+    qwen-1024) echo "qwen-image 1024x1024 20 1 4" ;;
+    *) echo "unknown case $1" >&2; return 1 ;;
+  esac
+}
+
+{
+  echo "issue17 batch: cases ${cases[*]}; weights $WEIGHTS, dtype $DTYPE; $(date -u +%FT%TZ)"
+  nvidia-smi -L 2>/dev/null || echo "no nvidia-smi (CPU dry run)"
+  git log --oneline -1 2>/dev/null || true
+  "$PY" -c "import mlx.core as mx, mflux; print('mlx', mx.__version__, mx.default_device())"
+} | tee -a "$OUT/issue17-plan.txt"
+
+for name in "${cases[@]}"; do
+  read -r variant size steps reps warm <<<"$(plan "$name")"
+  key=${name//-/_}
+  steps=$(eval echo "\${STEPS_$key:-$steps}")
+  reps=$(eval echo "\${REPS_$key:-$reps}")
+  warm=$(eval echo "\${WARMUP_STEPS_$key:-$warm}")
+  if [ "$TINY" = 1 ]; then size=64x64 steps=4 reps=1 warm=4; fi
+  note="Timing only: random weights ($WEIGHTS size, $DTYPE) and a forced skip pattern (1 skipped after each computed step, from a constant gate polynomial), says nothing about image quality; $steps steps, $reps cold repetition(s), each after a $warm-step warm-up (issue #17 device batch; repetitions and warm-up steps chosen to fit the session's device time)"
+  if [ -n "${RESUME_FROM:-}" ] && [ -d "$RESUME_FROM/$name.chunks" ] && [ ! -d "$OUT/$name.chunks" ]; then
+    cp -r "$RESUME_FROM/$name.chunks" "$OUT/"
+  fi
+  echo "== $name: $variant $size, $steps steps, $reps reps, warm-up $warm steps" | tee -a "$OUT/issue17-plan.txt"
+  started=$(date +%s)
+  status=0
+  "$PY" -m app bench --variant "$variant" --size "$size" --steps "$steps" --reps "$reps" \
+    --warmup-steps "$warm" --random-weights "$WEIGHTS" --dtype "$DTYPE" --forced-skips 1 \
+    --label "$note" --out "$OUT/$name.json" --quiet >"$OUT/$name.stdout" 2>"$OUT/$name.stderr" || status=$?
+  echo "== $name: exit $status after $(( $(date +%s) - started )) s" | tee -a "$OUT/issue17-plan.txt"
+  tail -n 3 "$OUT/$name.stderr" || true
+  [ -f "$OUT/$name.md" ] && sed -n '/^Speedup/p' "$OUT/$name.md"
+done
+ls -la "$OUT"

@@ -1,0 +1,185 @@
+"""Where a step's time goes on the split-compiled gated path (issue #17), per part, in isolation.
+
+For FLUX.2 Klein 4B (1024², 512²) and Z-Image (1024²) shells with random weights, bfloat16: the
+untouched mflux compiled predict (a computed step's transformer work), and the parts of a gated
+step: the compiled prelude, the host sync of the gate's rel-L1, the eager residual add, the
+compiled tail, the compiled body+tail, the scheduler step, and an empty sync (launch floor).
+Each part is timed N times after warm-up, each time to completion (``mx.eval``); medians in ms.
+
+    export PYTHONPATH=/opt/mlxsite:$PWD
+    python3 resources/benchmarks/device/profile_skip.py "$OUT/profile-skip.json"
+    TINY=1 python resources/benchmarks/device/profile_skip.py /tmp/p.json   # CPU dry run
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from app.blas import preload_openblas
+
+preload_openblas()
+import mlx.core as mx  # noqa: E402
+from mflux.models.common.config.model_config import ModelConfig  # noqa: E402
+from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCreator  # noqa: E402
+
+from app.adapters import flux2, shells, z_image  # noqa: E402
+from app.gate.live import rel_l1  # noqa: E402
+
+TINY = os.environ.get("TINY") == "1"
+N = 5 if TINY else 30
+DTYPE = mx.float32 if TINY else mx.bfloat16
+
+
+def _time(fn: Callable[[], Any], n: int = N) -> float:
+    for _ in range(3):
+        mx.eval(fn())
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        out = fn()
+        mx.eval(out)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1000
+
+
+def _sync(fn: Callable[[], Any], n: int = N) -> float:
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1000
+
+
+def _scheduler_step(shape: tuple[int, ...]) -> float:
+    """mflux's compiled (shapeless) flow-match Euler step."""
+    from mflux.models.common.schedulers.flow_match_euler_discrete_scheduler import _step
+
+    sigmas = mx.linspace(1.0, 0.0, 21)
+    latents = mx.random.normal(shape).astype(DTYPE)
+    noise = mx.random.normal(shape).astype(DTYPE)
+    return _time(lambda: _step(noise, latents, sigmas[3], sigmas[4]))
+
+
+def profile_flux2(size: int) -> dict[str, Any]:
+    dims = shells.FLUX2_TINY if TINY else shells.FLUX2_KLEIN_4B
+    with shells.use_precision(DTYPE):
+        pipe = shells.flux2_shell("flux2-klein-4b", dims=dims, dtype=DTYPE)
+        tr = pipe.transformer
+        embeds, ids = pipe._encode_prompt_pair.table[shells.DEFAULT_PROMPT]
+        latents, latent_ids, _, _ = Flux2LatentCreator.prepare_packed_latents(
+            seed=0, height=size, width=size, batch_size=1
+        )
+        latents = latents.astype(DTYPE)
+        timestep = mx.array(700.0)
+        vanilla = type(pipe)._predict(tr)  # mflux's own, mx.compile'd off M1/M2
+        kw = dict(
+            latents=latents, latent_ids=latent_ids, prompt_embeds=embeds, text_ids=ids,
+            negative_prompt_embeds=None, negative_text_ids=None, guidance=1.0, timestep=timestep,
+        )  # fmt: skip
+        split = flux2._CompiledFlux2(tr, Counter())
+        hs, temb, mod_img, signal = split.prelude(latents, timestep)
+        mx.eval(hs, temb, mod_img, signal)
+        anchor = signal * 1.01
+        mx.eval(anchor)
+        _, out_img = split.body(hs, temb, mod_img, latent_ids, embeds, ids, None, None, 1.0)
+        residual = out_img - hs
+        mx.eval(residual)
+        parts = {
+            "vanilla_predict": _time(lambda: vanilla(**kw)),
+            "prelude": _time(lambda: split.prelude(latents, timestep)),
+            "host_sync_rel_l1": _sync(lambda: rel_l1(signal, anchor)),
+            "residual_add": _time(lambda: hs + residual),
+            "tail": _time(lambda: split.tail(temb, hs + residual, None, 1.0)),
+            "body_and_tail": _time(
+                lambda: split.body(hs, temb, mod_img, latent_ids, embeds, ids, None, None, 1.0)
+            ),
+            "scheduler_step": _scheduler_step(latents.shape),
+            "empty_sync": _sync(lambda: mx.eval(mx.array(1.0) + 1)),
+        }
+    return {"family": "flux2-klein-4b", "size": size, "ms": parts}
+
+
+def profile_z_image(size: int) -> dict[str, Any]:
+    from mflux.models.z_image.latent_creator.z_image_latent_creator import ZImageLatentCreator
+
+    dims = shells.Z_IMAGE_TINY if TINY else shells.Z_IMAGE_FULL
+    with shells.use_precision(DTYPE):
+        pipe = shells.z_image_shell("z-image", dims=dims, dtype=DTYPE)
+        tr = pipe.transformer
+        cap = pipe._encode_prompts.table[shells.DEFAULT_PROMPT]
+        neg = pipe._encode_prompts.table[" "]
+        latents = ZImageLatentCreator.create_noise(seed=0, height=size, width=size).astype(DTYPE)
+        sigmas = mx.linspace(1.0, 0.0, 21)
+        timestep = (1 - sigmas[3]).reshape((1,))
+        vanilla = type(pipe)._predict(tr)
+        kw = dict(
+            latents=latents, timestep=timestep, sigmas=sigmas, text_encodings=cap,
+            negative_encodings=neg, guidance=4.0,
+        )  # fmt: skip
+        split = z_image._CompiledZImage(tr, Counter())
+        signal, t_emb, unified, freqs, first, nu, nf = split.prelude(
+            latents, timestep, sigmas, cap, neg
+        )
+        mx.eval(signal, t_emb, unified, freqs, first, nu, nf)
+        anchor = signal * 1.01
+        mx.eval(anchor)
+        x_len, x_size = z_image._geometry(tr, latents)
+        _, out_c, out_u = split.body(t_emb, unified, freqs, first, nu, nf, 4.0, x_len, x_size)
+        rc, ru = out_c - unified[:, :x_len], out_u - nu[:, :x_len]
+        mx.eval(rc, ru)
+        parts = {
+            "vanilla_predict": _time(lambda: vanilla(**kw)),
+            "prelude": _time(lambda: split.prelude(latents, timestep, sigmas, cap, neg)),
+            "host_sync_rel_l1": _sync(lambda: rel_l1(signal, anchor)),
+            "residual_add": _time(lambda: (unified[:, :x_len] + rc, nu[:, :x_len] + ru)),
+            "tail": _time(
+                lambda: split.tail(t_emb, unified[:, :x_len] + rc, nu[:, :x_len] + ru, 4.0, x_size)
+            ),
+            "body_and_tail": _time(
+                lambda: split.body(t_emb, unified, freqs, first, nu, nf, 4.0, x_len, x_size)
+            ),
+            "scheduler_step": _scheduler_step(latents.shape),
+            "empty_sync": _sync(lambda: mx.eval(mx.array(1.0) + 1)),
+        }
+    return {"family": "z-image", "size": size, "guidance": 4.0, "ms": parts}
+
+
+def main() -> None:
+    out = sys.argv[1] if len(sys.argv) > 1 else "profile-skip.json"
+    sizes = (64,) if TINY else (1024, 512)
+    rows = [profile_flux2(s) for s in sizes]
+    rows.append(profile_z_image(64 if TINY else 1024))
+    for row in rows:
+        ms = row["ms"]
+        skip = ms["prelude"] + ms["host_sync_rel_l1"] + ms["tail"]
+        row["skipped_step_parts_ms"] = skip
+        row["skipped_over_vanilla_predict"] = skip / ms["vanilla_predict"]
+        share = row["skipped_over_vanilla_predict"]
+        parts = {k: round(v, 3) for k, v in ms.items()}
+        print(row["family"], row["size"], parts, f"prelude+sync+tail {skip:.3f} ms = {share:.2%}")
+    report = {
+        "kind": "profile-skip",
+        "dtype": str(DTYPE),
+        "tiny": TINY,
+        "n": N,
+        "device": str(mx.default_device()),
+        "precision": str(ModelConfig.precision),
+        "command": "python3 resources/benchmarks/device/profile_skip.py OUT.json",
+        "rows": rows,
+    }
+    with open(out, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

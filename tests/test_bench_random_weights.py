@@ -1,0 +1,95 @@
+"""``--random-weights`` for all four families: real dimensions on paper, tiny ones built here.
+
+Real-size weights are never built on this 24 GB machine: the full dimensions are checked against
+mflux's own constructors and configs, and the memory rule (no float32 copy of the weights, one
+matrix at a time) is checked on a model small enough to build.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+from app.adapters import shells
+from app.bench.worker import WorkerSpec, _random_weight_pipeline, warm_loop_estimate
+from app.variants import get_variant
+
+
+def test_full_dimensions_are_mflux_own() -> None:
+    from mflux.models.common.config.model_config import ModelConfig
+    from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransformer
+
+    parameters = inspect.signature(QwenTransformer.__init__).parameters
+    defaults = {name: p.default for name, p in parameters.items()}
+    assert shells.QWEN_FULL.kwargs() == {
+        "num_layers": defaults["num_layers"],  # 60
+        "num_attention_heads": defaults["num_attention_heads"],  # 24
+        "attention_head_dim": defaults["attention_head_dim"],  # 128
+        "joint_attention_dim": defaults["joint_attention_dim"],  # 3584
+    }
+    # FLUX.1 dev's block counts come from its weights (19 joint + 38 single, mflux-internals
+    # §1.1); the width is hard-coded 3072 in mflux.
+    assert (shells.FLUX1_DEV.joint_blocks, shells.FLUX1_DEV.single_blocks) == (19, 38)
+    flux2 = shells.FLUX2_KLEIN_4B.kwargs()
+    for key, value in ModelConfig.flux2_klein_4b().transformer_overrides.items():
+        assert flux2[key] == value, key
+
+
+def test_bfloat16_build_never_holds_a_float32_copy() -> None:
+    """Peak memory while building stays near the bf16 weights: a float32 copy of them all would
+    add twice their size. (At real size: FLUX.1 dev 24 GB, Qwen-Image 41 GB on a 141 GB H200.)"""
+    mx.synchronize()
+    mx.reset_peak_memory()
+    baseline = mx.get_active_memory()
+    pipeline = shells.qwen_shell(dims=shells.QwenDims(4, 8, 1024), dtype=mx.bfloat16)
+    weights = tree_flatten(pipeline.transformer.parameters())
+    assert {v.dtype for _, v in weights} == {mx.bfloat16}
+    size = sum(v.nbytes for _, v in weights)
+    assert size > 150e6  # large enough that a float32 copy would show
+    peak = mx.get_peak_memory() - baseline
+    # Measured: 1.25× the bf16 size (the shared 32 MB random pool and one matrix's temporaries).
+    assert peak < 1.5 * size, (peak / 1e6, size / 1e6)
+
+
+def _spec(variant: str) -> WorkerSpec:
+    return WorkerSpec(
+        variant=variant,
+        condition="gated",
+        prompt="a red circle on a blue background",
+        seed=0,
+        steps=4,
+        width=64,
+        height=64,
+        threshold=0.5,
+        random_weights="tiny",
+        dtype="float32",
+    )
+
+
+def test_worker_builds_tiny_flux1_and_qwen_shells() -> None:
+    from mflux.models.flux.variants.txt2img.flux import Flux1
+    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
+
+    qwen = _random_weight_pipeline(_spec("qwen-image"), get_variant("qwen-image"))
+    assert isinstance(qwen, QwenImage)
+    assert len(qwen.transformer.transformer_blocks) == shells.QWEN_TINY.num_layers
+    flux1 = _random_weight_pipeline(_spec("flux1-dev"), get_variant("flux1-dev"))
+    assert isinstance(flux1, Flux1)
+    assert len(flux1.transformer.transformer_blocks) == shells.FLUX1_TINY.joint_blocks
+    assert len(flux1.transformer.single_transformer_blocks) == shells.FLUX1_TINY.single_blocks
+    assert flux1.model_config.model_name.endswith("FLUX.1-dev")
+
+
+def test_warm_loop_estimate_uses_the_timed_runs_step_costs() -> None:
+    timed = {
+        "loop_seconds": 1.0,
+        "loop_steps": 6,
+        "pattern": "FSCSCF",
+        "step_seconds": [0.3, 0.01, 0.2, 0.01, 0.2, 0.2],
+    }
+    # Warm-up pattern FSCF: three computed steps at the median 0.2 s, one skipped at 0.01 s.
+    assert abs(warm_loop_estimate(timed, "FSCF") - 0.61) < 1e-9
+    vanilla = {**timed, "step_seconds": None, "pattern": "CCCCCC"}
+    assert abs(warm_loop_estimate(vanilla, "CCCC") - 4 / 6) < 1e-9
