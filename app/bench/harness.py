@@ -19,7 +19,8 @@ from typing import Any
 
 from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.hardware import host_info
-from app.bench.stats import speedups, spread, summarize_condition
+from app.bench.stats import speedups, spread, step_costs, summarize_condition
+from app.bench.table import bench_markdown
 from app.bench.worker import CONDITIONS, WorkerSpec, parse_result
 
 REPORT_SCHEMA = 1
@@ -206,38 +207,8 @@ def run_bench(
     runs = [store.load(chunk_key(rep, cond)) or {} for rep, cond in plan]
     report = build_report(config, runs, host if host is not None else host_info())
     write_json_atomic(out, report)
-    from app.bench.table import bench_markdown
-
     out.with_suffix(".md").write_text(bench_markdown(report), encoding="utf-8")
     return ChunkedOutcome(report, done, len(plan), directory)
-
-
-def step_costs(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Median seconds of a computed and of a skipped step in the gated runs (each step timed
-    from one loop callback to the next: transformer or tail, scheduler step, callbacks, the
-    step's sync), and their ratio. None without a gated run that skipped."""
-    import statistics
-
-    computed: list[float] = []
-    skipped: list[float] = []
-    for run in runs:
-        if run.get("condition") != "gated" or not run.get("step_seconds"):
-            continue
-        for index, (seconds, letter) in enumerate(
-            zip(run["step_seconds"], run["pattern"], strict=False)
-        ):
-            if index == 0:
-                continue  # step 0 also carries the time from before_loop
-            (skipped if letter == "S" else computed).append(float(seconds))
-    if not computed or not skipped:
-        return None
-    c, s = statistics.median(computed), statistics.median(skipped)
-    return {
-        "basis": "median over the gated runs' steps after step 0, loop callback to loop callback",
-        "computed_seconds": c,
-        "skipped_seconds": s,
-        "skipped_over_computed": s / c if c > 0 else None,
-    }
 
 
 def build_report(

@@ -88,3 +88,29 @@ def speedups(conditions: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "gating_over_ideal": _ratio(vs_gate_off, ideal),
         "wall_gated_vs_vanilla": _ratio(wall_vanilla, wall_gated),
     }
+
+
+def step_costs(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Median seconds of a computed and of a skipped step in the gated runs (each step timed
+    from one loop callback to the next: transformer or tail, scheduler step, callbacks, the
+    step's sync), and their ratio. None without a gated run that skipped."""
+    computed: list[float] = []
+    skipped: list[float] = []
+    for run in runs:
+        if run.get("condition") != "gated" or not run.get("step_seconds"):
+            continue
+        for index, (seconds, letter) in enumerate(
+            zip(run["step_seconds"], run["pattern"], strict=False)
+        ):
+            if index == 0:
+                continue  # step 0 also carries the time from before_loop
+            (skipped if letter == "S" else computed).append(float(seconds))
+    if not computed or not skipped:
+        return None
+    c, s = statistics.median(computed), statistics.median(skipped)
+    return {
+        "basis": "median over the gated runs' steps after step 0, loop callback to loop callback",
+        "computed_seconds": c,
+        "skipped_seconds": s,
+        "skipped_over_computed": s / c if c > 0 else None,
+    }

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from app.bench.stats import step_costs
+
 BENCHMARKS_DIR = Path(__file__).resolve().parent.parent.parent / "resources" / "benchmarks"
 START_MARKER = "<!-- bench-table:start -->"
 END_MARKER = "<!-- bench-table:end -->"
@@ -88,8 +90,6 @@ def _first_generation(report: dict[str, Any]) -> str:
 
 
 def _skip_cost(report: dict[str, Any]) -> str:
-    from app.bench.harness import step_costs
-
     costs = report.get("step_costs") or step_costs(report.get("runs") or [])
     if not costs or costs.get("skipped_over_computed") is None:
         return "—"
