@@ -7,8 +7,8 @@ compiled tail, the compiled body+tail, the scheduler step, and an empty sync (la
 Each part is timed N times after warm-up, each time to completion (``mx.eval``); medians in ms.
 
     export PYTHONPATH=/opt/mlxsite:$PWD
-    python3 resources/benchmarks/device/profile_skip.py "$OUT/profile-skip.json"
-    TINY=1 python resources/benchmarks/device/profile_skip.py /tmp/p.json   # CPU dry run
+    python3 lab/bench/device/profile_skip.py "$OUT/profile-skip.json"
+    TINY=1 python lab/bench/device/profile_skip.py /tmp/p.json   # CPU dry run
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def main() -> None:
         "n": N,
         "device": str(mx.default_device()),
         "precision": str(ModelConfig.precision),
-        "command": "python3 resources/benchmarks/device/profile_skip.py OUT.json",
+        "command": "python3 lab/bench/device/profile_skip.py OUT.json",
         "rows": rows,
     }
     with open(out, "w", encoding="utf-8") as fh:

@@ -6,14 +6,14 @@
 # $OUT/<case>.json (+ .md, + .chunks/ with every run and its worker log) and $OUT/issue17-plan.txt.
 #
 # On the device (MLX CUDA installed as /work/shared/device/README.md says), from the repo root:
-#   export PYTHONPATH=/opt/mlxsite:$PWD && bash resources/benchmarks/device/issue17.sh CASE...
+#   export PYTHONPATH=/opt/mlxsite:$PWD && bash lab/bench/device/issue17.sh CASE...
 # Cases: flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024 (none given: all five).
 # Per-case overrides: REPS_<case> / STEPS_<case> / WARMUP_STEPS_<case> (case with - → _), e.g.
 #   REPS_qwen_1024=1 STEPS_flux1_1024=10.
 # Resume a case cut off by a call's time limit: carry its .chunks folder back in and set
 #   RESUME_FROM=<folder holding CASE.chunks/>; finished runs are kept, the rest run.
 # Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 4 steps, OUT defaulting to
-# ./issue17-dry): TINY=1 bash resources/benchmarks/device/issue17.sh
+# ./issue17-dry): TINY=1 bash lab/bench/device/issue17.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
