@@ -1,5 +1,5 @@
-"""Qt-free numbers behind the window: image comparison, speedup, where skipping begins, and the
-distilled-schedule notice. Heavy parts (SSIM) run on the worker thread, never on the GUI thread."""
+"""Qt-free numbers behind the window: the difference image, where skipping begins, and the
+distilled-schedule notice. SSIM and speedup are the engine's ``RunReport``'s (app.engine.report)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from enum import StrEnum
 
 import numpy as np
 
-from app import metrics
 from app.gate import Decision, StepEvent
 from app.gate.simulator import engagement, skip_curve
 from app.variants import VARIANTS, Variant, check_schedule
@@ -18,13 +17,11 @@ from app.variants import VARIANTS, Variant, check_schedule
 
 @dataclass(frozen=True, slots=True)
 class RunAnalysis:
-    """Computed by the worker after a run, before ``RunFinished`` is forwarded."""
+    """Computed by the worker after a run, before ``RunFinished`` is forwarded (the numbers are
+    the ``RunReport``'s; this is only the picture of where the images differ)."""
 
     run_id: int
-    ssim: float | None
     difference: np.ndarray | None  # float32 H×W, mean absolute difference over channels (0–255)
-    speedup: float | None
-    speedup_estimated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,24 +37,6 @@ def difference_map(gated: np.ndarray, vanilla: np.ndarray) -> np.ndarray | None:
         return None
     diff = np.abs(gated.astype(np.float32) - vanilla.astype(np.float32))
     return np.ascontiguousarray(diff.mean(axis=-1) if diff.ndim == 3 else diff, dtype=np.float32)
-
-
-def ssim(gated: np.ndarray, vanilla: np.ndarray) -> float | None:
-    """SSIM on uint8 RGB with an explicit data range (the float default would guess wrong)."""
-    if gated.shape != vanilla.shape or min(gated.shape[:2]) < 7:
-        return None
-    return metrics.ssim(gated, vanilla)
-
-
-def speedup(
-    vanilla_seconds: float | None, gated_seconds: float | None, resumed_from: int | None = None
-) -> tuple[float | None, bool]:
-    """Vanilla loop time over gated loop time. A gated pass that resumed from the vanilla
-    trajectory counts the replayed steps at vanilla's step times (the engine's convention), so the
-    ratio is then an estimate and is flagged as one."""
-    if not vanilla_seconds or not gated_seconds or gated_seconds <= 0:
-        return None, False
-    return vanilla_seconds / gated_seconds, resumed_from is not None
 
 
 def count_skips(steps: Sequence[StepEvent | None]) -> int:

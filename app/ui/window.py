@@ -561,7 +561,7 @@ class MainWindow(QMainWindow):
             gated_seconds=r.gated_seconds,
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
-            estimated=r.speedup_estimated,
+            speedup_label=r.speedup_label,
             skips=r.skips,
             steps=steps,
             vanilla_cached=r.vanilla_cached,

@@ -24,14 +24,14 @@ from app.engine.events import (
 )
 from app.engine.request import make_request
 from app.gate import Decision, StepEvent
-from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice, speedup
+from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice
 from app.ui.banner import Banner
 from app.ui.launch import launch
 from app.ui.observable import Prop, bind
 from app.ui.timeline import StepTimeline
 from app.ui.viewmodel import RunModel, RunStatus
 from app.variants import get_variant
-from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript
+from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, minimal_report
 
 
 class _Model(QObject):
@@ -116,9 +116,10 @@ def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:
     model.handle_event(RunWarning(7, "other", "something else"))
     assert [n.key for n in model.notices] == ["other"]
     model.handle_event(PassFinished(7, Pass.gated, image, 0.2, model.gated_steps))  # type: ignore[arg-type]
-    model.handle_event(RunFinished(7, {}))
+    model.handle_event(RunFinished(7, minimal_report(request, gated_seconds=0.2)))
     assert model.status is RunStatus.finished
     assert model.speedup == pytest.approx(1.5)
+    assert model.speedup_label == "measured"
     assert model.progress == 1.0
 
 
@@ -132,9 +133,12 @@ def test_run_model_cancel(qtbot: QtBot) -> None:
 
 
 def test_speedup_of_a_resumed_pass_is_flagged_as_an_estimate() -> None:
-    assert speedup(2.0, 1.0) == (2.0, False)
-    assert speedup(2.0, 1.0, resumed_from=4) == (2.0, True)
-    assert speedup(None, 1.0) == (None, False)
+    plain = minimal_report(gated_seconds=1.0, vanilla_seconds=2.0)
+    assert (plain.speedup, plain.speedup_estimated) == (2.0, False)
+    resumed = minimal_report(gated_seconds=1.0, vanilla_seconds=2.0, resumed_from=2)
+    assert (resumed.speedup, resumed.speedup_estimated) == (2.0, True)
+    alone = minimal_report(gated_seconds=1.0, vanilla_seconds=None)
+    assert (alone.speedup, alone.speedup_estimated) == (None, False)
 
 
 def test_schedule_notice_numbers() -> None:
