@@ -102,10 +102,43 @@ class NoticeKind(StrEnum):
     info = "info"
 
 
+class FixKind(StrEnum):
+    variant = "variant"
+    steps = "steps"
+    threshold = "threshold"
+    download = "download"
+
+
+@dataclass(frozen=True, slots=True)
+class BannerFix:
+    """What a banner button does to the inputs (applied by ``Session.apply_fix``)."""
+
+    kind: FixKind
+    variant: str | None = None
+    steps: int | None = None
+    threshold: float | None = None
+
+    @classmethod
+    def use_variant(cls, variant_id: str) -> BannerFix:
+        return cls(FixKind.variant, variant=variant_id)
+
+    @classmethod
+    def use_steps(cls, steps: int) -> BannerFix:
+        return cls(FixKind.steps, steps=steps)
+
+    @classmethod
+    def use_threshold(cls, threshold: float) -> BannerFix:
+        return cls(FixKind.threshold, threshold=threshold)
+
+    @classmethod
+    def download(cls) -> BannerFix:
+        return cls(FixKind.download)
+
+
 @dataclass(frozen=True, slots=True)
 class NoticeAction:
     label: str
-    action: str  # "variant:<id>", "steps:<n>", "threshold:<value>"
+    fix: BannerFix
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,15 +229,16 @@ def schedule_notice(
     base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
     if base is not None:
         advice.append(f"use {base.display_name} at {base.default_steps} steps")
-        actions.append(NoticeAction(f"Use {base.display_name}", f"variant:{base.id}"))
+        actions.append(NoticeAction(f"Use {base.display_name}", BannerFix.use_variant(base.id)))
     if not variant.distilled and smallest is not None and smallest < 1.0 and eligible > 0:
         suggested = math.ceil(smallest * 10_000 + 1) / 10_000  # just above: one skip at least
         advice.append(f"raise the threshold above {fmt(smallest)}")
-        actions.append(NoticeAction(f"Threshold {fmt(suggested)}", f"threshold:{suggested}"))
+        fix = BannerFix.use_threshold(suggested)
+        actions.append(NoticeAction(f"Threshold {fmt(suggested)}", fix))
     more_steps = max(steps * 2, variant.default_steps if not variant.distilled else 0, 8)
     if eligible <= 2 or variant.distilled:
         advice.append(f"use more steps (e.g. {more_steps})")
-        actions.append(NoticeAction(f"Use {more_steps} steps", f"steps:{more_steps}"))
+        actions.append(NoticeAction(f"Use {more_steps} steps", BannerFix.use_steps(more_steps)))
     if advice:
         parts.append("Instead: " + "; or ".join(advice) + ".")
     if not blocked:

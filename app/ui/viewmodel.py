@@ -245,6 +245,10 @@ class RunModel(QObject):
     def busy(self) -> bool:
         return self.status.busy
 
+    @property
+    def finished(self) -> bool:
+        return self.status is RunStatus.finished
+
     # -- lifecycle driven by the controller -------------------------------------------------------
     def begin(self, run_id: int, request: GenerationRequest) -> None:
         self.run_id = run_id

@@ -24,7 +24,14 @@ from app.engine.events import (
 )
 from app.engine.request import make_request
 from app.gate import Decision, StepEvent
-from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice
+from app.ui.analysis import (
+    BannerFix,
+    FixKind,
+    Notice,
+    NoticeAction,
+    NoticeKind,
+    schedule_notice,
+)
 from app.ui.banner import Banner
 from app.ui.launch import launch
 from app.ui.observable import Prop, bind
@@ -147,7 +154,7 @@ def test_schedule_notice_numbers() -> None:
     assert notice is not None and notice.kind is NoticeKind.warning
     assert "2 of 4 steps are gate-eligible" in notice.message
     assert "0.261" in notice.message and "0.170" in notice.message
-    assert {a.action for a in notice.actions} >= {"variant:flux2-klein-base-4b"}
+    assert {a.fix for a in notice.actions} >= {BannerFix.use_variant("flux2-klein-base-4b")}
     assert schedule_notice(get_variant("flux1-dev"), 25, 0.2) is None
     off = schedule_notice(get_variant("demo"), 28, 0.0)
     assert off is not None and off.kind is NoticeKind.info
@@ -185,14 +192,14 @@ def test_banner_copy_and_actions(qtbot: QtBot) -> None:
         "Title",
         "Message",
         "details here",
-        (NoticeAction("Do it", "steps:8"),),
+        (NoticeAction("Do it", BannerFix.use_steps(8)),),
         key="k",
     )
     banner = Banner(notice)
     qtbot.addWidget(banner)
     with qtbot.waitSignal(banner.action_triggered) as blocker:
         banner.action_buttons[0].click()
-    assert blocker.args == ["steps:8"]
+    assert blocker.args == [BannerFix(FixKind.steps, steps=8)]
     banner.copy_button.click()
     assert QGuiApplication.clipboard().text() == "Title\nMessage\n\ndetails here"
     with qtbot.waitSignal(banner.dismissed) as dismissed:

@@ -87,7 +87,7 @@ def test_the_timeline_fills_in_order(qtbot: QtBot, make_window: WindowFactory) -
 def test_cancel_mid_run(qtbot: QtBot, make_window: WindowFactory) -> None:
     engine, gate = held_engine()
     window = make_window(engine)
-    window.generate()
+    window.session.generate()
     gate.release(5)
     wait_held_at(qtbot, gate, Pass.vanilla, 5)
     assert window.controls.cancel_button.isEnabled()
@@ -125,9 +125,9 @@ def test_a_second_generate_during_a_run_starts_nothing(
 ) -> None:
     engine, gate = held_engine()
     window = make_window(engine)
-    assert window.generate() == 1
+    assert window.session.generate() == 1
     wait_held_at(qtbot, gate, Pass.vanilla, 0)
-    assert window.generate() is None
+    assert window.session.generate() is None
     window.generate_action.trigger()  # the shortcut's action is disabled, and guarded anyway
     qtbot.mouseClick(window.controls.generate_button, Qt.MouseButton.LeftButton)
     assert window.host.submit(window.form.request()) is None
@@ -228,7 +228,7 @@ def test_invalid_input_is_reported_without_starting_a_run(make_window: WindowFac
     engine = FakeEngine()
     window = make_window(engine)
     window.form.prompt = "   "
-    assert window.generate() is None
+    assert window.session.generate() is None
     assert window.run.error is not None and "prompt is empty" in window.run.error.message
     assert window.banners.banner("error") is not None
     assert engine.requests == []
@@ -244,7 +244,7 @@ def test_closing_mid_run_stops_cleanly_and_keeps_what_was_saved(
     gate.hold()  # hold the next run
     window.form.threshold = 0.042
     window.form.prompt = "three green squares on a white background"
-    window.generate()
+    window.session.generate()
     wait_held_at(qtbot, gate, Pass.vanilla, gate.passed)
     window.close()
     assert not window.host.engine_thread.isRunning()
@@ -374,7 +374,7 @@ def test_download_a_missing_variant(qtbot: QtBot, make_window: WindowFactory) ->
     assert "distilled" in window.controls.variant_picker.badge_of("flux1-schnell")
     window.form.select_variant("flux1-dev")
     assert window.controls.download_button.isVisible()
-    assert window.generate() is None
+    assert window.session.generate() is None
     assert window.banners.banner("error") is not None
     with qtbot.waitSignal(window.downloads.finished, timeout=SIGNAL_TIMEOUT_MS):
         window.controls.download_button.click()
