@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_
 
 from app.engine.events import Pass, PassStarted, StepDone
 from app.gate import Decision
+from app.storage.history import entry_captions
 from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT
@@ -163,6 +165,26 @@ def test_threshold_only_rerun_reuses_the_cached_vanilla(
     assert window.compare.vanilla_time_card.note.text() == "reused from the cache"
     assert window.run.vanilla_image is not None
     assert np.array_equal(window.run.vanilla_image, first_vanilla)
+
+
+def test_card_tooltip_export_history_and_report_say_the_same_speedup_label(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window(FakeEngine(FakeScript(step_seconds=0.001)))  # timed: a real speedup
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    window.form.threshold = 0.06
+    assert run_to_end(qtbot, window) is RunStatus.finished  # vanilla cached, gated resumed
+    label = window.run.speedup_label
+    assert label.startswith("estimate (") and ", vanilla cached, measured " in label
+    assert window.compare.speedup_card.note.text() == label
+    assert label in window.compare.speedup_card.toolTip()
+    assert f"({label})" in window.session.export_captions()["footer"]
+    saved = window.run.saved_entry
+    entry = window.history.get(Path(saved).name) if saved else None
+    assert entry is not None
+    assert entry.speedup_label == label
+    assert entry.meta["report"]["speedup_label"] == label  # report.json's object
+    assert f"({label})" in entry_captions(entry)["footer"]  # the exported side-by-side
 
 
 def test_rerun_on_threshold_change_runs_only_after_a_threshold_move(
