@@ -262,7 +262,7 @@ class ComparePanel(QWidget):
 
 
 def _resume_note(resumed_from: int | None, steps: int) -> str:
-    if resumed_from is None:
+    if not resumed_from:  # re-seeded at step 0: nothing was replayed, every step ran
         return ""
     if resumed_from >= steps:
         return "replayed from vanilla (no skip)"

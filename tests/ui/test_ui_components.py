@@ -244,3 +244,35 @@ def test_threshold_control_is_finer_near_zero_and_exact_in_its_entry(qtbot: QtBo
     for position in (0, 1, 37, 999, 1000):
         value = ThresholdControl.from_position(position)
         assert abs(ThresholdControl.to_position(value) - position) <= 1
+
+
+def test_the_cards_show_the_reports_label_and_no_resume_where_nothing_was_replayed(
+    qtbot: QtBot,
+) -> None:
+    from app.ui.images import ComparePanel
+
+    panel = ComparePanel()
+    qtbot.addWidget(panel)
+    stats = {"ssim": 0.99, "gated_seconds": 0.5, "vanilla_seconds": 0.8, "skips": 2, "steps": 8}
+    request = make_request("demo", "a red star", steps=8)
+    measured = minimal_report(request, resumed_from=0, gated_seconds=0.5, vanilla_seconds=0.8)
+    panel.set_stats(
+        **stats,
+        speedup=measured.speedup,
+        speedup_label=measured.speedup_label,
+        vanilla_cached=False,
+        resumed_from=0,
+    )
+    assert panel.speedup_card.note.text() == "measured"
+    assert panel.gated_time_card.note.text() == ""  # re-seeded at step 0: every step ran
+    replayed = minimal_report(request, resumed_from=3, gated_seconds=0.5, vanilla_seconds=0.8)
+    panel.set_stats(
+        **stats,
+        speedup=replayed.speedup,
+        speedup_label=replayed.speedup_label,
+        vanilla_cached=False,
+        resumed_from=3,
+    )
+    assert panel.speedup_card.note.text() == "estimate (3 of 8 steps replayed)"
+    assert "estimate (3 of 8 steps replayed)" in panel.speedup_card.toolTip()
+    assert panel.gated_time_card.note.text() == "resumed from vanilla at step 4"
