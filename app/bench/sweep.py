@@ -197,7 +197,7 @@ class _InProcess:
             if isinstance(event, ev.PassFinished):
                 pictures[event.which.value] = event.image
             elif isinstance(event, ev.RunFinished):
-                outcome["report"] = event.report
+                outcome["report"] = event.report.to_json()
             elif isinstance(event, ev.RunFailed):
                 outcome["error"] = event.message
 
@@ -205,7 +205,7 @@ class _InProcess:
         if "error" in outcome:
             raise RuntimeError(str(outcome["error"]))
         report = outcome["report"]
-        from app.engine.engine import longest_skip_streak
+        from app.engine.report import longest_skip_streak
 
         if condition == "vanilla":
             pattern = str(report["vanilla_pattern"])

@@ -325,7 +325,7 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
     import mlx.core as mx
 
     from app.bench.hardware import runtime_info
-    from app.engine.engine import longest_skip_streak
+    from app.engine.report import longest_skip_streak
 
     with _precision(spec):
         mx.reset_peak_memory()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from app.cli.errors import UserError
 
 if TYPE_CHECKING:
+    from app.engine.report import RunReport
     from app.engine.request import GenerationRequest
 
 
@@ -63,7 +64,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         raise UserError(str(exc)) from None
 
 
-def run_headless(request: GenerationRequest, *, progress: bool = True) -> dict[str, object]:
+def run_headless(request: GenerationRequest, *, progress: bool = True) -> RunReport:
     """Run one request on this thread through the real engine; raise UserError on failure."""
     from app.blas import preload_openblas
 
@@ -71,8 +72,8 @@ def run_headless(request: GenerationRequest, *, progress: bool = True) -> dict[s
     from app.engine import events as ev
     from app.engine.engine import Engine
 
-    outcome: dict[str, object] = {}
-    images: dict[str, object] = {}
+    finished: list[RunReport] = []
+    errors: list[str] = []
 
     def emit(event: object) -> None:
         if isinstance(event, ev.RunWarning) and progress:
@@ -82,24 +83,21 @@ def run_headless(request: GenerationRequest, *, progress: bool = True) -> dict[s
         elif isinstance(event, ev.PassStarted) and progress:
             note = " (cached)" if event.cached else ""
             print(f"{event.which.value} pass: {event.num_steps} steps{note}", file=sys.stderr)
-        elif isinstance(event, ev.PassFinished):
-            images[event.which.value] = event.image
         elif isinstance(event, ev.RunFinished):
-            outcome["report"] = event.report
+            finished.append(event.report)
         elif isinstance(event, ev.RunFailed):
-            outcome["error"] = event.message
+            errors.append(event.message)
         elif isinstance(event, ev.RunCancelled):
-            outcome["error"] = "cancelled"
+            errors.append("cancelled")
 
     engine = Engine()
     try:
         engine.run(1, request, emit, threading.Event())
     finally:
         engine.close()
-    if "error" in outcome:
-        raise UserError(str(outcome["error"]), exit_code=1)
-    report: dict[str, object] = {**outcome["report"], "_images": images}  # type: ignore[dict-item]
-    return report
+    if errors or not finished:
+        raise UserError(errors[0] if errors else "the engine reported no result", exit_code=1)
+    return finished[0]
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -112,15 +110,21 @@ def _generate(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"cannot create the output folder {out}: {exc.strerror}") from None
     report = run_headless(request)
-    images = report.pop("_images")
-    for name, image in images.items():  # type: ignore[union-attr]
-        Image.fromarray(image).save(out / f"{name}.png")
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    Image.fromarray(report.gated.image).save(out / "gated.png")
+    if report.vanilla is not None:
+        Image.fromarray(report.vanilla.image).save(out / "vanilla.png")
+    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n", "utf-8")
+    ssim = report.ssim if report.ssim is not None else float("nan")
+    vanilla_seconds = report.vanilla.loop_seconds if report.vanilla is not None else 0.0
+    speedup = (
+        f", speedup {report.speedup:.2f}× ({report.speedup_label})"
+        if report.speedup is not None
+        else ""
+    )
     print(
-        f"{request.variant_id}: skipped {report['skipped']} of {request.steps} steps "
-        f"({report['pattern']}), SSIM {report.get('ssim', float('nan')):.4f}, "
-        f"vanilla {report.get('vanilla_seconds', 0):.2f} s, gated {report['gated_seconds']:.2f} s "
-        f"→ {out}"
+        f"{request.variant_id}: skipped {report.gated.skipped} of {request.steps} steps "
+        f"({report.gated.pattern}), SSIM {ssim:.4f}, vanilla {vanilla_seconds:.2f} s, "
+        f"gated {report.gated.loop_seconds:.2f} s{speedup} → {out}"
     )
     return 0
 

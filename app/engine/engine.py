@@ -24,13 +24,15 @@ import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 
 from app.adapters.replay import Replay, record_and_replay
+from app.engine import report as reports
 from app.engine.events import (
     LoadProgress,
     ModelReady,
@@ -46,9 +48,9 @@ from app.engine.events import (
 from app.engine.loader import load_pipeline
 from app.engine.notices import engagement_warning
 from app.engine.protocol import Cancelled, Emit, UserFacingError
+from app.engine.report import RunReport
 from app.engine.request import GenerationRequest
 from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
-from app.metrics import ssim
 from app.variants import Family, Variant, check_schedule
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ class PassResult:
     outputs: list[mx.array]  # recorded transformer/predict outputs, for resume
     resumed_from: int | None = None
     peak_memory_bytes: int | None = None
+    finished_at: datetime = field(default_factory=lambda: datetime.now().astimezone())
 
     @property
     def trace(self) -> list[float | None]:
@@ -194,7 +197,7 @@ class Engine:
     # -- the run -------------------------------------------------------------------------------
     def generate(
         self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
-    ) -> dict[str, object]:
+    ) -> RunReport:
         variant = request.variant
         for warning in schedule_warnings(variant, request):
             emit(replace(warning, run_id=run_id))
@@ -204,9 +207,11 @@ class Engine:
         params = variant.gate_params(request.threshold)
 
         vanilla: PassResult | None = None
+        vanilla_cached = False
         if request.compare_vanilla:
             key = request.vanilla_key()
             vanilla = self._vanilla.get(key)
+            vanilla_cached = vanilla is not None
             if vanilla is not None:
                 self._vanilla.move_to_end(key)
                 emit(PassStarted(run_id, Pass.vanilla, request.steps, cached=True))
@@ -246,7 +251,7 @@ class Engine:
             cancel,
             resume_from=vanilla if resume else None,
         )
-        return build_report(request, params, vanilla, gated)
+        return build_report(request, params, vanilla, gated, vanilla_cached=vanilla_cached)
 
     def pipeline(
         self, variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
@@ -373,12 +378,6 @@ def latents_digest(latents: mx.array) -> str:
     return hashlib.sha256(np.asarray(latents).tobytes()).hexdigest()
 
 
-def longest_skip_streak(pattern: str) -> int:
-    return max(
-        (len(run) for run in pattern.replace("F", "C").replace("N", "C").split("C")), default=0
-    )
-
-
 def generate_kwargs(pipeline: Any, request: GenerationRequest) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "seed": request.seed,
@@ -420,64 +419,56 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
 
 
 def build_report(
-    request: GenerationRequest, params: GateParams, vanilla: PassResult | None, gated: PassResult
-) -> dict[str, object]:
-    steps_detail = [e.as_dict() for e in gated.events]
-    report: dict[str, object] = {
-        "variant": request.variant_id,
-        "prompt": request.prompt,
-        "seed": request.seed,
-        "steps": request.steps,
-        "threshold": request.threshold,
-        "width": request.width,
-        "height": request.height,
-        "guidance": request.guidance,
-        "quantize": request.quantize,
-        "skipped": gated.skipped,
-        "computed": sum(e.decision.computes for e in gated.events),
-        "pattern": gated.pattern,
-        "longest_skip_streak": longest_skip_streak(gated.pattern),
-        "steps_detail": steps_detail,
-        "gated_seconds": gated.loop_seconds,
-        "gated_wall_seconds": gated.wall_seconds,
-        "resumed_from_step": gated.resumed_from,
-        "gated_latents_sha256": latents_digest(gated.final_latents),
-        "gated_peak_memory_bytes": gated.peak_memory_bytes,
-        "versions": versions(),
-        "coefficients": list(params.coefficients),
-        "calibrated_range": params.calibrated_range,
-    }
+    request: GenerationRequest,
+    params: GateParams,
+    vanilla: PassResult | None,
+    gated: PassResult,
+    *,
+    vanilla_cached: bool = False,
+) -> RunReport:
+    """The engine's side of the report: what needs MLX (digests, the latent difference) and the
+    gate's numbers; ``reports.measure_run`` measures SSIM and speedup."""
+    engagement_found: reports.Engagement | None = None
+    max_abs_diff: float | None = None
     if vanilla is not None:
-        report.update(
-            {
-                "vanilla_seconds": vanilla.loop_seconds,
-                "vanilla_wall_seconds": vanilla.wall_seconds,
-                "vanilla_pattern": vanilla.pattern,
-                "vanilla_trace": vanilla.trace,
-                "vanilla_latents_sha256": latents_digest(vanilla.final_latents),
-                "ssim": ssim(vanilla.image, gated.image),
-                "max_abs_diff": float(
-                    mx.max(
-                        mx.abs(
-                            gated.final_latents.astype(mx.float32)
-                            - vanilla.final_latents.astype(mx.float32)
-                        )
-                    )
-                ),
-                "speedup": (vanilla.loop_seconds / gated.loop_seconds)
-                if gated.loop_seconds
-                else None,
-            }
+        max_abs_diff = float(
+            mx.max(
+                mx.abs(
+                    gated.final_latents.astype(mx.float32)
+                    - vanilla.final_latents.astype(mx.float32)
+                )
+            )
         )
         onset = engagement(
             replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), vanilla.trace
         )
-        report["engagement"] = {
-            "eligible_steps": onset.eligible_steps,
-            "onset_threshold": onset.onset_threshold,
-            "onset_step": onset.onset_step,
-        }
-    return report
+        engagement_found = reports.Engagement(
+            onset.eligible_steps, onset.onset_threshold, onset.onset_step
+        )
+    return reports.measure_run(
+        request,
+        _summarise(gated),
+        _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
+        max_abs_diff=max_abs_diff,
+        engagement=engagement_found,
+        coefficients=tuple(params.coefficients),
+        calibrated_range=params.calibrated_range,
+        versions=versions(),
+    )
+
+
+def _summarise(result: PassResult, *, cached: bool = False) -> reports.PassResult:
+    return reports.PassResult(
+        image=result.image,
+        steps=tuple(result.events),
+        loop_seconds=result.loop_seconds,
+        wall_seconds=result.wall_seconds,
+        latents_sha256=latents_digest(result.final_latents),
+        peak_memory_bytes=result.peak_memory_bytes,
+        resumed_from=result.resumed_from,
+        measured_at=result.finished_at,
+        cached=cached,
+    )
 
 
 def default_loader(

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from app.engine.report import RunReport
 from app.gate.events import StepEvent
 
 
@@ -68,7 +69,7 @@ class RunWarning:
 @dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: int
-    report: dict[str, object]
+    report: RunReport
 
 
 @dataclass(frozen=True, slots=True)

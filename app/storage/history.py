@@ -28,6 +28,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 from app import paths
+from app.engine.report import RunReport, replayed_steps, speedup_label
 from app.engine.request import GenerationRequest, RequestError, make_request
 from app.gate import Decision, StepEvent
 from app.storage.atomic import atomic_write_bytes, atomic_write_text
@@ -43,7 +44,8 @@ _REQUIRED_REQUEST_KEYS = {"variant_id": str, "prompt": str, "seed": int, "steps"
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A finished run as the worker hands it over for saving. Metrics are computed by the caller."""
+    """A finished run as it is saved. ``from_report`` builds it from the engine's ``RunReport``:
+    the metrics are the report's, never measured again here."""
 
     request: GenerationRequest
     gated_image: np.ndarray
@@ -54,12 +56,47 @@ class RunRecord:
     vanilla_seconds: float | None
     ssim: float | None = None
     speedup: float | None = None
-    speedup_estimated: bool = False  # the gated pass resumed from vanilla: its time is partial
-    vanilla_cached: bool = False
+    speedup_estimated: bool = False  # gated steps were replayed from vanilla: their time is
+    vanilla_cached: bool = False  # vanilla's, so the ratio is an estimate
     resumed_from: int | None = None
     report: dict[str, object] = field(default_factory=dict)
     warnings: tuple[dict[str, object], ...] = ()
     created: datetime = field(default_factory=lambda: datetime.now().astimezone())
+    vanilla_measured_at: datetime | None = None
+
+    @classmethod
+    def from_report(
+        cls, report: RunReport, warnings: tuple[dict[str, object], ...] = ()
+    ) -> RunRecord:
+        vanilla = report.vanilla
+        return cls(
+            request=report.request,
+            gated_image=report.gated.image,
+            vanilla_image=vanilla.image if vanilla is not None else None,
+            gated_steps=report.gated.steps,
+            vanilla_steps=vanilla.steps if vanilla is not None else (),
+            gated_seconds=report.gated.loop_seconds,
+            vanilla_seconds=vanilla.loop_seconds if vanilla is not None else None,
+            ssim=report.ssim,
+            speedup=report.speedup,
+            speedup_estimated=report.speedup_estimated,
+            vanilla_cached=report.vanilla_cached,
+            resumed_from=report.gated.resumed_from,
+            report=report.to_json(),
+            warnings=warnings,
+            vanilla_measured_at=vanilla.measured_at if vanilla is not None else None,
+        )
+
+    @property
+    def speedup_label(self) -> str:
+        if self.speedup is None:
+            return ""
+        return speedup_label(
+            replayed_steps=replayed_steps(self.resumed_from, len(self.gated_steps)),
+            steps=len(self.gated_steps),
+            vanilla_cached=self.vanilla_cached,
+            vanilla_measured_at=self.vanilla_measured_at,
+        )
 
     @property
     def skips(self) -> int:
@@ -138,6 +175,32 @@ class HistoryEntry:
     @property
     def speedup(self) -> float | None:
         return _opt_float(self.result.get("speedup"))
+
+    @property
+    def speedup_estimated(self) -> bool:
+        """Gated steps were replayed from vanilla (recomputed: files before the label said so for
+        a pass resumed at step 0 too, where nothing was replayed)."""
+        steps = _opt_int(self.result.get("steps")) or self.steps
+        replayed = replayed_steps(_opt_int(self.result.get("resumed_from")), steps)
+        return self.speedup is not None and replayed > 0
+
+    @property
+    def speedup_label(self) -> str:
+        """As saved; for entries written before the label existed, derived from the same fields
+        (a pass resumed at step 0 replayed nothing: "measured")."""
+        saved = self.result.get("speedup_label")
+        if isinstance(saved, str):
+            return saved
+        if self.speedup is None:
+            return ""
+        steps = _opt_int(self.result.get("steps")) or self.steps
+        measured_at = self.result.get("vanilla_measured_at")
+        return speedup_label(
+            replayed_steps=replayed_steps(_opt_int(self.result.get("resumed_from")), steps),
+            steps=steps,
+            vanilla_cached=self.result.get("vanilla_cached") is True,
+            vanilla_measured_at=_opt_time(measured_at),
+        )
 
     @property
     def gated_path(self) -> Path:
@@ -304,13 +367,18 @@ def entry_captions(entry: HistoryEntry) -> dict[str, str]:
     if entry.ssim is not None:
         parts.append(f"SSIM {entry.ssim:.4f}")
     if entry.speedup is not None:
-        parts.append(f"speedup {entry.speedup:.2f}×")
+        parts.append(speedup_caption(entry.speedup, entry.speedup_label))
     prompt = entry.prompt if len(entry.prompt) <= 90 else entry.prompt[:89] + "…"
     return {
         "gated_caption": gated,
         "vanilla_caption": vanilla,
         "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
     }
+
+
+def speedup_caption(speedup: float, label: str) -> str:
+    """The export footer's speedup, with the label the card shows."""
+    return f"speedup {speedup:.2f}×" + (f" ({label})" if label else "")
 
 
 def encode_png(image: np.ndarray, record: RunRecord | None = None) -> bytes:
@@ -367,7 +435,13 @@ def _metadata(entry_id: str, record: RunRecord) -> dict[str, object]:
             "vanilla_seconds": record.vanilla_seconds,
             "speedup": record.speedup,
             "speedup_estimated": record.speedup_estimated,
+            "speedup_label": record.speedup_label,
             "vanilla_cached": record.vanilla_cached,
+            "vanilla_measured_at": (
+                record.vanilla_measured_at.isoformat(timespec="seconds")
+                if record.vanilla_measured_at is not None
+                else None
+            ),
             "resumed_from": record.resumed_from,
         },
         "steps": {
@@ -429,6 +503,15 @@ def _opt_float(value: object) -> float | None:
 
 def _opt_int(value: object) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def _jsonable(value: object) -> object:

@@ -1,5 +1,5 @@
-"""Qt-free numbers behind the window: image comparison, speedup, where skipping begins, and the
-distilled-schedule notice. Heavy parts (SSIM) run on the worker thread, never on the GUI thread."""
+"""Qt-free numbers behind the window: the difference image, where skipping begins, and the
+distilled-schedule notice. SSIM and speedup are the engine's ``RunReport``'s (app.engine.report)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from enum import StrEnum
 
 import numpy as np
 
-from app import metrics
 from app.gate import Decision, StepEvent
 from app.gate.simulator import engagement, skip_curve
 from app.variants import VARIANTS, Variant, check_schedule
@@ -18,13 +17,11 @@ from app.variants import VARIANTS, Variant, check_schedule
 
 @dataclass(frozen=True, slots=True)
 class RunAnalysis:
-    """Computed by the worker after a run, before ``RunFinished`` is forwarded."""
+    """Computed by the worker after a run, before ``RunFinished`` is forwarded (the numbers are
+    the ``RunReport``'s; this is only the picture of where the images differ)."""
 
     run_id: int
-    ssim: float | None
     difference: np.ndarray | None  # float32 H×W, mean absolute difference over channels (0–255)
-    speedup: float | None
-    speedup_estimated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,24 +37,6 @@ def difference_map(gated: np.ndarray, vanilla: np.ndarray) -> np.ndarray | None:
         return None
     diff = np.abs(gated.astype(np.float32) - vanilla.astype(np.float32))
     return np.ascontiguousarray(diff.mean(axis=-1) if diff.ndim == 3 else diff, dtype=np.float32)
-
-
-def ssim(gated: np.ndarray, vanilla: np.ndarray) -> float | None:
-    """SSIM on uint8 RGB with an explicit data range (the float default would guess wrong)."""
-    if gated.shape != vanilla.shape or min(gated.shape[:2]) < 7:
-        return None
-    return metrics.ssim(gated, vanilla)
-
-
-def speedup(
-    vanilla_seconds: float | None, gated_seconds: float | None, resumed_from: int | None = None
-) -> tuple[float | None, bool]:
-    """Vanilla loop time over gated loop time. A gated pass that resumed from the vanilla
-    trajectory counts the replayed steps at vanilla's step times (the engine's convention), so the
-    ratio is then an estimate and is flagged as one."""
-    if not vanilla_seconds or not gated_seconds or gated_seconds <= 0:
-        return None, False
-    return vanilla_seconds / gated_seconds, resumed_from is not None
 
 
 def count_skips(steps: Sequence[StepEvent | None]) -> int:
@@ -123,10 +102,43 @@ class NoticeKind(StrEnum):
     info = "info"
 
 
+class FixKind(StrEnum):
+    variant = "variant"
+    steps = "steps"
+    threshold = "threshold"
+    download = "download"
+
+
+@dataclass(frozen=True, slots=True)
+class BannerFix:
+    """What a banner button does to the inputs (applied by ``Session.apply_fix``)."""
+
+    kind: FixKind
+    variant: str | None = None
+    steps: int | None = None
+    threshold: float | None = None
+
+    @classmethod
+    def use_variant(cls, variant_id: str) -> BannerFix:
+        return cls(FixKind.variant, variant=variant_id)
+
+    @classmethod
+    def use_steps(cls, steps: int) -> BannerFix:
+        return cls(FixKind.steps, steps=steps)
+
+    @classmethod
+    def use_threshold(cls, threshold: float) -> BannerFix:
+        return cls(FixKind.threshold, threshold=threshold)
+
+    @classmethod
+    def download(cls) -> BannerFix:
+        return cls(FixKind.download)
+
+
 @dataclass(frozen=True, slots=True)
 class NoticeAction:
     label: str
-    action: str  # "variant:<id>", "steps:<n>", "threshold:<value>"
+    fix: BannerFix
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,15 +229,16 @@ def schedule_notice(
     base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
     if base is not None:
         advice.append(f"use {base.display_name} at {base.default_steps} steps")
-        actions.append(NoticeAction(f"Use {base.display_name}", f"variant:{base.id}"))
+        actions.append(NoticeAction(f"Use {base.display_name}", BannerFix.use_variant(base.id)))
     if not variant.distilled and smallest is not None and smallest < 1.0 and eligible > 0:
         suggested = math.ceil(smallest * 10_000 + 1) / 10_000  # just above: one skip at least
         advice.append(f"raise the threshold above {fmt(smallest)}")
-        actions.append(NoticeAction(f"Threshold {fmt(suggested)}", f"threshold:{suggested}"))
+        fix = BannerFix.use_threshold(suggested)
+        actions.append(NoticeAction(f"Threshold {fmt(suggested)}", fix))
     more_steps = max(steps * 2, variant.default_steps if not variant.distilled else 0, 8)
     if eligible <= 2 or variant.distilled:
         advice.append(f"use more steps (e.g. {more_steps})")
-        actions.append(NoticeAction(f"Use {more_steps} steps", f"steps:{more_steps}"))
+        actions.append(NoticeAction(f"Use {more_steps} steps", BannerFix.use_steps(more_steps)))
     if advice:
         parts.append("Instead: " + "; or ".join(advice) + ".")
     if not blocked:

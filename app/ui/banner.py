@@ -27,7 +27,7 @@ _ICONS = {"error": "⨯", "warning": "⚠", "info": "ℹ"}
 
 
 class Banner(QFrame):
-    action_triggered = Signal(str)
+    action_triggered = Signal(object)  # BannerFix
     dismissed = Signal(str)
     copied = Signal(str)
 
@@ -62,7 +62,7 @@ class Banner(QFrame):
                 button = QPushButton(action.label)
                 button.setCursor(Qt.CursorShape.PointingHandCursor)
                 button.clicked.connect(
-                    lambda _=False, a=action.action: self.action_triggered.emit(a)
+                    lambda _=False, fix=action.fix: self.action_triggered.emit(fix)
                 )
                 row.addWidget(button)
                 self.action_buttons.append(button)
@@ -138,7 +138,7 @@ class Banner(QFrame):
 class BannerStack(QWidget):
     """Shows a list of notices; rebuilt when the list changes."""
 
-    action_triggered = Signal(str)
+    action_triggered = Signal(object)  # BannerFix
     dismissed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:

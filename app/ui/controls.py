@@ -30,12 +30,12 @@ from PySide6.QtWidgets import (
 from superqt.utils import signals_blocked
 
 from app.engine.request import GUIDANCE_RANGE
+from app.ui.defaults import MAX_SEED
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import Family, Variant, all_variants
 
 VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
 BADGE_ROLE = Qt.ItemDataRole.UserRole + 2
-MAX_SEED = 2**31 - 1  # QSpinBox is 32-bit signed
 
 
 def section(text: str) -> QLabel:

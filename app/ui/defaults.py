@@ -8,6 +8,8 @@ from app.variants import Family, Variant
 # machine draws something recognisable offline.
 DEFAULT_PROMPT = "two red circles and a blue star on a yellow background"
 
+MAX_SEED = 2**31 - 1  # the seed box is a 32-bit signed QSpinBox
+
 # The threshold slider's value for a variant with no default and no base variant to borrow from.
 FALLBACK_THRESHOLD = 0.2
 

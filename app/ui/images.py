@@ -22,6 +22,9 @@ from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font
 pg.setConfigOptions(imageAxisOrder="row-major")
 
 
+SPEEDUP_TOOLTIP = "Vanilla time ÷ TeaCache time"
+
+
 class StatCard(QFrame):
     """A caption over a large value, with a small note under it."""
 
@@ -127,7 +130,7 @@ class ComparePanel(QWidget):
         )
         self.gated_time_card = StatCard("TeaCache time", "Denoising-loop time of the gated pass")
         self.vanilla_time_card = StatCard("Vanilla time", "Denoising-loop time of the vanilla pass")
-        self.speedup_card = StatCard("Speedup", "Vanilla time ÷ TeaCache time, measured")
+        self.speedup_card = StatCard("Speedup", SPEEDUP_TOOLTIP)
         self.skips_card = StatCard("Skipped", "Steps whose transformer body was skipped")
         cards = QHBoxLayout()
         cards.setSpacing(8)
@@ -224,7 +227,7 @@ class ComparePanel(QWidget):
         gated_seconds: float | None,
         vanilla_seconds: float | None,
         speedup: float | None,
-        estimated: bool,
+        speedup_label: str,
         skips: int | None,
         steps: int,
         vanilla_cached: bool,
@@ -237,10 +240,9 @@ class ComparePanel(QWidget):
         self.vanilla_time_card.set(
             _seconds(vanilla_seconds), "reused from the cache" if vanilla_cached else ""
         )
-        self.speedup_card.set(
-            "—" if speedup is None else f"{speedup:.2f}×",
-            "estimate (resumed pass)" if estimated and speedup else "",
-        )
+        label = speedup_label if speedup is not None else ""
+        self.speedup_card.set("—" if speedup is None else f"{speedup:.2f}×", label)
+        self.speedup_card.setToolTip(f"{SPEEDUP_TOOLTIP}: {label}" if label else SPEEDUP_TOOLTIP)
         fraction = f"{skips / steps:.0%} of steps" if skips is not None and steps else ""
         self.skips_card.set("—" if skips is None else f"{skips} of {steps}", fraction)
 
@@ -260,7 +262,7 @@ class ComparePanel(QWidget):
 
 
 def _resume_note(resumed_from: int | None, steps: int) -> str:
-    if resumed_from is None:
+    if not resumed_from:  # re-seeded at step 0: nothing was replayed, every step ran
         return ""
     if resumed_from >= steps:
         return "replayed from vanilla (no skip)"

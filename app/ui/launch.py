@@ -228,7 +228,7 @@ def _run_headless(app, window, screenshot: str | None) -> int:
 
     def timeout() -> None:
         print("teacache-studio: the demo generation did not finish in time", file=sys.stderr)
-        window.cancel()
+        window.session.cancel()
         QTimer.singleShot(0, window.close)
 
     window.run_ended.connect(finish)
@@ -239,7 +239,7 @@ def _run_headless(app, window, screenshot: str | None) -> int:
     QTimer.singleShot(HEADLESS_TIMEOUT_MS, timeout)
 
     def start() -> None:
-        if window.generate() is None:
+        if window.session.generate() is None:
             print("teacache-studio: could not start the demo generation", file=sys.stderr)
             QTimer.singleShot(0, window.close)
 

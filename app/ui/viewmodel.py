@@ -38,7 +38,6 @@ from app.ui.analysis import (
     count_skips,
     difference_map,
     engagement_band,
-    speedup,
 )
 from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_presets
 from app.ui.observable import Prop
@@ -206,6 +205,7 @@ class RunModel(QObject):
     ssim_changed = Signal(object)
     speedup_changed = Signal(object)
     speedup_estimated_changed = Signal(object)
+    speedup_label_changed = Signal(object)
     skips_changed = Signal(object)
     error_changed = Signal(object)
     notices_changed = Signal(object)
@@ -232,6 +232,7 @@ class RunModel(QObject):
     ssim = Prop[float | None](None)
     speedup = Prop[float | None](None)
     speedup_estimated = Prop(False)
+    speedup_label = Prop("")  # how the speedup was measured (app.engine.report.speedup_label)
     skips = Prop[int | None](None)
     error = Prop[Notice | None](None)
     notices = Prop[tuple[Notice, ...]](())
@@ -243,6 +244,10 @@ class RunModel(QObject):
     @property
     def busy(self) -> bool:
         return self.status.busy
+
+    @property
+    def finished(self) -> bool:
+        return self.status is RunStatus.finished
 
     # -- lifecycle driven by the controller -------------------------------------------------------
     def begin(self, run_id: int, request: GenerationRequest) -> None:
@@ -263,6 +268,7 @@ class RunModel(QObject):
         self.ssim = None
         self.speedup = None
         self.speedup_estimated = False
+        self.speedup_label = ""
         self.skips = None
         self.error = None
         self.notices = ()
@@ -321,10 +327,7 @@ class RunModel(QObject):
                 )
                 self.notices = (*(n for n in self.notices if n.key != notice.key), notice)
             case RunAnalysis():
-                self.ssim = event.ssim
                 self.difference = event.difference
-                self.speedup = event.speedup
-                self.speedup_estimated = event.speedup_estimated
             case RunSaved():
                 self.saved_entry = event.folder
             case RunFinished():
@@ -404,11 +407,21 @@ class RunModel(QObject):
         self._update_progress()
 
     def _on_finished(self, event: RunFinished) -> None:
+        report = event.report
+        vanilla = report.vanilla
+        if vanilla is not None and self.vanilla_image is None:
+            # An engine may reuse its cached vanilla without re-sending it: the report has it.
+            self.vanilla_steps = vanilla.steps
+            self.vanilla_image = vanilla.image
+            self.vanilla_seconds = vanilla.loop_seconds
+            self.vanilla_cached = vanilla.cached
+            self._update_band()
+        self.ssim = report.ssim
+        self.speedup = report.speedup
+        self.speedup_estimated = report.speedup_estimated
+        self.speedup_label = report.speedup_label
         self.active_pass = None
         self.progress = 1.0
-        if self.speedup is None:
-            value, estimated = speedup(self.vanilla_seconds, self.gated_seconds, self.resumed_from)
-            self.speedup, self.speedup_estimated = value, estimated
         skips = self.skips if self.skips is not None else 0
         total = self.gated_seconds or 0.0
         self.phase = f"Finished · {skips} of {len(self.gated_steps)} steps skipped · {total:.2f} s"
@@ -452,7 +465,8 @@ class RunModel(QObject):
         self.vanilla_seconds = entry.vanilla_seconds
         self.ssim = entry.ssim
         self.speedup = entry.speedup
-        self.speedup_estimated = bool(entry.result.get("speedup_estimated", False))
+        self.speedup_estimated = entry.speedup_estimated
+        self.speedup_label = entry.speedup_label
         self.skips = count_skips(self.gated_steps)
         self.saved_entry = str(entry.folder)
         self.band = (

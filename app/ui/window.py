@@ -1,10 +1,10 @@
-"""The main window: the controller that wires the views to the view-models and the engine thread."""
+"""The main window: layout and wiring only. It builds the widgets, binds them to the view-models
+(``FormModel``, ``RunModel``) and connects their signals to ``Session``, which holds every action
+(generate, cancel, reopen, export, download, banner fixes) without Qt."""
 
 from __future__ import annotations
 
 import logging
-import random
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
@@ -21,19 +21,18 @@ from PySide6.QtWidgets import (
 )
 
 from app import paths
-from app.engine.request import GenerationRequest, RequestError
-from app.storage.history import HistoryEntry, HistoryStore, export_entry
-from app.storage.history import export_side_by_side as export_images
+from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
-from app.ui.analysis import Notice, NoticeAction, NoticeKind, fmt, schedule_notice
+from app.ui.analysis import BannerFix, Notice
 from app.ui.banner import BannerStack
-from app.ui.controls import MAX_SEED, ControlsView, calibration_text
-from app.ui.defaults import size_presets
+from app.ui.controls import ControlsView, calibration_text
+from app.ui.defaults import MAX_SEED, size_presets
+from app.ui.downloads import DownloadController, ModelStore, default_model_store, format_bytes
 from app.ui.gate_plot import GatePlot
 from app.ui.history_browser import HistoryDialog
 from app.ui.images import ComparePanel
-from app.ui.models import DownloadController, ModelStore, default_model_store, format_bytes
 from app.ui.observable import Binding, bind
+from app.ui.session import Session
 from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
 from app.ui.viewmodel import FormModel, RunModel, RunStatus
@@ -68,22 +67,28 @@ class MainWindow(QMainWindow):
         self.model_store = model_store or default_model_store()
         self._shutdown_timeout_ms = shutdown_timeout_ms
         self._shut_down = False
-        self._dismissed: set[str] = set()
-        self._startup_notices: list[Notice] = [
-            Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
-            for i, w in enumerate(self.settings_store.warnings)
-        ]
         self._bindings: list[Binding] = []
 
         self.form = FormModel(self.settings, self)
         self.run = RunModel(self)
         self.host = EngineHost(engine_factory, self.history.save, self)
         self.downloads = DownloadController(self.model_store, self)
+        self.session = Session(
+            self.form,
+            self.run,
+            self.host,
+            self.downloads,
+            settings=self.settings,
+            settings_store=self.settings_store,
+            history=self.history,
+            model_store=self.model_store,
+            started=self.generation_started.emit,
+        )
         self.history_dialog: HistoryDialog | None = None
         self._rerun_timer = QTimer(self)
         self._rerun_timer.setSingleShot(True)
         self._rerun_timer.setInterval(RERUN_DELAY_MS)
-        self._rerun_timer.timeout.connect(self._rerun_threshold)
+        self._rerun_timer.timeout.connect(self.session.rerun_threshold)
         self._pending_refreshes: set[str] = set()
         self._frame_timer = QTimer(self)
         self._frame_timer.setSingleShot(True)
@@ -203,7 +208,7 @@ class MainWindow(QMainWindow):
             self.addAction(action)
 
     def _connect_callbacks(self) -> None:
-        c, f, r = self.controls, self.form, self.run
+        c, f, r, s = self.controls, self.form, self.run, self.session
         self._bindings += [
             bind(f, "variant_id", c.variant_picker.set_variant),
             bind(
@@ -255,20 +260,20 @@ class MainWindow(QMainWindow):
         f.steps_changed.connect(self._refresh_threshold_hint)
         r.band_changed.connect(self._refresh_threshold_hint)
 
-        c.generate_button.clicked.connect(self.generate)
-        c.cancel_button.clicked.connect(self.cancel)
-        c.random_seed.clicked.connect(self.randomize_seed)
+        c.generate_button.clicked.connect(s.generate)
+        c.cancel_button.clicked.connect(s.cancel)
+        c.random_seed.clicked.connect(s.randomize_seed)
         c.threshold_reset.clicked.connect(f.reset_threshold)
         c.history_button.clicked.connect(self.show_history)
         c.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         c.rerun.setChecked(self.settings.rerun_on_threshold_change)
-        c.rerun.toggled.connect(self._on_rerun_toggled)
-        c.download_button.clicked.connect(self.download_current)
+        c.rerun.toggled.connect(s.set_rerun_on_threshold_change)
+        c.download_button.clicked.connect(s.download_current)
         c.download_cancel.clicked.connect(self.downloads.cancel)
 
-        self.generate_action.triggered.connect(self.generate)
-        self.cancel_action.triggered.connect(self.cancel)
-        self.random_seed_action.triggered.connect(self.randomize_seed)
+        self.generate_action.triggered.connect(s.generate)
+        self.cancel_action.triggered.connect(s.cancel)
+        self.random_seed_action.triggered.connect(s.randomize_seed)
         self.reset_threshold_action.triggered.connect(f.reset_threshold)
         self.history_action.triggered.connect(self.show_history)
         self.export_action.triggered.connect(lambda: self.export_current())
@@ -309,6 +314,7 @@ class MainWindow(QMainWindow):
             r.request_changed,
             r.vanilla_cached_changed,
             r.resumed_from_changed,
+            r.speedup_label_changed,
         ):
             signal.connect(self._schedule_stats)
         r.phase_changed.connect(self._schedule_status)
@@ -323,89 +329,30 @@ class MainWindow(QMainWindow):
         self.downloads.cancelled.connect(self._on_download_cancelled)
         self.downloads.failed.connect(self._on_download_failed)
 
-    # -- actions
-    def generate(self) -> int | None:
-        """Start a run from the inputs; returns its id, or None if nothing was started."""
-        if self.host.busy or self._shut_down:
-            return None
-        try:
-            request = self.form.request()
-        except RequestError as exc:
-            self.run.fail_locally(str(exc))
-            return None
-        if not self._is_available(request.variant_id):
-            self._show_not_downloaded(request.variant_id)
-            return None
-        request = replace(request, resume=True)
-        run_id = self.host.submit(request)
-        if run_id is None:
-            return None
-        self.settings.remember_prompt(request.prompt)
-        self.form.remember()
-        self._save_settings()
-        self._dismissed.clear()
-        self.run.begin(run_id, request)
-        self.generation_started.emit(run_id)
-        return run_id
-
-    def cancel(self) -> bool:
-        if not self.host.cancel():
-            return False
-        self.run.mark_cancelling()
-        return True
-
-    def randomize_seed(self) -> None:
-        self.form.seed = random.randrange(0, MAX_SEED)
-
+    # -- actions that need a window (dialogs, geometry); the rest are the session's
     def show_history(self) -> HistoryDialog:
         if self.history_dialog is None:
             self.history_dialog = HistoryDialog(self.history, self)
-            self.history_dialog.open_requested.connect(self.open_entry)
+            self.history_dialog.open_requested.connect(self.session.open_entry)
         else:
             self.history_dialog.refresh()
         self.history_dialog.show()
         self.history_dialog.raise_()
         return self.history_dialog
 
-    def open_entry(self, entry: HistoryEntry) -> bool:
-        """Show a saved run in the window (inputs and results). Refused while a run is going."""
-        if self.host.busy:
-            self.run.fail_locally("wait for the current run to finish before opening another")
-            return False
-        request = entry.to_request()
-        if request is not None:
-            self.form.apply_request(request)
-        try:
-            self.run.show_entry(entry, request)
-        except (OSError, ValueError) as exc:
-            self.run.fail_locally(f"could not open the saved run: {exc}")
-            return False
-        return True
-
     def export_current(self, path: Path | None = None) -> Path | None:
-        gated = self.run.gated_image
-        if gated is None:
-            self.run.fail_locally("there is no finished run to export yet")
+        """Export the shown run side by side; asks where unless ``path`` is given."""
+        if not self.session.can_export():
             return None
         if path is None:
-            suggested = Path.home() / f"teacache-{self.form.variant_id}-s{self.form.seed}.png"
+            suggested = Path.home() / self.session.suggested_export_name()
             name, _ = QFileDialog.getSaveFileName(
                 self, "Export Side-by-Side", str(suggested), "PNG (*.png)"
             )
             if not name:
                 return None
             path = Path(name)
-        saved = self.run.saved_entry
-        entry = self.history.get(Path(saved).name) if saved else None
-        if entry is not None:
-            return export_entry(entry, path)
-        return export_images(path, gated, self.run.vanilla_image, **self._captions())
-
-    def download_current(self) -> None:
-        variant = self.form.variant
-        if self._is_available(variant.id) or self.downloads.busy:
-            return
-        self.downloads.start(variant)
+        return self.session.export(path)
 
     def shutdown(self) -> bool:
         """Persist settings and geometry, stop downloads and the engine thread (bounded)."""
@@ -413,11 +360,8 @@ class MainWindow(QMainWindow):
             return True
         self._shut_down = True
         self._rerun_timer.stop()
-        self.form.remember()
-        self._save_settings()
         self._save_geometry()
-        self.downloads.shutdown()
-        return self.host.shutdown(self._shutdown_timeout_ms)
+        return self.session.shutdown(self._shutdown_timeout_ms)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.shutdown()
@@ -461,26 +405,8 @@ class MainWindow(QMainWindow):
             self.form.size = (int(data[0]), int(data[1]))
 
     def _on_threshold_changed(self, _value: object) -> None:
-        if self.settings.rerun_on_threshold_change and self._threshold_only_change():
+        if self.session.wants_threshold_rerun():
             self._rerun_timer.start()
-
-    def _threshold_only_change(self) -> bool:
-        request = self.run.request
-        if request is None or self.host.busy or self.run.status is not RunStatus.finished:
-            return False
-        try:
-            new = self.form.request()
-        except RequestError:
-            return False
-        return new.vanilla_key() == request.vanilla_key() and new.threshold != request.threshold
-
-    def _rerun_threshold(self) -> None:
-        if self._threshold_only_change():
-            self.generate()
-
-    def _on_rerun_toggled(self, checked: bool) -> None:
-        self.settings.rerun_on_threshold_change = checked
-        self._save_settings()
 
     def _on_status(self, status: object) -> None:
         busy = self.run.busy or self.host.busy
@@ -536,11 +462,8 @@ class MainWindow(QMainWindow):
         r = self.run
         request = r.request
         threshold = request.threshold if request is not None else self.form.threshold
-        same_schedule = request is not None and (request.variant_id, request.steps) == (
-            self.form.variant_id,
-            self.form.steps,
-        )
-        preview = self.form.threshold if same_schedule else None  # what-if on this very trace
+        # what-if on this very trace
+        preview = self.form.threshold if self.session.same_schedule else None
         self.gate_plot.set_data(r.gated_steps, r.vanilla_steps, threshold, r.band, preview=preview)
 
     def _refresh_images(self) -> None:
@@ -561,7 +484,7 @@ class MainWindow(QMainWindow):
             gated_seconds=r.gated_seconds,
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
-            estimated=r.speedup_estimated,
+            speedup_label=r.speedup_label,
             skips=r.skips,
             steps=steps,
             vanilla_cached=r.vanilla_cached,
@@ -589,133 +512,56 @@ class MainWindow(QMainWindow):
         self.saved_label.setToolTip(str(folder) if folder else "")
 
     def current_schedule_notice(self) -> Notice | None:
-        f, r = self.form, self.run
-        request = r.request
-        same_schedule = (
-            request is not None and request.variant_id == f.variant_id and request.steps == f.steps
-        )
-        return schedule_notice(
-            f.variant,
-            int(f.steps),
-            float(f.threshold),
-            measured=r.band if same_schedule else None,
-            engine_details=r.engine_details if same_schedule else None,
-        )
+        return self.session.schedule_notice()
 
     def _refresh_notices(self) -> None:
-        notices: list[Notice] = []
-        if self.run.error is not None:
-            notices.append(self.run.error)
-        schedule = self.current_schedule_notice()
-        if schedule is not None:
-            notices.append(schedule)
-        notices.extend(self.run.notices)
-        notices.extend(self._startup_notices)
-        self.banners.set_notices(tuple(n for n in notices if n.key not in self._dismissed))
+        self.banners.set_notices(self.session.notices())
 
     def _dismiss(self, key: str) -> None:
-        self._startup_notices = [n for n in self._startup_notices if n.key != key]
-        if key == "schedule":
-            self._dismissed.add(key)
-        self.run.dismiss(key)
+        self.session.dismiss(key)
         self._refresh_notices()
 
-    def _on_banner_action(self, action: str) -> None:
-        kind, _, value = action.partition(":")
-        if kind == "variant":
-            self.form.select_variant(value)
-        elif kind == "steps":
-            self.form.steps = int(value)
-        elif kind == "threshold":
-            self.form.threshold = float(value)
-        elif kind == "download":
-            self.download_current()
-        self._dismissed.discard("schedule")
+    def _on_banner_action(self, fix: BannerFix) -> None:
+        self.session.apply_fix(fix)
         self._refresh_notices()
 
     def _refresh_threshold_hint(self) -> None:
-        f = self.form
-        band = self.run.band
-        params = f.variant.gate_params(max(float(f.threshold), 1e-9))
-        eligible = params.eligible_steps(int(f.steps))
-        text = f"{eligible} of {f.steps} steps are gate-eligible."
-        if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
-            if band.onset is not None and band.onset < 1.0:
-                text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."
-            else:
-                text += " On the last vanilla run, no threshold skips a step."
-        self.controls.threshold_hint.setText(text)
+        self.controls.threshold_hint.setText(self.session.threshold_hint())
 
     def _fill_recent_menu(self) -> None:
         menu = self.controls.recent_menu
         menu.clear()
-        if not self.settings.prompt_history:
+        prompts = self.session.recent_prompts
+        if not prompts:
             action = menu.addAction("No recent prompts")
             action.setEnabled(False)
             return
-        for prompt in self.settings.prompt_history:
+        for prompt in prompts:
             text = prompt if len(prompt) <= 70 else prompt[:69] + "…"
             action = menu.addAction(text)
             action.setToolTip(prompt)
-            action.triggered.connect(lambda _=False, p=prompt: setattr(self.form, "prompt", p))
+            action.triggered.connect(lambda _=False, p=prompt: self.session.use_prompt(p))
         menu.addSeparator()
-        menu.addAction("Clear Recent Prompts").triggered.connect(self._clear_recent)
-
-    def _clear_recent(self) -> None:
-        self.settings.prompt_history = []
-        self._save_settings()
+        menu.addAction("Clear Recent Prompts").triggered.connect(self.session.clear_recent_prompts)
 
     # -- model availability and downloads
-    def _is_available(self, variant_id: str) -> bool:
-        try:
-            return self.model_store.is_available(get_variant(variant_id))
-        except Exception:  # treat a broken check as "not on disk"
-            log.exception("availability check failed for %s", variant_id)
-            return False
-
     def _refresh_availability(self) -> None:
-        from app.variants import all_variants
-
-        badges: dict[str, str] = {}
-        for variant in all_variants().values():
-            if variant.embedded:
-                continue
-            if self._is_available(variant.id):
-                badges[variant.id] = "on disk"
-            else:
-                size = format_bytes(self.model_store.download_size(variant))
-                badges[variant.id] = f"≈{size} ↓"
-        self.controls.variant_picker.rebuild(badges)
+        self.controls.variant_picker.rebuild(self.session.availability_badges())
         self.controls.variant_picker.set_variant(self.form.variant_id)
 
     def _refresh_variant_info(self) -> None:
         variant = self.form.variant
-        parts = []
-        if variant.embedded:
-            parts.append("Built in, runs offline")
-        elif self._is_available(variant.id):
-            parts.append("Downloaded")
-        else:
-            size = format_bytes(self.model_store.download_size(variant))
-            parts.append(f"Not downloaded · {size}")
-        if variant.distilled:
-            parts.append("distilled")
-        parts.append(f"{variant.default_steps} steps by default")
-        self.controls.variant_info.setText(" · ".join(parts))
+        self.controls.variant_info.setText(self.session.variant_info())
         self.controls.calibration.setText(calibration_text(variant))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:
         c = self.controls
         variant = self.form.variant
-        downloading = self.downloads.busy
         this_one = self.downloads.variant_id == variant.id
-        missing = not variant.embedded and not self._is_available(variant.id)
-        c.download_button.setVisible(missing and not this_one)
-        c.download_button.setEnabled(not downloading)
-        c.download_button.setText(
-            f"Download ({format_bytes(self.model_store.download_size(variant))})"
-        )
+        c.download_button.setVisible(self.session.needs_download() and not this_one)
+        c.download_button.setEnabled(not self.downloads.busy)
+        c.download_button.setText(f"Download ({self.session.download_label(variant)})")
         c.download_box.setVisible(this_one)
 
     def _on_download_progress(
@@ -740,30 +586,10 @@ class MainWindow(QMainWindow):
         self._refresh_variant_info()
 
     def _on_download_failed(self, variant_id: str, message: str) -> None:
-        self.run.error = Notice(NoticeKind.error, "Download failed", message, key="error")
+        self.session.download_failed(message)
         self._refresh_variant_info()
 
-    def _show_not_downloaded(self, variant_id: str) -> None:
-        variant = get_variant(variant_id)
-        size = format_bytes(self.model_store.download_size(variant))
-        self.run.error = Notice(
-            NoticeKind.error,
-            f"{variant.display_name} is not downloaded",
-            f"Download it first ({size}), or pick the built-in demo model.",
-            actions=(
-                NoticeAction("Download", "download:"),
-                NoticeAction("Use the demo model", "variant:demo"),
-            ),
-            key="error",
-        )
-
     # -- persistence
-    def _save_settings(self) -> None:
-        try:
-            self.settings_store.save(self.settings)
-        except OSError as exc:
-            log.warning("could not save settings: %s", exc)
-
     def _qsettings(self) -> QSettings:
         return QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
 
@@ -786,27 +612,6 @@ class MainWindow(QMainWindow):
             state = store.value(key)
             if isinstance(state, QByteArray | bytes):
                 widget.restoreState(QByteArray(state))
-
-    def _captions(self) -> dict[str, str]:
-        r = self.run
-        request: GenerationRequest | None = r.request
-        skips = f"{r.skips}/{len(r.gated_steps)} skipped" if r.skips is not None else ""
-        threshold = request.threshold if request is not None else self.form.threshold
-        gated = f"TeaCache  t={threshold:.4g}  {skips}"
-        if r.gated_seconds is not None:
-            gated += f"  {r.gated_seconds:.2f} s"
-        vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")
-        parts = [self.form.variant_id, f"seed {self.form.seed}"]
-        if r.ssim is not None:
-            parts.append(f"SSIM {r.ssim:.4f}")
-        if r.speedup is not None:
-            parts.append(f"speedup {r.speedup:.2f}×")
-        prompt = request.prompt if request is not None else self.form.prompt
-        return {
-            "gated_caption": gated,
-            "vanilla_caption": vanilla,
-            "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
-        }
 
 
 def _section(text: str) -> QLabel:

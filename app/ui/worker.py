@@ -6,8 +6,10 @@ superqt's ``new_worker_qthread``. The worker builds the engine on its own thread
 queued signal. Cancel is a ``threading.Event`` handed to ``engine.run``: the worker's event loop is
 blocked while it generates, so a queued "cancel" slot would arrive too late.
 
-After a run the worker (still off the GUI thread) compares the images, saves the run to the history
-and only then forwards ``RunFinished``, so closing the window can never lose a finished run.
+After a run the worker (still off the GUI thread) computes the difference image, saves the engine's
+``RunReport`` to the history and only then forwards ``RunFinished``, so closing the window can
+never lose a finished run. It measures nothing itself and keeps no cache: the report holds both
+passes, and the engine keeps the one vanilla cache.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import threading
 import time
 import traceback
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,9 +28,6 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, S
 
 from app.engine.events import (
     EngineEvent,
-    Pass,
-    PassFinished,
-    PassStarted,
     RunCancelled,
     RunFailed,
     RunFinished,
@@ -37,14 +36,13 @@ from app.engine.events import (
 from app.engine.protocol import EngineProtocol
 from app.engine.request import GenerationRequest
 from app.storage.history import HistoryEntry, RunRecord
-from app.ui.analysis import RunAnalysis, RunSaved, difference_map, speedup, ssim
+from app.ui.analysis import RunAnalysis, RunSaved, difference_map
 
 log = logging.getLogger(__name__)
 
 EngineFactory = Callable[[], EngineProtocol]
 SaveRun = Callable[[RunRecord], HistoryEntry]
 TERMINAL = (RunFinished, RunCancelled, RunFailed)
-_VANILLA_MEMO_SIZE = 8
 DRAIN_BUDGET_MS = 8  # GUI time spent applying engine events before yielding to the event loop
 # Imported on the engine thread as soon as it starts (SSIM, the engine with MLX, the demo pipeline
 # with mflux), so that the first generation does not pay for them while the GUI waits on the GIL.
@@ -56,14 +54,10 @@ STRAGGLERS: list[QThread] = []
 
 @dataclass
 class _Collector:
-    """One run's events, for the analysis and the history record."""
+    """One run's warnings (saved with it) and whether it has ended."""
 
     run_id: int
     request: GenerationRequest
-    vanilla: PassFinished | None = None
-    gated: PassFinished | None = None
-    vanilla_cached: bool = False
-    resumed_from: int | None = None
     warnings: list[RunWarning] = field(default_factory=list)
     terminal: EngineEvent | None = None
 
@@ -85,7 +79,6 @@ class EngineWorker(QObject):
         self._warm_imports = warm_imports
         self._save = save
         self._engine: EngineProtocol | None = None
-        self._memo: OrderedDict[tuple[object, ...], PassFinished] = OrderedDict()
 
     @Slot()
     def warm_up(self) -> None:
@@ -129,7 +122,6 @@ class EngineWorker(QObject):
             log.exception("engine close failed")
         finally:
             self._engine = None
-            self._memo.clear()
             app = QCoreApplication.instance()
             if app is not None:
                 self.moveToThread(app.thread())  # let the GUI thread own (and delete) us
@@ -141,22 +133,6 @@ class EngineWorker(QObject):
         if c.terminal is not None:
             return  # exactly one terminal event per run reaches the UI
         match event:
-            case PassStarted(which=Pass.vanilla, cached=cached):
-                c.vanilla_cached = cached
-            case PassStarted(which=Pass.gated):
-                c.resumed_from = event.resumed_from
-                if c.vanilla_cached and c.vanilla is None:
-                    memo = self._memo.get(c.request.vanilla_key())
-                    if memo is not None:  # the engine reused vanilla without re-sending it
-                        c.vanilla = PassFinished(
-                            c.run_id, Pass.vanilla, memo.image, memo.seconds, memo.steps
-                        )
-                        self.relayed.emit(c.vanilla)
-            case PassFinished(which=Pass.vanilla):
-                c.vanilla = event
-                self._remember(c.request, event)
-            case PassFinished(which=Pass.gated):
-                c.gated = event
             case RunWarning():
                 c.warnings.append(event)
             case RunFinished():
@@ -167,13 +143,6 @@ class EngineWorker(QObject):
                 c.terminal = event
         self.relayed.emit(event)
 
-    def _remember(self, request: GenerationRequest, event: PassFinished) -> None:
-        key = request.vanilla_key()
-        self._memo[key] = event
-        self._memo.move_to_end(key)
-        while len(self._memo) > _VANILLA_MEMO_SIZE:
-            self._memo.popitem(last=False)
-
     def _finish(self, c: _Collector, finished: RunFinished) -> None:
         try:
             self._analyse_and_save(c, finished)
@@ -183,46 +152,17 @@ class EngineWorker(QObject):
         self.relayed.emit(finished)
 
     def _analyse_and_save(self, c: _Collector, finished: RunFinished) -> None:
-        if c.gated is None:
-            return
-        vanilla_image = c.vanilla.image if c.vanilla is not None else None
-        difference = (
-            difference_map(c.gated.image, vanilla_image) if vanilla_image is not None else None
-        )
-        reported = finished.report.get("ssim")
-        if isinstance(reported, float):
-            similarity: float | None = reported  # the engine measured it on the same arrays
-        else:
-            similarity = ssim(c.gated.image, vanilla_image) if vanilla_image is not None else None
-        vanilla_seconds = c.vanilla.seconds if c.vanilla is not None else None
-        vanilla_steps = c.vanilla.steps if c.vanilla is not None else ()
-        ratio, estimated = speedup(vanilla_seconds, c.gated.seconds, c.resumed_from)
-        reported_ratio = finished.report.get("speedup")
-        if isinstance(reported_ratio, float):
-            ratio = reported_ratio
-        self.relayed.emit(RunAnalysis(c.run_id, similarity, difference, ratio, estimated))
+        report = finished.report
+        vanilla = report.vanilla
+        difference = difference_map(report.gated.image, vanilla.image) if vanilla else None
+        self.relayed.emit(RunAnalysis(c.run_id, difference))
         if self._save is None:
             return
-        record = RunRecord(
-            request=c.request,
-            gated_image=c.gated.image,
-            vanilla_image=c.vanilla.image if c.vanilla is not None else None,
-            gated_steps=tuple(c.gated.steps),
-            vanilla_steps=tuple(vanilla_steps),
-            gated_seconds=c.gated.seconds,
-            vanilla_seconds=vanilla_seconds,
-            ssim=similarity,
-            speedup=ratio,
-            speedup_estimated=estimated,
-            vanilla_cached=c.vanilla_cached,
-            resumed_from=c.resumed_from,
-            report=dict(finished.report),
-            warnings=tuple(
-                {"kind": w.kind, "message": w.message, "details": w.details} for w in c.warnings
-            ),
+        warnings = tuple(
+            {"kind": w.kind, "message": w.message, "details": w.details} for w in c.warnings
         )
         try:
-            entry = self._save(record)
+            entry = self._save(RunRecord.from_report(report, warnings))
         except Exception as exc:  # disk full, permissions...
             log.exception("saving run %s to the history failed", c.run_id)
             self.relayed.emit(RunWarning(c.run_id, "history", f"the run was not saved: {exc}"))

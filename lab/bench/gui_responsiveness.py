@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         ticks.clear()
         timer.start()
         started = time.perf_counter()
-        run_id = window.generate()
+        run_id = window.session.generate()
         if run_id is None:
             print(
                 json.dumps(

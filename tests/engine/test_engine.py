@@ -78,7 +78,7 @@ def _request(variant_id: str, threshold: float, **kw: Any) -> Any:
 
 def test_threshold_zero_is_bit_exact_and_skips_nothing(forced_variant: str, shell: Any) -> None:
     seen = _run(_engine(shell), _request(forced_variant, 0.0))
-    report = next(e for e in seen if isinstance(e, ev.RunFinished)).report
+    report = next(e for e in seen if isinstance(e, ev.RunFinished)).report.to_json()
     assert report["skipped"] == 0
     assert report["pattern"] == "C" * STEPS
     assert report["max_abs_diff"] == 0.0
@@ -94,7 +94,7 @@ def test_events_arrive_in_order_with_one_step_event_per_step(
     for which in (ev.Pass.vanilla, ev.Pass.gated):
         steps = [e.step.index for e in seen if isinstance(e, ev.StepDone) and e.which is which]
         assert steps == list(range(STEPS))
-    report = seen[-1].report
+    report = seen[-1].report.to_json()
     # Scripted polynomial: constant 0.01 per step against 0.05 → four skips, then a compute.
     assert report["pattern"] == "FSSSSCSSSSCF"
     assert report["skipped"] == 8
@@ -115,7 +115,7 @@ def test_skipped_steps_do_not_call_the_body(forced_variant: str, shell: Any) -> 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(type(shell.transformer.single_transformer_blocks[0]), "__call__", counting)
         seen = _run(engine, _request(forced_variant, 0.05, compare_vanilla=False))
-    report = seen[-1].report
+    report = seen[-1].report.to_json()
     blocks = len(shell.transformer.single_transformer_blocks)
     assert len(calls) == blocks * report["computed"]
 
@@ -137,12 +137,16 @@ def test_resumed_gated_pass_is_bit_exact_with_a_full_gated_pass(
     engine = _engine(shell)
     full = _run(engine, _request(forced_variant, 0.05, resume=False))
     resumed = _run(engine, _request(forced_variant, 0.05, resume=True))
-    full_report = full[-1].report
-    resumed_report = resumed[-1].report
+    full_report = full[-1].report.to_json()
+    resumed_report = resumed[-1].report.to_json()
     assert resumed_report["resumed_from_step"] == 0  # first skip at step 1 → re-seed at step 0
     assert resumed_report["pattern"] == full_report["pattern"]
     assert resumed_report["max_abs_diff"] == full_report["max_abs_diff"]
     assert resumed_report["gated_latents_sha256"] == full_report["gated_latents_sha256"]
+    # Re-seeded at step 0: nothing was replayed, so the speedup is measured, not estimated.
+    assert resumed_report["replayed_steps"] == 0
+    assert resumed_report["speedup_estimated"] is False
+    assert str(resumed_report["speedup_label"]).startswith("vanilla cached, measured ")
 
 
 def test_resume_replays_steps_before_the_first_skip(
@@ -162,7 +166,7 @@ def test_resume_replays_steps_before_the_first_skip(
     )
     monkeypatch.setitem(variants.VARIANTS, variant.id, variant)
     engine = _engine(shell)
-    trace = _run(engine, _request(variant.id, 0.0))[-1].report["vanilla_trace"]
+    trace = _run(engine, _request(variant.id, 0.0))[-1].report.to_json()["vanilla_trace"]
     threshold = 0.2 - trace[STEPS // 2] + 1e-6
     verdicts = simulate(variant.gate_params(threshold), trace)
     first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
@@ -170,10 +174,20 @@ def test_resume_replays_steps_before_the_first_skip(
 
     full = _run(engine, _request(variant.id, threshold, resume=False))
     resumed = _run(engine, _request(variant.id, threshold, resume=True))
-    assert full[-1].report["skipped"] > 0  # engagement: the comparison is not a no-op
-    assert resumed[-1].report["resumed_from_step"] == first_skip - 1
-    assert resumed[-1].report["pattern"] == full[-1].report["pattern"]
-    assert resumed[-1].report["gated_latents_sha256"] == full[-1].report["gated_latents_sha256"]
+    assert full[-1].report.to_json()["skipped"] > 0  # engagement: the comparison is not a no-op
+    full_report, resumed_report = full[-1].report, resumed[-1].report
+    assert resumed_report.gated.resumed_from == first_skip - 1
+    assert resumed_report.gated.pattern == full_report.gated.pattern
+    assert resumed_report.gated.latents_sha256 == full_report.gated.latents_sha256
+    # Steps before the re-seed were replayed, and vanilla came from the cache: the label says both.
+    replayed = first_skip - 1
+    measured_at = resumed_report.vanilla.measured_at if resumed_report.vanilla else None
+    assert measured_at is not None and resumed_report.vanilla_cached
+    assert resumed_report.speedup_label == (
+        f"estimate ({replayed} of {STEPS} steps replayed), "
+        f"vanilla cached, measured {measured_at:%H:%M}"
+    )
+    assert full_report.speedup_label == f"vanilla cached, measured {measured_at:%H:%M}"
 
 
 def test_cancel_mid_run_reports_cancelled_and_restores_the_pipeline(

@@ -16,6 +16,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 import numpy as np
 
@@ -34,7 +35,8 @@ from app.engine.events import (
 )
 from app.engine.notices import engagement_warning
 from app.engine.protocol import Emit
-from app.engine.request import GenerationRequest
+from app.engine.report import PassResult, RunReport, measure_run
+from app.engine.request import GenerationRequest, make_request
 from app.gate import Decision, GateParams, StepEvent, predict_change
 from app.gate.simulator import simulate
 from app.variants import check_schedule
@@ -118,6 +120,12 @@ class _VanillaResult:
     seconds: float
     steps: tuple[StepEvent, ...]
     trace: tuple[float | None, ...]
+    measured_at: datetime = field(default_factory=lambda: datetime.now().astimezone())
+
+    def summary(self, *, cached: bool) -> PassResult:
+        return PassResult(
+            self.image, self.steps, self.seconds, measured_at=self.measured_at, cached=cached
+        )
 
 
 @dataclass
@@ -278,19 +286,9 @@ class FakeEngine:
         image = perturb(base, request.seed, skips)
         gated_seconds = sum(s.seconds for s in steps)
         emit(PassFinished(run_id, Pass.gated, image, gated_seconds, tuple(steps)))
-        report: dict[str, object] = {
-            "engine": "fake",
-            "variant": request.variant_id,
-            "skipped": skips,
-            "pattern": "".join(s.decision.letter for s in steps),
-            "gated_seconds": gated_seconds,
-            "resumed_from_step": until,
-            "vanilla_cached": cached,
-        }
-        if vanilla is not None:
-            report["vanilla_seconds"] = vanilla.seconds
-            report["speedup"] = vanilla.seconds / gated_seconds if gated_seconds else None
-        emit(RunFinished(run_id, report))
+        gated = PassResult(image, tuple(steps), gated_seconds, resumed_from=until)
+        summary = vanilla.summary(cached=cached) if vanilla is not None else None
+        emit(RunFinished(run_id, measure_run(request, gated, summary, engine="fake")))
 
     def _vanilla_pass(
         self,
@@ -352,6 +350,33 @@ class FakeEngine:
         if self.step_gate is not None and not self.step_gate.wait(which, index, cancel):
             emit(RunCancelled(run_id, index))
             raise _Stop
+
+
+def minimal_report(
+    request: GenerationRequest | None = None,
+    *,
+    gated_seconds: float = 0.2,
+    vanilla_seconds: float | None = 0.3,
+    resumed_from: int | None = None,
+    vanilla_cached: bool = False,
+    vanilla_measured_at: datetime | None = None,
+) -> RunReport:
+    """A small typed report for scripted runs and view-model tests: flat grey images, every step
+    computed, the given timings."""
+    request = request or make_request("demo", "a red star", steps=3)
+    n = request.steps
+    steps = tuple(
+        StepEvent(i, n, Decision.computed, None, None, None, request.threshold, gated_seconds / n)
+        for i in range(n)
+    )
+    image = np.full((request.height, request.width, 3), 128, np.uint8)
+    gated = PassResult(image, steps, gated_seconds, resumed_from=resumed_from)
+    vanilla = None
+    if vanilla_seconds is not None:
+        vanilla = PassResult(image, steps, vanilla_seconds, cached=vanilla_cached)
+        if vanilla_measured_at is not None:
+            vanilla = replace(vanilla, measured_at=vanilla_measured_at)
+    return RunReport(request, gated, vanilla, ssim=1.0 if vanilla else None, engine="fake")
 
 
 class _Stop(Exception):

@@ -24,14 +24,21 @@ from app.engine.events import (
 )
 from app.engine.request import make_request
 from app.gate import Decision, StepEvent
-from app.ui.analysis import Notice, NoticeAction, NoticeKind, schedule_notice, speedup
+from app.ui.analysis import (
+    BannerFix,
+    FixKind,
+    Notice,
+    NoticeAction,
+    NoticeKind,
+    schedule_notice,
+)
 from app.ui.banner import Banner
 from app.ui.launch import launch
 from app.ui.observable import Prop, bind
 from app.ui.timeline import StepTimeline
 from app.ui.viewmodel import RunModel, RunStatus
 from app.variants import get_variant
-from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript
+from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, minimal_report
 
 
 class _Model(QObject):
@@ -116,9 +123,10 @@ def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:
     model.handle_event(RunWarning(7, "other", "something else"))
     assert [n.key for n in model.notices] == ["other"]
     model.handle_event(PassFinished(7, Pass.gated, image, 0.2, model.gated_steps))  # type: ignore[arg-type]
-    model.handle_event(RunFinished(7, {}))
+    model.handle_event(RunFinished(7, minimal_report(request, gated_seconds=0.2)))
     assert model.status is RunStatus.finished
     assert model.speedup == pytest.approx(1.5)
+    assert model.speedup_label == "measured"
     assert model.progress == 1.0
 
 
@@ -132,9 +140,12 @@ def test_run_model_cancel(qtbot: QtBot) -> None:
 
 
 def test_speedup_of_a_resumed_pass_is_flagged_as_an_estimate() -> None:
-    assert speedup(2.0, 1.0) == (2.0, False)
-    assert speedup(2.0, 1.0, resumed_from=4) == (2.0, True)
-    assert speedup(None, 1.0) == (None, False)
+    plain = minimal_report(gated_seconds=1.0, vanilla_seconds=2.0)
+    assert (plain.speedup, plain.speedup_estimated) == (2.0, False)
+    resumed = minimal_report(gated_seconds=1.0, vanilla_seconds=2.0, resumed_from=2)
+    assert (resumed.speedup, resumed.speedup_estimated) == (2.0, True)
+    alone = minimal_report(gated_seconds=1.0, vanilla_seconds=None)
+    assert (alone.speedup, alone.speedup_estimated) == (None, False)
 
 
 def test_schedule_notice_numbers() -> None:
@@ -143,7 +154,7 @@ def test_schedule_notice_numbers() -> None:
     assert notice is not None and notice.kind is NoticeKind.warning
     assert "2 of 4 steps are gate-eligible" in notice.message
     assert "0.261" in notice.message and "0.170" in notice.message
-    assert {a.action for a in notice.actions} >= {"variant:flux2-klein-base-4b"}
+    assert {a.fix for a in notice.actions} >= {BannerFix.use_variant("flux2-klein-base-4b")}
     assert schedule_notice(get_variant("flux1-dev"), 25, 0.2) is None
     off = schedule_notice(get_variant("demo"), 28, 0.0)
     assert off is not None and off.kind is NoticeKind.info
@@ -181,14 +192,14 @@ def test_banner_copy_and_actions(qtbot: QtBot) -> None:
         "Title",
         "Message",
         "details here",
-        (NoticeAction("Do it", "steps:8"),),
+        (NoticeAction("Do it", BannerFix.use_steps(8)),),
         key="k",
     )
     banner = Banner(notice)
     qtbot.addWidget(banner)
     with qtbot.waitSignal(banner.action_triggered) as blocker:
         banner.action_buttons[0].click()
-    assert blocker.args == ["steps:8"]
+    assert blocker.args == [BannerFix(FixKind.steps, steps=8)]
     banner.copy_button.click()
     assert QGuiApplication.clipboard().text() == "Title\nMessage\n\ndetails here"
     with qtbot.waitSignal(banner.dismissed) as dismissed:
@@ -233,3 +244,35 @@ def test_threshold_control_is_finer_near_zero_and_exact_in_its_entry(qtbot: QtBo
     for position in (0, 1, 37, 999, 1000):
         value = ThresholdControl.from_position(position)
         assert abs(ThresholdControl.to_position(value) - position) <= 1
+
+
+def test_the_cards_show_the_reports_label_and_no_resume_where_nothing_was_replayed(
+    qtbot: QtBot,
+) -> None:
+    from app.ui.images import ComparePanel
+
+    panel = ComparePanel()
+    qtbot.addWidget(panel)
+    stats = {"ssim": 0.99, "gated_seconds": 0.5, "vanilla_seconds": 0.8, "skips": 2, "steps": 8}
+    request = make_request("demo", "a red star", steps=8)
+    measured = minimal_report(request, resumed_from=0, gated_seconds=0.5, vanilla_seconds=0.8)
+    panel.set_stats(
+        **stats,
+        speedup=measured.speedup,
+        speedup_label=measured.speedup_label,
+        vanilla_cached=False,
+        resumed_from=0,
+    )
+    assert panel.speedup_card.note.text() == "measured"
+    assert panel.gated_time_card.note.text() == ""  # re-seeded at step 0: every step ran
+    replayed = minimal_report(request, resumed_from=3, gated_seconds=0.5, vanilla_seconds=0.8)
+    panel.set_stats(
+        **stats,
+        speedup=replayed.speedup,
+        speedup_label=replayed.speedup_label,
+        vanilla_cached=False,
+        resumed_from=3,
+    )
+    assert panel.speedup_card.note.text() == "estimate (3 of 8 steps replayed)"
+    assert "estimate (3 of 8 steps replayed)" in panel.speedup_card.toolTip()
+    assert panel.gated_time_card.note.text() == "resumed from vanilla at step 4"

@@ -22,7 +22,7 @@ from app.engine.events import (
 )
 from app.engine.request import make_request
 from app.gate import Decision, simulate
-from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
+from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate, minimal_report
 
 TERMINAL = (RunFinished, RunCancelled, RunFailed)
 
@@ -115,7 +115,8 @@ def test_scripted_failures() -> None:
 
 
 def test_replayed_script_rewrites_the_run_id() -> None:
-    scripted = FakeScript(events=[RunWarning(0, "custom", "hello"), RunFinished(0, {})])
+    finished = RunFinished(0, minimal_report())
+    scripted = FakeScript(events=[RunWarning(0, "custom", "hello"), finished])
     events = run(FakeEngine(scripted), make_request("demo", "a red star"), run_id=9)
     assert [e.run_id for e in events] == [9, 9]  # type: ignore[union-attr]
 

@@ -43,7 +43,7 @@ def window(qtbot: QtBot) -> Iterator[MainWindow]:
 
 def _finish(qtbot: QtBot, window: MainWindow) -> RunStatus:
     with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
-        assert window.generate() is not None
+        assert window.session.generate() is not None
     return blocker.args[0]  # type: ignore[index]
 
 
@@ -70,7 +70,7 @@ def test_real_demo_run_fills_the_timeline_and_reuses_vanilla(
 def test_real_demo_cancel_within_a_step(qtbot: QtBot, window: MainWindow) -> None:
     def cancel_on_first_step(row: object) -> None:
         if any(s is not None for s in row):  # type: ignore[union-attr]
-            window.cancel()
+            window.session.cancel()
 
     window.run.vanilla_steps_changed.connect(cancel_on_first_step)
     assert _finish(qtbot, window) is RunStatus.cancelled

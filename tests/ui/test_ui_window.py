@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_
 
 from app.engine.events import Pass, PassStarted, StepDone
 from app.gate import Decision
+from app.storage.history import entry_captions
 from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT
@@ -87,7 +89,7 @@ def test_the_timeline_fills_in_order(qtbot: QtBot, make_window: WindowFactory) -
 def test_cancel_mid_run(qtbot: QtBot, make_window: WindowFactory) -> None:
     engine, gate = held_engine()
     window = make_window(engine)
-    window.generate()
+    window.session.generate()
     gate.release(5)
     wait_held_at(qtbot, gate, Pass.vanilla, 5)
     assert window.controls.cancel_button.isEnabled()
@@ -125,9 +127,9 @@ def test_a_second_generate_during_a_run_starts_nothing(
 ) -> None:
     engine, gate = held_engine()
     window = make_window(engine)
-    assert window.generate() == 1
+    assert window.session.generate() == 1
     wait_held_at(qtbot, gate, Pass.vanilla, 0)
-    assert window.generate() is None
+    assert window.session.generate() is None
     window.generate_action.trigger()  # the shortcut's action is disabled, and guarded anyway
     qtbot.mouseClick(window.controls.generate_button, Qt.MouseButton.LeftButton)
     assert window.host.submit(window.form.request()) is None
@@ -163,6 +165,26 @@ def test_threshold_only_rerun_reuses_the_cached_vanilla(
     assert window.compare.vanilla_time_card.note.text() == "reused from the cache"
     assert window.run.vanilla_image is not None
     assert np.array_equal(window.run.vanilla_image, first_vanilla)
+
+
+def test_card_tooltip_export_history_and_report_say_the_same_speedup_label(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window(FakeEngine(FakeScript(step_seconds=0.001)))  # timed: a real speedup
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    window.form.threshold = 0.06
+    assert run_to_end(qtbot, window) is RunStatus.finished  # vanilla cached, gated resumed
+    label = window.run.speedup_label
+    assert label.startswith("estimate (") and ", vanilla cached, measured " in label
+    assert window.compare.speedup_card.note.text() == label
+    assert label in window.compare.speedup_card.toolTip()
+    assert f"({label})" in window.session.export_captions()["footer"]
+    saved = window.run.saved_entry
+    entry = window.history.get(Path(saved).name) if saved else None
+    assert entry is not None
+    assert entry.speedup_label == label
+    assert entry.meta["report"]["speedup_label"] == label  # report.json's object
+    assert f"({label})" in entry_captions(entry)["footer"]  # the exported side-by-side
 
 
 def test_rerun_on_threshold_change_runs_only_after_a_threshold_move(
@@ -228,7 +250,7 @@ def test_invalid_input_is_reported_without_starting_a_run(make_window: WindowFac
     engine = FakeEngine()
     window = make_window(engine)
     window.form.prompt = "   "
-    assert window.generate() is None
+    assert window.session.generate() is None
     assert window.run.error is not None and "prompt is empty" in window.run.error.message
     assert window.banners.banner("error") is not None
     assert engine.requests == []
@@ -244,7 +266,7 @@ def test_closing_mid_run_stops_cleanly_and_keeps_what_was_saved(
     gate.hold()  # hold the next run
     window.form.threshold = 0.042
     window.form.prompt = "three green squares on a white background"
-    window.generate()
+    window.session.generate()
     wait_held_at(qtbot, gate, Pass.vanilla, gate.passed)
     window.close()
     assert not window.host.engine_thread.isRunning()
@@ -374,7 +396,7 @@ def test_download_a_missing_variant(qtbot: QtBot, make_window: WindowFactory) ->
     assert "distilled" in window.controls.variant_picker.badge_of("flux1-schnell")
     window.form.select_variant("flux1-dev")
     assert window.controls.download_button.isVisible()
-    assert window.generate() is None
+    assert window.session.generate() is None
     assert window.banners.banner("error") is not None
     with qtbot.waitSignal(window.downloads.finished, timeout=SIGNAL_TIMEOUT_MS):
         window.controls.download_button.click()

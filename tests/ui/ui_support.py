@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from pytestqt.qtbot import QtBot
 
-from app.ui.models import Progress
+from app.ui.downloads import Progress
 from app.ui.viewmodel import RunStatus
 from app.ui.window import MainWindow
 from app.variants import Variant
@@ -52,5 +52,5 @@ WindowFactory = Callable[..., MainWindow]
 def run_to_end(qtbot: QtBot, window: MainWindow) -> RunStatus:
     """Press Generate and wait for the run's end; returns how it ended."""
     with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
-        assert window.generate() is not None
+        assert window.session.generate() is not None
     return blocker.args[0]  # type: ignore[index]

@@ -1,0 +1,244 @@
+"""One finished run as typed data: both passes, what was measured and how it was measured.
+
+The engine builds a ``RunReport`` once (``measure_run``: SSIM and speedup are computed here and
+nowhere else) and sends it as the payload of ``RunFinished``. The window, ``teacache-studio
+generate`` and the history all read this object; ``to_json`` writes the keys report.json and
+run.json have always held. ``speedup_label`` is the one function that says how a speedup was
+measured. Qt-free and MLX-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from app.engine.request import GenerationRequest
+from app.gate import Decision, StepEvent
+
+MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
+
+
+def _now() -> datetime:
+    return datetime.now().astimezone()
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """One pass (vanilla or gated) as the report sees it: plain data, no MLX arrays."""
+
+    image: np.ndarray  # uint8 RGB
+    steps: tuple[StepEvent, ...]
+    loop_seconds: float
+    wall_seconds: float | None = None
+    latents_sha256: str | None = None
+    peak_memory_bytes: int | None = None
+    resumed_from: int | None = None  # gated: steps before this one were replayed from vanilla
+    measured_at: datetime = field(default_factory=_now)
+    cached: bool = False  # vanilla reused from the engine's cache (measured at ``measured_at``)
+
+    @property
+    def trace(self) -> list[float | None]:
+        return [s.rel_l1 for s in self.steps]
+
+    @property
+    def pattern(self) -> str:
+        return "".join(s.decision.letter for s in self.steps)
+
+    @property
+    def skipped(self) -> int:
+        return sum(s.decision is Decision.skipped for s in self.steps)
+
+    @property
+    def computed(self) -> int:
+        return sum(s.decision.computes for s in self.steps)
+
+    @property
+    def replayed_steps(self) -> int:
+        return replayed_steps(self.resumed_from, len(self.steps))
+
+
+@dataclass(frozen=True, slots=True)
+class Engagement:
+    """Where skipping begins on the vanilla trace of this run."""
+
+    eligible_steps: int
+    onset_threshold: float | None
+    onset_step: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """Both passes of one run and what they measure. ``vanilla`` is None without a comparison."""
+
+    request: GenerationRequest
+    gated: PassResult
+    vanilla: PassResult | None = None
+    ssim: float | None = None
+    max_abs_diff: float | None = None
+    engagement: Engagement | None = None
+    coefficients: tuple[float, ...] = ()
+    calibrated_range: tuple[float, float] | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    engine: str = "mflux"
+
+    @property
+    def speedup(self) -> float | None:
+        return speedup(self.vanilla, self.gated)
+
+    @property
+    def speedup_estimated(self) -> bool:
+        return self.speedup is not None and self.gated.replayed_steps > 0
+
+    @property
+    def vanilla_cached(self) -> bool:
+        return self.vanilla is not None and self.vanilla.cached
+
+    @property
+    def speedup_label(self) -> str:
+        if self.speedup is None:
+            return ""
+        vanilla = self.vanilla
+        return speedup_label(
+            replayed_steps=self.gated.replayed_steps,
+            steps=len(self.gated.steps),
+            vanilla_cached=self.vanilla_cached,
+            vanilla_measured_at=vanilla.measured_at if vanilla is not None else None,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The report.json / run.json ``report`` object (the keys they always had, and more)."""
+        r, g, v = self.request, self.gated, self.vanilla
+        out: dict[str, object] = {
+            "engine": self.engine,
+            "variant": r.variant_id,
+            "prompt": r.prompt,
+            "seed": r.seed,
+            "steps": r.steps,
+            "threshold": r.threshold,
+            "width": r.width,
+            "height": r.height,
+            "guidance": r.guidance,
+            "quantize": r.quantize,
+            "skipped": g.skipped,
+            "computed": g.computed,
+            "pattern": g.pattern,
+            "longest_skip_streak": longest_skip_streak(g.pattern),
+            "steps_detail": [s.as_dict() for s in g.steps],
+            "gated_seconds": g.loop_seconds,
+            "gated_wall_seconds": g.wall_seconds,
+            "resumed_from_step": g.resumed_from,
+            "replayed_steps": g.replayed_steps,
+            "gated_latents_sha256": g.latents_sha256,
+            "gated_peak_memory_bytes": g.peak_memory_bytes,
+            "versions": dict(self.versions),
+            "coefficients": list(self.coefficients),
+            "calibrated_range": (
+                list(self.calibrated_range) if self.calibrated_range is not None else None
+            ),
+        }
+        if v is not None:
+            out.update(
+                {
+                    "vanilla_seconds": v.loop_seconds,
+                    "vanilla_wall_seconds": v.wall_seconds,
+                    "vanilla_pattern": v.pattern,
+                    "vanilla_trace": v.trace,
+                    "vanilla_latents_sha256": v.latents_sha256,
+                    "vanilla_cached": v.cached,
+                    "vanilla_measured_at": v.measured_at.isoformat(timespec="seconds"),
+                    "ssim": self.ssim,
+                    "max_abs_diff": self.max_abs_diff,
+                    "speedup": self.speedup,
+                    "speedup_estimated": self.speedup_estimated,
+                    "speedup_label": self.speedup_label,
+                }
+            )
+        if self.engagement is not None:
+            out["engagement"] = {
+                "eligible_steps": self.engagement.eligible_steps,
+                "onset_threshold": self.engagement.onset_threshold,
+                "onset_step": self.engagement.onset_step,
+            }
+        return out
+
+
+def measure_run(
+    request: GenerationRequest,
+    gated: PassResult,
+    vanilla: PassResult | None,
+    *,
+    max_abs_diff: float | None = None,
+    engagement: Engagement | None = None,
+    coefficients: tuple[float, ...] = (),
+    calibrated_range: tuple[float, float] | None = None,
+    versions: dict[str, str] | None = None,
+    engine: str = "mflux",
+) -> RunReport:
+    """The one place two passes become a result: SSIM is measured here (off the GUI thread)."""
+    similarity = compare_images(gated.image, vanilla.image) if vanilla is not None else None
+    return RunReport(
+        request=request,
+        gated=gated,
+        vanilla=vanilla,
+        ssim=similarity,
+        max_abs_diff=max_abs_diff,
+        engagement=engagement,
+        coefficients=coefficients,
+        calibrated_range=calibrated_range,
+        versions=versions or {},
+        engine=engine,
+    )
+
+
+def compare_images(gated: np.ndarray, vanilla: np.ndarray) -> float | None:
+    """SSIM of the two images, or None where it is undefined (different shapes, too small)."""
+    if gated.shape != vanilla.shape or min(gated.shape[:2]) < MIN_SSIM_SIDE:
+        return None
+    from app.metrics import ssim
+
+    return ssim(gated, vanilla)
+
+
+def speedup(vanilla: PassResult | None, gated: PassResult) -> float | None:
+    """Vanilla loop time over gated loop time (replayed steps count at vanilla's step times)."""
+    if vanilla is None or not vanilla.loop_seconds or gated.loop_seconds <= 0:
+        return None
+    return vanilla.loop_seconds / gated.loop_seconds
+
+
+def replayed_steps(resumed_from: int | None, steps: int) -> int:
+    """Steps whose outputs came from the vanilla trajectory instead of the transformer: every
+    step before ``resumed_from`` (0 replays nothing)."""
+    return 0 if resumed_from is None else max(0, min(resumed_from, steps))
+
+
+def speedup_label(
+    *,
+    replayed_steps: int,
+    steps: int,
+    vanilla_cached: bool,
+    vanilla_measured_at: datetime | None = None,
+) -> str:
+    """What a speedup figure is: "measured" when both passes ran in full now; an "estimate" only
+    when gated steps were replayed from the vanilla trajectory (their time is vanilla's); and
+    where the vanilla time came from the cache, when it was measured."""
+    if replayed_steps > 0:
+        label = f"estimate ({replayed_steps} of {steps} steps replayed)"
+    elif not vanilla_cached:
+        return "measured"
+    else:
+        label = ""
+    if vanilla_cached:
+        cached = "vanilla cached"
+        if vanilla_measured_at is not None:
+            cached += f", measured {vanilla_measured_at:%H:%M}"
+        label = f"{label}, {cached}" if label else cached
+    return label
+
+
+def longest_skip_streak(pattern: str) -> int:
+    return max(
+        (len(run) for run in pattern.replace("F", "C").replace("N", "C").split("C")), default=0
+    )

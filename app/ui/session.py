@@ -1,0 +1,376 @@
+"""What the window's buttons, menus and banners do: generate, cancel, reopen a saved run, export,
+download, banner fixes, and the notices and texts derived from the view-models.
+
+The model half of krita-ai-diffusion's model/ui split: ``MainWindow`` builds widgets, binds them to
+``FormModel``/``RunModel`` properties and connects signals to these methods
+(``generate_button.clicked.connect(session.generate)``). The session imports no Qt: it reaches the
+engine thread through ``EngineLink`` and downloads through ``DownloadLink`` (``EngineHost`` and
+``DownloadController`` in the app, plain fakes in tests), and the view-models only through their
+attributes and methods.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from app.engine.request import GenerationRequest, RequestError
+from app.storage.history import (
+    HistoryEntry,
+    HistoryStore,
+    export_entry,
+    export_side_by_side,
+    speedup_caption,
+)
+from app.storage.settings import Settings, SettingsStore
+from app.ui.analysis import (
+    BannerFix,
+    FixKind,
+    Notice,
+    NoticeAction,
+    NoticeKind,
+    fmt,
+    schedule_notice,
+)
+from app.ui.defaults import MAX_SEED
+from app.variants import Variant, all_variants, get_variant
+
+if TYPE_CHECKING:
+    from app.ui.downloads import ModelStore
+    from app.ui.viewmodel import FormModel, RunModel
+
+log = logging.getLogger(__name__)
+SCHEDULE_NOTICE = "schedule"
+
+
+class EngineLink(Protocol):
+    """The engine thread as the session sees it (``app.ui.worker.EngineHost``)."""
+
+    @property
+    def busy(self) -> bool: ...
+
+    def submit(self, request: GenerationRequest) -> int | None: ...
+
+    def cancel(self) -> bool: ...
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool: ...
+
+
+class DownloadLink(Protocol):
+    """Weight downloads as the session sees them (``app.ui.downloads.DownloadController``)."""
+
+    @property
+    def busy(self) -> bool: ...
+
+    @property
+    def variant_id(self) -> str | None: ...
+
+    def start(self, variant: Variant) -> bool: ...
+
+    def shutdown(self, timeout_ms: int = 3000) -> None: ...
+
+
+class Session:
+    """The window's actions and derived state. Qt-free; see the module docstring."""
+
+    def __init__(
+        self,
+        form: FormModel,
+        run: RunModel,
+        engine: EngineLink,
+        downloads: DownloadLink,
+        *,
+        settings: Settings,
+        settings_store: SettingsStore,
+        history: HistoryStore,
+        model_store: ModelStore,
+        started: Callable[[int], None] | None = None,
+    ) -> None:
+        self.form = form
+        self.run = run
+        self.engine = engine
+        self.downloads = downloads
+        self.settings = settings
+        self.settings_store = settings_store
+        self.history = history
+        self.model_store = model_store
+        self._started = started
+        self._shut_down = False
+        self._dismissed: set[str] = set()
+        self.startup_notices: list[Notice] = [
+            Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
+            for i, w in enumerate(settings_store.warnings)
+        ]
+
+    # -- runs --------------------------------------------------------------------------------------
+    def generate(self) -> int | None:
+        """Start a run from the inputs; returns its id, or None if nothing was started."""
+        if self.engine.busy or self._shut_down:
+            return None
+        try:
+            request = self.form.request()
+        except RequestError as exc:
+            self.run.fail_locally(str(exc))
+            return None
+        if not self.is_available(request.variant_id):
+            self.run.error = self._not_downloaded_notice(request.variant_id)
+            return None
+        request = replace(request, resume=True)
+        run_id = self.engine.submit(request)
+        if run_id is None:
+            return None
+        self.settings.remember_prompt(request.prompt)
+        self.form.remember()
+        self.save_settings()
+        self._dismissed.clear()
+        self.run.begin(run_id, request)
+        if self._started is not None:
+            self._started(run_id)
+        return run_id
+
+    def cancel(self) -> bool:
+        if not self.engine.cancel():
+            return False
+        self.run.mark_cancelling()
+        return True
+
+    def randomize_seed(self) -> None:
+        self.form.seed = random.randrange(0, MAX_SEED)
+
+    def threshold_only_change(self) -> bool:
+        """The inputs differ from the finished run's only in the threshold (a cheap re-run)."""
+        request = self.run.request
+        if request is None or self.engine.busy or not self.run.finished:
+            return False
+        try:
+            new = self.form.request()
+        except RequestError:
+            return False
+        return new.vanilla_key() == request.vanilla_key() and new.threshold != request.threshold
+
+    def wants_threshold_rerun(self) -> bool:
+        return self.settings.rerun_on_threshold_change and self.threshold_only_change()
+
+    def rerun_threshold(self) -> int | None:
+        return self.generate() if self.threshold_only_change() else None
+
+    def set_rerun_on_threshold_change(self, enabled: bool) -> None:
+        self.settings.rerun_on_threshold_change = enabled
+        self.save_settings()
+
+    # -- the history -------------------------------------------------------------------------------
+    def open_entry(self, entry: HistoryEntry) -> bool:
+        """Show a saved run (inputs and results). Refused while a run is going."""
+        if self.engine.busy:
+            self.run.fail_locally("wait for the current run to finish before opening another")
+            return False
+        request = entry.to_request()
+        if request is not None:
+            self.form.apply_request(request)
+        try:
+            self.run.show_entry(entry, request)
+        except (OSError, ValueError) as exc:
+            self.run.fail_locally(f"could not open the saved run: {exc}")
+            return False
+        return True
+
+    def suggested_export_name(self) -> str:
+        return f"teacache-{self.form.variant_id}-s{self.form.seed}.png"
+
+    def can_export(self) -> bool:
+        if self.run.gated_image is None:
+            self.run.fail_locally("there is no finished run to export yet")
+            return False
+        return True
+
+    def export(self, path: Path) -> Path | None:
+        """The side-by-side PNG of the shown run: from its history entry where it was saved."""
+        gated = self.run.gated_image
+        if gated is None:
+            self.run.fail_locally("there is no finished run to export yet")
+            return None
+        saved = self.run.saved_entry
+        entry = self.history.get(Path(saved).name) if saved else None
+        if entry is not None:
+            return export_entry(entry, path)
+        return export_side_by_side(path, gated, self.run.vanilla_image, **self.export_captions())
+
+    def export_captions(self) -> dict[str, str]:
+        r = self.run
+        request = r.request
+        skips = f"{r.skips}/{len(r.gated_steps)} skipped" if r.skips is not None else ""
+        threshold = request.threshold if request is not None else self.form.threshold
+        gated = f"TeaCache  t={threshold:.4g}  {skips}"
+        if r.gated_seconds is not None:
+            gated += f"  {r.gated_seconds:.2f} s"
+        vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")
+        parts = [self.form.variant_id, f"seed {self.form.seed}"]
+        if r.ssim is not None:
+            parts.append(f"SSIM {r.ssim:.4f}")
+        if r.speedup is not None:
+            parts.append(speedup_caption(r.speedup, r.speedup_label))
+        prompt = request.prompt if request is not None else self.form.prompt
+        return {
+            "gated_caption": gated,
+            "vanilla_caption": vanilla,
+            "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
+        }
+
+    # -- prompts and settings ----------------------------------------------------------------------
+    @property
+    def recent_prompts(self) -> list[str]:
+        return list(self.settings.prompt_history)
+
+    def use_prompt(self, prompt: str) -> None:
+        self.form.prompt = prompt
+
+    def clear_recent_prompts(self) -> None:
+        self.settings.prompt_history = []
+        self.save_settings()
+
+    def save_settings(self) -> None:
+        try:
+            self.settings_store.save(self.settings)
+        except OSError as exc:
+            log.warning("could not save settings: %s", exc)
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        """Persist the inputs, stop downloads and the engine thread (bounded)."""
+        if self._shut_down:
+            return True
+        self._shut_down = True
+        self.form.remember()
+        self.save_settings()
+        self.downloads.shutdown()
+        return self.engine.shutdown(timeout_ms)
+
+    # -- banners -----------------------------------------------------------------------------------
+    @property
+    def same_schedule(self) -> bool:
+        """The shown run has the inputs' variant and steps: its trace and numbers apply to them."""
+        request = self.run.request
+        return request is not None and (request.variant_id, request.steps) == (
+            self.form.variant_id,
+            self.form.steps,
+        )
+
+    def schedule_notice(self) -> Notice | None:
+        f, r = self.form, self.run
+        same = self.same_schedule
+        return schedule_notice(
+            f.variant,
+            int(f.steps),
+            float(f.threshold),
+            measured=r.band if same else None,
+            engine_details=r.engine_details if same else None,
+        )
+
+    def notices(self) -> tuple[Notice, ...]:
+        """The banners to show, in order, without the dismissed ones."""
+        found: list[Notice] = []
+        if self.run.error is not None:
+            found.append(self.run.error)
+        schedule = self.schedule_notice()
+        if schedule is not None:
+            found.append(schedule)
+        found.extend(self.run.notices)
+        found.extend(self.startup_notices)
+        return tuple(n for n in found if n.key not in self._dismissed)
+
+    def dismiss(self, key: str) -> None:
+        self.startup_notices = [n for n in self.startup_notices if n.key != key]
+        if key == SCHEDULE_NOTICE:
+            self._dismissed.add(key)
+        self.run.dismiss(key)
+
+    def apply_fix(self, fix: BannerFix) -> None:
+        match fix.kind:
+            case FixKind.variant if fix.variant is not None:
+                self.form.select_variant(fix.variant)
+            case FixKind.steps if fix.steps is not None:
+                self.form.steps = fix.steps
+            case FixKind.threshold if fix.threshold is not None:
+                self.form.threshold = fix.threshold
+            case FixKind.download:
+                self.download_current()
+        self._dismissed.discard(SCHEDULE_NOTICE)
+
+    def threshold_hint(self) -> str:
+        f = self.form
+        band = self.run.band
+        params = f.variant.gate_params(max(float(f.threshold), 1e-9))
+        eligible = params.eligible_steps(int(f.steps))
+        text = f"{eligible} of {f.steps} steps are gate-eligible."
+        if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
+            if band.onset is not None and band.onset < 1.0:
+                text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."
+            else:
+                text += " On the last vanilla run, no threshold skips a step."
+        return text
+
+    # -- model availability and downloads ----------------------------------------------------------
+    def is_available(self, variant_id: str) -> bool:
+        try:
+            return self.model_store.is_available(get_variant(variant_id))
+        except Exception:  # treat a broken check as "not on disk"
+            log.exception("availability check failed for %s", variant_id)
+            return False
+
+    def download_label(self, variant: Variant) -> str:
+        from app.ui.downloads import format_bytes
+
+        return format_bytes(self.model_store.download_size(variant))
+
+    def availability_badges(self) -> dict[str, str]:
+        """The variant picker's badge per real model: on disk, or its download size."""
+        badges: dict[str, str] = {}
+        for variant in all_variants().values():
+            if variant.embedded:
+                continue
+            on_disk = self.is_available(variant.id)
+            badges[variant.id] = "on disk" if on_disk else f"≈{self.download_label(variant)} ↓"
+        return badges
+
+    def variant_info(self) -> str:
+        variant = self.form.variant
+        parts = []
+        if variant.embedded:
+            parts.append("Built in, runs offline")
+        elif self.is_available(variant.id):
+            parts.append("Downloaded")
+        else:
+            parts.append(f"Not downloaded · {self.download_label(variant)}")
+        if variant.distilled:
+            parts.append("distilled")
+        parts.append(f"{variant.default_steps} steps by default")
+        return " · ".join(parts)
+
+    def needs_download(self) -> bool:
+        variant = self.form.variant
+        return not variant.embedded and not self.is_available(variant.id)
+
+    def download_current(self) -> bool:
+        variant = self.form.variant
+        if self.is_available(variant.id) or self.downloads.busy:
+            return False
+        return self.downloads.start(variant)
+
+    def download_failed(self, message: str) -> None:
+        self.run.error = Notice(NoticeKind.error, "Download failed", message, key="error")
+
+    def _not_downloaded_notice(self, variant_id: str) -> Notice:
+        variant = get_variant(variant_id)
+        return Notice(
+            NoticeKind.error,
+            f"{variant.display_name} is not downloaded",
+            f"Download it first ({self.download_label(variant)}), or pick the built-in demo model.",
+            actions=(
+                NoticeAction("Download", BannerFix.download()),
+                NoticeAction("Use the demo model", BannerFix.use_variant("demo")),
+            ),
+            key="error",
+        )

@@ -1,0 +1,138 @@
+"""The typed run report: how two passes become one result, its JSON, and the speedup label that
+says exactly what was measured (issue #22)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.engine.report import PassResult, RunReport, measure_run, speedup_label
+from app.engine.request import make_request
+from app.gate import Decision, StepEvent
+from app.storage.history import META_FILE, HistoryStore, RunRecord
+
+STEPS = 8
+AT_14_02 = datetime(2026, 3, 1, 14, 2, 31, tzinfo=timezone(timedelta(hours=1)))
+
+
+def _steps(pattern: str, seconds: float) -> tuple[StepEvent, ...]:
+    decisions = {"F": Decision.forced, "C": Decision.computed, "S": Decision.skipped}
+    return tuple(
+        StepEvent(i, len(pattern), decisions[c], 0.05, 0.04, 0.08, 0.1, seconds)
+        for i, c in enumerate(pattern)
+    )
+
+
+def _report(
+    *, resumed_from: int | None = None, cached: bool = False, measured_at: datetime = AT_14_02
+) -> RunReport:
+    request = make_request("demo", "two red circles", steps=STEPS, threshold=0.1)
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
+    gated = PassResult(image, _steps("FCSSCSCF", 0.1), 0.5, resumed_from=resumed_from)
+    vanilla = PassResult(
+        image, _steps("CCCCCCCC", 0.1), 0.8, measured_at=measured_at, cached=cached
+    )
+    return measure_run(request, gated, vanilla)
+
+
+def test_both_passes_run_now_is_measured() -> None:
+    report = _report()
+    assert report.speedup == pytest.approx(0.8 / 0.5)
+    assert report.speedup_label == "measured"
+    assert not report.speedup_estimated
+
+
+def test_a_pass_resumed_at_step_0_replayed_nothing_and_is_measured() -> None:
+    report = _report(resumed_from=0)
+    assert report.gated.replayed_steps == 0
+    assert report.speedup_label == "measured"
+    assert not report.speedup_estimated
+
+
+@pytest.mark.parametrize("replayed", [1, 3, STEPS])
+def test_replayed_steps_make_an_estimate_that_says_how_many(replayed: int) -> None:
+    report = _report(resumed_from=replayed)
+    assert report.speedup_label == f"estimate ({replayed} of {STEPS} steps replayed)"
+    assert report.speedup_estimated
+
+
+def test_a_cached_vanilla_says_so_and_when_it_was_measured() -> None:
+    assert _report(cached=True).speedup_label == "vanilla cached, measured 14:02"
+    both = _report(cached=True, resumed_from=2)
+    assert both.speedup_label == "estimate (2 of 8 steps replayed), vanilla cached, measured 14:02"
+
+
+def test_no_vanilla_no_speedup_no_label() -> None:
+    report = _report()
+    alone = RunReport(report.request, report.gated)
+    assert alone.speedup is None and alone.speedup_label == "" and alone.ssim is None
+
+
+def test_ssim_is_measured_once_here() -> None:
+    report = _report()
+    assert report.ssim == pytest.approx(1.0)  # the same image on both sides
+    tiny = np.zeros((4, 4, 3), np.uint8)
+    small = measure_run(
+        report.request,
+        PassResult(tiny, report.gated.steps, 0.5),
+        PassResult(tiny, report.gated.steps, 0.8),
+    )
+    assert small.ssim is None  # below scikit-image's window: undefined, not a number
+
+
+def test_json_keeps_the_report_keys_and_carries_the_label() -> None:
+    data = _report(resumed_from=3, cached=True).to_json()
+    assert {
+        "variant", "prompt", "seed", "steps", "threshold", "skipped", "computed", "pattern",
+        "longest_skip_streak", "steps_detail", "gated_seconds", "resumed_from_step", "ssim",
+        "vanilla_seconds", "vanilla_pattern", "vanilla_trace", "speedup", "max_abs_diff",
+    } <= set(data)  # fmt: skip
+    assert (data["skipped"], data["pattern"], data["longest_skip_streak"]) == (3, "FCSSCSCF", 2)
+    label = "estimate (3 of 8 steps replayed), vanilla cached, measured 14:02"
+    assert data["speedup_label"] == label
+    assert data["vanilla_measured_at"] == "2026-03-01T14:02:31+01:00"
+    json.dumps(data)  # plain JSON, no numpy or datetime left
+
+
+def test_history_saves_the_reports_label_and_numbers(tmp_path: Path) -> None:
+    report = _report(resumed_from=3, cached=True)
+    entry = HistoryStore(tmp_path).save(RunRecord.from_report(report))
+    [read] = HistoryStore(tmp_path).entries()
+    assert read.speedup_label == report.speedup_label == entry.result["speedup_label"]
+    assert read.meta["report"]["speedup_label"] == report.speedup_label
+    assert read.speedup == pytest.approx(report.speedup)
+    assert read.ssim == pytest.approx(report.ssim)
+    assert read.speedup_estimated
+
+
+def test_old_history_files_without_a_label_still_read_and_get_the_right_one(
+    tmp_path: Path,
+) -> None:
+    entry = HistoryStore(tmp_path).save(RunRecord.from_report(_report(resumed_from=0)))
+    meta = json.loads((entry.folder / META_FILE).read_text())
+    # As written before the label existed: "estimated" whenever the pass had resumed at all.
+    for key in ("speedup_label", "vanilla_measured_at"):
+        del meta["result"][key]
+    meta["result"]["speedup_estimated"] = True
+    (entry.folder / META_FILE).write_text(json.dumps(meta))
+    [old] = HistoryStore(tmp_path).entries()
+    assert old.speedup_label == "measured"  # resumed at step 0: nothing was replayed
+    assert not old.speedup_estimated
+    meta["result"]["resumed_from"] = 2
+    meta["result"]["vanilla_cached"] = True
+    (entry.folder / META_FILE).write_text(json.dumps(meta))
+    [older] = HistoryStore(tmp_path).entries()
+    assert older.speedup_label == "estimate (2 of 8 steps replayed), vanilla cached"
+
+
+def test_the_label_function_alone() -> None:
+    assert speedup_label(replayed_steps=0, steps=28, vanilla_cached=False) == "measured"
+    assert speedup_label(replayed_steps=5, steps=28, vanilla_cached=False) == (
+        "estimate (5 of 28 steps replayed)"
+    )
+    assert speedup_label(replayed_steps=0, steps=28, vanilla_cached=True) == "vanilla cached"

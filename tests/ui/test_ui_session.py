@@ -1,0 +1,279 @@
+"""The window's actions without a window: ``Session`` against plain fakes for the engine thread and
+the downloads. Runs go through the scripted ``FakeEngine`` synchronously, its events applied by the
+view-model's one handler, so no event loop and no widget is involved."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from ui_support import FakeModelStore
+
+from app.engine.events import EngineEvent, RunFinished
+from app.engine.request import GenerationRequest
+from app.storage.history import HistoryStore, RunRecord
+from app.storage.settings import SettingsStore
+from app.ui.analysis import BannerFix, FixKind, NoticeKind
+from app.ui.session import Session
+from app.ui.viewmodel import FormModel, RunModel, RunStatus
+from app.variants import Variant
+from tests.fakes.engine import FakeEngine, FakeScript
+
+
+@dataclass
+class FakeEngineLink:
+    """``EngineLink`` for tests: takes one request at a time; ``finish`` runs it on the fake."""
+
+    # Timed steps (a millisecond each), so that the passes have a speedup to label.
+    engine: FakeEngine = field(default_factory=lambda: FakeEngine(FakeScript(step_seconds=0.001)))
+    deliver: list[RunModel] = field(default_factory=list)
+    pending: tuple[int, GenerationRequest] | None = None
+    cancel_event: threading.Event | None = None
+    next_id: int = 1
+    closed: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return self.pending is not None
+
+    def submit(self, request: GenerationRequest) -> int | None:
+        if self.pending is not None or self.closed:
+            return None
+        run_id, self.next_id = self.next_id, self.next_id + 1
+        self.pending = (run_id, request)
+        self.cancel_event = threading.Event()
+        return run_id
+
+    def cancel(self) -> bool:
+        if self.cancel_event is None:
+            return False
+        self.cancel_event.set()
+        return True
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        self.closed = True
+        return True
+
+    def finish(self, save: HistoryStore | None = None) -> list[EngineEvent]:
+        assert self.pending is not None and self.cancel_event is not None
+        (run_id, request), cancel = self.pending, self.cancel_event
+        self.pending, self.cancel_event = None, None
+        events: list[EngineEvent] = []
+        self.engine.run(run_id, request, events.append, cancel)
+        for event in events:
+            if save is not None and isinstance(event, RunFinished):
+                save.save(RunRecord.from_report(event.report))
+            for model in self.deliver:
+                model.handle_event(event)
+        return events
+
+
+@dataclass
+class FakeDownloads:
+    started: list[str] = field(default_factory=list)
+    busy: bool = False
+    variant_id: str | None = None
+    stopped: bool = False
+
+    def start(self, variant: Variant) -> bool:
+        self.started.append(variant.id)
+        self.busy, self.variant_id = True, variant.id
+        return True
+
+    def shutdown(self, timeout_ms: int = 3000) -> None:
+        self.stopped = True
+
+
+@dataclass
+class Rig:
+    session: Session
+    link: FakeEngineLink
+    downloads: FakeDownloads
+    store: FakeModelStore
+    history: HistoryStore
+    started: list[int]
+
+    @property
+    def form(self) -> FormModel:
+        return self.session.form
+
+    @property
+    def run(self) -> RunModel:
+        return self.session.run
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Rig:
+    settings_store = SettingsStore(tmp_path / "settings.json")
+    settings = settings_store.load()
+    form, run = FormModel(settings), RunModel()
+    link, downloads = FakeEngineLink(deliver=[run]), FakeDownloads()
+    store = FakeModelStore(missing={"flux2-klein-4b"})
+    history = HistoryStore(tmp_path / "history")
+    started: list[int] = []
+    session = Session(
+        form,
+        run,
+        link,
+        downloads,
+        settings=settings,
+        settings_store=settings_store,
+        history=history,
+        model_store=store,
+        started=started.append,
+    )
+    return Rig(session, link, downloads, store, history, started)
+
+
+def test_generate_submits_the_inputs_once_and_begins_the_run(rig: Rig) -> None:
+    rig.form.prompt = "a red star"
+    run_id = rig.session.generate()
+    assert run_id == 1 and rig.started == [1]
+    assert rig.link.pending is not None
+    request = rig.link.pending[1]
+    assert request == replace(rig.form.request(), resume=True)
+    assert (request.variant_id, request.prompt, request.resume) == ("demo", "a red star", True)
+    assert rig.run.status is RunStatus.loading and rig.run.request == request
+    assert rig.session.generate() is None  # busy: nothing more is submitted
+    assert rig.started == [1]
+    assert rig.session.recent_prompts[0] == "a red star"
+
+
+def test_invalid_input_fails_locally_and_submits_nothing(rig: Rig) -> None:
+    rig.form.prompt = "   "
+    assert rig.session.generate() is None
+    assert rig.link.pending is None
+    assert rig.run.error is not None and "prompt is empty" in rig.run.error.message
+
+
+def test_a_missing_model_offers_typed_fixes(rig: Rig) -> None:
+    rig.form.select_variant("flux2-klein-4b")
+    assert rig.session.generate() is None and rig.link.pending is None
+    error = rig.run.error
+    assert error is not None and error.kind is NoticeKind.error
+    assert [a.fix for a in error.actions] == [
+        BannerFix(FixKind.download),
+        BannerFix(FixKind.variant, variant="demo"),
+    ]
+    rig.session.apply_fix(error.actions[0].fix)
+    assert rig.downloads.started == ["flux2-klein-4b"]
+    rig.session.apply_fix(error.actions[1].fix)
+    assert rig.form.variant_id == "demo"
+
+
+def test_steps_and_threshold_fixes_set_the_inputs(rig: Rig) -> None:
+    rig.session.apply_fix(BannerFix.use_steps(12))
+    rig.session.apply_fix(BannerFix.use_threshold(0.0731))
+    assert (rig.form.steps, rig.form.threshold) == (12, 0.0731)
+
+
+def test_a_dismissed_schedule_banner_returns_after_a_fix(rig: Rig) -> None:
+    rig.form.threshold = 0.0
+    assert [n.key for n in rig.session.notices()] == ["schedule"]
+    rig.session.dismiss("schedule")
+    assert rig.session.notices() == ()
+    rig.session.apply_fix(BannerFix.use_steps(20))
+    assert [n.key for n in rig.session.notices()] == ["schedule"]
+
+
+def test_cancel_only_while_a_run_is_going(rig: Rig) -> None:
+    assert not rig.session.cancel()
+    rig.session.generate()
+    assert rig.session.cancel()
+    assert rig.run.status is RunStatus.cancelling
+    events = rig.link.finish()
+    assert type(events[-1]).__name__ == "RunCancelled"
+    assert rig.run.status is RunStatus.cancelled
+
+
+def test_a_threshold_rerun_reuses_vanilla_and_the_label_says_what_was_measured(rig: Rig) -> None:
+    rig.session.generate()
+    first = next(e for e in rig.link.finish() if isinstance(e, RunFinished)).report
+    assert rig.run.status is RunStatus.finished and rig.run.speedup is not None
+    # The window always resumes the gated pass: steps before the first skip are replayed from
+    # the vanilla pass that just ran, so even the first run's speedup is an estimate.
+    replayed = first.gated.replayed_steps
+    assert replayed > 0, "the default trace's first skip comes after step 1"
+    assert rig.run.speedup_label == f"estimate ({replayed} of 28 steps replayed)"
+    assert not rig.session.threshold_only_change()
+    rig.form.threshold = 0.06
+    assert rig.session.threshold_only_change() and rig.session.same_schedule
+    assert rig.session.rerun_threshold() == 2
+    events = rig.link.finish()
+    report = next(e for e in events if isinstance(e, RunFinished)).report
+    assert report.vanilla is not None and report.vanilla.cached
+    replayed = report.gated.replayed_steps
+    assert replayed > 0
+    at = f"{report.vanilla.measured_at:%H:%M}"
+    expected = f"estimate ({replayed} of 28 steps replayed), vanilla cached, measured {at}"
+    assert rig.run.speedup_label == expected
+    assert rig.run.speedup_estimated
+
+
+def test_same_schedule_follows_variant_and_steps(rig: Rig) -> None:
+    assert not rig.session.same_schedule  # nothing shown yet
+    rig.session.generate()
+    rig.link.finish()
+    assert rig.session.same_schedule
+    rig.form.steps = 20
+    assert not rig.session.same_schedule
+
+
+def test_export_of_an_unsaved_run_and_of_a_saved_one_carry_the_label(
+    rig: Rig, tmp_path: Path
+) -> None:
+    assert rig.session.export(tmp_path / "none.png") is None
+    assert rig.run.error is not None
+    rig.session.generate()
+    rig.link.finish(save=rig.history)
+    footer = rig.session.export_captions()["footer"]
+    assert rig.run.speedup_label and f"({rig.run.speedup_label})" in footer
+    out = rig.session.export(tmp_path / "side.png")
+    assert out is not None and Image.open(out).size[0] > 0
+    [entry] = rig.history.entries()
+    assert rig.session.open_entry(entry)
+    assert rig.run.speedup_label == entry.speedup_label
+    assert entry.speedup_label.startswith("estimate (")
+
+
+def test_open_entry_is_refused_while_a_run_is_going(rig: Rig) -> None:
+    rig.session.generate()
+    rig.link.finish(save=rig.history)
+    [entry] = rig.history.entries()
+    rig.session.generate()
+    assert not rig.session.open_entry(entry)
+    assert rig.run.error is not None and "wait for the current run" in rig.run.error.message
+
+
+def test_availability_texts(rig: Rig) -> None:
+    badges = rig.session.availability_badges()
+    assert badges["flux2-klein-4b"].startswith("≈") and "demo" not in badges
+    assert badges["flux2-klein-base-4b"] == "on disk"
+    rig.form.select_variant("flux2-klein-4b")
+    assert rig.session.needs_download()
+    assert rig.session.variant_info().startswith("Not downloaded · ")
+    rig.form.select_variant("demo")
+    assert not rig.session.needs_download()
+    assert rig.session.variant_info().startswith("Built in, runs offline")
+
+
+def test_shutdown_saves_the_inputs_and_stops_everything_once(rig: Rig) -> None:
+    rig.form.seed = 1234
+    assert rig.session.shutdown()
+    assert rig.link.closed and rig.downloads.stopped
+    assert SettingsStore(rig.session.settings_store.path).load().seed == 1234
+    assert rig.session.generate() is None  # nothing starts after shutdown
+
+
+def test_the_session_module_imports_no_qt() -> None:
+    code = (
+        "import sys, app.ui.session; "
+        "sys.exit(any(m.split('.')[0] == 'PySide6' for m in sys.modules))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
