@@ -112,6 +112,7 @@ def test_skipped_steps_do_not_call_the_body(forced_variant: str, shell: Any) -> 
         return original(self, *args, **kwargs)
 
     engine = _engine(shell)
+    _run(engine, _request(forced_variant, 0.05, compare_vanilla=False))  # the untimed warm-up
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(type(shell.transformer.single_transformer_blocks[0]), "__call__", counting)
         seen = _run(engine, _request(forced_variant, 0.05, compare_vanilla=False))
