@@ -132,7 +132,14 @@ class Capturer:
         variant = request.variant
         pipeline = self.engine.pipeline(variant, request, _ignore, self._cancel)
         result = self.engine.run_pass(
-            1, Pass.vanilla, pipeline, request, variant.gate_params(0.0), _ignore, self._cancel
+            1,
+            Pass.vanilla,
+            pipeline,
+            request,
+            variant.gate_params(0.0),
+            _ignore,
+            self._cancel,
+            capture_output=True,
         )
         steps, xs, ys = [], [], []
         for event in result.events:

@@ -13,6 +13,13 @@ can *resume* from the vanilla trajectory: up to the first step the gate skips, t
 is the vanilla one, so the engine replays vanilla's saved noise predictions for those steps (the
 scheduler then rebuilds vanilla's latents bit for bit) and runs the transformer again only from the
 last computed step before the first skip, which re-seeds the gate's anchor and residual.
+
+Timing: both passes of one Generate are timed under the same conditions. Before the first timed
+pass of a (model, size, guidance) the engine runs a discarded warm-up generation of
+``WARMUP_STEPS`` steps with a forced computed/skipped/computed pattern, so one-time costs (kernel
+JIT, allocator growth, stream creation, lazy imports) land on neither pass; the vanilla pass does
+not capture outputs (only calibration asks for that); a cached vanilla's time is rescaled to the
+gated pass's conditions (``app.engine.timing``).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from app.engine.notices import engagement_warning
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest
+from app.engine.timing import WARMUP_STEPS, load_factor, warmup_params
 from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
 from app.variants import Family, Variant, check_schedule
 
@@ -158,12 +166,22 @@ def quiet_mflux_progress() -> None:
 class Engine:
     """The production ``EngineProtocol``. Keeps one real model (they are large) and both demos."""
 
-    def __init__(self, loader: Loader | None = None, vanilla_cache_size: int = 6) -> None:
+    def __init__(
+        self,
+        loader: Loader | None = None,
+        vanilla_cache_size: int = 6,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        warmup_steps: int = WARMUP_STEPS,
+    ) -> None:
         quiet_mflux_progress()
         self._loader = loader or default_loader
         self._pipelines: OrderedDict[tuple[str, int | None], Any] = OrderedDict()
         self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
+        self._clock = clock  # every step time and pass time is read from it (tests fake it)
+        self._warmup_steps = warmup_steps
+        self._warm: set[tuple[object, ...]] = set()  # (pipeline, size, guidance) warmed up
 
     # -- protocol ------------------------------------------------------------------------------
     def run(
@@ -192,6 +210,7 @@ class Engine:
     def close(self) -> None:
         self._pipelines.clear()
         self._vanilla.clear()
+        self._warm.clear()
         mx.clear_cache()
 
     # -- the run -------------------------------------------------------------------------------
@@ -205,6 +224,7 @@ class Engine:
         if cancel.is_set():
             raise Cancelled
         params = variant.gate_params(request.threshold)
+        warmup_seconds = self.warm_up(pipeline, request, cancel, emit)
 
         vanilla: PassResult | None = None
         vanilla_cached = False
@@ -251,7 +271,50 @@ class Engine:
             cancel,
             resume_from=vanilla if resume else None,
         )
-        return build_report(request, params, vanilla, gated, vanilla_cached=vanilla_cached)
+        factor = None
+        if vanilla is not None and vanilla_cached:
+            factor = load_factor(vanilla.events, gated.events, gated.resumed_from or 0)
+        return build_report(
+            request,
+            params,
+            vanilla,
+            gated,
+            vanilla_cached=vanilla_cached,
+            warmup_seconds=warmup_seconds,
+            load_factor=factor,
+        )
+
+    def warm_up(
+        self,
+        pipeline: Any,
+        request: GenerationRequest,
+        cancel: threading.Event,
+        emit: Emit | None = None,
+    ) -> float | None:
+        """One discarded generation of ``warmup_steps`` steps (computed, skipped, computed) at the
+        request's size and guidance, before the first timed pass on this pipeline and shape: MLX's
+        one-time costs (kernel JIT, allocator growth, CFG streams, lazy imports) are then charged
+        to neither pass. Returns its seconds, or None where it was already warm (or is off)."""
+        from app.adapters import install_gate
+
+        key = (request.variant.id, request.quantize, request.width, request.height)
+        key += (request.guidance,)
+        if self._warmup_steps <= 0 or key in self._warm:
+            return None
+        if emit is not None:
+            emit(LoadProgress(request.variant.id, "warming up (not timed)…"))
+        gate = TeaCacheGate(warmup_params(), clock=self._clock)
+        observer = _LoopObserver(cancel)
+        warm_request = replace(request, steps=self._warmup_steps)
+        started = self._clock()
+        with install_gate(pipeline, gate):
+            pipeline.callbacks.register(observer)
+            try:
+                pipeline.generate_image(**generate_kwargs(pipeline, warm_request))
+            finally:
+                _unregister(pipeline, observer)
+        self._warm.add(key)
+        return self._clock() - started
 
     def pipeline(
         self, variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
@@ -264,6 +327,7 @@ class Engine:
             # Real models are large: keep only one resident (the demos are tiny and stay).
             for other in [k for k in self._pipelines if not k[0].startswith("demo")]:
                 del self._pipelines[other]
+                self._warm = {w for w in self._warm if w[:2] != other}
             self._vanilla.clear()
             mx.clear_cache()
         emit(LoadProgress(variant.id, f"loading {variant.display_name}…"))
@@ -283,7 +347,12 @@ class Engine:
         emit: Emit,
         cancel: threading.Event,
         resume_from: PassResult | None = None,
+        *,
+        capture_output: bool = False,
     ) -> PassResult:
+        """One timed pass. ``capture_output`` (vanilla only; calibration data) adds a host sync
+        per step, so a Generate's vanilla pass leaves it off: both passes then do the same work
+        per computed step."""
         from app.adapters import install_gate
 
         replay: Replay | None = None
@@ -307,7 +376,13 @@ class Engine:
             events.append(event)
             emit(StepDone(run_id, which, event))
 
-        gate = TeaCacheGate(params, on_step=on_step, observe=observe, capture_output=observe)
+        gate = TeaCacheGate(
+            params,
+            on_step=on_step,
+            observe=observe,
+            capture_output=observe and capture_output,
+            clock=self._clock,
+        )
         observer = _LoopObserver(cancel)
         outputs: list[mx.array] = []
         undo_seam: Callable[[], None] | None = None
@@ -317,9 +392,9 @@ class Engine:
             try:
                 # installed after the adapter, so it wraps the adapter's own seam
                 undo_seam = record_and_replay(pipeline, outputs if observe else None, replay)
-                started = time.perf_counter()
+                started = self._clock()
                 result = pipeline.generate_image(**generate_kwargs(pipeline, request))
-                wall = time.perf_counter() - started
+                wall = self._clock() - started
             finally:
                 if undo_seam is not None:
                     undo_seam()
@@ -425,6 +500,8 @@ def build_report(
     gated: PassResult,
     *,
     vanilla_cached: bool = False,
+    warmup_seconds: float | None = None,
+    load_factor: float | None = None,
 ) -> RunReport:
     """The engine's side of the report: what needs MLX (digests, the latent difference) and the
     gate's numbers; ``reports.measure_run`` measures SSIM and speedup."""
@@ -454,6 +531,8 @@ def build_report(
         coefficients=tuple(params.coefficients),
         calibrated_range=params.calibrated_range,
         versions=versions(),
+        warmup_seconds=warmup_seconds,
+        load_factor=load_factor,
     )
 
 

@@ -82,14 +82,46 @@ class RunReport:
     calibrated_range: tuple[float, float] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     engine: str = "mflux"
+    # The untimed warm-up before the first timed pass of this model and shape (None: warm).
+    warmup_seconds: float | None = None
+    # A cached vanilla was timed under another moment's load: gated/vanilla step time over the
+    # steps both passes computed (``app.engine.timing.load_factor``); None when not rescaled.
+    load_factor: float | None = None
 
     @property
-    def speedup(self) -> float | None:
+    def speedup_unscaled(self) -> float | None:
+        """The plain ratio of the two loop times, whenever each was measured."""
         return speedup(self.vanilla, self.gated)
 
     @property
+    def rescaled(self) -> bool:
+        return self.vanilla_cached and self.load_factor is not None
+
+    @property
+    def speedup(self) -> float | None:
+        """Vanilla over gated; with a cached vanilla, both re-timed to this run's load."""
+        plain = self.speedup_unscaled
+        if plain is None or not self.rescaled or self.vanilla is None:
+            return plain
+        factor = self.load_factor or 1.0
+        g = self.gated
+        replayed = sum(s.seconds for s in g.steps if s.index < g.replayed_steps)
+        gated_now = (g.loop_seconds - replayed) + factor * replayed
+        return factor * self.vanilla.loop_seconds / gated_now if gated_now > 0 else None
+
+    @property
+    def speedup_basis(self) -> str:
+        if self.vanilla is None:
+            return ""
+        if not self.vanilla_cached:
+            return "both passes measured in this run"
+        if self.rescaled:
+            return "cached vanilla, re-timed to this run's load by the steps both passes computed"
+        return "cached vanilla, not re-timed (no step computed by both passes)"
+
+    @property
     def speedup_estimated(self) -> bool:
-        return self.speedup is not None and self.gated.replayed_steps > 0
+        return self.speedup is not None and (self.gated.replayed_steps > 0 or self.rescaled)
 
     @property
     def vanilla_cached(self) -> bool:
@@ -105,6 +137,7 @@ class RunReport:
             steps=len(self.gated.steps),
             vanilla_cached=self.vanilla_cached,
             vanilla_measured_at=vanilla.measured_at if vanilla is not None else None,
+            load_factor=self.load_factor if self.rescaled else None,
         )
 
     def to_json(self) -> dict[str, object]:
@@ -151,10 +184,14 @@ class RunReport:
                     "ssim": self.ssim,
                     "max_abs_diff": self.max_abs_diff,
                     "speedup": self.speedup,
+                    "speedup_unscaled": self.speedup_unscaled,
+                    "speedup_basis": self.speedup_basis,
+                    "load_factor": self.load_factor,
                     "speedup_estimated": self.speedup_estimated,
                     "speedup_label": self.speedup_label,
                 }
             )
+        out["warmup_seconds"] = self.warmup_seconds
         if self.engagement is not None:
             out["engagement"] = {
                 "eligible_steps": self.engagement.eligible_steps,
@@ -175,6 +212,8 @@ def measure_run(
     calibrated_range: tuple[float, float] | None = None,
     versions: dict[str, str] | None = None,
     engine: str = "mflux",
+    warmup_seconds: float | None = None,
+    load_factor: float | None = None,
 ) -> RunReport:
     """The one place two passes become a result: SSIM is measured here (off the GUI thread)."""
     similarity = compare_images(gated.image, vanilla.image) if vanilla is not None else None
@@ -189,6 +228,8 @@ def measure_run(
         calibrated_range=calibrated_range,
         versions=versions or {},
         engine=engine,
+        warmup_seconds=warmup_seconds,
+        load_factor=load_factor,
     )
 
 
@@ -220,10 +261,12 @@ def speedup_label(
     steps: int,
     vanilla_cached: bool,
     vanilla_measured_at: datetime | None = None,
+    load_factor: float | None = None,
 ) -> str:
-    """What a speedup figure is: "measured" when both passes ran in full now; an "estimate" only
-    when gated steps were replayed from the vanilla trajectory (their time is vanilla's); and
-    where the vanilla time came from the cache, when it was measured."""
+    """What a speedup figure is: "measured" when both passes ran in full now; an "estimate" when
+    gated steps were replayed from the vanilla trajectory (their time is vanilla's) or a cached
+    vanilla's time was re-timed to this run's load; and where the vanilla time came from the
+    cache, when it was measured."""
     if replayed_steps > 0:
         label = f"estimate ({replayed_steps} of {steps} steps replayed)"
     elif not vanilla_cached:
@@ -234,6 +277,10 @@ def speedup_label(
         cached = "vanilla cached"
         if vanilla_measured_at is not None:
             cached += f", measured {vanilla_measured_at:%H:%M}"
+        if load_factor is not None:
+            cached += f", re-timed to this run's load (×{load_factor:.2f})"
+            if not label:
+                label = "estimate"
         label = f"{label}, {cached}" if label else cached
     return label
 

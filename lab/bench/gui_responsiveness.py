@@ -46,48 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per generation")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("TEACACHE_STUDIO_HOME", tempfile.mkdtemp(prefix="teacache-bench-"))
-    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ.setdefault("QT_API", "pyside6")
-    from app.blas import preload_openblas
-    from app.ui.launch import reserve_a_core_for_the_gui
-
-    reserve_a_core_for_the_gui()  # the app's own setting, so the benchmark measures the app
-
-    preload_openblas()
+    app, window = open_window(args.engine, args.variant, args.steps)
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
     from PySide6.QtGui import QGuiApplication
-    from PySide6.QtWidgets import QApplication
 
-    from app.ui.launch import configure_application, default_engine_factory
     from app.ui.viewmodel import RunStatus
-    from app.ui.window import MainWindow
 
-    app = QApplication.instance() or QApplication([])
-    configure_application(app)
-    if args.engine == "fake":
-        from tests.fakes.engine import FakeEngine, FakeScript
-
-        def factory() -> Any:
-            return FakeEngine(FakeScript(step_seconds=0.03, load_seconds=0.5))
-    elif args.engine == "random-demo":
-        factory = random_demo_engine_factory(Path(tempfile.mkdtemp(prefix="teacache-demo-")))
-    else:
-        factory = default_engine_factory()
-    window = MainWindow(factory, shutdown_timeout_ms=60_000)
-    window.resize(1320, 860)
-    window.show()
-    window.form.select_variant(args.variant)
-    if args.steps is not None:
-        window.form.steps = args.steps
-
-    # Like a user who opens the window and then clicks Generate: let the engine thread finish
-    # its warm-up imports first (they hold the GIL in long stretches), and report how long.
-    warm_started = time.perf_counter()
-    while not window.host.warm and time.perf_counter() - warm_started < args.timeout:
-        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
-    warm_up_seconds = time.perf_counter() - warm_started
+    warm_up_seconds = wait_until_warm(app, window, args.timeout)
 
     ticks: list[float] = []
     clock = QElapsedTimer()
@@ -183,6 +148,88 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(report, indent=2))
     return 0 if report["meets_target"] else 1
+
+
+def open_window(engine: str = "real", variant: str = "demo", steps: int | None = None) -> Any:
+    """The real window, offscreen where there is no display, set up as the app's launcher sets it
+    up (the GUI's share of the cores, OpenBLAS, style); returns ``(app, window)``, shown, with
+    ``variant`` selected. ``engine``: "real", "random-demo" or "fake"."""
+    os.environ.setdefault("TEACACHE_STUDIO_HOME", tempfile.mkdtemp(prefix="teacache-bench-"))
+    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ.setdefault("QT_API", "pyside6")
+    from app.blas import preload_openblas
+    from app.ui.launch import reserve_a_core_for_the_gui
+
+    reserve_a_core_for_the_gui()  # the app's own setting, so the benchmark measures the app
+
+    preload_openblas()
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.launch import configure_application, default_engine_factory
+    from app.ui.window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    configure_application(app)
+    if engine == "fake":
+        from tests.fakes.engine import FakeEngine, FakeScript
+
+        def factory() -> Any:
+            return FakeEngine(FakeScript(step_seconds=0.03, load_seconds=0.5))
+    elif engine == "random-demo":
+        factory = random_demo_engine_factory(Path(tempfile.mkdtemp(prefix="teacache-demo-")))
+    else:
+        factory = default_engine_factory()
+    window = MainWindow(factory, shutdown_timeout_ms=60_000)
+    window.resize(1320, 860)
+    window.show()
+    window.form.select_variant(variant)
+    if steps is not None:
+        window.form.steps = steps
+    return app, window
+
+
+def wait_until_warm(app: Any, window: Any, timeout: float) -> float:
+    """Like a user who opens the window and then clicks Generate: let the engine thread finish
+    its warm-up imports first (they hold the GIL in long stretches); returns how long it took.
+    The GUI thread sleeps in its event loop meanwhile, as in the app (a ``processEvents`` poll
+    would spin a core and the GIL, and slow the engine thread it measures)."""
+    started = time.perf_counter()
+    if not window.host.warm:
+        _run_until(window.host.warmed_up, timeout)
+    return time.perf_counter() - started
+
+
+def generate_and_wait(app: Any, window: Any, timeout: float) -> object:
+    """Click Generate and run the event loop until the run ends; returns its ``RunStatus``,
+    "not started" or "timeout"."""
+    ended: list[object] = []
+    window.run_ended.connect(ended.append)
+    try:
+        if window.generate() is None:
+            return "not started"
+        if not ended:
+            _run_until(window.run_ended, timeout)
+    finally:
+        window.run_ended.disconnect(ended.append)
+    return ended[0] if ended else "timeout"
+
+
+def _run_until(signal: Any, timeout: float) -> None:
+    """Run a Qt event loop (sleeping between events, like ``app.exec()``) until ``signal``."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    signal.connect(loop.quit)
+    guard = QTimer()
+    guard.setSingleShot(True)
+    guard.timeout.connect(loop.quit)
+    guard.start(int(timeout * 1000))
+    try:
+        loop.exec()
+    finally:
+        guard.stop()
+        signal.disconnect(loop.quit)
 
 
 def random_demo_engine_factory(folder: Path) -> Any:

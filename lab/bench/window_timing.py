@@ -1,0 +1,292 @@
+"""Window-timing benchmark (not a unit test): is the speedup the window shows the speedup the
+command line measures, and is the window's step time the command line's?
+
+Each of ``--runs`` repetitions is a fresh Python process that opens the real window (offscreen
+where there is no display, set up by the same code as ``lab.bench.gui_responsiveness``), waits
+for the engine thread's warm-up imports like a user who opens the app and then clicks, and clicks
+Generate once with the real demo engine: the first Generate of a process, every time. It reads
+back what the window shows (speedup, its label) and the per-step times the engine reported. Then
+the cold-subprocess ``teacache-studio bench`` measures the same request (``--bench-reps``
+repetitions per condition, each a fresh process after a discarded warm-up generation).
+
+    uv run python -m lab.bench.window_timing --runs 5 --out window-timing.json
+
+Step times (milliseconds): ``*_vanilla_step_ms`` is the vanilla denoising loop over its steps;
+``*_gated_step_ms`` the median of the gated pass's computed steps that really ran (steps replayed
+from vanilla by a resumed pass carry vanilla's times and are left out). Skip counts sit next to
+every time; the host's load average is recorded before every process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RESULT_PREFIX = "::WINDOW_TIMING::"
+# The request: the window's first-run defaults for the demo (its prompt, seed 42, the variant's
+# steps, threshold, guidance and size), which the bench runs too.
+VARIANT = "demo"
+SEED = 42
+RATIO_BAND = (0.85, 1.15)
+STEP_RATIO_LIMIT = 1.15
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lab.bench.window_timing",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--runs", type=int, default=5, help="window processes (default 5)")
+    parser.add_argument("--bench-reps", type=int, default=3, help="bench repetitions (default 3)")
+    parser.add_argument("--out", required=True, help="result FILE.json")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.timeout)
+    if args.runs < 1 or args.bench_reps < 1:
+        parser.error("--runs and --bench-reps must be at least 1")
+
+    runs = []
+    for index in range(args.runs):
+        result = run_child(args.timeout)
+        result["run"] = index + 1
+        runs.append(result)
+        print(_run_line(result), file=sys.stderr, flush=True)
+    bench = run_bench(args.bench_reps, args.timeout)
+    report = summarise(runs, bench)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))
+    return 0 if report["meets_targets"] else 1
+
+
+# -- one window process --
+def run_child(timeout: float) -> dict[str, Any]:
+    load = _load_average()
+    env = {**os.environ, "TEACACHE_STUDIO_HOME": tempfile.mkdtemp(prefix="teacache-wt-")}
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "lab.bench.window_timing", "--child", "--out", "-"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout + 60,
+        check=False,
+    )
+    found = None
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            found = json.loads(line[len(RESULT_PREFIX) :])
+    if found is None:
+        tail = "\n".join(proc.stderr.splitlines()[-20:])
+        raise SystemExit(f"window process failed (exit {proc.returncode}):\n{tail}")
+    found["host_load_average_before"] = load
+    found["process_seconds"] = round(time.perf_counter() - started, 2)
+    return found
+
+
+def child(timeout: float) -> int:
+    from lab.bench.gui_responsiveness import generate_and_wait, open_window, wait_until_warm
+
+    app, window = open_window("real", VARIANT)
+    from app.ui.defaults import DEFAULT_PROMPT
+
+    window.form.prompt = DEFAULT_PROMPT
+    window.form.seed = SEED
+    warm = wait_until_warm(app, window, timeout)
+    started = time.perf_counter()
+    gui_cpu, process_cpu = time.thread_time(), time.process_time()
+    status = generate_and_wait(app, window, timeout)
+    seconds = time.perf_counter() - started
+    gui_cpu, process_cpu = time.thread_time() - gui_cpu, time.process_time() - process_cpu
+    run = window.run
+    request = run.request
+    card = window.compare.speedup_card
+    label = " ".join(t for t in (card.value.text(), card.note.text()) if t)
+    gated = [s for s in run.gated_steps if s is not None]
+    vanilla = [s for s in run.vanilla_steps if s is not None]
+    resumed = run.resumed_from or 0
+    result = {
+        "status": str(status),
+        "window_speedup": run.speedup,
+        "window_label": label,
+        "window_gated_step_ms": _gated_step_ms(gated, resumed),
+        "window_vanilla_step_ms": _ms(run.vanilla_seconds, len(vanilla)),
+        "window_gated_seconds": run.gated_seconds,
+        "window_vanilla_seconds": run.vanilla_seconds,
+        "skipped": run.skips,
+        "steps": len(gated),
+        "pattern": "".join(s.decision.letter for s in gated),
+        "resumed_from": run.resumed_from,
+        "vanilla_cached": run.vanilla_cached,
+        "click_to_finish_seconds": round(seconds, 3),
+        # CPU time of the GUI thread and of the whole process from click to finish: the GUI's
+        # share is what the window adds on top of the engine's work.
+        "gui_thread_cpu_seconds": round(gui_cpu, 3),
+        "process_cpu_seconds": round(process_cpu, 3),
+        "warm_up_imports_seconds": round(warm, 3),
+        "request": None
+        if request is None
+        else {
+            "variant": request.variant_id,
+            "prompt": request.prompt,
+            "seed": request.seed,
+            "steps": request.steps,
+            "threshold": request.threshold,
+            "guidance": request.guidance,
+            "size": [request.width, request.height],
+        },
+        "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+    }
+    window.close()
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0 if status is not None and str(status).endswith("finished") else 1
+
+
+# -- the command line's measurement --
+def run_bench(reps: int, timeout: float) -> dict[str, Any]:
+    from app.ui.defaults import DEFAULT_PROMPT
+
+    folder = Path(tempfile.mkdtemp(prefix="teacache-wt-bench-"))
+    out = folder / "bench.json"
+    command = [
+        sys.executable,
+        "-m",
+        "app",
+        "bench",
+        "--variant",
+        VARIANT,
+        "--prompt",
+        DEFAULT_PROMPT,
+        "--seed",
+        str(SEED),
+        "--reps",
+        str(reps),
+        "--quiet",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout * 3 * reps, check=False
+    )
+    if not out.is_file():
+        raise SystemExit(f"bench failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return {"command": command[2:], **json.loads(out.read_text(encoding="utf-8"))}
+
+
+def summarise(runs: list[dict[str, Any]], bench: dict[str, Any]) -> dict[str, Any]:
+    conditions = bench["conditions"]
+    steps = int(bench["recipe"]["steps"])
+    gated_runs = [r for r in bench["runs"] if r["condition"] == "gated"]
+    gated_step_ms = [
+        _gated_step_ms_from(r["pattern"], r.get("step_seconds") or [], 0) for r in gated_runs
+    ]
+    bench_speedup = bench["speedup"]["gated_vs_vanilla"]
+    cli_gated = _median([v for v in gated_step_ms if v is not None])
+    cli_vanilla = _ms(conditions["vanilla"]["loop_seconds"]["median"], steps)
+    for run in runs:
+        ws, wg, wv = (
+            run["window_speedup"],
+            run["window_gated_step_ms"],
+            run["window_vanilla_step_ms"],
+        )
+        run["speedup_ratio"] = _round(ws / bench_speedup if ws and bench_speedup else None, 3)
+        run["gated_step_ratio"] = _round(wg / cli_gated if wg and cli_gated else None, 3)
+        run["vanilla_step_ratio"] = _round(wv / cli_vanilla if wv and cli_vanilla else None, 3)
+    low, high = RATIO_BAND
+    speedup_ok = all(
+        r["speedup_ratio"] is not None and low <= r["speedup_ratio"] <= high for r in runs
+    )
+    steps_ok = all(
+        (r["gated_step_ratio"] or 99) <= STEP_RATIO_LIMIT
+        and (r["vanilla_step_ratio"] or 99) <= STEP_RATIO_LIMIT
+        for r in runs
+    )
+    skipped = conditions["gated"]["skipped"]
+    return {
+        "benchmark": "window-timing",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "request": runs[0].get("request"),
+        "definitions": {
+            "window_speedup": "what the window shows (vanilla loop over gated loop, as reported)",
+            "vanilla_step_ms": "vanilla denoising-loop seconds / steps",
+            "gated_step_ms": "median of the gated pass's computed steps that ran (not replayed)",
+            "bench_speedup": "bench: median vanilla (untouched mflux) over median gated loop",
+            "targets": f"speedup_ratio within {RATIO_BAND}; step ratios <= {STEP_RATIO_LIMIT}",
+        },
+        "bench_speedup": _round(bench_speedup, 3),
+        "bench_ideal_speedup": _round(bench["speedup"]["ideal"], 3),
+        "cli_gated_step_ms": _round(cli_gated, 2),
+        "cli_vanilla_step_ms": _round(cli_vanilla, 2),
+        "skipped": skipped[0] if len(set(skipped)) == 1 else skipped,
+        "steps": steps,
+        "hardware": bench["hardware"],
+        "bench_host_load_average": [r.get("host_load_average") for r in bench["runs"]],
+        "window_speedup_median": _round(_median([r["window_speedup"] for r in runs]), 3),
+        "meets_speedup_target": speedup_ok,
+        "meets_step_time_target": steps_ok,
+        "meets_targets": speedup_ok and steps_ok,
+        "runs": runs,
+        "bench": {k: bench[k] for k in ("command", "recipe", "conditions", "speedup", "runs")},
+    }
+
+
+# -- helpers --
+def _gated_step_ms(steps: list[Any], resumed_from: int) -> float | None:
+    return _gated_step_ms_from(
+        "".join(s.decision.letter for s in steps), [s.seconds for s in steps], resumed_from
+    )
+
+
+def _gated_step_ms_from(pattern: str, seconds: list[float], resumed_from: int) -> float | None:
+    """Median of the computed steps (C, F, N) at or after ``resumed_from``, in ms."""
+    ran = [
+        s
+        for i, (letter, s) in enumerate(zip(pattern, seconds, strict=False))
+        if i >= resumed_from and letter != "S"
+    ]
+    return _round(1000 * statistics.median(ran), 2) if ran else None
+
+
+def _ms(seconds: float | None, steps: int) -> float | None:
+    return _round(1000 * seconds / steps, 2) if seconds and steps else None
+
+
+def _median(values: list[Any]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _run_line(r: dict[str, Any]) -> str:
+    return (
+        f"run {r['run']}: window {r['window_speedup'] and round(r['window_speedup'], 2)}× "
+        f"[{r['window_label']}] · {r['skipped']} of {r['steps']} skipped · gated step "
+        f"{r['window_gated_step_ms']} ms · vanilla step {r['window_vanilla_step_ms']} ms · "
+        f"load {r['host_load_average_before']}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
