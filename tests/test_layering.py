@@ -93,7 +93,8 @@ def _without_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """A package's ``__init__`` re-exporting its own submodules is no cycle between layers: drop
     the edges from a submodule up to a package that contains it."""
     return {
-        name: {m for m in targets if not name.startswith(m + ".")} for name, targets in graph.items()
+        name: {m for m in targets if not name.startswith(m + ".")}
+        for name, targets in graph.items()
     }
 
 

@@ -63,9 +63,9 @@ def _run(
     return np.asarray(result.image.convert("RGB")), capture.latents
 
 
-@pytest.fixture(scope="module")
-def demo() -> DemoFlux2Klein:
-    return load_demo_pipeline("demo")
+@pytest.fixture
+def demo(demo_pipeline: DemoFlux2Klein) -> DemoFlux2Klein:
+    return demo_pipeline  # loaded once per session (tests/conftest.py)
 
 
 def test_threshold_zero_is_bit_exact_with_vanilla(demo: DemoFlux2Klein) -> None:

@@ -35,9 +35,9 @@ class StepCounter:
         self.steps.append(t)
 
 
-@pytest.fixture(scope="module")
-def pipe() -> DemoFlux2Klein:
-    return load_demo_pipeline("demo")
+@pytest.fixture
+def pipe(demo_pipeline: DemoFlux2Klein) -> DemoFlux2Klein:
+    return demo_pipeline  # loaded once per session (tests/conftest.py)
 
 
 def _image(pipe: DemoFlux2Klein, **kwargs: Any) -> np.ndarray:
