@@ -70,6 +70,7 @@ def _final_latents(
     pipe: DemoFlux2Klein, guidance: float, gate: TeaCacheGate | None = None
 ) -> mx.array:
     capture = FinalLatents()
+    assert pipe.callbacks is not None  # set by load_demo_pipeline
     pipe.callbacks.register(capture)
     kwargs: dict[str, Any] = {
         "seed": 7,

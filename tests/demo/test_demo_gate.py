@@ -42,6 +42,7 @@ def _run(
     pipe: DemoFlux2Klein, prompt: str, steps: int, gate: TeaCacheGate | None = None
 ) -> tuple[np.ndarray, mx.array]:
     capture = FinalLatents()
+    assert pipe.callbacks is not None  # set by load_demo_pipeline
     pipe.callbacks.register(capture)
     try:
         kwargs = {

@@ -49,6 +49,7 @@ def test_shell_runs_mflux_generation_loop(pipe: DemoFlux2Klein) -> None:
     assert isinstance(pipe, Flux2Klein)
     assert vars(pipe)["_predict"] is eager_predict  # instance seam, no mx.compile
     counter = StepCounter()
+    assert pipe.callbacks is not None  # set by load_demo_pipeline
     pipe.callbacks.register(counter)
     try:
         before = ModelConfig.precision
