@@ -78,7 +78,10 @@ def test_shipped_evaluations_ran_at_the_variants_defaults(name: str) -> None:
     result = _load(name)
     variant = get_variant(EVALUATIONS[name])
     assert result["variant"] == variant.id
-    assert (result["steps"], result["guidance"]) == (variant.default_steps, variant.default_guidance)
+    assert (result["steps"], result["guidance"]) == (
+        variant.default_steps,
+        variant.default_guidance,
+    )
     assert result["decode"] == "plain" and "generate_image" in result["sampler"]
 
 
