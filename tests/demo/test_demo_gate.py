@@ -147,13 +147,14 @@ def test_turbo_skips_nothing_below_its_onset_and_engages_above_it(
 def test_a_perfect_student_of_the_teacher_would_still_be_skippable() -> None:
     # Why the retired requirement could not hold: the stride velocities a trajectory-
     # distilled turbo must reproduce change little between its steps, so a gate calibrated on it
-    # prices them low. Along the guided paths of run 8k's demo the three changes are 0.50 / 0.38 /
-    # 0.26 on these 8 prompts (0.48 / 0.37 / 0.23 on 16, lab/demo/results/turbo-secants.json): the
-    # first stride's is now at 0.5, but the gate needs only one eligible step (of steps 1 and 2;
-    # 0 and 3 are forced) under the threshold to skip, and step 2's is well under it.
+    # prices them low. Along the guided paths of run 8k's demo the three changes are 0.34 / 0.32 /
+    # 0.20 on these 4 prompts (0.50 / 0.38 / 0.26 on 8, 0.48 / 0.37 / 0.23 on 16,
+    # lab/demo/results/turbo-secants.json): the first stride's comes near 0.5, but the gate needs
+    # only one eligible step (of steps 1 and 2; 0 and 3 are forced) under the threshold to skip,
+    # and step 2's is well under it on every sample size. 4 prompts: 15 s instead of 30 s.
     from lab.demo.secants import secant_changes
 
-    result = secant_changes(n_prompts=8)
+    result = secant_changes(n_prompts=4)
     for schedule in ("mflux_shifted", "linear"):
         changes = result[schedule]["secant_rel_l1"]
         assert len(changes) == 3
@@ -168,13 +169,14 @@ def test_no_idealised_four_step_student_would_refuse_the_gate() -> None:
     # endpoint from its own state) and a perfect distribution-matching/adversarial one (a fresh
     # posterior sample from its state at every step), emulated with the shipped demo on mflux's
     # 4-step sigmas. On 16 prompts (lab/demo/results/turbo-secants.json) their velocity changes into
-    # steps 1 / 2 are 0.08 / 0.04 and 0.49 / 0.26: under 0.5 into step 2 either way, so no
-    # distillation of this demo on this schedule can skip nothing at 0.5.
+    # steps 1 / 2 are 0.08 / 0.04 and 0.49 / 0.26 (on these 2: 0.05 / 0.03 and 0.34 / 0.23; on 4:
+    # 0.04 / 0.03 and 0.36 / 0.24): under 0.5 into step 2 either way, so no distillation of this
+    # demo on this schedule can skip nothing at 0.5. 2 prompts: 40 s instead of 76 s.
     from lab.demo.secants import student_changes
     from lab.demo.train import teacher_ladder
 
     _, shifted = teacher_ladder()
-    result = student_changes(n_prompts=4, schedules={"mflux_shifted": shifted})["mflux_shifted"]
+    result = student_changes(n_prompts=2, schedules={"mflux_shifted": shifted})["mflux_shifted"]
     consistency = result["consistency"]["rel_l1_into_steps_1_2_3"]
     posterior = result["posterior_sample"]["rel_l1_into_steps_1_2_3"]
     for changes in (consistency, posterior):
