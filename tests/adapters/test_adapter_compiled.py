@@ -18,8 +18,6 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mflux.models.common.config.model_config import ModelConfig
-from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import install_gate, shells
 from app.gate import GateParams, TeaCacheGate
@@ -74,10 +72,7 @@ def _runs(family: str, seed: int) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(autouse=True)
-def _float32_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
-    monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: False))
+pytestmark = pytest.mark.usefixtures("float32", "compiled")  # tests/adapters/conftest.py
 
 
 @pytest.mark.parametrize("family", sorted(BUILDERS))

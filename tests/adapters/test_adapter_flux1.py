@@ -9,7 +9,6 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux.model.flux_transformer.single_transformer_block import (
     SingleTransformerBlock,
 )
@@ -24,9 +23,7 @@ ALTERNATE = GateParams(
 RUN = {"num_inference_steps": 3, "height": 128, "width": 128, "guidance": 3.5}
 
 
-@pytest.fixture(autouse=True)
-def _float32(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
+pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
 
 @pytest.fixture(scope="module")

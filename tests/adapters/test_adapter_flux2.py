@@ -11,11 +11,9 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux2.model.flux2_transformer.single_transformer_block import (
     Flux2SingleTransformerBlock,
 )
-from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import install_gate, shells
 from app.gate import Decision, GateParams, TeaCacheGate
@@ -30,10 +28,7 @@ CFG = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 4.0}
 NO_CFG = {**CFG, "guidance": 1.0}
 
 
-@pytest.fixture(autouse=True)
-def _float32_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
-    monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: True))
+pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from typing import Any
 import mlx.core as mx
 import pytest
 from mflux.callbacks.callback_registry import CallbackRegistry
-from mflux.models.common.config.model_config import ModelConfig
 from mlx import nn
 
 from app.adapters import (
@@ -34,9 +33,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _float32(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
+pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
 
 @pytest.fixture(params=sorted(BUILDERS))

@@ -10,7 +10,6 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
 from app.adapters import install_gate, shells
@@ -23,9 +22,7 @@ ALTERNATE = GateParams(
 RUN = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 4.0}
 
 
-@pytest.fixture(autouse=True)
-def _float32(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
+pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,9 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.z_image.model.z_image_transformer.transformer_block import (
     ZImageTransformerBlock,
 )
-from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import install_gate, shells, z_image
 from app.gate import Decision, GateParams, TeaCacheGate
@@ -26,10 +24,7 @@ ALTERNATE = GateParams(
 CFG = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 4.0}
 
 
-@pytest.fixture(autouse=True)
-def _float32_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
-    monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: True))
+pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import app.demo.pipeline as demo_pipeline
 from app.adapters import install_gate
 from app.adapters.branch_streams import branch_stream, concurrent_branches
 from app.blas import blas_threads, openblas_threads
-from app.demo.pipeline import DemoFlux2Klein, load_demo_pipeline
+from app.demo.pipeline import DemoFlux2Klein
 from app.gate import TeaCacheGate
 from app.variants import get_variant
 
@@ -61,15 +61,16 @@ class FinalLatents:
         self.latents = latents
 
 
-@pytest.fixture(scope="module")
-def demo() -> DemoFlux2Klein:
-    return load_demo_pipeline("demo")
+@pytest.fixture
+def demo(demo_pipeline: DemoFlux2Klein) -> DemoFlux2Klein:
+    return demo_pipeline  # loaded once per session (tests/conftest.py)
 
 
 def _final_latents(
     pipe: DemoFlux2Klein, guidance: float, gate: TeaCacheGate | None = None
 ) -> mx.array:
     capture = FinalLatents()
+    assert pipe.callbacks is not None  # set by load_demo_pipeline
     pipe.callbacks.register(capture)
     kwargs: dict[str, Any] = {
         "seed": 7,

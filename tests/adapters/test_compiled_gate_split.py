@@ -143,7 +143,7 @@ def test_demo_pipeline_never_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
         gate = TeaCacheGate(params)
         with install_gate(demo, gate):
             demo.generate_image(prompt="a red circle on a blue background", **run)
-            assert demo._predict.teacache_state.traces == {}
+            assert getattr(demo._predict, "teacache_state").traces == {}  # noqa: B009 (a function attribute)
         assert gate.skipped == (2 if params is ALTERNATE else 0)
 
 

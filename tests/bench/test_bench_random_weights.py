@@ -44,9 +44,9 @@ def test_bfloat16_build_never_holds_a_float32_copy() -> None:
     mx.reset_peak_memory()
     baseline = mx.get_active_memory()
     pipeline = shells.qwen_shell(dims=shells.QwenDims(4, 8, 1024), dtype=mx.bfloat16)
-    weights = tree_flatten(pipeline.transformer.parameters())
-    assert {v.dtype for _, v in weights} == {mx.bfloat16}
-    size = sum(v.nbytes for _, v in weights)
+    weights: dict[str, mx.array] = dict(tree_flatten(pipeline.transformer.parameters()))
+    assert {v.dtype for v in weights.values()} == {mx.bfloat16}
+    size = sum(v.nbytes for v in weights.values())
     assert size > 150e6  # large enough that a float32 copy would show
     peak = mx.get_peak_memory() - baseline
     # Measured: 1.25× the bf16 size (the shared 32 MB random pool and one matrix's temporaries).
@@ -79,6 +79,7 @@ def test_worker_builds_tiny_flux1_and_qwen_shells() -> None:
     assert isinstance(flux1, Flux1)
     assert len(flux1.transformer.transformer_blocks) == shells.FLUX1_TINY.joint_blocks
     assert len(flux1.transformer.single_transformer_blocks) == shells.FLUX1_TINY.single_blocks
+    assert flux1.model_config is not None
     assert flux1.model_config.model_name.endswith("FLUX.1-dev")
 
 

@@ -51,7 +51,9 @@ def test_fit_is_deterministic_and_per_channel_scaling_whitens() -> None:
     assert np.array_equal(a.basis, b.basis) and np.array_equal(a.scale, b.scale)
     whitened = fit_pca(images, per_channel=True)
     std = whitened.encode(images).reshape(-1, CHANNELS).std(0)
-    assert np.allclose(std, 1.0, atol=0.05)
+    # Scales fitted on these very images: measured within 2e-6 of 1 (float32 rounding of the
+    # std). 1e-4 leaves 50x that; the unwhitened channels' stds span 0.07–8.3.
+    assert np.allclose(std, 1.0, atol=1e-4)
 
 
 def test_deblock_ramps_small_patch_steps_and_keeps_edges() -> None:

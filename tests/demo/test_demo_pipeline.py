@@ -35,9 +35,9 @@ class StepCounter:
         self.steps.append(t)
 
 
-@pytest.fixture(scope="module")
-def pipe() -> DemoFlux2Klein:
-    return load_demo_pipeline("demo")
+@pytest.fixture
+def pipe(demo_pipeline: DemoFlux2Klein) -> DemoFlux2Klein:
+    return demo_pipeline  # loaded once per session (tests/conftest.py)
 
 
 def _image(pipe: DemoFlux2Klein, **kwargs: Any) -> np.ndarray:
@@ -49,6 +49,7 @@ def test_shell_runs_mflux_generation_loop(pipe: DemoFlux2Klein) -> None:
     assert isinstance(pipe, Flux2Klein)
     assert vars(pipe)["_predict"] is eager_predict  # instance seam, no mx.compile
     counter = StepCounter()
+    assert pipe.callbacks is not None  # set by load_demo_pipeline
     pipe.callbacks.register(counter)
     try:
         before = ModelConfig.precision

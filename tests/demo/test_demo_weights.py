@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
 from app.demo.model import (
     CODEC_FILE,
@@ -45,7 +46,5 @@ def test_weights_load_strictly_as_float32_at_the_recorded_size() -> None:
             **model.transformer_config(),
             "axes_dims_rope": list(model.transformer_config()["axes_dims_rope"]),
         } == recorded
-        assert all(
-            v.dtype == mx.float32
-            for _, v in model.parameters()["transformer"]["x_embedder"].items()
-        )
+        embedder = dict(tree_flatten(model.transformer.x_embedder.parameters()))
+        assert embedder and all(v.dtype == mx.float32 for v in embedder.values())

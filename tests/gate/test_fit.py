@@ -47,7 +47,10 @@ def test_noisy_data_heldout_r2_and_ranges() -> None:
         assert result.heldout_r2 is not None and result.heldout_r2 > 0.9
         assert result.data_size == 300
         assert result.x_range == (pytest.approx(x.min()), pytest.approx(x.max()))
-        assert np.allclose(result.predict(0.1), np.polyval(KNOWN, 0.1), atol=0.01)
+        # Noise 0.01 on 300 points: the fit's error at 0.1 is about 0.01·√(5/300) ≈ 0.0013 (one
+        # standard error). Measured 0.0002 (free) / 0.0005 (origin) on this seed, at most 0.002 over
+        # seeds 0–19; 0.005 is ~4 standard errors, and the true value 0.127 is 25 times that.
+        assert np.allclose(result.predict(0.1), np.polyval(KNOWN, 0.1), atol=0.005)
     assert choose(fits).mode == "origin"  # the truth has no intercept: origin is not worse
 
 

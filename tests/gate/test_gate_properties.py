@@ -261,16 +261,40 @@ def test_engagement_counts_the_eligible_steps(p: GateParams, trace: list[float |
     assert engagement(p, trace).eligible_steps == p.eligible_steps(len(trace))
 
 
+def test_skip_curve_on_a_hand_computed_trace() -> None:
+    # Identity fit (predicted change = measured change), a change of 0.1 at every step after the
+    # first, the first and last steps forced. A step skips while the change accumulated since the
+    # last compute stays under the threshold, for at most 8 steps in a row:
+    #   0.05: 0.1 alone reaches it, nothing skips;      0.15: skip (0.1), compute (0.2), ...
+    #   0.25: skip (0.1), skip (0.2), compute (0.3);    1.0: 0.1 … 0.4 all stay under it.
+    # Threshold 0 disables the gate: every step computes, none is even forced.
+    p = GateParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.5)
+    trace: list[float | None] = [None, 0.1, 0.1, 0.1, 0.1, 0.1]
+    assert skip_curve(p, trace, [0.0, 0.05, 0.15, 0.25, 1.0]) == [
+        (0.0, 0, "CCCCCC"),
+        (0.05, 0, "FCCCCF"),
+        (0.15, 2, "FSCSCF"),
+        (0.25, 3, "FSSCSF"),
+        (1.0, 4, "FSSSSF"),
+    ]
+
+
+@settings(deadline=None)  # prediction_floor's first call imports numpy
 @given(gate_params(), traces(), st.lists(st.floats(0.0, 1.0), max_size=5))
-def test_skip_curve_is_the_simulator_per_threshold(
+def test_skip_curve_rows_are_consistent_and_floor_bound(
     p: GateParams, trace: list[float | None], thresholds: list[float]
 ) -> None:
+    # Properties that do not replay the gate: one row per threshold in order, a letter per step,
+    # the count is the pattern's S letters, and a threshold at or below the prediction floor (found
+    # from the polynomial, not the simulator) can never skip.
     rows = skip_curve(p, trace, thresholds)
     assert [t for t, _, _ in rows] == thresholds
+    floor = prediction_floor(p)
     for t, skipped, pattern in rows:
-        verdicts = simulate(replace(p, rel_l1_thresh=t), trace)
-        assert pattern == letters(verdicts)
+        assert len(pattern) == len(trace) and set(pattern) <= set("CFSN")
         assert skipped == pattern.count("S")
+        if t <= floor:
+            assert skipped == 0, (t, floor, pattern)
 
 
 # -- the prediction floor --------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def _record(seed: int = 7, created: datetime | None = None, vanilla: bool = True
     rng = np.random.default_rng(seed)
     gated = rng.integers(0, 256, size=(32, 48, 3), dtype=np.uint8)
     request = make_request("demo", "two red circles", seed=seed, steps=6, threshold=0.1)
-    return RunRecord(
+    record = RunRecord(
         request=request,
         gated_image=gated,
         vanilla_image=(255 - gated) if vanilla else None,
@@ -65,8 +66,8 @@ def _record(seed: int = 7, created: datetime | None = None, vanilla: bool = True
         vanilla_cached=True,
         report={"engine": "test", "array": np.float32(1.5)},
         warnings=({"kind": "distilled", "message": "m", "details": {}},),
-        **({"created": created} if created is not None else {}),
     )
+    return record if created is None else replace(record, created=created)
 
 
 def test_default_root_is_the_user_history_folder() -> None:
@@ -82,7 +83,8 @@ def test_save_then_read_back(tmp_path: Path) -> None:
     assert sorted(p.name for p in entry.folder.iterdir()) == [GATED_FILE, META_FILE, VANILLA_FILE]
     gated, vanilla = entry.load_images()
     assert np.array_equal(gated, record.gated_image)
-    assert vanilla is not None and np.array_equal(vanilla, record.vanilla_image)
+    assert record.vanilla_image is not None and vanilla is not None
+    assert np.array_equal(vanilla, record.vanilla_image)
     assert (entry.prompt, entry.seed, entry.variant_id, entry.steps) == (
         "two red circles",
         7,

@@ -58,7 +58,10 @@ def test_real_demo_run_fills_the_timeline_and_reuses_vanilla(
     assert "·" not in window.timeline.pattern()
     assert all(s is not None for s in window.run.vanilla_steps)
     assert window.run.skips is not None and window.run.skips > 0  # engagement, next to quality
-    assert window.run.ssim is not None and window.run.ssim > 0.5
+    # Measured 0.764 with 9 of 12 steps skipped at 0.3 (2026-12-01, CPU): a loose threshold,
+    # so a modest SSIM. 0.70 keeps 0.06 for BLAS-build rounding (an unmeasured margin; one machine
+    # reproduces the run exactly) and fails a gated image that lost the vanilla's picture.
+    assert window.run.ssim is not None and window.run.ssim > 0.70
     assert window.run.saved_entry is not None
 
     window.form.threshold = 0.2

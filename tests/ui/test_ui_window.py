@@ -158,12 +158,13 @@ def test_threshold_only_rerun_reuses_the_cached_vanilla(
     assert engine.requests[1].resume  # the window asks for the resumed gated pass
     # The UI says so: the vanilla row, the vanilla title and its timing card.
     assert window.run.vanilla_cached
-    assert window.timeline.tooltip_at(
+    tooltip = window.timeline.tooltip_at(
         window.timeline.cell_rect(Pass.vanilla, 3).center().toPoint()
-    ).endswith("reused from the cache</i>")
+    )
+    assert tooltip is not None and tooltip.endswith("reused from the cache</i>")
     assert "cached" in window.compare.titles[1].text()
     assert window.compare.vanilla_time_card.note.text() == "reused from the cache"
-    assert window.run.vanilla_image is not None
+    assert window.run.vanilla_image is not None and first_vanilla is not None
     assert np.array_equal(window.run.vanilla_image, first_vanilla)
 
 
@@ -308,6 +309,7 @@ def test_only_values_a_user_chose_are_remembered_so_new_defaults_reach_everyone(
     again = make_window()
     assert again.form.guidance == demo.default_guidance and again.form.threshold == 0.2
     # ...and choosing the default again forgets the override.
+    assert demo.default_threshold is not None
     again.form.threshold = demo.default_threshold
     again.close()
     assert "demo" not in SettingsStore().load().thresholds
@@ -365,7 +367,9 @@ def test_distilled_warning_banner_before_and_after_a_run(
     assert "measured by the engine on this run" in after.message.text()
     assert window.run.skips == 0  # zero skips on purpose: this schedule cannot engage
     assert window.gate_plot.band.isVisible()
-    assert window.gate_plot.onset_line.value() > window.gate_plot.threshold_line.value()
+    onset, threshold = window.gate_plot.onset_line.value(), window.gate_plot.threshold_line.value()
+    assert isinstance(onset, float) and isinstance(threshold, float)  # one value, not a span
+    assert onset > threshold
     use_base = next(b for b in after.action_buttons if b.text() == "Use FLUX.2 Klein base 4B")
     use_base.click()
     assert window.form.variant_id == "flux2-klein-base-4b"

@@ -112,5 +112,6 @@ def test_a_user_calibration_generates_and_is_listed_everywhere(
     request = make_request("demo+mycal", "a red circle on a blue background", steps=6)
     Engine().run(1, request, seen.append, threading.Event())
     assert isinstance(seen[-1], ev.RunFinished), seen[-1]
-    assert seen[-1].report["variant"] == "demo+mycal"
-    assert seen[-1].report["coefficients"] == COEFFICIENTS
+    report = seen[-1].report.to_json()
+    assert report["variant"] == "demo+mycal"
+    assert report["coefficients"] == COEFFICIENTS
