@@ -206,7 +206,7 @@ def generate_and_wait(app: Any, window: Any, timeout: float) -> object:
     ended: list[object] = []
     window.run_ended.connect(ended.append)
     try:
-        if window.generate() is None:
+        if window.session.generate() is None:
             return "not started"
         if not ended:
             _run_until(window.run_ended, timeout)

@@ -36,6 +36,7 @@ class FakeEngineLink:
     cancel_event: threading.Event | None = None
     next_id: int = 1
     closed: bool = False
+    submitted: list[GenerationRequest] = field(default_factory=list)
 
     @property
     def busy(self) -> bool:
@@ -46,6 +47,7 @@ class FakeEngineLink:
             return None
         run_id, self.next_id = self.next_id, self.next_id + 1
         self.pending = (run_id, request)
+        self.submitted.append(request)
         self.cancel_event = threading.Event()
         return run_id
 
@@ -136,8 +138,9 @@ def test_generate_submits_the_inputs_once_and_begins_the_run(rig: Rig) -> None:
     assert run_id == 1 and rig.started == [1]
     assert rig.link.pending is not None
     request = rig.link.pending[1]
-    assert request == replace(rig.form.request(), resume=True)
-    assert (request.variant_id, request.prompt, request.resume) == ("demo", "a red star", True)
+    # A first run times both passes in full: no resume, so its speedup is measured.
+    assert request == replace(rig.form.request(), resume=False)
+    assert (request.variant_id, request.prompt, request.resume) == ("demo", "a red star", False)
     assert rig.run.status is RunStatus.loading and rig.run.request == request
     assert rig.session.generate() is None  # busy: nothing more is submitted
     assert rig.started == [1]
@@ -195,15 +198,15 @@ def test_a_threshold_rerun_reuses_vanilla_and_the_label_says_what_was_measured(r
     rig.session.generate()
     first = next(e for e in rig.link.finish() if isinstance(e, RunFinished)).report
     assert rig.run.status is RunStatus.finished and rig.run.speedup is not None
-    # The window always resumes the gated pass: steps before the first skip are replayed from
-    # the vanilla pass that just ran, so even the first run's speedup is an estimate.
-    replayed = first.gated.replayed_steps
-    assert replayed > 0, "the default trace's first skip comes after step 1"
-    assert rig.run.speedup_label == f"estimate ({replayed} of 28 steps replayed)"
+    # A first run times both passes in full: nothing replayed, nothing cached, "measured".
+    assert first.gated.replayed_steps == 0 and not first.vanilla_cached
+    assert rig.run.speedup_label == "measured" and not rig.run.speedup_estimated
     assert not rig.session.threshold_only_change()
     rig.form.threshold = 0.06
     assert rig.session.threshold_only_change() and rig.session.same_schedule
+    # A threshold change re-uses the cached vanilla and resumes the gated pass from it.
     assert rig.session.rerun_threshold() == 2
+    assert rig.link.submitted[-1].resume is True
     events = rig.link.finish()
     report = next(e for e in events if isinstance(e, RunFinished)).report
     assert report.vanilla is not None and report.vanilla.cached
@@ -238,7 +241,7 @@ def test_export_of_an_unsaved_run_and_of_a_saved_one_carry_the_label(
     [entry] = rig.history.entries()
     assert rig.session.open_entry(entry)
     assert rig.run.speedup_label == entry.speedup_label
-    assert entry.speedup_label.startswith("estimate (")
+    assert entry.speedup_label == "measured"  # a first run: both passes timed in full
 
 
 def test_open_entry_is_refused_while_a_run_is_going(rig: Rig) -> None:
