@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
+from mflux.models.common.config.model_config import ModelConfig
 
 from app.adapters.base import GateLifecycle, Installation
 from app.gate import TeaCacheGate
@@ -129,3 +131,26 @@ def install_predict_factory(
         installation.remove()
         raise
     return installation
+
+
+@contextmanager
+def use_precision(dtype: mx.Dtype) -> Iterator[None]:
+    """Set mflux's global ``ModelConfig.precision`` for the duration of the block."""
+    previous = ModelConfig.precision
+    ModelConfig.precision = dtype
+    try:
+        yield
+    finally:
+        ModelConfig.precision = previous
+
+
+@contextmanager
+def attached(pipeline: Any, callback: Any) -> Iterator[Any]:
+    """Register ``callback`` on the pipeline for the block; removed by identity afterwards."""
+    pipeline.callbacks.register(callback)
+    try:
+        yield callback
+    finally:
+        for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
+            entries = getattr(pipeline.callbacks, name)
+            entries[:] = [entry for entry in entries if entry is not callback]

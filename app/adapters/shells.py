@@ -1,4 +1,6 @@
-"""Weight-less "shell" pipelines of mflux's own classes, for tests and timing.
+"""Weight-less "shell" pipelines of mflux's own classes with random weights: what
+``teacache-studio bench --random-weights`` times on the real loop, and what the tests run on.
+(The tests' probes — a recording gate, installation snapshots — live in ``tests/fakes/probes.py``.)
 
 mflux has no weight-free constructor, so a shell is ``cls.__new__`` plus the attributes the
 initializer would set (mflux-internals §4.2): a transformer with random weights (tiny for CPU
@@ -6,14 +8,14 @@ tests, the real dimensions for GPU timing), prompt embeddings injected where mfl
 them (prompt cache or an instance override of the encode step), and a stub VAE. The real
 ``generate_image()`` then runs end to end: the same loop, scheduler and callbacks as a real model.
 
-``ModelConfig.precision`` is a class attribute mflux reads at call time; hold ``use_precision``
-around both the build and the generation (float32 for CPU tests: bf16 matmuls are slow there).
+``ModelConfig.precision`` is a class attribute mflux reads at call time; hold
+``app.adapters.common.use_precision`` around both the build and the generation (float32 for CPU
+tests: bf16 matmuls are slow there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,22 +24,7 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
-from app.gate import TeaCacheGate, Verdict
-
 DEFAULT_PROMPT = "a red circle on a blue background"
-
-
-@contextmanager
-def use_precision(dtype: mx.Dtype) -> Iterator[None]:
-    """Set mflux's global ``ModelConfig.precision`` for the duration of the block."""
-    from mflux.models.common.config.model_config import ModelConfig
-
-    previous = ModelConfig.precision
-    ModelConfig.precision = dtype
-    try:
-        yield
-    finally:
-        ModelConfig.precision = previous
 
 
 @dataclass(eq=False)
@@ -392,106 +379,3 @@ def qwen_shell(
         cache[f"{prompt}|NEG|{negative}"] = (pos, mask, neg, mask)
     pipeline.prompt_cache = cache
     return pipeline
-
-
-def generate_latents(pipeline: Any, **kwargs: Any) -> mx.array:
-    """Run the real ``generate_image`` and return the final latents the (stub) VAE received."""
-    kwargs.setdefault("seed", 0)
-    kwargs.setdefault("prompt", DEFAULT_PROMPT)
-    pipeline.generate_image(**kwargs)
-    return pipeline.vae.last
-
-
-# ---------------------------------------------------------------------------------------------
-# Inspection helpers shared by the adapter tests and the benchmark.
-
-
-class RecordingGate(TeaCacheGate):
-    """A ``TeaCacheGate`` that also records what the adapter hands it, per step:
-    ``stored[(step, branch)] = (body_out, body_in, residual)`` and
-    ``reused[(step, branch)] = (body_in, residual, result)``; ``outputs[step]`` counts
-    ``record_output`` calls."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stored: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
-        self.reused: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
-        self.outputs: dict[int, int] = {}
-        self.signals: list[int] = []  # step index of every non-None signal passed to decide
-
-    def decide(self, signal: mx.array | None) -> Verdict:
-        if signal is not None:
-            self.signals.append(self.step_index)
-        return super().decide(signal)
-
-    def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
-        super().store_residual(body_out, body_in, branch)
-        residual = self._residuals.get(branch)
-        if residual is not None:
-            self.stored[(self.step_index, branch)] = (body_out, body_in, residual)
-
-    def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
-        result = super().reuse(body_in, branch)
-        self.reused[(self.step_index, branch)] = (body_in, self._residuals[branch], result)
-        return result
-
-    def record_output(self, output: mx.array) -> None:
-        self.outputs[self.step_index] = self.outputs.get(self.step_index, 0) + 1
-        super().record_output(output)
-
-
-def _ids(mapping: dict[str, Any]) -> dict[str, int]:
-    return {key: id(value) for key, value in mapping.items()}
-
-
-def pipeline_snapshot(pipeline: Any) -> dict[str, Any]:
-    """Everything an installation may touch, by identity: classes, instance attributes, module
-    children, the parameter tree and the callback lists. Equal snapshots mean "untouched"."""
-    transformer = pipeline.transformer
-    callbacks = pipeline.callbacks
-    return {
-        "pipeline_class": type(pipeline),
-        "pipeline_attrs": _ids(vars(pipeline)),
-        "pipeline_children": _ids(dict(pipeline)),
-        "transformer_class": type(transformer),
-        "transformer_attrs": _ids(vars(transformer)),
-        "transformer_children": _ids(dict(transformer)),
-        "parameters": {name: id(value) for name, value in tree_flatten(pipeline.parameters())},
-        "callbacks": {
-            name: [id(entry) for entry in getattr(callbacks, name, ())]
-            for name in ("before_loop", "in_loop", "after_loop", "interrupt")
-        },
-    }
-
-
-class LatentRecorder:
-    """An mflux callback that keeps the latents entering each step (before_loop's, then each
-    in_loop's) and the run's config."""
-
-    def __init__(self) -> None:
-        self.inputs: list[mx.array] = []
-        self.config: Any = None
-
-    def call_before_loop(
-        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
-    ) -> None:
-        self.inputs = [latents]
-        self.config = config
-
-    def call_in_loop(
-        self, t: int, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
-    ) -> None:
-        mx.eval(latents)
-        self.inputs.append(latents)
-
-
-@contextmanager
-def attached(pipeline: Any, callback: Any) -> Iterator[Any]:
-    """Register ``callback`` on the pipeline for the block; removed by identity afterwards."""
-    pipeline.callbacks.register(callback)
-    try:
-        yield callback
-    finally:
-        for name in ("before_loop", "in_loop", "after_loop", "interrupt"):
-            entries = getattr(pipeline.callbacks, name)
-            entries[:] = [entry for entry in entries if entry is not callback]

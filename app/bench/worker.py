@@ -162,7 +162,7 @@ def _precision(spec: WorkerSpec) -> Iterator[None]:
         return
     import mlx.core as mx
 
-    from app.adapters.shells import use_precision
+    from app.adapters.common import use_precision
 
     with use_precision({"float32": mx.float32, "bfloat16": mx.bfloat16}[spec.dtype]):
         yield

@@ -50,7 +50,7 @@ from app.adapters.branch_streams import (
     concurrent_branches,
     cpu_concurrency_helps,
 )
-from app.adapters.shells import use_precision
+from app.adapters.common import use_precision
 from app.demo.codec import GRID, PATCH, PCACodec, load_codec
 from app.demo.model import (
     CODEC_FILE,

@@ -123,7 +123,7 @@ def _eager_vanilla(enabled: bool) -> Iterator[None]:
 
 
 def run_once(pipeline: Any, condition: Condition, kwargs: dict[str, Any]) -> dict[str, Any]:
-    from app.adapters import install_gate, shells
+    from app.adapters import common, install_gate
     from app.gate import GateParams, TeaCacheGate
 
     gate = None
@@ -134,7 +134,7 @@ def run_once(pipeline: Any, condition: Condition, kwargs: dict[str, Any]) -> dic
         gate = TeaCacheGate(GateParams(**spec), observe=observe)
         context = install_gate(pipeline, gate)
     timer = StepTimer()
-    with _eager_vanilla(condition.eager_vanilla), context, shells.attached(pipeline, timer):
+    with _eager_vanilla(condition.eager_vanilla), context, common.attached(pipeline, timer):
         started = time.perf_counter()
         pipeline.generate_image(**kwargs)
         wall = time.perf_counter() - started
@@ -240,7 +240,7 @@ def bench_case(
 ) -> dict[str, Any]:
     import mlx.core as mx
 
-    from app.adapters import shells
+    from app.adapters import common, shells
 
     dtype = mx.float32 if tiny else mx.bfloat16
     kwargs: dict[str, Any] = {
@@ -252,7 +252,7 @@ def bench_case(
     }
     if family == "flux1":
         kwargs["guidance"] = 3.5
-    with shells.use_precision(dtype):
+    with common.use_precision(dtype):
         init_scale = 1.0
         pipeline, label = _build(family, blocks, tiny, dtype, text_tokens, init_scale)
         for _attempt in range(3):  # deep random nets can overflow bf16: shrink the weights

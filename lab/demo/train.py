@@ -99,7 +99,7 @@ class Trainer:
         from mlx.nn.utils import value_and_grad
         from mlx.utils import tree_map
 
-        from app.adapters.shells import use_precision
+        from app.adapters.common import use_precision
         from app.demo.model import DemoModel, image_ids
         from lab.demo.scenes import MAX_TOKENS
 

@@ -19,8 +19,9 @@ from typing import Any
 import mlx.core as mx
 import pytest
 
-from app.adapters import install_gate, shells
+from app.adapters import common, install_gate, shells
 from app.gate import GateParams, TeaCacheGate
+from tests.fakes import probes
 
 OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 ONE_SKIP = GateParams(
@@ -59,16 +60,16 @@ def _rel_l1(a: mx.array, b: mx.array) -> float:
 def _runs(family: str, seed: int) -> dict[str, Any]:
     """Vanilla (compiled), gated at threshold 0, observe mode, one forced skip, vanilla again."""
     pipeline = BUILDERS[family](seed)
-    out: dict[str, Any] = {"vanilla_before": shells.generate_latents(pipeline, seed=seed, **RUN)}
+    out: dict[str, Any] = {"vanilla_before": probes.generate_latents(pipeline, seed=seed, **RUN)}
     with install_gate(pipeline, TeaCacheGate(OFF)):
-        out["gated"] = shells.generate_latents(pipeline, seed=seed, **RUN)
+        out["gated"] = probes.generate_latents(pipeline, seed=seed, **RUN)
     with install_gate(pipeline, TeaCacheGate(OFF, observe=True)):
-        out["observed"] = shells.generate_latents(pipeline, seed=seed, **RUN)
+        out["observed"] = probes.generate_latents(pipeline, seed=seed, **RUN)
     one_skip = TeaCacheGate(ONE_SKIP)
     with install_gate(pipeline, one_skip):
-        out["one_skip"] = shells.generate_latents(pipeline, seed=seed, **RUN)
+        out["one_skip"] = probes.generate_latents(pipeline, seed=seed, **RUN)
     out["skips"] = one_skip.skipped
-    out["vanilla_after"] = shells.generate_latents(pipeline, seed=seed, **RUN)
+    out["vanilla_after"] = probes.generate_latents(pipeline, seed=seed, **RUN)
     return out
 
 
@@ -101,7 +102,7 @@ if __name__ == "__main__":  # re-measure the basis: python tests/test_adapter_co
 
     preload_openblas()
     seeds = range(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         for family in sorted(BUILDERS):
             rows = [_runs(family, seed) for seed in seeds]
             noise = [_rel_l1(r["observed"], r["vanilla_before"]) for r in rows]

@@ -13,8 +13,9 @@ from mflux.models.flux.model.flux_transformer.single_transformer_block import (
     SingleTransformerBlock,
 )
 
-from app.adapters import AlreadyInstalledError, install_gate, shells
+from app.adapters import AlreadyInstalledError, common, install_gate, shells
 from app.gate import Decision, GateParams, TeaCacheGate
+from tests.fakes import probes
 
 OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 ALTERNATE = GateParams(
@@ -28,19 +29,19 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
 @pytest.fixture(scope="module")
 def dev() -> Any:
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         return shells.flux1_shell("dev")
 
 
 def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(dev: Any) -> None:
-    vanilla_before = shells.generate_latents(dev, **RUN)
-    off = shells.RecordingGate(OFF)
+    vanilla_before = probes.generate_latents(dev, **RUN)
+    off = probes.RecordingGate(OFF)
     with install_gate(dev, off):
-        gated = shells.generate_latents(dev, **RUN)
+        gated = probes.generate_latents(dev, **RUN)
     trace = TeaCacheGate(OFF, observe=True, capture_output=True)
     with install_gate(dev, trace):
-        observed = shells.generate_latents(dev, **RUN)
-    vanilla_after = shells.generate_latents(dev, **RUN)
+        observed = probes.generate_latents(dev, **RUN)
+    vanilla_after = probes.generate_latents(dev, **RUN)
     assert mx.array_equal(vanilla_before, vanilla_after).item()
     assert mx.array_equal(gated, vanilla_before).item()
     assert mx.array_equal(observed, vanilla_before).item()
@@ -61,7 +62,7 @@ def test_forced_skip_reuses_the_residual_over_the_concatenated_sequence(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(SingleTransformerBlock, "__call__", counting)
-    gate = shells.RecordingGate(ALTERNATE, capture_output=True)
+    gate = probes.RecordingGate(ALTERNATE, capture_output=True)
 
     def released_before_decode() -> None:
         assert gate.cached_branches == ()
@@ -69,10 +70,10 @@ def test_forced_skip_reuses_the_residual_over_the_concatenated_sequence(
     dev.vae.before_decode = released_before_decode
     try:
         with (
-            shells.attached(dev, shells.LatentRecorder()) as recorder,
+            common.attached(dev, probes.LatentRecorder()) as recorder,
             install_gate(dev, gate),
         ):
-            shells.generate_latents(dev, **RUN)
+            probes.generate_latents(dev, **RUN)
     finally:
         dev.vae.before_decode = None
 
@@ -94,9 +95,9 @@ def test_forced_skip_reuses_the_residual_over_the_concatenated_sequence(
 
 
 def test_install_remove_restores_exactly_and_rolls_back(dev: Any) -> None:
-    before = shells.pipeline_snapshot(dev)
+    before = probes.pipeline_snapshot(dev)
     installation = install_gate(dev, TeaCacheGate(OFF))
-    during = shells.pipeline_snapshot(dev)
+    during = probes.pipeline_snapshot(dev)
     # Only the transformer's class and the callback lists change; no parameter, no attribute.
     assert during["parameters"] == before["parameters"]
     assert during["transformer_attrs"] == before["transformer_attrs"]
@@ -105,7 +106,7 @@ def test_install_remove_restores_exactly_and_rolls_back(dev: Any) -> None:
     with pytest.raises(AlreadyInstalledError):
         install_gate(dev, TeaCacheGate(OFF))
     installation.remove()
-    assert shells.pipeline_snapshot(dev) == before
+    assert probes.pipeline_snapshot(dev) == before
 
     class Broken:
         def register(self, callback: object) -> None:
@@ -114,26 +115,26 @@ def test_install_remove_restores_exactly_and_rolls_back(dev: Any) -> None:
     real_callbacks = dev.callbacks
     dev.callbacks = Broken()
     try:
-        broken_before = shells.pipeline_snapshot(dev)
+        broken_before = probes.pipeline_snapshot(dev)
         with pytest.raises(RuntimeError, match="registry broke"):
             install_gate(dev, TeaCacheGate(OFF))
-        assert shells.pipeline_snapshot(dev) == broken_before
+        assert probes.pipeline_snapshot(dev) == broken_before
     finally:
         dev.callbacks = real_callbacks
-    assert shells.pipeline_snapshot(dev) == before
+    assert probes.pipeline_snapshot(dev) == before
 
 
 def test_schnell_parity(dev: Any) -> None:
     """schnell has no guidance embedder (a different TimeTextEmbed); same seam otherwise.
     Its shell borrows dev's two blocks (building another 546M parameters would double the cost)."""
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         schnell = shells.flux1_shell("schnell", joint_blocks=0, single_blocks=0, seed=3)
     schnell.transformer.transformer_blocks = dev.transformer.transformer_blocks
     schnell.transformer.single_transformer_blocks = dev.transformer.single_transformer_blocks
     run = {"num_inference_steps": 2, "height": 128, "width": 128}
-    vanilla = shells.generate_latents(schnell, **run)
+    vanilla = probes.generate_latents(schnell, **run)
     trace = TeaCacheGate(OFF, observe=True)
     with install_gate(schnell, trace):
-        observed = shells.generate_latents(schnell, **run)
+        observed = probes.generate_latents(schnell, **run)
     assert mx.array_equal(observed, vanilla).item()
     assert trace.events[1].rel_l1 is not None

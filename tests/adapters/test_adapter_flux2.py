@@ -15,8 +15,9 @@ from mflux.models.flux2.model.flux2_transformer.single_transformer_block import 
     Flux2SingleTransformerBlock,
 )
 
-from app.adapters import install_gate, shells
+from app.adapters import common, install_gate, shells
 from app.gate import Decision, GateParams, TeaCacheGate
+from tests.fakes import probes
 
 OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 # Zero coefficients predict no change, so every eligible step skips up to the streak cap:
@@ -33,20 +34,20 @@ pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conft
 
 @pytest.fixture(scope="module")
 def pipeline() -> Any:
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         return shells.flux2_shell("flux2-klein-base-4b")
 
 
 @pytest.mark.parametrize("kwargs", [CFG, NO_CFG], ids=["cfg", "no-cfg"])
 def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(pipeline: Any, kwargs: dict) -> None:
-    vanilla_before = shells.generate_latents(pipeline, **kwargs)
+    vanilla_before = probes.generate_latents(pipeline, **kwargs)
     off = TeaCacheGate(OFF)
     with install_gate(pipeline, off):
-        gated = shells.generate_latents(pipeline, **kwargs)
+        gated = probes.generate_latents(pipeline, **kwargs)
     trace = TeaCacheGate(OFF, observe=True, capture_output=True)
     with install_gate(pipeline, trace):
-        observed = shells.generate_latents(pipeline, **kwargs)
-    vanilla_after = shells.generate_latents(pipeline, **kwargs)
+        observed = probes.generate_latents(pipeline, **kwargs)
+    vanilla_after = probes.generate_latents(pipeline, **kwargs)
 
     assert mx.array_equal(vanilla_before, vanilla_after).item()
     assert mx.array_equal(gated, vanilla_before).item()
@@ -59,9 +60,9 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(pipeline: Any, kwar
 
 
 def test_threshold_zero_builds_no_signal_and_no_residual(pipeline: Any) -> None:
-    gate = shells.RecordingGate(OFF)
+    gate = probes.RecordingGate(OFF)
     with install_gate(pipeline, gate):
-        shells.generate_latents(pipeline, **CFG)
+        probes.generate_latents(pipeline, **CFG)
     assert gate.signals == [] and gate.stored == {} and gate.reused == {}
 
 
@@ -77,7 +78,7 @@ def test_forced_skips_reuse_each_branchs_own_residual(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Flux2SingleTransformerBlock, "__call__", counting)
-    gate = shells.RecordingGate(ALTERNATE, capture_output=True)
+    gate = probes.RecordingGate(ALTERNATE, capture_output=True)
 
     def released_before_decode() -> None:
         assert gate.cached_branches == (), "residuals must be released before the VAE decode"
@@ -85,14 +86,14 @@ def test_forced_skips_reuse_each_branchs_own_residual(
     pipeline.vae.before_decode = released_before_decode
     try:
         with (
-            shells.attached(pipeline, shells.LatentRecorder()) as recorder,
+            common.attached(pipeline, probes.LatentRecorder()) as recorder,
             install_gate(pipeline, gate),
         ):
-            gated = shells.generate_latents(pipeline, **CFG)
+            gated = probes.generate_latents(pipeline, **CFG)
     finally:
         pipeline.vae.before_decode = None
     gated_body_runs = body_runs
-    vanilla = shells.generate_latents(pipeline, **CFG)
+    vanilla = probes.generate_latents(pipeline, **CFG)
 
     assert gate.pattern == "FSCSCF"
     assert gate.skipped == 2  # engagement: the gate really skipped
@@ -130,7 +131,7 @@ def test_forced_skips_reuse_each_branchs_own_residual(
 def test_skipped_step_prediction_is_the_tail_of_input_plus_residual(pipeline: Any) -> None:
     """End to end for one skipped step: the noise mflux received equals the CFG combination of
     ``tail(body_in + residual)`` per branch, computed here independently of the adapter."""
-    gate = shells.RecordingGate(ALTERNATE, capture_output=True)
+    gate = probes.RecordingGate(ALTERNATE, capture_output=True)
     noises: list[mx.array] = []
     original_record = gate.record_output
 
@@ -140,10 +141,10 @@ def test_skipped_step_prediction_is_the_tail_of_input_plus_residual(pipeline: An
 
     gate.record_output = keep  # type: ignore[method-assign]
     with (
-        shells.attached(pipeline, shells.LatentRecorder()) as recorder,
+        common.attached(pipeline, probes.LatentRecorder()) as recorder,
         install_gate(pipeline, gate),
     ):
-        shells.generate_latents(pipeline, **CFG)
+        probes.generate_latents(pipeline, **CFG)
     step = next(e.index for e in gate.events if e.decision is Decision.skipped)
     tr = pipeline.transformer
     timestep = recorder.config.scheduler.timesteps[step]
@@ -160,9 +161,9 @@ def test_skipped_step_prediction_is_the_tail_of_input_plus_residual(pipeline: An
 
 
 def test_no_cfg_keeps_a_single_residual(pipeline: Any) -> None:
-    gate = shells.RecordingGate(ALTERNATE)
+    gate = probes.RecordingGate(ALTERNATE)
     with install_gate(pipeline, gate):
-        shells.generate_latents(pipeline, **NO_CFG)
+        probes.generate_latents(pipeline, **NO_CFG)
     assert gate.skipped == 2
     assert {branch for (_, branch) in gate.stored} == {"cond"}
 

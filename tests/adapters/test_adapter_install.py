@@ -22,6 +22,7 @@ from app.adapters import (
     shells,
 )
 from app.gate import GateParams, TeaCacheGate
+from tests.fakes import probes
 
 OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 ON = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5)
@@ -57,10 +58,10 @@ def test_unsupported_pipelines_are_refused_with_one_clear_message() -> None:
 def test_install_then_remove_restores_the_pipeline_exactly(
     pipeline: Any, params: GateParams
 ) -> None:
-    before = shells.pipeline_snapshot(pipeline)
+    before = probes.pipeline_snapshot(pipeline)
     gate = TeaCacheGate(params)
     with install_gate(pipeline, gate) as installation:
-        during = shells.pipeline_snapshot(pipeline)
+        during = probes.pipeline_snapshot(pipeline)
         # Gate state is never a module child: the parameter tree is untouched while installed.
         assert during["parameters"] == before["parameters"]
         assert during["pipeline_children"] == before["pipeline_children"]
@@ -71,9 +72,9 @@ def test_install_then_remove_restores_the_pipeline_exactly(
             assert lifecycles[0] in getattr(pipeline.callbacks, name)
         with pytest.raises(AlreadyInstalledError):
             install_gate(pipeline, TeaCacheGate(params))
-        shells.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
+        probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
         assert installation.family == detect_family(pipeline)
-    assert shells.pipeline_snapshot(pipeline) == before
+    assert probes.pipeline_snapshot(pipeline) == before
 
 
 def test_a_failure_mid_install_rolls_everything_back(pipeline: Any) -> None:
@@ -82,10 +83,10 @@ def test_a_failure_mid_install_rolls_everything_back(pipeline: Any) -> None:
             raise RuntimeError("registry broke")
 
     pipeline.callbacks = BrokenRegistry()
-    before = shells.pipeline_snapshot(pipeline)
+    before = probes.pipeline_snapshot(pipeline)
     with pytest.raises(RuntimeError, match="registry broke"):
         install_gate(pipeline, TeaCacheGate(ON))
-    assert shells.pipeline_snapshot(pipeline) == before
+    assert probes.pipeline_snapshot(pipeline) == before
 
 
 def test_an_existing_instance_predict_is_restored_not_deleted() -> None:

@@ -12,8 +12,9 @@ import mlx.core as mx
 import pytest
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
-from app.adapters import install_gate, shells
+from app.adapters import common, install_gate, shells
 from app.gate import Decision, GateParams, TeaCacheGate
+from tests.fakes import probes
 
 OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 ALTERNATE = GateParams(
@@ -27,19 +28,19 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
 @pytest.fixture(scope="module")
 def pipeline() -> Any:
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         return shells.qwen_shell()
 
 
 def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(pipeline: Any) -> None:
-    vanilla_before = shells.generate_latents(pipeline, **RUN)
-    off = shells.RecordingGate(OFF)
+    vanilla_before = probes.generate_latents(pipeline, **RUN)
+    off = probes.RecordingGate(OFF)
     with install_gate(pipeline, off):
-        gated = shells.generate_latents(pipeline, **RUN)
+        gated = probes.generate_latents(pipeline, **RUN)
     trace = TeaCacheGate(OFF, observe=True, capture_output=True)
     with install_gate(pipeline, trace):
-        observed = shells.generate_latents(pipeline, **RUN)
-    vanilla_after = shells.generate_latents(pipeline, **RUN)
+        observed = probes.generate_latents(pipeline, **RUN)
+    vanilla_after = probes.generate_latents(pipeline, **RUN)
     assert mx.array_equal(vanilla_before, vanilla_after).item()
     assert mx.array_equal(gated, vanilla_before).item()
     assert mx.array_equal(observed, vanilla_before).item()
@@ -60,7 +61,7 @@ def test_two_calls_per_step_share_one_decision_and_keep_two_residuals(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(QwenTransformerBlock, "__call__", counting)
-    gate = shells.RecordingGate(ALTERNATE, capture_output=True)
+    gate = probes.RecordingGate(ALTERNATE, capture_output=True)
 
     def released_before_decode() -> None:
         assert gate.cached_branches == ()
@@ -68,14 +69,14 @@ def test_two_calls_per_step_share_one_decision_and_keep_two_residuals(
     pipeline.vae.before_decode = released_before_decode
     try:
         with (
-            shells.attached(pipeline, shells.LatentRecorder()) as recorder,
+            common.attached(pipeline, probes.LatentRecorder()) as recorder,
             install_gate(pipeline, gate),
         ):
-            gated = shells.generate_latents(pipeline, **RUN)
+            gated = probes.generate_latents(pipeline, **RUN)
     finally:
         pipeline.vae.before_decode = None
     calls = block_calls
-    vanilla = shells.generate_latents(pipeline, **RUN)
+    vanilla = probes.generate_latents(pipeline, **RUN)
 
     assert gate.pattern == "FSCSCF" and gate.skipped == 2
     assert not mx.array_equal(gated, vanilla).item()
@@ -102,7 +103,7 @@ def test_two_calls_per_step_share_one_decision_and_keep_two_residuals(
 
 def test_an_interrupted_generation_does_not_confuse_the_pairing(pipeline: Any) -> None:
     """A run that dies mid-step leaves a half-paired step; the next run must start fresh."""
-    gate = shells.RecordingGate(ALTERNATE)
+    gate = probes.RecordingGate(ALTERNATE)
 
     class Boom:
         def call_in_loop(self, t: int, **kw: Any) -> None:
@@ -114,15 +115,15 @@ def test_an_interrupted_generation_does_not_confuse_the_pairing(pipeline: Any) -
     try:
         with install_gate(pipeline, gate):
             with pytest.raises(RuntimeError, match="cancelled"):
-                shells.generate_latents(pipeline, **RUN)
+                probes.generate_latents(pipeline, **RUN)
             assert gate.step_index == 0  # step 0 never ended: its pairing key is stale
             pipeline.callbacks.in_loop.remove(boom)
-            gated = shells.generate_latents(pipeline, **RUN)
+            gated = probes.generate_latents(pipeline, **RUN)
     finally:
         if boom in pipeline.callbacks.in_loop:
             pipeline.callbacks.in_loop.remove(boom)
     assert gate.pattern == "FSCSCF"
-    fresh = shells.RecordingGate(ALTERNATE)
+    fresh = probes.RecordingGate(ALTERNATE)
     with install_gate(pipeline, fresh):
-        again = shells.generate_latents(pipeline, **RUN)
+        again = probes.generate_latents(pipeline, **RUN)
     assert mx.array_equal(gated, again).item()

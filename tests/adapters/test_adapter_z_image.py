@@ -14,8 +14,9 @@ from mflux.models.z_image.model.z_image_transformer.transformer_block import (
     ZImageTransformerBlock,
 )
 
-from app.adapters import install_gate, shells, z_image
+from app.adapters import common, install_gate, shells, z_image
 from app.gate import Decision, GateParams, TeaCacheGate
+from tests.fakes import probes
 
 OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 ALTERNATE = GateParams(
@@ -29,25 +30,25 @@ pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conft
 
 @pytest.fixture(scope="module")
 def base() -> Any:
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         return shells.z_image_shell("z-image")
 
 
 @pytest.fixture(scope="module")
 def turbo() -> Any:
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         return shells.z_image_shell("z-image-turbo", seed=1)
 
 
 def _parity(pipeline: Any, kwargs: dict) -> None:
-    vanilla_before = shells.generate_latents(pipeline, **kwargs)
+    vanilla_before = probes.generate_latents(pipeline, **kwargs)
     off = TeaCacheGate(OFF)
     with install_gate(pipeline, off):
-        gated = shells.generate_latents(pipeline, **kwargs)
+        gated = probes.generate_latents(pipeline, **kwargs)
     trace = TeaCacheGate(OFF, observe=True, capture_output=True)
     with install_gate(pipeline, trace):
-        observed = shells.generate_latents(pipeline, **kwargs)
-    vanilla_after = shells.generate_latents(pipeline, **kwargs)
+        observed = probes.generate_latents(pipeline, **kwargs)
+    vanilla_after = probes.generate_latents(pipeline, **kwargs)
     assert mx.array_equal(vanilla_before, vanilla_after).item()
     assert mx.array_equal(gated, vanilla_before).item()
     assert mx.array_equal(observed, vanilla_before).item()
@@ -76,7 +77,7 @@ def test_forced_skips_reuse_each_branchs_own_residual(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(ZImageTransformerBlock, "__call__", counting)
-    gate = shells.RecordingGate(ALTERNATE, capture_output=True)
+    gate = probes.RecordingGate(ALTERNATE, capture_output=True)
 
     def released_before_decode() -> None:
         assert gate.cached_branches == ()
@@ -84,14 +85,14 @@ def test_forced_skips_reuse_each_branchs_own_residual(
     base.vae.before_decode = released_before_decode
     try:
         with (
-            shells.attached(base, shells.LatentRecorder()) as recorder,
+            common.attached(base, probes.LatentRecorder()) as recorder,
             install_gate(base, gate),
         ):
-            gated = shells.generate_latents(base, **CFG)
+            gated = probes.generate_latents(base, **CFG)
     finally:
         base.vae.before_decode = None
     calls = layer_calls
-    vanilla = shells.generate_latents(base, **CFG)
+    vanilla = probes.generate_latents(base, **CFG)
 
     assert gate.pattern == "FSCSCF" and gate.skipped == 2
     assert not mx.array_equal(gated, vanilla).item()

@@ -19,9 +19,10 @@ import pytest
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import install_gate, shells
+from app.adapters import common, install_gate, shells
 from app.adapters.compiled import is_compiled
 from app.gate import GateParams, TeaCacheGate
+from tests.fakes import probes
 
 # Zero coefficients predict no change: every eligible step skips up to the streak cap, a fixed
 # pattern on random weights ("FSCSCSCF" over 8 steps, 3 skips).
@@ -69,14 +70,14 @@ def _runs(family: str, seed: int, kwargs: dict[str, Any]) -> dict[str, Any]:
         _compiled_mflux(mode == "compiled")
         gate = TeaCacheGate(ALTERNATE)
         with install_gate(pipeline, gate):
-            out[mode] = shells.generate_latents(pipeline, seed=seed, **kwargs)
+            out[mode] = probes.generate_latents(pipeline, seed=seed, **kwargs)
             out[f"{mode}_pattern"] = gate.pattern
             out[f"{mode}_skips"] = gate.skipped
             state = pipeline._predict.teacache_state
             out[f"{mode}_traces"] = dict(state.traces)
-            out[f"{mode}_again"] = shells.generate_latents(pipeline, seed=seed, **kwargs)
+            out[f"{mode}_again"] = probes.generate_latents(pipeline, seed=seed, **kwargs)
             out[f"{mode}_traces_again"] = dict(state.traces)
-        out[f"{mode}_vanilla"] = shells.generate_latents(pipeline, seed=seed, **kwargs)
+        out[f"{mode}_vanilla"] = probes.generate_latents(pipeline, seed=seed, **kwargs)
     return out
 
 
@@ -125,7 +126,7 @@ def test_eager_mflux_predict_keeps_the_gated_path_eager(monkeypatch: pytest.Monk
     assert not is_compiled(pipeline._predict(pipeline.transformer))
     gate = TeaCacheGate(ALTERNATE)
     with install_gate(pipeline, gate):
-        shells.generate_latents(pipeline, **CFG)
+        probes.generate_latents(pipeline, **CFG)
         assert pipeline._predict.teacache_state.traces == {}
     assert gate.skipped == 3
 
@@ -156,7 +157,7 @@ if __name__ == "__main__":  # re-measure the basis: python tests/test_compiled_g
     os.environ.setdefault("TQDM_DISABLE", "1")
     preload_openblas()
     seeds = range(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         for family in sorted(BUILDERS):
             rows = [_runs(family, seed, kw) for seed in seeds for kw in (CFG, NO_CFG)]
             assert all(r["compiled_pattern"] == r["eager_pattern"] == PATTERN for r in rows)

@@ -17,11 +17,13 @@ import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
-from app.adapters.shells import flux2_shell, pipeline_snapshot, use_precision
+from app.adapters.common import use_precision
+from app.adapters.shells import flux2_shell
 from app.engine import events as ev
 from app.engine.engine import Engine, UserFacingError
 from app.engine.request import make_request
 from app.gate import Decision, simulate
+from tests.fakes.probes import pipeline_snapshot
 
 PROMPT = "a red circle on a blue background"
 STEPS = 12

@@ -21,7 +21,7 @@ import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
-from app.adapters import shells
+from app.adapters import common, shells
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
@@ -55,7 +55,7 @@ def _run(
         distilled=False,
     )
     monkeypatch.setitem(variants.VARIANTS, scripted.id, scripted)
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         pipeline = build()
         engine = Engine(loader=lambda *args: pipeline)
         request = make_request(
@@ -132,7 +132,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
             distilled=False, default_threshold=0.05))  # fmt: skip
 
     script((0.0, 0.0, 0.0, 0.0, 0.01))
-    with shells.use_precision(mx.float32):
+    with common.use_precision(mx.float32):
         pipeline = build()
         engine = Engine(loader=lambda *args: pipeline)
 

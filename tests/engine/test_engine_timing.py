@@ -19,7 +19,8 @@ import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
-from app.adapters.shells import flux2_shell, use_precision
+from app.adapters.common import use_precision
+from app.adapters.shells import flux2_shell
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request

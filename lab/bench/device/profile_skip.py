@@ -29,7 +29,7 @@ import mlx.core as mx  # noqa: E402
 from mflux.models.common.config.model_config import ModelConfig  # noqa: E402
 from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCreator  # noqa: E402
 
-from app.adapters import flux2, shells, z_image  # noqa: E402
+from app.adapters import common, flux2, shells, z_image  # noqa: E402
 from app.gate.live import rel_l1  # noqa: E402
 
 TINY = os.environ.get("TINY") == "1"
@@ -72,7 +72,7 @@ def _scheduler_step(shape: tuple[int, ...]) -> float:
 
 def profile_flux2(size: int) -> dict[str, Any]:
     dims = shells.FLUX2_TINY if TINY else shells.FLUX2_KLEIN_4B
-    with shells.use_precision(DTYPE):
+    with common.use_precision(DTYPE):
         pipe = shells.flux2_shell("flux2-klein-4b", dims=dims, dtype=DTYPE)
         tr = pipe.transformer
         embeds, ids = pipe._encode_prompt_pair.table[shells.DEFAULT_PROMPT]
@@ -113,7 +113,7 @@ def profile_z_image(size: int) -> dict[str, Any]:
     from mflux.models.z_image.latent_creator.z_image_latent_creator import ZImageLatentCreator
 
     dims = shells.Z_IMAGE_TINY if TINY else shells.Z_IMAGE_FULL
-    with shells.use_precision(DTYPE):
+    with common.use_precision(DTYPE):
         pipe = shells.z_image_shell("z-image", dims=dims, dtype=DTYPE)
         tr = pipe.transformer
         cap = pipe._encode_prompts.table[shells.DEFAULT_PROMPT]

@@ -1,0 +1,100 @@
+"""Probes for adapter and engine tests: a gate that records what the adapter hands it, a
+snapshot of everything an installation may touch, a callback that keeps each step's latents, and a
+helper that runs a shell's real ``generate_image`` and returns its final latents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+from app.adapters.shells import DEFAULT_PROMPT
+from app.gate import TeaCacheGate, Verdict
+
+
+def generate_latents(pipeline: Any, **kwargs: Any) -> mx.array:
+    """Run the real ``generate_image`` and return the final latents the (stub) VAE received."""
+    kwargs.setdefault("seed", 0)
+    kwargs.setdefault("prompt", DEFAULT_PROMPT)
+    pipeline.generate_image(**kwargs)
+    return pipeline.vae.last
+
+
+class RecordingGate(TeaCacheGate):
+    """A ``TeaCacheGate`` that also records what the adapter hands it, per step:
+    ``stored[(step, branch)] = (body_out, body_in, residual)`` and
+    ``reused[(step, branch)] = (body_in, residual, result)``; ``outputs[step]`` counts
+    ``record_output`` calls."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stored: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
+        self.reused: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
+        self.outputs: dict[int, int] = {}
+        self.signals: list[int] = []  # step index of every non-None signal passed to decide
+
+    def decide(self, signal: mx.array | None) -> Verdict:
+        if signal is not None:
+            self.signals.append(self.step_index)
+        return super().decide(signal)
+
+    def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
+        super().store_residual(body_out, body_in, branch)
+        residual = self._residuals.get(branch)
+        if residual is not None:
+            self.stored[(self.step_index, branch)] = (body_out, body_in, residual)
+
+    def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
+        result = super().reuse(body_in, branch)
+        self.reused[(self.step_index, branch)] = (body_in, self._residuals[branch], result)
+        return result
+
+    def record_output(self, output: mx.array) -> None:
+        self.outputs[self.step_index] = self.outputs.get(self.step_index, 0) + 1
+        super().record_output(output)
+
+
+def _ids(mapping: dict[str, Any]) -> dict[str, int]:
+    return {key: id(value) for key, value in mapping.items()}
+
+
+def pipeline_snapshot(pipeline: Any) -> dict[str, Any]:
+    """Everything an installation may touch, by identity: classes, instance attributes, module
+    children, the parameter tree and the callback lists. Equal snapshots mean "untouched"."""
+    transformer = pipeline.transformer
+    callbacks = pipeline.callbacks
+    return {
+        "pipeline_class": type(pipeline),
+        "pipeline_attrs": _ids(vars(pipeline)),
+        "pipeline_children": _ids(dict(pipeline)),
+        "transformer_class": type(transformer),
+        "transformer_attrs": _ids(vars(transformer)),
+        "transformer_children": _ids(dict(transformer)),
+        "parameters": {name: id(value) for name, value in tree_flatten(pipeline.parameters())},
+        "callbacks": {
+            name: [id(entry) for entry in getattr(callbacks, name, ())]
+            for name in ("before_loop", "in_loop", "after_loop", "interrupt")
+        },
+    }
+
+
+class LatentRecorder:
+    """An mflux callback that keeps the latents entering each step (before_loop's, then each
+    in_loop's) and the run's config."""
+
+    def __init__(self) -> None:
+        self.inputs: list[mx.array] = []
+        self.config: Any = None
+
+    def call_before_loop(
+        self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        self.inputs = [latents]
+        self.config = config
+
+    def call_in_loop(
+        self, t: int, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
+    ) -> None:
+        mx.eval(latents)
+        self.inputs.append(latents)
