@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.storage.jsonio import dumps_json
+
 RESULT_PREFIX = "::WINDOW_TIMING::"
 # The request: the window's first-run defaults for the demo (its prompt, seed 42, the variant's
 # steps, threshold, guidance and size), which the bench runs too.
@@ -66,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     report = summarise(runs, bench)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))
+    out.write_text(dumps_json(report, indent=2) + "\n", encoding="utf-8")
+    print(dumps_json({k: v for k, v in report.items() if k != "runs"}, indent=2))
     return 0 if report["meets_targets"] else 1
 
 
@@ -150,7 +152,7 @@ def child(timeout: float) -> int:
         "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
     }
     window.close()
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    print(RESULT_PREFIX + dumps_json(result), flush=True)
     return 0 if status is not None and str(status).endswith("finished") else 1
 
 
