@@ -61,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="cold `teacache-studio generate` processes (default: as many as --runs)",
     )
+    parser.add_argument(
+        "--cli-openblas-threads",
+        type=int,
+        metavar="N",
+        help="OPENBLAS_NUM_THREADS for the generate runs (default: unset, as a user runs it; the "
+        "window sets cores - 1 itself)",
+    )
     parser.add_argument("--bench-reps", type=int, default=3, help="bench repetitions (default 3)")
     parser.add_argument("--out", required=True, help="result FILE.json")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(result)
             print(_run_line(result), file=sys.stderr, flush=True)
         if index < cli_count:
-            cli = run_cli(runs[0]["request"], args.timeout)
+            cli = run_cli(runs[0]["request"], args.timeout, args.cli_openblas_threads)
             cli["run"] = index + 1
             cli_runs.append(cli)
             print(_cli_line(cli), file=sys.stderr, flush=True)
@@ -179,7 +186,9 @@ def child(timeout: float) -> int:
 
 
 # -- the command line: `generate`, the same request in a fresh process --
-def run_cli(request: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+def run_cli(
+    request: dict[str, Any] | None, timeout: float, openblas_threads: int | None = None
+) -> dict[str, Any]:
     """One cold ``teacache-studio generate`` of the window's request; its step times computed as
     the window's are."""
     if request is None:
@@ -197,6 +206,8 @@ def run_cli(request: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
         command += ["--guidance", repr(float(request["guidance"]))]
     load = _load_average()
     env = {**os.environ, "TEACACHE_STUDIO_HOME": str(folder / "home")}
+    if openblas_threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = str(openblas_threads)
     started = time.perf_counter()
     proc = subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=timeout + 60, check=False
@@ -209,7 +220,7 @@ def run_cli(request: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
         command=command[2:],
         host_load_average_before=load,
         process_seconds=round(time.perf_counter() - started, 2),
-        openblas_num_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
+        openblas_num_threads=env.get("OPENBLAS_NUM_THREADS"),
     )
     return result
 
