@@ -11,35 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
-from app.storage.atomic import atomic_write_text
+from app.storage.jsonio import dumps_json, finite, write_json_atomic
+
+__all__ = ["PLAN_FILE", "ChunkStore", "PlanMismatchError", "finite", "write_json_atomic"]
 
 PLAN_FILE = "plan.json"
 
 
 class PlanMismatchError(Exception):
     """The folder holds chunks of an experiment with other settings."""
-
-
-def finite(data: Any) -> Any:
-    """``data`` with every NaN or infinity replaced by None (strict JSON has neither)."""
-    if isinstance(data, float):
-        return data if math.isfinite(data) else None
-    if isinstance(data, dict):
-        return {key: finite(value) for key, value in data.items()}
-    if isinstance(data, list | tuple):
-        return [finite(value) for value in data]
-    return data
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """``data`` as strict JSON (NaN and infinity become null), written crash-safely."""
-    atomic_write_text(path, json.dumps(finite(data), indent=2, allow_nan=False) + "\n")
 
 
 def _safe(key: str) -> str:
@@ -53,7 +38,7 @@ class ChunkStore:
         self.directory = directory
         self.settings = settings
         self.fingerprint = hashlib.sha256(
-            json.dumps(settings, sort_keys=True, default=str).encode()
+            dumps_json(settings, sort_keys=True, default=str).encode()
         ).hexdigest()[:16]
         plan = directory / PLAN_FILE
         if fresh and directory.exists():

@@ -70,7 +70,9 @@ class WorkerSpec:
             object.__setattr__(self, "coefficients", tuple(float(c) for c in self.coefficients))
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        from app.storage.jsonio import dumps_json
+
+        return dumps_json(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> WorkerSpec:
@@ -381,9 +383,9 @@ def worker_main(spec_json: str) -> int:
     """Entry point of the hidden ``--worker`` mode: one result line on stdout, exit 0."""
     spec = WorkerSpec.from_json(spec_json)
     result = run_worker(spec)
-    from app.bench.chunks import finite
+    from app.storage.jsonio import dumps_json
 
-    sys.stdout.write(RESULT_PREFIX + json.dumps(finite(result), allow_nan=False) + "\n")
+    sys.stdout.write(RESULT_PREFIX + dumps_json(result) + "\n")
     sys.stdout.flush()
     return 0
 

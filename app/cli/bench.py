@@ -125,10 +125,17 @@ def _bench(args: argparse.Namespace) -> int:
     out = Path(args.out or f"bench-{request.variant_id}.json")
     if out.suffix != ".json":
         raise UserError(f"--out must name a .json file, got {out}")
+    if out.is_dir():
+        raise UserError(f"--out {out} is a folder; name a .json file")
+    from app.cli.outdir import output_folder
+
     try:
-        outcome = run_bench(
-            config, out, progress=not args.quiet, max_chunks=args.max_chunks, fresh=args.fresh
-        )
+        # The report's folder is checked before any worker starts; if the bench fails before
+        # keeping a single run, a folder it had to create is removed again.
+        with output_folder(out.parent, what="folder for the report"):
+            outcome = run_bench(
+                config, out, progress=not args.quiet, max_chunks=args.max_chunks, fresh=args.fresh
+            )
     except PlanMismatchError as exc:
         raise UserError(str(exc)) from None
     except WorkerFailed as exc:

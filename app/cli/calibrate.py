@@ -95,14 +95,19 @@ def _calibrate(args: argparse.Namespace) -> int:
     )
     variant_id = user_variant_id(base.id, name)
     chunks_dir = calibration_path(variant_id).with_suffix(".chunks")
+    from app.cli.outdir import output_folder
+
     try:
-        chunks, done = capture_pairs(
-            config,
-            chunks_dir,
-            progress=not args.quiet,
-            max_chunks=args.max_chunks,
-            fresh=args.fresh,
-        )
+        # The calibrations folder (where the chunks and the result go) is checked before the
+        # first vanilla run; one it had to create is removed again if nothing was kept.
+        with output_folder(chunks_dir.parent, what="calibrations folder"):
+            chunks, done = capture_pairs(
+                config,
+                chunks_dir,
+                progress=not args.quiet,
+                max_chunks=args.max_chunks,
+                fresh=args.fresh,
+            )
     except PlanMismatchError as exc:
         raise UserError(str(exc)) from None
     except KeyboardInterrupt:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 import threading
 from pathlib import Path
@@ -104,17 +104,22 @@ def _generate(args: argparse.Namespace) -> int:
     from PIL import Image
 
     request = request_from_args(args, compare_vanilla=True, resume=args.resume)
+    from app.cli.outdir import output_folder
+    from app.storage.jsonio import write_json_atomic
+
     out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create the output folder {out}: {exc.strerror}") from None
-    report = run_headless(request)
-    Image.fromarray(report.gated.image).save(out / "gated.png")
-    if report.vanilla is not None:
-        Image.fromarray(report.vanilla.image).save(out / "vanilla.png")
-    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n", "utf-8")
-    ssim = report.ssim if report.ssim is not None else float("nan")
+    with output_folder(out) as folder:  # checked before the model loads; removed if we fail
+        report = run_headless(request)
+        try:
+            Image.fromarray(report.gated.image).save(folder.track("gated.png"))
+            if report.vanilla is not None:
+                Image.fromarray(report.vanilla.image).save(folder.track("vanilla.png"))
+            write_json_atomic(folder.track("report.json"), report.to_json())
+        except OSError as exc:  # the disk filled up, the folder went away: one line, exit 1
+            raise UserError(
+                f"cannot write the results into {out}: {exc.strerror or exc}", exit_code=1
+            ) from None
+    ssim = "—" if report.ssim is None or not math.isfinite(report.ssim) else f"{report.ssim:.4f}"
     vanilla_seconds = report.vanilla.loop_seconds if report.vanilla is not None else 0.0
     speedup = (
         f", speedup {report.speedup:.2f}× ({report.speedup_label})"
@@ -123,7 +128,7 @@ def _generate(args: argparse.Namespace) -> int:
     )
     print(
         f"{request.variant_id}: skipped {report.gated.skipped} of {request.steps} steps "
-        f"({report.gated.pattern}), SSIM {ssim:.4f}, vanilla {vanilla_seconds:.2f} s, "
+        f"({report.gated.pattern}), SSIM {ssim}, vanilla {vanilla_seconds:.2f} s, "
         f"gated {report.gated.loop_seconds:.2f} s{speedup} → {out}"
     )
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _variants(args: argparse.Namespace) -> int:
+    from app.storage.jsonio import dumps_json
     from app.variants import all_variants, check_schedule
 
     variants = all_variants()  # the built-ins and the user's calibrations
@@ -32,7 +32,7 @@ def _variants(args: argparse.Namespace) -> int:
             data["can_skip_at_default_steps"] = check.can_skip
             data["eligible_steps_at_default"] = check.eligible_steps
             rows.append(data)
-        return _write(json.dumps(rows, indent=2) + "\n")
+        return _write(dumps_json(rows, indent=2) + "\n")
     width = max(len(v) for v in variants)
     lines = [f"{'id':<{width}}  {'family':<11} {'steps':>5}  {'threshold':>9}  distilled"]
     for v in variants.values():

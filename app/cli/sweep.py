@@ -61,14 +61,14 @@ def _sweep(args: argparse.Namespace) -> int:
         timing=args.timing,
     )
     out = Path(args.out or f"sweep-{request.variant_id}")
+    from app.cli.outdir import output_folder
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create the output folder {out}: {exc.strerror}") from None
-    try:
-        outcome = run_sweep(
-            config, out, progress=not args.quiet, max_chunks=args.max_chunks, fresh=args.fresh
-        )
+        # Checked before any run; a folder it had to create goes again if nothing was kept.
+        with output_folder(out):
+            outcome = run_sweep(
+                config, out, progress=not args.quiet, max_chunks=args.max_chunks, fresh=args.fresh
+            )
     except PlanMismatchError as exc:
         raise UserError(str(exc)) from None
     except WorkerFailed as exc:

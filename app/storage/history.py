@@ -32,6 +32,7 @@ from app.engine.report import RunReport, replayed_steps, speedup_label
 from app.engine.request import GenerationRequest, RequestError, make_request
 from app.gate import Decision, StepEvent
 from app.storage.atomic import atomic_write_bytes, atomic_write_text
+from app.storage.jsonio import dumps_json
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +258,7 @@ class HistoryStore:
             if record.vanilla_image is not None:
                 atomic_write_bytes(staging / VANILLA_FILE, encode_png(record.vanilla_image, record))
             meta = _metadata(entry_id, record)
-            atomic_write_text(staging / META_FILE, json.dumps(meta, indent=2, default=_jsonable))
+            atomic_write_text(staging / META_FILE, dumps_json(meta, indent=2, default=_jsonable))
             final = self.root / entry_id
             while final.exists():  # two runs in the same microsecond: keep both
                 final = self.root / f"{entry_id}-{uuid.uuid4().hex[:4]}"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from app import paths
 from app.storage.atomic import atomic_write_text
+from app.storage.jsonio import dumps_json
 from app.variants import DEFAULT_VARIANT
 
 log = logging.getLogger(__name__)
@@ -198,7 +199,7 @@ class SettingsStore:
         return settings
 
     def save(self, settings: Settings) -> None:
-        atomic_write_text(self.path, json.dumps(settings.to_json(), indent=2, sort_keys=True))
+        atomic_write_text(self.path, dumps_json(settings.to_json(), indent=2, sort_keys=True))
 
     def _defaults(self, warning: str) -> Settings:
         log.warning("%s", warning)

@@ -48,6 +48,11 @@ FRAME_INTERVAL_MS = 100  # number and progress refresh cadence during a run
 # the GUI thread several milliseconds, on the cores and under the GIL the engine thread's timed
 # steps need: lab.bench.window_timing measures the window's step time against the command line's.
 RUN_PLOT_INTERVAL_MS = 500
+# The step timeline's cadence during a run, for the same reason: a repaint per step (about ten a
+# second on the demo) runs inside the engine's timed steps. Filled in live at this cadence; the
+# final state is painted at once when the run ends (and at once whenever no run is going).
+RUN_TIMELINE_INTERVAL_MS = 500
+SLOW_REFRESHES = {"plot": RUN_PLOT_INTERVAL_MS, "timeline": RUN_TIMELINE_INTERVAL_MS}
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
 
@@ -100,6 +105,7 @@ class MainWindow(QMainWindow):
         self._frame_timer.setSingleShot(True)
         self._frame_timer.timeout.connect(self._flush_refreshes)
         self._plot_refreshed_at = 0.0  # time.monotonic() of the last plot refresh
+        self._timeline_refreshed_at = 0.0  # … and of the last timeline refresh
 
         self._build()
         self._build_menus()
@@ -295,7 +301,7 @@ class MainWindow(QMainWindow):
             r.vanilla_cached_changed,
             r.active_pass_changed,
         ):
-            signal.connect(self._refresh_timeline)
+            signal.connect(self._schedule_timeline)
         for signal in (
             r.gated_steps_changed,
             r.vanilla_steps_changed,
@@ -430,6 +436,13 @@ class MainWindow(QMainWindow):
     def _schedule_plot(self, *_args: object) -> None:
         self._schedule("plot")
 
+    def _schedule_timeline(self, *_args: object) -> None:
+        if self.run.busy:
+            self._schedule("timeline")
+        else:
+            self._pending_refreshes.discard("timeline")
+            self._refresh_timeline()
+
     def _schedule_stats(self, *_args: object) -> None:
         self._schedule("stats")
 
@@ -447,15 +460,21 @@ class MainWindow(QMainWindow):
     def _flush_refreshes(self) -> None:
         self._frame_timer.stop()
         pending, self._pending_refreshes = self._pending_refreshes, set()
-        if "plot" in pending and self.run.busy:
-            wait_ms = RUN_PLOT_INTERVAL_MS - 1000 * (time.monotonic() - self._plot_refreshed_at)
-            if wait_ms > 0:  # the plot waits for its slower cadence; the numbers go now
-                pending.discard("plot")
-                self._pending_refreshes.add("plot")
+        for what, interval_ms in SLOW_REFRESHES.items():
+            if what not in pending or not self.run.busy:
+                continue
+            last = getattr(self, f"_{what}_refreshed_at")
+            wait_ms = interval_ms - 1000 * (time.monotonic() - last)
+            if wait_ms > 0:  # the plot and timeline wait for their slower cadence; numbers go now
+                pending.discard(what)
+                self._pending_refreshes.add(what)
                 self._frame_timer.start(min(FRAME_INTERVAL_MS, math.ceil(wait_ms)))
         if "plot" in pending:
             self._plot_refreshed_at = time.monotonic()
             self._refresh_plot()
+        if "timeline" in pending:
+            self._timeline_refreshed_at = time.monotonic()
+            self._refresh_timeline()
         if "stats" in pending:
             self._refresh_stats()
         if "status" in pending:

@@ -23,6 +23,7 @@ from typing import Any
 from app import paths
 from app.gate.decision import GateConfigError, GateParams
 from app.storage.atomic import atomic_write_text
+from app.storage.jsonio import dumps_json
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import (
     Provenance,
@@ -120,7 +121,7 @@ def save_calibration(data: dict[str, Any]) -> Path:
     path = calibration_path(variant_id)
     payload = {"schema": SCHEMA, "id": variant_id, **data}
     _check(payload, path)
-    atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
+    atomic_write_text(path, dumps_json(payload, indent=2) + "\n")
     return path
 
 

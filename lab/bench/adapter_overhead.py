@@ -44,6 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.storage.jsonio import dumps_json
+
 SCHEMA = 1
 OFF_COEFFICIENTS = (0.0, 0.0, 0.0, 0.0, 1.0)
 
@@ -395,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rederive is not None:
         report = rederive(json.loads(args.rederive.read_text(encoding="utf-8")))
-        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        args.out.write_text(dumps_json(report, indent=1) + "\n", encoding="utf-8")
         return 0
 
     from app.blas import preload_openblas
@@ -422,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(_report(cases), indent=1), encoding="utf-8")
+        args.out.write_text(dumps_json(_report(cases), indent=1), encoding="utf-8")
     for case in cases:
         r = case["ratios"]
         log(

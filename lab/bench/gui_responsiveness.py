@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import shutil
 import statistics
@@ -28,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from app.storage.jsonio import dumps_json
 
 TARGET_MS = 50.0
 TICK_MS = 5
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         run_id = window.session.generate()
         if run_id is None:
             print(
-                json.dumps(
+                dumps_json(
                     {
                         "error": "the generation did not start",
                         "message": window.run.error and window.run.error.message,
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "meets_target_after_first_run": worst_warm <= TARGET_MS,
         "runs": rows,
     }
-    print(json.dumps(report, indent=2))
+    print(dumps_json(report, indent=2))
     return 0 if report["meets_target"] else 1
 
 

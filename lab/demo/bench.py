@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from app.storage.jsonio import dumps_json
 from app.variants import get_variant
 from lab.demo.reports import emit_json
 
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     steps = args.steps or get_variant(args.variant).default_steps
     if args.child:
         result = one_process(args.variant, steps, args.guidance, args.resources, args.serial_cfg)
-        print(json.dumps(result))
+        print(dumps_json(result))
         return
     reps = []
     for _ in range(args.reps):

@@ -12,7 +12,6 @@ prompts). Threshold: an SSIM sweep of gated against same-process vanilla runs on
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 
 from app.gate.fit import PolynomialFit, choose, fit_both, minimum_on
 from app.metrics import ssim
+from app.storage.jsonio import dumps_json
 from lab.demo.reports import write_json
 from lab.demo.scenes import caption, scene_from_seed
 from lab.paths import DEMO_RESULTS
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=DEMO_RESULTS)
     args = parser.parse_args(argv)
     summary = run(args.resources, results=args.results)
-    print(json.dumps(summary, indent=1, default=str)[:4000])
+    print(dumps_json(summary, indent=1, default=str)[:4000])
 
 
 if __name__ == "__main__":

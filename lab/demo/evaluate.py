@@ -12,7 +12,6 @@ Run: ``python -m lab.demo.evaluate --variant demo --prompts 100 --out eval-demo.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from app.blas import preload_openblas
+from app.storage.jsonio import dumps_json
 
 preload_openblas()  # before MLX loads (``python -m`` imports this module before main runs)
 
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         first=args.first_prompt,
     )
     write_json(args.out, report)
-    print(json.dumps({k: report[k] for k in ("variant", "steps", "scores", "median_seconds")}))
+    print(dumps_json({k: report[k] for k in ("variant", "steps", "scores", "median_seconds")}))
 
 
 if __name__ == "__main__":

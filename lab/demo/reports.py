@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from app.storage.jsonio import dumps_json
+
 
 def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    path.write_text(dumps_json(data, indent=1) + "\n", encoding="utf-8")
 
 
 def emit_json(data: Any, out: Path | None) -> None:
     """Write ``data`` to ``out`` when given, and print it: the tail of every measuring command."""
     if out is not None:
         write_json(out, data)
-    print(json.dumps(data, indent=1))
+    print(dumps_json(data, indent=1))

@@ -10,11 +10,11 @@ setting. ``median_seconds`` is the evaluation's own per-image time on this machi
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from app.blas import preload_openblas
+from app.storage.jsonio import dumps_json
 from lab.demo.reports import write_json
 
 preload_openblas()  # before MLX loads
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         result["weights"] = args.weights
     if args.out:
         write_json(args.out, result)
-    print(json.dumps([{k: r[k] for k in ("guidance", "steps", "scores")} for r in result["rows"]]))
+    print(dumps_json([{k: r[k] for k in ("guidance", "steps", "scores")} for r in result["rows"]]))
 
 
 if __name__ == "__main__":

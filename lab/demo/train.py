@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from app.storage.jsonio import dumps_json
+
 DEFAULT_SEED = 20261130
 EMA_DECAY = 0.999
 
@@ -209,7 +211,7 @@ class Trainer:
             str(folder / f"{phase}-opt.safetensors"), dict(tree_flatten(self.opt.state))
         )
         info = {"step": self.step_count, **extra}
-        (folder / f"{phase}-state.json").write_text(json.dumps(info), encoding="utf-8")
+        (folder / f"{phase}-state.json").write_text(dumps_json(info), encoding="utf-8")
 
     def load_checkpoint(self, folder: Path, phase: str) -> dict[str, Any] | None:
         from mlx.utils import tree_unflatten
@@ -846,7 +848,7 @@ def run_all(args: argparse.Namespace) -> None:
     }
 
     def write_report() -> None:
-        text = json.dumps(report, indent=1)
+        text = dumps_json(report, indent=1)
         (work / "report.json").write_text(text, encoding="utf-8")
         if out is not None:
             (out / "report.json").write_text(text, encoding="utf-8")
@@ -946,7 +948,7 @@ def write_config_command(args: argparse.Namespace) -> None:
             "parameters": parameters,
             "device": args.device,
         }
-    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    (folder / CONFIG_FILE).write_text(dumps_json(config, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {folder / CONFIG_FILE}")
 
 

@@ -79,7 +79,7 @@ def test_bad_input_is_one_clear_line_without_traceback(
     assert len(lines) == 1, result.stderr
     assert message in lines[0]
     assert "Traceback" not in result.stderr
-    assert not (tmp_path / "o" / "report.json").exists()
+    assert not (tmp_path / "o").exists()  # refused before the output folder was made
 
 
 def test_flux1_dev_fails_cleanly_without_weights_or_network(
@@ -98,3 +98,4 @@ def test_flux1_dev_fails_cleanly_without_weights_or_network(
     assert "Traceback" not in result.stderr
     assert lines[-1].startswith("teacache-studio: ")
     assert "FLUX.1 dev is not downloaded and HF_HUB_OFFLINE is set" in lines[-1], result.stderr
+    assert not (tmp_path / "o").exists()  # a failed generate leaves no empty output folder

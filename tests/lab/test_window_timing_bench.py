@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lab.bench.window_timing import _gated_step_ms_from, summarise
+from lab.bench.window_timing import _gated_step_ms_from, cli_result, summarise
 
 
 def test_gated_step_time_is_the_median_of_computed_steps_that_really_ran() -> None:
@@ -44,11 +44,51 @@ def _run(speedup: float, gated_ms: float, vanilla_ms: float) -> dict[str, Any]:
     }
 
 
-def test_summary_compares_every_window_run_with_the_bench() -> None:
-    report = summarise([_run(2.0, 110.0, 105.0)], _bench(vanilla=0.4, gated=0.2))
+def _generate_report(vanilla_seconds: float, gated_seconds: list[float]) -> dict[str, Any]:
+    """A ``generate`` report.json as far as the benchmark reads it (4 steps, FSSF)."""
+    return {
+        "steps": 4,
+        "pattern": "FSSF",
+        "skipped": 2,
+        "steps_detail": [{"index": i, "seconds": s} for i, s in enumerate(gated_seconds)],
+        "vanilla_seconds": vanilla_seconds,
+        "gated_seconds": sum(gated_seconds),
+        "resumed_from_step": None,
+        "speedup": vanilla_seconds / sum(gated_seconds),
+        "speedup_label": "measured",
+    }
+
+
+def _cli(vanilla_ms: float, gated_ms: float) -> dict[str, Any]:
+    seconds = [gated_ms / 1000, 0.001, 0.001, gated_ms / 1000]
+    return cli_result(_generate_report(4 * vanilla_ms / 1000, seconds))
+
+
+def test_a_generate_report_reduces_to_the_window_runs_figures() -> None:
+    cli = cli_result(_generate_report(0.4, [0.12, 0.001, 0.002, 0.08]))
+    assert cli["cli_gated_step_ms"] == pytest.approx(100.0)  # median of the computed F, F
+    assert cli["cli_vanilla_step_ms"] == pytest.approx(100.0)  # 0.4 s over 4 steps
+    assert (cli["skipped"], cli["steps"], cli["pattern"]) == (2, 4, "FSSF")
+    resumed = cli_result(
+        {**_generate_report(0.4, [0.12, 0.001, 0.002, 0.08]), "resumed_from_step": 1}
+    )
+    assert resumed["cli_gated_step_ms"] == pytest.approx(80.0)  # the replayed step 0 is left out
+
+
+def test_summary_holds_the_window_to_generate_and_keeps_the_bench_beside_it() -> None:
+    # generate (same engine, observe-mode vanilla) runs 100/100 ms a step; the bench's untouched
+    # mflux vanilla is faster (80 ms): the target is against generate, the bench stays visible.
+    report = summarise(
+        [_run(2.0, 110.0, 105.0)],
+        _bench(vanilla=0.32, gated=0.16),
+        [_cli(100.0, 100.0), _cli(104.0, 90.0), _cli(98.0, 120.0)],
+    )
     assert report["bench_speedup"] == 2.0
-    assert report["cli_gated_step_ms"] == 100.0
-    assert report["cli_vanilla_step_ms"] == 100.0
+    assert report["cli_gated_step_ms"] == 100.0  # median of 100, 90, 120
+    assert report["cli_vanilla_step_ms"] == 100.0  # median of 100, 104, 98
+    assert report["bench_gated_step_ms"] == 100.0  # the bench's FSSF run, 0.1 s computed steps
+    assert report["bench_vanilla_step_ms"] == 80.0
+    assert report["cli_skipped"] == [2]
     assert (report["skipped"], report["steps"]) == (2, 4)
     [run] = report["runs"]
     assert (run["speedup_ratio"], run["gated_step_ratio"], run["vanilla_step_ratio"]) == (
@@ -56,7 +96,9 @@ def test_summary_compares_every_window_run_with_the_bench() -> None:
         1.1,
         1.05,
     )
+    assert run["vanilla_step_ratio_vs_bench"] == 1.312  # 105 / 80, shown, not a target
     assert report["meets_targets"]
+    assert len(report["cli_runs"]) == 3
 
 
 @pytest.mark.parametrize(
@@ -69,7 +111,9 @@ def test_summary_compares_every_window_run_with_the_bench() -> None:
 def test_a_run_outside_a_target_fails_the_summary(
     run: dict[str, Any], speedup_ok: bool, steps_ok: bool
 ) -> None:
-    report = summarise([_run(2.0, 100.0, 100.0), run], _bench(vanilla=0.4, gated=0.2))
+    report = summarise(
+        [_run(2.0, 100.0, 100.0), run], _bench(vanilla=0.4, gated=0.2), [_cli(100.0, 100.0)]
+    )
     assert report["meets_speedup_target"] is speedup_ok
     assert report["meets_step_time_target"] is steps_ok
     assert not report["meets_targets"]

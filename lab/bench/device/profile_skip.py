@@ -13,7 +13,6 @@ Each part is timed N times after warm-up, each time to completion (``mx.eval``);
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.blas import preload_openblas
+from app.storage.jsonio import dumps_json
 
 preload_openblas()
 import mlx.core as mx  # noqa: E402
@@ -178,7 +178,7 @@ def main() -> None:
         "rows": rows,
     }
     with open(out, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2)
+        fh.write(dumps_json(report, indent=2))
 
 
 if __name__ == "__main__":
