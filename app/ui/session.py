@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from app.engine.request import GenerationRequest, RequestError
+from app.engine.request import GenerationRequest, RequestError, check_steps
 from app.storage.history import (
     HistoryEntry,
     HistoryStore,
@@ -136,6 +136,54 @@ class Session:
         if self._started is not None:
             self._started(run_id)
         return run_id
+
+    def select_variant(self, variant_id: str) -> bool:
+        """Change the model. Refused while a run is going (its result belongs to the selection
+        that made it); the banners of the old selection go."""
+        if self.engine.busy or self.run.busy:
+            return False
+        if variant_id == self.form.variant_id:
+            return True
+        self.form.select_variant(variant_id)
+        if self.form.variant_id != variant_id:
+            return False
+        if self.run.error is not None:
+            self.run.error = None  # "not downloaded", "cannot generate": about the old selection
+        self.run.notices = ()
+        self._dismissed.discard(SCHEDULE_NOTICE)
+        return True
+
+    def steps_problem(self) -> str | None:
+        """The request check's sentence where the steps are outside the variant's range."""
+        try:
+            check_steps(self.form.variant, int(self.form.steps))
+        except RequestError as exc:
+            return str(exc)[:1].upper() + str(exc)[1:] + "."
+        return None
+
+    def result_caption(self) -> str:
+        """Empty while the shown result matches the inputs (or a run is going); else what made
+        the shown result, e.g. "previous run: demo-turbo, 4 steps, threshold 0.3"."""
+        r = self.run
+        request = r.request
+        if request is None or r.busy or (r.gated_image is None and not r.gated_steps):
+            return ""
+        try:
+            current = self.form.request()
+        except RequestError:
+            current = None
+        if current is not None and replace(current, resume=request.resume) == request:
+            return ""
+        what = "run from history" if r.run_id < 0 else "previous run"
+        parts = [request.variant_id, f"{request.steps} steps", f"threshold {request.threshold:g}"]
+        if current is not None and current.variant_id == request.variant_id:
+            if current.width != request.width or current.height != request.height:
+                parts.append(f"{request.width} × {request.height}")
+            if current.seed != request.seed:
+                parts.append(f"seed {request.seed}")
+            if current.prompt != request.prompt:
+                parts.append("another prompt")
+        return f"{what}: " + ", ".join(parts)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():
@@ -295,7 +343,7 @@ class Session:
     def apply_fix(self, fix: BannerFix) -> None:
         match fix.kind:
             case FixKind.variant if fix.variant is not None:
-                self.form.select_variant(fix.variant)
+                self.select_variant(fix.variant)
             case FixKind.steps if fix.steps is not None:
                 self.form.steps = fix.steps
             case FixKind.threshold if fix.threshold is not None:

@@ -25,7 +25,12 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
-from app.engine.request import GenerationRequest, make_request
+from app.engine.request import (
+    GUIDANCE_RANGE,
+    MAX_STEPS,
+    GenerationRequest,
+    make_request,
+)
 from app.gate import StepEvent
 from app.storage.history import HistoryEntry, friendly_time
 from app.storage.settings import Settings
@@ -39,7 +44,7 @@ from app.ui.analysis import (
     difference_map,
     engagement_band,
 )
-from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_presets
+from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_allowed, size_presets
 from app.ui.observable import Prop
 from app.variants import DEFAULT_VARIANT, VARIANTS, Variant, all_variants, get_variant
 
@@ -85,8 +90,14 @@ def _remember(
 
 
 class FormModel(QObject):
-    """The generation inputs, remembered per variant in ``Settings``."""
+    """The generation inputs, remembered per variant in ``Settings``.
 
+    Steps, size and guidance are per variant; a remembered value outside the variant's range (a
+    size it cannot draw, fewer steps than it takes, guidance the request check refuses) is never
+    applied to it: the variant's default is. ``variant_loaded`` fires once every input holds the
+    new variant's values (``variant_id_changed`` fires first, with the others still stale)."""
+
+    variant_loaded = Signal(object)
     variant_id_changed = Signal(object)
     prompt_changed = Signal(object)
     steps_changed = Signal(object)
@@ -136,7 +147,10 @@ class FormModel(QObject):
         s.last_variant = vid
         _remember(s.thresholds, vid, round(float(self.threshold), 6), ui_default_threshold(variant))
         _remember(s.steps, vid, int(self.steps), variant.default_steps)
-        s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
+        if size_allowed(variant, self.size):
+            s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
+        else:
+            s.sizes.pop(vid, None)
         if self.guidance is not None:
             _remember(s.guidance, vid, float(self.guidance), variant.default_guidance)
         s.seed = int(self.seed)
@@ -170,18 +184,27 @@ class FormModel(QObject):
     def _load_variant(self, variant_id: str) -> None:
         variant = get_variant(variant_id)
         s = self.settings
-        self.variant_id = variant_id
-        self.steps = max(variant.min_steps, s.steps.get(variant_id, variant.default_steps))
-        self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
+        steps = s.steps.get(variant_id, variant.default_steps)
+        if not variant.min_steps <= steps <= MAX_STEPS:
+            steps = variant.default_steps
         stored = s.sizes.get(variant_id)
-        self.size = (
-            (stored[0], stored[1]) if stored and len(stored) == 2 else size_presets(variant)[0]
+        size = (
+            (int(stored[0]), int(stored[1]))
+            if stored and size_allowed(variant, stored)
+            else size_presets(variant)[0]
         )
-        self.guidance = (
-            None
-            if variant.default_guidance is None
-            else s.guidance.get(variant_id, variant.default_guidance)
-        )
+        guidance = None
+        if variant.default_guidance is not None:
+            guidance = s.guidance.get(variant_id, variant.default_guidance)
+            low, high = GUIDANCE_RANGE
+            if not low <= guidance <= high:
+                guidance = variant.default_guidance
+        self.variant_id = variant_id
+        self.steps = steps
+        self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
+        self.size = size
+        self.guidance = guidance
+        self.variant_loaded.emit(variant_id)
 
 
 class RunModel(QObject):

@@ -13,6 +13,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
+    QGraphicsOpacityEffect,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -28,7 +29,7 @@ from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import BannerFix, Notice
 from app.ui.banner import BannerStack
 from app.ui.controls import ControlsView, calibration_text
-from app.ui.defaults import MAX_SEED, size_presets
+from app.ui.defaults import MAX_SEED, size_allowed, size_presets
 from app.ui.downloads import DownloadController, ModelStore, default_model_store, format_bytes
 from app.ui.gate_plot import GatePlot
 from app.ui.history_browser import HistoryDialog
@@ -48,6 +49,7 @@ FRAME_INTERVAL_MS = 100  # number and progress refresh cadence during a run
 # the GUI thread several milliseconds, on the cores and under the GIL the engine thread's timed
 # steps need: lab.bench.window_timing measures the window's step time against the command line's.
 RUN_PLOT_INTERVAL_MS = 500
+STALE_OPACITY = 0.4  # the shown result once the inputs no longer match the request that made it
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
 
@@ -108,6 +110,7 @@ class MainWindow(QMainWindow):
         self._on_variant_changed(self.form.variant_id)
         self._refresh_run_view()
         self._refresh_notices()
+        self._refresh_staleness()
         self._restore_geometry()
 
     # -- construction
@@ -148,7 +151,23 @@ class MainWindow(QMainWindow):
         results_layout.setContentsMargins(16, 16, 16, 12)
         results_layout.setSpacing(10)
         results_layout.addWidget(self.banners)
+        self.stale_caption = QLabel()  # what made the shown result, once the inputs differ
+        self.stale_caption.setObjectName("StaleCaption")
+        self.stale_caption.setWordWrap(True)
+        self.stale_caption.setVisible(False)
+        results_layout.addWidget(self.stale_caption)
         results_layout.addWidget(self.results_splitter, 1)
+        self._dimmers: dict[str, QGraphicsOpacityEffect] = {}
+        for name, widget in (
+            ("compare", self.compare),
+            ("timeline", self.timeline),
+            ("plot", self.gate_plot),
+        ):
+            effect = QGraphicsOpacityEffect(widget)
+            effect.setOpacity(STALE_OPACITY)
+            effect.setEnabled(False)
+            widget.setGraphicsEffect(effect)
+            self._dimmers[name] = effect
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
@@ -248,9 +267,10 @@ class MainWindow(QMainWindow):
                 to_model=lambda v: float(v) if f.variant.default_guidance is not None else None,
             ),
         ]
-        c.variant_picker.variant_selected.connect(f.select_variant)
-        f.variant_id_changed.connect(self._on_variant_changed)
+        c.variant_picker.variant_selected.connect(s.select_variant)
+        f.variant_loaded.connect(self._on_variant_changed)
         f.size_changed.connect(self._show_size)
+        f.steps_changed.connect(self._refresh_input_problem)
         c.size_combo.currentIndexChanged.connect(self._on_size_picked)
         for signal in (
             f.variant_id_changed,
@@ -327,6 +347,19 @@ class MainWindow(QMainWindow):
         r.phase_changed.connect(self._schedule_status)
         r.progress_changed.connect(self._schedule_status)
         r.saved_entry_changed.connect(self._show_saved)
+        for signal in (
+            f.variant_id_changed,
+            f.prompt_changed,
+            f.steps_changed,
+            f.seed_changed,
+            f.threshold_changed,
+            f.size_changed,
+            f.guidance_changed,
+            r.request_changed,
+            r.status_changed,
+            r.gated_image_changed,
+        ):
+            signal.connect(self._refresh_staleness)
 
         self.banners.action_triggered.connect(self._on_banner_action)
         self.banners.dismissed.connect(self._dismiss)
@@ -380,17 +413,10 @@ class MainWindow(QMainWindow):
     def _on_variant_changed(self, variant_id: object) -> None:
         variant = get_variant(str(variant_id))
         c = self.controls
-        c.steps.setMinimum(variant.min_steps)
+        # No minimum beyond 1 on the box: steps below the variant's get the request check's
+        # sentence inline, instead of the box silently putting the old value back.
         c.steps.setValue(self.form.steps)
-        c.size_combo.blockSignals(True)
-        c.size_combo.clear()
-        presets = size_presets(variant)
-        if self.form.size not in presets:
-            presets.append(self.form.size)
-        for width, height in presets:
-            c.size_combo.addItem(f"{width} × {height}", (width, height))
-        c.size_combo.blockSignals(False)
-        self._show_size(self.form.size)
+        self._fill_sizes()
         has_guidance = variant.default_guidance is not None
         c.guidance.setVisible(has_guidance)
         c.guidance_label.setVisible(has_guidance)
@@ -398,13 +424,44 @@ class MainWindow(QMainWindow):
             c.guidance.setValue(self.form.guidance)
         self._refresh_variant_info()
         self._refresh_threshold_hint()
+        self._refresh_input_problem()
 
-    def _show_size(self, size: object) -> None:
+    def _fill_sizes(self) -> None:
+        """The variant's sizes only (and the form's own, where the variant can draw it)."""
+        variant, combo = self.form.variant, self.controls.size_combo
+        presets = size_presets(variant)
+        if self.form.size not in presets and size_allowed(variant, self.form.size):
+            presets.append(self.form.size)
+        combo.blockSignals(True)
+        combo.clear()
+        for width, height in presets:
+            combo.addItem(f"{width} × {height}", (width, height))
+        combo.blockSignals(False)
+        self._show_size(self.form.size, refill=False)
+
+    def _show_size(self, size: object, refill: bool = True) -> None:
         combo = self.controls.size_combo
         for i in range(combo.count()):
             if tuple(combo.itemData(i)) == tuple(size):  # type: ignore[arg-type]
                 combo.setCurrentIndex(i)
                 return
+        if refill:
+            self._fill_sizes()
+
+    def _refresh_staleness(self, *_args: object) -> None:
+        caption = self.session.result_caption()
+        stale = bool(caption)
+        self.stale_caption.setText(caption[:1].upper() + caption[1:] if caption else "")
+        self.stale_caption.setVisible(stale)
+        self._dimmers["compare"].setEnabled(stale)
+        self._dimmers["timeline"].setEnabled(stale)
+        # A threshold-only change keeps the plot bright: its what-if line is about the inputs.
+        self._dimmers["plot"].setEnabled(stale and not self.session.same_schedule)
+
+    def _refresh_input_problem(self, *_args: object) -> None:
+        problem = self.session.steps_problem()
+        self.controls.steps_problem.setText(problem or "")
+        self.controls.steps_problem.setVisible(bool(problem))
 
     def _on_size_picked(self, index: int) -> None:
         data = self.controls.size_combo.itemData(index)
@@ -419,6 +476,7 @@ class MainWindow(QMainWindow):
         busy = self.run.busy or self.host.busy
         c = self.controls
         c.generate_button.setEnabled(not busy)
+        c.variant_picker.setEnabled(not busy)  # a run's result belongs to its own selection
         self.generate_action.setEnabled(not busy)
         c.cancel_button.setEnabled(busy and status is not RunStatus.cancelling)
         self.cancel_action.setEnabled(busy)

@@ -1,0 +1,110 @@
+"""Issue #16: window state that outlived its selection. Through the real window and the fake
+engine, signal-based."""
+
+from __future__ import annotations
+
+from pytestqt.qtbot import QtBot
+from test_ui_window import held_engine, wait_held_at
+from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
+
+from app.engine.events import Pass
+from app.storage.settings import SettingsStore
+from app.ui.viewmodel import RunStatus
+
+
+def offered_sizes(window) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+    combo = window.controls.size_combo
+    return [tuple(combo.itemData(i)) for i in range(combo.count())]
+
+
+def test_sizes_do_not_leak_between_variants(make_window: WindowFactory) -> None:
+    window = make_window()
+    assert offered_sizes(window) == [(128, 128)]
+    window.controls.variant_picker.set_variant("flux1-dev")  # as a user picks it
+    assert window.form.variant_id == "flux1-dev"
+    assert (128, 128) not in offered_sizes(window)
+    assert window.controls.size_combo.currentData() == (1024, 1024)
+    window.controls.size_combo.setCurrentIndex(offered_sizes(window).index((768, 768)))
+    assert window.form.size == (768, 768)
+    window.controls.variant_picker.set_variant("demo")
+    assert offered_sizes(window) == [(128, 128)]
+    assert window.form.size == (128, 128)
+    window.close()
+    settings = SettingsStore().load()
+    assert settings.sizes["demo"] == [128, 128] and settings.sizes["flux1-dev"] == [768, 768]
+
+
+def test_a_saved_size_outside_the_variants_range_is_not_applied(
+    make_window: WindowFactory,
+) -> None:
+    store = SettingsStore()
+    settings = store.load()
+    settings.sizes["demo"] = [1024, 1024]
+    store.save(settings)
+    window = make_window()
+    assert window.form.size == (128, 128)
+    assert offered_sizes(window) == [(128, 128)]
+
+
+def test_steps_below_the_minimum_stay_and_say_why(qtbot: QtBot, make_window: WindowFactory) -> None:
+    window = make_window()
+    steps = window.controls.steps
+    steps.setValue(1)
+    assert window.form.steps == 1 and steps.value() == 1  # not put back to 28
+    problem = window.controls.steps_problem
+    assert problem.isVisible() and problem.text() == "Steps must be at least 2 for demo, got 1."
+    window.controls.generate_button.click()
+    assert window.run.status is RunStatus.idle  # nothing started...
+    assert window.banners.banner("error") is not None  # ...and the same sentence says why
+    steps.setValue(3)
+    assert not problem.isVisible()
+
+
+def test_the_picker_is_disabled_during_a_run(qtbot: QtBot, make_window: WindowFactory) -> None:
+    engine, gate = held_engine()
+    window = make_window(engine)
+    window.session.generate()
+    wait_held_at(qtbot, gate, Pass.vanilla, 0)
+    assert not window.controls.variant_picker.isEnabled()
+    assert not window.session.select_variant("demo-turbo")
+    gate.open()
+    qtbot.waitUntil(lambda: window.run.status is RunStatus.finished, timeout=SIGNAL_TIMEOUT_MS)
+    assert window.controls.variant_picker.isEnabled()
+    assert window.run.request is not None and window.run.request.variant_id == "demo"
+
+
+def test_a_stale_result_is_dimmed_with_what_made_it(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window()
+    window.form.select_variant("demo-turbo")
+    window.form.threshold = 0.3
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    caption = window.stale_caption
+    assert not caption.isVisible()
+    assert not window.compare.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+    window.controls.variant_picker.set_variant("flux2-klein-4b")
+    assert caption.isVisible()
+    assert caption.text() == "Previous run: demo-turbo, 4 steps, threshold 0.3"
+    assert window.compare.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+    assert window.gate_plot.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+    window.controls.variant_picker.set_variant("demo-turbo")
+    assert not caption.isVisible()
+    # A threshold-only change dims the numbers but keeps the plot's what-if bright.
+    window.form.threshold = 0.2
+    assert caption.isVisible()
+    assert caption.text() == "Previous run: demo-turbo, 4 steps, threshold 0.3"
+    assert window.compare.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+    assert not window.gate_plot.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+
+
+def test_not_downloaded_goes_with_use_the_demo_model(make_window: WindowFactory) -> None:
+    window = make_window(store=FakeModelStore(missing={"flux2-klein-4b"}))
+    window.controls.variant_picker.set_variant("flux2-klein-4b")
+    window.controls.generate_button.click()
+    banner = window.banners.banner("error")
+    assert banner is not None and "not downloaded" in banner.notice.title
+    use_demo = banner.notice.actions[1]
+    window.banners.action_triggered.emit(use_demo.fix)
+    assert window.form.variant_id == "demo"
+    assert window.banners.banner("error") is None
