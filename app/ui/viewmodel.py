@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from enum import StrEnum
 from typing import TypeVar
 
@@ -236,6 +237,7 @@ class RunModel(QObject):
     saved_entry_changed = Signal(object)
     load_seconds_changed = Signal(object)
     engine_details_changed = Signal(object)
+    origin_changed = Signal(object)
 
     status = Prop(RunStatus.idle)
     run_id = Prop(0)
@@ -263,6 +265,9 @@ class RunModel(QObject):
     saved_entry = Prop[str | None](None)
     load_seconds = Prop[float | None](None)
     engine_details = Prop[dict[str, object] | None](None)  # the engine's schedule notices, merged
+    # Where the shown result came from when not from a run of this session, e.g. "from history,
+    # run at 14:02": an opened run's "vanilla cached" described its own run, not this showing.
+    origin = Prop("")
 
     @property
     def busy(self) -> bool:
@@ -297,6 +302,7 @@ class RunModel(QObject):
         self.notices = ()
         self.saved_entry = None
         self.engine_details = None
+        self.origin = ""
         # Keep the previous vanilla image and band until the new ones arrive: a threshold-only
         # re-run shows the same vanilla, and blanking it would flicker.
         if self.band is not None and (self.band.variant_id, self.band.steps) != (
@@ -497,9 +503,22 @@ class RunModel(QObject):
             if request is not None
             else None
         )
+        self.origin = history_origin(entry.created)
         self.status = RunStatus.finished
         self.progress = 1.0
         self.phase = f"Opened from history · {friendly_time(entry.created)}"
+
+
+def history_origin(created: str, now: datetime | None = None) -> str:
+    """``from history, run at 14:02`` (the day too when it was not today)."""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return "from history"
+    today = (now or datetime.now(when.tzinfo)).date()
+    if when.date() == today:
+        return f"from history, run at {when:%H:%M}"
+    return f"from history, run {friendly_time(created)}"
 
 
 def _resize(row: Sequence[StepEvent | None], n: int, *, keep: bool) -> StepRow:

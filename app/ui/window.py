@@ -330,6 +330,7 @@ class MainWindow(QMainWindow):
             r.vanilla_image_changed,
             r.difference_changed,
             r.vanilla_cached_changed,
+            r.origin_changed,
         ):
             signal.connect(self._refresh_images)
         for signal in (
@@ -342,6 +343,7 @@ class MainWindow(QMainWindow):
             r.vanilla_cached_changed,
             r.resumed_from_changed,
             r.speedup_label_changed,
+            r.origin_changed,
         ):
             signal.connect(self._schedule_stats)
         r.phase_changed.connect(self._schedule_status)
@@ -544,7 +546,7 @@ class MainWindow(QMainWindow):
             r.gated_image,
             r.vanilla_image,
             r.difference,
-            vanilla_cached=r.vanilla_cached,
+            vanilla_cached=r.vanilla_cached and not r.origin,  # "cached" describes its own run
             busy=r.busy,
         )
 
@@ -556,10 +558,10 @@ class MainWindow(QMainWindow):
             gated_seconds=r.gated_seconds,
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
-            speedup_label=r.speedup_label,
+            speedup_label=f"{r.origin} · {r.speedup_label}" if r.origin else r.speedup_label,
             skips=r.skips,
             steps=steps,
-            vanilla_cached=r.vanilla_cached,
+            vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
         )
 

@@ -3,13 +3,16 @@ engine, signal-based."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pytestqt.qtbot import QtBot
 from test_ui_window import held_engine, wait_held_at
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
 
 from app.engine.events import Pass
 from app.storage.settings import SettingsStore
-from app.ui.viewmodel import RunStatus
+from app.ui.viewmodel import RunStatus, history_origin
+from tests.fakes.engine import FakeEngine, FakeScript
 
 
 def offered_sizes(window) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
@@ -108,3 +111,38 @@ def test_not_downloaded_goes_with_use_the_demo_model(make_window: WindowFactory)
     window.banners.action_triggered.emit(use_demo.fix)
     assert window.form.variant_id == "demo"
     assert window.banners.banner("error") is None
+
+
+def test_history_origin_names_the_time_and_the_day_when_not_today() -> None:
+    now = datetime(2026, 12, 1, 16, 30, tzinfo=UTC)
+    assert history_origin("2026-12-01T14:02:11+00:00", now) == "from history, run at 14:02"
+    assert history_origin("2026-11-30T01:23:54+00:00", now) == (
+        "from history, run 30 Nov 2026, 01:23"
+    )
+    assert history_origin("yesterday-ish", now) == "from history"
+
+
+def test_a_run_opened_from_history_says_so_and_not_cached(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window(FakeEngine(FakeScript(step_seconds=0.001)))
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    window.form.threshold = 0.06
+    assert run_to_end(qtbot, window) is RunStatus.finished  # vanilla cached
+    assert window.run.vanilla_cached and "cached" in window.compare.titles[1].text()
+    fresh_label = window.run.speedup_label
+    assert window.compare.speedup_card.note.text() == fresh_label  # new runs: unchanged
+    entry = window.history.entries()[0]  # the newest: the one with the cached vanilla
+    assert entry.result.get("vanilla_cached") is True
+    assert window.session.open_entry(entry)
+    when = datetime.fromisoformat(entry.created)
+    expected = f"from history, run at {when:%H:%M} · {entry.speedup_label}"
+    qtbot.waitUntil(
+        lambda: window.compare.speedup_card.note.text() == expected, timeout=SIGNAL_TIMEOUT_MS
+    )
+    assert "cached" not in window.compare.titles[1].text()
+    assert window.compare.vanilla_time_card.note.text() == ""
+    # A new run drops the origin again.
+    window.form.threshold = 0.07
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert not window.compare.speedup_card.note.text().startswith("from history")
