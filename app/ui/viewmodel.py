@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
@@ -269,6 +270,14 @@ class RunModel(QObject):
     # run at 14:02": an opened run's "vanilla cached" described its own run, not this showing.
     origin = Prop("")
 
+    def __init__(
+        self, parent: QObject | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(parent)
+        self.clock = clock
+        self._pass_started_at: float | None = None  # clock() when the running pass began
+        self._step_ended_at: float | None = None  # clock() when its last step arrived
+
     @property
     def busy(self) -> bool:
         return self.status.busy
@@ -277,8 +286,38 @@ class RunModel(QObject):
     def finished(self) -> bool:
         return self.status is RunStatus.finished
 
+    def status_text(self) -> str:
+        """The phase, and while a pass runs, how long is left of it: from the mean of the finished
+        step times of this pass (before the gated pass has any, the vanilla pass's), else
+        "first step… 12 s" while the first step is still going."""
+        which, started = self.active_pass, self._pass_started_at
+        if which is None or started is None or self.status is not RunStatus.running:
+            return self.phase
+        row = self.gated_steps if which is Pass.gated else self.vanilla_steps
+        done = [s for s in row if s is not None]
+        left = len(row) - len(done)
+        if left <= 0:
+            return self.phase
+        now = self.clock()
+        sample = done if done else ([] if which is Pass.vanilla else self._finished_vanilla())
+        if not sample:
+            return f"{self.phase} · first step… {_duration(now - started)}"
+        mean = sum(s.seconds for s in sample) / len(sample)
+        into_step = now - (self._step_ended_at if done and self._step_ended_at else started)
+        remaining = max(0.0, left * mean - into_step)
+        if remaining < 1.0:  # slower than the mean says "finishing", not "0 s"
+            tail = "finishing…" if into_step > mean else "less than a second left in this pass"
+            return f"{self.phase} · {tail}"
+        return f"{self.phase} · about {_duration(remaining)} left in this pass"
+
+    def _finished_vanilla(self) -> list[StepEvent]:
+        if self.vanilla_cached:
+            return []  # a cached pass's times are another load's, and another run's
+        return [s for s in self.vanilla_steps if s is not None and s.seconds > 0]
+
     # -- lifecycle driven by the controller -------------------------------------------------------
     def begin(self, run_id: int, request: GenerationRequest) -> None:
+        self._pass_started_at = self._step_ended_at = None
         self.run_id = run_id
         self.request = request
         self.status = RunStatus.loading
@@ -391,6 +430,8 @@ class RunModel(QObject):
     def _on_pass_started(self, event: PassStarted) -> None:
         if self.status is not RunStatus.cancelling:
             self.status = RunStatus.running
+        self._pass_started_at = self.clock()
+        self._step_ended_at = None
         if event.which is Pass.vanilla:
             self.vanilla_cached = event.cached
             self.vanilla_steps = _resize(self.vanilla_steps, event.num_steps, keep=event.cached)
@@ -413,6 +454,7 @@ class RunModel(QObject):
         name = "gated_steps" if event.which is Pass.gated else "vanilla_steps"
         row = list(_resize(getattr(self, name), step.num_steps, keep=True))
         row[step.index] = step
+        self._step_ended_at = self.clock()
         setattr(self, name, tuple(row))
         if event.which is Pass.gated:
             self.skips = count_skips(self.gated_steps)
@@ -507,6 +549,14 @@ class RunModel(QObject):
         self.status = RunStatus.finished
         self.progress = 1.0
         self.phase = f"Opened from history · {friendly_time(entry.created)}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def history_origin(created: str, now: datetime | None = None) -> str:

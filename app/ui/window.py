@@ -49,6 +49,7 @@ FRAME_INTERVAL_MS = 100  # number and progress refresh cadence during a run
 # the GUI thread several milliseconds, on the cores and under the GIL the engine thread's timed
 # steps need: lab.bench.window_timing measures the window's step time against the command line's.
 RUN_PLOT_INTERVAL_MS = 500
+CLOCK_INTERVAL_MS = 1000  # the status line's time left, while a run is going
 STALE_OPACITY = 0.4  # the shown result once the inputs no longer match the request that made it
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
@@ -102,6 +103,9 @@ class MainWindow(QMainWindow):
         self._frame_timer.setSingleShot(True)
         self._frame_timer.timeout.connect(self._flush_refreshes)
         self._plot_refreshed_at = 0.0  # time.monotonic() of the last plot refresh
+        self._clock_timer = QTimer(self)  # the time left (or spent on a first step) ticks on
+        self._clock_timer.setInterval(CLOCK_INTERVAL_MS)
+        self._clock_timer.timeout.connect(self._schedule_status)
 
         self._build()
         self._build_menus()
@@ -483,6 +487,10 @@ class MainWindow(QMainWindow):
         c.cancel_button.setEnabled(busy and status is not RunStatus.cancelling)
         self.cancel_action.setEnabled(busy)
         self._refresh_images()
+        if busy and not self._clock_timer.isActive():
+            self._clock_timer.start()
+        elif not busy:
+            self._clock_timer.stop()
         if status in TERMINAL_STATUSES:
             self._flush_refreshes()  # whoever waits for the end sees the final plot and numbers
             self.run_ended.emit(status)
@@ -519,7 +527,7 @@ class MainWindow(QMainWindow):
         if "stats" in pending:
             self._refresh_stats()
         if "status" in pending:
-            self.status_label.setText(self.run.phase)
+            self.status_label.setText(self.run.status_text())
             self._show_progress(self.run.progress)
 
     def _refresh_timeline(self) -> None:
@@ -570,7 +578,7 @@ class MainWindow(QMainWindow):
         self._refresh_timeline()
         self._refresh_plot()
         self._refresh_stats()
-        self.status_label.setText(self.run.phase)
+        self.status_label.setText(self.run.status_text())
         self._show_progress(self.run.progress)
 
     def _show_progress(self, value: object) -> None:

@@ -9,9 +9,11 @@ from pytestqt.qtbot import QtBot
 from test_ui_window import held_engine, wait_held_at
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
 
-from app.engine.events import Pass
+from app.engine.events import Pass, PassStarted, StepDone
+from app.engine.request import make_request
+from app.gate import Decision, StepEvent
 from app.storage.settings import SettingsStore
-from app.ui.viewmodel import RunStatus, history_origin
+from app.ui.viewmodel import RunModel, RunStatus, history_origin
 from tests.fakes.engine import FakeEngine, FakeScript
 
 
@@ -146,3 +148,75 @@ def test_a_run_opened_from_history_says_so_and_not_cached(
     window.form.threshold = 0.07
     assert run_to_end(qtbot, window) is RunStatus.finished
     assert not window.compare.speedup_card.note.text().startswith("from history")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def step(index: int, num_steps: int, seconds: float) -> StepEvent:
+    return StepEvent(index, num_steps, Decision.computed, None, None, None, 0.1, seconds)
+
+
+def test_time_left_from_the_mean_step_time_of_the_pass() -> None:
+    clock = FakeClock()
+    run = RunModel(clock=clock)
+    request = make_request("demo", "a red circle", steps=4, threshold=0.1)
+    run.begin(1, request)
+    assert run.status_text() == "Starting…"  # loading: no pass yet
+    run.handle_event(PassStarted(1, Pass.vanilla, 4))
+    assert run.status_text() == "Vanilla pass · step 0 of 4 · first step… 0 s"
+    clock.now += 34
+    assert run.status_text() == "Vanilla pass · step 0 of 4 · first step… 34 s"
+    run.handle_event(StepDone(1, Pass.vanilla, step(0, 4, 30.0)))
+    run.handle_event(StepDone(1, Pass.vanilla, step(1, 4, 10.0)))  # mean 20 s, 2 left
+    assert run.status_text() == "Vanilla pass · step 2 of 4 · about 40 s left in this pass"
+    clock.now += 15
+    assert run.status_text() == "Vanilla pass · step 2 of 4 · about 25 s left in this pass"
+    run.handle_event(StepDone(1, Pass.vanilla, step(2, 4, 20.0)))
+    clock.now += 30  # the last step runs over the mean
+    assert run.status_text() == "Vanilla pass · step 3 of 4 · finishing…"
+    run.handle_event(StepDone(1, Pass.vanilla, step(3, 4, 20.0)))
+    # The gated pass starts from the vanilla pass's mean (20 s × 4), then its own steps.
+    run.handle_event(PassStarted(1, Pass.gated, 4))
+    assert run.status_text() == "TeaCache pass · step 0 of 4 · about 1 min 20 s left in this pass"
+    run.handle_event(StepDone(1, Pass.gated, step(0, 4, 2.0)))
+    assert run.status_text() == "TeaCache pass · step 1 of 4 · about 6 s left in this pass"
+
+
+def test_the_status_line_counts_a_slow_first_step(qtbot: QtBot, make_window: WindowFactory) -> None:
+    engine, gate = held_engine()
+    engine.script = FakeScript(step_seconds=0.01)
+    window = make_window(engine)
+    clock = FakeClock()
+    window.run.clock = clock
+    window.session.generate()
+    wait_held_at(qtbot, gate, Pass.vanilla, 0)
+    qtbot.waitUntil(lambda: window.run.active_pass is Pass.vanilla, timeout=SIGNAL_TIMEOUT_MS)
+    clock.now += 34
+    qtbot.waitUntil(
+        lambda: window.status_label.text().endswith("step 0 of 28 · first step… 34 s"),
+        timeout=SIGNAL_TIMEOUT_MS,
+    )
+    gate.release(1)
+    wait_held_at(qtbot, gate, Pass.vanilla, 1)
+    qtbot.waitUntil(
+        lambda: any(s is not None for s in window.run.vanilla_steps), timeout=SIGNAL_TIMEOUT_MS
+    )
+    # 27 steps left at the fake engine's 10 ms each; the clock has not moved since the step.
+    qtbot.waitUntil(
+        lambda: window.status_label.text().endswith(
+            "step 1 of 28 · less than a second left in this pass"
+        ),
+        timeout=SIGNAL_TIMEOUT_MS,
+    )
+    clock.now += 60
+    qtbot.waitUntil(  # the clock ticks on without any engine event
+        lambda: window.status_label.text().endswith("· finishing…"), timeout=SIGNAL_TIMEOUT_MS
+    )
+    window.session.cancel()
+    qtbot.waitUntil(lambda: not window.run.busy, timeout=SIGNAL_TIMEOUT_MS)
