@@ -100,6 +100,7 @@ class Session:
         self.model_store = model_store
         self._started = started
         self._shut_down = False
+        self._stopped = False
         self._dismissed: set[str] = set()
         self.startup_notices: list[Notice] = [
             Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
@@ -291,13 +292,30 @@ class Session:
         except OSError as exc:
             log.warning("could not save settings: %s", exc)
 
-    def shutdown(self, timeout_ms: int = 10_000) -> bool:
-        """Persist the inputs, stop downloads and the engine thread (bounded)."""
-        if self._shut_down:
-            return True
-        self._shut_down = True
+    def persist_inputs(self) -> None:
+        """Write the inputs to the settings file now (closing saves them before it waits)."""
         self.form.remember()
         self.save_settings()
+
+    def begin_close(self) -> bool:
+        """Closing during a run: save the inputs, cancel the run (it stops after the current
+        step; a finished run is saved before it is reported, so nothing saved is lost) and accept
+        no new run. True if the engine is still busy, so the caller must wait for it."""
+        self.persist_inputs()
+        self._shut_down = True  # no Generate from here on
+        if not self.engine.busy:
+            return False
+        self.engine.cancel()
+        if self.run.busy:
+            self.run.mark_cancelling()
+        return True
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        """Persist the inputs, stop downloads and the engine thread (bounded)."""
+        if self._shut_down and self._stopped:
+            return True
+        self._shut_down = self._stopped = True
+        self.persist_inputs()
         self.downloads.shutdown()
         return self.engine.shutdown(timeout_ms)
 

@@ -57,6 +57,7 @@ TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 class MainWindow(QMainWindow):
     generation_started = Signal(int)
     run_ended = Signal(object)  # RunStatus: finished, cancelled or failed
+    shut_down = Signal()  # settings saved and the engine thread stopped (or left behind)
 
     def __init__(
         self,
@@ -76,6 +77,8 @@ class MainWindow(QMainWindow):
         self.model_store = model_store or default_model_store()
         self._shutdown_timeout_ms = shutdown_timeout_ms
         self._shut_down = False
+        self._closing_notice: QLabel | None = None  # "finishing the current step" while closing
+        self._close_bound_ms = shutdown_timeout_ms
         self._bindings: list[Binding] = []
 
         self.form = FormModel(self.settings, self)
@@ -400,20 +403,59 @@ class MainWindow(QMainWindow):
             path = Path(name)
         return self.session.export(path)
 
-    def shutdown(self) -> bool:
+    def shutdown(self, timeout_ms: int | None = None) -> bool:
         """Persist settings and geometry, stop downloads and the engine thread (bounded)."""
         if self._shut_down:
             return True
         self._shut_down = True
         self._rerun_timer.stop()
-        self._save_geometry()
-        return self.session.shutdown(self._shutdown_timeout_ms)
+        self._clock_timer.stop()
+        if self.isVisible():
+            self._save_geometry()
+        bound = self._shutdown_timeout_ms if timeout_ms is None else timeout_ms
+        stopped = self.session.shutdown(bound)
+        self.shut_down.emit()
+        return stopped
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        self.shutdown()
+        if not self._shut_down and self._closing_notice is None and self.host.busy:
+            # A step can take many seconds: hide at once and let it finish off the GUI thread,
+            # instead of freezing a visible window in a blocking wait.
+            self._save_geometry()
+            if self.session.begin_close():
+                event.ignore()
+                self._wait_for_engine_then_close()
+                return
+        self.shutdown(timeout_ms=self._close_bound_ms)
+        if self._closing_notice is not None:
+            self._closing_notice.close()
         if self.history_dialog is not None:
             self.history_dialog.close()
         super().closeEvent(event)
+
+    def _wait_for_engine_then_close(self) -> None:
+        self.hide()
+        if self.history_dialog is not None:
+            self.history_dialog.close()
+        notice = QLabel("Finishing the current step…\nTeaCache Studio closes when it ends.")
+        notice.setWindowTitle("TeaCache Studio")
+        notice.setContentsMargins(24, 18, 24, 18)
+        notice.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self._closing_notice = notice
+        notice.show()
+        self.host.busy_changed.connect(self._on_engine_idle_while_closing)
+        # Bounded: a step that never ends is left behind (the launcher exits hard) after this.
+        QTimer.singleShot(self._shutdown_timeout_ms, self._give_up_waiting)
+
+    def _on_engine_idle_while_closing(self, busy: bool) -> None:
+        if not busy:
+            QTimer.singleShot(0, self.close)
+
+    def _give_up_waiting(self) -> None:
+        if not self._shut_down:
+            log.warning("the current step did not end within %d ms", self._shutdown_timeout_ms)
+            self._close_bound_ms = 0
+            self.close()
 
     # -- reactions
     def _on_variant_changed(self, variant_id: object) -> None:

@@ -3,6 +3,7 @@ engine, signal-based."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 from pytestqt.qtbot import QtBot
@@ -220,3 +221,43 @@ def test_the_status_line_counts_a_slow_first_step(qtbot: QtBot, make_window: Win
     )
     window.session.cancel()
     qtbot.waitUntil(lambda: not window.run.busy, timeout=SIGNAL_TIMEOUT_MS)
+
+
+class SlowStepEngine(FakeEngine):
+    """A fake whose first step ignores cancel until released, like a long MLX step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def run(self, run_id, request, emit, cancel) -> None:  # type: ignore[no-untyped-def, override]
+        self.entered.set()
+        self.release.wait(SIGNAL_TIMEOUT_MS / 1000)  # deaf to cancel, as a step in MLX is
+        super().run(run_id, request, emit, cancel)
+
+
+def test_closing_during_a_slow_step_hides_at_once_and_says_why(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine = SlowStepEngine()
+    window = make_window(engine)
+    engine.release.set()
+    assert run_to_end(qtbot, window) is RunStatus.finished  # a saved run that must survive
+    (saved,) = window.history.entries()
+    engine.entered.clear()
+    engine.release.clear()
+    window.form.threshold = 0.042
+    window.session.generate()
+    qtbot.waitUntil(engine.entered.is_set, timeout=SIGNAL_TIMEOUT_MS)
+    window.close()  # returns at once: no blocking wait on the GUI thread
+    assert not window.isVisible()
+    notice = window._closing_notice
+    assert notice is not None and notice.isVisible()
+    assert notice.text().startswith("Finishing the current step")
+    assert window.host.engine_thread.isRunning()
+    assert SettingsStore().load().thresholds["demo"] == 0.042  # saved before the wait
+    with qtbot.waitSignal(window.shut_down, timeout=SIGNAL_TIMEOUT_MS):
+        engine.release.set()
+    assert not window.host.engine_thread.isRunning() and engine.closed
+    assert saved.id in [e.id for e in window.history.entries()]  # nothing saved was lost
