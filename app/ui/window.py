@@ -13,7 +13,6 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
-    QGraphicsOpacityEffect,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -38,6 +37,7 @@ from app.ui.observable import Binding, bind
 from app.ui.session import Session
 from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
+from app.ui.veil import Veil
 from app.ui.viewmodel import FormModel, RunModel, RunStatus
 from app.ui.worker import EngineFactory, EngineHost
 from app.variants import get_variant
@@ -50,7 +50,6 @@ FRAME_INTERVAL_MS = 100  # number and progress refresh cadence during a run
 # steps need: lab.bench.window_timing measures the window's step time against the command line's.
 RUN_PLOT_INTERVAL_MS = 500
 CLOCK_INTERVAL_MS = 1000  # the status line's time left, while a run is going
-STALE_OPACITY = 0.4  # the shown result once the inputs no longer match the request that made it
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
 
@@ -164,17 +163,11 @@ class MainWindow(QMainWindow):
         self.stale_caption.setVisible(False)
         results_layout.addWidget(self.stale_caption)
         results_layout.addWidget(self.results_splitter, 1)
-        self._dimmers: dict[str, QGraphicsOpacityEffect] = {}
-        for name, widget in (
-            ("compare", self.compare),
-            ("timeline", self.timeline),
-            ("plot", self.gate_plot),
-        ):
-            effect = QGraphicsOpacityEffect(widget)
-            effect.setOpacity(STALE_OPACITY)
-            effect.setEnabled(False)
-            widget.setGraphicsEffect(effect)
-            self._dimmers[name] = effect
+        self._veils = {
+            "compare": Veil(self.compare),
+            "timeline": Veil(self.timeline),
+            "plot": Veil(self.gate_plot),
+        }
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
@@ -501,10 +494,14 @@ class MainWindow(QMainWindow):
         stale = bool(caption)
         self.stale_caption.setText(caption[:1].upper() + caption[1:] if caption else "")
         self.stale_caption.setVisible(stale)
-        self._dimmers["compare"].setEnabled(stale)
-        self._dimmers["timeline"].setEnabled(stale)
+        self._veils["compare"].set_shown(stale)
+        self._veils["timeline"].set_shown(stale)
         # A threshold-only change keeps the plot bright: its what-if line is about the inputs.
-        self._dimmers["plot"].setEnabled(stale and not self.session.same_schedule)
+        self._veils["plot"].set_shown(stale and not self.session.same_schedule)
+
+    def is_dimmed(self, part: str) -> bool:
+        """Whether the veil is over ``part`` ("compare", "timeline" or "plot")."""
+        return self._veils[part].isVisible()
 
     def _refresh_input_problem(self, *_args: object) -> None:
         problem = self.session.steps_problem()

@@ -88,20 +88,20 @@ def test_a_stale_result_is_dimmed_with_what_made_it(
     assert run_to_end(qtbot, window) is RunStatus.finished
     caption = window.stale_caption
     assert not caption.isVisible()
-    assert not window.compare.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+    assert not window.is_dimmed("compare")
     window.controls.variant_picker.set_variant("flux2-klein-4b")
     assert caption.isVisible()
     assert caption.text() == "Previous run: demo-turbo, 4 steps, threshold 0.3"
-    assert window.compare.graphicsEffect().isEnabled()  # type: ignore[union-attr]
-    assert window.gate_plot.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+    assert window.is_dimmed("compare")
+    assert window.is_dimmed("plot")
     window.controls.variant_picker.set_variant("demo-turbo")
     assert not caption.isVisible()
     # A threshold-only change dims the numbers but keeps the plot's what-if bright.
     window.form.threshold = 0.2
     assert caption.isVisible()
     assert caption.text() == "Previous run: demo-turbo, 4 steps, threshold 0.3"
-    assert window.compare.graphicsEffect().isEnabled()  # type: ignore[union-attr]
-    assert not window.gate_plot.graphicsEffect().isEnabled()  # type: ignore[union-attr]
+    assert window.is_dimmed("compare")
+    assert not window.is_dimmed("plot")
 
 
 def test_not_downloaded_goes_with_use_the_demo_model(make_window: WindowFactory) -> None:
