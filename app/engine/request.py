@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from app.variants import Variant, get_variant
 
 MAX_SIDE = 2048
+MAX_STEPS = 1000
 # Guidance the families accept: 1 turns classifier-free guidance off (below 1 it would push away
 # from the prompt), and the published recipes (FLUX.1 dev 3.5, Klein base and Z-Image 4,
 # Qwen-Image 4, the demo 3) sit well inside 10, beyond which images saturate.
@@ -57,6 +58,16 @@ class GenerationRequest:
         return asdict(self)
 
 
+def check_steps(variant: Variant, steps: object) -> None:
+    """Raises ``RequestError`` with one sentence where ``steps`` is outside the variant's range."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < variant.min_steps:
+        raise RequestError(
+            f"steps must be at least {variant.min_steps} for {variant.id}, got {steps}"
+        )
+    if steps > MAX_STEPS:
+        raise RequestError(f"steps must be at most {MAX_STEPS}, got {steps}")
+
+
 def make_request(
     variant_id: str,
     prompt: str,
@@ -88,12 +99,7 @@ def make_request(
         except PromptError as exc:
             raise RequestError(str(exc)) from None
     steps = variant.default_steps if steps is None else steps
-    if not isinstance(steps, int) or steps < variant.min_steps:
-        raise RequestError(
-            f"steps must be at least {variant.min_steps} for {variant.id}, got {steps}"
-        )
-    if steps > 1000:
-        raise RequestError(f"steps must be at most 1000, got {steps}")
+    check_steps(variant, steps)
     if threshold is None:
         threshold = variant.default_threshold if variant.default_threshold is not None else 0.0
     if not (0.0 <= float(threshold) <= 1.0):
@@ -107,6 +113,12 @@ def make_request(
             raise RequestError(f"{name} must be a multiple of {multiple} pixels, got {value}")
         if value > MAX_SIDE:
             raise RequestError(f"{name} must be at most {MAX_SIDE} pixels, got {value}")
+    if variant.embedded and (width, height) != variant.default_size:
+        w, h = variant.default_size
+        raise RequestError(
+            f"{variant.id} draws {w} × {h} pixels only (it was trained at that size), "
+            f"got {width} × {height}"
+        )
     if seed < 0 or seed >= 2**32:
         raise RequestError(f"seed must be between 0 and {2**32 - 1}, got {seed}")
     if guidance is None:

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 from superqt.utils import signals_blocked
 
-from app.engine.request import GUIDANCE_RANGE
+from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.ui.defaults import MAX_SEED
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import Family, Variant, all_variants
@@ -291,8 +291,14 @@ class ControlsView(QFrame):
         self.recent_button.setToolTip("Recent prompts")
 
         self.steps = QSpinBox()
-        self.steps.setRange(1, 1000)
+        self.steps.setRange(1, MAX_STEPS)
         self.steps.setAccelerated(True)
+        self.steps_problem = QLabel()  # the request check's sentence, inline
+        self.steps_problem.setObjectName("InputProblem")
+        self.steps_problem.setWordWrap(True)
+        self.steps_problem.setFont(small_font(self.steps_problem.font()))
+        self.steps_problem.setStyleSheet("color: #c62828;")
+        self.steps_problem.setVisible(False)
         self.seed = QSpinBox()
         self.seed.setRange(0, MAX_SEED)
         self.seed.setAccelerated(True)
@@ -368,16 +374,17 @@ class ControlsView(QFrame):
         grid.setVerticalSpacing(6)
         grid.addWidget(QLabel("Steps"), 0, 0)
         grid.addWidget(self.steps, 0, 1)
-        grid.addWidget(QLabel("Seed"), 1, 0)
+        grid.addWidget(self.steps_problem, 1, 1)
+        grid.addWidget(QLabel("Seed"), 2, 0)
         seed_row = QHBoxLayout()
         seed_row.setSpacing(4)
         seed_row.addWidget(self.seed, 1)
         seed_row.addWidget(self.random_seed)
-        grid.addLayout(seed_row, 1, 1)
-        grid.addWidget(QLabel("Size"), 2, 0)
-        grid.addWidget(self.size_combo, 2, 1)
-        grid.addWidget(self.guidance_label, 3, 0)
-        grid.addWidget(self.guidance, 3, 1)
+        grid.addLayout(seed_row, 2, 1)
+        grid.addWidget(QLabel("Size"), 3, 0)
+        grid.addWidget(self.size_combo, 3, 1)
+        grid.addWidget(self.guidance_label, 4, 0)
+        grid.addWidget(self.guidance, 4, 1)
         grid.setColumnStretch(1, 1)
         layout.addLayout(grid)
         layout.addSpacing(10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.engine.request import MAX_SIDE
 from app.variants import Family, Variant
 
 # The first-run prompt: inside the demo model's vocabulary, so the first Generate on a fresh
@@ -26,3 +27,14 @@ def size_presets(variant: Variant) -> list[tuple[int, int]]:
         if size not in sizes:
             sizes.append(size)
     return sizes
+
+
+def size_allowed(variant: Variant, size: tuple[int, int] | list[int]) -> bool:
+    """Whether ``size`` may be offered for (and applied to) this variant: the demo draws its one
+    trained size only; the others take any multiple of 16 up to ``MAX_SIDE`` per side."""
+    if len(size) != 2:
+        return False
+    width, height = int(size[0]), int(size[1])
+    if variant.embedded:
+        return (width, height) in size_presets(variant)
+    return all(0 < v <= MAX_SIDE and v % 16 == 0 for v in (width, height))

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from app.engine.request import GenerationRequest, RequestError
+from app.engine.request import GenerationRequest, RequestError, check_steps
 from app.storage.history import (
     HistoryEntry,
     HistoryStore,
@@ -100,6 +100,7 @@ class Session:
         self.model_store = model_store
         self._started = started
         self._shut_down = False
+        self._stopped = False
         self._dismissed: set[str] = set()
         self.startup_notices: list[Notice] = [
             Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
@@ -136,6 +137,54 @@ class Session:
         if self._started is not None:
             self._started(run_id)
         return run_id
+
+    def select_variant(self, variant_id: str) -> bool:
+        """Change the model. Refused while a run is going (its result belongs to the selection
+        that made it); the banners of the old selection go."""
+        if self.engine.busy or self.run.busy:
+            return False
+        if variant_id == self.form.variant_id:
+            return True
+        self.form.select_variant(variant_id)
+        if self.form.variant_id != variant_id:
+            return False
+        if self.run.error is not None:
+            self.run.error = None  # "not downloaded", "cannot generate": about the old selection
+        self.run.notices = ()
+        self._dismissed.discard(SCHEDULE_NOTICE)
+        return True
+
+    def steps_problem(self) -> str | None:
+        """The request check's sentence where the steps are outside the variant's range."""
+        try:
+            check_steps(self.form.variant, int(self.form.steps))
+        except RequestError as exc:
+            return str(exc)[:1].upper() + str(exc)[1:] + "."
+        return None
+
+    def result_caption(self) -> str:
+        """Empty while the shown result matches the inputs (or a run is going); else what made
+        the shown result, e.g. "previous run: demo-turbo, 4 steps, threshold 0.3"."""
+        r = self.run
+        request = r.request
+        if request is None or r.busy or (r.gated_image is None and not r.gated_steps):
+            return ""
+        try:
+            current = self.form.request()
+        except RequestError:
+            current = None
+        if current is not None and replace(current, resume=request.resume) == request:
+            return ""
+        what = "run from history" if r.run_id < 0 else "previous run"
+        parts = [request.variant_id, f"{request.steps} steps", f"threshold {request.threshold:g}"]
+        if current is not None and current.variant_id == request.variant_id:
+            if current.width != request.width or current.height != request.height:
+                parts.append(f"{request.width} × {request.height}")
+            if current.seed != request.seed:
+                parts.append(f"seed {request.seed}")
+            if current.prompt != request.prompt:
+                parts.append("another prompt")
+        return f"{what}: " + ", ".join(parts)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():
@@ -243,13 +292,30 @@ class Session:
         except OSError as exc:
             log.warning("could not save settings: %s", exc)
 
-    def shutdown(self, timeout_ms: int = 10_000) -> bool:
-        """Persist the inputs, stop downloads and the engine thread (bounded)."""
-        if self._shut_down:
-            return True
-        self._shut_down = True
+    def persist_inputs(self) -> None:
+        """Write the inputs to the settings file now (closing saves them before it waits)."""
         self.form.remember()
         self.save_settings()
+
+    def begin_close(self) -> bool:
+        """Closing during a run: save the inputs, cancel the run (it stops after the current
+        step; a finished run is saved before it is reported, so nothing saved is lost) and accept
+        no new run. True if the engine is still busy, so the caller must wait for it."""
+        self.persist_inputs()
+        self._shut_down = True  # no Generate from here on
+        if not self.engine.busy:
+            return False
+        self.engine.cancel()
+        if self.run.busy:
+            self.run.mark_cancelling()
+        return True
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        """Persist the inputs, stop downloads and the engine thread (bounded)."""
+        if self._shut_down and self._stopped:
+            return True
+        self._shut_down = self._stopped = True
+        self.persist_inputs()
         self.downloads.shutdown()
         return self.engine.shutdown(timeout_ms)
 
@@ -295,7 +361,7 @@ class Session:
     def apply_fix(self, fix: BannerFix) -> None:
         match fix.kind:
             case FixKind.variant if fix.variant is not None:
-                self.form.select_variant(fix.variant)
+                self.select_variant(fix.variant)
             case FixKind.steps if fix.steps is not None:
                 self.form.steps = fix.steps
             case FixKind.threshold if fix.threshold is not None:

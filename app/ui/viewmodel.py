@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from enum import StrEnum
 from typing import TypeVar
 
@@ -25,7 +27,12 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
-from app.engine.request import GenerationRequest, make_request
+from app.engine.request import (
+    GUIDANCE_RANGE,
+    MAX_STEPS,
+    GenerationRequest,
+    make_request,
+)
 from app.gate import StepEvent
 from app.storage.history import HistoryEntry, friendly_time
 from app.storage.settings import Settings
@@ -39,7 +46,7 @@ from app.ui.analysis import (
     difference_map,
     engagement_band,
 )
-from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_presets
+from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_allowed, size_presets
 from app.ui.observable import Prop
 from app.variants import DEFAULT_VARIANT, VARIANTS, Variant, all_variants, get_variant
 
@@ -85,8 +92,14 @@ def _remember(
 
 
 class FormModel(QObject):
-    """The generation inputs, remembered per variant in ``Settings``."""
+    """The generation inputs, remembered per variant in ``Settings``.
 
+    Steps, size and guidance are per variant; a remembered value outside the variant's range (a
+    size it cannot draw, fewer steps than it takes, guidance the request check refuses) is never
+    applied to it: the variant's default is. ``variant_loaded`` fires once every input holds the
+    new variant's values (``variant_id_changed`` fires first, with the others still stale)."""
+
+    variant_loaded = Signal(object)
     variant_id_changed = Signal(object)
     prompt_changed = Signal(object)
     steps_changed = Signal(object)
@@ -136,7 +149,10 @@ class FormModel(QObject):
         s.last_variant = vid
         _remember(s.thresholds, vid, round(float(self.threshold), 6), ui_default_threshold(variant))
         _remember(s.steps, vid, int(self.steps), variant.default_steps)
-        s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
+        if size_allowed(variant, self.size):
+            s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
+        else:
+            s.sizes.pop(vid, None)
         if self.guidance is not None:
             _remember(s.guidance, vid, float(self.guidance), variant.default_guidance)
         s.seed = int(self.seed)
@@ -170,18 +186,27 @@ class FormModel(QObject):
     def _load_variant(self, variant_id: str) -> None:
         variant = get_variant(variant_id)
         s = self.settings
-        self.variant_id = variant_id
-        self.steps = max(variant.min_steps, s.steps.get(variant_id, variant.default_steps))
-        self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
+        steps = s.steps.get(variant_id, variant.default_steps)
+        if not variant.min_steps <= steps <= MAX_STEPS:
+            steps = variant.default_steps
         stored = s.sizes.get(variant_id)
-        self.size = (
-            (stored[0], stored[1]) if stored and len(stored) == 2 else size_presets(variant)[0]
+        size = (
+            (int(stored[0]), int(stored[1]))
+            if stored and size_allowed(variant, stored)
+            else size_presets(variant)[0]
         )
-        self.guidance = (
-            None
-            if variant.default_guidance is None
-            else s.guidance.get(variant_id, variant.default_guidance)
-        )
+        guidance = None
+        if variant.default_guidance is not None:
+            guidance = s.guidance.get(variant_id, variant.default_guidance)
+            low, high = GUIDANCE_RANGE
+            if not low <= guidance <= high:
+                guidance = variant.default_guidance
+        self.variant_id = variant_id
+        self.steps = steps
+        self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
+        self.size = size
+        self.guidance = guidance
+        self.variant_loaded.emit(variant_id)
 
 
 class RunModel(QObject):
@@ -213,6 +238,7 @@ class RunModel(QObject):
     saved_entry_changed = Signal(object)
     load_seconds_changed = Signal(object)
     engine_details_changed = Signal(object)
+    origin_changed = Signal(object)
 
     status = Prop(RunStatus.idle)
     run_id = Prop(0)
@@ -240,6 +266,17 @@ class RunModel(QObject):
     saved_entry = Prop[str | None](None)
     load_seconds = Prop[float | None](None)
     engine_details = Prop[dict[str, object] | None](None)  # the engine's schedule notices, merged
+    # Where the shown result came from when not from a run of this session, e.g. "from history,
+    # run at 14:02": an opened run's "vanilla cached" described its own run, not this showing.
+    origin = Prop("")
+
+    def __init__(
+        self, parent: QObject | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(parent)
+        self.clock = clock
+        self._pass_started_at: float | None = None  # clock() when the running pass began
+        self._step_ended_at: float | None = None  # clock() when its last step arrived
 
     @property
     def busy(self) -> bool:
@@ -249,8 +286,38 @@ class RunModel(QObject):
     def finished(self) -> bool:
         return self.status is RunStatus.finished
 
+    def status_text(self) -> str:
+        """The phase, and while a pass runs, how long is left of it: from the mean of the finished
+        step times of this pass (before the gated pass has any, the vanilla pass's), else
+        "first step… 12 s" while the first step is still going."""
+        which, started = self.active_pass, self._pass_started_at
+        if which is None or started is None or self.status is not RunStatus.running:
+            return self.phase
+        row = self.gated_steps if which is Pass.gated else self.vanilla_steps
+        done = [s for s in row if s is not None]
+        left = len(row) - len(done)
+        if left <= 0:
+            return self.phase
+        now = self.clock()
+        sample = done if done else ([] if which is Pass.vanilla else self._finished_vanilla())
+        if not sample:
+            return f"{self.phase} · first step… {_duration(now - started)}"
+        mean = sum(s.seconds for s in sample) / len(sample)
+        into_step = now - (self._step_ended_at if done and self._step_ended_at else started)
+        remaining = max(0.0, left * mean - into_step)
+        if remaining < 1.0:  # slower than the mean says "finishing", not "0 s"
+            tail = "finishing…" if into_step > mean else "less than a second left in this pass"
+            return f"{self.phase} · {tail}"
+        return f"{self.phase} · about {_duration(remaining)} left in this pass"
+
+    def _finished_vanilla(self) -> list[StepEvent]:
+        if self.vanilla_cached:
+            return []  # a cached pass's times are another load's, and another run's
+        return [s for s in self.vanilla_steps if s is not None and s.seconds > 0]
+
     # -- lifecycle driven by the controller -------------------------------------------------------
     def begin(self, run_id: int, request: GenerationRequest) -> None:
+        self._pass_started_at = self._step_ended_at = None
         self.run_id = run_id
         self.request = request
         self.status = RunStatus.loading
@@ -274,6 +341,7 @@ class RunModel(QObject):
         self.notices = ()
         self.saved_entry = None
         self.engine_details = None
+        self.origin = ""
         # Keep the previous vanilla image and band until the new ones arrive: a threshold-only
         # re-run shows the same vanilla, and blanking it would flicker.
         if self.band is not None and (self.band.variant_id, self.band.steps) != (
@@ -362,6 +430,8 @@ class RunModel(QObject):
     def _on_pass_started(self, event: PassStarted) -> None:
         if self.status is not RunStatus.cancelling:
             self.status = RunStatus.running
+        self._pass_started_at = self.clock()
+        self._step_ended_at = None
         if event.which is Pass.vanilla:
             self.vanilla_cached = event.cached
             self.vanilla_steps = _resize(self.vanilla_steps, event.num_steps, keep=event.cached)
@@ -384,6 +454,7 @@ class RunModel(QObject):
         name = "gated_steps" if event.which is Pass.gated else "vanilla_steps"
         row = list(_resize(getattr(self, name), step.num_steps, keep=True))
         row[step.index] = step
+        self._step_ended_at = self.clock()
         setattr(self, name, tuple(row))
         if event.which is Pass.gated:
             self.skips = count_skips(self.gated_steps)
@@ -474,9 +545,30 @@ class RunModel(QObject):
             if request is not None
             else None
         )
+        self.origin = history_origin(entry.created)
         self.status = RunStatus.finished
         self.progress = 1.0
         self.phase = f"Opened from history · {friendly_time(entry.created)}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def history_origin(created: str, now: datetime | None = None) -> str:
+    """``from history, run at 14:02`` (the day too when it was not today)."""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return "from history"
+    today = (now or datetime.now(when.tzinfo)).date()
+    if when.date() == today:
+        return f"from history, run at {when:%H:%M}"
+    return f"from history, run {friendly_time(created)}"
 
 
 def _resize(row: Sequence[StepEvent | None], n: int, *, keep: bool) -> StepRow:

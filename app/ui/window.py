@@ -28,7 +28,7 @@ from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import BannerFix, Notice
 from app.ui.banner import BannerStack
 from app.ui.controls import ControlsView, calibration_text
-from app.ui.defaults import MAX_SEED, size_presets
+from app.ui.defaults import MAX_SEED, size_allowed, size_presets
 from app.ui.downloads import DownloadController, ModelStore, default_model_store, format_bytes
 from app.ui.gate_plot import GatePlot
 from app.ui.history_browser import HistoryDialog
@@ -37,6 +37,7 @@ from app.ui.observable import Binding, bind
 from app.ui.session import Session
 from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
+from app.ui.veil import Veil
 from app.ui.viewmodel import FormModel, RunModel, RunStatus
 from app.ui.worker import EngineFactory, EngineHost
 from app.variants import get_variant
@@ -53,12 +54,14 @@ RUN_PLOT_INTERVAL_MS = 500
 # final state is painted at once when the run ends (and at once whenever no run is going).
 RUN_TIMELINE_INTERVAL_MS = 500
 SLOW_REFRESHES = {"plot": RUN_PLOT_INTERVAL_MS, "timeline": RUN_TIMELINE_INTERVAL_MS}
+CLOCK_INTERVAL_MS = 1000  # the status line's time left, while a run is going
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
 
 class MainWindow(QMainWindow):
     generation_started = Signal(int)
     run_ended = Signal(object)  # RunStatus: finished, cancelled or failed
+    shut_down = Signal()  # settings saved and the engine thread stopped (or left behind)
 
     def __init__(
         self,
@@ -78,6 +81,8 @@ class MainWindow(QMainWindow):
         self.model_store = model_store or default_model_store()
         self._shutdown_timeout_ms = shutdown_timeout_ms
         self._shut_down = False
+        self._closing_notice: QLabel | None = None  # "finishing the current step" while closing
+        self._close_bound_ms = shutdown_timeout_ms
         self._bindings: list[Binding] = []
 
         self.form = FormModel(self.settings, self)
@@ -106,6 +111,9 @@ class MainWindow(QMainWindow):
         self._frame_timer.timeout.connect(self._flush_refreshes)
         self._plot_refreshed_at = 0.0  # time.monotonic() of the last plot refresh
         self._timeline_refreshed_at = 0.0  # … and of the last timeline refresh
+        self._clock_timer = QTimer(self)  # the time left (or spent on a first step) ticks on
+        self._clock_timer.setInterval(CLOCK_INTERVAL_MS)
+        self._clock_timer.timeout.connect(self._schedule_status)
 
         self._build()
         self._build_menus()
@@ -114,6 +122,7 @@ class MainWindow(QMainWindow):
         self._on_variant_changed(self.form.variant_id)
         self._refresh_run_view()
         self._refresh_notices()
+        self._refresh_staleness()
         self._restore_geometry()
 
     # -- construction
@@ -154,7 +163,17 @@ class MainWindow(QMainWindow):
         results_layout.setContentsMargins(16, 16, 16, 12)
         results_layout.setSpacing(10)
         results_layout.addWidget(self.banners)
+        self.stale_caption = QLabel()  # what made the shown result, once the inputs differ
+        self.stale_caption.setObjectName("StaleCaption")
+        self.stale_caption.setWordWrap(True)
+        self.stale_caption.setVisible(False)
+        results_layout.addWidget(self.stale_caption)
         results_layout.addWidget(self.results_splitter, 1)
+        self._veils = {
+            "compare": Veil(self.compare),
+            "timeline": Veil(self.timeline),
+            "plot": Veil(self.gate_plot),
+        }
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
@@ -254,9 +273,10 @@ class MainWindow(QMainWindow):
                 to_model=lambda v: float(v) if f.variant.default_guidance is not None else None,
             ),
         ]
-        c.variant_picker.variant_selected.connect(f.select_variant)
-        f.variant_id_changed.connect(self._on_variant_changed)
+        c.variant_picker.variant_selected.connect(s.select_variant)
+        f.variant_loaded.connect(self._on_variant_changed)
         f.size_changed.connect(self._show_size)
+        f.steps_changed.connect(self._refresh_input_problem)
         c.size_combo.currentIndexChanged.connect(self._on_size_picked)
         for signal in (
             f.variant_id_changed,
@@ -316,6 +336,7 @@ class MainWindow(QMainWindow):
             r.vanilla_image_changed,
             r.difference_changed,
             r.vanilla_cached_changed,
+            r.origin_changed,
         ):
             signal.connect(self._refresh_images)
         for signal in (
@@ -328,11 +349,25 @@ class MainWindow(QMainWindow):
             r.vanilla_cached_changed,
             r.resumed_from_changed,
             r.speedup_label_changed,
+            r.origin_changed,
         ):
             signal.connect(self._schedule_stats)
         r.phase_changed.connect(self._schedule_status)
         r.progress_changed.connect(self._schedule_status)
         r.saved_entry_changed.connect(self._show_saved)
+        for signal in (
+            f.variant_id_changed,
+            f.prompt_changed,
+            f.steps_changed,
+            f.seed_changed,
+            f.threshold_changed,
+            f.size_changed,
+            f.guidance_changed,
+            r.request_changed,
+            r.status_changed,
+            r.gated_image_changed,
+        ):
+            signal.connect(self._refresh_staleness)
 
         self.banners.action_triggered.connect(self._on_banner_action)
         self.banners.dismissed.connect(self._dismiss)
@@ -367,36 +402,68 @@ class MainWindow(QMainWindow):
             path = Path(name)
         return self.session.export(path)
 
-    def shutdown(self) -> bool:
+    def shutdown(self, timeout_ms: int | None = None) -> bool:
         """Persist settings and geometry, stop downloads and the engine thread (bounded)."""
         if self._shut_down:
             return True
         self._shut_down = True
         self._rerun_timer.stop()
-        self._save_geometry()
-        return self.session.shutdown(self._shutdown_timeout_ms)
+        self._clock_timer.stop()
+        if self.isVisible():
+            self._save_geometry()
+        bound = self._shutdown_timeout_ms if timeout_ms is None else timeout_ms
+        stopped = self.session.shutdown(bound)
+        self.shut_down.emit()
+        return stopped
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        self.shutdown()
+        if not self._shut_down and self._closing_notice is None and self.host.busy:
+            # A step can take many seconds: hide at once and let it finish off the GUI thread,
+            # instead of freezing a visible window in a blocking wait.
+            self._save_geometry()
+            if self.session.begin_close():
+                event.ignore()
+                self._wait_for_engine_then_close()
+                return
+        self.shutdown(timeout_ms=self._close_bound_ms)
+        if self._closing_notice is not None:
+            self._closing_notice.close()
         if self.history_dialog is not None:
             self.history_dialog.close()
         super().closeEvent(event)
+
+    def _wait_for_engine_then_close(self) -> None:
+        self.hide()
+        if self.history_dialog is not None:
+            self.history_dialog.close()
+        notice = QLabel("Finishing the current step…\nTeaCache Studio closes when it ends.")
+        notice.setWindowTitle("TeaCache Studio")
+        notice.setContentsMargins(24, 18, 24, 18)
+        notice.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self._closing_notice = notice
+        notice.show()
+        self.host.busy_changed.connect(self._on_engine_idle_while_closing)
+        # Bounded: a step that never ends is left behind (the launcher exits hard) after this.
+        QTimer.singleShot(self._shutdown_timeout_ms, self._give_up_waiting)
+
+    def _on_engine_idle_while_closing(self, busy: bool) -> None:
+        if not busy:
+            QTimer.singleShot(0, self.close)
+
+    def _give_up_waiting(self) -> None:
+        if not self._shut_down:
+            log.warning("the current step did not end within %d ms", self._shutdown_timeout_ms)
+            self._close_bound_ms = 0
+            self.close()
 
     # -- reactions
     def _on_variant_changed(self, variant_id: object) -> None:
         variant = get_variant(str(variant_id))
         c = self.controls
-        c.steps.setMinimum(variant.min_steps)
+        # No minimum beyond 1 on the box: steps below the variant's get the request check's
+        # sentence inline, instead of the box silently putting the old value back.
         c.steps.setValue(self.form.steps)
-        c.size_combo.blockSignals(True)
-        c.size_combo.clear()
-        presets = size_presets(variant)
-        if self.form.size not in presets:
-            presets.append(self.form.size)
-        for width, height in presets:
-            c.size_combo.addItem(f"{width} × {height}", (width, height))
-        c.size_combo.blockSignals(False)
-        self._show_size(self.form.size)
+        self._fill_sizes()
         has_guidance = variant.default_guidance is not None
         c.guidance.setVisible(has_guidance)
         c.guidance_label.setVisible(has_guidance)
@@ -404,13 +471,48 @@ class MainWindow(QMainWindow):
             c.guidance.setValue(self.form.guidance)
         self._refresh_variant_info()
         self._refresh_threshold_hint()
+        self._refresh_input_problem()
 
-    def _show_size(self, size: object) -> None:
+    def _fill_sizes(self) -> None:
+        """The variant's sizes only (and the form's own, where the variant can draw it)."""
+        variant, combo = self.form.variant, self.controls.size_combo
+        presets = size_presets(variant)
+        if self.form.size not in presets and size_allowed(variant, self.form.size):
+            presets.append(self.form.size)
+        combo.blockSignals(True)
+        combo.clear()
+        for width, height in presets:
+            combo.addItem(f"{width} × {height}", (width, height))
+        combo.blockSignals(False)
+        self._show_size(self.form.size, refill=False)
+
+    def _show_size(self, size: object, refill: bool = True) -> None:
         combo = self.controls.size_combo
         for i in range(combo.count()):
             if tuple(combo.itemData(i)) == tuple(size):  # type: ignore[arg-type]
                 combo.setCurrentIndex(i)
                 return
+        if refill:
+            self._fill_sizes()
+
+    def _refresh_staleness(self, *_args: object) -> None:
+        caption = self.session.result_caption()
+        stale = bool(caption)
+        self.stale_caption.setText(caption[:1].upper() + caption[1:] if caption else "")
+        self.stale_caption.setVisible(stale)
+        self._veils["compare"].set_shown(stale)
+        self._veils["timeline"].set_shown(stale)
+        # A threshold-only change keeps the plot bright: its what-if line is about the inputs.
+        self._veils["plot"].set_shown(stale and not self.session.same_schedule)
+
+    def is_dimmed(self, part: str) -> bool:
+        """Whether the veil is over ``part`` ("compare", "timeline" or "plot")."""
+        return self._veils[part].isVisible()
+
+    def _refresh_input_problem(self, *_args: object) -> None:
+        problem = self.session.steps_problem()
+        self.controls.steps_problem.setText(problem or "")
+        self.controls.steps_problem.setVisible(bool(problem))
 
     def _on_size_picked(self, index: int) -> None:
         data = self.controls.size_combo.itemData(index)
@@ -425,10 +527,15 @@ class MainWindow(QMainWindow):
         busy = self.run.busy or self.host.busy
         c = self.controls
         c.generate_button.setEnabled(not busy)
+        c.variant_picker.setEnabled(not busy)  # a run's result belongs to its own selection
         self.generate_action.setEnabled(not busy)
         c.cancel_button.setEnabled(busy and status is not RunStatus.cancelling)
         self.cancel_action.setEnabled(busy)
         self._refresh_images()
+        if busy and not self._clock_timer.isActive():
+            self._clock_timer.start()
+        elif not busy:
+            self._clock_timer.stop()
         if status in TERMINAL_STATUSES:
             self._flush_refreshes()  # whoever waits for the end sees the final plot and numbers
             self.run_ended.emit(status)
@@ -478,7 +585,7 @@ class MainWindow(QMainWindow):
         if "stats" in pending:
             self._refresh_stats()
         if "status" in pending:
-            self.status_label.setText(self.run.phase)
+            self.status_label.setText(self.run.status_text())
             self._show_progress(self.run.progress)
 
     def _refresh_timeline(self) -> None:
@@ -505,7 +612,7 @@ class MainWindow(QMainWindow):
             r.gated_image,
             r.vanilla_image,
             r.difference,
-            vanilla_cached=r.vanilla_cached,
+            vanilla_cached=r.vanilla_cached and not r.origin,  # "cached" describes its own run
             busy=r.busy,
         )
 
@@ -517,10 +624,10 @@ class MainWindow(QMainWindow):
             gated_seconds=r.gated_seconds,
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
-            speedup_label=r.speedup_label,
+            speedup_label=f"{r.origin} · {r.speedup_label}" if r.origin else r.speedup_label,
             skips=r.skips,
             steps=steps,
-            vanilla_cached=r.vanilla_cached,
+            vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
         )
 
@@ -529,7 +636,7 @@ class MainWindow(QMainWindow):
         self._refresh_timeline()
         self._refresh_plot()
         self._refresh_stats()
-        self.status_label.setText(self.run.phase)
+        self.status_label.setText(self.run.status_text())
         self._show_progress(self.run.progress)
 
     def _show_progress(self, value: object) -> None:

@@ -63,6 +63,7 @@ def test_default_threshold_engages_and_reports_every_step(tmp_path: Path) -> Non
         (["--variant", "demo", "--prompt", PROMPT, "--steps", "1"], "steps must be at least"),
         (["--variant", "demo", "--prompt", PROMPT, "--size", "130x128"], "multiple of 16"),
         (["--variant", "demo", "--prompt", PROMPT, "--size", "big"], "WIDTHxHEIGHT"),
+        (["--variant", "demo", "--prompt", PROMPT, "--size", "256x256"], "128 × 128 pixels only"),
     ],
 )
 def test_bad_input_is_one_clear_line_without_traceback(

@@ -280,3 +280,93 @@ def test_the_session_module_imports_no_qt() -> None:
     )
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+# -- stale state (issue #16): sizes per variant, results bound to their request
+def test_a_size_of_another_variant_never_reaches_the_demo(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path / "settings.json")
+    settings = store.load()
+    settings.sizes["demo"] = [1024, 1024]  # what the leak used to save
+    settings.sizes["flux1-dev"] = [768, 1024]
+    settings.steps["demo"] = 1  # below the demo's min_steps
+    settings.guidance["demo"] = 50.0  # outside the range the request check accepts
+    form = FormModel(settings)
+    assert form.variant_id == "demo"
+    assert form.size == (128, 128) and form.steps == 28 and form.guidance == 3.0
+    form.request()  # the loaded inputs are a valid request
+    form.select_variant("flux1-dev")
+    assert form.size == (768, 1024)  # a valid size of its own is kept
+    form.select_variant("demo")
+    assert form.size == (128, 128)
+    form.remember()
+    assert settings.sizes["demo"] == [128, 128]
+    form.size = (1024, 1024)  # however it got there, it is not saved for the demo
+    form.remember()
+    assert "demo" not in settings.sizes
+
+
+def test_the_request_check_refuses_the_demo_at_another_size() -> None:
+    from app.engine.request import RequestError, make_request
+
+    with pytest.raises(RequestError, match=r"demo draws 128 × 128 pixels only.*1024 × 1024"):
+        make_request("demo", "a red circle", size=(1024, 1024))
+
+
+def test_variant_loaded_fires_once_every_input_holds_the_new_variant(rig: Rig) -> None:
+    seen: list[tuple[object, ...]] = []
+    form = rig.form
+    form.variant_loaded.connect(
+        lambda vid: seen.append((vid, form.variant_id, form.size, form.steps, form.guidance))
+    )
+    form.select_variant("flux2-klein-4b")
+    assert seen == [("flux2-klein-4b", "flux2-klein-4b", (1024, 1024), 4, 1.0)]
+
+
+def test_steps_below_the_minimum_get_the_request_checks_sentence(rig: Rig) -> None:
+    assert rig.session.steps_problem() is None
+    rig.form.steps = 1
+    assert rig.session.steps_problem() == "Steps must be at least 2 for demo, got 1."
+    assert rig.session.generate() is None
+    assert rig.run.error is not None and "at least 2" in rig.run.error.message
+    assert rig.form.steps == 1  # nothing put the old value back
+
+
+def test_the_variant_cannot_change_during_a_run(rig: Rig) -> None:
+    assert rig.session.generate() == 1
+    assert not rig.session.select_variant("demo-turbo")
+    rig.session.apply_fix(BannerFix.use_variant("demo-turbo"))
+    assert rig.form.variant_id == "demo"
+    rig.link.finish()
+    assert rig.run.finished and rig.run.request is not None
+    assert rig.run.request.variant_id == "demo"
+    assert rig.session.select_variant("demo-turbo") and rig.form.variant_id == "demo-turbo"
+
+
+def test_a_result_says_what_made_it_once_the_inputs_differ(rig: Rig) -> None:
+    rig.form.select_variant("demo-turbo")
+    rig.form.threshold = 0.3
+    assert rig.session.result_caption() == ""  # nothing shown yet
+    rig.session.generate()
+    assert rig.session.result_caption() == ""  # a run in progress is not stale
+    rig.link.finish()
+    assert rig.session.result_caption() == ""  # the inputs still match
+    rig.form.seed = 7
+    assert (
+        rig.session.result_caption() == "previous run: demo-turbo, 4 steps, threshold 0.3, seed 42"
+    )
+    rig.form.seed = 42
+    assert rig.session.result_caption() == ""
+    rig.session.select_variant("demo")
+    assert rig.session.result_caption().startswith("previous run: demo-turbo, 4 steps")
+
+
+def test_banners_of_the_old_selection_go_when_it_changes(rig: Rig) -> None:
+    rig.session.select_variant("flux2-klein-4b")  # not downloaded in this rig
+    assert rig.session.generate() is None
+    assert rig.run.error is not None and "not downloaded" in rig.run.error.title
+    fix = rig.run.error.actions[1].fix
+    assert fix == BannerFix.use_variant("demo")
+    rig.session.apply_fix(fix)
+    assert rig.form.variant_id == "demo"
+    assert rig.run.error is None
+    assert all("not downloaded" not in n.title for n in rig.session.notices())

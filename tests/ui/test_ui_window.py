@@ -269,7 +269,9 @@ def test_closing_mid_run_stops_cleanly_and_keeps_what_was_saved(
     window.form.prompt = "three green squares on a white background"
     window.session.generate()
     wait_held_at(qtbot, gate, Pass.vanilla, gate.passed)
-    window.close()
+    with qtbot.waitSignal(window.shut_down, timeout=SIGNAL_TIMEOUT_MS):
+        window.close()
+        assert not window.isVisible()  # hidden at once, while the step ends
     assert not window.host.engine_thread.isRunning()
     assert engine.closed
     assert len(window.history.entries()) == 1  # the finished run survived
