@@ -363,7 +363,7 @@ def test_distilled_warning_banner_before_and_after_a_run(
     assert run_to_end(qtbot, window) is RunStatus.finished
     after = window.banners.banner("schedule")
     assert after is not None
-    assert "cannot skip a step" in after.title.text()
+    assert "every prediction is above it" in after.title.text()
     assert "measured by the engine on this run" in after.message.text()
     assert window.run.skips == 0  # zero skips on purpose: this schedule cannot engage
     assert window.gate_plot.band.isVisible()
