@@ -51,6 +51,9 @@ RUN_PLOT_INTERVAL_MS = 500
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
 
+EXPORT_MESSAGE_MS = 10_000  # how long the status bar confirms an export
+
+
 class MainWindow(QMainWindow):
     generation_started = Signal(int)
     run_ended = Signal(object)  # RunStatus: finished, cancelled or failed
@@ -115,6 +118,10 @@ class MainWindow(QMainWindow):
         self.controls = ControlsView()
         self.banners = BannerStack()
         self.compare = ComparePanel()
+        self.compare.metadata_source = self.session.export_metadata
+        self.compare.message.connect(
+            lambda text: self.statusBar().showMessage(text, EXPORT_MESSAGE_MS)
+        )
         self.timeline = StepTimeline()
         self.legend = TimelineLegend()
         self.gate_plot = GatePlot()
@@ -359,7 +366,10 @@ class MainWindow(QMainWindow):
             if not name:
                 return None
             path = Path(name)
-        return self.session.export(path)
+        written = self.session.export(path)
+        if written is not None:
+            self.statusBar().showMessage(f"Exported {written}", EXPORT_MESSAGE_MS)
+        return written
 
     def shutdown(self) -> bool:
         """Persist settings and geometry, stop downloads and the engine thread (bounded)."""
