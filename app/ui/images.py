@@ -55,7 +55,7 @@ class StatCard(QFrame):
         self.note = QLabel("")
         self.note.setFont(small_font(self.font()))
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setContentsMargins(12, 6, 12, 6)
         layout.setSpacing(1)
         layout.addWidget(self.caption)
         layout.addWidget(self.value)
@@ -79,6 +79,7 @@ class StatCard(QFrame):
 
 
 IMAGE_NAMES = ("TeaCache", "Vanilla", "Difference")
+IMAGES_MIN_HEIGHT = 144  # the image row's card: a title and a ~115 px image
 MESSAGE_MS = 10_000  # how long the status bar shows a save or copy
 
 
@@ -135,7 +136,7 @@ class ComparePanel(QWidget):
         # different widths would make the linked ranges fight.
         self.view = QFrame()
         self.view.setObjectName("Card")
-        self.view.setMinimumHeight(180)
+        self.view.setMinimumHeight(IMAGES_MIN_HEIGHT)
         row = QHBoxLayout(self.view)
         row.setContentsMargins(8, 6, 8, 8)
         row.setSpacing(10)
@@ -218,7 +219,7 @@ class ComparePanel(QWidget):
         self.header.addWidget(self.fit_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
+        layout.setSpacing(4)
         layout.addLayout(self.header)
         layout.addWidget(self.view, 1)
         layout.addLayout(cards)
