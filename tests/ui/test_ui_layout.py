@@ -85,9 +85,27 @@ def longest_banner(qtbot: QtBot, make_window: WindowFactory) -> MainWindow:
 def test_nothing_overlaps_and_no_label_is_clipped(
     qtbot: QtBot, longest_banner: MainWindow, size: tuple[int, int]
 ) -> None:
-    window = longest_banner
+    _check_layout(qtbot, longest_banner, size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_layout_holds_without_a_banner(
+    qtbot: QtBot, make_window: WindowFactory, size: tuple[int, int]
+) -> None:
+    window = make_window()
+    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert window.session.notices() == ()
+    _check_layout(qtbot, window, size, banner=False)
+
+
+def _check_layout(
+    qtbot: QtBot, window: MainWindow, size: tuple[int, int], *, banner: bool = True
+) -> None:
     _settle(qtbot, window, size)
     panels = _panels(window)
+    if not banner:
+        assert not window.banners.isVisible()
+        del panels["banners"]
     rects = {name: _rect(window, w) for name, w in panels.items()}
     for name, widget in panels.items():
         assert widget.isVisible() and not rects[name].isEmpty(), name
