@@ -192,7 +192,12 @@ def schedule_notice(
     engine_blocks = details.get("can_skip") is False or (
         onset_reported and (engine_onset is None or engine_onset >= threshold)
     )
-    blocked = not check.can_skip or measured_blocks or engine_blocks
+    # A trace of this very schedule (the engine's, or the last vanilla run's) is exact up to the
+    # first skip, so where one exists it decides; the calibration and the polynomial only stand in
+    # for it before a run.
+    traced_here = onset_reported or measured is not None
+    blocked = (measured_blocks or engine_blocks) if traced_here else not check.can_skip
+    blocked = blocked or eligible <= 0  # no eligible step: nothing skips, whatever else is said
     if not blocked and not variant.distilled:
         return None
 
@@ -205,10 +210,10 @@ def schedule_notice(
         evidence.append((engine_onset, "measured by the engine on this run"))
     if measured is not None and measured.onset is not None:
         evidence.append((measured.onset, "measured on the last vanilla run"))
-    if calibration_min is not None:
-        evidence.append((calibration_min, "from the variant's calibration data"))
     floor = check.prediction_floor
-    if floor is not None:
+    if not traced_here and calibration_min is not None:
+        evidence.append((calibration_min, "from the variant's calibration data"))
+    if not traced_here and floor is not None:
         evidence.append((floor, "the lowest the gate's polynomial ever predicts"))
 
     parts = [f"{eligible} of {steps} steps are gate-eligible (the first and last always compute)."]
