@@ -134,3 +134,21 @@ def test_right_click_on_an_image_opens_its_menu(qtbot: QtBot, make_window: Windo
     # No image yet: the actions are there but disabled (nothing to save or copy).
     assert not any(a.isEnabled() for a in menu.actions())
     menu.close()
+
+
+def test_history_export_adds_png_and_confirms(
+    qtbot: QtBot, make_window: WindowFactory, tmp_path: Path
+) -> None:
+    window, _, _ = _finished(qtbot, make_window)
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    dialog.list.setCurrentRow(0)
+    out = dialog.export_selected(tmp_path / "from history")
+    assert out is not None and out == tmp_path / "from history.png" and out.is_file()
+    assert dialog.export_status.isVisible() and dialog.export_status.text() == f"Exported {out}"
+    assert _text_chunks(out)["seed"] == str(window.form.seed)
+    blocker = tmp_path / "a file"
+    blocker.write_text("x")
+    assert dialog.export_selected(blocker / "inside.png") is None
+    assert dialog.export_status.text().startswith("Could not export to")
