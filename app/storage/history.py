@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import platform
 import shutil
@@ -422,18 +423,21 @@ def export_side_by_side(
     scale = max(1, -(-384 // max(1, min(height, width))))  # ceil: at least 384 px on the short side
     tile_w, tile_h = width * scale, height * scale
     pad, caption_h, footer_h = 16, 28, 28
-    canvas_w = pad + len(images) * (tile_w + pad)
+    font = caption_font(15)
+    footer = drawable(font, footer)
+    # Wide enough for the footer too: one small tile must not cut the line off.
+    footer_w = math.ceil(font.getlength(footer))
+    canvas_w = max(pad + len(images) * (tile_w + pad), footer_w + 2 * pad)
     canvas_h = pad + caption_h + tile_h + pad + footer_h
     canvas = Image.new("RGB", (canvas_w, canvas_h), (250, 250, 250))
     draw = ImageDraw.Draw(canvas)
-    font = caption_font(15)
     for i, (image, caption) in enumerate(zip(images, captions, strict=True)):
         x = pad + i * (tile_w + pad)
         tile = Image.fromarray(_rgb8(image)).resize((tile_w, tile_h), Image.Resampling.NEAREST)
         canvas.paste(tile, (x, pad + caption_h))
         draw.text((x, pad + 4), drawable(font, caption), fill=(30, 30, 30), font=font)
     footer_xy = (pad, pad + caption_h + tile_h + pad)
-    draw.text(footer_xy, drawable(font, footer), fill=(90, 90, 90), font=font)
+    draw.text(footer_xy, footer, fill=(90, 90, 90), font=font)
     info = PngImagePlugin.PngInfo()
     for key, value in (metadata or {}).items():
         info.add_itxt(key, value)

@@ -228,7 +228,13 @@ def test_export_of_a_run_without_vanilla_is_one_tile(tmp_path: Path) -> None:
     entry = HistoryStore(tmp_path).save(_record(vanilla=False))
     out = export_entry(entry, tmp_path / "single.png")
     with Image.open(out) as image:
-        assert image.size[0] < 2 * 384
+        pixels = np.asarray(image.convert("RGB"))
+    # No second tile: right of the first (16 + 48×scale px) the tile band is background only
+    # (the canvas may be wider, for the footer).
+    scale = -(-384 // 32)
+    first_end = 16 + 48 * scale
+    band = pixels[16 + 28 : 16 + 28 + 32 * scale, first_end + 1 :]
+    assert band.size == 0 or bool((band == 250).all())
 
 
 def test_export_adds_the_extension_and_carries_the_runs_numbers(tmp_path: Path) -> None:
@@ -264,3 +270,12 @@ def test_export_captions_draw_every_glyph(tmp_path: Path) -> None:
     builtin = ImageFont.load_default(size=15)
     assert "×" in missing_glyphs(builtin, text)
     assert missing_glyphs(builtin, drawable(builtin, text)) == set()
+
+
+def test_a_one_tile_export_is_wide_enough_for_its_footer(tmp_path: Path) -> None:
+    entry = HistoryStore(tmp_path).save(_record(vanilla=False))
+    footer = entry_captions(entry)["footer"]
+    out = export_entry(entry, tmp_path / "single.png")
+    with Image.open(out) as image:
+        width = image.size[0]
+    assert width >= caption_font(15).getlength(footer) + 2 * 16
