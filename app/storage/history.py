@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import platform
 import shutil
@@ -315,6 +316,94 @@ def friendly_time(created: str) -> str:
     return f"{when.day} {when:%b %Y, %H:%M}"
 
 
+def png_path(path: Path) -> Path:
+    """``name`` → ``name.png``: a name typed without the extension still saves as a PNG (a name
+    with another extension keeps it and gains ``.png``, so the file is never mislabelled)."""
+    return path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
+
+
+def caption_font(size: int = 15) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """DejaVu Sans (matplotlib's, which the app and the bundle ship): it has every glyph the
+    captions use (× · “ ” …), which Pillow's built-in Aileron lacks (× draws as a box)."""
+    try:
+        import matplotlib  # only the export needs its font file
+
+        font_file = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+        return ImageFont.truetype(str(font_file), size)
+    except (ImportError, OSError):
+        return ImageFont.load_default(size=size)
+
+
+# What a caption falls back to where a font lacks a glyph (never a missing-glyph box).
+_ASCII_FALLBACK = {"×": "x", "“": '"', "”": '"', "·": "-", "…": "...", "↺": "", "÷": "/"}
+
+
+def missing_glyphs(font: ImageFont.FreeTypeFont | ImageFont.ImageFont, text: str) -> set[str]:
+    """The characters of ``text`` that ``font`` draws as its missing-glyph box (.notdef)."""
+    notdef = _glyph_mask(font, "\U0010fffd")  # a private-use code point no font maps
+    return {ch for ch in set(text) if not ch.isspace() and _glyph_mask(font, ch) == notdef}
+
+
+def _glyph_mask(font: ImageFont.FreeTypeFont | ImageFont.ImageFont, ch: str) -> bytes:
+    tile = Image.new("L", (64, 64))
+    ImageDraw.Draw(tile).text((8, 8), ch, fill=255, font=font)
+    return tile.tobytes()
+
+
+def drawable(font: ImageFont.FreeTypeFont | ImageFont.ImageFont, text: str) -> str:
+    for ch in missing_glyphs(font, text):
+        text = text.replace(ch, _ASCII_FALLBACK.get(ch, "?"))
+    return text
+
+
+def export_metadata(
+    *,
+    prompt: str,
+    seed: int,
+    variant: str,
+    steps: int,
+    threshold: float | None,
+    skips: int | None,
+    ssim: float | None,
+    gated_seconds: float | None,
+    vanilla_seconds: float | None,
+    speedup: float | None,
+    speedup_label: str = "",
+) -> dict[str, str]:
+    """The text chunks of an exported PNG: one key per number, and the prompt as Description."""
+    fields: dict[str, object] = {
+        "prompt": prompt,
+        "seed": seed,
+        "variant": variant,
+        "steps": steps,
+        "threshold": threshold,
+        "skips": skips,
+        "ssim": ssim,
+        "gated_seconds": gated_seconds,
+        "vanilla_seconds": vanilla_seconds,
+        "speedup": speedup,
+        "speedup_label": speedup_label or None,
+    }
+    data = {k: str(v) for k, v in fields.items() if v is not None}
+    data["Description"] = prompt
+    data["Software"] = "TeaCache Studio"
+    data["teacache"] = dumps_json({k: v for k, v in fields.items() if v is not None})
+    return data
+
+
+def write_png(path: Path, image: np.ndarray, metadata: dict[str, str] | None = None) -> Path:
+    """One image as a PNG (``.png`` added where missing) with ``metadata`` in its text chunks,
+    written atomically. Returns the path written."""
+    path = png_path(path)
+    info = PngImagePlugin.PngInfo()
+    for key, value in (metadata or {}).items():
+        info.add_itxt(key, value)
+    buffer = BytesIO()
+    Image.fromarray(_rgb8(image)).save(buffer, format="PNG", pnginfo=info)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
 def export_side_by_side(
     path: Path,
     gated: np.ndarray,
@@ -323,28 +412,38 @@ def export_side_by_side(
     gated_caption: str,
     vanilla_caption: str,
     footer: str,
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """One PNG: gated beside vanilla with captions and a footer line; small images are enlarged
-    with nearest-neighbour sampling so that each pixel stays visible."""
+    with nearest-neighbour sampling so that each pixel stays visible. Returns the path written:
+    ``.png`` is added where the name lacks it; ``metadata`` goes into the PNG's text chunks."""
+    path = png_path(path)
     images = [gated] if vanilla is None else [gated, vanilla]
     captions = [gated_caption] if vanilla is None else [gated_caption, vanilla_caption]
     height, width = gated.shape[:2]
     scale = max(1, -(-384 // max(1, min(height, width))))  # ceil: at least 384 px on the short side
     tile_w, tile_h = width * scale, height * scale
     pad, caption_h, footer_h = 16, 28, 28
-    canvas_w = pad + len(images) * (tile_w + pad)
+    font = caption_font(15)
+    footer = drawable(font, footer)
+    # Wide enough for the footer too: one small tile must not cut the line off.
+    footer_w = math.ceil(font.getlength(footer))
+    canvas_w = max(pad + len(images) * (tile_w + pad), footer_w + 2 * pad)
     canvas_h = pad + caption_h + tile_h + pad + footer_h
     canvas = Image.new("RGB", (canvas_w, canvas_h), (250, 250, 250))
     draw = ImageDraw.Draw(canvas)
-    font = ImageFont.load_default(size=15)
     for i, (image, caption) in enumerate(zip(images, captions, strict=True)):
         x = pad + i * (tile_w + pad)
         tile = Image.fromarray(_rgb8(image)).resize((tile_w, tile_h), Image.Resampling.NEAREST)
         canvas.paste(tile, (x, pad + caption_h))
-        draw.text((x, pad + 4), caption, fill=(30, 30, 30), font=font)
-    draw.text((pad, pad + caption_h + tile_h + pad), footer, fill=(90, 90, 90), font=font)
+        draw.text((x, pad + 4), drawable(font, caption), fill=(30, 30, 30), font=font)
+    footer_xy = (pad, pad + caption_h + tile_h + pad)
+    draw.text(footer_xy, footer, fill=(90, 90, 90), font=font)
+    info = PngImagePlugin.PngInfo()
+    for key, value in (metadata or {}).items():
+        info.add_itxt(key, value)
     buffer = BytesIO()
-    canvas.save(buffer, format="PNG")
+    canvas.save(buffer, format="PNG", pnginfo=info)
     atomic_write_bytes(path, buffer.getvalue())
     return path
 
@@ -352,7 +451,23 @@ def export_side_by_side(
 def export_entry(entry: HistoryEntry, path: Path) -> Path:
     gated, vanilla = entry.load_images()
     captions = entry_captions(entry)
-    return export_side_by_side(path, gated, vanilla, **captions)
+    return export_side_by_side(path, gated, vanilla, **captions, metadata=entry_metadata(entry))
+
+
+def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
+    return export_metadata(
+        prompt=entry.prompt,
+        seed=entry.seed,
+        variant=entry.variant_id,
+        steps=entry.steps,
+        threshold=entry.threshold,
+        skips=entry.skips,
+        ssim=entry.ssim,
+        gated_seconds=entry.gated_seconds,
+        vanilla_seconds=entry.vanilla_seconds,
+        speedup=entry.speedup,
+        speedup_label=entry.speedup_label if entry.speedup is not None else "",
+    )
 
 
 def entry_captions(entry: HistoryEntry) -> dict[str, str]:

@@ -11,7 +11,9 @@ from enum import StrEnum
 import numpy as np
 
 from app.gate import Decision, StepEvent
+from app.gate.decision import prediction_floor
 from app.gate.simulator import engagement, skip_curve
+from app.ui.defaults import default_threshold
 from app.variants import VARIANTS, Variant, check_schedule
 
 
@@ -165,9 +167,11 @@ def schedule_notice(
     measured: EngagementBand | None = None,
     engine_details: dict[str, object] | None = None,
 ) -> Notice | None:
-    """The yellow banner when (variant, steps) cannot engage at this threshold, with the numbers
-    behind it: before a run from ``check_schedule``; after a run from the engine's ``RunWarning``
-    details and the vanilla trace of the same variant and steps."""
+    """The yellow banner when (variant, steps) cannot engage at this threshold, with the real cause
+    (no eligible step, or every prediction at or above the threshold; threshold 0 has its own
+    banner) and only fixes that the gate simulation or the variant's calibration says would skip a
+    step. Before a run the numbers come from ``check_schedule``; after a run from the engine's
+    ``RunWarning`` details and the vanilla trace of the same variant and steps."""
     if threshold <= 0.0:
         return Notice(
             NoticeKind.info,
@@ -181,70 +185,107 @@ def schedule_notice(
         measured = None
     details = engine_details or {}
     onset_reported = "onset_threshold" in details or "smallest_predicted" in details
-    onset = _number(details.get("onset_threshold", details.get("smallest_predicted")))
-    smallest, source = (
-        (onset, "measured by the engine on this run") if onset_reported else (None, "")
-    )
-    if smallest is None and measured is not None:
-        smallest, source = measured.onset, "measured on the last vanilla run"
-    if smallest is None:
-        floor = _number(details.get("min_predicted_change"))
-        floor = variant.min_predicted_change if floor is None else floor
-        smallest, source = floor, "from the variant's calibration data"
-    polynomial_floor = getattr(check, "prediction_floor", None)
-    if polynomial_floor is not None and (smallest is None or polynomial_floor > smallest):
-        # Nothing on any trace can be predicted below the polynomial's own minimum.
-        smallest, source = polynomial_floor, "the lowest the gate's polynomial ever predicts"
+    engine_onset = _number(details.get("onset_threshold", details.get("smallest_predicted")))
     eligible = _integer(details.get("eligible_steps"))
     eligible = check.eligible_steps if eligible is None else eligible
     measured_blocks = measured is not None and not measured.engages_at(threshold)
     engine_blocks = details.get("can_skip") is False or (
-        onset_reported and (onset is None or onset >= threshold)
+        onset_reported and (engine_onset is None or engine_onset >= threshold)
     )
-    blocked = not check.can_skip or measured_blocks or engine_blocks
+    # A trace of this very schedule (the engine's, or the last vanilla run's) is exact up to the
+    # first skip, so where one exists it decides; the calibration and the polynomial only stand in
+    # for it before a run.
+    traced_here = onset_reported or measured is not None
+    blocked = (measured_blocks or engine_blocks) if traced_here else not check.can_skip
+    blocked = blocked or eligible <= 0  # no eligible step: nothing skips, whatever else is said
     if not blocked and not variant.distilled:
         return None
 
+    # The smallest prediction each source knows of, most direct first: the engine's and the last
+    # vanilla run's are exact on a trace of these steps (the simulator's onset); the calibration's
+    # was measured at the variant's default steps; the polynomial's floor bounds every trace.
+    calibration_min = _calibration_min(variant, steps)
+    evidence: list[tuple[float, str]] = []
+    if engine_onset is not None:
+        evidence.append((engine_onset, "measured by the engine on this run"))
+    if measured is not None and measured.onset is not None:
+        evidence.append((measured.onset, "measured on the last vanilla run"))
+    floor = check.prediction_floor
+    if not traced_here and calibration_min is not None:
+        evidence.append((calibration_min, "from the variant's calibration data"))
+    if not traced_here and floor is not None:
+        evidence.append((floor, "the lowest the gate's polynomial ever predicts"))
+
     parts = [f"{eligible} of {steps} steps are gate-eligible (the first and last always compute)."]
+    blocking: tuple[float, str] | None = None
     if not blocked:
         parts.append(
             "Skipping on a distilled schedule is off the beaten path: a few steps carry the "
             "whole image, so every skip costs more quality than on a long schedule. Compare SSIM."
         )
-    elif smallest is not None:
-        relation = "at or above" if smallest >= threshold else "below"
-        parts.append(
-            f"The smallest predicted change is {fmt(smallest)} ({source}), {relation} the "
-            f"threshold {fmt(threshold)}, so no step can be skipped."
-        )
     elif eligible <= 0:
-        parts.append("With no eligible step, no threshold can skip anything.")
+        parts.append(
+            f"At {steps} steps no step is eligible, so no threshold can skip anything: the cause "
+            "is the step count, not the threshold."
+        )
     else:
-        parts.append(check.reason[:1].upper() + check.reason[1:] + ".")
+        blocking = next(((v, src) for v, src in evidence if v >= threshold), None)
+        if blocking is not None:
+            parts.append(
+                f"Every predicted change is at or above the threshold {fmt(threshold)}: the "
+                f"smallest is {fmt(blocking[0])} ({blocking[1]}), so no step can be skipped."
+            )
+        elif (onset_reported and engine_onset is None) or (
+            measured is not None and measured.onset is None
+        ):
+            parts.append(
+                "On this run every eligible step changed more than the calibrated range covers, "
+                "and such a step always computes, so no threshold can skip one."
+            )
+        else:
+            parts.append(check.reason[:1].upper() + check.reason[1:] + ".")
     if variant.distilled and variant.distilled_reason:
         parts.append(f"Why: {variant.distilled_reason.replace('`', '')}.")
+    base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
+    if variant.default_threshold is None:
+        own = default_threshold(variant)
+        lender = (
+            f", borrowed from {base.display_name}"
+            if base is not None and base.default_threshold is not None
+            else ""
+        )
+        parts.append(
+            f"It has no calibrated threshold of its own: the threshold field and Reset use "
+            f"{fmt(own)}{lender}."
+        )
 
     actions: list[NoticeAction] = []
     advice: list[str] = []
-    base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
-    if base is not None:
+    if base is not None and base.default_threshold is not None:
+        # The base variant's calibrated threshold skips at its default steps (why it was chosen).
         advice.append(f"use {base.display_name} at {base.default_steps} steps")
         actions.append(NoticeAction(f"Use {base.display_name}", BannerFix.use_variant(base.id)))
-    if not variant.distilled and smallest is not None and smallest < 1.0 and eligible > 0:
-        suggested = math.ceil(smallest * 10_000 + 1) / 10_000  # just above: one skip at least
-        advice.append(f"raise the threshold above {fmt(smallest)}")
-        fix = BannerFix.use_threshold(suggested)
-        actions.append(NoticeAction(f"Threshold {fmt(suggested)}", fix))
-    more_steps = max(steps * 2, variant.default_steps if not variant.distilled else 0, 8)
-    if eligible <= 2 or variant.distilled:
-        advice.append(f"use more steps (e.g. {more_steps})")
+    if blocked and eligible > 0:
+        traced = (engine_onset, measured.onset if measured else None, calibration_min)
+        suggested = _skipping_threshold(traced, floor)
+        if suggested is not None:
+            advice.append(f"raise the threshold to {suggested:.4f}")
+            fix = BannerFix.use_threshold(suggested)
+            actions.append(NoticeAction(f"Threshold {suggested:.4f}", fix))
+    more_steps = steps_that_skip(variant, steps, threshold) if blocked else None
+    if more_steps is not None:
+        advice.append(f"use {more_steps} steps")
         actions.append(NoticeAction(f"Use {more_steps} steps", BannerFix.use_steps(more_steps)))
     if advice:
         parts.append("Instead: " + "; or ".join(advice) + ".")
     if not blocked:
         title = f"{variant.display_name} is distilled: check the quality of every skip"
-    elif variant.distilled or eligible <= 0:
-        title = f"{variant.display_name} at {steps} steps cannot skip a step"
+    elif eligible <= 0:
+        title = f"{variant.display_name} at {steps} steps has no step the gate may skip"
+    elif blocking is not None:
+        title = (
+            f"No step can be skipped at threshold {fmt(threshold)}: every prediction is above it"
+        )
     else:
         title = f"No step can be skipped at threshold {fmt(threshold)}"
     suggestion = details.get("suggestion") or check.suggestion
@@ -253,6 +294,52 @@ def schedule_notice(
     )
     kind = NoticeKind.warning if blocked else NoticeKind.info
     return Notice(kind, title, " ".join(parts), extra, tuple(actions), "schedule")
+
+
+def _calibration_min(variant: Variant, steps: int) -> float | None:
+    """The calibration's smallest measured prediction, which holds for the steps it was measured
+    at (the variant's default steps) only: other step counts change by other amounts per step."""
+    if variant.min_predicted_change is None or steps != variant.default_steps:
+        return None
+    return variant.min_predicted_change
+
+
+def _skipping_threshold(traced: Sequence[float | None], floor: float | None) -> float | None:
+    """The smallest threshold (4 decimals) that a trace of these steps says skips one step.
+
+    Before the first skip every eligible step compares its own prediction with the threshold, so
+    any threshold strictly above a trace's smallest prediction skips that step (exact: the
+    simulator's onset). ``traced`` holds that smallest prediction from the engine's trace, the last
+    vanilla run's and the calibration's, most direct first. The polynomial's floor alone is no such
+    evidence (it bounds predictions from below; no trace need reach it), but a suggestion must
+    clear it too."""
+    known = next((v for v in traced if v is not None), None)
+    if known is None:
+        return None
+    lowest = max(known, floor) if floor is not None else known
+    candidate = math.floor(lowest * 10_000 + 1) / 10_000
+    return candidate if candidate <= 1.0 else None
+
+
+def steps_that_skip(variant: Variant, steps: int, threshold: float) -> int | None:
+    """The step count a 'Use N steps' fix offers, or None when no step count is known to skip.
+
+    The only other schedule the app has evidence for is the variant's default steps N, measured by
+    its calibration. A fix to N is offered when N differs from ``steps``, leaves at least one
+    eligible step, and the calibration says N steps skip at ``threshold``: the calibration's
+    smallest measured prediction is below it (before the first skip each eligible step compares
+    its own prediction with the threshold, so that step skips), or, where no smallest prediction
+    is stored, ``threshold`` is at least the calibrated default (chosen because it skips at N)
+    and above the polynomial's floor (at or below it nothing can skip on any trace). More steps
+    than N are never suggested: nothing measured them."""
+    n = variant.default_steps
+    params = variant.gate_params(threshold)
+    if n == steps or params.eligible_steps(n) <= 0 or threshold <= prediction_floor(params):
+        return None
+    if variant.min_predicted_change is not None:
+        return n if variant.min_predicted_change < threshold else None
+    default = variant.default_threshold
+    return n if default is not None and threshold >= default else None
 
 
 def fmt(value: float) -> str:

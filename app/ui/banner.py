@@ -8,7 +8,7 @@ buttons offer the fix, and a close button dismisses it.
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QResizeEvent, QTextLayout
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -24,6 +24,65 @@ from app.ui.analysis import Notice
 from app.ui.theme import BannerColours, banner_colours, is_dark
 
 _ICONS = {"error": "⨯", "warning": "⚠", "info": "ℹ"}
+MESSAGE_LINES = 3  # a banner's message is clamped to this many lines until "More" is pressed
+
+
+class ClampedLabel(QLabel):
+    """Word-wrapped text clamped to ``max_lines`` lines at the label's width, the last one elided
+    with "…"; ``expanded`` shows it all. ``full_text`` keeps the whole text (the tooltip and the
+    copy button have it too)."""
+
+    clamped_changed = Signal(bool)
+
+    def __init__(self, text: str, max_lines: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.full_text = text
+        self.max_lines = max_lines
+        self.expanded = False
+        self.clamped = False
+        self.setWordWrap(True)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self._relayout(400)
+
+    def set_expanded(self, expanded: bool) -> None:
+        self.expanded = expanded
+        self._relayout(self.width())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._relayout(event.size().width())
+
+    def _relayout(self, width: int) -> None:
+        lines = self._lines(max(width, 80))
+        clamped = len(lines) > self.max_lines
+        if clamped and not self.expanded:
+            head = lines[: self.max_lines - 1]
+            rest = self.full_text[len("".join(head)) :].replace("\n", " ")
+            last = self.fontMetrics().elidedText(rest, Qt.TextElideMode.ElideRight, width)
+            shown = "".join(head) + last
+        else:
+            shown = self.full_text
+        if shown != self.text():
+            self.setText(shown)
+        if clamped != self.clamped:
+            self.clamped = clamped
+            self.clamped_changed.emit(clamped)
+
+    def _lines(self, width: int) -> list[str]:
+        """The text split where word wrap breaks it at ``width`` (each piece keeps its spaces)."""
+        layout = QTextLayout(self.full_text, self.font())
+        layout.beginLayout()
+        pieces: list[str] = []
+        while True:
+            line = layout.createLine()
+            if not line.isValid():
+                break
+            line.setLineWidth(width)
+            start, length = line.textStart(), line.textLength()
+            pieces.append(self.full_text[start : start + length])
+        layout.endLayout()
+        return pieces
 
 
 class Banner(QFrame):
@@ -44,10 +103,17 @@ class Banner(QFrame):
         title_font.setWeight(title_font.Weight.DemiBold)
         self.title.setFont(title_font)
         self.title.setWordWrap(True)
-        self.message = QLabel(notice.message)
-        self.message.setWordWrap(True)
+        self.message = ClampedLabel(notice.message, MESSAGE_LINES)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message.setToolTip(notice.copy_text)
+        self.more_button = QToolButton()
+        self.more_button.setText("More")
+        self.more_button.setToolTip("Show the whole message")
+        self.more_button.setVisible(self.message.clamped)
+        self.more_button.clicked.connect(self.toggle_more)
+        self.message.clamped_changed.connect(
+            lambda clamped: self.more_button.setVisible(clamped or self.message.expanded)
+        )
 
         text = QVBoxLayout()
         text.setSpacing(2)
@@ -84,10 +150,11 @@ class Banner(QFrame):
         top.addWidget(self.copy_button)
         top.addWidget(self.close_button)
         buttons.addLayout(top)
+        buttons.addWidget(self.more_button, 0, Qt.AlignmentFlag.AlignRight)
         buttons.addStretch(1)
 
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(12, 10, 8, 10)
+        layout.setContentsMargins(12, 8, 8, 8)
         layout.setSpacing(10)
         layout.addWidget(self._icon)
         layout.addLayout(text, 1)
@@ -95,6 +162,12 @@ class Banner(QFrame):
         self._styling = False
         self._dark: bool | None = None
         self._apply_colours()
+
+    def toggle_more(self) -> None:
+        expanded = not self.message.expanded
+        self.message.set_expanded(expanded)
+        self.more_button.setText("Less" if expanded else "More")
+        self.more_button.setToolTip("Show less" if expanded else "Show the whole message")
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.notice.copy_text)

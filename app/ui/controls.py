@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSlider,
     QSpinBox,
@@ -340,8 +341,10 @@ class ControlsView(QFrame):
         shortcut = QKeySequence("Ctrl+Return").toString(QKeySequence.SequenceFormat.NativeText)
         self.generate_button.setToolTip(f"Generate ({shortcut})")
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(16, 16, 16, 16)
+        # The form scrolls when the window is short; the buttons stay in view under it.
+        form = QWidget()
+        layout = QVBoxLayout(form)
+        layout.setContentsMargins(16, 16, 16, 6)
         layout.setSpacing(6)
         layout.addWidget(section("Model"))
         layout.addWidget(self.variant_picker)
@@ -406,13 +409,25 @@ class ControlsView(QFrame):
         self.calibration.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.calibration)
         layout.addStretch(1)
+        self.form_scroll = QScrollArea()
+        self.form_scroll.setWidgetResizable(True)
+        self.form_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.form_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.form_scroll.setWidget(form)
+        form.setAutoFillBackground(False)
+        self.form_scroll.viewport().setAutoFillBackground(False)
 
         buttons = QHBoxLayout()
+        buttons.setContentsMargins(16, 6, 16, 16)
         buttons.setSpacing(8)
         buttons.addWidget(self.history_button)
         buttons.addStretch(1)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.generate_button)
-        layout.addLayout(buttons)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        outer.addWidget(self.form_scroll, 1)
+        outer.addLayout(buttons)
         self.setMinimumWidth(300)
         self.setMaximumWidth(380)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.engine.request import MAX_SIDE
-from app.variants import Family, Variant
+from app.variants import VARIANTS, Family, Variant
 
 # The first-run prompt: inside the demo model's vocabulary, so the first Generate on a fresh
 # machine draws something recognisable offline.
@@ -13,6 +13,18 @@ MAX_SEED = 2**31 - 1  # the seed box is a 32-bit signed QSpinBox
 
 # The threshold slider's value for a variant with no default and no base variant to borrow from.
 FALLBACK_THRESHOLD = 0.2
+
+
+def default_threshold(variant: Variant) -> float:
+    """The threshold field's default and what Reset sets: the variant's, else its base variant's
+    (so a distilled variant's banner can compare real numbers), else a typical value."""
+    if variant.default_threshold is not None:
+        return variant.default_threshold
+    base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
+    if base is not None and base.default_threshold is not None:
+        return base.default_threshold
+    return FALLBACK_THRESHOLD
+
 
 _SIZES: dict[Family, tuple[tuple[int, int], ...]] = {
     Family.demo: ((128, 128),),  # the demo model is trained at one size

@@ -30,6 +30,9 @@ def _colour(hex_code: str, alpha: int = 255) -> QColor:
     return colour
 
 
+PLOT_MIN_HEIGHT = 150
+
+
 class GatePlot(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -39,7 +42,8 @@ class GatePlot(QWidget):
             widget.setMenuEnabled(False)
             widget.hideButtons()
             widget.setMouseEnabled(x=False, y=False)
-            widget.setMinimumHeight(140)
+            # Tall enough for the rotated axis title "predicted change" and two tick labels.
+            widget.setMinimumHeight(PLOT_MIN_HEIGHT)
         item = _plot_item(self.plot)
         item.setLabel("bottom", "step")
         item.setLabel("left", "predicted change")

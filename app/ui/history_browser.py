@@ -68,6 +68,11 @@ class HistoryDialog(QDialog):
         self.warning.setWordWrap(True)
         self.warning.setFont(small_font(self.warning.font()))
         mute(self.warning)
+        self.export_status = QLabel()  # confirms an export, or says why it failed
+        self.export_status.setWordWrap(True)
+        self.export_status.setFont(small_font(self.export_status.font()))
+        self.export_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.export_status.hide()
         self.location = QLabel(f"Saved in {store.root}")
         self.location.setFont(small_font(self.location.font()))
         mute(self.location)
@@ -96,6 +101,7 @@ class HistoryDialog(QDialog):
         layout.setSpacing(8)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.warning)
+        layout.addWidget(self.export_status)
         layout.addWidget(self.location)
         layout.addLayout(buttons)
         self.entries: list[HistoryEntry] = []
@@ -157,7 +163,15 @@ class HistoryDialog(QDialog):
             if not name:
                 return None
             path = Path(name)
-        return export_entry(entry, path)
+        try:
+            written = export_entry(entry, path)
+        except OSError as exc:
+            self.export_status.setText(f"Could not export to {path}: {exc.strerror or exc}")
+            self.export_status.show()
+            return None
+        self.export_status.setText(f"Exported {written}")
+        self.export_status.show()
+        return written
 
     def reveal_selected(self) -> None:
         entry = self.selected()

@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QSize, Qt, QTimer
-from PySide6.QtGui import QPalette, QResizeEvent
+from PySide6.QtCore import QEvent, QMimeData, QObject, QPoint, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QDrag,
+    QGuiApplication,
+    QImage,
+    QMouseEvent,
+    QPalette,
+    QPixmap,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
     QFrame,
     QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app.storage.history import write_png
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
 
 pg.setConfigOptions(imageAxisOrder="row-major")
@@ -38,7 +55,7 @@ class StatCard(QFrame):
         self.note = QLabel("")
         self.note.setFont(small_font(self.font()))
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setContentsMargins(12, 6, 12, 6)
         layout.setSpacing(1)
         layout.addWidget(self.caption)
         layout.addWidget(self.value)
@@ -61,11 +78,54 @@ class StatCard(QFrame):
         mute(self.note)
 
 
+IMAGE_NAMES = ("TeaCache", "Vanilla", "Difference")
+IMAGES_MIN_HEIGHT = 144  # the image row's card: a title and a ~115 px image
+MESSAGE_MS = 10_000  # how long the status bar shows a save or copy
+
+
+class DragTitle(QLabel):
+    """An image's title: drag it to drag the image out (to the Finder or another app); the view
+    under it pans with a plain drag, so the title is the handle."""
+
+    def __init__(self, text: str, start_drag: Callable[[QWidget], None]) -> None:
+        super().__init__(text)
+        self._start_drag = start_drag
+        self._pressed_at: QPoint | None = None
+        self.setCursor(Qt.CursorShape.OpenHandCursor)
+        self.setToolTip("Drag to another app or the Finder · right-click to save or copy")
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            self._pressed_at = event.position().toPoint()
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        start = self._pressed_at
+        if start is not None and event.buttons() & Qt.MouseButton.LeftButton:
+            moved = (event.position().toPoint() - start).manhattanLength()
+            if moved >= QApplication.startDragDistance():
+                self._pressed_at = None
+                self._start_drag(self)
+                return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        self._pressed_at = None
+        super().mouseReleaseEvent(event)
+
+
 class ComparePanel(QWidget):
-    """Three linked views (TeaCache, vanilla, difference) and the comparison numbers."""
+    """Three linked views (TeaCache, vanilla, difference) and the comparison numbers. Right-click
+    an image (or its title) to save or copy it; drag its title to drag it out."""
+
+    message = Signal(str)  # a confirmation or an error for the status bar
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        # The run's numbers for a saved image's PNG metadata (the window sets it to the session's).
+        self.metadata_source: Callable[[], dict[str, str]] | None = None
+        self._arrays: list[np.ndarray | None] = [None, None, None]
+        self._levels: float = 8.0
         self.titles: list[QLabel] = []
         self.views: list[pg.GraphicsView] = []
         self.boxes: list[pg.ViewBox] = []
@@ -76,12 +136,16 @@ class ComparePanel(QWidget):
         # different widths would make the linked ranges fight.
         self.view = QFrame()
         self.view.setObjectName("Card")
-        self.view.setMinimumHeight(180)
+        self.view.setMinimumHeight(IMAGES_MIN_HEIGHT)
         row = QHBoxLayout(self.view)
         row.setContentsMargins(8, 6, 8, 8)
         row.setSpacing(10)
-        for name in ("TeaCache", "Vanilla", "Difference"):
-            title = QLabel(name)
+        for index, name in enumerate(IMAGE_NAMES):
+            title = DragTitle(name, lambda source, i=index: self.start_drag(i, source))
+            title.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+            title.customContextMenuRequested.connect(
+                lambda pos, i=index, t=title: self._popup_menu(i, t.mapToGlobal(pos))
+            )
             title.setAlignment(Qt.AlignmentFlag.AlignCenter)
             view = pg.GraphicsView()
             view.setFrameShape(QFrame.Shape.NoFrame)
@@ -89,6 +153,7 @@ class ComparePanel(QWidget):
             box = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)
             box.setDefaultPadding(0.0)
             view.setCentralItem(box)
+            view.viewport().installEventFilter(self)
             image = pg.ImageItem()
             box.addItem(image)
             frame = QGraphicsRectItem(0, 0, 128, 128)  # keeps the fit while an image is missing
@@ -145,14 +210,16 @@ class ComparePanel(QWidget):
 
         self.header = QHBoxLayout()
         self.header.setSpacing(8)
-        self.hint = QLabel("Scroll to zoom · drag to pan · the three views move together")
+        self.hint = QLabel(
+            "Scroll to zoom · drag to pan · right-click to save or copy · drag a title out"
+        )
         self.hint.setFont(small_font(self.hint.font()))
         self.header.addStretch(1)
         self.header.addWidget(self.hint)
         self.header.addWidget(self.fit_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
+        layout.setSpacing(4)
         layout.addLayout(self.header)
         layout.addWidget(self.view, 1)
         layout.addLayout(cards)
@@ -179,6 +246,7 @@ class ComparePanel(QWidget):
             refit = True
         h, w = self._frame_shape
         secondary = muted(self)
+        self._arrays = [gated, vanilla, difference]
         for i, array in enumerate((gated, vanilla, difference)):
             image, placeholder, frame = self.images[i], self.placeholders[i], self.frames[i]
             frame.setRect(0, 0, w, h)
@@ -195,7 +263,8 @@ class ComparePanel(QWidget):
             frame.setPen(pg.mkPen(None))
             if i == 2:
                 top = float(array.max()) if array.size else 0.0
-                image.setImage(array, levels=(0.0, max(8.0, top)), autoLevels=False)
+                self._levels = max(8.0, top)
+                image.setImage(array, levels=(0.0, self._levels), autoLevels=False)
             else:
                 image.setImage(array, levels=(0, 255), autoLevels=False)
         self.titles[1].setText("Vanilla · cached ↺" if vanilla_cached else "Vanilla")
@@ -205,6 +274,128 @@ class ComparePanel(QWidget):
         )
         if refit:
             self.fit()
+
+    # -- save, copy and drag out ----------------------------------------------------------------
+    def rgb_image(self, index: int) -> np.ndarray | None:
+        """The shown image as uint8 RGB H×W×3: the difference as drawn (viridis, same levels)."""
+        array = self._arrays[index]
+        if array is None:
+            return None
+        if index == 2:
+            viridis = pg.colormap.get("viridis")
+            scaled = np.clip(np.asarray(array, dtype=np.float32) / self._levels, 0.0, 1.0)
+            if viridis is None:
+                grey = (scaled * 255).astype(np.uint8)
+                return np.ascontiguousarray(np.stack([grey] * 3, axis=-1))
+            rgba = np.asarray(viridis.map(scaled.ravel(), mode=pg.ColorMap.BYTE), dtype=np.uint8)
+            return np.ascontiguousarray(rgba.reshape(*scaled.shape, -1)[..., :3])
+        rgb = np.asarray(array)
+        if rgb.dtype != np.uint8:
+            rgb = np.clip(rgb, 0, 255).astype(np.uint8)
+        if rgb.ndim == 2:
+            rgb = np.stack([rgb] * 3, axis=-1)
+        return np.ascontiguousarray(rgb[..., :3])
+
+    def qimage(self, index: int) -> QImage | None:
+        rgb = self.rgb_image(index)
+        if rgb is None:
+            return None
+        h, w = rgb.shape[:2]
+        return QImage(rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
+
+    def suggested_name(self, index: int) -> str:
+        meta = self._metadata()
+        stem = f"teacache-{meta.get('variant', 'image')}"
+        if "seed" in meta:
+            stem += f"-s{meta['seed']}"
+        return f"{stem}-{IMAGE_NAMES[index].lower()}.png"
+
+    def image_menu(self, index: int) -> QMenu:
+        """Save Image…, Copy Image; disabled while the pane has no image."""
+        menu = QMenu(self)
+        has_image = self._arrays[index] is not None
+        save = menu.addAction(f"Save {IMAGE_NAMES[index]} Image…")
+        save.triggered.connect(lambda: self.save_image(index))
+        copy = menu.addAction(f"Copy {IMAGE_NAMES[index]} Image")
+        copy.triggered.connect(lambda: self.copy_image(index))
+        for action in (save, copy):
+            action.setEnabled(has_image)
+        return menu
+
+    def save_image(self, index: int, path: Path | None = None) -> Path | None:
+        """Writes the pane's image as a PNG with the run's metadata; asks where unless given."""
+        rgb = self.rgb_image(index)
+        if rgb is None:
+            return None
+        if path is None:
+            name, _ = QFileDialog.getSaveFileName(
+                self, "Save Image", str(Path.home() / self.suggested_name(index)), "PNG (*.png)"
+            )
+            if not name:
+                return None
+            path = Path(name)
+        meta = {**self._metadata(), "image": IMAGE_NAMES[index]}
+        try:
+            written = write_png(path, rgb, meta)
+        except OSError as exc:
+            self.message.emit(f"Could not save the image to {path}: {exc.strerror or exc}")
+            return None
+        self.message.emit(f"Saved {written}")
+        return written
+
+    def copy_image(self, index: int) -> bool:
+        image = self.qimage(index)
+        if image is None:
+            return False
+        QGuiApplication.clipboard().setImage(image)
+        self.message.emit(f"Copied the {IMAGE_NAMES[index]} image")
+        return True
+
+    def drag_data(self, index: int) -> QMimeData | None:
+        """The image itself and a temporary PNG file (with metadata) for apps that take files."""
+        image = self.qimage(index)
+        rgb = self.rgb_image(index)
+        if image is None or rgb is None:
+            return None
+        folder = Path(tempfile.gettempdir()) / "teacache-studio-drag"
+        meta = {**self._metadata(), "image": IMAGE_NAMES[index]}
+        try:
+            path = write_png(folder / self.suggested_name(index), rgb, meta)
+        except OSError:
+            path = None
+        data = QMimeData()
+        data.setImageData(image)
+        if path is not None:
+            data.setUrls([QUrl.fromLocalFile(str(path))])
+        return data
+
+    def start_drag(self, index: int, source: QWidget) -> None:
+        data = self.drag_data(index)
+        if data is None:
+            return
+        drag = QDrag(source)
+        drag.setMimeData(data)
+        image = self.qimage(index)
+        if image is not None:
+            drag.setPixmap(
+                QPixmap.fromImage(image).scaled(96, 96, Qt.AspectRatioMode.KeepAspectRatio)
+            )
+        drag.exec(Qt.DropAction.CopyAction)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ContextMenu and isinstance(event, QContextMenuEvent):
+            for index, view in enumerate(self.views):
+                if watched is view.viewport():
+                    self._popup_menu(index, event.globalPos())
+                    return True
+        return super().eventFilter(watched, event)
+
+    def _popup_menu(self, index: int, at: QPoint) -> None:
+        self.image_menu(index).popup(at)
+
+    def _metadata(self) -> dict[str, str]:
+        source = self.metadata_source
+        return source() if source is not None else {}
 
     def fit(self) -> None:
         """Show the whole image; it stays fitted through resizes until the user zooms or pans."""

@@ -23,6 +23,7 @@ from app.storage.history import (
     HistoryEntry,
     HistoryStore,
     export_entry,
+    export_metadata,
     export_side_by_side,
     speedup_caption,
 )
@@ -242,16 +243,46 @@ class Session:
         return True
 
     def export(self, path: Path) -> Path | None:
-        """The side-by-side PNG of the shown run: from its history entry where it was saved."""
+        """The side-by-side PNG of the shown run (from its history entry where it was saved), with
+        its numbers in the PNG's metadata; ``.png`` is added where the name lacks it. Returns the
+        path written, or None with one clear message where nothing could be written."""
         gated = self.run.gated_image
         if gated is None:
             self.run.fail_locally("there is no finished run to export yet")
             return None
         saved = self.run.saved_entry
         entry = self.history.get(Path(saved).name) if saved else None
-        if entry is not None:
-            return export_entry(entry, path)
-        return export_side_by_side(path, gated, self.run.vanilla_image, **self.export_captions())
+        try:
+            if entry is not None:
+                return export_entry(entry, path)
+            return export_side_by_side(
+                path,
+                gated,
+                self.run.vanilla_image,
+                **self.export_captions(),
+                metadata=self.export_metadata(),
+            )
+        except OSError as exc:
+            self.run.fail_locally(f"could not export to {path}: {exc.strerror or exc}")
+            return None
+
+    def export_metadata(self) -> dict[str, str]:
+        """The shown run's numbers for the PNG's text chunks (its request's, else the form's)."""
+        r, f = self.run, self.form
+        request = r.request
+        return export_metadata(
+            prompt=request.prompt if request is not None else f.prompt,
+            seed=request.seed if request is not None else int(f.seed),
+            variant=request.variant_id if request is not None else f.variant_id,
+            steps=request.steps if request is not None else int(f.steps),
+            threshold=request.threshold if request is not None else float(f.threshold),
+            skips=r.skips,
+            ssim=r.ssim,
+            gated_seconds=r.gated_seconds,
+            vanilla_seconds=r.vanilla_seconds,
+            speedup=r.speedup,
+            speedup_label=r.speedup_label if r.speedup is not None else "",
+        )
 
     def export_captions(self) -> dict[str, str]:
         r = self.run
@@ -262,7 +293,12 @@ class Session:
         if r.gated_seconds is not None:
             gated += f"  {r.gated_seconds:.2f} s"
         vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")
-        parts = [self.form.variant_id, f"seed {self.form.seed}"]
+        variant, seed, steps = (
+            (request.variant_id, request.seed, request.steps)
+            if request is not None
+            else (self.form.variant_id, int(self.form.seed), int(self.form.steps))
+        )
+        parts = [variant, f"seed {seed}", f"{steps} steps"]
         if r.ssim is not None:
             parts.append(f"SSIM {r.ssim:.4f}")
         if r.speedup is not None:

@@ -46,9 +46,14 @@ from app.ui.analysis import (
     difference_map,
     engagement_band,
 )
-from app.ui.defaults import DEFAULT_PROMPT, FALLBACK_THRESHOLD, size_allowed, size_presets
+from app.ui.defaults import (
+    DEFAULT_PROMPT,
+    default_threshold,
+    size_allowed,
+    size_presets,
+)
 from app.ui.observable import Prop
-from app.variants import DEFAULT_VARIANT, VARIANTS, Variant, all_variants, get_variant
+from app.variants import DEFAULT_VARIANT, Variant, all_variants, get_variant
 
 StepRow = tuple[StepEvent | None, ...]
 SCHEDULE_WARNING_KINDS = frozenset({"distilled", "schedule", "engagement", "distilled-schedule"})
@@ -69,14 +74,8 @@ class RunStatus(StrEnum):
 
 
 def ui_default_threshold(variant: Variant) -> float:
-    """The slider's default: the variant's, else its base variant's (so a distilled variant's
-    banner can compare real numbers), else a typical value."""
-    if variant.default_threshold is not None:
-        return variant.default_threshold
-    base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
-    if base is not None and base.default_threshold is not None:
-        return base.default_threshold
-    return FALLBACK_THRESHOLD
+    """The slider's default (``app.ui.defaults.default_threshold``)."""
+    return default_threshold(variant)
 
 
 _Value = TypeVar("_Value", int, float)

@@ -13,10 +13,12 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QProgressBar,
+    QScrollArea,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -56,6 +58,9 @@ RUN_TIMELINE_INTERVAL_MS = 500
 SLOW_REFRESHES = {"plot": RUN_PLOT_INTERVAL_MS, "timeline": RUN_TIMELINE_INTERVAL_MS}
 CLOCK_INTERVAL_MS = 1000  # the status line's time left, while a run is going
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
+
+
+EXPORT_MESSAGE_MS = 10_000  # how long the status bar confirms an export
 
 
 class MainWindow(QMainWindow):
@@ -130,21 +135,33 @@ class MainWindow(QMainWindow):
         self.controls = ControlsView()
         self.banners = BannerStack()
         self.compare = ComparePanel()
+        self.compare.metadata_source = self.session.export_metadata
+        self.compare.message.connect(
+            lambda text: self.statusBar().showMessage(text, EXPORT_MESSAGE_MS)
+        )
         self.timeline = StepTimeline()
         self.legend = TimelineLegend()
         self.gate_plot = GatePlot()
 
         lower = QWidget()
         lower_layout = QVBoxLayout(lower)
-        lower_layout.setContentsMargins(0, 4, 0, 0)
-        lower_layout.setSpacing(8)
+        lower_layout.setContentsMargins(0, 2, 0, 0)
+        lower_layout.setSpacing(6)
         steps_header = QHBoxLayout()
         steps_header.addWidget(_section("Steps"))
         steps_header.addSpacing(12)
         steps_header.addWidget(self.legend, 1)
         lower_layout.addLayout(steps_header)
         lower_layout.addWidget(self.timeline)
-        lower_layout.addWidget(_section("Gate"))
+        gate_header = QHBoxLayout()
+        gate_header.addWidget(_section("Gate"), 0, Qt.AlignmentFlag.AlignTop)
+        gate_header.addSpacing(12)
+        gate_header.addWidget(self.gate_plot.legend, 1)  # beside its title, as the steps' legend
+        # The legend wraps to two lines in a narrow window; a splitter pane's minimum ignores
+        # word wrap, so reserve both lines (else the pane comes up short and squeezes the plot).
+        legend_lines = self.gate_plot.legend.fontMetrics().lineSpacing() * 2
+        self.gate_plot.legend.setMinimumHeight(legend_lines)
+        lower_layout.addLayout(gate_header)
         lower_layout.addWidget(self.gate_plot, 1)
         self.compare.header.insertWidget(0, _section("Images"))
         # A splitter, not stretch factors: it never squeezes a pane below its minimum, and the
@@ -158,17 +175,25 @@ class MainWindow(QMainWindow):
         self.results_splitter.setHandleWidth(8)
         self.results_splitter.setSizes([470, 400])
 
+        # Below the banners, the images and plots scroll when the window is shorter than their
+        # minimum heights (1024×700 with a long banner): they never overlap or squash to a strip.
+        self.results_scroll = QScrollArea()
+        self.results_scroll.setWidgetResizable(True)
+        self.results_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.results_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.results_scroll.setWidget(self.results_splitter)
+
         results = QWidget()
         results_layout = QVBoxLayout(results)
-        results_layout.setContentsMargins(16, 16, 16, 12)
-        results_layout.setSpacing(10)
+        results_layout.setContentsMargins(16, 12, 16, 10)
+        results_layout.setSpacing(8)
         results_layout.addWidget(self.banners)
         self.stale_caption = QLabel()  # what made the shown result, once the inputs differ
         self.stale_caption.setObjectName("StaleCaption")
         self.stale_caption.setWordWrap(True)
         self.stale_caption.setVisible(False)
         results_layout.addWidget(self.stale_caption)
-        results_layout.addWidget(self.results_splitter, 1)
+        results_layout.addWidget(self.results_scroll, 1)
         self._veils = {
             "compare": Veil(self.compare),
             "timeline": Veil(self.timeline),
@@ -400,7 +425,10 @@ class MainWindow(QMainWindow):
             if not name:
                 return None
             path = Path(name)
-        return self.session.export(path)
+        written = self.session.export(path)
+        if written is not None:
+            self.statusBar().showMessage(f"Exported {written}", EXPORT_MESSAGE_MS)
+        return written
 
     def shutdown(self, timeout_ms: int | None = None) -> bool:
         """Persist settings and geometry, stop downloads and the engine thread (bounded)."""

@@ -292,7 +292,8 @@ def _demo_variants() -> list[Variant]:
                 distilled_reason=(
                     "distilled from `demo` to 4 steps on mflux's sigmas (1, 0.955, 0.875, 0.70); "
                     "its output changes 0.14–0.86 between steps, and the short early strides let "
-                    "the gate skip a step at thresholds of 0.3 and above, so it is off by default"
+                    "the gate skip a step at thresholds of 0.3 and above, so its calibration "
+                    "sets no default threshold"
                     if distilled
                     else None
                 ),

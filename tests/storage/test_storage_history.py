@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageFont
 
 from app import paths
 from app.engine.request import make_request
@@ -21,7 +21,11 @@ from app.storage.history import (
     VANILLA_FILE,
     HistoryStore,
     RunRecord,
+    caption_font,
+    drawable,
+    entry_captions,
     export_entry,
+    missing_glyphs,
 )
 
 
@@ -224,4 +228,54 @@ def test_export_of_a_run_without_vanilla_is_one_tile(tmp_path: Path) -> None:
     entry = HistoryStore(tmp_path).save(_record(vanilla=False))
     out = export_entry(entry, tmp_path / "single.png")
     with Image.open(out) as image:
-        assert image.size[0] < 2 * 384
+        pixels = np.asarray(image.convert("RGB"))
+    # No second tile: right of the first (16 + 48×scale px) the tile band is background only
+    # (the canvas may be wider, for the footer).
+    scale = -(-384 // 32)
+    first_end = 16 + 48 * scale
+    band = pixels[16 + 28 : 16 + 28 + 32 * scale, first_end + 1 :]
+    assert band.size == 0 or bool((band == 250).all())
+
+
+def test_export_adds_the_extension_and_carries_the_runs_numbers(tmp_path: Path) -> None:
+    entry = HistoryStore(tmp_path / "history").save(_record())
+    out = export_entry(entry, tmp_path / "typed without extension")
+    assert out == tmp_path / "typed without extension.png" and out.is_file()
+    assert not (tmp_path / "typed without extension").exists()
+    assert export_entry(entry, tmp_path / "a.PNG") == tmp_path / "a.PNG"  # kept as typed
+    with Image.open(out) as image:
+        assert image.format == "PNG"
+        text = dict(image.text)  # type: ignore[attr-defined]
+    assert text["prompt"] == text["Description"] == "two red circles"
+    assert (text["seed"], text["variant"], text["steps"], text["threshold"]) == (
+        "7",
+        "demo",
+        "6",
+        "0.1",
+    )
+    assert text["skips"] == "2" and text["ssim"] == "0.9812"
+    assert (text["gated_seconds"], text["vanilla_seconds"]) == ("0.5", "0.75")
+    assert float(text["speedup"]) == pytest.approx(entry.speedup)
+    assert json.loads(text["teacache"])["seed"] == 7
+
+
+def test_export_captions_draw_every_glyph(tmp_path: Path) -> None:
+    """The '×' of the speedup drew as a missing-glyph box in Pillow's built-in font."""
+    entry = HistoryStore(tmp_path).save(_record())
+    captions = entry_captions(entry)
+    text = "".join(captions.values())
+    assert "×" in text and "“" in text and "·" in text
+    assert missing_glyphs(caption_font(15), text) == set()
+    # The check can fail: Pillow's built-in font lacks '×', and the fallback then draws an 'x'.
+    builtin = ImageFont.load_default(size=15)
+    assert "×" in missing_glyphs(builtin, text)
+    assert missing_glyphs(builtin, drawable(builtin, text)) == set()
+
+
+def test_a_one_tile_export_is_wide_enough_for_its_footer(tmp_path: Path) -> None:
+    entry = HistoryStore(tmp_path).save(_record(vanilla=False))
+    footer = entry_captions(entry)["footer"]
+    out = export_entry(entry, tmp_path / "single.png")
+    with Image.open(out) as image:
+        width = image.size[0]
+    assert width >= caption_font(15).getlength(footer) + 2 * 16

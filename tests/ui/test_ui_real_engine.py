@@ -93,6 +93,6 @@ def test_real_distilled_demo_under_its_floor_skips_nothing_and_says_why(
     assert window.run.skips == 0  # on purpose: this threshold cannot engage on this schedule
     assert all(s is not None and s.decision is not Decision.skipped for s in window.run.gated_steps)
     banner = window.banners.banner("schedule")
-    assert banner is not None and "cannot skip" in banner.title.text()
+    assert banner is not None and "every prediction is above it" in banner.title.text()
     assert banner.notice.actions  # and says what to do instead
     assert window.timeline.cell_rect(Pass.gated, 0).width() > 0

@@ -360,13 +360,13 @@ def test_distilled_warning_banner_before_and_after_a_run(
     window.form.select_variant("flux2-klein-4b")  # distilled, 4 steps: cannot engage
     before = window.banners.banner("schedule")
     assert before is not None and before.notice.kind is NoticeKind.warning
-    assert "2 of 4 steps are gate-eligible" in before.message.text()
-    assert "0.261" in before.message.text()  # from the variant's calibration data
+    assert "2 of 4 steps are gate-eligible" in before.message.full_text
+    assert "0.261" in before.message.full_text  # from the variant's calibration data
     assert run_to_end(qtbot, window) is RunStatus.finished
     after = window.banners.banner("schedule")
     assert after is not None
-    assert "cannot skip a step" in after.title.text()
-    assert "measured by the engine on this run" in after.message.text()
+    assert "every prediction is above it" in after.title.text()
+    assert "measured by the engine on this run" in after.message.full_text
     assert window.run.skips == 0  # zero skips on purpose: this schedule cannot engage
     assert window.gate_plot.band.isVisible()
     onset, threshold = window.gate_plot.onset_line.value(), window.gate_plot.threshold_line.value()

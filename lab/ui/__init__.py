@@ -1,0 +1,1 @@
+"""Looking at the window: screenshots of its layout."""
