@@ -79,6 +79,21 @@ def _signal(tr: Flux2Transformer, pre: _Prelude) -> mx.array:
     return (1 + scale_msa) * tr.transformer_blocks[0].norm1(pre.hs) + shift_msa
 
 
+def _rotary_embeddings(
+    tr: Flux2Transformer, latent_ids: mx.array, text_ids: mx.array
+) -> tuple[mx.array, mx.array]:
+    """mflux's FLUX.2 rotary embeddings for ``[text, image]`` (the eager and compiled bodies share
+    it, op for op as mflux's forward computes them)."""
+    img_ids = latent_ids[0] if latent_ids.ndim == 3 else latent_ids
+    txt_ids = text_ids[0] if text_ids.ndim == 3 else text_ids
+    image_rotary_emb = tr.pos_embed(img_ids)
+    text_rotary_emb = tr.pos_embed(txt_ids)
+    return (
+        mx.concatenate([text_rotary_emb[0], image_rotary_emb[0]], axis=0),
+        mx.concatenate([text_rotary_emb[1], image_rotary_emb[1]], axis=0),
+    )
+
+
 def _branch(
     tr: Flux2Transformer,
     pre: _Prelude,
@@ -92,14 +107,7 @@ def _branch(
     ehs = tr.context_embedder(prompt_embeds)
     text_len = ehs.shape[1]
     if verdict.decision.computes:
-        img_ids = latent_ids[0] if latent_ids.ndim == 3 else latent_ids
-        txt_ids = text_ids[0] if text_ids.ndim == 3 else text_ids
-        image_rotary_emb = tr.pos_embed(img_ids)
-        text_rotary_emb = tr.pos_embed(txt_ids)
-        rope = (
-            mx.concatenate([text_rotary_emb[0], image_rotary_emb[0]], axis=0),
-            mx.concatenate([text_rotary_emb[1], image_rotary_emb[1]], axis=0),
-        )
+        rope = _rotary_embeddings(tr, latent_ids, text_ids)
         mod_txt = tr.double_stream_modulation_txt(pre.temb)
         body_ehs, body_hs = ehs, pre.hs
         for idx, block in enumerate(tr.transformer_blocks):
@@ -193,14 +201,7 @@ class _CompiledFlux2:
         tr = self.tr
         ehs = tr.context_embedder(prompt_embeds)
         text_len = ehs.shape[1]
-        img_ids = latent_ids[0] if latent_ids.ndim == 3 else latent_ids
-        txt_ids = text_ids[0] if text_ids.ndim == 3 else text_ids
-        image_rotary_emb = tr.pos_embed(img_ids)
-        text_rotary_emb = tr.pos_embed(txt_ids)
-        rope = (
-            mx.concatenate([text_rotary_emb[0], image_rotary_emb[0]], axis=0),
-            mx.concatenate([text_rotary_emb[1], image_rotary_emb[1]], axis=0),
-        )
+        rope = _rotary_embeddings(tr, latent_ids, text_ids)
         mod_txt = tr.double_stream_modulation_txt(temb)
         for idx, block in enumerate(tr.transformer_blocks):
             ehs, hs = block(
