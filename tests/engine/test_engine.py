@@ -30,22 +30,6 @@ STEPS = 12
 
 
 @pytest.fixture
-def forced_variant(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A FLUX.2 base variant whose polynomial predicts a constant 0.01 per step: at threshold
-    0.05 the gate must skip four steps in a row, then compute (a scripted, known pattern)."""
-    base = variants.get_variant("flux2-klein-base-4b")
-    variant = replace(
-        base,
-        id="test-flux2-forced",
-        coefficients=(0.0, 0.0, 0.0, 0.0, 0.01),
-        calibrated_range=None,
-        default_size=(128, 128),
-    )
-    monkeypatch.setitem(variants.VARIANTS, variant.id, variant)
-    yield variant.id
-
-
-@pytest.fixture
 def shell() -> Iterator[Any]:
     with use_precision(mx.float32):
         yield flux2_shell(prompts=(PROMPT,))

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
 import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app import variants
 from app.adapters.common import use_precision
 from app.adapters.shells import flux2_shell
 from app.engine import events as ev
@@ -48,21 +47,6 @@ class FakeClock:
             self.paid.add(what)
             self.now += ONE_TIME
         self.now += seconds * self.slowdown
-
-
-@pytest.fixture
-def forced_variant(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Predicts a constant 0.01 per step: at threshold 0.05 the gate skips four in a row."""
-    base = variants.get_variant("flux2-klein-base-4b")
-    variant = replace(
-        base,
-        id="test-flux2-timing",
-        coefficients=(0.0, 0.0, 0.0, 0.0, 0.01),
-        calibrated_range=None,
-        default_size=(128, 128),
-    )
-    monkeypatch.setitem(variants.VARIANTS, variant.id, variant)
-    yield variant.id
 
 
 @pytest.fixture
