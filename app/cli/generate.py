@@ -37,6 +37,24 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
     p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    p.add_argument(
+        "--lora",
+        nargs=2,
+        action="append",
+        metavar=("FILE", "SCALE"),
+        help="a LoRA .safetensors file and its scale (repeatable); both passes use it",
+    )
+
+
+def lora_args(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """``--lora FILE SCALE`` pairs, the scale read as a number (one sentence where it is not)."""
+    pairs: list[tuple[str, float]] = []
+    for path, scale in getattr(args, "lora", None) or []:
+        try:
+            pairs.append((path, float(scale)))
+        except ValueError:
+            raise UserError(f"the LoRA scale must be a number, got {scale!r} for {path}") from None
+    return pairs
 
 
 def parse_size_arg(text: str) -> tuple[int, int]:
@@ -56,6 +74,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "size": args.size,
         "guidance": args.guidance,
         "quantize": args.quantize,
+        "loras": lora_args(args),
     }
     values.update(overrides)
     try:
