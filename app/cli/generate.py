@@ -145,8 +145,9 @@ def _generate(args: argparse.Namespace) -> int:
         if report.speedup is not None
         else ""
     )
+    loras = "".join(f" + LoRA {lora.label()}" for lora in request.loras)
     print(
-        f"{request.variant_id}: skipped {report.gated.skipped} of {request.steps} steps "
+        f"{request.variant_id}{loras}: skipped {report.gated.skipped} of {request.steps} steps "
         f"({report.gated.pattern}), SSIM {ssim}, vanilla {vanilla_seconds:.2f} s, "
         f"gated {report.gated.loop_seconds:.2f} s{speedup} → {out}"
     )

@@ -297,7 +297,7 @@ class Engine:
         to neither pass. Returns its seconds, or None where it was already warm (or is off)."""
         from app.adapters import install_gate
 
-        key = pipeline_key(request) + (request.width, request.height, request.guidance)
+        key = (*pipeline_key(request), request.width, request.height, request.guidance)
         if self._warmup_steps <= 0 or key in self._warm:
             return None
         if emit is not None:

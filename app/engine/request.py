@@ -97,7 +97,7 @@ def check_steps(variant: Variant, steps: object) -> None:
 
 
 def check_safetensors(path: Path) -> None:
-    """Raises ``RequestError`` unless ``path`` starts with a safetensors header (read, not loaded)."""
+    """Raises ``RequestError`` unless ``path`` starts with a safetensors header (not loaded)."""
     try:
         with path.open("rb") as handle:
             size_bytes = handle.read(8)

@@ -23,9 +23,10 @@ pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conft
 
 CFG = {"num_inference_steps": 4, "height": 128, "width": 128, "guidance": 4.0}
 SCALE = 0.7
-# Max |Δ| of the final latents (values of order 1) that the LoRA must cause at least. Measured at
-# scale 0.7 with the fixture's LoRA (6 steps): FLUX.2 0.075, Z-Image 0.52; a tenth of the smaller.
-LORA_EFFECT_FLOOR = 0.0075
+# Max |Δ| of the final latents (values of order 1) that the LoRA must cause at least. Measured with
+# these settings (scale 0.7, the fixture's LoRA, 4 steps): FLUX.2 0.074, Z-Image 0.71; the floor
+# is a tenth of the smaller, far above 0 (a build without the LoRA differs by exactly 0).
+LORA_EFFECT_FLOOR = 0.007
 BAKE_TOLERANCE = 1e-6
 
 FAMILIES: list[tuple[str, Callable[[], Any], Mapping[str, str]]] = [
@@ -53,18 +54,19 @@ def test_a_lora_for_the_shells_keys_is_baked_where_mflux_maps_it_and_changes_the
         lora.apply_loras(patched, [str(tmp_path / "style.safetensors")], [SCALE])
         for module_path, update in updates.items():
             weight = fake_lora.module_at(patched.transformer, module_path).weight
-            error = mx.max(mx.abs(weight - before[module_path] - SCALE * update)).item()
+            error = float(mx.max(mx.abs(weight - before[module_path] - SCALE * update)))
             assert error <= BAKE_TOLERANCE, module_path
         assert patched.lora_scales == [SCALE]  # recorded on the pipeline, as mflux does
         lora_latents = probes.generate_latents(patched, **CFG)
-    assert mx.max(mx.abs(lora_latents - plain_latents)).item() > LORA_EFFECT_FLOOR
+    assert float(mx.max(mx.abs(lora_latents - plain_latents))) > LORA_EFFECT_FLOOR
 
 
 def test_a_file_that_names_no_layer_of_the_model_is_refused(tmp_path: Path) -> None:
     with common.use_precision(mx.float32):
         pipeline = shells.flux2_shell()
         path = fake_lora.write_unrelated_safetensors(tmp_path / "other.safetensors")
-        with pytest.raises(ValueError, match="No LoRA layers were applied from other.safetensors"):
+        refused = r"No LoRA layers were applied from other\.safetensors"
+        with pytest.raises(ValueError, match=refused):
             lora.apply_loras(pipeline, [str(path)], [1.0])
 
 

@@ -19,6 +19,7 @@ from huggingface_hub.errors import (
 )
 
 from app.engine import loader
+from app.engine.request import LoraSpec
 from app.variants import VARIANTS, Family, get_variant, weights
 from tests.fakes.hub import KLEIN, FakeHub, damage, http_error, write_snapshot
 
@@ -193,6 +194,19 @@ def test_load_builds_with_mflux_constructor_arguments(
     assert made["model_config"] is loader.model_config(KLEIN)
     assert Path(made["model_path"]).name == KLEIN_PIN
     assert messages[-1].startswith("loading FLUX.2 Klein 4B")
+
+
+def test_loras_go_to_mflux_constructor(
+    hub: FakeHub, online: None, fake_mflux: type[FakePipeline], tmp_path: Path
+) -> None:
+    local = str(write_snapshot(tmp_path / "klein"))
+    loras = (LoraSpec("/loras/ink.safetensors", 0.8), LoraSpec("/loras/film.safetensors", -0.5))
+    loader.load_pipeline(KLEIN, model_path=local, memory_bytes=64 * GB, loras=loras)
+    loader.load_pipeline(KLEIN, model_path=local, memory_bytes=64 * GB)
+    with_loras, without = fake_mflux.made
+    assert with_loras["lora_paths"] == ["/loras/ink.safetensors", "/loras/film.safetensors"]
+    assert with_loras["lora_scales"] == [0.8, -0.5]
+    assert "lora_paths" not in without and "lora_scales" not in without
 
 
 def test_load_from_a_local_folder_or_another_repo(
