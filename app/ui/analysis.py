@@ -366,5 +366,5 @@ def lora_calibration_note(loras: Sequence[LoraSpec]) -> str:
     these = "this LoRA" if len(loras) == 1 else "these LoRAs"
     return (
         f"Calibrated without {these} ({names}): the gate's polynomial was fitted on the base "
-        "model, so its predicted change may be off under the LoRA; check skips against SSIM."
+        "model, so weigh the skips against SSIM."
     )

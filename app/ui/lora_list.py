@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt import QElidingLabel
 
 from app.engine.request import LORA_SCALE_RANGE, MAX_LORAS, LoraSpec
 from app.ui.theme import mute, small_font
@@ -43,12 +44,14 @@ class LoraRow(QWidget):
     def __init__(self, spec: LoraSpec, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.path = spec.path
-        self.name = QLabel(spec.name)
+        stem = Path(spec.path).stem  # every LoRA here is .safetensors: the suffix says nothing
+        self.name = QElidingLabel(stem)
+        self.name.setElideMode(Qt.TextElideMode.ElideMiddle)  # keeps a version at the end
         self.name.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         missing = not Path(spec.path).is_file()
         self.name.setToolTip(spec.path + ("\n(this file is missing)" if missing else ""))
         if missing:
-            self.name.setText(f"{spec.name} (missing)")
+            self.name.setText(f"{stem} (missing)")
             self.name.setStyleSheet("color: #c62828;")
         self.scale = QDoubleSpinBox()
         self.scale.setRange(*LORA_SCALE_RANGE)  # the range make_request accepts
