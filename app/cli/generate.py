@@ -37,6 +37,10 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
     p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    add_lora_argument(p)
+
+
+def add_lora_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lora",
         nargs=2,
