@@ -11,6 +11,7 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.engine.request import LoraSpec
+from app.ui.history_browser import entry_summary
 from app.ui.lora_list import UNAVAILABLE
 from app.ui.viewmodel import RunStatus
 from tests.fakes.engine import FakeEngine
@@ -35,7 +36,7 @@ def test_a_lora_added_in_the_form_reaches_the_request_the_plot_note_and_the_expo
     assert not loras.isEnabled() and loras.add_button.toolTip() == UNAVAILABLE  # the demo
     window.session.select_variant(KLEIN_BASE)
     window.form.steps = 8
-    window.form.size = (256, 256)  # the fake engine draws at this size: keep it small
+    window.form.size = (128, 128)  # the fake engine draws at this size: keep it small
     assert loras.isEnabled() and loras.add_button.isEnabled()
     path = _lora_file(tmp_path)
     loras.add_file(path)
@@ -46,6 +47,10 @@ def test_a_lora_added_in_the_form_reaches_the_request_the_plot_note_and_the_expo
     assert engine.requests[-1].loras == (LoraSpec(str(path.resolve()), 0.75),)
     qtbot.waitUntil(lambda: window.gate_plot.note.isVisible(), timeout=SIGNAL_TIMEOUT_MS)
     assert "Calibrated without this LoRA (ink.safetensors × 0.75)" in window.gate_plot.note.text()
+
+    [saved] = window.session.history.entries()  # the run as the history keeps it
+    assert saved.loras == (LoraSpec(str(path.resolve()), 0.75),)
+    assert "LoRA ink.safetensors × 0.75" in entry_summary(saved)
 
     out = window.export_current(tmp_path / "side-by-side.png")
     assert out is not None
