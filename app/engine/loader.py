@@ -178,6 +178,11 @@ def load_pipeline(
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if len(reason) > 240:
             reason = reason[:237] + "…"
+        if loras and "LoRA" in reason:  # mflux's LoRA loader names itself in every message
+            names = ", ".join(spec.name for spec in loras)
+            raise ModelLoadError(
+                f"{variant.display_name} could not take the LoRA ({names}): {reason}"
+            ) from None
         raise ModelLoadError(
             f"mflux could not load {variant.display_name} from {root}: {reason}"
         ) from None

@@ -246,6 +246,29 @@ def test_mflux_failures_become_one_line(
         loader.load_pipeline(KLEIN, model_path=str(local), memory_bytes=64 * GB)
 
 
+def test_a_lora_that_does_not_fit_the_model_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, online: None
+) -> None:
+    local = write_snapshot(tmp_path / "snap")
+
+    class Refusing:  # what mflux's LoRALoader raises for a file of another model's keys
+        def __init__(self, **kwargs: Any) -> None:
+            raise ValueError(
+                "No LoRA layers were applied from ink.safetensors. Key endings seen in the file:\n"
+                "['lora_A.weight']. This model's mapping expects endings like lora_A/lora_B"
+            )
+
+    monkeypatch.setattr(loader, "pipeline_class", lambda v: Refusing)
+    with pytest.raises(loader.ModelLoadError) as failed:
+        loader.load_pipeline(
+            KLEIN, model_path=str(local), memory_bytes=64 * GB,
+            loras=(LoraSpec("/l/ink.safetensors", 1.0),),
+        )  # fmt: skip
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith("FLUX.2 Klein 4B could not take the LoRA (ink.safetensors): No LoRA")
+
+
 def test_real_mflux_constructor_on_unusable_files_fails_with_one_line(tmp_path: Path) -> None:
     """mflux's own Flux2Klein constructor, on a folder that passes our checks but holds no real
     weights or tokenizer: whatever mflux raises reaches the user as one sentence."""
