@@ -61,6 +61,7 @@ class BenchConfig:
     threshold: float
     guidance: float | None = None
     quantize: int | None = None
+    loras: tuple[tuple[str, float], ...] = ()  # (path, scale)
     reps: int = 3
     warmup: int = 1
     warmup_steps: int | None = None  # None: warm-up generations run ``steps`` steps
@@ -84,6 +85,7 @@ class BenchConfig:
             threshold=self.threshold,
             guidance=self.guidance,
             quantize=self.quantize,
+            loras=self.loras,
             coefficients=self.coefficients,
             max_consecutive_skips=self.max_consecutive_skips,
             random_weights=self.random_weights,
@@ -98,6 +100,7 @@ class BenchConfig:
         data = asdict(self)
         data["coefficients"] = None if self.coefficients is None else list(self.coefficients)
         data["conditions"] = list(self.conditions)
+        data["loras"] = [list(lora) for lora in self.loras]  # as JSON reads it back
         return data
 
 

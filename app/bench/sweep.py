@@ -47,6 +47,7 @@ class SweepConfig:
     thresholds: tuple[float, ...]
     guidance: float | None = None
     quantize: int | None = None
+    loras: tuple[tuple[str, float], ...] = ()  # (path, scale)
     reps: int = 1
     warmup: int = 1
     timing: str = "isolated"
@@ -54,6 +55,7 @@ class SweepConfig:
     def settings(self) -> dict[str, Any]:
         data = asdict(self)
         data["thresholds"] = list(self.thresholds)
+        data["loras"] = [list(lora) for lora in self.loras]  # as JSON reads it back
         return data
 
     def spec(self, condition: str, threshold: float, rep: int, image: Path | None) -> WorkerSpec:
@@ -68,6 +70,7 @@ class SweepConfig:
             threshold=threshold,
             guidance=self.guidance,
             quantize=self.quantize,
+            loras=self.loras,
             warmup=self.warmup,
             rep=rep,
             image_path=None if image is None else str(image),
@@ -187,6 +190,7 @@ class _InProcess:
             size=(self.config.width, self.config.height),
             guidance=self.config.guidance,
             quantize=self.config.quantize,
+            loras=self.config.loras,
             compare_vanilla=True,
             resume=True,
         )

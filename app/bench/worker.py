@@ -49,6 +49,7 @@ class WorkerSpec:
     threshold: float
     guidance: float | None = None
     quantize: int | None = None
+    loras: tuple[tuple[str, float], ...] = ()  # (path, scale), applied by mflux's loader
     # Replace the variant's polynomial (a forced skip pattern for timing on random weights).
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
@@ -79,6 +80,7 @@ class WorkerSpec:
         data = json.loads(text)
         if data.get("coefficients") is not None:
             data["coefficients"] = tuple(data["coefficients"])
+        data["loras"] = tuple((str(path), float(scale)) for path, scale in data.get("loras", ()))
         return cls(**data)
 
 
@@ -181,7 +183,11 @@ def load_pipeline(spec: WorkerSpec) -> Any:
 
     variant = get_variant(spec.variant)
     if spec.random_weights is not None:
-        return _random_weight_pipeline(spec, variant)
+        from app.adapters.lora import apply_loras
+
+        pipeline = _random_weight_pipeline(spec, variant)
+        apply_loras(pipeline, [path for path, _ in spec.loras], [s for _, s in spec.loras])
+        return pipeline
     # A user calibration (``demo+mycal``) runs the weights of its base variant.
     parts = split_user_variant_id(variant.id)
     base = get_variant(parts[0]) if parts else variant
@@ -193,6 +199,7 @@ def load_pipeline(spec: WorkerSpec) -> Any:
         size=(spec.width, spec.height),
         guidance=spec.guidance,
         quantize=spec.quantize,
+        loras=spec.loras,
     )
     return default_loader(base, request, lambda event: None, threading.Event())
 

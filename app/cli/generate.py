@@ -37,6 +37,28 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
     p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    add_lora_argument(p)
+
+
+def add_lora_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lora",
+        nargs=2,
+        action="append",
+        metavar=("FILE", "SCALE"),
+        help="a LoRA .safetensors file and its scale (repeatable); both passes use it",
+    )
+
+
+def lora_args(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """``--lora FILE SCALE`` pairs, the scale read as a number (one sentence where it is not)."""
+    pairs: list[tuple[str, float]] = []
+    for path, scale in getattr(args, "lora", None) or []:
+        try:
+            pairs.append((path, float(scale)))
+        except ValueError:
+            raise UserError(f"the LoRA scale must be a number, got {scale!r} for {path}") from None
+    return pairs
 
 
 def parse_size_arg(text: str) -> tuple[int, int]:
@@ -56,6 +78,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "size": args.size,
         "guidance": args.guidance,
         "quantize": args.quantize,
+        "loras": lora_args(args),
     }
     values.update(overrides)
     try:
@@ -126,8 +149,9 @@ def _generate(args: argparse.Namespace) -> int:
         if report.speedup is not None
         else ""
     )
+    loras = "".join(f" + LoRA {lora.label()}" for lora in request.loras)
     print(
-        f"{request.variant_id}: skipped {report.gated.skipped} of {request.steps} steps "
+        f"{request.variant_id}{loras}: skipped {report.gated.skipped} of {request.steps} steps "
         f"({report.gated.pattern}), SSIM {ssim}, vanilla {vanilla_seconds:.2f} s, "
         f"gated {report.gated.loop_seconds:.2f} s{speedup} → {out}"
     )

@@ -56,6 +56,7 @@ def _sweep(args: argparse.Namespace) -> int:
         thresholds=thresholds,
         guidance=request.guidance,
         quantize=request.quantize,
+        loras=tuple((lora.path, lora.scale) for lora in request.loras),
         reps=args.reps,
         warmup=args.warmup,
         timing=args.timing,

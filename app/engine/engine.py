@@ -176,7 +176,7 @@ class Engine:
     ) -> None:
         quiet_mflux_progress()
         self._loader = loader or default_loader
-        self._pipelines: OrderedDict[tuple[str, int | None], Any] = OrderedDict()
+        self._pipelines: OrderedDict[tuple[object, ...], Any] = OrderedDict()
         self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
         self._clock = clock  # every step time and pass time is read from it (tests fake it)
@@ -297,8 +297,7 @@ class Engine:
         to neither pass. Returns its seconds, or None where it was already warm (or is off)."""
         from app.adapters import install_gate
 
-        key = (request.variant.id, request.quantize, request.width, request.height)
-        key += (request.guidance,)
+        key = (*pipeline_key(request), request.width, request.height, request.guidance)
         if self._warmup_steps <= 0 or key in self._warm:
             return None
         if emit is not None:
@@ -319,15 +318,15 @@ class Engine:
     def pipeline(
         self, variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
     ) -> Any:
-        key = (variant.id, request.quantize)
+        key = pipeline_key(request)
         if key in self._pipelines:
             self._pipelines.move_to_end(key)
             return self._pipelines[key]
         if not variant.embedded:
             # Real models are large: keep only one resident (the demos are tiny and stay).
-            for other in [k for k in self._pipelines if not k[0].startswith("demo")]:
+            for other in [k for k in self._pipelines if not str(k[0]).startswith("demo")]:
                 del self._pipelines[other]
-                self._warm = {w for w in self._warm if w[:2] != other}
+                self._warm = {w for w in self._warm if w[: len(other)] != other}
             self._vanilla.clear()
             mx.clear_cache()
         emit(LoadProgress(variant.id, f"loading {variant.display_name}…"))
@@ -415,6 +414,12 @@ class Engine:
         )
         emit(PassFinished(run_id, which, image, loop_seconds, tuple(events)))
         return outcome
+
+
+def pipeline_key(request: GenerationRequest) -> tuple[object, ...]:
+    """What a built pipeline depends on. LoRAs are baked into the weights by mflux, so a pipeline
+    with other LoRAs (or none) is another pipeline, built afresh."""
+    return (request.variant_id, request.quantize, request.loras)
 
 
 def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
@@ -565,6 +570,10 @@ def default_loader(
             emit(LoadProgress(variant.id, message, done, total))
 
         pipeline = load_pipeline(
-            variant, quantize=request.quantize, progress=progress, cancel=cancel
+            variant,
+            quantize=request.quantize,
+            progress=progress,
+            cancel=cancel,
+            loras=request.loras,
         )
     return pipeline

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import DownloadCancelled
 from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant
@@ -25,6 +26,9 @@ from app.variants.weights import (
     say_progress,
     verify_snapshot,
 )
+
+if TYPE_CHECKING:
+    from app.engine.request import LoraSpec
 
 
 class NotEnoughMemoryError(LoadError):
@@ -113,11 +117,13 @@ def load_pipeline(
     token: str | None = None,
     cache_dir: str | Path | None = None,
     memory_bytes: int | None = None,
+    loras: Sequence[LoraSpec] = (),
 ) -> Any:
     """Build the mflux pipeline for ``variant`` with mflux's own constructor.
 
     ``model_path``: a local folder (a Hugging Face snapshot layout or an ``mflux-save`` output) or
     another Hugging Face repo id; default: the variant's repo at mflux's pinned revision.
+    ``loras``: applied and baked by mflux's constructor (its key mapping, its loader).
     """
     require_real(variant)
     if quantize is not None and quantize not in QUANTIZE_LEVELS:
@@ -150,8 +156,19 @@ def load_pipeline(
     cls = pipeline_class(variant)
     bits = "" if quantize is None else f" ({quantize}-bit)"
     say_progress(progress, f"loading {variant.display_name}{bits} into memory")
+    lora_kwargs: dict[str, Any] = {}
+    if loras:
+        lora_kwargs = {
+            "lora_paths": [spec.path for spec in loras],
+            "lora_scales": [spec.scale for spec in loras],
+        }
     try:
-        return cls(model_config=model_config(variant), quantize=quantize, model_path=str(root))
+        return cls(
+            model_config=model_config(variant),
+            quantize=quantize,
+            model_path=str(root),
+            **lora_kwargs,
+        )
     except MemoryError:
         raise NotEnoughMemoryError(
             f"ran out of memory loading {variant.display_name}; close other apps or choose "
@@ -161,6 +178,11 @@ def load_pipeline(
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if len(reason) > 240:
             reason = reason[:237] + "…"
+        if loras and "LoRA" in reason:  # mflux's LoRA loader names itself in every message
+            names = ", ".join(spec.name for spec in loras)
+            raise ModelLoadError(
+                f"{variant.display_name} could not take the LoRA ({names}): {reason}"
+            ) from None
         raise ModelLoadError(
             f"mflux could not load {variant.display_name} from {root}: {reason}"
         ) from None

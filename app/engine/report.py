@@ -154,6 +154,7 @@ class RunReport:
             "height": r.height,
             "guidance": r.guidance,
             "quantize": r.quantize,
+            "loras": [{"path": lora.path, "scale": lora.scale} for lora in r.loras],
             "skipped": g.skipped,
             "computed": g.computed,
             "pattern": g.pattern,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from app.variants import Variant, get_variant
 
@@ -13,10 +16,32 @@ MAX_STEPS = 1000
 # from the prompt), and the published recipes (FLUX.1 dev 3.5, Klein base and Z-Image 4,
 # Qwen-Image 4, the demo 3) sit well inside 10, beyond which images saturate.
 GUIDANCE_RANGE = (1.0, 10.0)
+# LoRA cards recommend scales up to about 1.5 and slider LoRAs use negative ones; past ±5 the
+# update dwarfs the base weights, so a larger number is almost surely a typo.
+LORA_SCALE_RANGE = (-5.0, 5.0)
+# Each file is another full transformer patch held in memory; stacks of more than a few are rare.
+MAX_LORAS = 4
+# A safetensors header is a few kilobytes per tensor; anything past this is not a safetensors file.
+_MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
 
 
 class RequestError(ValueError):
     """The request is invalid; the message is one clear sentence for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoraSpec:
+    """One LoRA file (absolute path) and the scale mflux applies it at."""
+
+    path: str
+    scale: float = 1.0
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def label(self) -> str:
+        return f"{self.name} × {self.scale:g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +58,8 @@ class GenerationRequest:
     compare_vanilla: bool = True
     # Resume the gated pass from the cached vanilla trajectory (bit-exact; the app's fast path).
     resume: bool = False
+    # Applied to both passes (one pipeline), so the comparison stays paired.
+    loras: tuple[LoraSpec, ...] = ()
 
     @property
     def variant(self) -> Variant:
@@ -49,6 +76,7 @@ class GenerationRequest:
             self.height,
             self.guidance,
             self.quantize,
+            self.loras,
         )
 
     def with_threshold(self, threshold: float) -> GenerationRequest:
@@ -68,6 +96,65 @@ def check_steps(variant: Variant, steps: object) -> None:
         raise RequestError(f"steps must be at most {MAX_STEPS}, got {steps}")
 
 
+def check_safetensors(path: Path) -> None:
+    """Raises ``RequestError`` unless ``path`` starts with a safetensors header (not loaded)."""
+    try:
+        with path.open("rb") as handle:
+            size_bytes = handle.read(8)
+            size = int.from_bytes(size_bytes, "little") if len(size_bytes) == 8 else 0
+            header = handle.read(size) if 0 < size <= _MAX_SAFETENSORS_HEADER else b""
+    except OSError as exc:
+        raise RequestError(f"cannot read the LoRA file {path}: {exc.strerror or exc}") from None
+    try:
+        parsed = json.loads(header) if len(header) == size > 0 else None
+    except (UnicodeDecodeError, ValueError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise RequestError(f"the LoRA file {path} is not a readable .safetensors file")
+
+
+def check_loras(
+    variant: Variant, loras: Iterable[LoraSpec | tuple[str, float]]
+) -> tuple[LoraSpec, ...]:
+    """The LoRA list as ``LoraSpec``s with absolute paths; one ``RequestError`` sentence where a
+    file or scale is unusable."""
+    given = [
+        item if isinstance(item, LoraSpec) else LoraSpec(str(item[0]), item[1]) for item in loras
+    ]
+    if not given:
+        return ()
+    if variant.embedded:
+        raise RequestError(
+            f"{variant.id} is the built-in demo model, not an mflux model, and takes no LoRA; "
+            "choose a FLUX.1, FLUX.2, Z-Image or Qwen-Image variant"
+        )
+    if len(given) > MAX_LORAS:
+        raise RequestError(f"at most {MAX_LORAS} LoRA files at once, got {len(given)}")
+    low, high = LORA_SCALE_RANGE
+    out: list[LoraSpec] = []
+    for spec in given:
+        path = Path(spec.path).expanduser()
+        if path.suffix.lower() != ".safetensors":
+            raise RequestError(f"a LoRA must be a .safetensors file, got {spec.path}")
+        if not path.is_file():
+            raise RequestError(f"the LoRA file {spec.path} does not exist")
+        check_safetensors(path)
+        try:
+            scale = float(spec.scale)
+        except (TypeError, ValueError):
+            raise RequestError(f"the LoRA scale must be a number, got {spec.scale!r}") from None
+        if not (math.isfinite(scale) and low <= scale <= high):
+            raise RequestError(
+                f"the LoRA scale must be between {low:g} and {high:g}, got {spec.scale} "
+                f"for {path.name}"
+            )
+        resolved = str(path.resolve())
+        if any(o.path == resolved for o in out):
+            raise RequestError(f"the LoRA file {path.name} is listed twice")
+        out.append(LoraSpec(resolved, scale))
+    return tuple(out)
+
+
 def make_request(
     variant_id: str,
     prompt: str,
@@ -80,6 +167,7 @@ def make_request(
     quantize: int | None = None,
     compare_vanilla: bool = True,
     resume: bool = False,
+    loras: Iterable[LoraSpec | tuple[str, float]] = (),
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -132,6 +220,7 @@ def make_request(
         guidance = float(guidance)
     if quantize not in (None, 3, 4, 5, 6, 8):
         raise RequestError(f"quantize must be one of 3, 4, 5, 6, 8 or none, got {quantize}")
+    checked_loras = check_loras(variant, loras)
     return GenerationRequest(
         variant_id=variant.id,
         prompt=prompt,
@@ -144,4 +233,5 @@ def make_request(
         quantize=quantize,
         compare_vanilla=compare_vanilla,
         resume=resume,
+        loras=checked_loras,
     )

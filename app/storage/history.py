@@ -30,7 +30,7 @@ from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 from app import paths
 from app.engine.report import RunReport, replayed_steps, speedup_label
-from app.engine.request import GenerationRequest, RequestError, make_request
+from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_request
 from app.gate import Decision, StepEvent
 from app.storage.atomic import atomic_write_bytes, atomic_write_text
 from app.storage.jsonio import dumps_json
@@ -222,8 +222,21 @@ class HistoryEntry:
         rows = self.meta.get("steps", {}).get(which, [])
         return tuple(step_from_dict(row, len(rows)) for row in rows)
 
+    @property
+    def loras(self) -> tuple[LoraSpec, ...]:
+        """The run's LoRAs as recorded (an entry from before LoRA support has none)."""
+        rows = self.request_data.get("loras") or []
+        return tuple(
+            LoraSpec(str(row["path"]), float(row["scale"]))
+            for row in rows
+            if isinstance(row, dict)
+            and isinstance(row.get("path"), str)
+            and isinstance(row.get("scale"), int | float)
+        )
+
     def to_request(self) -> GenerationRequest | None:
-        """The request that reproduces this run, or None if the variant no longer exists."""
+        """The request that reproduces this run, or None if the variant (or a LoRA file) no
+        longer exists."""
         data = self.request_data
         try:
             width, height = int(data["width"]), int(data["height"])
@@ -237,6 +250,7 @@ class HistoryEntry:
                 guidance=_opt_float(data.get("guidance")),
                 quantize=_opt_int(data.get("quantize")),
                 compare_vanilla=bool(data.get("compare_vanilla", True)),
+                loras=self.loras,
             )
         except (RequestError, KeyError, TypeError, ValueError):
             return None
@@ -369,6 +383,7 @@ def export_metadata(
     vanilla_seconds: float | None,
     speedup: float | None,
     speedup_label: str = "",
+    loras: Sequence[LoraSpec] = (),
 ) -> dict[str, str]:
     """The text chunks of an exported PNG: one key per number, and the prompt as Description."""
     fields: dict[str, object] = {
@@ -385,6 +400,9 @@ def export_metadata(
         "speedup_label": speedup_label or None,
     }
     data = {k: str(v) for k, v in fields.items() if v is not None}
+    if loras:
+        data["loras"] = ", ".join(lora.label() for lora in loras)
+        fields["loras"] = [{"path": lora.path, "scale": lora.scale} for lora in loras]
     data["Description"] = prompt
     data["Software"] = "TeaCache Studio"
     data["teacache"] = dumps_json({k: v for k, v in fields.items() if v is not None})
@@ -467,6 +485,7 @@ def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
         vanilla_seconds=entry.vanilla_seconds,
         speedup=entry.speedup,
         speedup_label=entry.speedup_label if entry.speedup is not None else "",
+        loras=entry.loras,
     )
 
 
@@ -480,6 +499,7 @@ def entry_captions(entry: HistoryEntry) -> dict[str, str]:
     if entry.vanilla_seconds is not None:
         vanilla += f"  {entry.vanilla_seconds:.2f} s"
     parts = [f"{entry.variant_id}", f"seed {entry.seed}", f"{entry.steps} steps"]
+    parts += lora_captions(entry.loras)
     if entry.ssim is not None:
         parts.append(f"SSIM {entry.ssim:.4f}")
     if entry.speedup is not None:
@@ -490,6 +510,11 @@ def entry_captions(entry: HistoryEntry) -> dict[str, str]:
         "vanilla_caption": vanilla,
         "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
     }
+
+
+def lora_captions(loras: Sequence[LoraSpec]) -> list[str]:
+    """The footer's LoRA part: one "LoRA name × scale" per file."""
+    return [f"LoRA {lora.label()}" for lora in loras]
 
 
 def speedup_caption(speedup: float, label: str) -> str:

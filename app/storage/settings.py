@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from app import paths
+from app.engine.request import LORA_SCALE_RANGE
 from app.storage.atomic import atomic_write_text
 from app.storage.jsonio import dumps_json
 from app.variants import DEFAULT_VARIANT
@@ -46,6 +47,7 @@ class Settings:
     steps: dict[str, int] = field(default_factory=dict)  # per variant id
     sizes: dict[str, list[int]] = field(default_factory=dict)  # per variant id: [width, height]
     guidance: dict[str, float] = field(default_factory=dict)  # per variant id
+    loras: dict[str, list[list[object]]] = field(default_factory=dict)  # per variant: [path, scale]
     seed: int = 42
     rerun_on_threshold_change: bool = False
 
@@ -125,6 +127,13 @@ def _size(value: object) -> list[int]:
     return pair
 
 
+def _lora(value: object) -> list[object]:
+    if not (isinstance(value, list) and len(value) == 2):
+        raise _Invalid("expected [path, scale]")
+    # A file that has gone since is kept and reported at Generate, in the request check's words.
+    return [_str(value[0]), _float(*LORA_SCALE_RANGE)(value[1])]
+
+
 _VALIDATORS: dict[str, Validator] = {
     "last_variant": _str,
     "last_prompt": _str,
@@ -133,6 +142,7 @@ _VALIDATORS: dict[str, Validator] = {
     "steps": _dict_of(_int(1, 1000)),
     "sizes": _dict_of(_size),
     "guidance": _dict_of(_float(0.0, 100.0)),
+    "loras": _dict_of(_list_of(_lora)),
     "seed": _int(0, 2**32 - 1),
     "rerun_on_threshold_change": _bool,
 }

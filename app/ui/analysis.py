@@ -10,6 +10,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from app.engine.request import LoraSpec
 from app.gate import Decision, StepEvent
 from app.gate.decision import prediction_floor
 from app.gate.simulator import engagement, skip_curve
@@ -355,3 +356,15 @@ def _number(value: object) -> float | None:
 
 def _integer(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def lora_calibration_note(loras: Sequence[LoraSpec]) -> str:
+    """The gate plot's caveat under LoRAs: the variant's polynomial was fitted on the base model."""
+    if not loras:
+        return ""
+    names = ", ".join(lora.label() for lora in loras)
+    these = "this LoRA" if len(loras) == 1 else "these LoRAs"
+    return (
+        f"Calibrated without {these} ({names}): the gate's polynomial was fitted on the base "
+        "model, so weigh the skips against SSIM."
+    )

@@ -32,6 +32,7 @@ from superqt.utils import signals_blocked
 
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.ui.defaults import MAX_SEED
+from app.ui.lora_list import LoraList
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import Family, Variant, all_variants
 
@@ -390,6 +391,11 @@ class ControlsView(QFrame):
         grid.addWidget(self.guidance, 4, 1)
         grid.setColumnStretch(1, 1)
         layout.addLayout(grid)
+        layout.addSpacing(10)
+
+        layout.addWidget(section("LoRA"))
+        self.loras = LoraList()
+        layout.addWidget(self.loras)
         layout.addSpacing(10)
 
         layout.addWidget(section("TeaCache threshold"))

@@ -142,10 +142,17 @@ class GatePlot(QWidget):
         plots.setSpacing(8)
         plots.addWidget(self.plot, 3)
         plots.addWidget(self.curve_plot, 2)
+        # A caveat about the gate's calibration for this run (e.g. a LoRA it was not fitted on).
+        self.note = QLabel()
+        self.note.setObjectName("GateNote")
+        self.note.setFont(small_font(self.note.font()))
+        self.note.setWordWrap(True)
+        self.note.setVisible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addWidget(self.legend)
+        layout.addWidget(self.note)
         layout.addLayout(plots, 1)
         self._threshold = 0.0
         self._band: EngagementBand | None = None
@@ -154,6 +161,11 @@ class GatePlot(QWidget):
 
     def sizeHint(self) -> QSize:
         return QSize(720, 230)
+
+    def set_note(self, text: str) -> None:
+        """Show ``text`` above the plots; empty hides it."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
 
     def set_data(
         self,

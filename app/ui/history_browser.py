@@ -21,7 +21,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.storage.history import HistoryEntry, HistoryStore, export_entry, friendly_time
+from app.storage.history import (
+    HistoryEntry,
+    HistoryStore,
+    export_entry,
+    friendly_time,
+    lora_captions,
+)
 from app.ui.theme import mute, small_font
 
 log = logging.getLogger(__name__)
@@ -37,6 +43,7 @@ def to_qimage(array: np.ndarray) -> QImage:
 
 def entry_summary(entry: HistoryEntry) -> str:
     parts = [entry.variant_id, f"seed {entry.seed}", f"{entry.steps} steps"]
+    parts += lora_captions(entry.loras)
     if entry.threshold is not None:
         parts.append(f"t={entry.threshold:.4g}")
     if entry.skips is not None:

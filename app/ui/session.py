@@ -25,6 +25,7 @@ from app.storage.history import (
     export_entry,
     export_metadata,
     export_side_by_side,
+    lora_captions,
     speedup_caption,
 )
 from app.storage.settings import Settings, SettingsStore
@@ -35,6 +36,7 @@ from app.ui.analysis import (
     NoticeAction,
     NoticeKind,
     fmt,
+    lora_calibration_note,
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
@@ -185,7 +187,15 @@ class Session:
                 parts.append(f"seed {request.seed}")
             if current.prompt != request.prompt:
                 parts.append("another prompt")
+        current_loras = current.loras if current is not None else ()
+        if (request.loras or current_loras) and current_loras != request.loras:
+            parts += lora_captions(request.loras) or ["no LoRA"]
         return f"{what}: " + ", ".join(parts)
+
+    def gate_plot_note(self) -> str:
+        """The gate plot's caveat for the shown run's LoRAs (the form's before any run)."""
+        request = self.run.request
+        return lora_calibration_note(request.loras if request is not None else self.form.loras)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():
@@ -282,6 +292,7 @@ class Session:
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
             speedup_label=r.speedup_label if r.speedup is not None else "",
+            loras=request.loras if request is not None else self.form.loras,
         )
 
     def export_captions(self) -> dict[str, str]:
@@ -299,6 +310,7 @@ class Session:
             else (self.form.variant_id, int(self.form.seed), int(self.form.steps))
         )
         parts = [variant, f"seed {seed}", f"{steps} steps"]
+        parts += lora_captions(request.loras if request is not None else self.form.loras)
         if r.ssim is not None:
             parts.append(f"SSIM {r.ssim:.4f}")
         if r.speedup is not None:

@@ -31,6 +31,7 @@ from app.engine.request import (
     GUIDANCE_RANGE,
     MAX_STEPS,
     GenerationRequest,
+    LoraSpec,
     make_request,
 )
 from app.gate import StepEvent
@@ -106,6 +107,7 @@ class FormModel(QObject):
     threshold_changed = Signal(object)
     size_changed = Signal(object)
     guidance_changed = Signal(object)
+    loras_changed = Signal(object)
 
     variant_id = Prop(DEFAULT_VARIANT)
     prompt = Prop(DEFAULT_PROMPT)
@@ -114,6 +116,7 @@ class FormModel(QObject):
     threshold = Prop(0.1)
     size = Prop[tuple[int, int]]((128, 128))
     guidance = Prop[float | None](None)
+    loras = Prop[tuple[LoraSpec, ...]](())  # always () for the demo models (not mflux models)
 
     def __init__(self, settings: Settings, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -154,6 +157,10 @@ class FormModel(QObject):
             s.sizes.pop(vid, None)
         if self.guidance is not None:
             _remember(s.guidance, vid, float(self.guidance), variant.default_guidance)
+        if self.loras and not variant.embedded:
+            s.loras[vid] = [[lora.path, lora.scale] for lora in self.loras]
+        else:
+            s.loras.pop(vid, None)
         s.seed = int(self.seed)
         s.last_prompt = self.prompt
 
@@ -167,6 +174,7 @@ class FormModel(QObject):
             threshold=float(self.threshold),
             size=(int(self.size[0]), int(self.size[1])),
             guidance=self.guidance,
+            loras=self.loras,
         )
 
     def apply_request(self, request: GenerationRequest) -> None:
@@ -181,6 +189,7 @@ class FormModel(QObject):
         self.size = (request.width, request.height)
         if self.variant.default_guidance is not None:
             self.guidance = request.guidance
+        self.loras = request.loras
 
     def _load_variant(self, variant_id: str) -> None:
         variant = get_variant(variant_id)
@@ -205,6 +214,8 @@ class FormModel(QObject):
         self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
         self.size = size
         self.guidance = guidance
+        stored_loras = [] if variant.embedded else s.loras.get(variant_id, [])
+        self.loras = tuple(LoraSpec(str(path), float(scale)) for path, scale in stored_loras)  # type: ignore[arg-type]
         self.variant_loaded.emit(variant_id)
 
 

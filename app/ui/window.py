@@ -297,6 +297,7 @@ class MainWindow(QMainWindow):
                 c.guidance.valueChanged,
                 to_model=lambda v: float(v) if f.variant.default_guidance is not None else None,
             ),
+            bind(f, "loras", c.loras.set_loras, c.loras.loras_edited),
         ]
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self._on_variant_changed)
@@ -388,11 +389,13 @@ class MainWindow(QMainWindow):
             f.threshold_changed,
             f.size_changed,
             f.guidance_changed,
+            f.loras_changed,
             r.request_changed,
             r.status_changed,
             r.gated_image_changed,
         ):
             signal.connect(self._refresh_staleness)
+        f.loras_changed.connect(self._schedule_plot)
 
         self.banners.action_triggered.connect(self._on_banner_action)
         self.banners.dismissed.connect(self._dismiss)
@@ -497,6 +500,7 @@ class MainWindow(QMainWindow):
         c.guidance_label.setVisible(has_guidance)
         if has_guidance and self.form.guidance is not None:
             c.guidance.setValue(self.form.guidance)
+        c.loras.set_available(not variant.embedded)
         self._refresh_variant_info()
         self._refresh_threshold_hint()
         self._refresh_input_problem()
@@ -633,6 +637,7 @@ class MainWindow(QMainWindow):
         # what-if on this very trace
         preview = self.form.threshold if self.session.same_schedule else None
         self.gate_plot.set_data(r.gated_steps, r.vanilla_steps, threshold, r.band, preview=preview)
+        self.gate_plot.set_note(self.session.gate_plot_note())
 
     def _refresh_images(self) -> None:
         r = self.run

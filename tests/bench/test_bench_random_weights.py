@@ -8,6 +8,7 @@ matrix at a time) is checked on a model small enough to build.
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
@@ -94,3 +95,26 @@ def test_warm_loop_estimate_uses_the_timed_runs_step_costs() -> None:
     assert abs(warm_loop_estimate(timed, "FSCF") - 0.61) < 1e-9
     vanilla = {**timed, "step_seconds": None, "pattern": "CCCCCC"}
     assert abs(warm_loop_estimate(vanilla, "CCCC") - 4 / 6) < 1e-9
+
+
+def test_a_workers_lora_survives_the_process_boundary_and_is_baked_into_the_shell(
+    tmp_path: Path,
+) -> None:
+    """``bench``/``sweep --lora`` on random weights: the spec carries the LoRA as JSON, and the
+    worker applies it with mflux's loader (to float32 rounding of one addition; bound 1e-6)."""
+    from dataclasses import replace
+
+    from app.bench.worker import load_pipeline
+    from tests.fakes import lora as fake_lora
+
+    plain = replace(_spec("flux2-klein-base-4b"), dtype="float32")
+    base = _random_weight_pipeline(plain, get_variant("flux2-klein-base-4b"))
+    path = tmp_path / "style.safetensors"
+    updates = fake_lora.write_lora(path, base.transformer, fake_lora.FLUX2_TARGETS)
+    spec = WorkerSpec.from_json(replace(plain, loras=((str(path), 0.5),)).to_json())
+    assert spec.loras == ((str(path), 0.5),)
+    patched = load_pipeline(spec)
+    for module_path, update in updates.items():
+        before = fake_lora.module_at(base.transformer, module_path).weight
+        after = fake_lora.module_at(patched.transformer, module_path).weight
+        assert float(mx.max(mx.abs(after - before - 0.5 * update))) <= 1e-6, module_path

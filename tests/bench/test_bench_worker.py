@@ -148,6 +148,11 @@ def test_bench_command_end_to_end_and_resume(tmp_path: Path) -> None:
             "--variant is required",
         ),
         (("--variant", "demo", "--size", "12x"), "size must look like"),
+        (("--variant", "demo", "--lora", "a.safetensors", "1"), "takes no LoRA"),
+        (
+            ("--variant", "flux2-klein-base-4b", "--lora", "/no/such.safetensors", "1"),
+            "the LoRA file /no/such.safetensors does not exist",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -64,6 +64,35 @@ def test_default_threshold_engages_and_reports_every_step(tmp_path: Path) -> Non
         (["--variant", "demo", "--prompt", PROMPT, "--size", "130x128"], "multiple of 16"),
         (["--variant", "demo", "--prompt", PROMPT, "--size", "big"], "WIDTHxHEIGHT"),
         (["--variant", "demo", "--prompt", PROMPT, "--size", "256x256"], "128 × 128 pixels only"),
+        (["--variant", "demo", "--prompt", PROMPT, "--lora", "a.safetensors", "1"], "no LoRA"),
+        (
+            [
+                "--variant",
+                "flux2-klein-base-4b",
+                "--prompt",
+                "a cat",
+                "--lora",
+                "/no/such.safetensors",
+                "1",
+            ],
+            "the LoRA file /no/such.safetensors does not exist",
+        ),
+        (
+            [
+                "--variant",
+                "flux2-klein-base-4b",
+                "--prompt",
+                "a cat",
+                "--lora",
+                "a.safetensors",
+                "lots",
+            ],
+            "the LoRA scale must be a number, got 'lots'",
+        ),
+        (
+            ["--variant", "demo", "--prompt", PROMPT, "--lora", "a.safetensors"],
+            "--lora: expected 2",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line_without_traceback(

@@ -19,6 +19,7 @@ from huggingface_hub.errors import (
 )
 
 from app.engine import loader
+from app.engine.request import LoraSpec
 from app.variants import VARIANTS, Family, get_variant, weights
 from tests.fakes.hub import KLEIN, FakeHub, damage, http_error, write_snapshot
 
@@ -195,6 +196,19 @@ def test_load_builds_with_mflux_constructor_arguments(
     assert messages[-1].startswith("loading FLUX.2 Klein 4B")
 
 
+def test_loras_go_to_mflux_constructor(
+    hub: FakeHub, online: None, fake_mflux: type[FakePipeline], tmp_path: Path
+) -> None:
+    local = str(write_snapshot(tmp_path / "klein"))
+    loras = (LoraSpec("/loras/ink.safetensors", 0.8), LoraSpec("/loras/film.safetensors", -0.5))
+    loader.load_pipeline(KLEIN, model_path=local, memory_bytes=64 * GB, loras=loras)
+    loader.load_pipeline(KLEIN, model_path=local, memory_bytes=64 * GB)
+    with_loras, without = fake_mflux.made
+    assert with_loras["lora_paths"] == ["/loras/ink.safetensors", "/loras/film.safetensors"]
+    assert with_loras["lora_scales"] == [0.8, -0.5]
+    assert "lora_paths" not in without and "lora_scales" not in without
+
+
 def test_load_from_a_local_folder_or_another_repo(
     hub: FakeHub, online: None, fake_mflux: type[FakePipeline], tmp_path: Path
 ) -> None:
@@ -230,6 +244,29 @@ def test_mflux_failures_become_one_line(
     monkeypatch.setattr(loader, "pipeline_class", lambda v: Oom)
     with pytest.raises(loader.NotEnoughMemoryError, match="ran out of memory"):
         loader.load_pipeline(KLEIN, model_path=str(local), memory_bytes=64 * GB)
+
+
+def test_a_lora_that_does_not_fit_the_model_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, online: None
+) -> None:
+    local = write_snapshot(tmp_path / "snap")
+
+    class Refusing:  # what mflux's LoRALoader raises for a file of another model's keys
+        def __init__(self, **kwargs: Any) -> None:
+            raise ValueError(
+                "No LoRA layers were applied from ink.safetensors. Key endings seen in the file:\n"
+                "['lora_A.weight']. This model's mapping expects endings like lora_A/lora_B"
+            )
+
+    monkeypatch.setattr(loader, "pipeline_class", lambda v: Refusing)
+    with pytest.raises(loader.ModelLoadError) as failed:
+        loader.load_pipeline(
+            KLEIN, model_path=str(local), memory_bytes=64 * GB,
+            loras=(LoraSpec("/l/ink.safetensors", 1.0),),
+        )  # fmt: skip
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith("FLUX.2 Klein 4B could not take the LoRA (ink.safetensors): No LoRA")
 
 
 def test_real_mflux_constructor_on_unusable_files_fails_with_one_line(tmp_path: Path) -> None:

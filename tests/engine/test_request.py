@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from app.engine.request import GUIDANCE_RANGE, RequestError, make_request
+from app.engine.request import GUIDANCE_RANGE, MAX_LORAS, LoraSpec, RequestError, make_request
 from app.variants import get_variant
 
 PROMPT = "two red circles and a blue star on a yellow background"
@@ -39,3 +41,72 @@ def test_guidance_defaults_to_the_variants() -> None:
 def test_threshold_outside_zero_to_one_or_not_finite_is_refused(threshold: float) -> None:
     with pytest.raises(RequestError, match="threshold must be between 0 and 1"):
         make_request("demo", PROMPT, threshold=threshold)
+
+
+# -- LoRA -----------------------------------------------------------------------------------------
+
+KLEIN_BASE = "flux2-klein-base-4b"
+
+
+def _safetensors(path: Path) -> str:
+    import mlx.core as mx
+
+    mx.save_safetensors(str(path), {"x.lora_A.weight": mx.zeros((2, 2))})
+    return str(path)
+
+
+def test_loras_are_kept_with_absolute_paths_and_float_scales(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = _safetensors(tmp_path / "a.safetensors")
+    b = str(tmp_path / "b.SAFETENSORS")  # the suffix in any case
+    Path(b).write_bytes(Path(a).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    request = make_request(KLEIN_BASE, "a cat", loras=[("a.safetensors", 1), (b, -0.5)])
+    assert request.loras == (LoraSpec(a, 1.0), LoraSpec(b, -0.5))
+    assert all(isinstance(lora.scale, float) for lora in request.loras)
+    assert request.loras[0].label() == "a.safetensors × 1"
+    assert make_request(KLEIN_BASE, "a cat").loras == ()
+
+
+def _junk(tmp_path: Path) -> str:
+    (tmp_path / "junk.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+    return str(tmp_path / "junk.safetensors")
+
+
+def _empty(tmp_path: Path) -> str:
+    (tmp_path / "empty.safetensors").write_bytes(b"")
+    return str(tmp_path / "empty.safetensors")
+
+
+@pytest.mark.parametrize(
+    ("variant_id", "loras", "message"),
+    [
+        ("demo", lambda p: [(_safetensors(p / "a.safetensors"), 1.0)], "takes no LoRA"),
+        (KLEIN_BASE, lambda p: [(str(p / "gone.safetensors"), 1.0)], "does not exist"),
+        (KLEIN_BASE, lambda p: [(str(p), 1.0)], "must be a .safetensors file"),
+        (KLEIN_BASE, lambda p: [(str(p / "a.ckpt"), 1.0)], "must be a .safetensors file"),
+        (KLEIN_BASE, lambda p: [(_junk(p), 1.0)], "not a readable .safetensors file"),
+        (KLEIN_BASE, lambda p: [(_empty(p), 1.0)], "not a readable .safetensors file"),
+        (KLEIN_BASE, lambda p: [(_safetensors(p / "a.safetensors"), 6.0)], "between -5 and 5"),
+        (KLEIN_BASE, lambda p: [(_safetensors(p / "a.safetensors"), math.nan)], "between -5"),
+        (KLEIN_BASE, lambda p: [(_safetensors(p / "a.safetensors"), "x")], "must be a number"),
+        (
+            KLEIN_BASE,
+            lambda p: [(_safetensors(p / "a.safetensors"), 1.0)] * 2,
+            "a.safetensors is listed twice",
+        ),
+        (
+            KLEIN_BASE,
+            lambda p: [(_safetensors(p / f"{i}.safetensors"), 1.0) for i in range(MAX_LORAS + 1)],
+            f"at most {MAX_LORAS} LoRA files",
+        ),
+    ],
+)
+def test_bad_loras_are_one_clear_sentence(
+    tmp_path: Path, variant_id: str, loras: Any, message: str
+) -> None:
+    with pytest.raises(RequestError) as refused:
+        make_request(variant_id, "a cat" if variant_id != "demo" else PROMPT, loras=loras(tmp_path))
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value)

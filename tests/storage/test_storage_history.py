@@ -279,3 +279,48 @@ def test_a_one_tile_export_is_wide_enough_for_its_footer(tmp_path: Path) -> None
     with Image.open(out) as image:
         width = image.size[0]
     assert width >= caption_font(15).getlength(footer) + 2 * 16
+
+
+def _lora_record(tmp_path: Path) -> RunRecord:
+    import mlx.core as mx
+
+    mx.save_safetensors(str(tmp_path / "ink.safetensors"), {"a.lora_A.weight": mx.zeros((1, 1))})
+    request = make_request(
+        "flux2-klein-base-4b", "a cat", seed=3, steps=6, threshold=0.1, size=(256, 256),
+        loras=[(str(tmp_path / "ink.safetensors"), 0.8)],
+    )  # fmt: skip
+    return replace(_record(), request=request)
+
+
+def test_loras_round_trip_through_the_history_and_the_export(tmp_path: Path) -> None:
+    record = _lora_record(tmp_path)
+    entry = HistoryStore(tmp_path / "history").save(record)
+    [read] = HistoryStore(tmp_path / "history").entries()
+    assert read.loras == record.request.loras
+    assert read.to_request() == record.request
+    assert "LoRA ink.safetensors × 0.8" in entry_captions(read)["footer"]
+    with Image.open(export_entry(entry, tmp_path / "out.png")) as image:
+        text = dict(image.text)  # type: ignore[attr-defined]
+    assert text["loras"] == "ink.safetensors × 0.8"
+    assert json.loads(text["teacache"])["loras"] == [
+        {"path": str((tmp_path / "ink.safetensors").resolve()), "scale": 0.8}
+    ]
+
+
+def test_an_entry_from_before_loras_still_loads_and_reproduces(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    saved = store.save(_record())
+    meta = json.loads((saved.folder / META_FILE).read_text())
+    del meta["request"]["loras"]  # what an older build wrote
+    (saved.folder / META_FILE).write_text(json.dumps(meta))
+    [entry] = store.entries()
+    assert entry.loras == ()
+    assert entry.to_request() == _record().request
+    assert "LoRA" not in entry_captions(entry)["footer"]
+
+
+def test_an_entry_whose_lora_file_is_gone_loads_but_does_not_reproduce(tmp_path: Path) -> None:
+    entry = HistoryStore(tmp_path / "history").save(_lora_record(tmp_path))
+    (tmp_path / "ink.safetensors").unlink()
+    [read] = HistoryStore(tmp_path / "history").entries()
+    assert read.loras == entry.loras and read.to_request() is None

@@ -31,6 +31,7 @@ def test_round_trip(tmp_path: Path) -> None:
         steps={"demo": 30},
         sizes={"demo": [128, 128]},
         guidance={"demo": 2.5},
+        loras={"flux2-klein-base-4b": [["/loras/ink.safetensors", 0.8]]},
         seed=2**32 - 1,
         rerun_on_threshold_change=True,
     )
@@ -82,6 +83,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
                 "sizes": {"demo": [128]},  # not a pair
                 "rerun_on_threshold_change": "yes",  # not a bool
                 "guidance": {"demo": True},  # a bool is not a number
+                "loras": {"flux1-dev": [["/a.safetensors", 9.0]]},  # scale out of range
                 "unknown_key": 1,  # ignored silently
             }
         )
@@ -97,6 +99,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
     assert settings.sizes == defaults.sizes
     assert settings.rerun_on_threshold_change is defaults.rerun_on_threshold_change
     assert settings.guidance == defaults.guidance
+    assert settings.loras == defaults.loras
     flagged = {w.split("'")[1] for w in store.warnings}
     assert flagged == {
         "seed",
@@ -105,6 +108,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
         "sizes",
         "rerun_on_threshold_change",
         "guidance",
+        "loras",
     }
 
 

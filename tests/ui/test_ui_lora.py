@@ -1,0 +1,96 @@
+"""The form's LoRA list against the fake engine: it reaches the request, the gate plot says the
+calibration was fitted without it, the settings remember it per variant, and the demo refuses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+from PIL import Image
+from pytestqt.qtbot import QtBot
+from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
+
+from app.engine.request import LoraSpec
+from app.ui.history_browser import entry_summary
+from app.ui.lora_list import UNAVAILABLE
+from app.ui.viewmodel import RunStatus
+from tests.fakes.engine import FakeEngine
+
+KLEIN_BASE = "flux2-klein-base-4b"
+
+
+def _lora_file(folder: Path, name: str = "ink.safetensors") -> Path:
+    path = folder / name
+    mx.save_safetensors(
+        str(path), {"transformer_blocks.0.attn.to_q.lora_A.weight": mx.zeros((1, 4))}
+    )
+    return path
+
+
+def test_a_lora_added_in_the_form_reaches_the_request_the_plot_note_and_the_export(
+    qtbot: QtBot, make_window: WindowFactory, tmp_path: Path
+) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    loras = window.controls.loras
+    assert not loras.isEnabled() and loras.add_button.toolTip() == UNAVAILABLE  # the demo
+    window.session.select_variant(KLEIN_BASE)
+    window.form.steps = 8
+    window.form.size = (128, 128)  # the fake engine draws at this size: keep it small
+    assert loras.isEnabled() and loras.add_button.isEnabled()
+    path = _lora_file(tmp_path)
+    loras.add_file(path)
+    [row] = loras.rows
+    row.scale.setValue(0.75)
+    assert window.form.loras == (LoraSpec(str(path.resolve()), 0.75),)
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert engine.requests[-1].loras == (LoraSpec(str(path.resolve()), 0.75),)
+    qtbot.waitUntil(lambda: window.gate_plot.note.isVisible(), timeout=SIGNAL_TIMEOUT_MS)
+    assert "Calibrated without this LoRA (ink.safetensors × 0.75)" in window.gate_plot.note.text()
+
+    [saved] = window.session.history.entries()  # the run as the history keeps it
+    assert saved.loras == (LoraSpec(str(path.resolve()), 0.75),)
+    assert "LoRA ink.safetensors × 0.75" in entry_summary(saved)
+
+    out = window.export_current(tmp_path / "side-by-side.png")
+    assert out is not None
+    with Image.open(out) as image:
+        assert dict(image.text)["loras"] == "ink.safetensors × 0.75"  # type: ignore[attr-defined]
+
+    # Removing it: the shown run is now stale, and its caption names the LoRA that made it.
+    row.remove.click()
+    assert window.form.loras == () and loras.rows == []
+    assert "LoRA ink.safetensors × 0.75" in window.session.result_caption()
+
+
+def test_loras_are_remembered_per_variant_and_never_for_the_demo(
+    make_window: WindowFactory, tmp_path: Path
+) -> None:
+    window = make_window()
+    window.session.select_variant(KLEIN_BASE)
+    window.controls.loras.add_file(_lora_file(tmp_path))
+    window.session.select_variant("demo")
+    assert window.form.loras == () and window.form.request().loras == ()
+    window.session.select_variant(KLEIN_BASE)
+    assert [spec.name for spec in window.form.loras] == ["ink.safetensors"]
+    window.close()
+    again = make_window()
+    assert again.form.variant_id == KLEIN_BASE
+    assert [row.name.text() for row in again.controls.loras.rows] == ["ink"]
+
+
+def test_a_lora_file_that_has_gone_is_shown_and_generate_says_so(
+    make_window: WindowFactory, tmp_path: Path
+) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    window.session.select_variant(KLEIN_BASE)
+    path = _lora_file(tmp_path)
+    window.controls.loras.add_file(path)
+    path.unlink()
+    window.close()
+    again = make_window(engine)
+    assert again.controls.loras.rows[0].name.text() == "ink (missing)"
+    assert again.session.generate() is None
+    assert again.run.error is not None and "does not exist" in again.run.error.message
+    assert engine.requests == []
