@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.cli.errors import UserError
 from app.cli.generate import parse_size_arg
+from app.variants.catalog import QUANTIZE_LEVELS
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 FORCED_THRESHOLD = 0.5
@@ -28,7 +29,7 @@ def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
-    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
 
 
 def make_recipe_request(args: argparse.Namespace, threshold: float | None = None):

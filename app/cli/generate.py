@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli.errors import UserError
+from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
     from app.engine.report import RunReport
@@ -36,7 +37,7 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
         )
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
-    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
 
 
 def parse_size_arg(text: str) -> tuple[int, int]:

@@ -63,6 +63,7 @@ from app.variants import Family, Variant, check_schedule
 
 log = logging.getLogger(__name__)
 
+PipelineKey = tuple[str, int | None, str | None]  # variant id, quantization, model folder
 Loader = Callable[[Variant, GenerationRequest, Emit, threading.Event], Any]
 
 
@@ -176,7 +177,7 @@ class Engine:
     ) -> None:
         quiet_mflux_progress()
         self._loader = loader or default_loader
-        self._pipelines: OrderedDict[tuple[str, int | None], Any] = OrderedDict()
+        self._pipelines: OrderedDict[PipelineKey, Any] = OrderedDict()
         self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
         self._clock = clock  # every step time and pass time is read from it (tests fake it)
@@ -297,7 +298,7 @@ class Engine:
         to neither pass. Returns its seconds, or None where it was already warm (or is off)."""
         from app.adapters import install_gate
 
-        key = (request.variant.id, request.quantize, request.width, request.height)
+        key = (*pipeline_key(request.variant, request), request.width, request.height)
         key += (request.guidance,)
         if self._warmup_steps <= 0 or key in self._warm:
             return None
@@ -319,7 +320,7 @@ class Engine:
     def pipeline(
         self, variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
     ) -> Any:
-        key = (variant.id, request.quantize)
+        key = pipeline_key(variant, request)
         if key in self._pipelines:
             self._pipelines.move_to_end(key)
             return self._pipelines[key]
@@ -327,7 +328,7 @@ class Engine:
             # Real models are large: keep only one resident (the demos are tiny and stay).
             for other in [k for k in self._pipelines if not k[0].startswith("demo")]:
                 del self._pipelines[other]
-                self._warm = {w for w in self._warm if w[:2] != other}
+                self._warm = {w for w in self._warm if w[: len(other)] != other}
             self._vanilla.clear()
             mx.clear_cache()
         emit(LoadProgress(variant.id, f"loading {variant.display_name}…"))
@@ -550,6 +551,12 @@ def _summarise(result: PassResult, *, cached: bool = False) -> reports.PassResul
     )
 
 
+def pipeline_key(variant: Variant, request: GenerationRequest) -> PipelineKey:
+    """What a loaded pipeline depends on: the variant, its quantization and the folder it came
+    from (a model folder's weights are not the Hub's)."""
+    return (variant.id, request.quantize, request.model_path)
+
+
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
@@ -565,6 +572,11 @@ def default_loader(
             emit(LoadProgress(variant.id, message, done, total))
 
         pipeline = load_pipeline(
-            variant, quantize=request.quantize, progress=progress, cancel=cancel
+            variant,
+            quantize=request.quantize,
+            model_path=request.model_path,
+            size=(request.width, request.height),
+            progress=progress,
+            cancel=cancel,
         )
     return pipeline
