@@ -61,6 +61,7 @@ class BenchConfig:
     threshold: float
     guidance: float | None = None
     quantize: int | None = None
+    model_path: str | None = None  # a local model folder (--model-path)
     reps: int = 3
     warmup: int = 1
     warmup_steps: int | None = None  # None: warm-up generations run ``steps`` steps
@@ -84,6 +85,7 @@ class BenchConfig:
             threshold=self.threshold,
             guidance=self.guidance,
             quantize=self.quantize,
+            model_path=self.model_path,
             coefficients=self.coefficients,
             max_consecutive_skips=self.max_consecutive_skips,
             random_weights=self.random_weights,

@@ -47,6 +47,7 @@ class SweepConfig:
     thresholds: tuple[float, ...]
     guidance: float | None = None
     quantize: int | None = None
+    model_path: str | None = None  # a local model folder (--model-path)
     reps: int = 1
     warmup: int = 1
     timing: str = "isolated"
@@ -68,6 +69,7 @@ class SweepConfig:
             threshold=threshold,
             guidance=self.guidance,
             quantize=self.quantize,
+            model_path=self.model_path,
             warmup=self.warmup,
             rep=rep,
             image_path=None if image is None else str(image),

@@ -49,6 +49,7 @@ class WorkerSpec:
     threshold: float
     guidance: float | None = None
     quantize: int | None = None
+    model_path: str | None = None  # a local model folder instead of the Hub's weights
     # Replace the variant's polynomial (a forced skip pattern for timing on random weights).
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
@@ -193,6 +194,7 @@ def load_pipeline(spec: WorkerSpec) -> Any:
         size=(spec.width, spec.height),
         guidance=spec.guidance,
         quantize=spec.quantize,
+        model_path=spec.model_path,
     )
     return default_loader(base, request, lambda event: None, threading.Event())
 

@@ -56,6 +56,7 @@ def _sweep(args: argparse.Namespace) -> int:
         thresholds=thresholds,
         guidance=request.guidance,
         quantize=request.quantize,
+        model_path=request.model_path,
         reps=args.reps,
         warmup=args.warmup,
         timing=args.timing,

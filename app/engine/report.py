@@ -154,6 +154,7 @@ class RunReport:
             "height": r.height,
             "guidance": r.guidance,
             "quantize": r.quantize,
+            "model_path": r.model_path,
             "skipped": g.skipped,
             "computed": g.computed,
             "pattern": g.pattern,

@@ -236,6 +236,7 @@ class HistoryEntry:
                 size=(width, height),
                 guidance=_opt_float(data.get("guidance")),
                 quantize=_opt_int(data.get("quantize")),
+                model_path=data.get("model_path"),
                 compare_vanilla=bool(data.get("compare_vanilla", True)),
             )
         except (RequestError, KeyError, TypeError, ValueError):
@@ -369,6 +370,8 @@ def export_metadata(
     vanilla_seconds: float | None,
     speedup: float | None,
     speedup_label: str = "",
+    quantize: int | None = None,
+    model_path: str | None = None,
 ) -> dict[str, str]:
     """The text chunks of an exported PNG: one key per number, and the prompt as Description."""
     fields: dict[str, object] = {
@@ -383,6 +386,8 @@ def export_metadata(
         "vanilla_seconds": vanilla_seconds,
         "speedup": speedup,
         "speedup_label": speedup_label or None,
+        "quantize": quantize,  # None: full precision (left out, like every other None)
+        "model_path": model_path,
     }
     data = {k: str(v) for k, v in fields.items() if v is not None}
     data["Description"] = prompt
@@ -467,6 +472,8 @@ def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
         vanilla_seconds=entry.vanilla_seconds,
         speedup=entry.speedup,
         speedup_label=entry.speedup_label if entry.speedup is not None else "",
+        quantize=_opt_int(entry.request_data.get("quantize")),
+        model_path=entry.request_data.get("model_path"),
     )
 
 

@@ -282,6 +282,8 @@ class Session:
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
             speedup_label=r.speedup_label if r.speedup is not None else "",
+            quantize=request.quantize if request is not None else None,
+            model_path=request.model_path if request is not None else None,
         )
 
     def export_captions(self) -> dict[str, str]:
