@@ -80,7 +80,7 @@ def test_a_folder_of_another_family_is_one_clear_line(saved: dict[str, Path]) ->
     assert _one_line(refused.value) == (
         f"{saved['qwen']} holds a Qwen-Image model, not FLUX.2 Klein 4B (FLUX.2 Klein)"
     )
-    with pytest.raises(ModelFolderError, match="different FLUX.2 Klein model"):
+    with pytest.raises(ModelFolderError, match=r"different FLUX\.2 Klein model"):
         check_folder(saved["klein-q4"], get_variant("flux2-klein-9b"))
 
 
@@ -108,7 +108,8 @@ def test_an_incomplete_or_damaged_folder_is_one_clear_line(
 
 
 def test_added_folders_are_variants_remembered_and_removable(saved: dict[str, Path]) -> None:
-    with pytest.raises(ModelFolderError, match="could be any of flux2-klein-4b, flux2-klein-base-4b"):
+    ambiguous = "could be any of flux2-klein-4b, flux2-klein-base-4b"
+    with pytest.raises(ModelFolderError, match=ambiguous):
         add_model_folder(saved["klein-q4"])
     assert model_folders() == []
     entry = add_model_folder(saved["klein-q4"], "flux2-klein-4b")
