@@ -17,7 +17,7 @@ from pathlib import Path
 from app import paths
 from app.storage.atomic import atomic_write_text
 from app.storage.jsonio import dumps_json
-from app.variants import DEFAULT_VARIANT
+from app.variants import DEFAULT_VARIANT, QUANTIZE_LEVELS
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ class Settings:
     steps: dict[str, int] = field(default_factory=dict)  # per variant id
     sizes: dict[str, list[int]] = field(default_factory=dict)  # per variant id: [width, height]
     guidance: dict[str, float] = field(default_factory=dict)  # per variant id
+    # Per variant id: the quantization chosen in the window (0: full precision), kept only where
+    # it differs from the default that fits this machine.
+    quantize: dict[str, int] = field(default_factory=dict)
     seed: int = 42
     rerun_on_threshold_change: bool = False
 
@@ -125,6 +128,13 @@ def _size(value: object) -> list[int]:
     return pair
 
 
+def _quantize(value: object) -> int:
+    bits = _int(0, 8)(value)
+    if bits not in (0, *QUANTIZE_LEVELS):
+        raise _Invalid(f"expected 0 or one of {', '.join(map(str, QUANTIZE_LEVELS))}")
+    return bits  # type: ignore[return-value]
+
+
 _VALIDATORS: dict[str, Validator] = {
     "last_variant": _str,
     "last_prompt": _str,
@@ -133,6 +143,7 @@ _VALIDATORS: dict[str, Validator] = {
     "steps": _dict_of(_int(1, 1000)),
     "sizes": _dict_of(_size),
     "guidance": _dict_of(_float(0.0, 100.0)),
+    "quantize": _dict_of(_quantize),
     "seed": _int(0, 2**32 - 1),
     "rerun_on_threshold_change": _bool,
 }

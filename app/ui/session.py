@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from app.engine.request import GenerationRequest, RequestError, check_steps
+from app.errors import UserFacingError
 from app.storage.history import (
     HistoryEntry,
     HistoryStore,
@@ -38,6 +39,7 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
+from app.ui.memory import memory_notice
 from app.variants import Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
+MODEL_FOLDER_NOTICE = "model-folder"
 
 
 class EngineLink(Protocol):
@@ -378,6 +381,45 @@ class Session:
             engine_details=r.engine_details if same else None,
         )
 
+    # -- model folders -----------------------------------------------------------------------------
+    def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:
+        """Check and remember a local model folder and select it; its variant id, or None with
+        the check's sentence in a banner."""
+        from app.variants.folders import add_model_folder
+
+        try:
+            entry = add_model_folder(folder, base_variant)
+        except UserFacingError as exc:
+            self._folder_notice(str(exc))
+            return None
+        self.dismiss(MODEL_FOLDER_NOTICE)
+        self.select_variant(entry.variant_id)
+        return entry.variant_id
+
+    def remove_model_folder(self, variant_id: str) -> bool:
+        """Forget a model folder (its files stay); the form falls back to its base variant."""
+        from app.variants.folders import model_folders, remove_model_folder
+
+        folder = next((f for f in model_folders() if f.variant_id == variant_id), None)
+        if folder is None or self.engine.busy or self.run.busy:
+            return False
+        if self.form.variant_id == variant_id:
+            self.select_variant(folder.base_variant)
+        return remove_model_folder(variant_id)
+
+    def _folder_notice(self, message: str) -> None:
+        self.startup_notices = [n for n in self.startup_notices if n.key != MODEL_FOLDER_NOTICE]
+        title = "Cannot add the model folder"
+        notice = Notice(NoticeKind.error, title, message, key=MODEL_FOLDER_NOTICE)
+        self.startup_notices.append(notice)
+
+    def memory_notice(self) -> Notice | None:
+        """The load check's refusal for the inputs' model, quantization and size, before any
+        load; its button picks the most precise quantization that fits."""
+        f = self.form
+        width, height = f.size
+        return memory_notice(f.variant, f.quantize, (int(width), int(height)), f.memory_bytes)
+
     def notices(self) -> tuple[Notice, ...]:
         """The banners to show, in order, without the dismissed ones."""
         found: list[Notice] = []
@@ -386,6 +428,9 @@ class Session:
         schedule = self.schedule_notice()
         if schedule is not None:
             found.append(schedule)
+        memory = self.memory_notice()
+        if memory is not None:
+            found.append(memory)
         found.extend(self.run.notices)
         found.extend(self.startup_notices)
         return tuple(n for n in found if n.key not in self._dismissed)
@@ -406,6 +451,8 @@ class Session:
                 self.form.threshold = fix.threshold
             case FixKind.download:
                 self.download_current()
+            case FixKind.quantize:
+                self.form.quantize = fix.quantize
         self._dismissed.discard(SCHEDULE_NOTICE)
 
     def threshold_hint(self) -> str:
@@ -424,7 +471,10 @@ class Session:
     # -- model availability and downloads ----------------------------------------------------------
     def is_available(self, variant_id: str) -> bool:
         try:
-            return self.model_store.is_available(get_variant(variant_id))
+            variant = get_variant(variant_id)
+            if variant.model_path is not None:  # a model folder: checked again when it loads
+                return Path(variant.model_path).is_dir()
+            return self.model_store.is_available(variant)
         except Exception:  # treat a broken check as "not on disk"
             log.exception("availability check failed for %s", variant_id)
             return False
@@ -441,6 +491,9 @@ class Session:
             if variant.embedded:
                 continue
             on_disk = self.is_available(variant.id)
+            if variant.model_path is not None:
+                badges[variant.id] = "folder" if on_disk else "folder missing"
+                continue
             badges[variant.id] = "on disk" if on_disk else f"≈{self.download_label(variant)} ↓"
         return badges
 
@@ -449,6 +502,9 @@ class Session:
         parts = []
         if variant.embedded:
             parts.append("Built in, runs offline")
+        elif variant.model_path is not None:
+            missing = "" if self.is_available(variant.id) else " (missing)"
+            parts.append(f"Model folder {variant.model_path}{missing}")
         elif self.is_available(variant.id):
             parts.append("Downloaded")
         else:

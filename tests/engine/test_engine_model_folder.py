@@ -44,7 +44,8 @@ def _folder_loader(loaded: list[str]) -> Any:
         (component,) = [c for c in definition.get_components() if c.name == "transformer"]
         pipeline = _tiny(seed=0)
         pipeline.transformer = _tiny(seed=99).transformer
-        read = WeightLoader.load_single_local(component=component, root_path=Path(request.model_path))
+        folder = Path(request.model_path)
+        read = WeightLoader.load_single_local(component=component, root_path=folder)
         pipeline.bits = WeightApplier.apply_and_quantize_single(
             read, pipeline.transformer, component, quantize_arg=request.quantize
         )
