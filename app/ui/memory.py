@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from app.engine.loader import NotEnoughMemoryError, check_memory, default_quantize
 from app.ui.analysis import BannerFix, Notice, NoticeAction, NoticeKind
 from app.variants import QUANTIZE_LEVELS, Variant
-from app.variants.catalog import quantize_label
 
 MEMORY_NOTICE = "memory"
 
@@ -25,8 +24,9 @@ class QuantizeChoice:
 
     @property
     def label(self) -> str:
-        mark = "" if self.fits else "  — does not fit"
-        return f"{quantize_label(self.quantize).capitalize()} · ~{self.estimate_gb:.0f} GB{mark}"
+        mark = "" if self.fits else " · too big"
+        bits = "16-bit" if self.quantize is None else f"{self.quantize}-bit"  # bf16 weights
+        return f"{bits} · ~{self.estimate_gb:.0f} GB{mark}"
 
 
 def memory_label(memory_bytes: int | None) -> str:

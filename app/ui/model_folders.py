@@ -161,8 +161,17 @@ class ModelFolderActions(QObject):
         dialog = AddModelFolderDialog(self.window)
         if dialog.exec() != QDialog.DialogCode.Accepted:
             return
-        self.session.add_model_folder(dialog.folder(), dialog.base_variant())
-        self.changed()
+        added = self.add_folder(dialog.folder(), dialog.base_variant())
+        if added is None:
+            self.changed()  # the banner with the check's sentence
+
+    def add_folder(self, folder: str, base_variant: str | None) -> str | None:
+        """Remember the folder, list it in the picker, then select it."""
+        variant_id = self.session.add_model_folder(folder, base_variant)
+        if variant_id is not None:
+            self.changed()  # the picker lists it before the form selects it
+            self.session.select_variant(variant_id)
+        return variant_id
 
     def remove_current(self) -> None:
         if self.session.remove_model_folder(self.session.form.variant_id):

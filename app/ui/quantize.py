@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui.memory import QuantizeChoice, memory_label, quantize_choices
 from app.ui.theme import mute, small_font
@@ -22,6 +22,12 @@ class QuantizeControl(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.combo = QComboBox()
+        # Long items must not widen the sidebar: the combo elides, its popup shows them whole.
+        self.combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.combo.setMinimumContentsLength(12)
+        self.combo.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.combo.setToolTip(
             "Quantized weights need less memory and lose a little quality. Estimates of the peak "
             "memory at the chosen size; mflux quantizes in groups of 64 weights."

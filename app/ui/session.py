@@ -383,8 +383,8 @@ class Session:
 
     # -- model folders -----------------------------------------------------------------------------
     def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:
-        """Check and remember a local model folder and select it; its variant id, or None with
-        the check's sentence in a banner."""
+        """Check and remember a local model folder; its variant id (for ``select_variant`` once
+        the picker lists it), or None with the check's sentence in a banner."""
         from app.variants.folders import add_model_folder
 
         try:
@@ -393,7 +393,6 @@ class Session:
             self._folder_notice(str(exc))
             return None
         self.dismiss(MODEL_FOLDER_NOTICE)
-        self.select_variant(entry.variant_id)
         return entry.variant_id
 
     def remove_model_folder(self, variant_id: str) -> bool:
