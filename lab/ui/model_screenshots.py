@@ -32,12 +32,11 @@ def tiny_klein_folder(root: Path) -> Path:
         shell = shells.flux2_shell(
             "flux2-klein-4b", dims=shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
         )
-    nn.quantize(
-        shell.transformer,
-        group_size=64,
-        bits=4,
-        class_predicate=lambda _p, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 64 == 0,
-    )
+    def quantizable(_path: str, module: nn.Module) -> bool:
+        weight = getattr(module, "weight", None)
+        return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % 64 == 0
+
+    nn.quantize(shell.transformer, group_size=64, bits=4, class_predicate=quantizable)
     parts = {"tokenizers": {}, "transformer": shell.transformer}
     parts |= {"vae": nn.Linear(4, 4), "text_encoder": nn.Linear(4, 4)}
     ModelSaver.save_model(SimpleNamespace(**parts), 4, str(root), definition)
