@@ -5,7 +5,7 @@ README.md holds exactly this."""
 
 from __future__ import annotations
 
-from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
+from app.variants.catalog import QUANTIZE_LEVELS, Variant
 from app.variants.registry import VARIANTS
 
 START_MARKER = "<!-- memory-table:start (teacache-studio variants --memory) -->"
@@ -18,6 +18,10 @@ def _levels() -> list[int | None]:
     return [None, *sorted(QUANTIZE_LEVELS, reverse=True)]
 
 
+def bits_label(quantize: int | None) -> str:
+    return "16-bit" if quantize is None else f"{quantize}-bit"  # unquantized weights are bf16
+
+
 def best_fit(variant: Variant, memory_gb: int) -> str:
     """The window's default on a Mac with ``memory_gb``: the most precise level that fits with
     headroom, or "—" where none does."""
@@ -25,13 +29,13 @@ def best_fit(variant: Variant, memory_gb: int) -> str:
 
     for quantize in _levels():
         if fits_with_headroom(variant.memory_estimate_gb(quantize, SIZE), memory_gb):
-            return "bf16" if quantize is None else f"{quantize}-bit"
+            return bits_label(quantize)
     return "—"
 
 
 def memory_table() -> str:
     levels = _levels()
-    head = ["Variant", *(quantize_label(q) for q in levels)]
+    head = ["Variant", *(bits_label(q) for q in levels)]
     head += [f"{m} GB Mac" for m in MAC_MEMORY_GB]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for variant in VARIANTS.values():
