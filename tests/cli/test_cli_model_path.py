@@ -71,9 +71,11 @@ def test_generate_runs_a_folder_and_reports_it(
         monkeypatch.setattr(loader, "pipeline_class", lambda variant: constructor)
         out = tmp_path / "out"
         code = main(
-            ["generate", "--prompt", PROMPT, "--model-path", str(folder), "--size", "128x128"]
-            + ["--steps", "2", "--quantize", "8", "--out", str(out)]
-        )
+            [
+                "generate", "--prompt", PROMPT, "--model-path", str(folder), "--size", "128x128",
+                "--steps", "2", "--quantize", "8", "--out", str(out),
+            ]
+        )  # fmt: skip
     assert code == 0
     (kwargs,) = made
     assert kwargs["model_path"] == str(folder.resolve()) and kwargs["quantize"] == 8
