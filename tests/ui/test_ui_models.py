@@ -189,3 +189,27 @@ def test_the_file_menu_adds_and_removes_a_folder(
     actions.remove_current()
     assert window.controls.variant_picker.current_variant_id() == "flux1-schnell"
     assert "flux1-schnell@schnell" not in window.controls.variant_picker.variant_rows()
+
+
+def test_history_and_png_metadata_carry_the_quantization_and_the_folder(tmp_path: Path) -> None:
+    from app.storage.history import entry_metadata
+
+    session = make_session(tmp_path, 64)
+    folder = write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell"))
+    variant_id = session.add_model_folder(folder, None)
+    assert variant_id is not None and session.select_variant(variant_id)
+    session.form.quantize = 4
+    assert session.generate() is not None
+    link = session.engine
+    assert isinstance(link, FakeEngineLink)
+    link.finish(save=session.history)
+    live = session.export_metadata()
+    assert live["quantize"] == "4" and live["model_path"] == str(folder.resolve())
+    [entry] = session.history.entries()
+    saved = entry_metadata(entry)
+    assert saved["quantize"] == "4" and saved["model_path"] == str(folder.resolve())
+    reopened = entry.to_request()
+    assert reopened is not None
+    assert (reopened.variant_id, reopened.quantize) == (variant_id, 4)
+    assert reopened.model_path == str(folder.resolve())
+    assert reopened.vanilla_key() == link.submitted[-1].vanilla_key()
