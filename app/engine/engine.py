@@ -118,7 +118,7 @@ class _LoopObserver:
         self.final_latents = latents
 
 
-OUT_OF_MEMORY = "out of memory: try a smaller size or a quantized model (4 or 8 bit)"
+OUT_OF_MEMORY = "out of memory: try a smaller size or a lower quantization (3 to 8 bits)"
 # How MLX reports a failed allocation: a RuntimeError from its Metal/CUDA/CPU allocator.
 _ALLOCATION_FAILURES = ("malloc", "out of memory", "outofmemory", "failed to allocate")
 
