@@ -39,7 +39,7 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
-from app.ui.memory import memory_notice
+from app.ui.memory import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
@@ -156,6 +156,7 @@ class Session:
             self.run.error = None  # "not downloaded", "cannot generate": about the old selection
         self.run.notices = ()
         self._dismissed.discard(SCHEDULE_NOTICE)
+        self._dismissed.discard(MEMORY_NOTICE)
         return True
 
     def steps_problem(self) -> str | None:
@@ -436,7 +437,7 @@ class Session:
 
     def dismiss(self, key: str) -> None:
         self.startup_notices = [n for n in self.startup_notices if n.key != key]
-        if key == SCHEDULE_NOTICE:
+        if key in (SCHEDULE_NOTICE, MEMORY_NOTICE):
             self._dismissed.add(key)
         self.run.dismiss(key)
 

@@ -67,6 +67,12 @@ def test_the_memory_banner_offers_the_level_that_fits_and_its_fix_sets_it(
     notice = session.memory_notice()
     assert notice is not None and notice.key == MEMORY_NOTICE
     assert notice in session.notices()
+    session.dismiss(MEMORY_NOTICE)
+    assert notice not in session.notices()
+    session.select_variant("flux1-schnell")
+    session.select_variant("flux1-dev")  # a new selection shows it again
+    session.form.quantize = None
+    assert notice in session.notices()
     assert notice.message.startswith("FLUX.1 dev at full precision at 1024 × 1024 needs about 40")
     (action,) = notice.actions
     assert action.label == "Use 6-bit" and action.fix.kind is FixKind.quantize
