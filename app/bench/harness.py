@@ -62,6 +62,7 @@ class BenchConfig:
     guidance: float | None = None
     quantize: int | None = None
     loras: tuple[tuple[str, float], ...] = ()  # (path, scale)
+    model_path: str | None = None  # a local model folder (--model-path)
     reps: int = 3
     warmup: int = 1
     warmup_steps: int | None = None  # None: warm-up generations run ``steps`` steps
@@ -86,6 +87,7 @@ class BenchConfig:
             guidance=self.guidance,
             quantize=self.quantize,
             loras=self.loras,
+            model_path=self.model_path,
             coefficients=self.coefficients,
             max_consecutive_skips=self.max_consecutive_skips,
             random_weights=self.random_weights,

@@ -48,6 +48,7 @@ class SweepConfig:
     guidance: float | None = None
     quantize: int | None = None
     loras: tuple[tuple[str, float], ...] = ()  # (path, scale)
+    model_path: str | None = None  # a local model folder (--model-path)
     reps: int = 1
     warmup: int = 1
     timing: str = "isolated"
@@ -71,6 +72,7 @@ class SweepConfig:
             guidance=self.guidance,
             quantize=self.quantize,
             loras=self.loras,
+            model_path=self.model_path,
             warmup=self.warmup,
             rep=rep,
             image_path=None if image is None else str(image),

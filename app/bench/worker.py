@@ -50,6 +50,7 @@ class WorkerSpec:
     guidance: float | None = None
     quantize: int | None = None
     loras: tuple[tuple[str, float], ...] = ()  # (path, scale), applied by mflux's loader
+    model_path: str | None = None  # a local model folder instead of the Hub's weights
     # Replace the variant's polynomial (a forced skip pattern for timing on random weights).
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
@@ -200,6 +201,7 @@ def load_pipeline(spec: WorkerSpec) -> Any:
         guidance=spec.guidance,
         quantize=spec.quantize,
         loras=spec.loras,
+        model_path=spec.model_path,
     )
     return default_loader(base, request, lambda event: None, threading.Event())
 

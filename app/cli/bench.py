@@ -8,6 +8,8 @@ from pathlib import Path
 
 from app.cli.errors import UserError
 from app.cli.generate import add_lora_argument, lora_args, parse_size_arg
+from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.variants.catalog import QUANTIZE_LEVELS
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 FORCED_THRESHOLD = 0.5
@@ -28,19 +30,19 @@ def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
-    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
     add_lora_argument(p)
+    p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
+    add_model_path_argument(p)
 
 
 def make_recipe_request(args: argparse.Namespace, threshold: float | None = None):
     """Validate the recipe with the same rules as ``generate``; fill the variant's defaults."""
     from app.engine.request import RequestError, make_request
 
-    if not args.variant:
-        raise UserError("--variant is required (see `teacache-studio variants`)")
+    variant_id, model_path = resolve_model_path(args.variant, args.model_path)
     try:
         return make_request(
-            args.variant,
+            variant_id,
             args.prompt,
             seed=args.seed,
             steps=args.steps,
@@ -49,6 +51,7 @@ def make_recipe_request(args: argparse.Namespace, threshold: float | None = None
             guidance=args.guidance,
             quantize=args.quantize,
             loras=lora_args(args),
+            model_path=model_path,
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
@@ -84,6 +87,8 @@ def _bench(args: argparse.Namespace) -> int:
         max_streak = max(args.forced_skips, 1)
     _positive("--warmup-steps", args.warmup_steps)
     request = make_recipe_request(args, threshold)
+    if args.random_weights and request.model_path is not None:
+        raise UserError("--random-weights builds its own weights; leave out --model-path")
     if args.random_weights and request.variant.family.value not in RANDOM_WEIGHT_FAMILIES:
         raise UserError(
             "--random-weights works for FLUX.1, FLUX.2, Z-Image and Qwen-Image variants only"
@@ -116,6 +121,7 @@ def _bench(args: argparse.Namespace) -> int:
         guidance=request.guidance,
         quantize=request.quantize,
         loras=tuple((lora.path, lora.scale) for lora in request.loras),
+        model_path=request.model_path,
         reps=args.reps,
         warmup=args.warmup,
         warmup_steps=args.warmup_steps,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.cli.errors import UserError
 from app.cli.generate import parse_size_arg
+from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
     from app.bench.calibrate import CalibrateConfig
@@ -191,7 +192,7 @@ def setup(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
-    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
     p.add_argument(
         "--holdout",
         type=float,

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli.errors import UserError
+from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
     from app.engine.report import RunReport
@@ -24,7 +26,7 @@ def parse_size(text: str) -> tuple[int, int]:
 
 
 def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True) -> None:
-    p.add_argument("--variant", required=True, help="variant id (see `teacache-studio variants`)")
+    p.add_argument("--variant", help="variant id (see `teacache-studio variants`)")
     p.add_argument("--prompt", required=True, help="what to draw")
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
@@ -36,7 +38,8 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
         )
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
-    p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
+    add_model_path_argument(p)
     add_lora_argument(p)
 
 
@@ -81,8 +84,9 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "loras": lora_args(args),
     }
     values.update(overrides)
+    variant_id, values["model_path"] = resolve_model_path(args.variant, args.model_path)
     try:
-        return make_request(args.variant, args.prompt, **values)  # type: ignore[arg-type]
+        return make_request(variant_id, args.prompt, **values)  # type: ignore[arg-type]
     except RequestError as exc:
         raise UserError(str(exc)) from None
 

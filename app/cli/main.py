@@ -22,8 +22,12 @@ def _variants(args: argparse.Namespace) -> int:
     from app.storage.jsonio import dumps_json
     from app.variants import all_variants, check_schedule
 
-    variants = all_variants()  # the built-ins and the user's calibrations
+    variants = all_variants()  # the built-ins, the user's calibrations and model folders
 
+    if args.memory:
+        from app.variants.memory_table import memory_table
+
+        return _write(memory_table() + "\n")
     if args.json:
         rows = []
         for v in variants.values():
@@ -94,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     p = sub.add_parser("variants", help="list the model variants and their gate defaults")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="estimated peak memory at 1024×1024 per quantization, and what fits which Mac "
+        "(the README's table)",
+    )
     p.set_defaults(handler=_variants)
     for setup in _subcommands():
         setup(sub)

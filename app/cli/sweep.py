@@ -57,6 +57,7 @@ def _sweep(args: argparse.Namespace) -> int:
         guidance=request.guidance,
         quantize=request.quantize,
         loras=tuple((lora.path, lora.scale) for lora in request.loras),
+        model_path=request.model_path,
         reps=args.reps,
         warmup=args.warmup,
         timing=args.timing,

@@ -63,6 +63,8 @@ from app.variants import Family, Variant, check_schedule
 
 log = logging.getLogger(__name__)
 
+# variant id, quantization, model folder, LoRAs
+PipelineKey = tuple[str, int | None, str | None, tuple[object, ...]]
 Loader = Callable[[Variant, GenerationRequest, Emit, threading.Event], Any]
 
 
@@ -117,7 +119,7 @@ class _LoopObserver:
         self.final_latents = latents
 
 
-OUT_OF_MEMORY = "out of memory: try a smaller size or a quantized model (4 or 8 bit)"
+OUT_OF_MEMORY = "out of memory: try a smaller size or a lower quantization (3 to 8 bits)"
 # How MLX reports a failed allocation: a RuntimeError from its Metal/CUDA/CPU allocator.
 _ALLOCATION_FAILURES = ("malloc", "out of memory", "outofmemory", "failed to allocate")
 
@@ -176,7 +178,7 @@ class Engine:
     ) -> None:
         quiet_mflux_progress()
         self._loader = loader or default_loader
-        self._pipelines: OrderedDict[tuple[object, ...], Any] = OrderedDict()
+        self._pipelines: OrderedDict[PipelineKey, Any] = OrderedDict()
         self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
         self._clock = clock  # every step time and pass time is read from it (tests fake it)
@@ -297,7 +299,8 @@ class Engine:
         to neither pass. Returns its seconds, or None where it was already warm (or is off)."""
         from app.adapters import install_gate
 
-        key = (*pipeline_key(request), request.width, request.height, request.guidance)
+        key = (*pipeline_key(request.variant, request), request.width, request.height)
+        key += (request.guidance,)
         if self._warmup_steps <= 0 or key in self._warm:
             return None
         if emit is not None:
@@ -318,7 +321,7 @@ class Engine:
     def pipeline(
         self, variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
     ) -> Any:
-        key = pipeline_key(request)
+        key = pipeline_key(variant, request)
         if key in self._pipelines:
             self._pipelines.move_to_end(key)
             return self._pipelines[key]
@@ -414,12 +417,6 @@ class Engine:
         )
         emit(PassFinished(run_id, which, image, loop_seconds, tuple(events)))
         return outcome
-
-
-def pipeline_key(request: GenerationRequest) -> tuple[object, ...]:
-    """What a built pipeline depends on. LoRAs are baked into the weights by mflux, so a pipeline
-    with other LoRAs (or none) is another pipeline, built afresh."""
-    return (request.variant_id, request.quantize, request.loras)
 
 
 def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
@@ -555,6 +552,13 @@ def _summarise(result: PassResult, *, cached: bool = False) -> reports.PassResul
     )
 
 
+def pipeline_key(variant: Variant, request: GenerationRequest) -> PipelineKey:
+    """What a loaded pipeline depends on: the variant, its quantization, the folder it came from
+    (a model folder's weights are not the Hub's) and its LoRAs (mflux bakes them into the weights,
+    so a pipeline with other LoRAs, or none, is another pipeline, built afresh)."""
+    return (variant.id, request.quantize, request.model_path, request.loras)
+
+
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
@@ -572,8 +576,10 @@ def default_loader(
         pipeline = load_pipeline(
             variant,
             quantize=request.quantize,
+            loras=request.loras,
+            model_path=request.model_path,
+            size=(request.width, request.height),
             progress=progress,
             cancel=cancel,
-            loras=request.loras,
         )
     return pipeline

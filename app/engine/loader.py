@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import DownloadCancelled
-from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant
+from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
+from app.variants.folders import ModelFolderError, check_folder
 from app.variants.weights import (
     LoadError,
     ModelNotFoundError,
@@ -24,7 +25,6 @@ from app.variants.weights import (
     ensure_snapshot,
     require_real,
     say_progress,
-    verify_snapshot,
 )
 
 if TYPE_CHECKING:
@@ -81,26 +81,59 @@ def physical_memory_bytes() -> int | None:
     return int(pages) * int(page_size)
 
 
-def check_memory(variant: Variant, quantize: int | None, memory_bytes: int | None = None) -> None:
-    """Refuse before loading when the estimate exceeds physical memory; suggest what fits."""
+# A choice fits "with headroom" when its estimate leaves this share of the machine's memory to
+# macOS and the other apps: the window's default quantization is the most precise such choice.
+HEADROOM_SHARE = 0.15
+
+
+def fits_with_headroom(need_gb: float, have_gb: float) -> bool:
+    return need_gb <= have_gb * (1 - HEADROOM_SHARE)
+
+
+def default_quantize(
+    variant: Variant, size: tuple[int, int] | None = None, memory_bytes: int | None = None
+) -> int | None:
+    """The most precise choice (full precision, then 8, 6, 5, 4, 3 bits) whose estimate at
+    ``size`` fits this machine with headroom; the smallest where none does; None where the
+    machine's memory is unknown or the variant is embedded."""
+    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
+    if memory is None or variant.embedded:
+        return None
+    have_gb = memory / 1024**3
+    choices: list[int | None] = [None, *sorted(QUANTIZE_LEVELS, reverse=True)]
+    for quantize in choices:
+        if fits_with_headroom(variant.memory_estimate_gb(quantize, size), have_gb):
+            return quantize
+    return choices[-1]
+
+
+def check_memory(
+    variant: Variant,
+    quantize: int | None,
+    memory_bytes: int | None = None,
+    size: tuple[int, int] | None = None,
+) -> None:
+    """Refuse before loading when the estimate at ``size`` exceeds physical memory; name the most
+    precise quantization that fits."""
     memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
     if memory is None:
         return
     have_gb = memory / 1024**3
-    need_gb = variant.memory_estimate_gb(quantize)
+    need_gb = variant.memory_estimate_gb(quantize, size)
     if need_gb <= have_gb:
         return
-    fits = [q for q in (8, 4) if (quantize is None or q < quantize)]
-    fits = [q for q in fits if variant.memory_estimate_gb(q) <= have_gb]
-    quant = "full precision" if quantize is None else f"{quantize}-bit"
+    lower = sorted((q for q in QUANTIZE_LEVELS if quantize is None or q < quantize), reverse=True)
+    fits = [q for q in lower if variant.memory_estimate_gb(q, size) <= have_gb]
+    where = "" if size is None else f" at {size[0]} × {size[1]}"
     advice = (
-        f"choose {fits[0]}-bit quantization (about {variant.memory_estimate_gb(fits[0]):.0f} GB)"
+        f"choose {fits[0]}-bit quantization (about "
+        f"{variant.memory_estimate_gb(fits[0], size):.0f} GB)"
         if fits
-        else "no quantization fits: choose a smaller variant"
+        else "no quantization fits: choose a smaller variant or size"
     )
     raise NotEnoughMemoryError(
-        f"{variant.display_name} at {quant} needs about {need_gb:.0f} GB of memory and this "
-        f"machine has {have_gb:.0f} GB; {advice}"
+        f"{variant.display_name} at {quantize_label(quantize)}{where} needs about {need_gb:.0f} GB "
+        f"of memory and this machine has {have_gb:.0f} GB; {advice}"
     )
 
 
@@ -118,6 +151,7 @@ def load_pipeline(
     cache_dir: str | Path | None = None,
     memory_bytes: int | None = None,
     loras: Sequence[LoraSpec] = (),
+    size: tuple[int, int] | None = None,
 ) -> Any:
     """Build the mflux pipeline for ``variant`` with mflux's own constructor.
 
@@ -127,13 +161,16 @@ def load_pipeline(
     """
     require_real(variant)
     if quantize is not None and quantize not in QUANTIZE_LEVELS:
-        raise ModelLoadError(f"quantize must be 4, 8 or none, got {quantize}")
-    check_memory(variant, quantize, memory_bytes)
+        levels = ", ".join(map(str, QUANTIZE_LEVELS))
+        raise ModelLoadError(f"quantize must be one of {levels} or none, got {quantize}")
+    check_memory(variant, quantize, memory_bytes, size)
     if model_path is not None and Path(model_path).expanduser().exists():
         root = Path(model_path).expanduser()
-        if not _is_mflux_save(root):
-            say_progress(progress, f"checking the files in {root}")
-            verify_snapshot(root, variant)
+        say_progress(progress, f"checking the files in {root}")
+        try:
+            check_folder(root, variant)
+        except ModelFolderError as exc:
+            raise ModelLoadError(str(exc)) from None
     elif model_path is not None and model_path.count("/") == 1:
         root = ensure_snapshot(
             variant,
@@ -187,7 +224,3 @@ def load_pipeline(
             f"mflux could not load {variant.display_name} from {root}: {reason}"
         ) from None
 
-
-def _is_mflux_save(root: Path) -> bool:
-    """An ``mflux-save`` output keeps numbered shards and its own index per component."""
-    return any(root.glob("*/0.safetensors"))

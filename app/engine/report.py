@@ -155,6 +155,7 @@ class RunReport:
             "guidance": r.guidance,
             "quantize": r.quantize,
             "loras": [{"path": lora.path, "scale": lora.scale} for lora in r.loras],
+            "model_path": r.model_path,
             "skipped": g.skipped,
             "computed": g.computed,
             "pattern": g.pattern,

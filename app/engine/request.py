@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from app.variants import Variant, get_variant
+from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
 MAX_STEPS = 1000
@@ -60,6 +60,8 @@ class GenerationRequest:
     resume: bool = False
     # Applied to both passes (one pipeline), so the comparison stays paired.
     loras: tuple[LoraSpec, ...] = ()
+    # A local model folder (absolute) to load instead of the variant's Hugging Face weights.
+    model_path: str | None = None
 
     @property
     def variant(self) -> Variant:
@@ -77,6 +79,7 @@ class GenerationRequest:
             self.guidance,
             self.quantize,
             self.loras,
+            self.model_path,
         )
 
     def with_threshold(self, threshold: float) -> GenerationRequest:
@@ -168,6 +171,7 @@ def make_request(
     compare_vanilla: bool = True,
     resume: bool = False,
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
+    model_path: str | Path | None = None,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -218,8 +222,24 @@ def make_request(
         if not (math.isfinite(float(guidance)) and low <= float(guidance) <= high):
             raise RequestError(f"guidance must be between {low:g} and {high:g}, got {guidance}")
         guidance = float(guidance)
-    if quantize not in (None, 3, 4, 5, 6, 8):
-        raise RequestError(f"quantize must be one of 3, 4, 5, 6, 8 or none, got {quantize}")
+    if quantize is not None and quantize not in QUANTIZE_LEVELS:
+        levels = ", ".join(map(str, QUANTIZE_LEVELS))
+        raise RequestError(f"quantize must be one of {levels} or none, got {quantize}")
+    if model_path is None and variant.model_path is not None:
+        model_path = variant.model_path
+    folder = None if model_path is None else _model_folder(variant, model_path)
+    stored = variant.stored_quantize
+    if folder is not None and variant.model_path is None:
+        from app.variants.folders import inspect_folder
+
+        stored = inspect_folder(folder).quantize
+    if stored is not None:
+        if quantize not in (None, stored):
+            raise RequestError(
+                f"the model folder holds {stored}-bit weights (saved quantized); mflux loads "
+                f"them at {stored} bits, so leave quantize out or set it to {stored}"
+            )
+        quantize = stored
     checked_loras = check_loras(variant, loras)
     return GenerationRequest(
         variant_id=variant.id,
@@ -234,4 +254,15 @@ def make_request(
         compare_vanilla=compare_vanilla,
         resume=resume,
         loras=checked_loras,
+        model_path=folder,
     )
+
+
+def _model_folder(variant: Variant, model_path: str | Path) -> str:
+    """The folder as an absolute path; its files are checked when the model loads."""
+    if variant.embedded:
+        raise RequestError(f"{variant.id} ships with the app and takes no model folder")
+    folder = Path(model_path).expanduser()
+    if not folder.is_dir():
+        raise RequestError(f"the model folder {folder} does not exist or is not a folder")
+    return str(folder.resolve())

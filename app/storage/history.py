@@ -249,6 +249,7 @@ class HistoryEntry:
                 size=(width, height),
                 guidance=_opt_float(data.get("guidance")),
                 quantize=_opt_int(data.get("quantize")),
+                model_path=data.get("model_path"),
                 compare_vanilla=bool(data.get("compare_vanilla", True)),
                 loras=self.loras,
             )
@@ -384,6 +385,8 @@ def export_metadata(
     speedup: float | None,
     speedup_label: str = "",
     loras: Sequence[LoraSpec] = (),
+    quantize: int | None = None,
+    model_path: str | None = None,
 ) -> dict[str, str]:
     """The text chunks of an exported PNG: one key per number, and the prompt as Description."""
     fields: dict[str, object] = {
@@ -398,6 +401,8 @@ def export_metadata(
         "vanilla_seconds": vanilla_seconds,
         "speedup": speedup,
         "speedup_label": speedup_label or None,
+        "quantize": quantize,  # None: full precision (left out, like every other None)
+        "model_path": model_path,
     }
     data = {k: str(v) for k, v in fields.items() if v is not None}
     if loras:
@@ -486,6 +491,8 @@ def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
         speedup=entry.speedup,
         speedup_label=entry.speedup_label if entry.speedup is not None else "",
         loras=entry.loras,
+        quantize=_opt_int(entry.request_data.get("quantize")),
+        model_path=entry.request_data.get("model_path"),
     )
 
 

@@ -18,7 +18,7 @@ from app import paths
 from app.engine.request import LORA_SCALE_RANGE
 from app.storage.atomic import atomic_write_text
 from app.storage.jsonio import dumps_json
-from app.variants import DEFAULT_VARIANT
+from app.variants import DEFAULT_VARIANT, QUANTIZE_LEVELS
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,9 @@ class Settings:
     sizes: dict[str, list[int]] = field(default_factory=dict)  # per variant id: [width, height]
     guidance: dict[str, float] = field(default_factory=dict)  # per variant id
     loras: dict[str, list[list[object]]] = field(default_factory=dict)  # per variant: [path, scale]
+    # Per variant id: the quantization chosen in the window (0: full precision), kept only where
+    # it differs from the default that fits this machine.
+    quantize: dict[str, int] = field(default_factory=dict)
     seed: int = 42
     rerun_on_threshold_change: bool = False
 
@@ -132,6 +135,11 @@ def _lora(value: object) -> list[object]:
         raise _Invalid("expected [path, scale]")
     # A file that has gone since is kept and reported at Generate, in the request check's words.
     return [_str(value[0]), _float(*LORA_SCALE_RANGE)(value[1])]
+def _quantize(value: object) -> int:
+    bits = _int(0, 8)(value)
+    if bits not in (0, *QUANTIZE_LEVELS):
+        raise _Invalid(f"expected 0 or one of {', '.join(map(str, QUANTIZE_LEVELS))}")
+    return bits  # type: ignore[return-value]
 
 
 _VALIDATORS: dict[str, Validator] = {
@@ -143,6 +151,7 @@ _VALIDATORS: dict[str, Validator] = {
     "sizes": _dict_of(_size),
     "guidance": _dict_of(_float(0.0, 100.0)),
     "loras": _dict_of(_list_of(_lora)),
+    "quantize": _dict_of(_quantize),
     "seed": _int(0, 2**32 - 1),
     "rerun_on_threshold_change": _bool,
 }

@@ -110,6 +110,7 @@ class FixKind(StrEnum):
     steps = "steps"
     threshold = "threshold"
     download = "download"
+    quantize = "quantize"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,11 @@ class BannerFix:
     variant: str | None = None
     steps: int | None = None
     threshold: float | None = None
+    quantize: int | None = None
+
+    @classmethod
+    def use_quantize(cls, bits: int) -> BannerFix:
+        return cls(FixKind.quantize, quantize=bits)
 
     @classmethod
     def use_variant(cls, variant_id: str) -> BannerFix:

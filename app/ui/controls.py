@@ -33,6 +33,7 @@ from superqt.utils import signals_blocked
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.ui.defaults import MAX_SEED
 from app.ui.lora_list import LoraList
+from app.ui.quantize import QuantizeControl
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import Family, Variant, all_variants
 
@@ -313,6 +314,8 @@ class ControlsView(QFrame):
         self.guidance.setRange(*GUIDANCE_RANGE)  # the range make_request accepts
         self.guidance.setSingleStep(0.5)
         self.guidance.setDecimals(1)
+        self.quantize_label = QLabel("Quantization")
+        self.quantize = QuantizeControl()
 
         self.threshold = ThresholdControl()
         self.threshold.setToolTip(
@@ -389,6 +392,8 @@ class ControlsView(QFrame):
         grid.addWidget(self.size_combo, 3, 1)
         grid.addWidget(self.guidance_label, 4, 0)
         grid.addWidget(self.guidance, 4, 1)
+        grid.addWidget(self.quantize_label, 5, 0, Qt.AlignmentFlag.AlignTop)
+        grid.addWidget(self.quantize, 5, 1)
         grid.setColumnStretch(1, 1)
         layout.addLayout(grid)
         layout.addSpacing(10)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from app.engine.request import GenerationRequest, RequestError, check_steps
+from app.errors import UserFacingError
 from app.storage.history import (
     HistoryEntry,
     HistoryStore,
@@ -40,6 +41,7 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
+from app.ui.memory import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
+MODEL_FOLDER_NOTICE = "model-folder"
 
 
 class EngineLink(Protocol):
@@ -155,6 +158,7 @@ class Session:
             self.run.error = None  # "not downloaded", "cannot generate": about the old selection
         self.run.notices = ()
         self._dismissed.discard(SCHEDULE_NOTICE)
+        self._dismissed.discard(MEMORY_NOTICE)
         return True
 
     def steps_problem(self) -> str | None:
@@ -293,6 +297,8 @@ class Session:
             speedup=r.speedup,
             speedup_label=r.speedup_label if r.speedup is not None else "",
             loras=request.loras if request is not None else self.form.loras,
+            quantize=request.quantize if request is not None else None,
+            model_path=request.model_path if request is not None else None,
         )
 
     def export_captions(self) -> dict[str, str]:
@@ -388,6 +394,44 @@ class Session:
             engine_details=r.engine_details if same else None,
         )
 
+    # -- model folders -----------------------------------------------------------------------------
+    def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:
+        """Check and remember a local model folder; its variant id (for ``select_variant`` once
+        the picker lists it), or None with the check's sentence in a banner."""
+        from app.variants.folders import add_model_folder
+
+        try:
+            entry = add_model_folder(folder, base_variant)
+        except UserFacingError as exc:
+            self._folder_notice(str(exc))
+            return None
+        self.dismiss(MODEL_FOLDER_NOTICE)
+        return entry.variant_id
+
+    def remove_model_folder(self, variant_id: str) -> bool:
+        """Forget a model folder (its files stay); the form falls back to its base variant."""
+        from app.variants.folders import model_folders, remove_model_folder
+
+        folder = next((f for f in model_folders() if f.variant_id == variant_id), None)
+        if folder is None or self.engine.busy or self.run.busy:
+            return False
+        if self.form.variant_id == variant_id:
+            self.select_variant(folder.base_variant)
+        return remove_model_folder(variant_id)
+
+    def _folder_notice(self, message: str) -> None:
+        self.startup_notices = [n for n in self.startup_notices if n.key != MODEL_FOLDER_NOTICE]
+        title = "Cannot add the model folder"
+        notice = Notice(NoticeKind.error, title, message, key=MODEL_FOLDER_NOTICE)
+        self.startup_notices.append(notice)
+
+    def memory_notice(self) -> Notice | None:
+        """The load check's refusal for the inputs' model, quantization and size, before any
+        load; its button picks the most precise quantization that fits."""
+        f = self.form
+        width, height = f.size
+        return memory_notice(f.variant, f.quantize, (int(width), int(height)), f.memory_bytes)
+
     def notices(self) -> tuple[Notice, ...]:
         """The banners to show, in order, without the dismissed ones."""
         found: list[Notice] = []
@@ -396,13 +440,16 @@ class Session:
         schedule = self.schedule_notice()
         if schedule is not None:
             found.append(schedule)
+        memory = self.memory_notice()
+        if memory is not None:
+            found.append(memory)
         found.extend(self.run.notices)
         found.extend(self.startup_notices)
         return tuple(n for n in found if n.key not in self._dismissed)
 
     def dismiss(self, key: str) -> None:
         self.startup_notices = [n for n in self.startup_notices if n.key != key]
-        if key == SCHEDULE_NOTICE:
+        if key in (SCHEDULE_NOTICE, MEMORY_NOTICE):
             self._dismissed.add(key)
         self.run.dismiss(key)
 
@@ -416,6 +463,8 @@ class Session:
                 self.form.threshold = fix.threshold
             case FixKind.download:
                 self.download_current()
+            case FixKind.quantize:
+                self.form.quantize = fix.quantize
         self._dismissed.discard(SCHEDULE_NOTICE)
 
     def threshold_hint(self) -> str:
@@ -434,7 +483,10 @@ class Session:
     # -- model availability and downloads ----------------------------------------------------------
     def is_available(self, variant_id: str) -> bool:
         try:
-            return self.model_store.is_available(get_variant(variant_id))
+            variant = get_variant(variant_id)
+            if variant.model_path is not None:  # a model folder: checked again when it loads
+                return Path(variant.model_path).is_dir()
+            return self.model_store.is_available(variant)
         except Exception:  # treat a broken check as "not on disk"
             log.exception("availability check failed for %s", variant_id)
             return False
@@ -451,6 +503,9 @@ class Session:
             if variant.embedded:
                 continue
             on_disk = self.is_available(variant.id)
+            if variant.model_path is not None:
+                badges[variant.id] = "folder" if on_disk else "folder missing"
+                continue
             badges[variant.id] = "on disk" if on_disk else f"≈{self.download_label(variant)} ↓"
         return badges
 
@@ -459,6 +514,9 @@ class Session:
         parts = []
         if variant.embedded:
             parts.append("Built in, runs offline")
+        elif variant.model_path is not None:
+            missing = "" if self.is_available(variant.id) else " (missing)"
+            parts.append(f"Model folder {variant.model_path}{missing}")
         elif self.is_available(variant.id):
             parts.append("Downloaded")
         else:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
@@ -27,6 +27,7 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.loader import physical_memory_bytes
 from app.engine.request import (
     GUIDANCE_RANGE,
     MAX_STEPS,
@@ -53,6 +54,7 @@ from app.ui.defaults import (
     size_allowed,
     size_presets,
 )
+from app.ui.memory import initial_quantize
 from app.ui.observable import Prop
 from app.variants import DEFAULT_VARIANT, Variant, all_variants, get_variant
 
@@ -108,6 +110,7 @@ class FormModel(QObject):
     size_changed = Signal(object)
     guidance_changed = Signal(object)
     loras_changed = Signal(object)
+    quantize_changed = Signal(object)
 
     variant_id = Prop(DEFAULT_VARIANT)
     prompt = Prop(DEFAULT_PROMPT)
@@ -117,10 +120,19 @@ class FormModel(QObject):
     size = Prop[tuple[int, int]]((128, 128))
     guidance = Prop[float | None](None)
     loras = Prop[tuple[LoraSpec, ...]](())  # always () for the demo models (not mflux models)
+    quantize = Prop[int | None](None)  # None: full precision (and every embedded variant)
 
-    def __init__(self, settings: Settings, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        parent: QObject | None = None,
+        *,
+        memory_bytes: int | Literal["probe"] | None = "probe",
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
+        # This machine's memory, for the quantization default and the memory banner.
+        self.memory_bytes = physical_memory_bytes() if memory_bytes == "probe" else memory_bytes
         variant_id = (
             settings.last_variant if settings.last_variant in all_variants() else DEFAULT_VARIANT
         )
@@ -161,6 +173,11 @@ class FormModel(QObject):
             s.loras[vid] = [[lora.path, lora.scale] for lora in self.loras]
         else:
             s.loras.pop(vid, None)
+        default = initial_quantize(variant, self.size, self.memory_bytes)
+        if variant.embedded or variant.stored_quantize is not None or self.quantize == default:
+            s.quantize.pop(vid, None)
+        else:
+            s.quantize[vid] = 0 if self.quantize is None else int(self.quantize)
         s.seed = int(self.seed)
         s.last_prompt = self.prompt
 
@@ -175,6 +192,7 @@ class FormModel(QObject):
             size=(int(self.size[0]), int(self.size[1])),
             guidance=self.guidance,
             loras=self.loras,
+            quantize=None if self.variant.embedded else self.quantize,
         )
 
     def apply_request(self, request: GenerationRequest) -> None:
@@ -190,6 +208,7 @@ class FormModel(QObject):
         if self.variant.default_guidance is not None:
             self.guidance = request.guidance
         self.loras = request.loras
+        self.quantize = request.quantize
 
     def _load_variant(self, variant_id: str) -> None:
         variant = get_variant(variant_id)
@@ -216,6 +235,10 @@ class FormModel(QObject):
         self.guidance = guidance
         stored_loras = [] if variant.embedded else s.loras.get(variant_id, [])
         self.loras = tuple(LoraSpec(str(path), float(scale)) for path, scale in stored_loras)  # type: ignore[arg-type]
+        self.quantize = initial_quantize(variant, size, self.memory_bytes)
+        stored_choice = s.quantize.get(variant_id)
+        if stored_choice is not None and not variant.embedded and variant.stored_quantize is None:
+            self.quantize = stored_choice or None  # 0: full precision
         self.variant_loaded.emit(variant_id)
 
 

@@ -35,7 +35,9 @@ from app.ui.downloads import DownloadController, ModelStore, default_model_store
 from app.ui.gate_plot import GatePlot
 from app.ui.history_browser import HistoryDialog
 from app.ui.images import ComparePanel
+from app.ui.model_folders import ModelFolderActions
 from app.ui.observable import Binding, bind
+from app.ui.quantize import bind_quantize
 from app.ui.session import Session
 from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
@@ -242,6 +244,9 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.history_action)
         file_menu.addAction(self.export_action)
         file_menu.addSeparator()
+        self.model_folders = ModelFolderActions(self, self.session, self._model_folders_changed)
+        self.model_folders.install(file_menu)
+        file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
 
         run_menu = menu.addMenu("&Run")
@@ -302,12 +307,15 @@ class MainWindow(QMainWindow):
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self._on_variant_changed)
         f.size_changed.connect(self._show_size)
+        bind_quantize(c.quantize, c.quantize_label, f)
         f.steps_changed.connect(self._refresh_input_problem)
         c.size_combo.currentIndexChanged.connect(self._on_size_picked)
         for signal in (
             f.variant_id_changed,
             f.steps_changed,
             f.threshold_changed,
+            f.quantize_changed,
+            f.size_changed,
             r.band_changed,
             r.engine_details_changed,
             r.request_changed,
@@ -721,6 +729,11 @@ class MainWindow(QMainWindow):
     def _refresh_availability(self) -> None:
         self.controls.variant_picker.rebuild(self.session.availability_badges())
         self.controls.variant_picker.set_variant(self.form.variant_id)
+
+    def _model_folders_changed(self) -> None:
+        self._refresh_availability()
+        self._refresh_variant_info()
+        self._refresh_notices()
 
     def _refresh_variant_info(self) -> None:
         variant = self.form.variant

@@ -77,6 +77,10 @@ class Variant:
     # that a distilled schedule's gate stays above any sensible threshold.
     min_predicted_change: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # A model folder's variant (``<base>@<name>``): where its weights are, and the quantization
+    # they were saved at (mflux loads a pre-quantized folder at its stored level, whatever asked).
+    model_path: str | None = None
+    stored_quantize: int | None = None
 
     def gate_params(self, threshold: float | None = None, **overrides: object) -> GateParams:
         thresh = self.default_threshold if threshold is None else threshold
@@ -87,8 +91,13 @@ class Variant:
             **overrides,  # type: ignore[arg-type]
         )
 
-    def memory_estimate_gb(self, quantize: int | None = None) -> float:
-        """Rough peak need: weights at the chosen precision plus working memory."""
+    def memory_estimate_gb(
+        self, quantize: int | None = None, size: tuple[int, int] | None = None
+    ) -> float:
+        """Estimated peak memory in GB: the weights at ``quantize`` plus the working memory of one
+        generation at ``size`` (width, height; default: the variant's own size). An estimate:
+        its two parts and their basis are ``_BYTES_PER_PARAM`` and ``ACTIVATION_GB_PER_MEGAPIXEL``.
+        """
         if quantize not in _BYTES_PER_PARAM:
             raise ValueError(
                 f"quantize must be one of {', '.join(map(str, QUANTIZE_LEVELS))} or none, "
@@ -96,22 +105,56 @@ class Variant:
             )
         if self.embedded:
             return 0.5
-        return round(self.params_billion * _BYTES_PER_PARAM[quantize] + 2.0, 1)
+        if self.stored_quantize is not None:
+            quantize = self.stored_quantize
+        width, height = size if size is not None else self.default_size
+        megapixels = width * height / 1024**2
+        working = max(ACTIVATION_GB_PER_MEGAPIXEL[self.family] * megapixels, MIN_WORKING_GB)
+        return round(self.params_billion * _BYTES_PER_PARAM[quantize] + working, 1)
 
     def summary(self) -> dict[str, object]:
         data = asdict(self)
         data["family"] = self.family.value
         data["memory_gb"] = {
-            "bf16": self.memory_estimate_gb(None),
-            "q8": self.memory_estimate_gb(8),
-            "q4": self.memory_estimate_gb(4),
+            quantize_label(q, short=True): self.memory_estimate_gb(q)
+            for q in (None, *sorted(QUANTIZE_LEVELS, reverse=True))
         }
         return data
 
 
-# Bytes per parameter at each mflux quantization level (None: bfloat16), group scales included.
-_BYTES_PER_PARAM: dict[int | None, float] = {None: 2.0, 8: 1.07, 6: 0.82, 5: 0.70, 4: 0.57, 3: 0.45}
+# mflux's quantization levels (its CLIs' ``--quantize`` choices in mflux 0.24: 3, 4, 5, 6, 8).
 QUANTIZE_LEVELS: tuple[int, ...] = (3, 4, 5, 6, 8)
+# mflux quantizes with MLX's affine ``nn.quantize`` at group_size 64: each group of 64 weights
+# keeps a bfloat16 scale and a bfloat16 bias (4 bytes), so a weight costs bits/8 + 4/64 bytes.
+# Unquantized (None) weights are bfloat16: 2 bytes. (Norms and biases stay 16-bit at every level;
+# they are well under 1% of the parameters.)
+_GROUP_SIZE = 64
+_BYTES_PER_PARAM: dict[int | None, float] = {
+    None: 2.0,
+    **{bits: bits / 8 + 4 / _GROUP_SIZE for bits in QUANTIZE_LEVELS},
+}
+# Working memory of one generation per megapixel of image, by family: the peak memory minus the
+# memory after loading, measured at 1024 × 1024 in bf16 on the H200 with full-size random
+# weights (resources/benchmarks/<variant>-1024-random-h200.json: max of the three conditions'
+# peak_memory_bytes minus runs[0].load_peak_memory_bytes; tests/variants/test_memory_estimate.py
+# re-derives them; GB here is 2**30 bytes, as in the memory check). Scaled linearly with the pixel
+# count: at 512 × 512 Klein 4B measured 3.2 GB where a quarter of 14.8 is 3.7, so it errs high.
+# MLX's CUDA backend is what was measured; Apple silicon's fused attention may need less.
+ACTIVATION_GB_PER_MEGAPIXEL: dict[Family, float] = {
+    Family.flux1: 6.3,  # FLUX.1 dev
+    Family.flux2: 14.8,  # Klein 4B (the 9B has wider blocks: likely more)
+    Family.z_image: 11.7,  # Z-Image
+    Family.qwen_image: 5.1,  # Qwen-Image
+    Family.demo: 0.0,
+}
+MIN_WORKING_GB = 1.0  # tokenizers, latents, the decoded image and MLX's own buffers
+
+
+def quantize_label(quantize: int | None, *, short: bool = False) -> str:
+    """``None`` → "full precision" ("bf16"), 4 → "4-bit" ("q4")."""
+    if short:
+        return "bf16" if quantize is None else f"q{quantize}"
+    return "full precision" if quantize is None else f"{quantize}-bit"
 
 
 class UnknownVariantError(KeyError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import UnknownVariantError, Variant
+from app.variants.folders import folder_variants, is_folder_variant_id, user_folder_variant
 from app.variants.user import user_variant, user_variants
 
 # The built-in table itself, not a copy: a variant added here is a base user calibrations can use.
@@ -12,8 +13,13 @@ DEFAULT_VARIANT = "demo"
 
 
 def all_variants() -> dict[str, Variant]:
-    """The built-in variants followed by the user's calibrations (``<base>+<name>``)."""
-    return {**VARIANTS, **{v.id: v for v in user_variants()}}
+    """The built-in variants, the user's calibrations (``<base>+<name>``), then the user's
+    model folders (``<base>@<name>``)."""
+    return {
+        **VARIANTS,
+        **{v.id: v for v in user_variants()},
+        **{v.id: v for v in folder_variants()},
+    }
 
 
 def get_variant(variant_id: str) -> Variant:
@@ -21,6 +27,11 @@ def get_variant(variant_id: str) -> Variant:
         return VARIANTS[variant_id]
     except KeyError:
         pass
+    if is_folder_variant_id(variant_id):  # "<base>@<name>": a model folder
+        folder = user_folder_variant(variant_id)
+        if folder is None:
+            raise UnknownVariantError(variant_id, known=VARIANTS)
+        return folder
     variant = user_variant(variant_id)  # "<base>+<name>": a user calibration
     if variant is None:
         raise UnknownVariantError(variant_id, known=VARIANTS)

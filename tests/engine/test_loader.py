@@ -83,10 +83,34 @@ def test_memory_check_refuses_with_what_would_fit() -> None:
     with pytest.raises(loader.NotEnoughMemoryError) as refused:
         loader.check_memory(DEV, None, memory_bytes=24 * GB)
     message = str(refused.value)
-    assert "FLUX.1 dev at full precision needs about 36 GB" in message
-    assert "this machine has 24 GB" in message and "choose 8-bit quantization" in message
+    # 16.8B parameters × 2 bytes + 6.3 GB of working memory at 1024 × 1024 ≈ 40 GB.
+    assert "FLUX.1 dev at full precision needs about 40 GB" in message
+    assert "this machine has 24 GB" in message
+    # 8-bit (16.8 × 1.0625 + 6.3 = 24.2) is over 24 GB: 6-bit (20.0) is the most precise fit.
+    assert "choose 6-bit quantization (about 20 GB)" in message
     with pytest.raises(loader.NotEnoughMemoryError, match="no quantization fits"):
         loader.check_memory(DEV, 4, memory_bytes=8 * GB)
+
+
+def test_memory_check_counts_the_image_size() -> None:
+    loader.check_memory(DEV, 8, memory_bytes=24 * GB, size=(512, 512))  # 17.9 + 1.6 GB = 19.4: fits
+    with pytest.raises(loader.NotEnoughMemoryError) as refused:
+        loader.check_memory(DEV, 8, memory_bytes=24 * GB, size=(2048, 2048))
+    assert "at 2048 × 2048 needs about 43 GB" in str(refused.value)
+
+
+def test_every_mflux_level_is_accepted_and_the_default_leaves_headroom() -> None:
+    from mflux.cli.defaults.defaults import QUANTIZE_CHOICES
+
+    assert sorted(QUANTIZE_CHOICES) == list(loader.QUANTIZE_LEVELS)
+    # 64 GB: full precision (39.9 GB) leaves more than 15 % free.
+    assert loader.default_quantize(DEV, memory_bytes=64 * GB) is None
+    # 32 GB: 85 % is 27.2 GB; 8-bit needs 24.2 GB.
+    assert loader.default_quantize(DEV, memory_bytes=32 * GB) == 8
+    # 16 GB: 85 % is 13.6 GB; even 3-bit needs 13.7 GB: the smallest is offered.
+    assert loader.default_quantize(DEV, memory_bytes=16 * GB) == 3
+    # ... at 512 × 512 the working memory is a quarter: 5-bit needs 13.1 GB.
+    assert loader.default_quantize(DEV, size=(512, 512), memory_bytes=16 * GB) == 5
 
 
 def test_not_enough_memory_is_refused_before_any_download(hub: FakeHub, online: None) -> None:

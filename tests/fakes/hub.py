@@ -11,11 +11,27 @@ from typing import Any
 import httpx
 import mlx.core as mx
 
-from app.variants import get_variant, weights
+from app.variants import Family, get_variant, weights
 
 KLEIN = get_variant("flux2-klein-4b")
 
 # -- tiny snapshots -------------------------------------------------------------------------------
+
+
+# One weight name per family that app.variants.folders recognises the family by.
+_FAMILY_KEY = {
+    Family.flux1: "time_text_embed.text_embedder.linear_1.weight",
+    Family.flux2: "time_guidance_embed.linear_1.weight",
+    Family.z_image: "cap_embedder.1.weight",
+    Family.qwen_image: "img_in.weight",
+}
+
+
+def transformer_keys(variant: Any) -> list[str]:
+    keys = [_FAMILY_KEY[variant.family]]
+    if variant.family is Family.flux1 and variant.id != "flux1-schnell":
+        keys.append("time_text_embed.guidance_embedder.linear_1.weight")  # dev and Krea dev
+    return keys
 
 
 def write_snapshot(root: Path, variant: Any = KLEIN) -> Path:
@@ -27,7 +43,10 @@ def write_snapshot(root: Path, variant: Any = KLEIN) -> Path:
         if pattern.endswith("*.safetensors") and "/" in pattern:
             folder = root / pattern.split("/")[0]
             folder.mkdir(exist_ok=True)
-            mx.save_safetensors(str(folder / "model.safetensors"), {"w": mx.zeros((4, 4))})
+            names = transformer_keys(variant) if folder.name == "transformer" else ["w"]
+            mx.save_safetensors(
+                str(folder / "model.safetensors"), {n: mx.zeros((4, 4)) for n in names}
+            )
             (folder / "config.json").write_text("{}", encoding="utf-8")
     for subdir in weights._tokenizer_dirs(variant):
         (root / subdir).mkdir(exist_ok=True)

@@ -12,6 +12,15 @@ from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 
 
+@pytest.fixture(autouse=True)
+def _fixed_machine_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window reads this machine's memory for its quantization default and memory banner;
+    tests see one fixed 64 GB machine, so what they assert does not depend on the host."""
+    from app.ui import viewmodel
+
+    monkeypatch.setattr(viewmodel, "physical_memory_bytes", lambda: 64 * 1024**3)
+
+
 @pytest.fixture
 def make_window(qtbot: QtBot) -> Iterator[WindowFactory]:
     windows: list[MainWindow] = []

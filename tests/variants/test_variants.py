@@ -272,7 +272,7 @@ def test_summary_is_json_ready(variant: Variant) -> None:
     data = json.loads(json.dumps(variant.summary()))
     assert data["id"] == variant.id and data["family"] == variant.family.value
     assert {f.name for f in dataclasses.fields(Variant)} <= set(data)
-    assert set(data["memory_gb"]) == {"bf16", "q8", "q4"}
+    assert set(data["memory_gb"]) == {"bf16", *(f"q{q}" for q in QUANTIZE_LEVELS)}
 
 
 def test_gate_params_follow_the_variant() -> None:

@@ -1,0 +1,319 @@
+"""Model folders: local copies of a variant's weights (an ``mflux-save`` output or a Hugging Face
+snapshot layout), checked, recognised and remembered.
+
+- ``inspect_folder`` reads a folder's file names and safetensors headers (never the weights): its
+  layout, the family and the base variants its transformer's keys fit, its stored quantization
+  and its size on disk;
+- ``check_folder`` turns "incomplete", "another family" and "damaged" into one ``LoadError``
+  sentence, using the snapshot checks of ``app.variants.weights``;
+- the user's list lives in ``paths.data_dir()/model_folders.json`` (written atomically); each
+  entry becomes a variant ``<base>@<name>``: the base's gate numbers, the folder's weights.
+  ``app.variants.get_variant`` resolves those ids, so the picker, history and the engine's caches
+  see one id per folder.
+
+Data only: no MLX, no mflux at import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from app import paths
+from app.errors import UserFacingError
+from app.storage.atomic import atomic_write_text
+from app.storage.jsonio import dumps_json
+from app.variants.builtin import BUILTIN_VARIANTS
+from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
+
+SEPARATOR = "@"
+SCHEMA = 1
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+class ModelFolderError(UserFacingError):
+    """A model folder cannot be used; the message is one sentence for the user."""
+
+
+# -- what a folder holds ------------------------------------------------------------------------
+
+# A transformer's weight names tell the family apart, in mflux's own names (``mflux-save``) and in
+# the Hugging Face (diffusers) names alike: these prefixes are the same in both.
+_FAMILY_KEYS: tuple[tuple[Family, tuple[str, ...]], ...] = (
+    (Family.flux2, ("time_guidance_embed.", "double_stream_modulation_img.")),
+    (Family.flux1, ("time_text_embed.text_embedder.",)),
+    (Family.z_image, ("cap_embedder.", "all_x_embedder.")),
+    (Family.qwen_image, ("img_in.", "txt_in.")),
+)
+# FLUX.2 Klein sizes by their double-stream block count (mflux's ModelConfig: 4B has 5, 9B 8).
+_KLEIN_BY_LAYERS = {
+    5: ("flux2-klein-4b", "flux2-klein-base-4b"),
+    8: ("flux2-klein-9b", "flux2-klein-base-9b"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FolderInfo:
+    path: Path
+    layout: str  # "mflux-save" or "Hugging Face snapshot"
+    family: Family | None  # None: no transformer weights recognised
+    candidates: tuple[str, ...]  # base variant ids the files fit; one means detected
+    quantize: int | None  # stored quantization (mflux-save); None: 16-bit weights
+    size_bytes: int
+
+    @property
+    def detected(self) -> str | None:
+        return self.candidates[0] if len(self.candidates) == 1 else None
+
+
+def _header(path: Path) -> dict[str, object]:
+    """A safetensors file's JSON header; raises ``ValueError`` when it is not one."""
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise ValueError("too short")
+        (length,) = struct.unpack("<Q", head)
+        if not 0 < length <= _MAX_HEADER:
+            raise ValueError("bad header length")
+        header = json.loads(f.read(length))
+    if not isinstance(header, dict):
+        raise ValueError("bad header")
+    return header
+
+
+def _transformer_keys(folder: Path) -> tuple[dict[str, list[int]], dict[str, str]]:
+    """Weight name → shape, and the files' metadata, over the transformer's safetensors."""
+    shapes: dict[str, list[int]] = {}
+    metadata: dict[str, str] = {}
+    for file in sorted((folder / "transformer").glob("*.safetensors")):
+        try:
+            header = _header(file)
+        except (OSError, ValueError):
+            continue  # the completeness check names damaged files
+        for key, value in header.items():
+            if key == "__metadata__" and isinstance(value, dict):
+                metadata.update({str(k): str(v) for k, v in value.items()})
+            elif isinstance(value, dict) and isinstance(value.get("shape"), list):
+                shapes[key] = value["shape"]
+    return shapes, metadata
+
+
+def _stored_quantize(metadata: dict[str, str]) -> int | None:
+    level = metadata.get("quantization_level")
+    if level and level.isdigit() and int(level) in QUANTIZE_LEVELS:
+        return int(level)
+    return None
+
+
+def _candidates(family: Family, keys: dict[str, list[int]]) -> tuple[str, ...]:
+    members = tuple(v.id for v in BUILTIN_VARIANTS.values() if v.family is family)
+    if family is Family.flux1:
+        guided = any(k.startswith("time_text_embed.guidance_embedder.") for k in keys)
+        return tuple(v for v in members if (v != "flux1-schnell") == guided)
+    if family is Family.flux2:
+        blocks = {k.split(".")[1] for k in keys if k.startswith("transformer_blocks.")}
+        return _KLEIN_BY_LAYERS.get(len(blocks), members)
+    return members
+
+
+def inspect_folder(folder: str | Path) -> FolderInfo:
+    """What the folder holds, from its file names and headers; never raises for its contents."""
+    root = Path(folder).expanduser()
+    mflux_save = any(root.glob("*/0.safetensors"))
+    keys, metadata = _transformer_keys(root)
+    family = next(
+        (fam for fam, prefixes in _FAMILY_KEYS if any(k.startswith(prefixes) for k in keys)),
+        None,
+    )
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
+    return FolderInfo(
+        path=root,
+        layout="mflux-save" if mflux_save else "Hugging Face snapshot",
+        family=family,
+        candidates=() if family is None else _candidates(family, keys),
+        quantize=_stored_quantize(metadata),
+        size_bytes=size,
+    )
+
+
+def check_folder(folder: str | Path, variant: Variant) -> FolderInfo:
+    """The folder's info when it holds a complete, readable copy of ``variant``'s family; one
+    sentence otherwise: ``ModelFolderError`` (no model, another family or variant) or
+    ``app.variants.weights.IncompleteSnapshotError`` (files missing or damaged)."""
+    from app.variants.weights import IncompleteSnapshotError, snapshot_problems
+
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise ModelFolderError(f"the model folder {root} does not exist or is not a folder")
+    info = inspect_folder(root)
+    if info.family is None and not (root / "transformer").is_dir():
+        raise ModelFolderError(
+            f"{root} holds no model: a model folder has a transformer/ folder beside vae/ and "
+            "the text encoder (an mflux-save output or a Hugging Face snapshot)"
+        )
+    if info.family is not None and info.family is not variant.family:
+        raise ModelFolderError(
+            f"{root} holds a {info.family.display_name} model, not {variant.display_name} "
+            f"({variant.family.display_name})"
+        )
+    if info.candidates and variant.id.split(SEPARATOR)[0] not in info.candidates:
+        fits = ", ".join(info.candidates)
+        raise ModelFolderError(
+            f"{root} holds a different {variant.family.display_name} model than "
+            f"{variant.display_name} (its weights fit {fits})"
+        )
+    problems = snapshot_problems(root, variant)
+    if info.family is None and not problems:
+        problems = ["transformer/ has no weights mflux can read"]
+    if problems:
+        shown = "; ".join(problems[:3]) + (
+            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        raise IncompleteSnapshotError(
+            f"the model folder {root} is incomplete or damaged ({shown}); copy or save it again"
+        )
+    return info
+
+
+def size_label(size_bytes: int) -> str:
+    return f"{size_bytes / 1e9:.1f} GB" if size_bytes >= 1e9 else f"{size_bytes / 1e6:.0f} MB"
+
+
+# -- the user's list ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFolder:
+    name: str
+    path: str
+    base_variant: str
+    quantize: int | None
+    size_bytes: int
+
+    @property
+    def variant_id(self) -> str:
+        return f"{self.base_variant}{SEPARATOR}{self.name}"
+
+
+def folders_file() -> Path:
+    return paths.data_dir() / "model_folders.json"
+
+
+def model_folders() -> list[ModelFolder]:
+    """The remembered folders; an unreadable list reads as empty (it is rewritten on the next
+    add), entries whose base variant is gone are left out."""
+    try:
+        data = json.loads(folders_file().read_text(encoding="utf-8"))
+        rows = data["folders"] if isinstance(data, dict) else []
+        folders = [
+            ModelFolder(
+                name=str(r["name"]),
+                path=str(r["path"]),
+                base_variant=str(r["base_variant"]),
+                quantize=None if r.get("quantize") is None else int(r["quantize"]),
+                size_bytes=int(r.get("size_bytes", 0)),
+            )
+            for r in rows
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [f for f in folders if f.base_variant in BUILTIN_VARIANTS]
+
+
+def _save(folders: list[ModelFolder]) -> None:
+    rows = [
+        {
+            "name": f.name,
+            "path": f.path,
+            "base_variant": f.base_variant,
+            "quantize": f.quantize,
+            "size_bytes": f.size_bytes,
+        }
+        for f in folders
+    ]
+    atomic_write_text(folders_file(), dumps_json({"schema": SCHEMA, "folders": rows}, indent=2))
+
+
+def folder_name(path: Path, taken: set[str]) -> str:
+    """A short id-safe name from the folder's own name, unique among ``taken``."""
+    stem = re.sub(r"[^a-z0-9_-]+", "-", path.name.lower()).strip("-_")[:32] or "folder"
+    if not stem[0].isalnum():
+        stem = "m" + stem
+    name, n = stem, 2
+    while name in taken:
+        name, n = f"{stem}-{n}", n + 1
+    return name
+
+
+def add_model_folder(folder: str | Path, base_variant: str | None = None) -> ModelFolder:
+    """Check ``folder`` and remember it. ``base_variant`` where the files cannot tell (several
+    variants share one architecture); ``ModelFolderError`` when it is unusable or ambiguous."""
+    root = Path(folder).expanduser().resolve()
+    info = inspect_folder(root)
+    if base_variant is None:
+        base_variant = info.detected
+        if base_variant is None:
+            if not info.candidates:
+                check_folder(root, next(iter(BUILTIN_VARIANTS.values())))  # says what is wrong
+            raise ModelFolderError(
+                f"{root} could be any of {', '.join(info.candidates)}: choose which one it is"
+            )
+    base = BUILTIN_VARIANTS.get(base_variant)
+    if base is None or base.embedded:
+        raise ModelFolderError(f"{base_variant!r} is not a model variant a folder can hold")
+    info = check_folder(root, base)
+    existing = model_folders()
+    for f in existing:
+        if Path(f.path) == root and f.base_variant == base_variant:
+            return f
+    entry = ModelFolder(
+        name=folder_name(root, {f.name for f in existing}),
+        path=str(root),
+        base_variant=base_variant,
+        quantize=info.quantize,
+        size_bytes=info.size_bytes,
+    )
+    _save([*existing, entry])
+    return entry
+
+
+def remove_model_folder(variant_id: str) -> bool:
+    """Forget a folder (its files stay where they are); False when it was not listed."""
+    existing = model_folders()
+    kept = [f for f in existing if f.variant_id != variant_id]
+    if len(kept) == len(existing):
+        return False
+    _save(kept)
+    return True
+
+
+def folder_variant(folder: ModelFolder) -> Variant:
+    base = BUILTIN_VARIANTS[folder.base_variant]
+    stored = f", {quantize_label(folder.quantize)}" if folder.quantize is not None else ""
+    return replace(
+        base,
+        id=folder.variant_id,
+        display_name=f"{base.display_name} · {folder.name} ({size_label(folder.size_bytes)}"
+        f"{stored})",
+        model_path=folder.path,
+        stored_quantize=folder.quantize,
+    )
+
+
+def folder_variants() -> list[Variant]:
+    return [folder_variant(f) for f in model_folders()]
+
+
+def user_folder_variant(variant_id: str) -> Variant | None:
+    for folder in model_folders():
+        if folder.variant_id == variant_id:
+            return folder_variant(folder)
+    return None
+
+
+def is_folder_variant_id(variant_id: str) -> bool:
+    return SEPARATOR in variant_id
+

@@ -1,0 +1,221 @@
+"""Quantization and model folders in the window: the Qt-free session and form (default, banner,
+one-click fix, remembered choice, folders added and removed), the quantization picker bound to
+the form, and the File menu's dialog on a real folder. Memory is given, not probed, so the
+defaults do not depend on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QDialogButtonBox
+from pytestqt.qtbot import QtBot
+from ui_support import FakeModelStore, WindowFactory
+
+from app.storage.history import HistoryStore
+from app.storage.settings import Settings, SettingsStore
+from app.ui.analysis import FixKind
+from app.ui.memory import MEMORY_NOTICE
+from app.ui.model_folders import AddModelFolderDialog
+from app.ui.quantize import QuantizeControl, bind_quantize
+from app.ui.session import MODEL_FOLDER_NOTICE, Session
+from app.ui.viewmodel import FormModel, RunModel
+from app.variants import all_variants, get_variant
+from tests.fakes.hub import write_snapshot
+from tests.ui.test_ui_session import FakeDownloads, FakeEngineLink
+
+GB = 1024**3
+
+
+def make_session(tmp_path: Path, memory_gb: int) -> Session:
+    settings_store = SettingsStore(tmp_path / "settings.json")
+    settings = settings_store.load()
+    form, run = FormModel(settings, memory_bytes=memory_gb * GB), RunModel()
+    return Session(
+        form,
+        run,
+        FakeEngineLink(deliver=[run]),
+        FakeDownloads(),
+        settings=settings,
+        settings_store=settings_store,
+        history=HistoryStore(tmp_path / "history"),
+        model_store=FakeModelStore(),
+    )
+
+
+@pytest.mark.parametrize(("memory_gb", "expected"), [(64, None), (32, 8), (24, 6)])
+def test_the_default_is_the_most_precise_level_that_fits_with_headroom(
+    tmp_path: Path, memory_gb: int, expected: int | None
+) -> None:
+    # FLUX.1 dev at 1024 × 1024: 16-bit 39.9 GB, 8-bit 24.2, 6-bit 19.9; 85 % of 64/32/24 GB
+    # is 54.4/27.2/20.4 GB.
+    session = make_session(tmp_path, memory_gb)
+    assert session.select_variant("flux1-dev")
+    assert session.form.quantize == expected
+    assert session.memory_notice() is None
+    assert session.form.request().quantize == expected
+    session.select_variant("demo")
+    assert session.form.quantize is None  # nothing to quantize
+
+
+def test_the_memory_banner_offers_the_level_that_fits_and_its_fix_sets_it(
+    tmp_path: Path,
+) -> None:
+    session = make_session(tmp_path, 24)
+    session.select_variant("flux1-dev")
+    session.form.quantize = None
+    notice = session.memory_notice()
+    assert notice is not None and notice.key == MEMORY_NOTICE
+    assert notice in session.notices()
+    session.dismiss(MEMORY_NOTICE)
+    assert notice not in session.notices()
+    session.select_variant("flux1-schnell")
+    session.select_variant("flux1-dev")  # a new selection shows it again
+    session.form.quantize = None
+    assert notice in session.notices()
+    assert notice.message.startswith("FLUX.1 dev at full precision at 1024 × 1024 needs about 40")
+    (action,) = notice.actions
+    assert action.label == "Use 6-bit" and action.fix.kind is FixKind.quantize
+    session.apply_fix(action.fix)
+    assert session.form.quantize == 6 and session.memory_notice() is None
+    assert session.generate() is not None
+    link = session.engine
+    assert isinstance(link, FakeEngineLink) and link.submitted[-1].quantize == 6
+    # A larger size needs more: the banner follows the size.
+    session.form.size = (2048, 2048)
+    assert session.memory_notice() is not None
+
+
+def test_a_chosen_level_is_remembered_per_variant_and_the_default_is_not(
+    tmp_path: Path,
+) -> None:
+    session = make_session(tmp_path, 64)
+    form, settings = session.form, session.settings
+    session.select_variant("flux1-dev")
+    form.quantize = 4
+    session.select_variant("z-image")
+    assert settings.quantize == {"flux1-dev": 4}
+    form.quantize = None  # z-image's default on 64 GB: nothing to remember
+    session.select_variant("flux1-dev")
+    assert form.quantize == 4 and "z-image" not in settings.quantize
+    form.quantize = None  # back to the default (full precision here)
+    form.remember()
+    assert "flux1-dev" not in settings.quantize
+    reloaded = SettingsStore(tmp_path / "s.json")
+    reloaded.save(Settings(quantize={"flux1-dev": 0, "qwen-image": 5}))
+    assert reloaded.load().quantize == {"flux1-dev": 0, "qwen-image": 5}
+
+
+def test_model_folders_are_added_selected_and_removed(tmp_path: Path) -> None:
+    session = make_session(tmp_path, 64)
+    folder = write_snapshot(tmp_path / "Schnell Copy", get_variant("flux1-schnell"))
+    variant_id = session.add_model_folder(folder, None)  # detected: no guidance embedder
+    assert variant_id == "flux1-schnell@schnell-copy"
+    assert session.select_variant(variant_id)
+    assert session.is_available(variant_id)
+    assert session.availability_badges()[variant_id] == "folder"
+    assert session.variant_info().startswith(f"Model folder {folder.resolve()}")
+    request = session.form.request()
+    assert request.model_path == str(folder.resolve()) and request.variant_id == variant_id
+    assert session.remove_model_folder(variant_id)
+    assert session.form.variant_id == "flux1-schnell"  # back to its base
+    assert variant_id not in all_variants()
+
+
+def test_an_unusable_folder_is_one_banner_line(tmp_path: Path) -> None:
+    session = make_session(tmp_path, 64)
+    (tmp_path / "empty").mkdir()
+    assert session.add_model_folder(tmp_path / "empty", "flux1-dev") is None
+    (notice,) = [n for n in session.notices() if n.key == MODEL_FOLDER_NOTICE]
+    assert notice.title == "Cannot add the model folder"
+    assert "holds no model" in notice.message and "\n" not in notice.message
+    qwen = write_snapshot(tmp_path / "qwen", get_variant("qwen-image"))
+    assert session.add_model_folder(qwen, "flux1-dev") is None
+    (notice,) = [n for n in session.notices() if n.key == MODEL_FOLDER_NOTICE]
+    assert "holds a Qwen-Image model, not FLUX.1 dev" in notice.message
+
+
+def test_the_picker_lists_every_level_with_its_estimate_and_sets_the_form(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    form = FormModel(Settings(last_variant="flux1-dev"), memory_bytes=24 * GB)
+    control, label = QuantizeControl(), QuantizeControl()
+    qtbot.addWidget(control)
+    qtbot.addWidget(label)
+    bind_quantize(control, label, form)
+    items = [control.combo.itemText(i) for i in range(control.combo.count())]
+    assert items == [
+        "16-bit · ~40 GB · too big",
+        "8-bit · ~24 GB · too big",  # 24.2 GB on a 24 GB machine
+        "6-bit · ~20 GB",
+        "5-bit · ~18 GB",
+        "4-bit · ~16 GB",
+        "3-bit · ~14 GB",
+    ]
+    assert control.machine.text() == "this Mac: 24 GB"
+    assert control.current() == 6  # the default on 24 GB
+    control.combo.setCurrentIndex(4)
+    assert form.quantize == 4
+    form.size = (512, 512)  # the estimates follow the size
+    assert control.combo.itemText(0) == "16-bit · ~35 GB · too big"
+    form.select_variant("demo")
+    assert control.isHidden() and label.isHidden()
+
+
+def test_the_dialog_checks_the_folder_and_asks_only_when_the_files_cannot_tell(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    dev = write_snapshot(tmp_path / "dev", get_variant("flux1-dev"))
+    dialog = AddModelFolderDialog(folder=str(dev))
+    qtbot.addWidget(dialog)
+    # dev and Krea dev share one architecture: both offered, the first chosen.
+    assert [dialog.base.itemData(i) for i in range(dialog.base.count())] == [
+        "flux1-dev",
+        "flux1-krea-dev",
+    ]
+    assert dialog.holds.text().startswith("Hugging Face snapshot, FLUX.1, full precision")
+    assert dialog.check_result.text().startswith("Complete")
+    (dev / "vae" / "model.safetensors").unlink()
+    dialog.path.setText(str(dev) + "/")  # re-inspects
+    assert "vae/ has no weights" in dialog.check_result.text()
+    assert not dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).isEnabled()
+
+
+def test_the_file_menu_adds_and_removes_a_folder(
+    make_window: WindowFactory, tmp_path: Path
+) -> None:
+    window = make_window(store=FakeModelStore())
+    folder = write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell"))
+    actions = window.model_folders
+    assert actions.add_folder(str(folder), None) == "flux1-schnell@schnell"
+    assert window.form.variant_id == "flux1-schnell@schnell"
+    assert window.controls.variant_picker.current_variant_id() == "flux1-schnell@schnell"
+    actions.refresh()
+    assert actions.remove_action.isEnabled()
+    actions.remove_current()
+    assert window.controls.variant_picker.current_variant_id() == "flux1-schnell"
+    assert "flux1-schnell@schnell" not in window.controls.variant_picker.variant_rows()
+
+
+def test_history_and_png_metadata_carry_the_quantization_and_the_folder(tmp_path: Path) -> None:
+    from app.storage.history import entry_metadata
+
+    session = make_session(tmp_path, 64)
+    folder = write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell"))
+    variant_id = session.add_model_folder(folder, None)
+    assert variant_id is not None and session.select_variant(variant_id)
+    session.form.quantize = 4
+    assert session.generate() is not None
+    link = session.engine
+    assert isinstance(link, FakeEngineLink)
+    link.finish(save=session.history)
+    live = session.export_metadata()
+    assert live["quantize"] == "4" and live["model_path"] == str(folder.resolve())
+    [entry] = session.history.entries()
+    saved = entry_metadata(entry)
+    assert saved["quantize"] == "4" and saved["model_path"] == str(folder.resolve())
+    reopened = entry.to_request()
+    assert reopened is not None
+    assert (reopened.variant_id, reopened.quantize) == (variant_id, 4)
+    assert reopened.model_path == str(folder.resolve())
+    assert reopened.vanilla_key() == link.submitted[-1].vanilla_key()

@@ -1,0 +1,163 @@
+"""Model folders (app/variants/folders.py): recognised from their files, checked, remembered,
+offered as ``<base>@<name>`` variants. The folders are written by mflux's own ``ModelSaver`` from
+tiny random-weight shells (``mflux-save``'s layout) or laid out as Hugging Face snapshots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from app.adapters import common, shells
+from app.engine.request import RequestError, make_request
+from app.variants import all_variants, get_variant, weights
+from app.variants.folders import (
+    ModelFolderError,
+    add_model_folder,
+    check_folder,
+    folders_file,
+    inspect_folder,
+    model_folders,
+    remove_model_folder,
+)
+from tests.fakes.hub import write_snapshot
+from tests.fakes.model_folders import quantize_shell, save_shell
+
+KLEIN = get_variant("flux2-klein-4b")
+QWEN = get_variant("qwen-image")
+# Klein 4B's block count (5 double-stream blocks) at a tiny width: the size is read from it.
+KLEIN_4B_TINY = shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("folders")
+    with common.use_precision(mx.float32):
+        klein = shells.flux2_shell("flux2-klein-4b", dims=KLEIN_4B_TINY)
+        quantize_shell(klein, 4)
+        qwen = shells.qwen_shell()
+        return {
+            "klein-q4": save_shell(klein, KLEIN, root / "klein-q4", 4),
+            "qwen": save_shell(qwen, QWEN, root / "qwen", None),
+        }
+
+
+def test_an_mflux_save_folder_tells_its_family_size_and_quantization(
+    saved: dict[str, Path],
+) -> None:
+    klein = inspect_folder(saved["klein-q4"])
+    assert klein.layout == "mflux-save"
+    assert klein.family is KLEIN.family and klein.quantize == 4
+    # Klein and Klein base share one architecture: the files cannot tell them apart.
+    assert klein.candidates == ("flux2-klein-4b", "flux2-klein-base-4b")
+    assert klein.detected is None
+    on_disk = sum(p.stat().st_size for p in saved["klein-q4"].rglob("*") if p.is_file())
+    assert klein.size_bytes == on_disk > 0
+    qwen = inspect_folder(saved["qwen"])
+    assert qwen.detected == "qwen-image" and qwen.quantize is None
+
+
+def test_a_hugging_face_snapshot_is_recognised_too(tmp_path: Path) -> None:
+    dev = inspect_folder(write_snapshot(tmp_path / "dev", get_variant("flux1-dev")))
+    assert dev.layout == "Hugging Face snapshot"
+    # A guidance embedder: dev or Krea dev, not schnell.
+    assert dev.candidates == ("flux1-dev", "flux1-krea-dev")
+    schnell = inspect_folder(write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell")))
+    assert schnell.detected == "flux1-schnell"
+
+
+def _one_line(error: BaseException) -> str:
+    message = str(error)
+    assert message and "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_a_folder_of_another_family_is_one_clear_line(saved: dict[str, Path]) -> None:
+    with pytest.raises(ModelFolderError) as refused:
+        check_folder(saved["qwen"], KLEIN)
+    assert _one_line(refused.value) == (
+        f"{saved['qwen']} holds a Qwen-Image model, not FLUX.2 Klein 4B (FLUX.2 Klein)"
+    )
+    with pytest.raises(ModelFolderError, match=r"different FLUX\.2 Klein model"):
+        check_folder(saved["klein-q4"], get_variant("flux2-klein-9b"))
+
+
+def test_an_incomplete_or_damaged_folder_is_one_clear_line(
+    saved: dict[str, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    incomplete = Path(shutil.copytree(saved["klein-q4"], tmp_path / "incomplete"))
+    (incomplete / "vae" / "0.safetensors").unlink()
+    with pytest.raises(weights.IncompleteSnapshotError) as refused:
+        check_folder(incomplete, KLEIN)
+    assert "vae/ has no weights" in _one_line(refused.value)
+    damaged = Path(shutil.copytree(saved["klein-q4"], tmp_path / "damaged"))
+    shard = damaged / "transformer" / "0.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-10])
+    with pytest.raises(weights.IncompleteSnapshotError) as refused:
+        check_folder(damaged, KLEIN)
+    assert "transformer/0.safetensors is truncated" in _one_line(refused.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelFolderError, match="holds no model"):
+        check_folder(tmp_path / "empty", KLEIN)
+    with pytest.raises(ModelFolderError, match="does not exist"):
+        check_folder(tmp_path / "nowhere", KLEIN)
+
+
+def test_added_folders_are_variants_remembered_and_removable(saved: dict[str, Path]) -> None:
+    ambiguous = "could be any of flux2-klein-4b, flux2-klein-base-4b"
+    with pytest.raises(ModelFolderError, match=ambiguous):
+        add_model_folder(saved["klein-q4"])
+    assert model_folders() == []
+    entry = add_model_folder(saved["klein-q4"], "flux2-klein-4b")
+    assert entry.variant_id == "flux2-klein-4b@klein-q4" and entry.quantize == 4
+    qwen = add_model_folder(saved["qwen"])  # detected from its files
+    assert qwen.variant_id == "qwen-image@qwen"
+    assert add_model_folder(saved["klein-q4"], "flux2-klein-4b") == entry  # no duplicate
+    # Remembered on disk: what a new launch reads.
+    stored = json.loads(folders_file().read_text(encoding="utf-8"))
+    assert [f["name"] for f in stored["folders"]] == ["klein-q4", "qwen"]
+    variant = get_variant(entry.variant_id)
+    assert variant.model_path == str(saved["klein-q4"].resolve())
+    assert variant.stored_quantize == 4 and variant.family is KLEIN.family
+    assert variant.coefficients == KLEIN.coefficients  # the base's gate numbers
+    assert "klein-q4" in variant.display_name and "4-bit" in variant.display_name
+    assert entry.variant_id in all_variants()
+    # A 4-bit folder's estimate is the 4-bit one, whatever is asked.
+    assert variant.memory_estimate_gb(None) == KLEIN.memory_estimate_gb(4)
+    assert remove_model_folder(entry.variant_id)
+    assert not remove_model_folder(entry.variant_id)
+    assert entry.variant_id not in all_variants()
+    assert [f.variant_id for f in model_folders()] == ["qwen-image@qwen"]
+
+
+def test_a_request_for_a_folder_carries_its_path_and_stored_quantization(
+    saved: dict[str, Path],
+) -> None:
+    entry = add_model_folder(saved["klein-q4"], "flux2-klein-4b")
+    request = make_request(entry.variant_id, "a cat", size=(128, 128))
+    assert request.model_path == str(saved["klein-q4"].resolve()) and request.quantize == 4
+    base = make_request("flux2-klein-4b", "a cat", size=(128, 128), quantize=4)
+    assert request.vanilla_key() != base.vanilla_key()
+    # The same folder given as a path (the command line's --model-path) is the same run.
+    by_path = make_request(
+        "flux2-klein-4b", "a cat", size=(128, 128), model_path=saved["klein-q4"]
+    )
+    assert by_path.quantize == 4 and by_path.model_path == request.model_path
+    with pytest.raises(RequestError, match="holds 4-bit weights"):
+        make_request(entry.variant_id, "a cat", size=(128, 128), quantize=8)
+    with pytest.raises(RequestError, match="does not exist"):
+        make_request("flux2-klein-4b", "a cat", model_path=saved["klein-q4"] / "nope")
+    with pytest.raises(RequestError, match="takes no model folder"):
+        make_request("demo", "a red circle", model_path=saved["klein-q4"])
+
+
+def test_an_unreadable_list_reads_as_empty_and_is_rewritten(saved: dict[str, Path]) -> None:
+    folders_file().parent.mkdir(parents=True, exist_ok=True)
+    folders_file().write_text("{not json", encoding="utf-8")
+    assert model_folders() == []
+    add_model_folder(saved["qwen"])
+    assert [f.name for f in model_folders()] == ["qwen"]
