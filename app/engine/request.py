@@ -33,6 +33,9 @@ class GenerationRequest:
     compare_vanilla: bool = True
     # Resume the gated pass from the cached vanilla trajectory (bit-exact; the app's fast path).
     resume: bool = False
+    # Live step previews (StepPreview events): never change the numbers and are charged to no
+    # step's time, but cost a little wall time; off for benchmarks and calibration.
+    previews: bool = False
 
     @property
     def variant(self) -> Variant:
@@ -80,6 +83,7 @@ def make_request(
     quantize: int | None = None,
     compare_vanilla: bool = True,
     resume: bool = False,
+    previews: bool = False,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -144,4 +148,5 @@ def make_request(
         quantize=quantize,
         compare_vanilla=compare_vanilla,
         resume=resume,
+        previews=previews,
     )
