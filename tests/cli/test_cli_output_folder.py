@@ -146,8 +146,6 @@ def test_report_json_with_an_undefined_ssim_is_strict_json(
 def test_a_failed_run_removes_the_previews_folder_it_made_inside_a_new_folder(
     tmp_path: Path,
 ) -> None:
-    from app.cli.outdir import output_folder
-
     with pytest.raises(RuntimeError), output_folder(tmp_path / "new") as folder:
         folder.subfolder("previews")
         folder.track("previews/gated-00.png").write_bytes(b"png")
