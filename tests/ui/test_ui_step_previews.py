@@ -66,7 +66,7 @@ def test_panes_show_steps_forming_and_the_timeline_shows_each_steps_thumbnail(
     window.compare.set_images = watch  # type: ignore[method-assign]
     with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None
-    assert blocker.args[0] is RunStatus.finished, window.run.error
+    assert blocker.args is not None and blocker.args[0] is RunStatus.finished, window.run.error
     run = window.run
     assert run.request is not None and run.request.previews
     assert run.skips is not None and run.skips > 0  # engagement: skipped steps were previewed
@@ -76,8 +76,10 @@ def test_panes_show_steps_forming_and_the_timeline_shows_each_steps_thumbnail(
         assert live[which], f"no live frame in the {which} pane"
         assert all(frame.shape == (128, 128, 3) for frame in live[which])
     # The panes now show the passes' images, and the last step's preview is that image (demo).
-    assert np.array_equal(run.gated_thumbnails[-1], run.gated_image)
-    assert all(t is not None for t in (*run.gated_thumbnails, *run.vanilla_thumbnails))
+    thumbnails: list[np.ndarray | None] = list(run.gated_thumbnails)
+    last, final = thumbnails[-1], run.gated_image
+    assert last is not None and final is not None and np.array_equal(last, final)
+    assert all(t is not None for t in (*thumbnails, *run.vanilla_thumbnails))
 
     # Hover a skipped step: the popup shows its thumbnail, framed as skipped.
     timeline = window.timeline
@@ -100,7 +102,9 @@ def test_panes_show_steps_forming_and_the_timeline_shows_each_steps_thumbnail(
     bits = np.frombuffer(image.constBits(), dtype=np.uint8)
     shown_rgb = bits.reshape(image.height(), image.bytesPerLine())[:, : 3 * side]
     shown_rgb = shown_rgb.reshape(image.height(), side, 3)
-    expected = fit_preview(run.gated_thumbnails[skipped], image.height(), side)
+    hovered = thumbnails[skipped]
+    assert hovered is not None
+    expected = fit_preview(hovered, image.height(), side)
     assert np.array_equal(shown_rgb, expected)
 
     # Leaving the timeline hides it; a cell without a preview falls back to the plain tooltip.
