@@ -31,11 +31,16 @@ def fit_preview(image: np.ndarray, height: int, width: int) -> np.ndarray:
 
 
 def live_image(
-    image: np.ndarray | None, preview: np.ndarray | None, request: GenerationRequest | None
+    image: np.ndarray | None,
+    preview: np.ndarray | None,
+    request: GenerationRequest | None,
+    *,
+    busy: bool,
 ) -> np.ndarray | None:
-    """What an image pane shows: the pass's image, else its latest step preview fitted to the
-    request's size, else nothing."""
-    if image is not None or preview is None or request is None:
+    """What an image pane shows: the pass's image, else (while the run goes) its latest step
+    preview fitted to the request's size, else nothing: a cancelled pass's half-formed picture
+    is not left standing as if it were a result."""
+    if image is not None or preview is None or request is None or not busy:
         return image
     return fit_preview(preview, request.height, request.width)
 

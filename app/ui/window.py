@@ -653,8 +653,8 @@ class MainWindow(QMainWindow):
     def _refresh_images(self) -> None:
         r = self.run
         self.compare.set_images(
-            live_image(r.gated_image, r.gated_preview, r.request),
-            live_image(r.vanilla_image, r.vanilla_preview, r.request),
+            live_image(r.gated_image, r.gated_preview, r.request, busy=r.busy),
+            live_image(r.vanilla_image, r.vanilla_preview, r.request, busy=r.busy),
             r.difference,
             vanilla_cached=r.vanilla_cached and not r.origin,  # "cached" describes its own run
             busy=r.busy,

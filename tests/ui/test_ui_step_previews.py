@@ -115,3 +115,17 @@ def test_panes_show_steps_forming_and_the_timeline_shows_each_steps_thumbnail(
         timeline, QHelpEvent(QEvent.Type.ToolTip, outside, timeline.mapToGlobal(outside))
     )
     assert not popup.isVisible()
+
+
+def test_a_preview_fills_the_pane_only_while_the_run_goes() -> None:
+    from app.engine.request import make_request
+    from app.ui.step_previews import live_image
+
+    request = make_request("flux2-klein-4b", "a cat", size=(256, 128))
+    preview = np.arange(16 * 32 * 3, dtype=np.uint8).reshape(16, 32, 3)
+    shown = live_image(None, preview, request, busy=True)
+    assert shown is not None and shown.shape == (128, 256, 3)
+    assert np.array_equal(shown[::8, ::8], preview)  # nearest neighbour: 8 × 8 blocks
+    final = np.zeros((128, 256, 3), dtype=np.uint8)
+    assert live_image(final, preview, request, busy=True) is final  # the image wins
+    assert live_image(None, preview, request, busy=False) is None  # cancelled: no half picture
