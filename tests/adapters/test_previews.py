@@ -208,3 +208,24 @@ def test_thumbnails_are_bounded_and_box_averaged() -> None:
     assert int(np.abs(thumb.astype(int) - expected.astype(int)).max()) <= 1
     small = np.array(previews.to_thumbnail(mx.zeros((16, 16, 3))))
     assert small.shape == (16, 16, 3) and (small == 128).all()  # 0 maps to mid-grey
+
+
+def test_each_factor_table_is_for_the_latent_space_mflux_holds() -> None:
+    """The tables were fitted on ComfyUI's sampler latents (comfy/latent_formats.py at commit
+    9a9a69fd745de98e89b0f1a629cd3bc43d513a42): FLUX.1 and Z-Image shifted by 0.1159 and scaled by
+    0.3611, Qwen-Image normalized by Wan 2.1's per-channel mean and std. mflux's VAEs undo exactly
+    those transforms before decoding, so its loop holds the same space."""
+    from mflux.models.flux.model.flux_vae.vae import VAE as FluxVAE
+    from mflux.models.qwen.model.qwen_vae.qwen_vae import QwenVAE
+    from mflux.models.z_image.model.z_image_vae.vae import VAE as ZImageVAE
+
+    for vae in (FluxVAE, ZImageVAE):
+        assert (vae.scaling_factor, vae.shift_factor) == (0.3611, 0.1159)
+    wan21_mean = [-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+                  0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921]  # fmt: skip
+    wan21_std = [2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                 3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160]  # fmt: skip
+    np.testing.assert_array_equal(QwenVAE.LATENTS_MEAN, np.array(wan21_mean, dtype=np.float32))
+    np.testing.assert_array_equal(QwenVAE.LATENTS_STD, np.array(wan21_std, dtype=np.float32))
+    assert len(previews.FLUX1_FACTORS) == 16 and len(previews.WAN21_FACTORS) == 16
+    assert len(previews.FLUX2_FACTORS) == 32  # the unpatchified FLUX.2 latent
