@@ -1,9 +1,10 @@
 """Screenshots of live step previews (issue #20): the window mid-run, with the panes showing the
 running pass's latest step preview, and the timeline's thumbnail popup over a skipped step.
 
-Runs the real demo engine (28 steps) once per size. Usage::
+Runs the real demo engine (28 steps unless told) once per size. Usage::
 
-    QT_QPA_PLATFORM=offscreen uv run python -m lab.ui.preview_screenshots OUT_DIR
+    QT_QPA_PLATFORM=offscreen uv run python -m lab.ui.preview_screenshots OUT_DIR \
+        [--steps N] [--size 1024x700]
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ SIZES = ((1600, 1000), (1024, 700))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
+    parser.add_argument("--steps", type=int, default=28)
+    parser.add_argument("--size", default="", help="only this size, e.g. 1024x700")
     args = parser.parse_args(argv)
+    sizes = SIZES
+    if args.size:
+        w, h = (int(v) for v in args.size.split("x"))
+        sizes = ((w, h),)
     os.environ.setdefault("TEACACHE_STUDIO_HOME", tempfile.mkdtemp(prefix="teacache-shots-"))
 
     from PySide6.QtCore import QEvent, QTimer
@@ -37,26 +44,28 @@ def main(argv: list[str] | None = None) -> int:
     configure_application(app)
     window = MainWindow(default_engine_factory())
     window.form.select_variant("demo")
+    window.form.steps = args.steps
     window.show()
     args.out.mkdir(parents=True, exist_ok=True)
     state = {"size": 0, "mid": False}
 
     def start() -> None:
-        w, h = SIZES[state["size"]]
+        w, h = sizes[state["size"]]
         window.resize(w, h)
         state["mid"] = False
         window.form.seed = 7 + state["size"]  # a fresh vanilla pass each time
-        window.session.generate()
+        if window.session.generate() is None:  # the engine thread is still winding down
+            QTimer.singleShot(200, start)
 
     def on_thumbnails(row: object) -> None:
         done = sum(t is not None for t in row)  # type: ignore[attr-defined]
-        if not state["mid"] and window.run.active_pass is Pass.gated and done >= 10:
+        if not state["mid"] and window.run.active_pass is Pass.gated and done >= args.steps // 3:
             state["mid"] = True
-            w, h = SIZES[state["size"]]
+            w, h = sizes[state["size"]]
             QTimer.singleShot(600, lambda: window.grab().save(str(args.out / f"mid-{w}x{h}.png")))
 
     def on_ended(_status: object) -> None:
-        w, h = SIZES[state["size"]]
+        w, h = sizes[state["size"]]
         timeline = window.timeline
         steps = window.run.gated_steps
         index = next(
@@ -69,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         window.grab().save(str(args.out / f"done-{w}x{h}.png"))
         QApplication.sendEvent(timeline, QEvent(QEvent.Type.Leave))
         state["size"] += 1
-        if state["size"] < len(SIZES):
+        if state["size"] < len(sizes):
             QTimer.singleShot(200, start)
         else:
             window.shutdown()
