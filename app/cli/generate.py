@@ -14,6 +14,9 @@ from app.cli.model_path import add_model_path_argument, resolve_model_path
 from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from app.cli.outdir import OutputFolder
     from app.engine.report import RunReport
     from app.engine.request import GenerationRequest
 
@@ -91,8 +94,14 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         raise UserError(str(exc)) from None
 
 
-def run_headless(request: GenerationRequest, *, progress: bool = True) -> RunReport:
-    """Run one request on this thread through the real engine; raise UserError on failure."""
+def run_headless(
+    request: GenerationRequest,
+    *,
+    progress: bool = True,
+    previews: dict[str, dict[int, np.ndarray]] | None = None,
+) -> RunReport:
+    """Run one request on this thread through the real engine; raise UserError on failure.
+    ``previews`` (where the request asks for them) collects each pass's step thumbnails by index."""
     from app.blas import preload_openblas
 
     preload_openblas()
@@ -110,6 +119,8 @@ def run_headless(request: GenerationRequest, *, progress: bool = True) -> RunRep
         elif isinstance(event, ev.PassStarted) and progress:
             note = " (cached)" if event.cached else ""
             print(f"{event.which.value} pass: {event.num_steps} steps{note}", file=sys.stderr)
+        elif isinstance(event, ev.StepPreview) and previews is not None:
+            previews.setdefault(event.which.value, {})[event.index] = event.image
         elif isinstance(event, ev.RunFinished):
             finished.append(event.report)
         elif isinstance(event, ev.RunFailed):
@@ -130,18 +141,24 @@ def run_headless(request: GenerationRequest, *, progress: bool = True) -> RunRep
 def _generate(args: argparse.Namespace) -> int:
     from PIL import Image
 
-    request = request_from_args(args, compare_vanilla=True, resume=args.resume)
+    request = request_from_args(
+        args, compare_vanilla=True, resume=args.resume, previews=args.previews
+    )
     from app.cli.outdir import output_folder
     from app.storage.jsonio import write_json_atomic
 
     out = Path(args.out)
     with output_folder(out) as folder:  # checked before the model loads; removed if we fail
-        report = run_headless(request)
+        thumbnails: dict[str, dict[int, np.ndarray]] = {}
+        report = run_headless(request, previews=thumbnails)
         try:
             Image.fromarray(report.gated.image).save(folder.track("gated.png"))
             if report.vanilla is not None:
                 Image.fromarray(report.vanilla.image).save(folder.track("vanilla.png"))
-            write_json_atomic(folder.track("report.json"), report.to_json())
+            document = report.to_json()
+            if request.previews:
+                document["previews"] = write_previews(folder, thumbnails)
+            write_json_atomic(folder.track("report.json"), document)
         except OSError as exc:  # the disk filled up, the folder went away: one line, exit 1
             raise UserError(
                 f"cannot write the results into {out}: {exc.strerror or exc}", exit_code=1
@@ -162,6 +179,28 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+PREVIEWS_FOLDER = "previews"
+
+
+def write_previews(
+    folder: OutputFolder, thumbnails: dict[str, dict[int, np.ndarray]]
+) -> dict[str, list[str]]:
+    """``previews/<pass>-NN.png`` per step (NN: the step index, at least two digits); returns
+    the report's listing: each pass's files, relative to the output folder, in step order."""
+    from PIL import Image
+
+    target = folder.subfolder(PREVIEWS_FOLDER)
+    listing: dict[str, list[str]] = {}
+    for which in ("vanilla", "gated"):
+        names = []
+        for index, image in sorted(thumbnails.get(which, {}).items()):
+            name = f"{which}-{index:02d}.png"
+            Image.fromarray(image).save(folder.track(f"{PREVIEWS_FOLDER}/{name}"))
+            names.append(f"{target.name}/{name}")
+        listing[which] = names
+    return listing
+
+
 def setup(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="generate one image, vanilla and gated, with a report")
     add_request_arguments(p)
@@ -171,5 +210,11 @@ def setup(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="resume the gated pass from the vanilla trajectory (faster; the gated "
         "time then includes vanilla's time for the replayed steps)",
+    )
+    p.add_argument(
+        "--previews",
+        action="store_true",
+        help="also write each step's preview to OUT/previews/vanilla-NN.png and gated-NN.png "
+        "(NN: step index) and list them in report.json",
     )
     p.set_defaults(handler=_generate)

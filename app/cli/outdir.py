@@ -68,6 +68,16 @@ class OutputFolder:
         self.files.append(target)
         return target
 
+    def subfolder(self, name: str) -> Path:
+        """A folder inside this one for tracked files; removed with them where this object made
+        the folder it sits in."""
+        target = self.path / name
+        if not target.is_dir():
+            target.mkdir()
+            if self.created:
+                self.created.append(target)
+        return target
+
     def remove_created(self) -> None:
         """Undo what this object made: tracked files (only in a folder it created), then each
         created folder while it is empty. Existing folders and others' files stay."""

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.common.schedulers import register_contrib
 from mflux.models.common.schedulers.flow_match_euler_discrete_scheduler import (
@@ -186,6 +187,15 @@ class DemoFlux2Klein(Flux2Klein):
         concurrent = self.concurrent_cfg and cpu_concurrency_helps(guidance)
         with float32_precision(), concurrent_branches(concurrent):
             return super().generate_image(seed, prompt, *args, **kwargs)
+
+    def decode_preview(self, latents: mx.array, height: int, width: int) -> np.ndarray:
+        """A step's predicted clean latents as the exact image (the codec is cheap): the same
+        reshape, decode and conversion ``generate_image`` applies to the final latents."""
+        from mflux.utils.image_util import ImageUtil
+
+        packed = latents.reshape(latents.shape[0], height // PATCH, width // PATCH, -1)
+        decoded = self.vae.decode_packed_latents(packed.transpose(0, 3, 1, 2))
+        return np.asarray(ImageUtil.to_pil(decoded).convert("RGB"), dtype=np.uint8)
 
     def encode_text(self, text: str) -> mx.array:
         """(1, MAX_TOKENS, 128) prompt embedding; blank text is the unconditional input."""

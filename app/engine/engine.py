@@ -51,6 +51,7 @@ from app.engine.events import (
     RunFinished,
     RunWarning,
     StepDone,
+    StepPreview,
 )
 from app.engine.loader import load_pipeline
 from app.engine.notices import engagement_warning
@@ -78,6 +79,9 @@ class PassResult:
     outputs: list[mx.array]  # recorded transformer/predict outputs, for resume
     resumed_from: int | None = None
     peak_memory_bytes: int | None = None
+    # one uint8 thumbnail per step where the request asked for previews (kept with a cached
+    # vanilla, so its steps still show; a resumed pass reuses them for its replayed steps)
+    previews: list[np.ndarray] = field(default_factory=list)
     finished_at: datetime = field(default_factory=lambda: datetime.now().astimezone())
 
     @property
@@ -233,10 +237,16 @@ class Engine:
         if request.compare_vanilla:
             key = request.vanilla_key()
             vanilla = self._vanilla.get(key)
+            if vanilla is not None and request.previews and not vanilla.previews:
+                vanilla = None  # cached without previews: run it again to show its steps
             vanilla_cached = vanilla is not None
             if vanilla is not None:
                 self._vanilla.move_to_end(key)
                 emit(PassStarted(run_id, Pass.vanilla, request.steps, cached=True))
+                if request.previews:
+                    for index, image in enumerate(vanilla.previews):
+                        decision = vanilla.events[index].decision
+                        emit(StepPreview(run_id, Pass.vanilla, index, image, decision))
                 emit(
                     PassFinished(
                         run_id,
@@ -386,11 +396,19 @@ class Engine:
             clock=self._clock,
         )
         observer = _LoopObserver(cancel)
+        previews: list[np.ndarray] = []
+        previewer = None
+        if request.previews:
+            previewer = _previewer(
+                pipeline, gate, previews, events, resume_from, replay, run_id, which, emit
+            )
         outputs: list[mx.array] = []
         undo_seam: Callable[[], None] | None = None
         mx.reset_peak_memory()
         with install_gate(pipeline, gate):
             pipeline.callbacks.register(observer)
+            if previewer is not None:
+                pipeline.callbacks.register(previewer)
             try:
                 # installed after the adapter, so it wraps the adapter's own seam
                 undo_seam = record_and_replay(pipeline, outputs if observe else None, replay)
@@ -401,6 +419,8 @@ class Engine:
                 if undo_seam is not None:
                     undo_seam()
                 _unregister(pipeline, observer)
+                if previewer is not None:
+                    _unregister(pipeline, previewer)
         if observer.final_latents is None:
             raise RuntimeError("the pipeline finished without reporting its final latents")
         image = to_uint8_rgb(result.image)
@@ -414,9 +434,39 @@ class Engine:
             outputs,
             None if replay is None else replay.until,
             int(mx.get_peak_memory()),
+            previews,
         )
         emit(PassFinished(run_id, which, image, loop_seconds, tuple(events)))
         return outcome
+
+
+def _previewer(
+    pipeline: Any,
+    gate: TeaCacheGate,
+    previews: list[np.ndarray],
+    events: list[StepEvent],
+    resume_from: PassResult | None,
+    replay: Replay | None,
+    run_id: int,
+    which: Pass,
+    emit: Emit,
+) -> Any:
+    """The pass's ``StepPreviewer``: keeps each step's thumbnail and emits it with the step's
+    decision. A resumed pass's replayed steps take vanilla's thumbnails (their latents are
+    vanilla's bit for bit, so the thumbnails are too)."""
+    from app.adapters.previews import StepPreviewer, preview_decoder
+
+    def on_preview(index: int, image: np.ndarray) -> None:
+        previews.append(image)
+        decision = events[index].decision if index < len(events) else Decision.computed
+        emit(StepPreview(run_id, which, index, image, decision))
+
+    def reuse(index: int) -> np.ndarray | None:
+        if replay is None or resume_from is None or index >= replay.until:
+            return None
+        return resume_from.previews[index] if index < len(resume_from.previews) else None
+
+    return StepPreviewer(preview_decoder(pipeline), on_preview, gate=gate, reuse=reuse)
 
 
 def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:

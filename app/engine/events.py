@@ -9,6 +9,7 @@ from enum import StrEnum
 import numpy as np
 
 from app.engine.report import RunReport
+from app.gate.decision import Decision
 from app.gate.events import StepEvent
 
 
@@ -45,6 +46,18 @@ class StepDone:
     run_id: int
     which: Pass
     step: StepEvent
+
+
+@dataclass(frozen=True, slots=True)
+class StepPreview:
+    """One step's predicted clean image (``GenerationRequest.previews``): a small uint8 RGB
+    thumbnail (the demo: the exact image), emitted right after that step's ``StepDone``."""
+
+    run_id: int
+    which: Pass
+    index: int
+    image: np.ndarray  # uint8 RGB, C-contiguous, at most 256 pixels on the long side
+    decision: Decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +103,7 @@ EngineEvent = (
     | ModelReady
     | PassStarted
     | StepDone
+    | StepPreview
     | PassFinished
     | RunWarning
     | RunFinished

@@ -62,6 +62,9 @@ class GenerationRequest:
     loras: tuple[LoraSpec, ...] = ()
     # A local model folder (absolute) to load instead of the variant's Hugging Face weights.
     model_path: str | None = None
+    # Live step previews (StepPreview events): never change the numbers and are charged to no
+    # step's time, but cost a little wall time; off for benchmarks and calibration.
+    previews: bool = False
 
     @property
     def variant(self) -> Variant:
@@ -172,6 +175,7 @@ def make_request(
     resume: bool = False,
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
+    previews: bool = False,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -255,6 +259,7 @@ def make_request(
         resume=resume,
         loras=checked_loras,
         model_path=folder,
+        previews=previews,
     )
 
 

@@ -18,9 +18,10 @@ its own residual (``branch="uncond"``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 import mlx.core as mx
@@ -189,6 +190,16 @@ class TeaCacheGate:
             self._pending_output = rel_l1(output, self._previous_output)
         mx.eval(output)
         self._previous_output = output
+
+    @contextlib.contextmanager
+    def untimed(self) -> Iterator[None]:
+        """Work inside the block is charged to no step (live previews): the step clock's origin
+        moves forward by the block's duration, whether it runs before or after ``end_step``."""
+        started = self._clock()
+        try:
+            yield
+        finally:
+            self._t_last += self._clock() - started
 
     def end_step(self) -> StepEvent:
         if self._unevaluated:  # a driver that did not evaluate them with the latents

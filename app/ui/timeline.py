@@ -2,19 +2,22 @@
 
 It renders rows of ``StepEvent | None`` and owns no logic. The gated pass is the tall row; the
 vanilla pass (every step computes, the gate only measures) is the thin row under it. Hovering a
-cell shows rel-L1, predicted and accumulated change and the step time.
+cell shows rel-L1, predicted and accumulated change and the step time, above the step's preview
+image where the run made previews (framed in the decision's colour: a skip shows what it did).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QHelpEvent, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QWidget
 
 from app.engine.events import Pass
 from app.gate import Decision, StepEvent
+from app.ui.step_previews import StepThumbnailPopup
 from app.ui.theme import DECISION_COLOURS, DECISION_HELP, DECISION_LABELS, muted, small_font
 
 GUTTER = 78
@@ -84,6 +87,8 @@ class StepTimeline(QWidget):
         self._resumed_from: int | None = None
         self._vanilla_cached = False
         self._active: Pass | None = None
+        self._previews: dict[Pass, tuple[np.ndarray | None, ...]] = {}
+        self.thumbnail_popup = StepThumbnailPopup(self)
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumHeight(self.sizeHint().height())
@@ -106,6 +111,22 @@ class StepTimeline(QWidget):
         self._active = active
         self.setAccessibleDescription(self.pattern())
         self.update()
+
+    def set_previews(
+        self, gated: Sequence[np.ndarray | None], vanilla: Sequence[np.ndarray | None]
+    ) -> None:
+        """Each step's preview image (None where none arrived), shown on hover."""
+        self._previews = {Pass.gated: tuple(gated), Pass.vanilla: tuple(vanilla)}
+        if not any(a is not None for row in self._previews.values() for a in row):
+            self.thumbnail_popup.hide()
+
+    def preview_at(self, pos: QPoint) -> np.ndarray | None:
+        found = self.hit(pos)
+        if found is None:
+            return None
+        which, index = found
+        row = self._previews.get(which, ())
+        return row[index] if index < len(row) else None
 
     @property
     def gated(self) -> tuple[StepEvent | None, ...]:
@@ -263,8 +284,18 @@ class StepTimeline(QWidget):
 
     # -- tooltips
     def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Leave:
+            self.thumbnail_popup.hide()
         if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
             text = self.tooltip_at(event.pos())
+            image = self.preview_at(event.pos())
+            if text and image is not None:
+                QToolTip.hideText()
+                self.thumbnail_popup.show_step(
+                    image, text, self._decision_at(event.pos()), event.globalPos()
+                )
+                return True
+            self.thumbnail_popup.hide()
             if text:
                 QToolTip.showText(event.globalPos(), text, self)
             else:
@@ -272,6 +303,15 @@ class StepTimeline(QWidget):
                 event.ignore()
             return True
         return super().event(event)
+
+    def _decision_at(self, pos: QPoint) -> Decision | None:
+        found = self.hit(pos)
+        if found is None:
+            return None
+        which, index = found
+        row = self._gated if which is Pass.gated else self._vanilla
+        step = row[index] if index < len(row) else None
+        return None if step is None else step.decision
 
     def tooltip_at(self, pos: QPoint) -> str | None:
         found = self.hit(pos)

@@ -26,6 +26,7 @@ from app.engine.events import (
     RunFinished,
     RunWarning,
     StepDone,
+    StepPreview,
 )
 from app.engine.loader import physical_memory_bytes
 from app.engine.request import (
@@ -59,6 +60,7 @@ from app.ui.observable import Prop
 from app.variants import DEFAULT_VARIANT, Variant, all_variants, get_variant
 
 StepRow = tuple[StepEvent | None, ...]
+PreviewRow = tuple[np.ndarray | None, ...]  # one step preview per step, None until it arrives
 SCHEDULE_WARNING_KINDS = frozenset({"distilled", "schedule", "engagement", "distilled-schedule"})
 
 
@@ -121,6 +123,9 @@ class FormModel(QObject):
     guidance = Prop[float | None](None)
     loras = Prop[tuple[LoraSpec, ...]](())  # always () for the demo models (not mflux models)
     quantize = Prop[int | None](None)  # None: full precision (and every embedded variant)
+    # The window asks for live step previews; a timing benchmark may turn them off (their cost
+    # is charged to no step, but it is wall time).
+    live_previews = True
 
     def __init__(
         self,
@@ -193,6 +198,7 @@ class FormModel(QObject):
             guidance=self.guidance,
             loras=self.loras,
             quantize=None if self.variant.embedded else self.quantize,
+            previews=self.live_previews,
         )
 
     def apply_request(self, request: GenerationRequest) -> None:
@@ -272,6 +278,10 @@ class RunModel(QObject):
     load_seconds_changed = Signal(object)
     engine_details_changed = Signal(object)
     origin_changed = Signal(object)
+    gated_preview_changed = Signal(object)
+    vanilla_preview_changed = Signal(object)
+    gated_thumbnails_changed = Signal(object)
+    vanilla_thumbnails_changed = Signal(object)
 
     status = Prop(RunStatus.idle)
     run_id = Prop(0)
@@ -302,6 +312,12 @@ class RunModel(QObject):
     # Where the shown result came from when not from a run of this session, e.g. "from history,
     # run at 14:02": an opened run's "vanilla cached" described its own run, not this showing.
     origin = Prop("")
+    # Live step previews of the running passes: the latest one (shown until the pass's image
+    # arrives) and every step's, for the timeline's hover.
+    gated_preview = Prop[np.ndarray | None](None)
+    vanilla_preview = Prop[np.ndarray | None](None)
+    gated_thumbnails = Prop[PreviewRow](())
+    vanilla_thumbnails = Prop[PreviewRow](())
 
     def __init__(
         self, parent: QObject | None = None, *, clock: Callable[[], float] = time.monotonic
@@ -384,6 +400,9 @@ class RunModel(QObject):
             self.band = None
         self.vanilla_image = None if not request.compare_vanilla else self.vanilla_image
         self.vanilla_seconds = None
+        self.gated_preview = self.vanilla_preview = None
+        self.gated_thumbnails = (None,) * request.steps
+        self.vanilla_thumbnails = (None,) * request.steps if request.compare_vanilla else ()
 
     def mark_cancelling(self) -> None:
         if self.status.busy:
@@ -411,6 +430,8 @@ class RunModel(QObject):
                 self._on_pass_started(event)
             case StepDone():
                 self._on_step(event)
+            case StepPreview():
+                self._on_preview(event)
             case PassFinished():
                 self._on_pass_finished(event)
             case RunWarning():
@@ -468,6 +489,8 @@ class RunModel(QObject):
         if event.which is Pass.vanilla:
             self.vanilla_cached = event.cached
             self.vanilla_steps = _resize(self.vanilla_steps, event.num_steps, keep=event.cached)
+            self.vanilla_thumbnails = (None,) * event.num_steps
+            self.vanilla_preview = None
             if event.cached:
                 self.phase = "Vanilla reused from the cache"
             else:
@@ -478,6 +501,8 @@ class RunModel(QObject):
             self.active_pass = Pass.gated
             self.resumed_from = event.resumed_from
             self.gated_steps = (None,) * event.num_steps
+            self.gated_thumbnails = (None,) * event.num_steps
+            self.gated_preview = None
             resumed = f" (resumed at step {event.resumed_from + 1})" if event.resumed_from else ""
             self.phase = f"TeaCache pass{resumed} · step 0 of {event.num_steps}"
         self._update_progress()
@@ -495,6 +520,15 @@ class RunModel(QObject):
         if self.status is not RunStatus.cancelling:
             self.phase = f"{label} · step {step.index + 1} of {step.num_steps}"
         self._update_progress()
+
+    def _on_preview(self, event: StepPreview) -> None:
+        name = "gated" if event.which is Pass.gated else "vanilla"
+        row = list(getattr(self, f"{name}_thumbnails"))
+        if event.index >= len(row):
+            row.extend([None] * (event.index + 1 - len(row)))
+        row[event.index] = event.image
+        setattr(self, f"{name}_thumbnails", tuple(row))
+        setattr(self, f"{name}_preview", event.image)
 
     def _on_pass_finished(self, event: PassFinished) -> None:
         if event.which is Pass.vanilla:
@@ -564,6 +598,8 @@ class RunModel(QObject):
         self.vanilla_cached = bool(entry.result.get("vanilla_cached", False))
         self.gated_image = gated
         self.vanilla_image = vanilla
+        self.gated_preview = self.vanilla_preview = None
+        self.gated_thumbnails = self.vanilla_thumbnails = ()  # the history keeps no previews
         self.difference = difference_map(gated, vanilla) if vanilla is not None else None
         self.gated_seconds = entry.gated_seconds
         self.vanilla_seconds = entry.vanilla_seconds

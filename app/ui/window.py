@@ -39,6 +39,7 @@ from app.ui.model_folders import ModelFolderActions
 from app.ui.observable import Binding, bind
 from app.ui.quantize import bind_quantize
 from app.ui.session import Session
+from app.ui.step_previews import live_image
 from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
 from app.ui.veil import Veil
@@ -57,7 +58,13 @@ RUN_PLOT_INTERVAL_MS = 500
 # second on the demo) runs inside the engine's timed steps. Filled in live at this cadence; the
 # final state is painted at once when the run ends (and at once whenever no run is going).
 RUN_TIMELINE_INTERVAL_MS = 500
-SLOW_REFRESHES = {"plot": RUN_PLOT_INTERVAL_MS, "timeline": RUN_TIMELINE_INTERVAL_MS}
+# Live step previews in the image panes, at the timeline's cadence (an image upload per step
+# would cost the GUI thread as a repaint does).
+SLOW_REFRESHES = {
+    "plot": RUN_PLOT_INTERVAL_MS,
+    "timeline": RUN_TIMELINE_INTERVAL_MS,
+    "previews": RUN_TIMELINE_INTERVAL_MS,
+}
 CLOCK_INTERVAL_MS = 1000  # the status line's time left, while a run is going
 TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
 
@@ -118,6 +125,7 @@ class MainWindow(QMainWindow):
         self._frame_timer.timeout.connect(self._flush_refreshes)
         self._plot_refreshed_at = 0.0  # time.monotonic() of the last plot refresh
         self._timeline_refreshed_at = 0.0  # … and of the last timeline refresh
+        self._previews_refreshed_at = 0.0  # … and of the last live preview in the panes
         self._clock_timer = QTimer(self)  # the time left (or spent on a first step) ticks on
         self._clock_timer.setInterval(CLOCK_INTERVAL_MS)
         self._clock_timer.timeout.connect(self._schedule_status)
@@ -354,8 +362,12 @@ class MainWindow(QMainWindow):
             r.resumed_from_changed,
             r.vanilla_cached_changed,
             r.active_pass_changed,
+            r.gated_thumbnails_changed,
+            r.vanilla_thumbnails_changed,
         ):
             signal.connect(self._schedule_timeline)
+        for signal in (r.gated_preview_changed, r.vanilla_preview_changed):
+            signal.connect(lambda *_: self._schedule("previews"))
         for signal in (
             r.gated_steps_changed,
             r.vanilla_steps_changed,
@@ -622,6 +634,9 @@ class MainWindow(QMainWindow):
         if "timeline" in pending:
             self._timeline_refreshed_at = time.monotonic()
             self._refresh_timeline()
+        if "previews" in pending:
+            self._previews_refreshed_at = time.monotonic()
+            self._refresh_images()
         if "stats" in pending:
             self._refresh_stats()
         if "status" in pending:
@@ -637,6 +652,7 @@ class MainWindow(QMainWindow):
             vanilla_cached=r.vanilla_cached,
             active=r.active_pass,
         )
+        self.timeline.set_previews(r.gated_thumbnails, r.vanilla_thumbnails)
 
     def _refresh_plot(self) -> None:
         r = self.run
@@ -650,8 +666,8 @@ class MainWindow(QMainWindow):
     def _refresh_images(self) -> None:
         r = self.run
         self.compare.set_images(
-            r.gated_image,
-            r.vanilla_image,
+            live_image(r.gated_image, r.gated_preview, r.request, busy=r.busy),
+            live_image(r.vanilla_image, r.vanilla_preview, r.request, busy=r.busy),
             r.difference,
             vanilla_cached=r.vanilla_cached and not r.origin,  # "cached" describes its own run
             busy=r.busy,

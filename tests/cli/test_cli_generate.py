@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -129,3 +130,26 @@ def test_flux1_dev_fails_cleanly_without_weights_or_network(
     assert lines[-1].startswith("teacache-studio: ")
     assert "FLUX.1 dev is not downloaded and HF_HUB_OFFLINE is set" in lines[-1], result.stderr
     assert not (tmp_path / "o").exists()  # a failed generate leaves no empty output folder
+
+
+def test_previews_write_one_file_per_step_and_list_them(tmp_path: Path) -> None:
+    report = _generate(tmp_path, "--steps", "12", "--seed", "5", "--previews")
+    out = tmp_path / "out"
+    assert report["skipped"] > 0  # engagement: skipped steps have previews too
+    listing = report["previews"]
+    assert set(listing) == {"vanilla", "gated"}
+    for which in ("vanilla", "gated"):
+        names = [f"previews/{which}-{i:02d}.png" for i in range(12)]
+        assert listing[which] == names
+        assert sorted(p.name for p in (out / "previews").glob(f"{which}-*.png")) == [
+            n.removeprefix("previews/") for n in names
+        ]
+        # the demo's last preview is the pass's image (the codec decodes exactly)
+        last = np.asarray(Image.open(out / names[-1]).convert("RGB"))
+        assert np.array_equal(last, np.asarray(Image.open(out / f"{which}.png").convert("RGB")))
+
+
+def test_without_previews_nothing_is_written_or_listed(tmp_path: Path) -> None:
+    report = _generate(tmp_path, "--steps", "8", "--seed", "5")
+    assert "previews" not in report
+    assert not (tmp_path / "out" / "previews").exists()

@@ -141,3 +141,13 @@ def test_report_json_with_an_undefined_ssim_is_strict_json(
     assert "SSIM —" in capsys.readouterr().out
     with pytest.raises(ValueError, match="not strict JSON"):
         loads_strict(json.dumps({"ssim": math.nan}))
+
+
+def test_a_failed_run_removes_the_previews_folder_it_made_inside_a_new_folder(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(RuntimeError), output_folder(tmp_path / "new") as folder:
+        folder.subfolder("previews")
+        folder.track("previews/gated-00.png").write_bytes(b"png")
+        raise RuntimeError("the disk filled up")
+    assert list(tmp_path.iterdir()) == []

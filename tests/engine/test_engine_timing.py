@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
@@ -24,7 +25,7 @@ from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
 from app.engine.timing import WARMUP_STEPS, load_factor
-from app.gate import Decision, StepEvent, TeaCacheGate
+from app.gate import Decision, GateParams, StepEvent, TeaCacheGate
 
 PROMPT = "a red circle on a blue background"
 STEPS = 12
@@ -202,3 +203,44 @@ def test_load_factor_pairs_computed_steps_after_the_replayed_ones() -> None:
 
 def test_the_warm_up_is_short() -> None:
     assert WARMUP_STEPS == 3  # computed, skipped, computed: each kind of step once
+
+
+PREVIEW = 100.0  # fake seconds per step preview: far more than a step, so a leak would show
+
+
+def test_preview_work_is_charged_to_no_step(
+    forced_variant: str, clocked: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Live previews happen between steps; the gate's clock must not count them."""
+    shell, clock = clocked
+    made: list[int] = []
+
+    def slow_preview(latents: mx.array, height: int, width: int) -> np.ndarray:
+        made.append(1)
+        clock.charge("preview", PREVIEW)
+        return np.zeros((8, 8, 3), dtype=np.uint8)
+
+    monkeypatch.setattr(shell, "decode_preview", slow_preview, raising=False)
+    report = _report(_engine(shell, clock), _request(forced_variant, previews=True))
+    computed, skipped = report["computed"], report["skipped"]
+    assert skipped > 0 and len(made) == 2 * STEPS  # engagement: every step of both passes
+    assert report["vanilla_seconds"] == pytest.approx(STEPS * BODY)
+    assert report["gated_seconds"] == pytest.approx(computed * BODY + skipped * SKIP)
+
+
+@pytest.mark.parametrize("after_end_step", [True, False])
+def test_untimed_work_moves_the_step_clock_either_side_of_end_step(after_end_step: bool) -> None:
+    clock = FakeClock()
+    gate = TeaCacheGate(GateParams((0.0, 0.0, 0.0, 0.0, 1.0), 0.0), clock=clock)
+    gate.begin(3)
+    for _ in range(3):
+        gate.decide(None)
+        clock.now += BODY
+        if not after_end_step:
+            with gate.untimed():
+                clock.now += PREVIEW
+        gate.end_step()
+        if after_end_step:
+            with gate.untimed():
+                clock.now += PREVIEW
+    assert [e.seconds for e in gate.events] == pytest.approx([BODY] * 3)

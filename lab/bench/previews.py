@@ -1,0 +1,263 @@
+"""What live step previews cost per step (issue #20): the embedded demo on the CPU, FLUX.2 Klein 4B
+at its real size with random weights on a GPU.
+
+On this machine (the demo, float32)::
+
+    uv run python -m lab.bench.previews --variant demo --reps 5 \\
+        --out lab/bench/results/previews-demo-cpu.json
+
+On the H200 (MLX CUDA; FLUX.2 Klein 4B in full — 5 double + 20 single blocks — bf16, 1024²)::
+
+    python -m lab.bench.previews --variant flux2-klein-4b --random-weights full \\
+        --dtype bfloat16 --size 1024x1024 --steps 8 --reps 3 \\
+        --out $OUT/previews-h200-flux2-1024.json
+
+Each repetition runs two cold subprocesses, previews off and on (their order alternating between
+repetitions), each loading the pipeline, running one discarded warm-up generation with previews
+on (so the projection's kernels are built in both), then the timed gated generation. The gate runs
+a forced pattern on random weights (zero coefficients, one skip after each computed step:
+``FSCSCS…F``) and the variant's default threshold on the demo (a real model: its own pattern).
+
+Measured per step: the gate's step seconds (previews are charged to none of them: the previewer
+runs inside ``gate.untimed()``), the preview's own seconds (the clean prediction, the projection or
+the demo's decode, and the host transfer, timed around the decode with its result on the host),
+and the loop's wall seconds (before_loop to after_loop, previews included). Reported: the median
+over repetitions of the median preview seconds, and its ratio to the median computed step of the
+previews-off runs (the issue asks ≤ 2 % of a 1024² FLUX.2 Klein 4B step); the wall difference per
+step on/off; skip counts and patterns next to every time. Step 0 (first trace) is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.storage.jsonio import dumps_json
+
+SCHEMA = 1
+FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "threshold": 0.5, "max_consecutive_skips": 1}
+PROMPT = "red circle"  # in the demo's vocabulary; the random-weight shells embed any prompt
+
+
+def _spec(args: argparse.Namespace) -> dict[str, Any]:
+    from app.variants import get_variant
+
+    variant = get_variant(args.variant)
+    width, height = args.size or variant.default_size
+    forced = args.random_weights is not None
+    return {
+        "variant": variant.id,
+        "condition": "gated",
+        "prompt": PROMPT,
+        "seed": args.seed,
+        "steps": args.steps or variant.default_steps,
+        "width": width,
+        "height": height,
+        "threshold": FORCED["threshold"] if forced else (variant.default_threshold or 0.1),
+        "guidance": variant.default_guidance,
+        "coefficients": FORCED["coefficients"] if forced else None,
+        "max_consecutive_skips": FORCED["max_consecutive_skips"] if forced else None,
+        "random_weights": args.random_weights,
+        "dtype": args.dtype,
+        "warmup_steps": args.warmup_steps,
+    }
+
+
+# -- one cold process --------------------------------------------------------------------------
+def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
+    """Load, warm up (previews on), then one timed gated generation with previews ``previews``."""
+    from app.blas import preload_openblas
+
+    preload_openblas()
+    import mlx.core as mx
+    import numpy as np
+
+    from app.adapters import install_gate
+    from app.adapters.common import attached
+    from app.adapters.previews import StepPreviewer, preview_decoder
+    from app.bench.worker import WorkerSpec, _generate_kwargs, _precision, gate_params
+    from app.bench.worker import load_pipeline as load_bench_pipeline
+    from app.engine.engine import quiet_mflux_progress
+    from app.gate import Decision, TeaCacheGate
+
+    quiet_mflux_progress()
+    spec = WorkerSpec.from_json(spec_json)
+    with _precision(spec):
+        pipeline = load_bench_pipeline(spec)
+        decode = preview_decoder(pipeline)
+        preview_seconds: list[float] = []
+        shapes: set[tuple[int, ...]] = set()
+
+        def timed_decode(latents: mx.array, height: int, width: int) -> np.ndarray:
+            started = time.perf_counter()
+            image = decode(latents, height, width)  # ends on the host: the work is done
+            preview_seconds.append(time.perf_counter() - started)
+            shapes.add(tuple(image.shape))
+            return image
+
+        class LoopClock:
+            started = finished = 0.0
+
+            def call_before_loop(self, *a: Any, **k: Any) -> None:
+                self.started = time.perf_counter()
+
+            def call_after_loop(self, *a: Any, **k: Any) -> None:
+                self.finished = time.perf_counter()
+
+        def generate(steps: int, with_previews: bool) -> tuple[TeaCacheGate, LoopClock]:
+            gate = TeaCacheGate(gate_params(spec))
+            clock = LoopClock()
+            previewer = StepPreviewer(timed_decode, lambda i, img: None, gate=gate)
+            kwargs = {**_generate_kwargs(spec), "num_inference_steps": steps}
+            with install_gate(pipeline, gate), attached(pipeline, clock):
+                if with_previews:
+                    with attached(pipeline, previewer):
+                        pipeline.generate_image(**kwargs)
+                else:
+                    pipeline.generate_image(**kwargs)
+            return gate, clock
+
+        generate(spec.warmup_steps or spec.steps, True)
+        preview_seconds.clear()
+        mx.synchronize()
+        gate, clock = generate(spec.steps, previews)
+    events = gate.events
+    computed = [e.seconds for e in events[1:] if e.decision is not Decision.skipped]
+    skipped = [e.seconds for e in events[1:] if e.decision is Decision.skipped]
+    return {
+        "previews": previews,
+        "pattern": gate.pattern,
+        "skipped": gate.skipped,
+        "step_seconds": [e.seconds for e in events],
+        "median_computed_step_seconds": statistics.median(computed) if computed else None,
+        "median_skipped_step_seconds": statistics.median(skipped) if skipped else None,
+        "loop_wall_seconds": clock.finished - clock.started,
+        "preview_seconds": preview_seconds,
+        "median_preview_seconds": statistics.median(preview_seconds[1:] or preview_seconds)
+        if preview_seconds
+        else None,
+        "preview_shapes": sorted(shapes),
+        "mlx_device": str(mx.default_device()),
+    }
+
+
+# -- the driver ----------------------------------------------------------------------------------
+def _subprocess(spec: dict[str, Any], previews: bool) -> dict[str, Any]:
+    command = [sys.executable, "-m", "lab.bench.previews", "--worker", json.dumps(spec)]
+    if previews:
+        command.append("--worker-previews")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"worker failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    off = [r for r in runs if not r["previews"]]
+    on = [r for r in runs if r["previews"]]
+    step = _median([r["median_computed_step_seconds"] for r in off])
+    step_on = _median([r["median_computed_step_seconds"] for r in on])
+    preview = _median([r["median_preview_seconds"] for r in on])
+    steps = len(off[0]["step_seconds"]) if off else 0
+    wall_off = _median([r["loop_wall_seconds"] for r in off])
+    wall_on = _median([r["loop_wall_seconds"] for r in on])
+    return {
+        "median_computed_step_seconds_previews_off": step,
+        "median_computed_step_seconds_previews_on": step_on,
+        "median_preview_seconds": preview,
+        "preview_fraction_of_computed_step": preview / step if preview and step else None,
+        "median_loop_wall_seconds_previews_off": wall_off,
+        "median_loop_wall_seconds_previews_on": wall_on,
+        "wall_difference_per_step_seconds": (wall_on - wall_off) / steps
+        if wall_on is not None and wall_off is not None and steps
+        else None,
+        "patterns": sorted({r["pattern"] for r in runs}),
+        "skipped": sorted({r["skipped"] for r in runs}),
+        "preview_shapes": sorted({tuple(s) for r in on for s in r["preview_shapes"]}),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from app.bench.hardware import host_info
+    from app.cli.generate import parse_size_arg
+
+    p = argparse.ArgumentParser(description="What live step previews cost per step.")
+    p.add_argument("--variant", default="demo")
+    p.add_argument("--random-weights", choices=("tiny", "full"))
+    p.add_argument("--dtype", choices=("float32", "bfloat16"))
+    p.add_argument("--size", type=parse_size_arg)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--warmup-steps", type=int, default=4)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--label", default="")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--worker-previews", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        spec = json.loads(args.worker)
+        spec["coefficients"] = spec["coefficients"] and tuple(spec["coefficients"])
+        from app.bench.worker import WorkerSpec
+
+        result = run_once(WorkerSpec(**spec).to_json(), args.worker_previews)
+        print(dumps_json(result))
+        return 0
+    spec = _spec(args)
+    runs: list[dict[str, Any]] = []
+    for rep in range(args.reps):
+        for previews in (False, True) if rep % 2 == 0 else (True, False):
+            result = _subprocess(spec, previews)
+            result["rep"] = rep
+            runs.append(result)
+            print(
+                f"rep {rep} previews {'on ' if previews else 'off'}: "
+                f"step {result['median_computed_step_seconds'] * 1000:.2f} ms, preview "
+                + (
+                    f"{result['median_preview_seconds'] * 1000:.2f} ms"
+                    if result["median_preview_seconds"] is not None
+                    else "—"
+                )
+                + f", {result['skipped']} skipped ({result['pattern']})",
+                file=sys.stderr,
+            )
+    summary = summarise(runs)
+    document = {
+        "schema": SCHEMA,
+        "what": "live step previews: per-step cost against the gated step (issue #20)",
+        "label": args.label,
+        "spec": spec,
+        "reps": args.reps,
+        "hardware": host_info(),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "summary": summary,
+        "runs": runs,
+    }
+    text = dumps_json(document, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    fraction = summary["preview_fraction_of_computed_step"]
+    print(
+        f"preview {summary['median_preview_seconds'] * 1000:.2f} ms per step = "
+        f"{fraction * 100:.2f} % of a computed step "
+        f"({summary['median_computed_step_seconds_previews_off'] * 1000:.1f} ms); "
+        f"skipped {summary['skipped']}",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

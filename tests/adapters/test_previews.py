@@ -1,0 +1,231 @@
+"""Step previews on tiny random-weight shells running mflux's real loops (float32, eager).
+
+Oracles. The clean prediction: mflux's Krea2 loop passes ``latents − sigmas[t]·v`` as
+``denoised`` (mflux/models/krea2/variants/txt2img/krea2.py), so ``clean_prediction`` must equal that
+formula bit for bit in float32; and, independently of the seam, every step's prediction must
+follow from two consecutive latents the loop reported (``v = (x_next − x) / (σ_next − σ)``), to a
+float32 tolerance. The picture: the last step's preview is the preview of the final latents, and
+each family's projection equals a NumPy re-derivation of the unpacking and the factor table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from app.adapters import common, install_gate, previews, shells
+from app.gate import Decision, GateParams, TeaCacheGate
+
+pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
+
+SIZE = 128
+STEPS = 5
+# x0 from two consecutive float32 latents divides a difference of O(1) values by a sigma gap of
+# about 0.2; float32 rounding of x (1.2e-7 relative) becomes ~1e-6 of |x|/|Δσ| after that.
+# 1e-4 absolute is that bound with two orders of margin on these O(1) shells.
+DERIVED_ATOL = 1e-4
+# ALTERNATE: a decision rule that skips every other eligible step (max one in a row).
+ALTERNATE = GateParams(
+    coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
+)
+
+
+class LoopRecorder:
+    """Records the latents mflux hands to callbacks: the initial ones and after every step."""
+
+    def __init__(self) -> None:
+        self.latents: list[np.ndarray] = []
+        self.sigmas: np.ndarray | None = None
+        self.final: mx.array | None = None
+
+    def call_before_loop(self, seed: int, prompt: str, latents: mx.array, config: Any, **_: Any):
+        self.latents = [np.array(latents)]
+        self.sigmas = np.array(config.scheduler.sigmas)
+
+    def call_in_loop(
+        self, t: int, seed: int, prompt: str, latents: mx.array, config: Any, **_: Any
+    ):
+        self.latents.append(np.array(latents))
+
+    def call_after_loop(self, seed: int, prompt: str, latents: mx.array, config: Any, **_: Any):
+        self.final = latents
+
+
+def _run(pipeline: Any, gate: TeaCacheGate | None = None, **kwargs: Any):
+    """One generation with a previewer whose decode keeps each step's clean latents."""
+    cleans: dict[int, np.ndarray] = {}
+    images: dict[int, np.ndarray] = {}
+    projection = previews.preview_decoder(pipeline)
+
+    def decode(x0: mx.array, height: int, width: int) -> np.ndarray:
+        cleans[len(cleans)] = np.array(x0)
+        return projection(x0, height, width)
+
+    recorder = LoopRecorder()
+    previewer = previews.StepPreviewer(decode, images.__setitem__, gate=gate)
+    with common.attached(pipeline, recorder), common.attached(pipeline, previewer):
+        args = {"seed": 0, "prompt": shells.DEFAULT_PROMPT, "num_inference_steps": STEPS}
+        pipeline.generate_image(**args, height=SIZE, width=SIZE, **kwargs)
+    return cleans, images, recorder, projection
+
+
+@pytest.fixture(scope="module")
+def flux2() -> Any:
+    with common.use_precision(mx.float32):
+        return shells.flux2_shell()
+
+
+@pytest.fixture(scope="module")
+def z_image() -> Any:
+    with common.use_precision(mx.float32):
+        return shells.z_image_shell("z-image")
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Any:
+    with common.use_precision(mx.float32):
+        return shells.qwen_shell()
+
+
+def test_clean_prediction_is_what_mflux_passes_as_denoised() -> None:
+    keys = mx.random.split(mx.random.key(7), 2)
+    x = mx.random.normal((1, 64, 128), key=keys[0])
+    v = mx.random.normal((1, 64, 128), key=keys[1])
+    sigmas = mx.array([1.0, 0.73, 0.41, 0.0], dtype=mx.float32)
+    for t in range(3):
+        krea2 = x - sigmas[t] * v  # mflux 0.24 krea2.py: denoised = latents - sigmas[t] * v
+        assert mx.array_equal(previews.clean_prediction(x, v, sigmas[t]), krea2).item()
+
+
+@pytest.mark.parametrize("family", ["flux2", "z_image", "qwen"])
+def test_each_step_previews_its_clean_prediction(family: str, request: pytest.FixtureRequest):
+    pipeline = request.getfixturevalue(family)
+    kwargs: dict[str, Any] = {"guidance": 4.0} if family != "qwen" else {}
+    cleans, images, recorder, projection = _run(pipeline, None, **kwargs)
+    assert sorted(images) == list(range(STEPS))  # one preview per step
+    assert recorder.sigmas is not None and recorder.final is not None
+    sig, lat = recorder.sigmas, recorder.latents
+    for t in range(STEPS):
+        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
+        derived = lat[t] - sig[t] * velocity
+        np.testing.assert_allclose(cleans[t], derived, rtol=0, atol=DERIVED_ATOL)
+    # The last step lands on σ = 0: its clean prediction is the final latents, bit for bit, and
+    # its preview the projection of the final latents.
+    final = np.array(recorder.final)
+    assert np.array_equal(cleans[STEPS - 1], final)
+    assert np.array_equal(images[STEPS - 1], projection(recorder.final, SIZE, SIZE))
+    image = images[0]
+    assert image.dtype == np.uint8 and image.shape == (SIZE // 8, SIZE // 8, 3)
+    assert image.flags.c_contiguous
+
+
+def test_skipped_steps_preview_the_reused_residuals_prediction(flux2: Any) -> None:
+    """On a skipped step the loop's noise comes from the gate's reused residual; the preview is
+    that step's clean prediction, so it differs from vanilla's where the skip changed it."""
+    vanilla_cleans, _, _, _ = _run(flux2, guidance=4.0)
+    gate = TeaCacheGate(ALTERNATE)
+    with install_gate(flux2, gate):
+        gated_cleans, images, recorder, _ = _run(flux2, gate, guidance=4.0)
+    skipped = [e.index for e in gate.events if e.decision is Decision.skipped]
+    assert skipped, gate.pattern  # engagement: the gate did skip
+    sig, lat = recorder.sigmas, recorder.latents
+    assert sig is not None
+    first = skipped[0]
+    velocity = (lat[first + 1] - lat[first]) / (sig[first + 1] - sig[first])
+    np.testing.assert_allclose(
+        gated_cleans[first], lat[first] - sig[first] * velocity, rtol=0, atol=DERIVED_ATOL
+    )
+    # Up to the first skip the trajectories are one; at it, the reused residual shows.
+    assert all(np.array_equal(gated_cleans[i], vanilla_cleans[i]) for i in range(first))
+    assert not np.array_equal(gated_cleans[first], vanilla_cleans[first])
+    assert sorted(images) == list(range(STEPS))
+
+
+def test_previews_leave_the_scheduler_and_the_numbers_as_they_were(flux2: Any) -> None:
+    recorder = LoopRecorder()
+    with common.attached(flux2, recorder):
+        flux2.generate_image(
+            seed=0,
+            prompt=shells.DEFAULT_PROMPT,
+            num_inference_steps=STEPS,
+            height=SIZE,
+            width=SIZE,
+            guidance=4.0,
+        )
+    _, _, with_previews, _ = _run(flux2, guidance=4.0)
+    assert recorder.final is not None and with_previews.final is not None
+    assert mx.array_equal(recorder.final, with_previews.final).item()
+
+
+def _unpatchify_2x2(packed: np.ndarray, h: int, w: int, channels: int) -> np.ndarray:
+    """(1, h·w, channels·4) tokens, each a (channel, row, column) 2×2 patch → (channels, 2h, 2w)."""
+    x = packed.reshape(h, w, channels, 2, 2)
+    return x.transpose(2, 0, 3, 1, 4).reshape(channels, 2 * h, 2 * w)
+
+
+def _expected(latent: np.ndarray, factors: Any, bias: Any) -> np.ndarray:
+    rgb = np.einsum("chw,cr->hwr", latent, np.array(factors)) + np.array(bias)
+    return np.round(np.clip(rgb / 2 + 0.5, 0, 1) * 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("family", ["flux1", "flux2", "z-image", "qwen-image"])
+def test_family_projection_matches_a_numpy_derivation(family: str) -> None:
+    height, width = 64, 96
+    h, w = height // 16, width // 16
+    rng = np.random.default_rng(3)
+    if family == "flux2":
+        packed = rng.standard_normal((1, h * w, 128)).astype(np.float32)
+        # mflux's FLUX.2 packing: channel-major 2×2 patches (ComfyUI's Flux2 reshape)
+        latent = _unpatchify_2x2(packed, h, w, 32)
+        factors, bias = previews.FLUX2_FACTORS, previews.FLUX2_BIAS
+    elif family == "z-image":
+        packed = rng.standard_normal((16, 1, height // 8, width // 8)).astype(np.float32)
+        latent = packed[:, 0]
+        factors, bias = previews.FLUX1_FACTORS, previews.FLUX1_BIAS
+    else:
+        packed = rng.standard_normal((1, h * w, 64)).astype(np.float32)
+        latent = _unpatchify_2x2(packed, h, w, 16)
+        qwen = family == "qwen-image"
+        factors = previews.WAN21_FACTORS if qwen else previews.FLUX1_FACTORS
+        bias = previews.WAN21_BIAS if qwen else previews.FLUX1_BIAS
+    got = previews.family_projection(family)(mx.array(packed), height, width)
+    want = _expected(latent, factors, bias)
+    assert got.shape == want.shape == (height // 8, width // 8, 3)
+    # float32 sums in a different order: a value at a .5 boundary may round the other way
+    assert int(np.abs(got.astype(int) - want.astype(int)).max()) <= 1
+    assert np.mean(got == want) > 0.99
+
+
+def test_thumbnails_are_bounded_and_box_averaged() -> None:
+    rgb = mx.array(np.linspace(-1, 1, 600 * 300 * 3, dtype=np.float32).reshape(600, 300, 3))
+    thumb = np.array(previews.to_thumbnail(rgb))
+    assert thumb.shape == (200, 100, 3)  # 600 / 3 ≤ 256
+    expected = np.array(rgb).reshape(200, 3, 100, 3, 3).mean(axis=(1, 3))
+    expected = np.round(np.clip(expected / 2 + 0.5, 0, 1) * 255)
+    assert int(np.abs(thumb.astype(int) - expected.astype(int)).max()) <= 1
+    small = np.array(previews.to_thumbnail(mx.zeros((16, 16, 3))))
+    assert small.shape == (16, 16, 3) and (small == 128).all()  # 0 maps to mid-grey
+
+
+def test_each_factor_table_is_for_the_latent_space_mflux_holds() -> None:
+    """The tables were fitted on ComfyUI's sampler latents (comfy/latent_formats.py at commit
+    9a9a69fd745de98e89b0f1a629cd3bc43d513a42): FLUX.1 and Z-Image shifted by 0.1159 and scaled by
+    0.3611, Qwen-Image normalized by Wan 2.1's per-channel mean and std. mflux's VAEs undo exactly
+    those transforms before decoding, so its loop holds the same space."""
+    from mflux.models.flux.model.flux_vae.vae import VAE as FluxVAE
+    from mflux.models.qwen.model.qwen_vae.qwen_vae import QwenVAE
+    from mflux.models.z_image.model.z_image_vae.vae import VAE as ZImageVAE
+
+    for vae in (FluxVAE, ZImageVAE):
+        assert (vae.scaling_factor, vae.shift_factor) == (0.3611, 0.1159)
+    wan21_mean = [-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+                  0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921]  # fmt: skip
+    wan21_std = [2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                 3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160]  # fmt: skip
+    np.testing.assert_array_equal(QwenVAE.LATENTS_MEAN, np.array(wan21_mean, dtype=np.float32))
+    np.testing.assert_array_equal(QwenVAE.LATENTS_STD, np.array(wan21_std, dtype=np.float32))
+    assert len(previews.FLUX1_FACTORS) == 16 and len(previews.WAN21_FACTORS) == 16
+    assert len(previews.FLUX2_FACTORS) == 32  # the unpatchified FLUX.2 latent
