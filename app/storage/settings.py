@@ -48,6 +48,7 @@ class Settings:
     guidance: dict[str, float] = field(default_factory=dict)  # per variant id
     seed: int = 42
     rerun_on_threshold_change: bool = False
+    details_expanded: bool = False  # the window's "Details" disclosure under the images
 
     def remember_prompt(self, prompt: str, limit: int = PROMPT_HISTORY_LIMIT) -> None:
         prompt = prompt.strip()
@@ -135,6 +136,7 @@ _VALIDATORS: dict[str, Validator] = {
     "guidance": _dict_of(_float(0.0, 100.0)),
     "seed": _int(0, 2**32 - 1),
     "rerun_on_threshold_change": _bool,
+    "details_expanded": _bool,
 }
 assert set(_VALIDATORS) == {f.name for f in fields(Settings)}
 

@@ -217,6 +217,10 @@ class Session:
         self.settings.rerun_on_threshold_change = enabled
         self.save_settings()
 
+    def set_details_expanded(self, expanded: bool) -> None:
+        self.settings.details_expanded = expanded
+        self.save_settings()
+
     # -- the history -------------------------------------------------------------------------------
     def open_entry(self, entry: HistoryEntry) -> bool:
         """Show a saved run (inputs and results). Refused while a run is going."""

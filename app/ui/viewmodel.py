@@ -27,6 +27,7 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.report import RunReport
 from app.engine.request import (
     GUIDANCE_RANGE,
     MAX_STEPS,
@@ -238,6 +239,7 @@ class RunModel(QObject):
     load_seconds_changed = Signal(object)
     engine_details_changed = Signal(object)
     origin_changed = Signal(object)
+    report_changed = Signal(object)
 
     status = Prop(RunStatus.idle)
     run_id = Prop(0)
@@ -268,6 +270,7 @@ class RunModel(QObject):
     # Where the shown result came from when not from a run of this session, e.g. "from history,
     # run at 14:02": an opened run's "vanilla cached" described its own run, not this showing.
     origin = Prop("")
+    report = Prop[RunReport | None](None)  # the finished run's report (None: running, or reopened)
 
     def __init__(
         self, parent: QObject | None = None, *, clock: Callable[[], float] = time.monotonic
@@ -341,6 +344,7 @@ class RunModel(QObject):
         self.saved_entry = None
         self.engine_details = None
         self.origin = ""
+        self.report = None
         # Keep the previous vanilla image and band until the new ones arrive: a threshold-only
         # re-run shows the same vanilla, and blanking it would flicker.
         if self.band is not None and (self.band.variant_id, self.band.steps) != (
@@ -486,6 +490,7 @@ class RunModel(QObject):
             self.vanilla_seconds = vanilla.loop_seconds
             self.vanilla_cached = vanilla.cached
             self._update_band()
+        self.report = report
         self.ssim = report.ssim
         self.speedup = report.speedup
         self.speedup_estimated = report.speedup_estimated
@@ -522,6 +527,7 @@ class RunModel(QObject):
         gated, vanilla = entry.load_images()
         self.run_id = -1
         self.request = request
+        self.report = None
         self.error = None
         self.notices = ()
         self.gated_steps = entry.step_events("gated")

@@ -36,6 +36,7 @@ from app.ui.gate_plot import GatePlot
 from app.ui.history_browser import HistoryDialog
 from app.ui.images import ComparePanel
 from app.ui.observable import Binding, bind
+from app.ui.run_details import RunDetails, describe_run
 from app.ui.session import Session
 from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
@@ -139,6 +140,11 @@ class MainWindow(QMainWindow):
         self.compare.message.connect(
             lambda text: self.statusBar().showMessage(text, EXPORT_MESSAGE_MS)
         )
+        self.run_details = RunDetails()  # the plain summary line and the Details disclosure
+        self.run_details.set_expanded(self.settings.details_expanded)
+        compare_layout = self.compare.layout()
+        assert compare_layout is not None  # ComparePanel lays itself out in __init__
+        compare_layout.addWidget(self.run_details)
         self.timeline = StepTimeline()
         self.legend = TimelineLegend()
         self.gate_plot = GatePlot()
@@ -326,6 +332,7 @@ class MainWindow(QMainWindow):
         c.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         c.rerun.setChecked(self.settings.rerun_on_threshold_change)
         c.rerun.toggled.connect(s.set_rerun_on_threshold_change)
+        self.run_details.expanded_changed.connect(s.set_details_expanded)
         c.download_button.clicked.connect(s.download_current)
         c.download_cancel.clicked.connect(self.downloads.cancel)
 
@@ -375,6 +382,8 @@ class MainWindow(QMainWindow):
             r.resumed_from_changed,
             r.speedup_label_changed,
             r.origin_changed,
+            r.difference_changed,
+            r.report_changed,
         ):
             signal.connect(self._schedule_stats)
         r.phase_changed.connect(self._schedule_status)
@@ -565,6 +574,7 @@ class MainWindow(QMainWindow):
         elif not busy:
             self._clock_timer.stop()
         if status in TERMINAL_STATUSES:
+            self._pending_refreshes.add("stats")  # the summary line waits for the end
             self._flush_refreshes()  # whoever waits for the end sees the final plot and numbers
             self.run_ended.emit(status)
 
@@ -658,6 +668,7 @@ class MainWindow(QMainWindow):
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
         )
+        self.run_details.set_run(*describe_run(r))
 
     def _refresh_run_view(self) -> None:
         self._on_status(self.run.status)

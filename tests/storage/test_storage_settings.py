@@ -33,6 +33,7 @@ def test_round_trip(tmp_path: Path) -> None:
         guidance={"demo": 2.5},
         seed=2**32 - 1,
         rerun_on_threshold_change=True,
+        details_expanded=True,
     )
     store.save(settings)
     assert store.load() == settings
@@ -81,6 +82,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
                 "prompt_history": ["ok", 3],  # wrong element type
                 "sizes": {"demo": [128]},  # not a pair
                 "rerun_on_threshold_change": "yes",  # not a bool
+                "details_expanded": 1,  # not a bool either
                 "guidance": {"demo": True},  # a bool is not a number
                 "unknown_key": 1,  # ignored silently
             }
@@ -96,6 +98,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
     assert settings.prompt_history == defaults.prompt_history
     assert settings.sizes == defaults.sizes
     assert settings.rerun_on_threshold_change is defaults.rerun_on_threshold_change
+    assert settings.details_expanded is defaults.details_expanded is False
     assert settings.guidance == defaults.guidance
     flagged = {w.split("'")[1] for w in store.warnings}
     assert flagged == {
@@ -104,6 +107,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
         "prompt_history",
         "sizes",
         "rerun_on_threshold_change",
+        "details_expanded",
         "guidance",
     }
 

@@ -1,0 +1,114 @@
+"""The plain summary line under the images and the "Details" disclosure with the technical figures
+(collapsed by default; the window remembers its state in the typed settings)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from superqt import QCollapsible
+
+from app.ui.controls import calibration_text
+from app.ui.plain_words import DetailFacts, detail_lines, local_max, run_summary
+from app.ui.theme import monospace_digits, mute, small_font
+from app.ui.viewmodel import RunModel
+
+DETAILS_TITLE = "Details"
+NO_DETAILS = "No run yet."
+
+
+class RunDetails(QWidget):
+    """``summary`` reads the run in plain words; ``disclosure`` holds R², fits, the polynomial,
+    resume details, latent difference and digests for whoever wants them."""
+
+    expanded_changed = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary = QLabel()
+        self.summary.setObjectName("RunSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.figures = QLabel(NO_DETAILS)
+        self.figures.setWordWrap(True)
+        self.figures.setFont(monospace_digits(small_font(self.figures.font())))
+        self.figures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        mute(self.figures)
+        self.disclosure = QCollapsible(DETAILS_TITLE, expandedIcon="▾", collapsedIcon="▸")
+        self.disclosure.setDuration(120)
+        self.disclosure.toggleButton().setToolTip(
+            "The technical figures behind the summary: SSIM, the calibration's fit, resume, digests"
+        )
+        disclosure_layout = self.disclosure.layout()
+        if disclosure_layout is not None:
+            disclosure_layout.setContentsMargins(0, 0, 0, 0)
+        self.disclosure.addWidget(self.figures)
+        self._quiet = False  # programmatic expand/collapse: not the user's choice
+        self.disclosure.toggled.connect(self._on_toggled)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.disclosure)
+
+    @property
+    def expanded(self) -> bool:
+        return self.disclosure.isExpanded()
+
+    def set_expanded(self, expanded: bool) -> None:
+        """From settings: no animation, no ``expanded_changed``."""
+        if expanded != self.expanded:
+            self._set_quietly(expanded)
+
+    def _set_quietly(self, expanded: bool) -> None:
+        self._quiet = True
+        try:
+            if expanded:
+                self.disclosure.expand(animate=False)
+            else:
+                self.disclosure.collapse(animate=False)
+        finally:
+            self._quiet = False
+
+    def _on_toggled(self, expanded: bool) -> None:
+        if not self._quiet:
+            self.expanded_changed.emit(expanded)
+
+    def figures_shown(self) -> bool:
+        """Whether the technical figures take any room on screen (collapsed: height 0)."""
+        return self.expanded and self.disclosure.content().maximumHeight() > 0
+
+    def set_run(self, summary: str, lines: list[str]) -> None:
+        self.summary.setText(summary)
+        self.summary.setVisible(bool(summary))
+        self.figures.setText("\n".join(lines) if lines else NO_DETAILS)
+        if self.expanded:  # the content's height follows its new text
+            self._set_quietly(True)
+
+
+def describe_run(run: RunModel) -> tuple[str, list[str]]:
+    """The summary line and the Details lines of the shown run; nothing until it has finished."""
+    if not run.finished:
+        return "", []
+    request, report = run.request, run.report
+    steps = request.steps if request is not None else len(run.gated_steps)
+    local = local_max(run.difference)
+    summary = run_summary(run.skips, steps, run.ssim, local)
+    variant = request.variant if request is not None else None
+    facts = DetailFacts(
+        ssim=run.ssim,
+        local_max=local,
+        max_abs_diff=report.max_abs_diff if report is not None else None,
+        threshold=request.threshold if request is not None else None,
+        coefficients=tuple(variant.coefficients) if variant is not None else (),
+        calibrated_range=variant.calibrated_range if variant is not None else None,
+        calibration=calibration_text(variant) if variant is not None else "",
+        resumed_from=run.resumed_from,
+        steps=steps,
+        latents_sha256=report.gated.latents_sha256 if report is not None else None,
+        vanilla_latents_sha256=(
+            report.vanilla.latents_sha256
+            if report is not None and report.vanilla is not None
+            else None
+        ),
+    )
+    return summary, detail_lines(facts)
