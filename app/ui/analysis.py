@@ -216,7 +216,10 @@ def schedule_notice(
     if not traced_here and floor is not None:
         evidence.append((floor, "the lowest the gate's polynomial ever predicts"))
 
-    parts = [f"{eligible} of {steps} steps are gate-eligible (the first and last always compute)."]
+    parts = [
+        f"{eligible} of {steps} steps could be skipped at all (the first and last are always "
+        "computed)."
+    ]
     blocking: tuple[float, str] | None = None
     if not blocked:
         parts.append(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
 from app.ui.controls import calibration_text
@@ -18,7 +18,9 @@ NO_DETAILS = "No run yet."
 
 class RunDetails(QWidget):
     """``summary`` reads the run in plain words; ``disclosure`` holds R², fits, the polynomial,
-    resume details, latent difference and digests for whoever wants them."""
+    resume details, latent difference and digests for whoever wants them. The window puts
+    ``summary`` and the ``toggle`` button in the images' header row (no height of their own, so the
+    layout at 1024×700 still fits) and this widget, the disclosed figures, under the cards."""
 
     expanded_changed = Signal(bool)
 
@@ -26,7 +28,8 @@ class RunDetails(QWidget):
         super().__init__(parent)
         self.summary = QLabel()
         self.summary.setObjectName("RunSummary")
-        self.summary.setWordWrap(True)
+        # One line in the header row: never taller than it (the full text is its tooltip too).
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.figures = QLabel(NO_DETAILS)
         self.figures.setWordWrap(True)
@@ -41,14 +44,26 @@ class RunDetails(QWidget):
         disclosure_layout = self.disclosure.layout()
         if disclosure_layout is not None:
             disclosure_layout.setContentsMargins(0, 0, 0, 0)
+            disclosure_layout.setSpacing(0)
+        # One button in the header row stands in for QCollapsible's own (hidden) one.
+        self.disclosure.toggleButton().setVisible(False)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("DetailsToggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setToolTip(self.disclosure.toggleButton().toolTip())
+        self.toggle.toggled.connect(self._on_toggle_clicked)
         self.disclosure.addWidget(self.figures)
         self._quiet = False  # programmatic expand/collapse: not the user's choice
         self.disclosure.toggled.connect(self._on_toggled)
+        # Long lines (digests, the calibration) wrap to the panel's width and never widen it.
+        for widget in (self.figures, self.disclosure):
+            widget.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 0)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
-        layout.addWidget(self.summary)
         layout.addWidget(self.disclosure)
+        self._show_toggle_state()
 
     @property
     def expanded(self) -> bool:
@@ -70,15 +85,34 @@ class RunDetails(QWidget):
             self._quiet = False
 
     def _on_toggled(self, expanded: bool) -> None:
+        self._show_toggle_state()
         if not self._quiet:
             self.expanded_changed.emit(expanded)
 
+    def _on_toggle_clicked(self, checked: bool) -> None:
+        if checked != self.expanded:
+            if checked:
+                self.disclosure.expand()
+            else:
+                self.disclosure.collapse()
+
+    def _show_toggle_state(self) -> None:
+        expanded = self.expanded
+        self.toggle.blockSignals(True)
+        self.toggle.setChecked(expanded)
+        self.toggle.blockSignals(False)
+        self.toggle.setText(f"{DETAILS_TITLE} {'▾' if expanded else '▸'}")
+        self.setHidden(not expanded)  # collapsed costs no height at all (1024×700 fits)
+
     def figures_shown(self) -> bool:
         """Whether the technical figures take any room on screen (collapsed: height 0)."""
-        return self.expanded and self.disclosure.content().maximumHeight() > 0
+        return (
+            self.expanded and not self.isHidden() and self.disclosure.content().maximumHeight() > 0
+        )
 
     def set_run(self, summary: str, lines: list[str]) -> None:
         self.summary.setText(summary)
+        self.summary.setToolTip(summary)
         self.summary.setVisible(bool(summary))
         self.figures.setText("\n".join(lines) if lines else NO_DETAILS)
         if self.expanded:  # the content's height follows its new text

@@ -29,7 +29,7 @@ from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import BannerFix, Notice
 from app.ui.banner import BannerStack
-from app.ui.controls import ControlsView, calibration_text
+from app.ui.controls import ControlsView, calibration_summary, calibration_text
 from app.ui.defaults import MAX_SEED, size_allowed, size_presets
 from app.ui.downloads import DownloadController, ModelStore, default_model_store, format_bytes
 from app.ui.gate_plot import GatePlot
@@ -170,6 +170,8 @@ class MainWindow(QMainWindow):
         lower_layout.addLayout(gate_header)
         lower_layout.addWidget(self.gate_plot, 1)
         self.compare.header.insertWidget(0, _section("Images"))
+        self.compare.header.insertWidget(1, self.run_details.summary, 1)
+        self.compare.header.insertWidget(self.compare.header.count() - 1, self.run_details.toggle)
         # A splitter, not stretch factors: it never squeezes a pane below its minimum, and the
         # user can trade image space for plot space.
         self.results_splitter = QSplitter(Qt.Orientation.Vertical)
@@ -669,6 +671,7 @@ class MainWindow(QMainWindow):
             resumed_from=r.resumed_from,
         )
         self.run_details.set_run(*describe_run(r))
+        self.compare.hint.setVisible(not self.run_details.summary.text())  # its tips: tooltips
 
     def _refresh_run_view(self) -> None:
         self._on_status(self.run.status)
@@ -731,7 +734,8 @@ class MainWindow(QMainWindow):
     def _refresh_variant_info(self) -> None:
         variant = self.form.variant
         self.controls.variant_info.setText(self.session.variant_info())
-        self.controls.calibration.setText(calibration_text(variant))
+        self.controls.calibration.setText(calibration_summary(variant))
+        self.controls.calibration.setToolTip(calibration_text(variant))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

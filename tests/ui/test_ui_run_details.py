@@ -47,7 +47,7 @@ def test_details_hide_the_figures_until_opened_and_are_remembered(
     assert not details.expanded and not details.figures_shown()  # collapsed by default
 
     with qtbot.waitSignal(details.expanded_changed, timeout=SIGNAL_TIMEOUT_MS) as opened:
-        details.disclosure.toggleButton().click()
+        details.toggle.click()
     assert opened.args == [True]
     qtbot.waitUntil(details.figures_shown, timeout=SIGNAL_TIMEOUT_MS)
     qtbot.waitUntil(
@@ -60,7 +60,7 @@ def test_details_hide_the_figures_until_opened_and_are_remembered(
     assert again.run_details.expanded and again.run_details.figures_shown()
 
     with qtbot.waitSignal(again.run_details.expanded_changed, timeout=SIGNAL_TIMEOUT_MS) as shut:
-        again.run_details.disclosure.toggleButton().click()
+        again.run_details.toggle.click()
     assert shut.args == [False]
     qtbot.waitUntil(lambda: not again.run_details.figures_shown(), timeout=SIGNAL_TIMEOUT_MS)
     assert SettingsStore().load().details_expanded is False
