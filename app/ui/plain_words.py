@@ -88,6 +88,14 @@ def run_summary(
     return f"{reused}; {words}"
 
 
+def short_summary(summary: str) -> str:
+    """The same sentence for a narrow window: "10 of 28 steps reused; changed very little"."""
+    text = summary.replace("TeaCache reused none of the ", "none of the ")
+    text = text.replace("TeaCache reused ", "").replace(" steps;", " steps reused;", 1)
+    text = text.replace("; the picture is ", "; ").replace("; the picture ", "; ")
+    return text.replace(" overall, but", ", but")
+
+
 def local_max(difference: np.ndarray | None) -> float | None:
     return float(difference.max()) if difference is not None and difference.size else None
 

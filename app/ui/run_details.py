@@ -4,16 +4,47 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
 from app.ui.controls import calibration_text
-from app.ui.plain_words import DetailFacts, detail_lines, local_max, run_summary
+from app.ui.plain_words import DetailFacts, detail_lines, local_max, run_summary, short_summary
 from app.ui.theme import monospace_digits, mute, small_font
 from app.ui.viewmodel import RunModel
 
 DETAILS_TITLE = "Details"
 NO_DETAILS = "No run yet."
+
+
+class FittedLabel(QLabel):
+    """One line: the full text where it fits, else the short one, else the short one elided."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._texts: tuple[str, str] = ("", "")
+
+    def set_texts(self, full: str, short: str) -> None:
+        self._texts = (full, short)
+        self._fit()
+
+    def full_text(self) -> str:
+        return self._texts[0]
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        full, short = self._texts
+        metrics = self.fontMetrics()
+        room = self.width()
+        if metrics.horizontalAdvance(full) <= room:
+            text = full
+        else:
+            text = metrics.elidedText(short, Qt.TextElideMode.ElideRight, room)
+        if text != self.text():
+            self.setText(text)
 
 
 class RunDetails(QWidget):
@@ -26,7 +57,7 @@ class RunDetails(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.summary = QLabel()
+        self.summary = FittedLabel()
         self.summary.setObjectName("RunSummary")
         # One line in the header row: never taller than it (the full text is its tooltip too).
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
@@ -92,9 +123,20 @@ class RunDetails(QWidget):
     def _on_toggle_clicked(self, checked: bool) -> None:
         if checked != self.expanded:
             if checked:
-                self.disclosure.expand()
+                self.disclosure.expand(animate=False)
             else:
-                self.disclosure.collapse()
+                self.disclosure.collapse(animate=False)
+
+    def _fit_height(self) -> None:
+        """QCollapsible sizes its content by ``sizeHint``, which ignores word wrap: the figures'
+        height at the panel's real width instead, so no line is cut off."""
+        if self.expanded:
+            width = max(1, self.disclosure.width())
+            self.disclosure.content().setMaximumHeight(self.figures.heightForWidth(width) + 4)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_height()
 
     def _show_toggle_state(self) -> None:
         expanded = self.expanded
@@ -103,6 +145,7 @@ class RunDetails(QWidget):
         self.toggle.blockSignals(False)
         self.toggle.setText(f"{DETAILS_TITLE} {'▾' if expanded else '▸'}")
         self.setHidden(not expanded)  # collapsed costs no height at all (1024×700 fits)
+        self._fit_height()
 
     def figures_shown(self) -> bool:
         """Whether the technical figures take any room on screen (collapsed: height 0)."""
@@ -111,12 +154,13 @@ class RunDetails(QWidget):
         )
 
     def set_run(self, summary: str, lines: list[str]) -> None:
-        self.summary.setText(summary)
+        self.summary.set_texts(summary, short_summary(summary))
         self.summary.setToolTip(summary)
         self.summary.setVisible(bool(summary))
         self.figures.setText("\n".join(lines) if lines else NO_DETAILS)
         if self.expanded:  # the content's height follows its new text
             self._set_quietly(True)
+            self._fit_height()
 
 
 def describe_run(run: RunModel) -> tuple[str, list[str]]:

@@ -415,7 +415,7 @@ class Session:
         band = self.run.band
         params = f.variant.gate_params(max(float(f.threshold), 1e-9))
         eligible = params.eligible_steps(int(f.steps))
-        text = f"{eligible} of {f.steps} steps are gate-eligible."
+        text = f"{eligible} of {f.steps} steps may be skipped (never the first or last)."
         if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
             if band.onset is not None and band.onset < 1.0:
                 text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
         QTimer.singleShot(600, grab)
 
+    window.run.phase_changed.connect(lambda phase: print(phase, flush=True))
     window.run_ended.connect(lambda _status: QTimer.singleShot(300, lambda: shoot(0)))
     QTimer.singleShot(300, window.session.generate)
     app.exec()

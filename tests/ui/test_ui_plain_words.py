@@ -20,6 +20,7 @@ from app.ui.plain_words import (
     local_max,
     picture_change,
     run_summary,
+    short_summary,
 )
 
 BANDS_FILE = Path(__file__).parents[2] / "lab" / "ui" / "results" / "summary-bands.json"
@@ -67,6 +68,16 @@ def test_summary_reads_like_the_issue_says() -> None:
     )
     assert "no picture without TeaCache" in run_summary(3, 8, None)
     assert run_summary(None, 28, 0.9) == ""
+
+
+def test_the_short_form_keeps_the_counts_and_the_band() -> None:
+    assert short_summary(run_summary(10, 28, 0.995, 12.0)) == (
+        "10 of 28 steps reused; changed very little"
+    )
+    assert short_summary(run_summary(0, 28, 1.0, 0.0)) == "none of the 28 steps reused; identical"
+    assert short_summary(run_summary(10, 28, 0.99, LOCAL_VISIBLE + 1)) == (
+        "10 of 28 steps reused; changed very little, but one spot changed visibly"
+    )
 
 
 def test_summary_never_words_the_speedup() -> None:

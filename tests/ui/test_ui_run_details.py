@@ -7,7 +7,7 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.storage.settings import SettingsStore
-from app.ui.plain_words import CHANGE_WORDS, local_max, picture_change
+from app.ui.plain_words import CHANGE_WORDS, local_max, picture_change, short_summary
 from app.ui.viewmodel import RunStatus
 from tests.fakes.engine import FakeEngine
 
@@ -17,13 +17,16 @@ TECHNICAL = ("SSIM", "R²", "rel-L1", "SHA-256", "Polynomial", "sigma")
 def test_summary_line_speaks_plainly_after_a_run(qtbot: QtBot, make_window: WindowFactory) -> None:
     window = make_window(FakeEngine())
     details = window.run_details
-    assert details.summary.text() == ""  # nothing to say before a run
+    assert details.summary.full_text() == ""  # nothing to say before a run
     assert run_to_end(qtbot, window) is RunStatus.finished
     r = window.run
     steps = r.request.steps if r.request is not None else 0
     assert r.skips is not None and r.skips > 0  # engagement: the run skipped steps
     assert r.ssim is not None
-    summary = details.summary.text()
+    summary = details.summary.full_text()
+    # Shown whole where it fits, else the short form (elided only where even that does not fit).
+    shown = details.summary.text()
+    assert shown in (summary, short_summary(summary)) or shown.endswith("…")
     band = picture_change(r.ssim, local_max(r.difference))
     assert summary.startswith(f"TeaCache reused {r.skips} of {steps} steps; ")
     assert summary.endswith(CHANGE_WORDS[band]) or "one spot changed visibly" in summary
