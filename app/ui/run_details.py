@@ -132,7 +132,12 @@ class RunDetails(QWidget):
         height at the panel's real width instead, so no line is cut off."""
         if self.expanded:
             width = max(1, self.disclosure.width())
-            self.disclosure.content().setMaximumHeight(self.figures.heightForWidth(width) + 4)
+            height = self.figures.heightForWidth(width) + 4
+            self.disclosure.content().setMaximumHeight(height)
+            # A minimum too, so the results splitter gives the figures their room (and the
+            # results scroll) instead of cutting their last lines off in a short window.
+            if self.minimumHeight() != height:
+                self.setMinimumHeight(height)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

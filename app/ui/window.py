@@ -170,7 +170,8 @@ class MainWindow(QMainWindow):
         lower_layout.addLayout(gate_header)
         lower_layout.addWidget(self.gate_plot, 1)
         self.compare.header.insertWidget(0, _section("Images"))
-        self.compare.header.insertWidget(1, self.run_details.summary, 1)
+        # The summary takes the row's room (the header's own stretch keeps a sliver).
+        self.compare.header.insertWidget(1, self.run_details.summary, 20)
         self.compare.header.insertWidget(self.compare.header.count() - 1, self.run_details.toggle)
         # A splitter, not stretch factors: it never squeezes a pane below its minimum, and the
         # user can trade image space for plot space.
