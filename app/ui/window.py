@@ -141,6 +141,7 @@ class MainWindow(QMainWindow):
             lambda text: self.statusBar().showMessage(text, EXPORT_MESSAGE_MS)
         )
         self.run_details = RunDetails()  # the plain summary line and the Details disclosure
+        self._shown_details: tuple[str, list[str]] | None = None
         self.run_details.set_expanded(self.settings.details_expanded)
         compare_layout = self.compare.layout()
         assert compare_layout is not None  # ComparePanel lays itself out in __init__
@@ -671,8 +672,11 @@ class MainWindow(QMainWindow):
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
         )
-        self.run_details.set_run(*describe_run(r))
-        self.compare.hint.setVisible(not self.run_details.summary.text())  # its tips: tooltips
+        details = describe_run(r)
+        if details != self._shown_details:  # stats refresh per step during a run: no relayout
+            self._shown_details = details
+            self.run_details.set_run(*details)
+            self.compare.hint.setVisible(not details[0])  # its tips are the titles' tooltips
 
     def _refresh_run_view(self) -> None:
         self._on_status(self.run.status)
