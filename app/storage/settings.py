@@ -53,6 +53,7 @@ class Settings:
     quantize: dict[str, int] = field(default_factory=dict)
     seed: int = 42
     rerun_on_threshold_change: bool = False
+    details_expanded: bool = False  # the window's "Details" disclosure under the images
 
     def remember_prompt(self, prompt: str, limit: int = PROMPT_HISTORY_LIMIT) -> None:
         prompt = prompt.strip()
@@ -154,6 +155,7 @@ _VALIDATORS: dict[str, Validator] = {
     "quantize": _dict_of(_quantize),
     "seed": _int(0, 2**32 - 1),
     "rerun_on_threshold_change": _bool,
+    "details_expanded": _bool,
 }
 assert set(_VALIDATORS) == {f.name for f in fields(Settings)}
 

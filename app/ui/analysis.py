@@ -221,14 +221,18 @@ def schedule_notice(
     if not traced_here and calibration_min is not None:
         evidence.append((calibration_min, "from the variant's calibration data"))
     if not traced_here and floor is not None:
-        evidence.append((floor, "the lowest the gate's polynomial ever predicts"))
+        evidence.append((floor, "the lowest TeaCache's calibrated formula ever predicts"))
 
-    parts = [f"{eligible} of {steps} steps are gate-eligible (the first and last always compute)."]
+    parts = [
+        f"{eligible} of {steps} steps could be skipped at all (the first and last are always "
+        "computed)."
+    ]
     blocking: tuple[float, str] | None = None
     if not blocked:
         parts.append(
             "Skipping on a distilled schedule is off the beaten path: a few steps carry the "
-            "whole image, so every skip costs more quality than on a long schedule. Compare SSIM."
+            "whole image, so every skip costs more quality than on a long schedule. Compare the "
+            "two pictures."
         )
     elif eligible <= 0:
         parts.append(
@@ -246,8 +250,8 @@ def schedule_notice(
             measured is not None and measured.onset is None
         ):
             parts.append(
-                "On this run every eligible step changed more than the calibrated range covers, "
-                "and such a step always computes, so no threshold can skip one."
+                "On this run every step that could be skipped changed more than the calibration "
+                "covers, and such a step is always computed, so no threshold can skip one."
             )
         else:
             parts.append(check.reason[:1].upper() + check.reason[1:] + ".")

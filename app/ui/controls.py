@@ -177,6 +177,20 @@ def calibration_text(variant: Variant) -> str:
     return " ".join(lines)
 
 
+def calibration_summary(variant: Variant) -> str:
+    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details."""
+    own = variant.default_threshold
+    if own is None:
+        return (
+            "This model has no threshold measured for it; TeaCache's guesses may be off. "
+            "Figures: Details, under the images."
+        )
+    return (
+        f"TeaCache was tuned for this model; {own:g} is its measured threshold. "
+        "Figures: Details, under the images."
+    )
+
+
 def variant_tooltip(variant: Variant) -> str:
     lines = [f"<b>{variant.display_name}</b> ({variant.id})"]
     lines.append(f"{variant.default_steps} steps by default")
@@ -412,7 +426,7 @@ class ControlsView(QFrame):
         layout.addWidget(self.threshold_hint)
         layout.addWidget(self.rerun)
         layout.addSpacing(10)
-        layout.addWidget(section("Gate calibration"))
+        layout.addWidget(section("Calibration"))
         self.calibration = QLabel()
         self.calibration.setWordWrap(True)
         self.calibration.setFont(small_font(self.calibration.font()))

@@ -28,6 +28,7 @@ from app.storage.history import (
     friendly_time,
     lora_captions,
 )
+from app.ui.plain_words import CHANGE_WORDS, picture_change
 from app.ui.theme import mute, small_font
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,9 @@ def entry_summary(entry: HistoryEntry) -> str:
         parts.append(f"t={entry.threshold:.4g}")
     if entry.skips is not None:
         parts.append(f"{entry.skips} skipped")
-    if entry.ssim is not None:
-        parts.append(f"SSIM {entry.ssim:.3f}")
+    if entry.ssim is not None:  # the summary line's words, the figure beside them
+        change = CHANGE_WORDS[picture_change(entry.ssim)].removeprefix("the picture ")
+        parts.append(f"{change} (similarity {entry.ssim:.3f})")
     if entry.speedup is not None:
         parts.append(f"{entry.speedup:.2f}×")
     return " · ".join(parts)

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.storage.history import write_png
+from app.ui.plain_words import CHANGE_WORDS, picture_change
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
 
 pg.setConfigOptions(imageAxisOrder="row-major")
@@ -190,13 +191,17 @@ class ComparePanel(QWidget):
         self.fit_button.clicked.connect(self.fit)
 
         self.ssim_card = StatCard(
-            "SSIM",
-            "Structural similarity of the TeaCache image to vanilla (1 = identical), on uint8 RGB",
+            "Similarity",
+            "How alike the TeaCache and vanilla pictures are: SSIM, 1 = identical (uint8 RGB)",
         )
-        self.gated_time_card = StatCard("TeaCache time", "Denoising-loop time of the gated pass")
-        self.vanilla_time_card = StatCard("Vanilla time", "Denoising-loop time of the vanilla pass")
+        self.gated_time_card = StatCard(
+            "TeaCache time", "Time of the steps with TeaCache (model loading not included)"
+        )
+        self.vanilla_time_card = StatCard(
+            "Vanilla time", "Time of the steps without TeaCache (model loading not included)"
+        )
         self.speedup_card = StatCard("Speedup", SPEEDUP_TOOLTIP)
-        self.skips_card = StatCard("Skipped", "Steps whose transformer body was skipped")
+        self.skips_card = StatCard("Skipped", "Steps TeaCache did not compute: it reused a result")
         cards = QHBoxLayout()
         cards.setSpacing(8)
         for card in (
@@ -455,9 +460,10 @@ class ComparePanel(QWidget):
 def _resume_note(resumed_from: int | None, steps: int) -> str:
     if not resumed_from:  # re-seeded at step 0: nothing was replayed, every step ran
         return ""
+    # Plain words here; "resumed from step k" and the rest sit under Details (app.ui.plain_words).
     if resumed_from >= steps:
-        return "replayed from vanilla (no skip)"
-    return f"resumed from vanilla at step {resumed_from + 1}"
+        return "every step shared with vanilla"
+    return f"first {resumed_from} steps shared with vanilla"
 
 
 def _seconds(value: float | None) -> str:
@@ -467,10 +473,5 @@ def _seconds(value: float | None) -> str:
 
 
 def _ssim_note(value: float) -> str:
-    if value >= 0.98:
-        return "visually identical"
-    if value >= 0.95:
-        return "very close"
-    if value >= 0.85:
-        return "noticeable changes"
-    return "clearly different"
+    """The summary line's band for SSIM alone (app.ui.plain_words), so the two never disagree."""
+    return CHANGE_WORDS[picture_change(value)].removeprefix("the picture ").removeprefix("is ")

@@ -231,6 +231,10 @@ class Session:
         self.settings.rerun_on_threshold_change = enabled
         self.save_settings()
 
+    def set_details_expanded(self, expanded: bool) -> None:
+        self.settings.details_expanded = expanded
+        self.save_settings()
+
     # -- the history -------------------------------------------------------------------------------
     def open_entry(self, entry: HistoryEntry) -> bool:
         """Show a saved run (inputs and results). Refused while a run is going."""
@@ -472,7 +476,7 @@ class Session:
         band = self.run.band
         params = f.variant.gate_params(max(float(f.threshold), 1e-9))
         eligible = params.eligible_steps(int(f.steps))
-        text = f"{eligible} of {f.steps} steps are gate-eligible."
+        text = f"{eligible} of {f.steps} steps may be skipped (never the first or last)."
         if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
             if band.onset is not None and band.onset < 1.0:
                 text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."

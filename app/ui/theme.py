@@ -22,15 +22,18 @@ DECISION_COLOURS: dict[Decision, str] = {
 }
 DECISION_LABELS: dict[Decision, str] = {
     Decision.computed: "Computed",
-    Decision.forced: "Forced (first/last)",
-    Decision.skipped: "Skipped (cache reused)",
-    Decision.numerical_miss: "Numerical miss",
+    Decision.forced: "First/last",
+    Decision.skipped: "Skipped (reused)",
+    Decision.numerical_miss: "Unmeasured",
 }
 DECISION_HELP: dict[Decision, str] = {
-    Decision.computed: "the transformer ran: the accumulated change reached the threshold",
-    Decision.forced: "the transformer ran because the first and last steps always compute",
-    Decision.skipped: "the transformer body was skipped and the cached residual reused",
-    Decision.numerical_miss: "the gate signal was not finite, so the step computed",
+    Decision.computed: "computed in full: the picture had changed too much since the last "
+    "computed step to reuse its result",
+    Decision.forced: "computed in full: the first and last steps always are",
+    Decision.skipped: "not computed: the picture was barely changing, so the last computed "
+    "result was reused",
+    Decision.numerical_miss: "computed in full: the change could not be measured (not a finite "
+    "number), so TeaCache did not risk a skip",
 }
 BAND_COLOUR = "#009E73"  # bluish green: the thresholds where skipping begins
 THRESHOLD_COLOUR = "#CC79A7"  # reddish purple

@@ -29,6 +29,7 @@ from app.engine.events import (
     StepPreview,
 )
 from app.engine.loader import physical_memory_bytes
+from app.engine.report import RunReport
 from app.engine.request import (
     GUIDANCE_RANGE,
     MAX_STEPS,
@@ -282,6 +283,7 @@ class RunModel(QObject):
     vanilla_preview_changed = Signal(object)
     gated_thumbnails_changed = Signal(object)
     vanilla_thumbnails_changed = Signal(object)
+    report_changed = Signal(object)
 
     status = Prop(RunStatus.idle)
     run_id = Prop(0)
@@ -318,6 +320,7 @@ class RunModel(QObject):
     vanilla_preview = Prop[np.ndarray | None](None)
     gated_thumbnails = Prop[PreviewRow](())
     vanilla_thumbnails = Prop[PreviewRow](())
+    report = Prop[RunReport | None](None)  # the finished run's report (None: running, or reopened)
 
     def __init__(
         self, parent: QObject | None = None, *, clock: Callable[[], float] = time.monotonic
@@ -391,6 +394,7 @@ class RunModel(QObject):
         self.saved_entry = None
         self.engine_details = None
         self.origin = ""
+        self.report = None
         # Keep the previous vanilla image and band until the new ones arrive: a threshold-only
         # re-run shows the same vanilla, and blanking it would flicker.
         if self.band is not None and (self.band.variant_id, self.band.steps) != (
@@ -554,6 +558,7 @@ class RunModel(QObject):
             self.vanilla_seconds = vanilla.loop_seconds
             self.vanilla_cached = vanilla.cached
             self._update_band()
+        self.report = report
         self.ssim = report.ssim
         self.speedup = report.speedup
         self.speedup_estimated = report.speedup_estimated
@@ -590,6 +595,7 @@ class RunModel(QObject):
         gated, vanilla = entry.load_images()
         self.run_id = -1
         self.request = request
+        self.report = None
         self.error = None
         self.notices = ()
         self.gated_steps = entry.step_events("gated")

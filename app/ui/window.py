@@ -29,7 +29,7 @@ from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import BannerFix, Notice
 from app.ui.banner import BannerStack
-from app.ui.controls import ControlsView, calibration_text
+from app.ui.controls import ControlsView, calibration_summary, calibration_text
 from app.ui.defaults import MAX_SEED, size_allowed, size_presets
 from app.ui.downloads import DownloadController, ModelStore, default_model_store, format_bytes
 from app.ui.gate_plot import GatePlot
@@ -38,6 +38,7 @@ from app.ui.images import ComparePanel
 from app.ui.model_folders import ModelFolderActions
 from app.ui.observable import Binding, bind
 from app.ui.quantize import bind_quantize
+from app.ui.run_details import RunDetails, describe_run
 from app.ui.session import Session
 from app.ui.step_previews import live_image
 from app.ui.theme import mute, small_font
@@ -149,6 +150,12 @@ class MainWindow(QMainWindow):
         self.compare.message.connect(
             lambda text: self.statusBar().showMessage(text, EXPORT_MESSAGE_MS)
         )
+        self.run_details = RunDetails()  # the plain summary line and the Details disclosure
+        self._shown_details: tuple[str, list[str]] | None = None
+        self.run_details.set_expanded(self.settings.details_expanded)
+        compare_layout = self.compare.layout()
+        assert compare_layout is not None  # ComparePanel lays itself out in __init__
+        compare_layout.addWidget(self.run_details)
         self.timeline = StepTimeline()
         self.legend = TimelineLegend()
         self.gate_plot = GatePlot()
@@ -174,6 +181,9 @@ class MainWindow(QMainWindow):
         lower_layout.addLayout(gate_header)
         lower_layout.addWidget(self.gate_plot, 1)
         self.compare.header.insertWidget(0, _section("Images"))
+        # The summary takes the row's room (the header's own stretch keeps a sliver).
+        self.compare.header.insertWidget(1, self.run_details.summary, 20)
+        self.compare.header.insertWidget(self.compare.header.count() - 1, self.run_details.toggle)
         # A splitter, not stretch factors: it never squeezes a pane below its minimum, and the
         # user can trade image space for plot space.
         self.results_splitter = QSplitter(Qt.Orientation.Vertical)
@@ -343,6 +353,7 @@ class MainWindow(QMainWindow):
         c.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         c.rerun.setChecked(self.settings.rerun_on_threshold_change)
         c.rerun.toggled.connect(s.set_rerun_on_threshold_change)
+        self.run_details.expanded_changed.connect(s.set_details_expanded)
         c.download_button.clicked.connect(s.download_current)
         c.download_cancel.clicked.connect(self.downloads.cancel)
 
@@ -396,6 +407,8 @@ class MainWindow(QMainWindow):
             r.resumed_from_changed,
             r.speedup_label_changed,
             r.origin_changed,
+            r.difference_changed,
+            r.report_changed,
         ):
             signal.connect(self._schedule_stats)
         r.phase_changed.connect(self._schedule_status)
@@ -589,6 +602,7 @@ class MainWindow(QMainWindow):
         elif not busy:
             self._clock_timer.stop()
         if status in TERMINAL_STATUSES:
+            self._pending_refreshes.add("stats")  # the summary line waits for the end
             self._flush_refreshes()  # whoever waits for the end sees the final plot and numbers
             self.run_ended.emit(status)
 
@@ -687,6 +701,11 @@ class MainWindow(QMainWindow):
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
         )
+        details = describe_run(r)
+        if details != self._shown_details:  # stats refresh per step during a run: no relayout
+            self._shown_details = details
+            self.run_details.set_run(*details)
+            self.compare.hint.setVisible(not details[0])  # its tips are the titles' tooltips
 
     def _refresh_run_view(self) -> None:
         self._on_status(self.run.status)
@@ -754,7 +773,8 @@ class MainWindow(QMainWindow):
     def _refresh_variant_info(self) -> None:
         variant = self.form.variant
         self.controls.variant_info.setText(self.session.variant_info())
-        self.controls.calibration.setText(calibration_text(variant))
+        self.controls.calibration.setText(calibration_summary(variant))
+        self.controls.calibration.setToolTip(calibration_text(variant))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

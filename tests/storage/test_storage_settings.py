@@ -34,6 +34,7 @@ def test_round_trip(tmp_path: Path) -> None:
         loras={"flux2-klein-base-4b": [["/loras/ink.safetensors", 0.8]]},
         seed=2**32 - 1,
         rerun_on_threshold_change=True,
+        details_expanded=True,
     )
     store.save(settings)
     assert store.load() == settings
@@ -82,6 +83,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
                 "prompt_history": ["ok", 3],  # wrong element type
                 "sizes": {"demo": [128]},  # not a pair
                 "rerun_on_threshold_change": "yes",  # not a bool
+                "details_expanded": 1,  # not a bool either
                 "guidance": {"demo": True},  # a bool is not a number
                 "loras": {"flux1-dev": [["/a.safetensors", 9.0]]},  # scale out of range
                 "unknown_key": 1,  # ignored silently
@@ -98,6 +100,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
     assert settings.prompt_history == defaults.prompt_history
     assert settings.sizes == defaults.sizes
     assert settings.rerun_on_threshold_change is defaults.rerun_on_threshold_change
+    assert settings.details_expanded is defaults.details_expanded is False
     assert settings.guidance == defaults.guidance
     assert settings.loras == defaults.loras
     flagged = {w.split("'")[1] for w in store.warnings}
@@ -107,6 +110,7 @@ def test_bad_keys_fall_back_one_by_one(tmp_path: Path) -> None:
         "prompt_history",
         "sizes",
         "rerun_on_threshold_change",
+        "details_expanded",
         "guidance",
         "loras",
     }

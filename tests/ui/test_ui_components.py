@@ -152,7 +152,7 @@ def test_schedule_notice_numbers() -> None:
     klein = get_variant("flux2-klein-4b")
     notice = schedule_notice(klein, 4, 0.17)
     assert notice is not None and notice.kind is NoticeKind.warning
-    assert "2 of 4 steps are gate-eligible" in notice.message
+    assert "2 of 4 steps could be skipped at all" in notice.message
     assert "0.261" in notice.message and "0.170" in notice.message
     assert {a.fix for a in notice.actions} >= {BannerFix.use_variant("flux2-klein-base-4b")}
     assert schedule_notice(get_variant("flux1-dev"), 25, 0.2) is None
@@ -275,4 +275,7 @@ def test_the_cards_show_the_reports_label_and_no_resume_where_nothing_was_replay
     )
     assert panel.speedup_card.note.text() == "estimate (3 of 8 steps replayed)"
     assert "estimate (3 of 8 steps replayed)" in panel.speedup_card.toolTip()
-    assert panel.gated_time_card.note.text() == "resumed from vanilla at step 4"
+    assert panel.gated_time_card.note.text() == "first 3 steps shared with vanilla"
+    assert panel.ssim_card.caption.text() == "Similarity"
+    assert panel.ssim_card.note.text() == "changed very little"  # the summary line's band
+    assert "SSIM" in panel.ssim_card.toolTip()  # the technical name stays one hover away

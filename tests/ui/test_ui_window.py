@@ -360,7 +360,7 @@ def test_distilled_warning_banner_before_and_after_a_run(
     window.form.select_variant("flux2-klein-4b")  # distilled, 4 steps: cannot engage
     before = window.banners.banner("schedule")
     assert before is not None and before.notice.kind is NoticeKind.warning
-    assert "2 of 4 steps are gate-eligible" in before.message.full_text
+    assert "2 of 4 steps could be skipped at all" in before.message.full_text
     assert "0.261" in before.message.full_text  # from the variant's calibration data
     assert run_to_end(qtbot, window) is RunStatus.finished
     after = window.banners.banner("schedule")

@@ -1,0 +1,159 @@
+"""The run in plain words: one summary line an artist reads ("TeaCache reused 10 of 28 steps; the
+picture changed very little"), and the technical figures the "Details" disclosure holds.
+
+Qt-free. The picture's wording comes from two figures the run already has: SSIM (the whole picture)
+and the largest local difference (the Difference view's maximum, 0–255), because a high SSIM can
+hide one small region that changed. The speedup keeps its own label (measured / estimate …); this
+module never words it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+# SSIM bands, from lab/ui/results/summary-bands.png and .json (`python -m lab.ui.summary_bands`:
+# the demo at 28 steps, 3 prompts × thresholds 0.1, 0.2, 0.3, 0.5, 1.0, vanilla | TeaCache |
+# difference, looked at by eye on 2026-12-01). The four runs at SSIM ≥ 0.98 differed only by a
+# thin edge seen when flicking between the two; the one at 0.967 had one circle's edge visibly
+# reshaped; the seven at 0.85–0.95 had an edge or a shape visibly changed (cut, blocked or
+# moved); the three below 0.85 (0.799, 0.843, 0.8498) had a shape redrawn or a new patch of colour.
+SSIM_VERY_LITTLE = 0.98
+SSIM_A_LITTLE = 0.95
+SSIM_NOTICEABLY = 0.85
+# The largest local difference (mean over R, G, B, 0–255) above which one spot changed visibly
+# even when SSIM says the picture as a whole did not (SSIM averages over the whole image, so one
+# small spot moves it little, the more so on large images). On the same sheet the runs whose
+# largest local difference was at most 53 showed only thin edges; from 80 up an edge was visibly
+# reshaped. 64 (a quarter of the range) lies between. No run on that sheet had SSIM ≥ 0.98 above
+# it, so the demo's default run (SSIM 0.988, 50) still reads "very little".
+LOCAL_VISIBLE = 64.0
+
+
+class Change(IntEnum):
+    """How much the TeaCache picture differs from the one without skipping, least first."""
+
+    none = 0
+    very_little = 1
+    a_little = 2
+    noticeably = 3
+    a_lot = 4
+
+
+CHANGE_WORDS = {
+    Change.none: "the picture is identical",
+    Change.very_little: "the picture changed very little",
+    Change.a_little: "the picture changed a little",
+    Change.noticeably: "the picture changed noticeably",
+    Change.a_lot: "the picture changed a lot",
+}
+
+
+def picture_change(ssim: float, local_max: float | None = None) -> Change:
+    """The band of one run; a visible local spot raises "very little" to "a little"."""
+    if ssim >= 1.0 and (local_max is None or local_max == 0.0):
+        return Change.none
+    if ssim >= SSIM_VERY_LITTLE:
+        band = Change.very_little
+    elif ssim >= SSIM_A_LITTLE:
+        band = Change.a_little
+    elif ssim >= SSIM_NOTICEABLY:
+        band = Change.noticeably
+    else:
+        band = Change.a_lot
+    if band is Change.very_little and local_max is not None and local_max > LOCAL_VISIBLE:
+        return Change.a_little
+    return band
+
+
+def run_summary(
+    skips: int | None, steps: int, ssim: float | None, local_max: float | None = None
+) -> str:
+    """One sentence for the window after a run; "" while there is nothing to say."""
+    if skips is None or steps <= 0:
+        return ""
+    reused = (
+        f"TeaCache reused {skips} of {steps} steps"
+        if skips
+        else f"TeaCache reused none of the {steps} steps"
+    )
+    if ssim is None:
+        return reused + " (no picture without TeaCache to compare with)"
+    change = picture_change(ssim, local_max)
+    words = CHANGE_WORDS[change]
+    if change is Change.a_little and ssim >= SSIM_VERY_LITTLE:
+        words = "the picture changed very little overall, but one spot changed visibly"
+    return f"{reused}; {words}"
+
+
+def short_summary(summary: str) -> str:
+    """The same sentence for a narrow window: "10 of 28 steps reused; changed very little"."""
+    text = summary.replace("TeaCache reused none of the ", "none of the ")
+    text = text.replace("TeaCache reused ", "").replace(" steps;", " steps reused;", 1)
+    text = text.replace("; the picture is ", "; ").replace("; the picture ", "; ")
+    return text.replace(" overall, but", ", but")
+
+
+def local_max(difference: np.ndarray | None) -> float | None:
+    return float(difference.max()) if difference is not None and difference.size else None
+
+
+@dataclass(frozen=True, slots=True)
+class DetailFacts:
+    """What the Details disclosure lists; every field optional (a run may lack any of them)."""
+
+    ssim: float | None = None
+    local_max: float | None = None
+    max_abs_diff: float | None = None  # final latents, gated against vanilla
+    threshold: float | None = None
+    coefficients: tuple[float, ...] = ()
+    calibrated_range: tuple[float, float] | None = None
+    calibration: str = ""  # provenance, e.g. "fit on 10 prompts × 28 steps, R² 0.98 …"
+    resumed_from: int | None = None
+    steps: int = 0
+    latents_sha256: str | None = None
+    vanilla_latents_sha256: str | None = None
+
+
+def detail_lines(facts: DetailFacts) -> list[str]:
+    """The technical figures, one per line, in the order an engineer checks them."""
+    lines: list[str] = []
+    if facts.ssim is not None:
+        lines.append(f"SSIM against vanilla: {facts.ssim:.4f} (uint8 RGB, 1 = identical)")
+    if facts.local_max is not None:
+        lines.append(f"Largest local difference: {facts.local_max:.0f}/255 (mean over R, G, B)")
+    if facts.max_abs_diff is not None:
+        lines.append(f"Latent max |gated − vanilla|: {facts.max_abs_diff:.4g}")
+    if facts.threshold is not None:
+        lines.append(f"Threshold (rel-L1 accumulation): {facts.threshold:g}")
+    if facts.coefficients:
+        poly = " + ".join(
+            f"{c:.4g}·x^{len(facts.coefficients) - 1 - i}" for i, c in enumerate(facts.coefficients)
+        )
+        lines.append(f"Polynomial: {poly.replace('·x^0', '')}")
+    if facts.calibrated_range is not None:
+        low, high = facts.calibrated_range
+        lines.append(f"Calibrated rel-L1 range: {low:.4g} – {high:.4g}")
+    if facts.calibration:
+        lines.append(f"Calibration: {facts.calibration}")
+    resumed = _resume_line(facts.resumed_from, facts.steps)
+    if resumed:
+        lines.append(resumed)
+    if facts.latents_sha256:
+        lines.append(f"Final latents SHA-256 (TeaCache): {facts.latents_sha256}")
+    if facts.vanilla_latents_sha256:
+        lines.append(f"Final latents SHA-256 (vanilla): {facts.vanilla_latents_sha256}")
+    return lines
+
+
+def _resume_line(resumed_from: int | None, steps: int) -> str:
+    if not resumed_from:  # re-seeded at step 0: nothing was replayed
+        return ""
+    if steps and resumed_from >= steps:
+        return "Resume: every step replayed from vanilla (nothing skipped)"
+    return (
+        f"Resume: steps 1–{resumed_from} replayed from vanilla; "
+        f"resumed from step {resumed_from + 1}"
+    )

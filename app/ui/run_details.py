@@ -1,0 +1,197 @@
+"""The plain summary line under the images and the "Details" disclosure with the technical figures
+(collapsed by default; the window remembers its state in the typed settings)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+from superqt import QCollapsible
+
+from app.ui.controls import calibration_text
+from app.ui.plain_words import DetailFacts, detail_lines, local_max, run_summary, short_summary
+from app.ui.theme import monospace_digits, mute, small_font
+from app.ui.viewmodel import RunModel
+
+DETAILS_TITLE = "Details"
+NO_DETAILS = "No run yet."
+
+
+class FittedLabel(QLabel):
+    """One line: the full text where it fits, else the short one, else the short one elided."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._texts: tuple[str, str] = ("", "")
+
+    def set_texts(self, full: str, short: str) -> None:
+        self._texts = (full, short)
+        self._fit()
+
+    def full_text(self) -> str:
+        return self._texts[0]
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        full, short = self._texts
+        metrics = self.fontMetrics()
+        room = self.width()
+        if metrics.horizontalAdvance(full) <= room:
+            text = full
+        else:
+            text = metrics.elidedText(short, Qt.TextElideMode.ElideRight, room)
+        if text != self.text():
+            self.setText(text)
+
+
+class RunDetails(QWidget):
+    """``summary`` reads the run in plain words; ``disclosure`` holds R², fits, the polynomial,
+    resume details, latent difference and digests for whoever wants them. The window puts
+    ``summary`` and the ``toggle`` button in the images' header row (no height of their own, so the
+    layout at 1024×700 still fits) and this widget, the disclosed figures, under the cards."""
+
+    expanded_changed = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary = FittedLabel()
+        self.summary.setObjectName("RunSummary")
+        # One line in the header row: never taller than it (the full text is its tooltip too).
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.figures = QLabel(NO_DETAILS)
+        self.figures.setWordWrap(True)
+        self.figures.setFont(monospace_digits(small_font(self.figures.font())))
+        self.figures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        mute(self.figures)
+        self.disclosure = QCollapsible(DETAILS_TITLE, expandedIcon="▾", collapsedIcon="▸")
+        self.disclosure.setDuration(120)
+        self.disclosure.toggleButton().setToolTip(
+            "The technical figures behind the summary: SSIM, the calibration's fit, resume, digests"
+        )
+        disclosure_layout = self.disclosure.layout()
+        if disclosure_layout is not None:
+            disclosure_layout.setContentsMargins(0, 0, 0, 0)
+            disclosure_layout.setSpacing(0)
+        # One button in the header row stands in for QCollapsible's own (hidden) one.
+        self.disclosure.toggleButton().setVisible(False)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("DetailsToggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setToolTip(self.disclosure.toggleButton().toolTip())
+        self.toggle.toggled.connect(self._on_toggle_clicked)
+        self.disclosure.addWidget(self.figures)
+        self._quiet = False  # programmatic expand/collapse: not the user's choice
+        self.disclosure.toggled.connect(self._on_toggled)
+        # Long lines (digests, the calibration) wrap to the panel's width and never widen it.
+        for widget in (self.figures, self.disclosure):
+            widget.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.disclosure)
+        self._show_toggle_state()
+
+    @property
+    def expanded(self) -> bool:
+        return self.disclosure.isExpanded()
+
+    def set_expanded(self, expanded: bool) -> None:
+        """From settings: no animation, no ``expanded_changed``."""
+        if expanded != self.expanded:
+            self._set_quietly(expanded)
+
+    def _set_quietly(self, expanded: bool) -> None:
+        self._quiet = True
+        try:
+            if expanded:
+                self.disclosure.expand(animate=False)
+            else:
+                self.disclosure.collapse(animate=False)
+        finally:
+            self._quiet = False
+
+    def _on_toggled(self, expanded: bool) -> None:
+        self._show_toggle_state()
+        if not self._quiet:
+            self.expanded_changed.emit(expanded)
+
+    def _on_toggle_clicked(self, checked: bool) -> None:
+        if checked != self.expanded:
+            if checked:
+                self.disclosure.expand(animate=False)
+            else:
+                self.disclosure.collapse(animate=False)
+
+    def _fit_height(self) -> None:
+        """QCollapsible sizes its content by ``sizeHint``, which ignores word wrap: the figures'
+        height at the panel's real width instead, so no line is cut off."""
+        if self.expanded:
+            width = max(1, self.disclosure.width())
+            height = self.figures.heightForWidth(width) + 4
+            self.disclosure.content().setMaximumHeight(height)
+            # A minimum too, so the results splitter gives the figures their room (and the
+            # results scroll) instead of cutting their last lines off in a short window.
+            if self.minimumHeight() != height:
+                self.setMinimumHeight(height)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_height()
+
+    def _show_toggle_state(self) -> None:
+        expanded = self.expanded
+        self.toggle.blockSignals(True)
+        self.toggle.setChecked(expanded)
+        self.toggle.blockSignals(False)
+        self.toggle.setText(f"{DETAILS_TITLE} {'▾' if expanded else '▸'}")
+        self.setHidden(not expanded)  # collapsed costs no height at all (1024×700 fits)
+        self._fit_height()
+
+    def figures_shown(self) -> bool:
+        """Whether the technical figures take any room on screen (collapsed: height 0)."""
+        return (
+            self.expanded and not self.isHidden() and self.disclosure.content().maximumHeight() > 0
+        )
+
+    def set_run(self, summary: str, lines: list[str]) -> None:
+        self.summary.set_texts(summary, short_summary(summary))
+        self.summary.setToolTip(summary)
+        self.summary.setVisible(bool(summary))
+        self.figures.setText("\n".join(lines) if lines else NO_DETAILS)
+        if self.expanded:  # the content's height follows its new text
+            self._set_quietly(True)
+            self._fit_height()
+
+
+def describe_run(run: RunModel) -> tuple[str, list[str]]:
+    """The summary line and the Details lines of the shown run; nothing until it has finished."""
+    if not run.finished:
+        return "", []
+    request, report = run.request, run.report
+    steps = request.steps if request is not None else len(run.gated_steps)
+    local = local_max(run.difference)
+    summary = run_summary(run.skips, steps, run.ssim, local)
+    variant = request.variant if request is not None else None
+    facts = DetailFacts(
+        ssim=run.ssim,
+        local_max=local,
+        max_abs_diff=report.max_abs_diff if report is not None else None,
+        threshold=request.threshold if request is not None else None,
+        coefficients=tuple(variant.coefficients) if variant is not None else (),
+        calibrated_range=variant.calibrated_range if variant is not None else None,
+        calibration=calibration_text(variant) if variant is not None else "",
+        resumed_from=run.resumed_from,
+        steps=steps,
+        latents_sha256=report.gated.latents_sha256 if report is not None else None,
+        vanilla_latents_sha256=(
+            report.vanilla.latents_sha256
+            if report is not None and report.vanilla is not None
+            else None
+        ),
+    )
+    return summary, detail_lines(facts)

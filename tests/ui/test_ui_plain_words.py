@@ -1,0 +1,142 @@
+"""The plain summary line: every band reachable, its edges where the constants say, the speedup
+never worded here, and the bands' basis (the committed by-eye sheet) consistent with them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.ui.plain_words import (
+    LOCAL_VISIBLE,
+    SSIM_A_LITTLE,
+    SSIM_NOTICEABLY,
+    SSIM_VERY_LITTLE,
+    Change,
+    DetailFacts,
+    detail_lines,
+    local_max,
+    picture_change,
+    run_summary,
+    short_summary,
+)
+
+BANDS_FILE = Path(__file__).parents[2] / "lab" / "ui" / "results" / "summary-bands.json"
+
+
+@pytest.mark.parametrize(
+    ("ssim", "local", "band"),
+    [
+        (1.0, 0.0, Change.none),
+        (1.0, None, Change.none),
+        (SSIM_VERY_LITTLE, 10.0, Change.very_little),
+        (0.999, LOCAL_VISIBLE, Change.very_little),  # at the edge: not above it
+        (0.999, LOCAL_VISIBLE + 1, Change.a_little),  # one visible spot
+        (np.nextafter(SSIM_VERY_LITTLE, 0), 10.0, Change.a_little),
+        (SSIM_A_LITTLE, 200.0, Change.a_little),
+        (np.nextafter(SSIM_A_LITTLE, 0), 10.0, Change.noticeably),
+        (SSIM_NOTICEABLY, None, Change.noticeably),
+        (np.nextafter(SSIM_NOTICEABLY, 0), None, Change.a_lot),
+        (0.2, 255.0, Change.a_lot),
+    ],
+)
+def test_every_band_is_reachable_at_its_edges(
+    ssim: float, local: float | None, band: Change
+) -> None:
+    assert picture_change(float(ssim), local) is band
+
+
+def test_the_bands_are_ordered_and_inside_ssims_range() -> None:
+    assert 0.0 < SSIM_NOTICEABLY < SSIM_A_LITTLE < SSIM_VERY_LITTLE < 1.0
+    assert 0.0 < LOCAL_VISIBLE < 255.0
+
+
+def test_summary_reads_like_the_issue_says() -> None:
+    assert (
+        run_summary(10, 28, 0.995, 12.0)
+        == "TeaCache reused 10 of 28 steps; the picture changed very little"
+    )
+    assert run_summary(0, 28, 1.0, 0.0) == (
+        "TeaCache reused none of the 28 steps; the picture is identical"
+    )
+    assert run_summary(24, 28, 0.5, 200.0).endswith("the picture changed a lot")
+    assert run_summary(10, 28, 0.99, LOCAL_VISIBLE + 10) == (
+        "TeaCache reused 10 of 28 steps; the picture changed very little overall, "
+        "but one spot changed visibly"
+    )
+    assert "no picture without TeaCache" in run_summary(3, 8, None)
+    assert run_summary(None, 28, 0.9) == ""
+
+
+def test_the_short_form_keeps_the_counts_and_the_band() -> None:
+    assert short_summary(run_summary(10, 28, 0.995, 12.0)) == (
+        "10 of 28 steps reused; changed very little"
+    )
+    assert short_summary(run_summary(0, 28, 1.0, 0.0)) == "none of the 28 steps reused; identical"
+    assert short_summary(run_summary(10, 28, 0.99, LOCAL_VISIBLE + 1)) == (
+        "10 of 28 steps reused; changed very little, but one spot changed visibly"
+    )
+
+
+def test_summary_never_words_the_speedup() -> None:
+    # The speedup card keeps its honesty label (measured / estimate …); plain words stay off it.
+    for ssim in (1.0, 0.99, 0.96, 0.9, 0.5):
+        text = run_summary(5, 28, ssim, 30.0).lower()
+        assert not any(w in text for w in ("faster", "speed", "×", "estimate", "measured"))
+
+
+def test_local_max_is_the_difference_views_maximum() -> None:
+    diff = np.zeros((4, 4), dtype=np.float32)
+    diff[2, 1] = 77.0
+    assert local_max(diff) == 77.0
+    assert local_max(None) is None
+    assert local_max(np.zeros((0, 0), dtype=np.float32)) is None
+
+
+def test_detail_lines_hold_the_technical_figures() -> None:
+    lines = detail_lines(
+        DetailFacts(
+            ssim=0.98765,
+            local_max=50.0,
+            max_abs_diff=0.0123,
+            threshold=0.1,
+            coefficients=(1.0, -2.0, 0.5, 0.25, 0.01),
+            calibrated_range=(0.03, 0.2),
+            calibration="fit on 12 prompts. Fit quality: R² 0.42.",
+            resumed_from=4,
+            steps=28,
+            latents_sha256="ab" * 32,
+            vanilla_latents_sha256="cd" * 32,
+        )
+    )
+    text = "\n".join(lines)
+    assert "SSIM against vanilla: 0.9877" in text
+    assert "50/255" in text
+    assert "0.0123" in text
+    assert "R² 0.42" in text
+    assert "1·x^4 + -2·x^3 + 0.5·x^2 + 0.25·x^1 + 0.01" in text
+    assert "0.03 – 0.2" in text
+    assert "resumed from step 5" in text
+    assert "ab" * 32 in text and "cd" * 32 in text
+    assert detail_lines(DetailFacts()) == []
+    everything_replayed = detail_lines(DetailFacts(resumed_from=28, steps=28))
+    assert everything_replayed == ["Resume: every step replayed from vanilla (nothing skipped)"]
+
+
+def test_the_committed_sheet_agrees_with_the_bands() -> None:
+    """The bands' basis: each run on the by-eye sheet lands in the band its summary says, and the
+    sheet covers every band but "none" and the local-spot override (noted beside the constant)."""
+    runs = json.loads(BANDS_FILE.read_text())["runs"]
+    assert len(runs) == 15
+    seen = set()
+    for run in runs:
+        band = picture_change(run["ssim"], run["local_max"])
+        assert run["band"] == band.name
+        assert run["summary"] == run_summary(run["skipped"], 28, run["ssim"], run["local_max"])
+        assert run["skipped"] > 0  # engagement: every run on the sheet skipped steps
+        seen.add(band)
+    assert seen == {Change.very_little, Change.a_little, Change.noticeably, Change.a_lot}
+    high = [r for r in runs if r["ssim"] >= SSIM_VERY_LITTLE]
+    assert high and max(r["local_max"] for r in high) <= LOCAL_VISIBLE

@@ -1,0 +1,69 @@
+"""The plain summary line after a run and the "Details" disclosure: collapsed by default, the
+technical figures only inside it, and its state remembered in the typed settings."""
+
+from __future__ import annotations
+
+from pytestqt.qtbot import QtBot
+from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
+
+from app.storage.settings import SettingsStore
+from app.ui.plain_words import CHANGE_WORDS, local_max, picture_change, short_summary
+from app.ui.viewmodel import RunStatus
+from tests.fakes.engine import FakeEngine
+
+TECHNICAL = ("SSIM", "R²", "rel-L1", "SHA-256", "Polynomial", "sigma")
+
+
+def test_summary_line_speaks_plainly_after_a_run(qtbot: QtBot, make_window: WindowFactory) -> None:
+    window = make_window(FakeEngine())
+    details = window.run_details
+    assert details.summary.full_text() == ""  # nothing to say before a run
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    r = window.run
+    steps = r.request.steps if r.request is not None else 0
+    assert r.skips is not None and r.skips > 0  # engagement: the run skipped steps
+    assert r.ssim is not None
+    summary = details.summary.full_text()
+    # Shown whole where it fits, else the short form (elided only where even that does not fit).
+    shown = details.summary.text()
+    assert shown in (summary, short_summary(summary)) or shown.endswith("…")
+    band = picture_change(r.ssim, local_max(r.difference))
+    assert summary.startswith(f"TeaCache reused {r.skips} of {steps} steps; ")
+    assert summary.endswith(CHANGE_WORDS[band]) or "one spot changed visibly" in summary
+    assert details.summary.isVisible()
+    assert not any(word in summary for word in TECHNICAL)
+    # The speedup keeps its exact honesty label; the plain line does not replace it.
+    assert window.compare.speedup_card.note.text() == r.speedup_label
+
+
+def test_details_hide_the_figures_until_opened_and_are_remembered(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    assert SettingsStore().load().details_expanded is False
+    window = make_window(FakeEngine())
+    details = window.run_details
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    figures = details.figures.text()
+    assert f"SSIM against vanilla: {window.run.ssim:.4f}" in figures
+    assert "Polynomial:" in figures and "Calibration:" in figures and "R²" in figures
+    assert "SHA-256" not in figures  # the fake engine's report carries no digest
+    assert not details.expanded and not details.figures_shown()  # collapsed by default
+
+    with qtbot.waitSignal(details.expanded_changed, timeout=SIGNAL_TIMEOUT_MS) as opened:
+        details.toggle.click()
+    assert opened.args == [True]
+    qtbot.waitUntil(details.figures_shown, timeout=SIGNAL_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: details.figures.height() > 0 and details.figures.isVisible(),
+        timeout=SIGNAL_TIMEOUT_MS,
+    )
+    assert SettingsStore().load().details_expanded is True
+
+    again = make_window(FakeEngine())  # a new window opens it as the user left it
+    assert again.run_details.expanded and again.run_details.figures_shown()
+
+    with qtbot.waitSignal(again.run_details.expanded_changed, timeout=SIGNAL_TIMEOUT_MS) as shut:
+        again.run_details.toggle.click()
+    assert shut.args == [False]
+    qtbot.waitUntil(lambda: not again.run_details.figures_shown(), timeout=SIGNAL_TIMEOUT_MS)
+    assert SettingsStore().load().details_expanded is False
