@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,12 @@ class GateLifecycle:
         self.active = False
         self.gate.release()
 
+
+# mflux's loop asks every in-loop callback's signature on every step (does it take
+# ``denoised``?); a stored signature spares re-parsing ours each step.
+GateLifecycle.call_in_loop.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    GateLifecycle.call_in_loop
+)
 
 _MISSING = object()
 

@@ -60,7 +60,10 @@ def record_and_replay(
     wrap what it returns. FLUX.1 and Qwen-Image call the transformer (whose class the adapter
     swapped): layer one more subclass whose ``__call__`` records or replays. Either way every
     recorded output is exactly what mflux's loop received, so replaying rebuilds vanilla's
-    latents bit for bit."""
+    latents bit for bit. With nothing to record or replay (a gated pass that is not resumed) no
+    seam is installed: the transformer call stays the adapter's, one Python layer fewer a step."""
+    if sink is None and replay is None:
+        return lambda: None
     factory = pipeline.__dict__.get("_predict")
     if factory is not None:
 

@@ -103,15 +103,22 @@ def config(**overrides: Any) -> BenchConfig:
     return BenchConfig(**values)
 
 
-def test_plan_is_rep_outer() -> None:
-    assert plan_chunks(2) == [
+def test_plan_is_rep_outer_alternating_direction() -> None:
+    assert plan_chunks(3) == [
         (0, "vanilla"),
         (0, "gate_off"),
         (0, "gated"),
-        (1, "vanilla"),
-        (1, "gate_off"),
         (1, "gated"),
+        (1, "gate_off"),
+        (1, "vanilla"),
+        (2, "vanilla"),
+        (2, "gate_off"),
+        (2, "gated"),
     ]
+    # Two repetitions: vanilla runs once before and once after gate_off.
+    order = [condition for _, condition in plan_chunks(2)]
+    assert order.index("vanilla") < order.index("gate_off")
+    assert order[::-1].index("vanilla") < order[::-1].index("gate_off")
 
 
 def test_runs_in_rep_outer_order_and_writes_report(tmp_path: Path) -> None:

@@ -7,7 +7,11 @@
 #
 # On the device (MLX CUDA installed as /work/shared/device/README.md says), from the repo root:
 #   export PYTHONPATH=/opt/mlxsite:$PWD && bash lab/bench/device/issue17.sh CASE...
-# Cases: flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024 (none given: all five).
+# Cases: flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024 (none given: all five), and
+# profile-skip (lab/bench/device/profile_skip.py: the parts of a skipped step in isolation and
+# inside mflux's loop, FLUX.2 Klein 4B 1024² and 512², Z-Image 1024²; writes $OUT/profile-skip.json).
+# Conditions run rep-outer in alternating direction (vanilla, gate_off, gated, then gated,
+# gate_off, vanilla, ...), so gate_off no longer always runs right after vanilla.
 # Per-case overrides: REPS_<case> / STEPS_<case> / WARMUP_STEPS_<case> (case with - → _), e.g.
 #   REPS_qwen_1024=1 STEPS_flux1_1024=10.
 # Resume a case cut off by a call's time limit: carry its .chunks folder back in and set
@@ -39,17 +43,19 @@ cases=("$@")
 #   flux2-1024   74 ms/step,  3 reps -> 9 processes ~ 1.5 min + JIT ~1.5 min  = ~3 min
 #   flux2-512    ~25 ms/step, 2 reps -> 6 processes ~ 0.8 min + JIT           = ~1 min
 #   z-image-1024 256 ms/step (CFG), 2 reps -> 6 processes ~ 1.5 min + JIT     = ~2.5-3 min
-#   flux1-1024   517 ms/step, 2 reps -> 6 processes ~ 2.3 min + JIT           = ~2.5 min
-#   qwen-1024    ~1.7 s/step (2 CFG calls of 60 blocks: extrapolated from FLUX.1's FLOPs,
-#                never measured), 1 rep -> 3 processes ~ 2.6 min + JIT        = ~3 min
-# To fit less time: REPS_flux1_1024=1, STEPS_qwen_1024=10 (each saves ~1-1.5 min).
+#   flux1-1024   460 ms/step, 2 reps -> 6 processes ~ 2.1 min + JIT           = ~2.5 min
+#   qwen-1024    1.2 s/step (measured), 2 reps -> 6 processes ~ 3.4 min + JIT  = ~4 min
+#                (STEPS_qwen_1024=10: ~2.5 min)
+#   profile-skip 30 timed calls per part + two 12-step generations per row    = ~2 min
+# (The committed H200 runs: 18.5 s per FLUX.2 1024² process, 8.5 s at 512², 21 s Z-Image, 21 s
+# FLUX.1 dev, 34 s Qwen-Image at 20 steps.)
 plan() {
   case "$1" in
     flux2-1024) echo "flux2-klein-4b 1024x1024 20 3 4" ;;
     flux2-512) echo "flux2-klein-4b 512x512 20 2 4" ;;
     z-image-1024) echo "z-image 1024x1024 20 2 4" ;;
     flux1-1024) echo "flux1-dev 1024x1024 20 2 4" ;;
-    qwen-1024) echo "qwen-image 1024x1024 20 1 4" ;;
+    qwen-1024) echo "qwen-image 1024x1024 20 2 4" ;;
     *) echo "unknown case $1" >&2; return 1 ;;
   esac
 }
@@ -62,6 +68,17 @@ plan() {
 } | tee -a "$OUT/issue17-plan.txt"
 
 for name in "${cases[@]}"; do
+  if [ "$name" = profile-skip ]; then
+    echo "== profile-skip" | tee -a "$OUT/issue17-plan.txt"
+    started=$(date +%s)
+    status=0
+    TINY=$TINY "$PY" lab/bench/device/profile_skip.py "$OUT/profile-skip.json" \
+      >"$OUT/profile-skip.stdout" 2>"$OUT/profile-skip.stderr" || status=$?
+    echo "== profile-skip: exit $status after $(( $(date +%s) - started )) s" | tee -a "$OUT/issue17-plan.txt"
+    grep -v "it/s\|s/it" "$OUT/profile-skip.stdout" || true
+    tail -n 3 "$OUT/profile-skip.stderr" || true
+    continue
+  fi
   read -r variant size steps reps warm <<<"$(plan "$name")"
   key=${name//-/_}
   steps=$(eval echo "\${STEPS_$key:-$steps}")
