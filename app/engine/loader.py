@@ -102,6 +102,11 @@ def weights_fit(variant: Variant, quantize: int | None, have_gb: float) -> bool:
     return variant.weights_gb(quantize) + OS_FLOOR_GB <= have_gb
 
 
+def _gb(have_gb: float) -> str:
+    """A machine's memory as people say it: 16, or 10.5 where it is not whole."""
+    return f"{round(have_gb, 1):g}"
+
+
 def _choices() -> list[int | None]:
     return [None, *sorted(QUANTIZE_LEVELS, reverse=True)]
 
@@ -170,7 +175,7 @@ def check_memory(
     raise NotEnoughMemoryError(
         f"{variant.display_name} at {quantize_label(quantize)} cannot load on this machine: its "
         f"weights alone need {variant.weights_gb(quantize):.1f} GB plus {OS_FLOOR_GB} GB for "
-        f"macOS and the app, and it has {have_gb:.0f} GB; {advice}"
+        f"macOS and the app, and it has {_gb(have_gb)} GB; {advice}"
     )
 
 
@@ -195,10 +200,10 @@ def memory_warning(
     else:
         fix_peak = variant.memory_estimate_gb(fix, size)
         verdict = "would fit" if fix_peak <= have_gb else "needs less"
-        advice = f" {fix}-bit quantization (up to {fix_peak:.0f} GB) {verdict}."
+        advice = f" {fix}-bit quantization (up to {fix_peak:.1f} GB) {verdict}."
     return (
         f"{variant.display_name} at {quantize_label(quantize)} at {width} × {height} may need up "
-        f"to {peak:.0f} GB and this machine has {have_gb:.0f} GB: that figure is an upper bound "
+        f"to {peak:.1f} GB and this machine has {_gb(have_gb)} GB: that figure is an upper bound "
         "measured with MLX on CUDA, so macOS may swap or the run may stop with an out-of-memory "
         f"message.{advice}"
     )

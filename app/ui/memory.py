@@ -93,7 +93,8 @@ def memory_notice(
     variant: Variant, quantize: int | None, size: tuple[int, int], memory_bytes: int | None
 ) -> Notice | None:
     """Before Generate: the load check's refusal (red) where the weights cannot fit, or its
-    warning (yellow) where only the estimated peak is over; "Use N-bit" where a lower level helps."""
+    warning (yellow) where only the estimated peak is over; "Use N-bit" where a lower level
+    helps."""
     if variant.embedded or memory_bytes is None:
         return None
     have = memory_bytes / 1024**3

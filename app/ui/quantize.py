@@ -31,8 +31,8 @@ class QuantizeControl(QWidget):
         self.combo.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.combo.setToolTip(
             "Quantized weights need less memory and lose a little quality. Estimates of the peak "
-            "memory at the chosen size, an upper bound measured with MLX on CUDA: \"may not "
-            "fit\" can still run (macOS may swap); \"cannot load\": the weights alone are too "
+            'memory at the chosen size, an upper bound measured with MLX on CUDA: "may not '
+            'fit" can still run (macOS may swap); "cannot load": the weights alone are too '
             "big. mflux quantizes in groups of 64 weights."
         )
         self.machine = QLabel()

@@ -161,8 +161,8 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
 # peak_memory_bytes minus runs[0].load_peak_memory_bytes; tests/variants/test_memory_estimate.py
 # re-derives them; GB here is 2**30 bytes, as in the memory check). Scaled linearly with the pixel
 # count: at 512 × 512 Klein 4B measured 3.2 GB where a quarter of 14.8 is 3.7, so it errs high.
-# MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be the
-# VAE decode at full resolution or CUDA's allocator, not the transformer; Apple silicon may need less.
+# MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be
+# the VAE decode at full resolution or CUDA's allocator, not the transformer; a Mac may need less.
 ACTIVATION_GB_PER_MEGAPIXEL: dict[Family, float] = {
     Family.flux1: 6.3,  # FLUX.1 dev
     Family.flux2: 14.8,  # Klein 4B (the 9B has wider blocks: likely more)

@@ -109,9 +109,9 @@ def test_weights_are_parameters_times_bytes_per_weight() -> None:
 def test_a_peak_over_memory_with_weights_that_fit_is_a_warning_with_the_fix() -> None:
     warning = loader.memory_warning(DEV, None, memory_bytes=36 * GB)
     assert warning == (
-        "FLUX.1 dev at full precision at 1024 × 1024 may need up to 38 GB and this machine has "
+        "FLUX.1 dev at full precision at 1024 × 1024 may need up to 37.6 GB and this machine has "
         "36 GB: that figure is an upper bound measured with MLX on CUDA, so macOS may swap or the "
-        "run may stop with an out-of-memory message. 8-bit quantization (up to 23 GB) would fit."
+        "run may stop with an out-of-memory message. 8-bit quantization (up to 22.9 GB) would fit."
     )
     assert loader.memory_warning(DEV, None, memory_bytes=64 * GB) is None  # fits
     assert loader.memory_warning(DEV, None, memory_bytes=24 * GB) is None  # refused instead
@@ -119,8 +119,8 @@ def test_a_peak_over_memory_with_weights_that_fit_is_a_warning_with_the_fix() ->
     # where no level's upper bound fits: the fix is the default rule's level, not one bit less.
     assert loader.memory_warning(DEV, 8, memory_bytes=24 * GB, size=(512, 512)) is None
     large = loader.memory_warning(DEV, 8, memory_bytes=24 * GB, size=(2048, 2048))
-    assert large is not None and "at 2048 × 2048 may need up to 42 GB" in large
-    assert large.endswith("3-bit quantization (up to 32 GB) needs less.")
+    assert large is not None and "at 2048 × 2048 may need up to 41.8 GB" in large
+    assert large.endswith("3-bit quantization (up to 32.0 GB) needs less.")
     # FLUX.2 Klein 4B on a 16 GB Mac at its default (6-bit): allowed, warned, no lower level helps.
     klein = get_variant("flux2-klein-4b")
     assert loader.default_quantize(klein, memory_bytes=16 * GB) == 6

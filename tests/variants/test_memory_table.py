@@ -51,9 +51,10 @@ def test_each_row_is_the_estimates_and_the_window_default_per_mac() -> None:
     levels = [None, 8, 6, 5, 4, 3]
     for variant in real:
         cells = rows[variant.display_name].strip("| ").split(" | ")
+        low = [variant.realistic_memory_gb(q, SIZE) for q in levels]
+        high = [variant.memory_estimate_gb(q, SIZE) for q in levels]
         assert cells[1 : 1 + len(levels)] == [
-            f"{variant.realistic_memory_gb(q, SIZE):.0f}–{variant.memory_estimate_gb(q, SIZE):.0f} GB"
-            for q in levels
+            f"{a:.0f}–{b:.0f} GB" for a, b in zip(low, high, strict=True)
         ]
         assert cells[-len(MAC_MEMORY_GB) :] == [best_fit(variant, m) for m in MAC_MEMORY_GB]
         for memory_gb in MAC_MEMORY_GB:
