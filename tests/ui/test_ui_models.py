@@ -273,3 +273,26 @@ def test_history_and_png_metadata_carry_the_quantization_and_the_folder(tmp_path
     assert (reopened.variant_id, reopened.quantize) == (variant_id, 4)
     assert reopened.model_path == str(folder.resolve())
     assert reopened.vanilla_key() == link.submitted[-1].vanilla_key()
+
+
+def test_the_window_shows_the_refusal_in_red_and_the_warning_in_yellow_with_its_fix(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window()
+    window.form.memory_bytes = 24 * GB  # given, not probed
+    window.form.select_variant("flux1-dev")
+    window.form.quantize = None  # 31.3 GB of weights: cannot load
+    banner = window.banners.banner(MEMORY_NOTICE)
+    assert banner is not None and banner.notice.kind is NoticeKind.error
+    assert banner.title.text() == "Cannot load" and "Traceback" not in banner.notice.message
+    window.form.memory_bytes = 36 * GB
+    window.form.quantize = 8
+    window.form.quantize = None  # the weights fit 36 GB; the 37.6 GB upper bound does not
+    banner = window.banners.banner(MEMORY_NOTICE)
+    assert banner is not None and banner.notice.kind is NoticeKind.warning
+    assert banner.title.text() == "May run out of memory"
+    (button,) = banner.action_buttons
+    assert button.text() == "Use 8-bit"
+    button.click()
+    assert window.form.quantize == 8
+    assert window.banners.banner(MEMORY_NOTICE) is None
