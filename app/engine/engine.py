@@ -53,7 +53,7 @@ from app.engine.events import (
     StepDone,
     StepPreview,
 )
-from app.engine.loader import load_pipeline
+from app.engine.loader import MEMORY_WARNING, load_pipeline, memory_warning
 from app.engine.notices import engagement_warning
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
@@ -226,6 +226,10 @@ class Engine:
         variant = request.variant
         for warning in schedule_warnings(variant, request):
             emit(replace(warning, run_id=run_id))
+        if self._loader is default_loader:  # real weights: where the peak estimate is over
+            size = (request.width, request.height)
+            if (memory := memory_warning(variant, request.quantize, size=size)) is not None:
+                emit(RunWarning(run_id, MEMORY_WARNING, memory))
         pipeline = self.pipeline(variant, request, emit, cancel)
         if cancel.is_set():
             raise Cancelled

@@ -3,8 +3,9 @@
 The model is built by mflux's constructor (``Flux1``, ``Flux2Klein``, ``ZImage``, ``QwenImage``)
 from a local folder, so everything mflux does on load — weight mapping, quantization, tokenizers —
 is mflux's. The folder comes from ``app.variants.weights`` (download, verification). What this
-module adds: an estimate of the memory this variant needs at this quantization against the
-machine's physical memory before loading, and one ``LoadError`` sentence for whatever mflux raises.
+module adds: the memory check before loading (refused only where the weights alone cannot fit;
+``memory_warning`` where the estimated peak, an upper bound, is over the machine's memory), and
+one ``LoadError`` sentence for whatever mflux raises.
 """
 
 from __future__ import annotations
@@ -81,30 +82,77 @@ def physical_memory_bytes() -> int | None:
     return int(pages) * int(page_size)
 
 
-# A choice fits "with headroom" when its estimate leaves this share of the machine's memory to
-# macOS and the other apps: the window's default quantization is the most precise such choice.
+# A choice fits "with headroom" when its realistic need (``Variant.realistic_memory_gb``) leaves
+# this share of the machine's memory to macOS and the other apps: the window's default
+# quantization is the most precise such choice.
 HEADROOM_SHARE = 0.15
+# What macOS, the app and its window need beside the weights: loading is refused only when the
+# weights alone plus this floor exceed physical memory (that cannot work); above the estimate of
+# the peak, which is an upper bound, the run goes ahead with a warning.
+OS_FLOOR_GB = 1.5
+MEMORY_WARNING = "memory"  # the RunWarning kind of ``memory_warning``
 
 
 def fits_with_headroom(need_gb: float, have_gb: float) -> bool:
     return need_gb <= have_gb * (1 - HEADROOM_SHARE)
 
 
+def weights_fit(variant: Variant, quantize: int | None, have_gb: float) -> bool:
+    """The weights at ``quantize`` plus ``OS_FLOOR_GB`` fit in ``have_gb``: loading can work."""
+    return variant.weights_gb(quantize) + OS_FLOOR_GB <= have_gb
+
+
+def _gb(have_gb: float) -> str:
+    """A machine's memory as people say it: 16, or 10.5 where it is not whole."""
+    return f"{round(have_gb, 1):g}"
+
+
+def _choices() -> list[int | None]:
+    return [None, *sorted(QUANTIZE_LEVELS, reverse=True)]
+
+
+def _have_gb(memory_bytes: int | None) -> float | None:
+    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
+    return None if memory is None else memory / 1024**3
+
+
 def default_quantize(
     variant: Variant, size: tuple[int, int] | None = None, memory_bytes: int | None = None
 ) -> int | None:
-    """The most precise choice (full precision, then 8, 6, 5, 4, 3 bits) whose estimate at
-    ``size`` fits this machine with headroom; the smallest where none does; None where the
-    machine's memory is unknown or the variant is embedded."""
-    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
-    if memory is None or variant.embedded:
+    """The most precise choice (full precision, then 8, 6, 5, 4, 3 bits) whose weights plus the
+    realistic working memory at ``size`` fit this machine with headroom; the smallest where none
+    does; None where the machine's memory is unknown or the variant is embedded."""
+    have_gb = _have_gb(memory_bytes)
+    if have_gb is None or variant.embedded:
         return None
-    have_gb = memory / 1024**3
-    choices: list[int | None] = [None, *sorted(QUANTIZE_LEVELS, reverse=True)]
+    choices = _choices()
     for quantize in choices:
-        if fits_with_headroom(variant.memory_estimate_gb(quantize, size), have_gb):
+        if fits_with_headroom(variant.realistic_memory_gb(quantize, size), have_gb):
             return quantize
     return choices[-1]
+
+
+def lower_quantize(
+    variant: Variant,
+    quantize: int | None,
+    size: tuple[int, int] | None,
+    have_gb: float,
+    *,
+    refused: bool,
+) -> int | None:
+    """The fix to offer: the most precise level below ``quantize`` whose estimated peak (the
+    upper bound) fits; else, for a refusal, the most precise lower one whose weights fit, and for
+    a warning, the default rule's level where it is lower (no chain of "use one bit less");
+    None where none is."""
+    lower = [q for q in QUANTIZE_LEVELS if quantize is None or q < quantize]
+    loadable = sorted((q for q in lower if weights_fit(variant, q, have_gb)), reverse=True)
+    safe = [q for q in loadable if variant.memory_estimate_gb(q, size) <= have_gb]
+    if safe:
+        return safe[0]
+    if refused:
+        return loadable[0] if loadable else None
+    default = default_quantize(variant, size, int(have_gb * 1024**3))
+    return default if default in loadable else None
 
 
 def check_memory(
@@ -113,27 +161,51 @@ def check_memory(
     memory_bytes: int | None = None,
     size: tuple[int, int] | None = None,
 ) -> None:
-    """Refuse before loading when the estimate at ``size`` exceeds physical memory; name the most
-    precise quantization that fits."""
-    memory = physical_memory_bytes() if memory_bytes is None else memory_bytes
-    if memory is None:
+    """Refuse before loading only when the weights at ``quantize`` plus ``OS_FLOOR_GB`` exceed
+    physical memory (that cannot work), naming the quantization to choose instead."""
+    have_gb = _have_gb(memory_bytes)
+    if have_gb is None or variant.embedded or weights_fit(variant, quantize, have_gb):
         return
-    have_gb = memory / 1024**3
-    need_gb = variant.memory_estimate_gb(quantize, size)
-    if need_gb <= have_gb:
-        return
-    lower = sorted((q for q in QUANTIZE_LEVELS if quantize is None or q < quantize), reverse=True)
-    fits = [q for q in lower if variant.memory_estimate_gb(q, size) <= have_gb]
-    where = "" if size is None else f" at {size[0]} × {size[1]}"
+    fix = lower_quantize(variant, quantize, size, have_gb, refused=True)
     advice = (
-        f"choose {fits[0]}-bit quantization (about "
-        f"{variant.memory_estimate_gb(fits[0], size):.0f} GB)"
-        if fits
-        else "no quantization fits: choose a smaller variant or size"
+        f"choose {fix}-bit quantization ({variant.weights_gb(fix):.1f} GB of weights)"
+        if fix is not None
+        else "no quantization fits: choose a smaller variant"
     )
     raise NotEnoughMemoryError(
-        f"{variant.display_name} at {quantize_label(quantize)}{where} needs about {need_gb:.0f} GB "
-        f"of memory and this machine has {have_gb:.0f} GB; {advice}"
+        f"{variant.display_name} at {quantize_label(quantize)} cannot load on this machine: its "
+        f"weights alone need {variant.weights_gb(quantize):.1f} GB plus {OS_FLOOR_GB} GB for "
+        f"macOS and the app, and it has {_gb(have_gb)} GB; {advice}"
+    )
+
+
+def memory_warning(
+    variant: Variant,
+    quantize: int | None,
+    memory_bytes: int | None = None,
+    size: tuple[int, int] | None = None,
+) -> str | None:
+    """Where the weights fit but the estimated peak at ``size`` (an upper bound) exceeds physical
+    memory: the sentence to warn with (the run is allowed); None otherwise."""
+    have_gb = _have_gb(memory_bytes)
+    if have_gb is None or variant.embedded or not weights_fit(variant, quantize, have_gb):
+        return None
+    peak = variant.memory_estimate_gb(quantize, size)
+    if peak <= have_gb:
+        return None
+    width, height = size if size is not None else variant.default_size
+    fix = lower_quantize(variant, quantize, size, have_gb, refused=False)
+    if fix is None:
+        advice = " A smaller image needs less."
+    else:
+        fix_peak = variant.memory_estimate_gb(fix, size)
+        verdict = "would fit" if fix_peak <= have_gb else "needs less"
+        advice = f" {fix}-bit quantization (up to {fix_peak:.1f} GB) {verdict}."
+    return (
+        f"{variant.display_name} at {quantize_label(quantize)} at {width} × {height} may need up "
+        f"to {peak:.1f} GB and this machine has {_gb(have_gb)} GB: that figure is an upper bound "
+        "measured with MLX on CUDA, so macOS may swap or the run may stop with an out-of-memory "
+        f"message.{advice}"
     )
 
 
@@ -223,4 +295,3 @@ def load_pipeline(
         raise ModelLoadError(
             f"mflux could not load {variant.display_name} from {root}: {reason}"
         ) from None
-

@@ -1,5 +1,6 @@
 """The quantization picker: mflux's levels, each with its estimated peak memory at the chosen
-size, the ones that do not fit marked, and this machine's memory beside them."""
+size (an upper bound), the ones that may not fit or cannot load marked, and this machine's memory
+beside them."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.ui.memory import QuantizeChoice, memory_label, quantize_choices
+from app.ui.memory import Fit, QuantizeChoice, memory_label, quantize_choices
 from app.ui.theme import mute, small_font
 from app.ui.viewmodel import FormModel
 
-NOT_FITTING = QColor("#c62828")
+FIT_COLOURS = {Fit.may_not_fit: QColor("#b26a00"), Fit.cannot_load: QColor("#c62828")}
 
 
 class QuantizeControl(QWidget):
@@ -30,7 +31,9 @@ class QuantizeControl(QWidget):
         self.combo.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.combo.setToolTip(
             "Quantized weights need less memory and lose a little quality. Estimates of the peak "
-            "memory at the chosen size; mflux quantizes in groups of 64 weights."
+            'memory at the chosen size, an upper bound measured with MLX on CUDA: "may not '
+            'fit" can still run (macOS may swap); "cannot load": the weights alone are too '
+            "big. mflux quantizes in groups of 64 weights."
         )
         self.machine = QLabel()
         self.machine.setFont(small_font(self.machine.font()))
@@ -50,9 +53,10 @@ class QuantizeControl(QWidget):
         self.combo.clear()
         for choice in choices:
             self.combo.addItem(choice.label, choice.quantize)
-            if not choice.fits:
+            if choice.fit in FIT_COLOURS:
                 index = self.combo.count() - 1
-                self.combo.setItemData(index, NOT_FITTING, Qt.ItemDataRole.ForegroundRole)
+                colour = FIT_COLOURS[choice.fit]
+                self.combo.setItemData(index, colour, Qt.ItemDataRole.ForegroundRole)
         index = next((i for i, c in enumerate(choices) if c.quantize == current), -1)
         self.combo.setCurrentIndex(index)
         self.combo.blockSignals(False)

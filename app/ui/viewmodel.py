@@ -28,7 +28,7 @@ from app.engine.events import (
     StepDone,
     StepPreview,
 )
-from app.engine.loader import physical_memory_bytes
+from app.engine.loader import MEMORY_WARNING, physical_memory_bytes
 from app.engine.report import RunReport
 from app.engine.request import (
     GUIDANCE_RANGE,
@@ -439,6 +439,8 @@ class RunModel(QObject):
             case PassFinished():
                 self._on_pass_finished(event)
             case RunWarning():
+                if event.kind == MEMORY_WARNING:
+                    return  # the memory banner says it before the run (app.ui.memory)
                 if event.kind in SCHEDULE_WARNING_KINDS:
                     # Folded into the schedule banner (with the numbers), not shown on its own.
                     self.engine_details = {**(self.engine_details or {}), **event.details}

@@ -91,30 +91,52 @@ class Variant:
             **overrides,  # type: ignore[arg-type]
         )
 
-    def memory_estimate_gb(
-        self, quantize: int | None = None, size: tuple[int, int] | None = None
-    ) -> float:
-        """Estimated peak memory in GB: the weights at ``quantize`` plus the working memory of one
-        generation at ``size`` (width, height; default: the variant's own size). An estimate:
-        its two parts and their basis are ``_BYTES_PER_PARAM`` and ``ACTIVATION_GB_PER_MEGAPIXEL``.
-        """
+    def weights_gb(self, quantize: int | None = None) -> float:
+        """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight
+        (``_BYTES_PER_PARAM``). Known, not estimated: what loading needs whatever the image."""
         if quantize not in _BYTES_PER_PARAM:
             raise ValueError(
                 f"quantize must be one of {', '.join(map(str, QUANTIZE_LEVELS))} or none, "
                 f"got {quantize!r}"
             )
         if self.embedded:
-            return 0.5
+            return 0.0
         if self.stored_quantize is not None:
             quantize = self.stored_quantize
+        return self.params_billion * 1e9 * _BYTES_PER_PARAM[quantize] / 1024**3
+
+    def working_gb(self, size: tuple[int, int] | None = None, *, upper: bool = True) -> float:
+        """Working memory of one generation at ``size`` (default: the variant's own size): the
+        upper bound measured on CUDA (``ACTIVATION_GB_PER_MEGAPIXEL``), or with ``upper=False``
+        the realistic figure the default quantization is chosen by (``REALISTIC_WORKING_SHARE``
+        of it). Never below ``MIN_WORKING_GB``."""
+        if self.embedded:
+            return 0.5
         width, height = size if size is not None else self.default_size
-        megapixels = width * height / 1024**2
-        working = max(ACTIVATION_GB_PER_MEGAPIXEL[self.family] * megapixels, MIN_WORKING_GB)
-        return round(self.params_billion * _BYTES_PER_PARAM[quantize] + working, 1)
+        share = 1.0 if upper else REALISTIC_WORKING_SHARE
+        per_megapixel = ACTIVATION_GB_PER_MEGAPIXEL[self.family] * share
+        return max(per_megapixel * width * height / 1024**2, MIN_WORKING_GB)
+
+    def memory_estimate_gb(
+        self, quantize: int | None = None, size: tuple[int, int] | None = None
+    ) -> float:
+        """Estimated peak memory in GB, an upper bound: the weights at ``quantize`` plus the
+        working memory of one generation at ``size`` as measured on CUDA (``working_gb``)."""
+        return round(self.weights_gb(quantize) + self.working_gb(size), 1)
+
+    def realistic_memory_gb(
+        self, quantize: int | None = None, size: tuple[int, int] | None = None
+    ) -> float:
+        """The weights plus the realistic working memory: what the default quantization fits."""
+        return round(self.weights_gb(quantize) + self.working_gb(size, upper=False), 1)
 
     def summary(self) -> dict[str, object]:
         data = asdict(self)
         data["family"] = self.family.value
+        data["weights_gb"] = {
+            quantize_label(q, short=True): round(self.weights_gb(q), 1)
+            for q in (None, *sorted(QUANTIZE_LEVELS, reverse=True))
+        }
         data["memory_gb"] = {
             quantize_label(q, short=True): self.memory_estimate_gb(q)
             for q in (None, *sorted(QUANTIZE_LEVELS, reverse=True))
@@ -139,7 +161,8 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
 # peak_memory_bytes minus runs[0].load_peak_memory_bytes; tests/variants/test_memory_estimate.py
 # re-derives them; GB here is 2**30 bytes, as in the memory check). Scaled linearly with the pixel
 # count: at 512 × 512 Klein 4B measured 3.2 GB where a quarter of 14.8 is 3.7, so it errs high.
-# MLX's CUDA backend is what was measured; Apple silicon's fused attention may need less.
+# MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be
+# the VAE decode at full resolution or CUDA's allocator, not the transformer; a Mac may need less.
 ACTIVATION_GB_PER_MEGAPIXEL: dict[Family, float] = {
     Family.flux1: 6.3,  # FLUX.1 dev
     Family.flux2: 14.8,  # Klein 4B (the 9B has wider blocks: likely more)
@@ -147,6 +170,12 @@ ACTIVATION_GB_PER_MEGAPIXEL: dict[Family, float] = {
     Family.qwen_image: 5.1,  # Qwen-Image
     Family.demo: 0.0,
 }
+# The working memory the default quantization is chosen by: half the CUDA measurement above. No
+# Apple-silicon measurement exists yet; the CUDA figure is a peak over the denoising loop and the
+# VAE decode at full resolution under MLX CUDA's allocator, and Black Forest Labs states FLUX.2
+# Klein 4B runs in about 13 GB of VRAM (if that is its 7.5 GB bf16 transformer plus working
+# memory, ~5.5 GB: about a third of 14.8), so half errs high without ruling out what users run.
+REALISTIC_WORKING_SHARE = 0.5
 MIN_WORKING_GB = 1.0  # tokenizers, latents, the decoded image and MLX's own buffers
 
 

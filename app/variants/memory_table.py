@@ -1,5 +1,6 @@
 """The README's "Models and memory" table, rendered from the app's own estimates
-(``Variant.memory_estimate_gb`` and the headroom rule of ``app.engine.loader``):
+(``Variant.realistic_memory_gb`` to ``Variant.memory_estimate_gb``, and the default rule and the
+load check of ``app.engine.loader``):
 ``teacache-studio variants --memory`` prints it; tests/variants/test_memory_table.py checks that
 README.md holds exactly this."""
 
@@ -22,15 +23,36 @@ def bits_label(quantize: int | None) -> str:
     return "16-bit" if quantize is None else f"{quantize}-bit"  # unquantized weights are bf16
 
 
-def best_fit(variant: Variant, memory_gb: int) -> str:
-    """The window's default on a Mac with ``memory_gb``: the most precise level that fits with
-    headroom, or "—" where none does."""
-    from app.engine.loader import fits_with_headroom
+MAY_SWAP = " (may swap)"
+LEGEND = (
+    "Estimated memory at 1024 × 1024: the weights (exact: parameters × bytes per weight) plus "
+    "working memory between half and all of what MLX's CUDA backend used on an H200 (the upper "
+    "bound). Per Mac: the quantization the window picks by default; *(may swap)*: its upper "
+    "bound is over that Mac's memory, so it may swap or stop with an out-of-memory message; "
+    "—: the weights alone do not fit (loading is refused)."
+)
 
-    for quantize in _levels():
-        if fits_with_headroom(variant.memory_estimate_gb(quantize, SIZE), memory_gb):
-            return bits_label(quantize)
-    return "—"
+
+def best_fit(variant: Variant, memory_gb: int) -> str:
+    """The window's default on a Mac with ``memory_gb`` (``default_quantize``), marked "(may
+    swap)" where its estimated peak, an upper bound, is over the Mac's memory; "—" only where
+    the default's weights themselves do not fit (the load check refuses)."""
+    from app.engine.loader import default_quantize, weights_fit
+
+    quantize = default_quantize(variant, SIZE, memory_gb * 1024**3)
+    if not weights_fit(variant, quantize, memory_gb):
+        return "—"
+    swap = variant.memory_estimate_gb(quantize, SIZE) > memory_gb
+    return bits_label(quantize) + (MAY_SWAP if swap else "")
+
+
+def estimate_cell(variant: Variant, quantize: int | None) -> str:
+    """The realistic figure and the upper bound: "34–38 GB"."""
+    low, high = (
+        variant.realistic_memory_gb(quantize, SIZE),
+        variant.memory_estimate_gb(quantize, SIZE),
+    )
+    return f"{low:.0f}–{high:.0f} GB"
 
 
 def memory_table() -> str:
@@ -42,10 +64,10 @@ def memory_table() -> str:
         if variant.embedded:
             continue
         cells = [variant.display_name]
-        cells += [f"{variant.memory_estimate_gb(q, SIZE):.0f} GB" for q in levels]
+        cells += [estimate_cell(variant, q) for q in levels]
         cells += [best_fit(variant, m) for m in MAC_MEMORY_GB]
         rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join([START_MARKER, *rows, END_MARKER])
+    return "\n".join([START_MARKER, *rows, "", LEGEND, END_MARKER])
 
 
 def readme_block(readme: str) -> str | None:

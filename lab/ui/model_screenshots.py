@@ -76,6 +76,15 @@ def main(argv: list[str] | None = None) -> int:
         path = args.out / f"quantize-{w}x{h}.png"
         window.grab().save(str(path))
         print(f"saved {path}", flush=True)
+    # The weights fit 36 GB, the estimated peak (an upper bound) does not: the yellow warning.
+    window.form.memory_bytes = 36 * GB
+    window.form.quantize = 8
+    window.form.quantize = None
+    for _ in range(20):
+        app.processEvents()
+    path = args.out / "memory-warning-1024x700.png"
+    window.grab().save(str(path))
+    print(f"saved {path}", flush=True)
     dialog = AddModelFolderDialog(window, str(folder))
     dialog.show()
     for _ in range(20):

@@ -78,39 +78,73 @@ def test_physical_memory_is_known_here() -> None:
     assert memory is not None and memory > 1 * GB
 
 
-def test_memory_check_refuses_with_what_would_fit() -> None:
+def test_memory_check_refuses_only_when_the_weights_cannot_fit() -> None:
+    # FLUX.1 dev's weights: 16.8e9 parameters × 2 bytes = 31.3 GB; its estimated peak at
+    # 1024 × 1024 (the CUDA upper bound) is 37.6 GB.
     loader.check_memory(DEV, 4, memory_bytes=64 * GB)  # fits: silent
+    loader.check_memory(DEV, None, memory_bytes=36 * GB)  # the peak is over, the weights fit
+    loader.check_memory(DEV, None, memory_bytes=33 * GB)  # 31.3 + the 1.5 GB floor = 32.8
+    # The image size never causes a refusal: at 4096 × 4096 the upper bound is 132 GB.
+    loader.check_memory(DEV, None, memory_bytes=33 * GB, size=(4096, 4096))
     with pytest.raises(loader.NotEnoughMemoryError) as refused:
-        loader.check_memory(DEV, None, memory_bytes=24 * GB)
-    message = str(refused.value)
-    # 16.8B parameters × 2 bytes + 6.3 GB of working memory at 1024 × 1024 ≈ 40 GB.
-    assert "FLUX.1 dev at full precision needs about 40 GB" in message
-    assert "this machine has 24 GB" in message
-    # 8-bit (16.8 × 1.0625 + 6.3 = 24.2) is over 24 GB: 6-bit (20.0) is the most precise fit.
-    assert "choose 6-bit quantization (about 20 GB)" in message
-    with pytest.raises(loader.NotEnoughMemoryError, match="no quantization fits"):
-        loader.check_memory(DEV, 4, memory_bytes=8 * GB)
+        loader.check_memory(DEV, None, memory_bytes=32 * GB)
+    assert str(refused.value) == (
+        "FLUX.1 dev at full precision cannot load on this machine: its weights alone need 31.3 GB "
+        "plus 1.5 GB for macOS and the app, and it has 32 GB; choose 8-bit quantization "
+        "(16.6 GB of weights)"
+    )
+    with pytest.raises(loader.NotEnoughMemoryError) as refused:
+        loader.check_memory(DEV, 4, memory_bytes=8 * GB)  # 3-bit: 6.8 + 1.5 = 8.3 GB
+    assert str(refused.value).endswith("no quantization fits: choose a smaller variant")
+    assert "\n" not in str(refused.value) and ". " not in str(refused.value)  # one sentence
 
 
-def test_memory_check_counts_the_image_size() -> None:
-    loader.check_memory(DEV, 8, memory_bytes=24 * GB, size=(512, 512))  # 17.9 + 1.6 GB = 19.4: fits
-    with pytest.raises(loader.NotEnoughMemoryError) as refused:
-        loader.check_memory(DEV, 8, memory_bytes=24 * GB, size=(2048, 2048))
-    assert "at 2048 × 2048 needs about 43 GB" in str(refused.value)
+def test_weights_are_parameters_times_bytes_per_weight() -> None:
+    assert DEV.weights_gb(None) == pytest.approx(16.8e9 * 2 / GB)
+    assert DEV.weights_gb(4) == pytest.approx(16.8e9 * (4 / 8 + 4 / 64) / GB)
+    need = DEV.weights_gb(4) + loader.OS_FLOOR_GB  # the weights plus the floor, nothing else
+    assert loader.weights_fit(DEV, 4, need) and not loader.weights_fit(DEV, 4, need - 0.01)
+
+
+def test_a_peak_over_memory_with_weights_that_fit_is_a_warning_with_the_fix() -> None:
+    warning = loader.memory_warning(DEV, None, memory_bytes=36 * GB)
+    assert warning == (
+        "FLUX.1 dev at full precision at 1024 × 1024 may need up to 37.6 GB and this machine has "
+        "36 GB: that figure is an upper bound measured with MLX on CUDA, so macOS may swap or the "
+        "run may stop with an out-of-memory message. 8-bit quantization (up to 22.9 GB) would fit."
+    )
+    assert loader.memory_warning(DEV, None, memory_bytes=64 * GB) is None  # fits
+    assert loader.memory_warning(DEV, None, memory_bytes=24 * GB) is None  # refused instead
+    # The size counts: 8-bit on 24 GB fits at 512 × 512 (18.2 GB) and not at 2048 × 2048 (41.8),
+    # where no level's upper bound fits: the fix is the default rule's level, not one bit less.
+    assert loader.memory_warning(DEV, 8, memory_bytes=24 * GB, size=(512, 512)) is None
+    large = loader.memory_warning(DEV, 8, memory_bytes=24 * GB, size=(2048, 2048))
+    assert large is not None and "at 2048 × 2048 may need up to 41.8 GB" in large
+    assert large.endswith("3-bit quantization (up to 32.0 GB) needs less.")
+    # FLUX.2 Klein 4B on a 16 GB Mac at its default (6-bit): allowed, warned, no lower level helps.
+    klein = get_variant("flux2-klein-4b")
+    assert loader.default_quantize(klein, memory_bytes=16 * GB) == 6
+    klein_warning = loader.memory_warning(klein, 6, memory_bytes=16 * GB)
+    assert klein_warning is not None and klein_warning.endswith(" A smaller image needs less.")
+    loader.check_memory(klein, 6, memory_bytes=16 * GB)  # not refused
 
 
 def test_every_mflux_level_is_accepted_and_the_default_leaves_headroom() -> None:
     from mflux.cli.defaults.defaults import QUANTIZE_CHOICES
 
     assert sorted(QUANTIZE_CHOICES) == list(loader.QUANTIZE_LEVELS)
-    # 64 GB: full precision (39.9 GB) leaves more than 15 % free.
+    # The default counts the weights plus half the CUDA working memory (3.15 GB at 1024 × 1024).
+    # 64 GB: full precision (34.4 GB) leaves more than 15 % free.
     assert loader.default_quantize(DEV, memory_bytes=64 * GB) is None
-    # 32 GB: 85 % is 27.2 GB; 8-bit needs 24.2 GB.
-    assert loader.default_quantize(DEV, memory_bytes=32 * GB) == 8
-    # 16 GB: 85 % is 13.6 GB; even 3-bit needs 13.7 GB: the smallest is offered.
-    assert loader.default_quantize(DEV, memory_bytes=16 * GB) == 3
-    # ... at 512 × 512 the working memory is a quarter: 5-bit needs 13.1 GB.
+    # 24 GB: 85 % is 20.4 GB; 8-bit needs 19.8 GB (its upper bound, 22.9, fits too).
+    assert loader.default_quantize(DEV, memory_bytes=24 * GB) == 8
+    # 16 GB: 85 % is 13.6 GB; 5-bit needs 13.9 GB, 4-bit 12.0.
+    assert loader.default_quantize(DEV, memory_bytes=16 * GB) == 4
+    # ... at 512 × 512 the working memory is the 1 GB floor: 5-bit needs 11.8 GB.
     assert loader.default_quantize(DEV, size=(512, 512), memory_bytes=16 * GB) == 5
+    # 8 GB: nothing fits with headroom: the smallest is offered (and the load check refuses it).
+    assert loader.default_quantize(DEV, memory_bytes=8 * GB) == 3
+    assert loader.default_quantize(get_variant("demo"), memory_bytes=8 * GB) is None
 
 
 def test_not_enough_memory_is_refused_before_any_download(hub: FakeHub, online: None) -> None:

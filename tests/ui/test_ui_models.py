@@ -8,16 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
 from ui_support import FakeModelStore, WindowFactory
 
+from app.engine.events import RunWarning
+from app.engine.loader import MEMORY_WARNING
 from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
-from app.ui.analysis import FixKind
-from app.ui.memory import MEMORY_NOTICE
+from app.ui.analysis import FixKind, NoticeKind
+from app.ui.memory import MEMORY_NOTICE, Fit
 from app.ui.model_folders import AddModelFolderDialog
-from app.ui.quantize import QuantizeControl, bind_quantize
+from app.ui.quantize import FIT_COLOURS, QuantizeControl, bind_quantize
 from app.ui.session import MODEL_FOLDER_NOTICE, Session
 from app.ui.viewmodel import FormModel, RunModel
 from app.variants import all_variants, get_variant
@@ -43,12 +46,13 @@ def make_session(tmp_path: Path, memory_gb: int) -> Session:
     )
 
 
-@pytest.mark.parametrize(("memory_gb", "expected"), [(64, None), (32, 8), (24, 6)])
+@pytest.mark.parametrize(("memory_gb", "expected"), [(64, None), (32, 8), (24, 8), (16, 4)])
 def test_the_default_is_the_most_precise_level_that_fits_with_headroom(
     tmp_path: Path, memory_gb: int, expected: int | None
 ) -> None:
-    # FLUX.1 dev at 1024 × 1024: 16-bit 39.9 GB, 8-bit 24.2, 6-bit 19.9; 85 % of 64/32/24 GB
-    # is 54.4/27.2/20.4 GB.
+    # FLUX.1 dev at 1024 × 1024, weights plus half the CUDA working memory: 16-bit 34.4 GB,
+    # 8-bit 19.8, 5-bit 13.9, 4-bit 12.0; 85 % of 64/32/24/16 GB is 54.4/27.2/20.4/13.6 GB.
+    # Each default's upper bound (37.6/22.9/22.9/15.1 GB) fits too: no banner.
     session = make_session(tmp_path, memory_gb)
     assert session.select_variant("flux1-dev")
     assert session.form.quantize == expected
@@ -58,14 +62,15 @@ def test_the_default_is_the_most_precise_level_that_fits_with_headroom(
     assert session.form.quantize is None  # nothing to quantize
 
 
-def test_the_memory_banner_offers_the_level_that_fits_and_its_fix_sets_it(
+def test_weights_that_cannot_fit_are_a_red_banner_whose_fix_sets_a_level_that_loads(
     tmp_path: Path,
 ) -> None:
     session = make_session(tmp_path, 24)
     session.select_variant("flux1-dev")
-    session.form.quantize = None
+    session.form.quantize = None  # 31.3 GB of weights on a 24 GB machine
     notice = session.memory_notice()
     assert notice is not None and notice.key == MEMORY_NOTICE
+    assert notice.kind is NoticeKind.error and notice.title == "Cannot load"
     assert notice in session.notices()
     session.dismiss(MEMORY_NOTICE)
     assert notice not in session.notices()
@@ -73,17 +78,59 @@ def test_the_memory_banner_offers_the_level_that_fits_and_its_fix_sets_it(
     session.select_variant("flux1-dev")  # a new selection shows it again
     session.form.quantize = None
     assert notice in session.notices()
-    assert notice.message.startswith("FLUX.1 dev at full precision at 1024 × 1024 needs about 40")
+    assert notice.message.startswith(
+        "FLUX.1 dev at full precision cannot load on this machine: its weights alone need 31.3 GB"
+    )
+    assert "\n" not in notice.message and ". " not in notice.message  # one sentence
     (action,) = notice.actions
-    assert action.label == "Use 6-bit" and action.fix.kind is FixKind.quantize
+    assert action.label == "Use 8-bit" and action.fix.kind is FixKind.quantize
     session.apply_fix(action.fix)
-    assert session.form.quantize == 6 and session.memory_notice() is None
+    assert session.form.quantize == 8 and session.memory_notice() is None
     assert session.generate() is not None
     link = session.engine
-    assert isinstance(link, FakeEngineLink) and link.submitted[-1].quantize == 6
-    # A larger size needs more: the banner follows the size.
+    assert isinstance(link, FakeEngineLink) and link.submitted[-1].quantize == 8
+    # A larger size needs more working memory: a warning now, never a refusal.
     session.form.size = (2048, 2048)
-    assert session.memory_notice() is not None
+    larger = session.memory_notice()
+    assert larger is not None and larger.kind is NoticeKind.warning
+
+
+def test_a_peak_over_memory_is_a_yellow_warning_with_the_fix_and_the_run_is_allowed(
+    tmp_path: Path,
+) -> None:
+    session = make_session(tmp_path, 36)
+    session.select_variant("flux1-dev")
+    session.form.quantize = None  # weights 31.3 GB fit; the upper bound, 37.6 GB, does not
+    notice = session.memory_notice()
+    assert notice is not None and notice.key == MEMORY_NOTICE
+    assert notice.kind is NoticeKind.warning and notice.title == "May run out of memory"
+    assert "upper bound measured with MLX on CUDA" in notice.message
+    assert "macOS may swap or the run may stop with an out-of-memory message" in notice.message
+    assert "Weights 31.3 GB (exact); working memory 3.1–6.3 GB" in notice.details
+    (action,) = notice.actions
+    assert action.label == "Use 8-bit" and action.fix.kind is FixKind.quantize
+    run_id = session.generate()  # allowed, at the chosen level
+    assert run_id is not None
+    link = session.engine
+    assert isinstance(link, FakeEngineLink) and link.submitted[-1].quantize is None
+    # The engine says the same before loading; the window's banner already did: no second one.
+    shown = session.notices()
+    session.run.handle_event(RunWarning(run_id, MEMORY_WARNING, "x"))
+    assert session.notices() == shown
+    session.apply_fix(action.fix)
+    assert session.form.quantize == 8 and session.memory_notice() is None
+
+
+def test_on_a_16_gb_mac_klein_4b_defaults_to_a_level_that_runs_and_says_it_may_swap(
+    tmp_path: Path,
+) -> None:
+    session = make_session(tmp_path, 16)
+    session.select_variant("flux2-klein-4b")
+    assert session.form.quantize == 6  # weights 6.1 GB + half the CUDA working memory: 13.5 GB
+    notice = session.memory_notice()
+    assert notice is not None and notice.kind is NoticeKind.warning
+    assert notice.actions == ()  # no lower level's upper bound fits: no chain of one bit less
+    assert notice.message.endswith("A smaller image needs less.")
 
 
 def test_a_chosen_level_is_remembered_per_variant_and_the_default_is_not(
@@ -145,19 +192,26 @@ def test_the_picker_lists_every_level_with_its_estimate_and_sets_the_form(
     bind_quantize(control, label, form)
     items = [control.combo.itemText(i) for i in range(control.combo.count())]
     assert items == [
-        "16-bit · ~40 GB · too big",
-        "8-bit · ~24 GB · too big",  # 24.2 GB on a 24 GB machine
-        "6-bit · ~20 GB",
-        "5-bit · ~18 GB",
-        "4-bit · ~16 GB",
-        "3-bit · ~14 GB",
+        "16-bit · up to 38 GB · cannot load",  # 31.3 GB of weights on a 24 GB machine
+        "8-bit · up to 23 GB",
+        "6-bit · up to 19 GB",
+        "5-bit · up to 17 GB",
+        "4-bit · up to 15 GB",
+        "3-bit · up to 13 GB",
     ]
     assert control.machine.text() == "this Mac: 24 GB"
-    assert control.current() == 6  # the default on 24 GB
+    assert control.current() == 8  # the default on 24 GB
     control.combo.setCurrentIndex(4)
     assert form.quantize == 4
-    form.size = (512, 512)  # the estimates follow the size
-    assert control.combo.itemText(0) == "16-bit · ~35 GB · too big"
+    form.size = (2048, 2048)  # the estimates follow the size
+    items = [control.combo.itemText(i) for i in range(control.combo.count())]
+    assert items[:2] == ["16-bit · up to 56 GB · cannot load", "8-bit · up to 42 GB · may not fit"]
+    colour = Qt.ItemDataRole.ForegroundRole
+    assert control.combo.itemData(0, colour) == FIT_COLOURS[Fit.cannot_load]
+    assert control.combo.itemData(1, colour) == FIT_COLOURS[Fit.may_not_fit]
+    assert FIT_COLOURS[Fit.cannot_load] != FIT_COLOURS[Fit.may_not_fit]
+    form.size = (512, 512)
+    assert control.combo.itemData(1, colour) is None  # 8-bit fits at 512 × 512: unmarked
     form.select_variant("demo")
     assert control.isHidden() and label.isHidden()
 
@@ -219,3 +273,26 @@ def test_history_and_png_metadata_carry_the_quantization_and_the_folder(tmp_path
     assert (reopened.variant_id, reopened.quantize) == (variant_id, 4)
     assert reopened.model_path == str(folder.resolve())
     assert reopened.vanilla_key() == link.submitted[-1].vanilla_key()
+
+
+def test_the_window_shows_the_refusal_in_red_and_the_warning_in_yellow_with_its_fix(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    window = make_window()
+    window.form.memory_bytes = 24 * GB  # given, not probed
+    window.form.select_variant("flux1-dev")
+    window.form.quantize = None  # 31.3 GB of weights: cannot load
+    banner = window.banners.banner(MEMORY_NOTICE)
+    assert banner is not None and banner.notice.kind is NoticeKind.error
+    assert banner.title.text() == "Cannot load" and "Traceback" not in banner.notice.message
+    window.form.memory_bytes = 36 * GB
+    window.form.quantize = 8
+    window.form.quantize = None  # the weights fit 36 GB; the 37.6 GB upper bound does not
+    banner = window.banners.banner(MEMORY_NOTICE)
+    assert banner is not None and banner.notice.kind is NoticeKind.warning
+    assert banner.title.text() == "May run out of memory"
+    (button,) = banner.action_buttons
+    assert button.text() == "Use 8-bit"
+    button.click()
+    assert window.form.quantize == 8
+    assert window.banners.banner(MEMORY_NOTICE) is None

@@ -1,5 +1,6 @@
-"""The memory estimate's two parts against their stated basis: bytes per weight from mflux's
-group size, working memory per megapixel from the committed H200 measurements."""
+"""The memory estimate's two parts against their stated basis: the weights, exact from bytes per
+weight at mflux's group size; the working memory, an upper bound per megapixel from the committed
+H200 (MLX CUDA) measurements, and the realistic share of it the default is chosen by."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from app.variants import QUANTIZE_LEVELS, VARIANTS, Family
-from app.variants.catalog import _BYTES_PER_PARAM, ACTIVATION_GB_PER_MEGAPIXEL, MIN_WORKING_GB
+from app.variants.catalog import (
+    _BYTES_PER_PARAM,
+    ACTIVATION_GB_PER_MEGAPIXEL,
+    MIN_WORKING_GB,
+    REALISTIC_WORKING_SHARE,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = {  # the variant each family's working memory was measured on
@@ -46,8 +52,24 @@ def test_bytes_per_weight_follow_mflux_group_size() -> None:
 
 def test_the_estimate_grows_with_the_image_and_never_drops_below_the_floor() -> None:
     dev = VARIANTS["flux1-dev"]
-    assert dev.memory_estimate_gb(8, (1024, 1024)) == round(16.8 * 1.0625 + 6.3, 1)
-    assert dev.memory_estimate_gb(8, (2048, 2048)) == round(16.8 * 1.0625 + 4 * 6.3, 1)
+    weights = 16.8e9 * 1.0625 / 1024**3  # parameters × bytes per 8-bit weight, in GB
+    assert dev.weights_gb(8) == pytest.approx(weights)
+    assert dev.memory_estimate_gb(8, (1024, 1024)) == round(weights + 6.3, 1)
+    assert dev.memory_estimate_gb(8, (2048, 2048)) == round(weights + 4 * 6.3, 1)
     tiny = dev.memory_estimate_gb(8, (128, 128))
-    assert tiny == round(16.8 * 1.0625 + MIN_WORKING_GB, 1)
+    assert tiny == round(weights + MIN_WORKING_GB, 1)
     assert dev.memory_estimate_gb(8) == dev.memory_estimate_gb(8, dev.default_size)
+
+
+def test_the_realistic_figure_is_the_weights_plus_a_share_of_the_upper_bound() -> None:
+    dev = VARIANTS["flux1-dev"]
+    assert 0 < REALISTIC_WORKING_SHARE < 1
+    for size, working in (((1024, 1024), 6.3), ((2048, 2048), 4 * 6.3)):
+        assert dev.working_gb(size) == pytest.approx(working)
+        assert dev.working_gb(size, upper=False) == pytest.approx(REALISTIC_WORKING_SHARE * working)
+        assert dev.realistic_memory_gb(8, size) == round(
+            dev.weights_gb(8) + REALISTIC_WORKING_SHARE * working, 1
+        )
+        assert dev.realistic_memory_gb(8, size) < dev.memory_estimate_gb(8, size)
+    # Below the floor both ends are the floor: no share of it is left out.
+    assert dev.working_gb((128, 128), upper=False) == dev.working_gb((128, 128)) == MIN_WORKING_GB
