@@ -30,7 +30,7 @@ from app.engine.events import (
     RunFinished,
     RunWarning,
 )
-from app.engine.protocol import EngineProtocol, Emit
+from app.engine.protocol import Emit, EngineProtocol
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest
 

@@ -41,7 +41,9 @@ def test_comparison_computes_vanilla_once_and_each_entry_equals_a_separate_run(
     result = run_comparison(engine, 5, comparison, seen.append, threading.Event())
 
     assert result is not None and result.complete and not result.cancelled
-    vanilla_starts = [e for e in seen if isinstance(e, ev.PassStarted) and e.which is ev.Pass.vanilla]
+    vanilla_starts = [
+        e for e in seen if isinstance(e, ev.PassStarted) and e.which is ev.Pass.vanilla
+    ]
     assert [e.cached for e in vanilla_starts] == [False, True, True, True]  # computed once
     gated_starts = [e for e in seen if isinstance(e, ev.PassStarted) and e.which is ev.Pass.gated]
     assert len(gated_starts) == 4 and all(e.resumed_from is not None for e in gated_starts)
@@ -63,7 +65,9 @@ def test_comparison_computes_vanilla_once_and_each_entry_equals_a_separate_run(
     assert reports[0].vanilla is not None and not reports[0].vanilla_cached
     assert all(r.vanilla_cached for r in reports[1:])
     vanilla_digest = reports[0].vanilla.latents_sha256
-    assert all(r.vanilla is not None and r.vanilla.latents_sha256 == vanilla_digest for r in reports)
+    assert all(
+        r.vanilla is not None and r.vanilla.latents_sha256 == vanilla_digest for r in reports
+    )
 
     for report in reports:
         separate: list[Any] = []
