@@ -58,19 +58,6 @@ class ComparisonResult:
     def complete(self) -> bool:
         return len(self.reports) == len(self.comparison.thresholds)
 
-    def same_skips_as(self) -> dict[int, int]:
-        """Entry index → the first earlier entry whose gated pass skipped exactly the same
-        steps (so the two images are the same run twice)."""
-        first: dict[str, int] = {}
-        same: dict[int, int] = {}
-        for i, report in enumerate(self.reports):
-            pattern = report.gated.pattern
-            if pattern in first:
-                same[i] = first[pattern]
-            else:
-                first[pattern] = i
-        return same
-
 
 def check_thresholds(values: Sequence[float]) -> tuple[float, ...]:
     """4–8 distinct values in [0, 1], returned in ascending order."""
