@@ -10,7 +10,6 @@ result in the main window. A saved comparison reopens here from the history.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from app.bench.hardware import hardware_label
 from app.engine.comparison import (
     MAX_THRESHOLDS,
     MIN_THRESHOLDS,
@@ -70,20 +70,6 @@ class CompareStatus(StrEnum):
     @property
     def busy(self) -> bool:
         return self in (CompareStatus.running, CompareStatus.cancelling)
-
-
-@functools.cache
-def _host() -> str:
-    from app.bench.hardware import cpu_name, usable_cores
-
-    return f"{cpu_name()}, {usable_cores()} cores"
-
-
-def hardware_label(versions: dict[str, str]) -> str:
-    """Where the times were measured, e.g. "AMD EPYC 7B13, 2 cores, MLX cpu"."""
-    device = versions.get("mlx_device", "")
-    kind = device.removeprefix("Device(").split(",")[0].strip() if device else ""
-    return _host() + (f", MLX {kind}" if kind else "")
 
 
 def comparison_saver(

@@ -11,6 +11,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory
 
 from app.storage.comparisons import is_comparison, load_comparison
 from app.ui.comparison import CompareStatus
+from app.ui.history_browser import entry_summary
 from app.ui.threshold_compare import ThresholdCompareDialog
 from app.ui.viewmodel import RunStatus
 from tests.fakes.engine import FakeEngine, StepGate
@@ -91,6 +92,7 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
     # One history entry, which reopens as a comparison.
     entries = window.history.entries()
     assert len(entries) == 1 and is_comparison(entries[0])
+    assert entry_summary(entries[0]).startswith("Comparison of 4 thresholds · demo")
     saved = load_comparison(entries[0])
     assert [r.threshold for r in saved.rows] == [0.05, 0.1, 0.2, 0.3]
     window.comparer.rows = []
