@@ -7,17 +7,21 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from pytestqt.qtbot import QtBot
-from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory
+from ui_support import WindowFactory
 
+from app.engine.events import RunFinished
 from app.storage.comparisons import is_comparison, load_comparison
 from app.ui.comparison import CompareStatus
 from app.ui.history_browser import entry_summary
 from app.ui.threshold_compare import ThresholdCompareDialog
 from app.ui.viewmodel import RunStatus
-from tests.fakes.engine import FakeEngine, StepGate
+from tests.fakes.engine import FakeEngine, FakeScript, StepGate
 
 THRESHOLDS = "0.3, 0.05, 0.2, 0.1"  # out of order on purpose: the view sorts them
 STEPS = 10
+# The fake's batch takes well under a second; the bound is for a 2-core machine shared by many
+# (load average 16 measured while these tests ran), where 15 s once ran out.
+FINISH_MS = 60_000
 
 
 def _dialog(window: object) -> ThresholdCompareDialog:
@@ -36,7 +40,7 @@ def _filled(dialog: ThresholdCompareDialog) -> int:
 def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
-    engine = FakeEngine()
+    engine = FakeEngine(FakeScript(step_seconds=0.002))  # times > 0: a speedup and its label
     window = make_window(engine)
     dialog = _dialog(window)
     fills: list[int] = []
@@ -44,10 +48,8 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
 
     dialog.thresholds.setText(THRESHOLDS)
     qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(
-        lambda: window.comparer.status is CompareStatus.finished, timeout=SIGNAL_TIMEOUT_MS
-    )
-    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=SIGNAL_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.comparer.status is CompareStatus.finished, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
 
     steps = [n for i, n in enumerate(fills) if i == 0 or n != fills[i - 1]]
     assert steps == [0, 1, 2, 3, 4]  # one entry at a time, in order, none at once
@@ -80,7 +82,7 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
     viewport = cell.view.viewport()
     centre = QPoint(viewport.width() // 2, viewport.height() // 2)
     qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=centre)
-    qtbot.waitUntil(lambda: window.comparer.picked == 2, timeout=SIGNAL_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.comparer.picked == 2, timeout=FINISH_MS)
     assert window.form.threshold == pytest.approx(0.2)
     assert window.controls.threshold.value() == pytest.approx(0.2)
     assert window.run.gated_image is rows[2].image
@@ -105,19 +107,27 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
 
 def test_cancel_keeps_the_finished_entries(qtbot: QtBot, make_window: WindowFactory) -> None:
     gate = StepGate()
-    window = make_window(FakeEngine(step_gate=gate))
+    engine = FakeEngine(step_gate=gate)
+    window = make_window(engine)
     dialog = _dialog(window)
     dialog.thresholds.setText(THRESHOLDS)
     dialog.start()
     comparer = window.comparer
-    while comparer.rows[0] is None:  # let steps through one at a time until one entry is done
+
+    def first_done() -> bool:  # on the engine's side: its first pass reported its result
+        return any(isinstance(e, RunFinished) for e in engine.emitted)
+
+    while not first_done():  # one step at a time, each taken before the next is allowed
+        passed = gate.passed
         gate.release(1)
-        qtbot.wait(5)
+        qtbot.waitUntil(lambda p=passed: gate.passed > p or first_done(), timeout=FINISH_MS)
+    # The engine now holds before the second threshold's first computed step.
+    qtbot.waitUntil(lambda: comparer.rows[0] is not None, timeout=FINISH_MS)
     assert dialog.cancel_button.isEnabled()
     qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
     gate.open()
-    qtbot.waitUntil(lambda: comparer.status is CompareStatus.cancelled, timeout=SIGNAL_TIMEOUT_MS)
-    qtbot.waitUntil(lambda: comparer.saved_entry is not None, timeout=SIGNAL_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: comparer.status is CompareStatus.cancelled, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: comparer.saved_entry is not None, timeout=FINISH_MS)
     assert sum(r is not None for r in comparer.rows) == 1
     assert _filled(dialog) == 1
     assert "1 of 4 thresholds finished" in dialog.status.text()
