@@ -350,6 +350,8 @@ class MainWindow(QMainWindow):
 
         self.host.event_received.connect(r.handle_event)
         self.host.event_received.connect(self.comparer.handle_event)
+        # A comparison keeps the engine busy without a run in the main view: Generate waits.
+        self.host.busy_changed.connect(lambda _busy: self._on_status(self.run.status))
         r.status_changed.connect(self._on_status)
         for signal in (
             r.gated_steps_changed,

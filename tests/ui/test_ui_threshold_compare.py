@@ -123,6 +123,7 @@ def test_cancel_keeps_the_finished_entries(qtbot: QtBot, make_window: WindowFact
         qtbot.waitUntil(lambda p=passed: gate.passed > p or first_done(), timeout=FINISH_MS)
     # The engine now holds before the second threshold's first computed step.
     qtbot.waitUntil(lambda: comparer.rows[0] is not None, timeout=FINISH_MS)
+    assert not window.controls.generate_button.isEnabled()  # the engine is busy comparing
     assert dialog.cancel_button.isEnabled()
     qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
     gate.open()
@@ -134,6 +135,7 @@ def test_cancel_keeps_the_finished_entries(qtbot: QtBot, make_window: WindowFact
     saved = load_comparison(window.history.entries()[0])
     assert len(saved.rows) == 1 and saved.cancelled and len(saved.thresholds) == 4
     assert not window.host.busy and dialog.run_button.isEnabled()
+    assert window.controls.generate_button.isEnabled()
 
 
 @pytest.mark.parametrize(
