@@ -30,8 +30,9 @@ from app.storage.comparisons import ComparisonRow
 from app.ui.comparison import CompareStatus, ThresholdComparer
 from app.ui.theme import mute, muted, small_font
 
-CELL_MIN = QSize(170, 150)
-STATS_LINES = 4  # below this the grid scrolls instead of squeezing the images
+CELL_MIN = QSize(170, 150)  # below this the grid scrolls instead of squeezing the images
+STATS_LINES = 4  # the numbers under each image
+STATUS_INTERVAL_MS = 500  # the progress line's cadence while a comparison runs
 
 
 class ComparisonCell(QFrame):
@@ -161,8 +162,14 @@ class ThresholdCompareDialog(QDialog):
         self.hint.setWordWrap(True)
         self.hint.setFont(small_font(self.hint.font()))
         mute(self.hint)
+        # One line that never changes the layout: a step's progress must not re-lay (and so
+        # repaint) every image while the engine's steps are being timed.
         self.status = QLabel()
-        self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self._status_timer = QTimer(self)
+        self._status_timer.setSingleShot(True)
+        self._status_timer.setInterval(STATUS_INTERVAL_MS)
+        self._status_timer.timeout.connect(self._show_status)
         self.about = QLabel()  # the request and the hardware the times come from
         self.about.setWordWrap(True)
         self.about.setFont(small_font(self.about.font()))
@@ -216,6 +223,11 @@ class ThresholdCompareDialog(QDialog):
     # -- state → widgets ---------------------------------------------------------------------------
     def refresh(self) -> None:
         c = self.comparer
+        key = (c.status, c.picked, c.thresholds, tuple(id(r) for r in c.rows), id(c.vanilla))
+        if key == self._shown and c.status.busy:  # only the step progress moved: throttled
+            if not self._status_timer.isActive():
+                self._status_timer.start()
+            return
         busy = c.status.busy
         self.run_button.setEnabled(not busy)
         self.defaults_button.setEnabled(not busy)
@@ -223,22 +235,26 @@ class ThresholdCompareDialog(QDialog):
         self.cancel_button.setEnabled(busy and c.status is not CompareStatus.cancelling)
         self.error.setText(c.message)
         self.error.setVisible(bool(c.message))
-        status = c.progress or "Pick thresholds and run the comparison."
-        if c.saved_entry and not busy and c.status is not CompareStatus.opened:
-            status += " · saved to the history"
-        self.status.setText(status)
+        self._show_status()
         self.about.setText(self._about_text())
         self.about.setVisible(bool(self.about.text()))
         if c.status is CompareStatus.opened and c.thresholds:
             self.thresholds.setText(", ".join(f"{t:g}" for t in c.thresholds))
-        # Step progress arrives about ten times a second while passes are timed: repaint the
-        # images only when an entry, the pick or the state changed (repaints on the GUI thread
-        # cost the engine's steps CPU; lab.bench.window_timing measured it for the main window).
-        key = (c.status, c.picked, c.thresholds, tuple(id(r) for r in c.rows), id(c.vanilla))
+        # Images are repainted only when an entry, the pick or the state changed: repaints on the
+        # GUI thread take the CPU the engine's timed steps need (lab.bench.window_timing measured
+        # that for the main window).
         if key != self._shown:
             self._shown = key
             self._ensure_cells(len(c.thresholds))
             self._fill_cells()
+
+    def _show_status(self) -> None:
+        c = self.comparer
+        status = c.progress or "Pick thresholds and run the comparison."
+        if c.saved_entry and not c.status.busy and c.status is not CompareStatus.opened:
+            status += " · saved to the history"
+        self.status.setText(status)
+        self.status.setToolTip(status)
 
     def _about_text(self) -> str:
         c = self.comparer
