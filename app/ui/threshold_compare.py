@@ -32,7 +32,16 @@ from app.ui.theme import mute, muted, small_font
 
 CELL_MIN = QSize(170, 150)  # below this the grid scrolls instead of squeezing the images
 STATS_LINES = 4  # the numbers under each image
+CELL_CHROME = QSize(14, 120)  # a cell's frame, title, numbers and button around its image
 STATUS_INTERVAL_MS = 500  # the progress line's cadence while a comparison runs
+
+
+class _ImageView(pg.GraphicsView):
+    """A graphics view that asks for no more than the minimum: the scroll area sizes the grid
+    from its children's hints, and a large hint made it taller than the window."""
+
+    def sizeHint(self) -> QSize:
+        return CELL_MIN
 
 
 class ComparisonCell(QFrame):
@@ -50,7 +59,7 @@ class ComparisonCell(QFrame):
         font = self.title.font()
         font.setBold(True)
         self.title.setFont(font)
-        self.view = pg.GraphicsView()
+        self.view = _ImageView()
         self.view.setFrameShape(QFrame.Shape.NoFrame)
         self.view.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Expanding)
         self.view.setMinimumSize(CELL_MIN)
@@ -293,10 +302,8 @@ class ThresholdCompareDialog(QDialog):
     def _layout_cells(self) -> None:
         if not self.cells:
             return
-        width = max(1, self.grid_scroll.viewport().width())
-        columns = max(1, min(len(self.cells), width // (CELL_MIN.width() + 24)))
-        rows = math.ceil(len(self.cells) / columns)
-        columns = math.ceil(len(self.cells) / rows)  # balanced rows: 5 + 4, not 7 + 2
+        viewport = self.grid_scroll.viewport()
+        columns = best_columns(len(self.cells), viewport.width(), viewport.height())
         if columns == self._columns:
             return
         self._columns = columns
@@ -349,6 +356,22 @@ class ThresholdCompareDialog(QDialog):
         self._layout_cells()
         if not self._user_zoomed:
             QTimer.singleShot(0, self.fit)
+
+
+def best_columns(cells: int, width: int, height: int) -> int:
+    """The column count that gives the images the largest square side in ``width`` × ``height``
+    (each cell also holds a title, its numbers and a button); fewer rows on a tie."""
+    spacing = 8
+    best, best_side = 1, -1.0
+    for columns in range(1, cells + 1):
+        rows = math.ceil(cells / columns)
+        cell_w = (width - spacing * (columns - 1)) / columns - CELL_CHROME.width()
+        cell_h = (height - spacing * (rows - 1)) / rows - CELL_CHROME.height()
+        side = min(cell_w, cell_h)
+        if side > best_side + 0.5:
+            best, best_side = columns, side
+    rows = math.ceil(cells / best)
+    return math.ceil(cells / rows)  # balanced rows: 4 + 3, not 5 + 2
 
 
 def _seconds(value: float | None) -> str:
