@@ -350,8 +350,7 @@ class MainWindow(QMainWindow):
 
         self.host.event_received.connect(r.handle_event)
         self.host.event_received.connect(self.comparer.handle_event)
-        # A comparison keeps the engine busy without a run in the main view: Generate waits.
-        self.host.busy_changed.connect(lambda _busy: self._on_status(self.run.status))
+        self.host.busy_changed.connect(self._on_engine_busy)
         r.status_changed.connect(self._on_status)
         for signal in (
             r.gated_steps_changed,
@@ -598,6 +597,13 @@ class MainWindow(QMainWindow):
         if status in TERMINAL_STATUSES:
             self._flush_refreshes()  # whoever waits for the end sees the final plot and numbers
             self.run_ended.emit(status)
+
+    def _on_engine_busy(self, _busy: bool) -> None:
+        """A comparison keeps the engine busy without a run in the main view: Generate waits."""
+        busy = self.run.busy or self.host.busy
+        for widget in (self.controls.generate_button, self.controls.variant_picker):
+            widget.setEnabled(not busy)
+        self.generate_action.setEnabled(not busy)
 
     def _schedule_plot(self, *_args: object) -> None:
         self._schedule("plot")
