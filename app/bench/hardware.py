@@ -7,6 +7,7 @@ device, BLAS in use, library versions), because only that process knows what MLX
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shutil
@@ -149,3 +150,16 @@ def runtime_info() -> dict[str, Any]:
         if os.environ.get(variable):
             info.setdefault("environment", {})[variable] = os.environ[variable]
     return info
+
+
+@functools.cache
+def _host_label() -> str:
+    return f"{cpu_name()}, {usable_cores()} cores"
+
+
+def hardware_label(versions: dict[str, str]) -> str:
+    """Where a run's times were measured, for a label beside them: "AMD EPYC 7B13, 2 cores,
+    MLX cpu" (``versions`` is a report's, which names the MLX device)."""
+    device = versions.get("mlx_device", "")
+    kind = device.removeprefix("Device(").split(",")[0].strip() if device else ""
+    return _host_label() + (f", MLX {kind}" if kind else "")

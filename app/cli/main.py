@@ -71,9 +71,9 @@ SubcommandSetup = Callable[[argparse._SubParsersAction], None]
 
 
 def _subcommands() -> list[SubcommandSetup]:
-    from app.cli import bench, calibrate, generate, sweep
+    from app.cli import bench, calibrate, compare, generate, sweep
 
-    return [generate.setup, bench.setup, sweep.setup, calibrate.setup]
+    return [generate.setup, compare.setup, bench.setup, sweep.setup, calibrate.setup]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from app.engine.comparison import ComparisonResult
 from app.engine.report import RunReport
 from app.gate.decision import Decision
 from app.gate.events import StepEvent
@@ -98,6 +99,24 @@ class RunFailed:
     details: str  # the traceback, for the copy button and the log
 
 
+@dataclass(frozen=True, slots=True)
+class ComparisonEntryDone:
+    """One threshold of a comparison finished (``index`` in the comparison's threshold order)."""
+
+    run_id: int
+    index: int
+    report: RunReport
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonFinished:
+    """A comparison's terminal event once at least one entry finished (also when it was
+    cancelled or failed after that: the finished entries are kept)."""
+
+    run_id: int
+    result: ComparisonResult
+
+
 EngineEvent = (
     LoadProgress
     | ModelReady
@@ -109,4 +128,6 @@ EngineEvent = (
     | RunFinished
     | RunCancelled
     | RunFailed
+    | ComparisonEntryDone
+    | ComparisonFinished
 )

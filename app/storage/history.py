@@ -17,7 +17,7 @@ import platform
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
@@ -264,7 +264,15 @@ class HistoryStore:
         self.root = root if root is not None else paths.history_dir()
         self.warnings: list[str] = []
 
-    def save(self, record: RunRecord) -> HistoryEntry:
+    def save(
+        self,
+        record: RunRecord,
+        *,
+        extra_files: Mapping[str, bytes] | None = None,
+        extra_meta: Mapping[str, object] | None = None,
+    ) -> HistoryEntry:
+        """``extra_files`` and ``extra_meta`` (a comparison's images and table) land in the same
+        folder and run.json, in the same one rename."""
         self.root.mkdir(parents=True, exist_ok=True)
         entry_id = _entry_id(record)
         staging = self.root / f".staging-{uuid.uuid4().hex}"
@@ -273,7 +281,9 @@ class HistoryStore:
             atomic_write_bytes(staging / GATED_FILE, encode_png(record.gated_image, record))
             if record.vanilla_image is not None:
                 atomic_write_bytes(staging / VANILLA_FILE, encode_png(record.vanilla_image, record))
-            meta = _metadata(entry_id, record)
+            for name, data in (extra_files or {}).items():
+                atomic_write_bytes(staging / name, data)
+            meta = {**_metadata(entry_id, record), **(extra_meta or {})}
             atomic_write_text(staging / META_FILE, dumps_json(meta, indent=2, default=_jsonable))
             final = self.root / entry_id
             while final.exists():  # two runs in the same microsecond: keep both

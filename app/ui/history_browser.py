@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.storage.comparisons import is_comparison
 from app.storage.history import (
     HistoryEntry,
     HistoryStore,
@@ -45,6 +46,11 @@ def to_qimage(array: np.ndarray) -> QImage:
 def entry_summary(entry: HistoryEntry) -> str:
     parts = [entry.variant_id, f"seed {entry.seed}", f"{entry.steps} steps"]
     parts += lora_captions(entry.loras)
+    if is_comparison(entry):
+        rows = entry.meta["comparison"].get("entries", [])
+        count = len(rows) if isinstance(rows, list) else 0
+        parts.insert(0, f"Comparison of {count} thresholds")
+        return " · ".join(parts)
     if entry.threshold is not None:
         parts.append(f"t={entry.threshold:.4g}")
     if entry.skips is not None:

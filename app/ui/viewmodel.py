@@ -627,6 +627,37 @@ class RunModel(QObject):
         self.progress = 1.0
         self.phase = f"Opened from history · {friendly_time(entry.created)}"
 
+    def show_report(self, report: RunReport, origin: str) -> None:
+        """Show one finished report as the current result (a threshold comparison's entry;
+        no engine involved). ``origin`` says where it came from."""
+        vanilla = report.vanilla
+        self.run_id = -1
+        self.request = report.request
+        self.error = None
+        self.notices = ()
+        self.gated_steps = report.gated.steps
+        self.vanilla_steps = vanilla.steps if vanilla is not None else ()
+        self.resumed_from = report.gated.resumed_from
+        self.vanilla_cached = report.vanilla_cached
+        self.gated_image = report.gated.image
+        self.vanilla_image = vanilla.image if vanilla is not None else None
+        self.difference = (
+            difference_map(report.gated.image, vanilla.image) if vanilla is not None else None
+        )
+        self.gated_seconds = report.gated.loop_seconds
+        self.vanilla_seconds = vanilla.loop_seconds if vanilla is not None else None
+        self.ssim = report.ssim
+        self.speedup = report.speedup
+        self.speedup_estimated = report.speedup_estimated
+        self.speedup_label = report.speedup_label
+        self.skips = count_skips(self.gated_steps)
+        self.saved_entry = None
+        self._update_band()
+        self.origin = origin
+        self.status = RunStatus.finished
+        self.progress = 1.0
+        self.phase = f"Showing {origin}"
+
 
 def _duration(seconds: float) -> str:
     seconds = max(0, round(seconds))

@@ -25,10 +25,12 @@ from PySide6.QtWidgets import (
 )
 
 from app import paths
-from app.storage.history import HistoryStore
+from app.storage.comparisons import is_comparison
+from app.storage.history import HistoryEntry, HistoryStore
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import BannerFix, Notice
 from app.ui.banner import BannerStack
+from app.ui.comparison import CompareStatus, ThresholdComparer, comparison_saver
 from app.ui.controls import ControlsView, calibration_summary, calibration_text
 from app.ui.defaults import MAX_SEED, size_allowed, size_presets
 from app.ui.downloads import DownloadController, ModelStore, default_model_store, format_bytes
@@ -42,6 +44,7 @@ from app.ui.run_details import RunDetails, describe_run
 from app.ui.session import Session
 from app.ui.step_previews import live_image
 from app.ui.theme import mute, small_font
+from app.ui.threshold_compare import ThresholdCompareDialog
 from app.ui.timeline import StepTimeline, TimelineLegend
 from app.ui.veil import Veil
 from app.ui.viewmodel import FormModel, RunModel, RunStatus
@@ -102,7 +105,9 @@ class MainWindow(QMainWindow):
 
         self.form = FormModel(self.settings, self)
         self.run = RunModel(self)
-        self.host = EngineHost(engine_factory, self.history.save, self)
+        self.host = EngineHost(
+            engine_factory, self.history.save, self, save_comparison=comparison_saver(self.history)
+        )
         self.downloads = DownloadController(self.model_store, self)
         self.session = Session(
             self.form,
@@ -115,6 +120,8 @@ class MainWindow(QMainWindow):
             model_store=self.model_store,
             started=self.generation_started.emit,
         )
+        self.comparer = ThresholdComparer(self.session, self.host)
+        self.compare_dialog: ThresholdCompareDialog | None = None
         self.history_dialog: HistoryDialog | None = None
         self._rerun_timer = QTimer(self)
         self._rerun_timer.setSingleShot(True)
@@ -276,11 +283,14 @@ class MainWindow(QMainWindow):
         self.random_seed_action.setShortcut(QKeySequence("Ctrl+R"))
         self.reset_threshold_action = QAction("Reset Threshold", self)
         self.reset_threshold_action.setShortcut(QKeySequence("Ctrl+0"))
+        self.compare_action = QAction("Compare Thresholds…", self)
+        self.compare_action.setShortcut(QKeySequence("Ctrl+Shift+T"))
         for action in (
             self.generate_action,
             self.cancel_action,
             self.random_seed_action,
             self.reset_threshold_action,
+            self.compare_action,
         ):
             run_menu.addAction(action)
             self.addAction(action)  # shortcuts work even where the menu bar is hidden
@@ -362,10 +372,13 @@ class MainWindow(QMainWindow):
         self.random_seed_action.triggered.connect(s.randomize_seed)
         self.reset_threshold_action.triggered.connect(f.reset_threshold)
         self.history_action.triggered.connect(self.show_history)
+        self.compare_action.triggered.connect(lambda: self.show_comparison())
         self.export_action.triggered.connect(lambda: self.export_current())
         self.quit_action.triggered.connect(self.close)
 
         self.host.event_received.connect(r.handle_event)
+        self.host.event_received.connect(self.comparer.handle_event)
+        self.host.busy_changed.connect(self._on_engine_busy)
         r.status_changed.connect(self._on_status)
         for signal in (
             r.gated_steps_changed,
@@ -442,12 +455,29 @@ class MainWindow(QMainWindow):
     def show_history(self) -> HistoryDialog:
         if self.history_dialog is None:
             self.history_dialog = HistoryDialog(self.history, self)
-            self.history_dialog.open_requested.connect(self.session.open_entry)
+            self.history_dialog.open_requested.connect(self.open_history_entry)
         else:
             self.history_dialog.refresh()
         self.history_dialog.show()
         self.history_dialog.raise_()
         return self.history_dialog
+
+    def show_comparison(self) -> ThresholdCompareDialog:
+        if self.compare_dialog is None:
+            self.compare_dialog = ThresholdCompareDialog(self.comparer, self)
+        elif self.comparer.status is CompareStatus.idle:  # nothing shown yet: follow the form
+            self.compare_dialog.fill_defaults()
+        self.compare_dialog.show()
+        self.compare_dialog.raise_()
+        return self.compare_dialog
+
+    def open_history_entry(self, entry: HistoryEntry) -> bool:
+        """A saved run reopens in the window; a saved comparison in the comparison view too."""
+        if not self.session.open_entry(entry):
+            return False
+        if is_comparison(entry) and self.comparer.open_entry(entry):
+            self.show_comparison()
+        return True
 
     def export_current(self, path: Path | None = None) -> Path | None:
         """Export the shown run side by side; asks where unless ``path`` is given."""
@@ -605,6 +635,13 @@ class MainWindow(QMainWindow):
             self._pending_refreshes.add("stats")  # the summary line waits for the end
             self._flush_refreshes()  # whoever waits for the end sees the final plot and numbers
             self.run_ended.emit(status)
+
+    def _on_engine_busy(self, _busy: bool) -> None:
+        """A comparison keeps the engine busy without a run in the main view: Generate waits."""
+        busy = self.run.busy or self.host.busy
+        for widget in (self.controls.generate_button, self.controls.variant_picker):
+            widget.setEnabled(not busy)
+        self.generate_action.setEnabled(not busy)
 
     def _schedule_plot(self, *_args: object) -> None:
         self._schedule("plot")

@@ -14,6 +14,7 @@ passes, and the engine keeps the one vanilla cache.
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import logging
@@ -26,7 +27,10 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
+from app.engine.batch import run_comparison
+from app.engine.comparison import ComparisonResult, ThresholdComparison
 from app.engine.events import (
+    ComparisonFinished,
     EngineEvent,
     RunCancelled,
     RunFailed,
@@ -42,7 +46,9 @@ log = logging.getLogger(__name__)
 
 EngineFactory = Callable[[], EngineProtocol]
 SaveRun = Callable[[RunRecord], HistoryEntry]
-TERMINAL = (RunFinished, RunCancelled, RunFailed)
+# A threshold comparison's finished entries and its warnings → its one history entry.
+SaveComparison = Callable[[ComparisonResult, tuple[dict[str, object], ...]], HistoryEntry]
+TERMINAL = (RunFinished, RunCancelled, RunFailed, ComparisonFinished)
 DRAIN_BUDGET_MS = 8  # GUI time spent applying engine events before yielding to the event loop
 # Imported on the engine thread as soon as it starts (SSIM, the engine with MLX, the demo pipeline
 # with mflux), so that the first generation does not pay for them while the GUI waits on the GIL.
@@ -57,7 +63,7 @@ class _Collector:
     """One run's warnings (saved with it) and whether it has ended."""
 
     run_id: int
-    request: GenerationRequest
+    request: GenerationRequest | ThresholdComparison
     warnings: list[RunWarning] = field(default_factory=list)
     terminal: EngineEvent | None = None
 
@@ -73,11 +79,13 @@ class EngineWorker(QObject):
         factory: EngineFactory,
         save: SaveRun | None = None,
         warm_imports: tuple[str, ...] = (),
+        save_comparison: SaveComparison | None = None,
     ) -> None:
         super().__init__()
         self._factory = factory
         self._warm_imports = warm_imports
         self._save = save
+        self._save_comparison = save_comparison
         self._engine: EngineProtocol | None = None
 
     @Slot()
@@ -96,12 +104,18 @@ class EngineWorker(QObject):
         self.warmed_up.emit(time.perf_counter() - started)
 
     @Slot(int, object, object)
-    def run(self, run_id: int, request: GenerationRequest, cancel: threading.Event) -> None:
+    def run(
+        self, run_id: int, request: GenerationRequest | ThresholdComparison, cancel: threading.Event
+    ) -> None:
         collector = _Collector(run_id, request)
         try:
             if self._engine is None:
                 self._engine = self._factory()
-            self._engine.run(run_id, request, lambda e: self._relay(collector, e), cancel)
+            relay = functools.partial(self._relay, collector)
+            if isinstance(request, ThresholdComparison):
+                run_comparison(self._engine, run_id, request, relay, cancel)
+            else:
+                self._engine.run(run_id, request, relay, cancel)
         except Exception as exc:  # the UI must see every failure
             log.exception("engine run %s failed", run_id)
             self._relay(collector, RunFailed(run_id, _one_line(exc), traceback.format_exc()))
@@ -139,6 +153,11 @@ class EngineWorker(QObject):
                 c.terminal = event
                 self._finish(c, event)
                 return
+            case ComparisonFinished():
+                c.terminal = event
+                self._save_finished_comparison(c, event)
+                self.relayed.emit(event)
+                return
             case RunCancelled() | RunFailed():
                 c.terminal = event
         self.relayed.emit(event)
@@ -150,6 +169,22 @@ class EngineWorker(QObject):
             log.exception("post-run analysis failed")
             self.relayed.emit(RunWarning(c.run_id, "analysis", f"could not analyse the run: {exc}"))
         self.relayed.emit(finished)
+
+    def _save_finished_comparison(self, c: _Collector, finished: ComparisonFinished) -> None:
+        if self._save_comparison is None:
+            return
+        warnings = tuple(
+            {"kind": w.kind, "message": w.message, "details": w.details} for w in c.warnings
+        )
+        try:
+            entry = self._save_comparison(finished.result, warnings)
+        except Exception as exc:  # disk full, permissions...
+            log.exception("saving comparison %s to the history failed", c.run_id)
+            self.relayed.emit(
+                RunWarning(c.run_id, "history", f"the comparison was not saved: {exc}")
+            )
+            return
+        self.relayed.emit(RunSaved(c.run_id, entry.id, str(entry.folder)))
 
     def _analyse_and_save(self, c: _Collector, finished: RunFinished) -> None:
         report = finished.report
@@ -186,11 +221,12 @@ class EngineHost(QObject):
         parent: QObject | None = None,
         *,
         warm_imports: tuple[str, ...] = WARM_IMPORTS,
+        save_comparison: SaveComparison | None = None,
     ) -> None:
         super().__init__(parent)
         self._thread = QThread()
         self._thread.setObjectName("teacache-engine")
-        self._worker = EngineWorker(factory, save, warm_imports)
+        self._worker = EngineWorker(factory, save, warm_imports, save_comparison)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.warm_up)
         self._run_requested.connect(self._worker.run)
@@ -223,8 +259,9 @@ class EngineHost(QObject):
     def engine_thread(self) -> QThread:
         return self._thread
 
-    def submit(self, request: GenerationRequest) -> int | None:
-        """Start a run; returns its id, or None while another run is in flight (or after close)."""
+    def submit(self, request: GenerationRequest | ThresholdComparison) -> int | None:
+        """Start a run (or a threshold comparison: one run of several passes); returns its id,
+        or None while another run is in flight (or after close)."""
         if self._current is not None or self._closed:
             return None
         run_id = self._next_id

@@ -1,0 +1,311 @@
+"""Compare thresholds: what the comparison view's buttons do, and the state it shows. Qt-free.
+
+``ThresholdComparer`` validates the user's list (one sentence where it is wrong), builds one
+frozen ``ThresholdComparison`` from the form and hands it to the engine thread like a Generate;
+the engine runs vanilla once and one resumed gated pass per threshold. Entries fill in as
+``ComparisonEntryDone`` events arrive; cancel stops the batch and keeps what finished (the worker
+saves it to the history as one entry). Picking an entry sets the form's threshold and shows that
+result in the main window. A saved comparison reopens here from the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from app.bench.hardware import hardware_label
+from app.engine.comparison import (
+    MAX_THRESHOLDS,
+    MIN_THRESHOLDS,
+    ComparisonResult,
+    ThresholdComparison,
+    default_thresholds,
+    format_thresholds,
+    parse_thresholds,
+)
+from app.engine.events import (
+    ComparisonEntryDone,
+    ComparisonFinished,
+    EngineEvent,
+    Pass,
+    PassStarted,
+    RunCancelled,
+    RunFailed,
+    RunWarning,
+    StepDone,
+)
+from app.engine.request import GenerationRequest, RequestError
+from app.storage.comparisons import ComparisonRow, load_comparison, same_skips, save_comparison
+from app.storage.history import HistoryEntry, HistoryStore, friendly_time
+from app.ui.analysis import RunSaved
+
+if TYPE_CHECKING:
+    from app.ui.session import Session
+
+
+class ComparisonEngineLink(Protocol):
+    """The engine thread as the comparer sees it (``app.ui.worker.EngineHost``)."""
+
+    @property
+    def busy(self) -> bool: ...
+
+    def submit(self, request: GenerationRequest | ThresholdComparison) -> int | None: ...
+
+    def cancel(self) -> bool: ...
+
+
+class CompareStatus(StrEnum):
+    idle = "idle"
+    running = "running"
+    cancelling = "cancelling"
+    finished = "finished"
+    cancelled = "cancelled"
+    failed = "failed"
+    opened = "opened"  # reopened from the history
+
+    @property
+    def busy(self) -> bool:
+        return self in (CompareStatus.running, CompareStatus.cancelling)
+
+
+def comparison_saver(
+    store: HistoryStore,
+) -> Callable[[ComparisonResult, tuple[dict[str, object], ...]], HistoryEntry]:
+    """The worker's ``save_comparison``: one history entry, labelled with the hardware."""
+
+    def save(result: ComparisonResult, warnings: tuple[dict[str, object], ...]) -> HistoryEntry:
+        hardware = hardware_label(result.reports[0].versions) if result.reports else ""
+        return save_comparison(store, result, hardware=hardware, warnings=warnings)
+
+    return save
+
+
+class ThresholdComparer:
+    """See the module docstring. ``listeners`` are called after every change of state."""
+
+    def __init__(self, session: Session, engine: ComparisonEngineLink) -> None:
+        self.session = session
+        self.engine = engine
+        self.listeners: list[Callable[[], None]] = []
+        self.status = CompareStatus.idle
+        self.run_id: int | None = None
+        self.base: GenerationRequest | None = None
+        self.thresholds: tuple[float, ...] = ()
+        self.rows: list[ComparisonRow | None] = []
+        self.vanilla: np.ndarray | None = None
+        self.message = ""  # why nothing started, or why the batch stopped early
+        self.warnings: list[str] = []
+        self.progress = ""
+        self.saved_entry: str | None = None
+        self.hardware = ""
+        self.origin = ""  # "" for a comparison run now; "from history, …" for a reopened one
+        self.picked: int | None = None
+
+    # -- actions -----------------------------------------------------------------------------------
+    def default_text(self) -> str:
+        """Thresholds around the form's, spread where the last vanilla run of this schedule
+        changes the skip count (the simulator), else multiples of it."""
+        form = self.session.form
+        trace = None
+        run = self.session.run
+        try:
+            current = form.request()
+        except RequestError:
+            current = None
+        shown = run.request
+        if current is not None and shown is not None:
+            complete = run.vanilla_steps and all(s is not None for s in run.vanilla_steps)
+            if shown.vanilla_key() == current.vanilla_key() and complete:
+                trace = [s.rel_l1 for s in run.vanilla_steps if s is not None]
+        values = default_thresholds(
+            form.variant, int(form.steps), trace, around=float(form.threshold)
+        )
+        return format_thresholds(values)
+
+    def start(self, text: str) -> int | None:
+        """Start a comparison of the thresholds in ``text`` with the form's other inputs; returns
+        the run id, or None with ``message`` saying why in one sentence."""
+        if self.engine.busy:
+            return self._refuse("wait for the current run to finish")
+        try:
+            thresholds = parse_thresholds(text)
+            base = self.session.form.request()
+            comparison = ThresholdComparison(base, thresholds)
+        except RequestError as exc:
+            return self._refuse(str(exc))
+        if not self.session.is_available(base.variant_id):
+            return self._refuse(f"{base.variant.display_name} is not downloaded yet")
+        run_id = self.engine.submit(comparison)
+        if run_id is None:
+            return self._refuse("wait for the current run to finish")
+        self.session.settings.remember_prompt(base.prompt)
+        self.session.form.remember()
+        self.session.save_settings()
+        self.status = CompareStatus.running
+        self.run_id = run_id
+        self.base = base
+        self.thresholds = comparison.thresholds
+        self.rows = [None] * len(thresholds)
+        self.vanilla = None
+        self.message = ""
+        self.warnings = []
+        self.progress = "Starting…"
+        self.saved_entry = None
+        self.hardware = ""
+        self.origin = ""
+        self.picked = None
+        self._changed()
+        return run_id
+
+    def cancel(self) -> bool:
+        if not self.status.busy or not self.engine.cancel():
+            return False
+        self.status = CompareStatus.cancelling
+        self.progress = "Cancelling… the finished entries are kept"
+        self._changed()
+        return True
+
+    def pick(self, index: int) -> bool:
+        """Make entry ``index`` the current threshold: the form takes the comparison's inputs
+        with its threshold, and the main window shows its result."""
+        row = self.rows[index] if 0 <= index < len(self.rows) else None
+        if row is None or self.base is None:
+            return False
+        if self.session.run.busy:
+            self.message = "wait for the current run to finish before picking an entry"
+            self._changed()
+            return False
+        self.session.form.apply_request(replace(self.base, threshold=row.threshold))
+        if row.report is not None:
+            where = self.origin or "this comparison"
+            self.session.run.show_report(row.report, f"{where}, t={row.threshold:g}")
+        self.picked = index
+        self._changed()
+        return True
+
+    def open_entry(self, entry: HistoryEntry) -> bool:
+        """Show a saved comparison. Refused while a comparison runs."""
+        if self.status.busy:
+            self.message = "wait for the comparison to finish before opening another"
+            self._changed()
+            return False
+        try:
+            saved = load_comparison(entry)
+        except (OSError, ValueError) as exc:
+            self.message = f"could not open the saved comparison: {exc}"
+            self._changed()
+            return False
+        self.status = CompareStatus.opened
+        self.run_id = None
+        self.base = entry.to_request()
+        self.thresholds = saved.thresholds
+        self.rows = [*saved.rows, *([None] * max(0, len(saved.thresholds) - len(saved.rows)))]
+        self.vanilla = saved.vanilla
+        self.message = saved.failure or ""
+        self.warnings = []
+        self.saved_entry = str(entry.folder)
+        self.hardware = saved.hardware
+        self.origin = f"the comparison of {friendly_time(entry.created)}"
+        self.progress = _finished_text(len(saved.rows), len(saved.thresholds), saved.cancelled)
+        self.picked = None
+        self._changed()
+        return True
+
+    # -- what the view reads -----------------------------------------------------------------------
+    def same_skips(self) -> dict[int, int]:
+        """Entry → the earlier entry that skipped exactly the same steps (the same image)."""
+        rows = [r if r is not None else _EMPTY for r in self.rows]
+        return same_skips(rows)
+
+    def limits_text(self) -> str:
+        return f"{MIN_THRESHOLDS}–{MAX_THRESHOLDS} values between 0 and 1, separated by commas"
+
+    # -- engine events -----------------------------------------------------------------------------
+    def handle_event(self, event: EngineEvent | RunSaved | object) -> None:
+        if self.run_id is None or getattr(event, "run_id", None) != self.run_id:
+            return
+        match event:
+            case PassStarted():
+                index = self._running_index()
+                what = "vanilla" if event.which is Pass.vanilla else "TeaCache"
+                if event.cached:
+                    self.progress = f"{self._entry_label(index)} · vanilla from the cache"
+                else:
+                    self.progress = f"{self._entry_label(index)} · {what} pass"
+            case StepDone():
+                index = self._running_index()
+                what = "vanilla" if event.which is Pass.vanilla else "TeaCache"
+                step = event.step
+                self.progress = (
+                    f"{self._entry_label(index)} · {what} step {step.index + 1} of {step.num_steps}"
+                )
+                if self.status is CompareStatus.cancelling:
+                    self.progress = "Cancelling… the finished entries are kept"
+            case ComparisonEntryDone():
+                if 0 <= event.index < len(self.rows):
+                    self.rows[event.index] = ComparisonRow.from_report(event.report)
+                vanilla = event.report.vanilla
+                if vanilla is not None:
+                    self.vanilla = vanilla.image
+                if not self.hardware:
+                    self.hardware = hardware_label(event.report.versions)
+            case ComparisonFinished():
+                self._finish(event.result)
+            case RunWarning():
+                if event.message not in self.warnings:
+                    self.warnings.append(event.message)
+            case RunSaved():
+                self.saved_entry = event.folder
+            case RunCancelled():
+                self.status = CompareStatus.cancelled
+                self.progress = "Cancelled before any threshold finished"
+            case RunFailed():
+                self.status = CompareStatus.failed
+                self.message = event.message
+                self.progress = "Failed"
+            case _:
+                return
+        self._changed()
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _finish(self, result: ComparisonResult) -> None:
+        done = len(result.reports)
+        if result.failure is not None:
+            self.status = CompareStatus.failed
+            self.message = result.failure
+        elif result.cancelled:
+            self.status = CompareStatus.cancelled
+        else:
+            self.status = CompareStatus.finished
+        self.progress = _finished_text(done, len(self.thresholds), result.cancelled)
+
+    def _running_index(self) -> int:
+        return next((i for i, row in enumerate(self.rows) if row is None), len(self.rows) - 1)
+
+    def _entry_label(self, index: int) -> str:
+        if not self.thresholds:
+            return ""
+        return f"t={self.thresholds[index]:g} ({index + 1} of {len(self.thresholds)})"
+
+    def _refuse(self, message: str) -> None:
+        self.message = message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
+        self._changed()
+        return None
+
+    def _changed(self) -> None:
+        for listener in list(self.listeners):
+            listener()
+
+
+_EMPTY = ComparisonRow(0.0, None, None, 0, None, None, None, None, "")
+
+
+def _finished_text(done: int, total: int, cancelled: bool) -> str:
+    if done == total:
+        return f"Finished · {total} thresholds"
+    stopped = "cancelled" if cancelled else "stopped"
+    return f"{done} of {total} thresholds finished · {stopped}; the finished ones are kept"

@@ -1,0 +1,116 @@
+"""A threshold comparison in the history: one entry, read back with every row, older entries
+unaffected, and written in one rename (no half entry on failure)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.engine.batch import run_comparison
+from app.engine.comparison import ComparisonResult, ThresholdComparison
+from app.engine.request import make_request
+from app.storage.comparisons import (
+    image_name,
+    is_comparison,
+    load_comparison,
+    save_comparison,
+)
+from app.storage.history import HistoryStore, RunRecord, export_entry
+from tests.fakes.engine import FakeEngine
+
+THRESHOLDS = (0.05, 0.1, 0.2, 0.3)
+
+
+def _result(cancel_after: int | None = None) -> ComparisonResult:
+    base = make_request("demo", "a red circle on a blue background", steps=10, threshold=0.1)
+    cancel = threading.Event()
+
+    def emit(event: object) -> None:
+        if cancel_after is not None and getattr(event, "index", -1) == cancel_after - 1:
+            cancel.set()
+
+    result = run_comparison(FakeEngine(), 1, ThresholdComparison(base, THRESHOLDS), emit, cancel)
+    assert result is not None
+    return result
+
+
+def test_a_comparison_round_trips_as_one_entry(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    result = _result()
+    entry = save_comparison(store, result, hardware="Test CPU, 2 cores, MLX cpu")
+
+    listed = store.entries()
+    assert [e.id for e in listed] == [entry.id] and is_comparison(listed[0])
+    saved = load_comparison(listed[0])
+    assert saved.thresholds == THRESHOLDS and not saved.cancelled and saved.failure is None
+    assert saved.hardware == "Test CPU, 2 cores, MLX cpu"
+    assert len(saved.rows) == 4
+    for row, report in zip(saved.rows, result.reports, strict=True):
+        assert row.threshold == report.request.threshold
+        assert row.skips == report.gated.skipped and row.steps == 10
+        assert row.ssim == report.ssim and row.speedup == report.speedup
+        assert row.speedup_label == report.speedup_label
+        assert row.gated_seconds == report.gated.loop_seconds
+        assert row.image is not None and np.array_equal(row.image, report.gated.image)
+        # The rebuilt report says the same as the one that was saved.
+        assert row.report is not None
+        assert row.report.speedup_label == report.speedup_label
+        assert row.report.gated.pattern == report.gated.pattern
+    vanilla = result.reports[0].vanilla
+    assert vanilla is not None and saved.vanilla is not None
+    assert np.array_equal(saved.vanilla, vanilla.image)
+    # Read as a single run (older builds, the side-by-side export): the user's threshold.
+    assert listed[0].threshold == 0.1
+    assert np.array_equal(listed[0].load_images()[0], result.reports[1].gated.image)
+    assert export_entry(listed[0], tmp_path / "out").is_file()
+
+
+def test_a_cancelled_comparison_keeps_its_finished_rows(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    result = _result(cancel_after=2)
+    assert result.cancelled and len(result.reports) == 2
+    saved = load_comparison(save_comparison(store, result, hardware=""))
+    assert saved.cancelled and len(saved.rows) == 2 and saved.thresholds == THRESHOLDS
+
+
+def test_plain_runs_still_load_beside_comparisons(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    result = _result()
+    store.save(RunRecord.from_report(result.reports[0]))
+    save_comparison(store, result, hardware="")
+    kinds = sorted(is_comparison(e) for e in store.entries())
+    assert kinds == [False, True] and store.warnings == []
+    plain = next(e for e in store.entries() if not is_comparison(e))
+    with pytest.raises(ValueError, match="not a threshold comparison"):
+        load_comparison(plain)
+
+
+def test_a_damaged_comparison_says_so_in_one_sentence(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    entry = save_comparison(store, _result(), hardware="")
+    (entry.folder / image_name(2)).unlink()
+    with pytest.raises(OSError):
+        load_comparison(entry)
+    assert store.entries()[0].id == entry.id  # still listed (its run is intact)
+
+
+def test_a_failed_write_leaves_no_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = HistoryStore(tmp_path)
+    import app.storage.history as history
+
+    calls = {"n": 0}
+    real = history.atomic_write_bytes
+
+    def fail_on_fourth(path: Path, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 4:  # gated, vanilla, compare-0, then this one
+            raise OSError(28, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(history, "atomic_write_bytes", fail_on_fourth)
+    with pytest.raises(OSError):
+        save_comparison(store, _result(), hardware="")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,188 @@
+"""The comparison view on the scriptable fake engine behind the real engine thread: entries fill
+in as they finish, clicking one makes it the current threshold, cancel keeps what finished, the
+comparison lands in the history as one entry and reopens, and bad lists get one sentence."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from pytestqt.qtbot import QtBot
+from ui_support import WindowFactory
+
+from app.engine.events import RunFinished
+from app.storage.comparisons import is_comparison, load_comparison
+from app.ui.comparison import CompareStatus
+from app.ui.history_browser import entry_summary
+from app.ui.threshold_compare import CELL_MIN, ThresholdCompareDialog, best_columns
+from app.ui.viewmodel import RunStatus
+from tests.fakes.engine import FakeEngine, FakeScript, StepGate
+
+THRESHOLDS = "0.3, 0.05, 0.2, 0.1"  # out of order on purpose: the view sorts them
+STEPS = 10
+# The fake's batch takes well under a second; the bound is for a 2-core machine shared by many
+# (load average 16 measured while these tests ran), where 15 s once ran out.
+FINISH_MS = 60_000
+
+
+def _dialog(window: object) -> ThresholdCompareDialog:
+    win = window  # MainWindow; kept loose for the factory's return type
+    win.form.select_variant("demo")  # type: ignore[attr-defined]
+    win.form.steps = STEPS  # type: ignore[attr-defined]
+    dialog = win.show_comparison()  # type: ignore[attr-defined]
+    dialog.resize(1280, 820)
+    return dialog
+
+
+def _filled(dialog: ThresholdCompareDialog) -> int:
+    return sum(cell.has_image for cell in dialog.cells[1:])
+
+
+def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    engine = FakeEngine(FakeScript(step_seconds=0.002))  # times > 0: a speedup and its label
+    window = make_window(engine)
+    dialog = _dialog(window)
+    fills: list[int] = []
+    window.comparer.listeners.append(lambda: fills.append(_filled(dialog)))
+
+    dialog.thresholds.setText(THRESHOLDS)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.comparer.status is CompareStatus.finished, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
+
+    steps = [n for i, n in enumerate(fills) if i == 0 or n != fills[i - 1]]
+    assert steps == [0, 1, 2, 3, 4]  # one entry at a time, in order, none at once
+    assert [r.threshold for r in engine.requests] == [0.05, 0.1, 0.2, 0.3]
+    assert all(r.resume for r in engine.requests)
+    titles = [cell.title.text() for cell in dialog.cells]
+    assert titles == ["Vanilla (reference)", "t = 0.05", "t = 0.1", "t = 0.2", "t = 0.3"]
+    rows = [r for r in window.comparer.rows if r is not None]
+    assert max(r.skips or 0 for r in rows) > 0  # the fake's gate engages on this schedule
+    stats = dialog.cells[4].stats.text()
+    assert f"of {STEPS} skipped" in stats and "SSIM" in stats and "time" in stats
+    label = rows[3].speedup_label  # the same label a single run carries: its first clause shown,
+    assert label.split(", ")[0] in stats and label  # all of it in the tooltip
+    assert dialog.cells[4].stats.toolTip() == f"Speedup: {label}"
+    assert "times measured on" in dialog.about.text()
+    assert window.run.status is RunStatus.idle  # the main view was not driven by the batch
+
+    # At the smallest window size the cells sit side by side in rows, none overlapping, every
+    # image at least the minimum (the grid scrolls before it squeezes one).
+    dialog.resize(1024, 700)
+    qtbot.waitUntil(lambda: dialog.grid_host.width() <= 1024, timeout=FINISH_MS)
+    boxes = [cell.geometry() for cell in dialog.cells]
+    assert all(not a.intersects(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert all(cell.view.width() >= CELL_MIN.width() for cell in dialog.cells)
+    assert all(cell.view.height() >= CELL_MIN.height() for cell in dialog.cells)
+
+    # Linked zoom: zooming one image moves every other. Cells in a grid can differ by a screen
+    # pixel in size and the aspect lock widens a range by that much: measured 0.08 image pixels
+    # on a 30-pixel range; 0.5 still fails an unlinked view (it stays at the 128-pixel fit).
+    dialog.cells[2].box.setRange(xRange=(10, 40), yRange=(10, 40), padding=0)
+    (x0, x1), (y0, y1) = dialog.cells[2].box.viewRange()
+    assert x1 - x0 < 64  # zoomed in (the fit spans the whole image)
+    for cell in dialog.cells:
+        (a0, a1), (b0, b1) = cell.box.viewRange()
+        assert (a0, a1) == (pytest.approx(x0, abs=0.5), pytest.approx(x1, abs=0.5))
+        assert (b0, b1) == (pytest.approx(y0, abs=0.5), pytest.approx(y1, abs=0.5))
+
+    # A click on an image makes its threshold the current one and shows its result.
+    cell = dialog.cells[3]  # t = 0.2
+    viewport = cell.view.viewport()
+    centre = QPoint(viewport.width() // 2, viewport.height() // 2)
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=centre)
+    qtbot.waitUntil(lambda: window.comparer.picked == 2, timeout=FINISH_MS)
+    assert window.form.threshold == pytest.approx(0.2)
+    assert window.controls.threshold.value() == pytest.approx(0.2)
+    assert window.run.gated_image is rows[2].image
+    assert window.run.skips == rows[2].skips
+    assert "✓ current" in cell.title.text()
+    qtbot.mouseClick(dialog.cells[1].use_button, Qt.MouseButton.LeftButton)
+    assert window.form.threshold == pytest.approx(0.05)
+
+    # One history entry, which reopens as a comparison.
+    entries = window.history.entries()
+    assert len(entries) == 1 and is_comparison(entries[0])
+    assert entry_summary(entries[0]).startswith("Comparison of 4 thresholds · demo")
+    saved = load_comparison(entries[0])
+    assert [r.threshold for r in saved.rows] == [0.05, 0.1, 0.2, 0.3]
+    window.comparer.rows = []
+    window.comparer.status = CompareStatus.idle
+    assert window.open_history_entry(entries[0])
+    assert window.comparer.status is CompareStatus.opened
+    assert _filled(dialog) == 4
+    assert [r.skips for r in window.comparer.rows if r] == [r.skips for r in rows]
+
+
+def test_cancel_keeps_the_finished_entries(qtbot: QtBot, make_window: WindowFactory) -> None:
+    gate = StepGate()
+    engine = FakeEngine(step_gate=gate)
+    window = make_window(engine)
+    dialog = _dialog(window)
+    dialog.thresholds.setText(THRESHOLDS)
+    dialog.start()
+    comparer = window.comparer
+
+    def first_done() -> bool:  # on the engine's side: its first pass reported its result
+        return any(isinstance(e, RunFinished) for e in engine.emitted)
+
+    while not first_done():  # one step at a time, each taken before the next is allowed
+        passed = gate.passed
+        gate.release(1)
+        qtbot.waitUntil(lambda p=passed: gate.passed > p or first_done(), timeout=FINISH_MS)
+    # The engine now holds before the second threshold's first computed step.
+    qtbot.waitUntil(lambda: comparer.rows[0] is not None, timeout=FINISH_MS)
+    assert not window.controls.generate_button.isEnabled()  # the engine is busy comparing
+    assert dialog.cancel_button.isEnabled()
+    qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+    gate.open()
+    qtbot.waitUntil(lambda: comparer.status is CompareStatus.cancelled, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: comparer.saved_entry is not None, timeout=FINISH_MS)
+    assert sum(r is not None for r in comparer.rows) == 1
+    assert _filled(dialog) == 1
+    assert "1 of 4 thresholds finished" in dialog.status.text()
+    saved = load_comparison(window.history.entries()[0])
+    assert len(saved.rows) == 1 and saved.cancelled and len(saved.thresholds) == 4
+    assert not window.host.busy and dialog.run_button.isEnabled()
+    assert window.controls.generate_button.isEnabled()
+
+
+@pytest.mark.parametrize(
+    ("text", "sentence"),
+    [
+        ("0.1, 0.2", "Compare 4 to 8 thresholds, got 2 (for example 0.05, 0.1, 0.2, 0.3)."),
+        ("0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9", "Compare 4 to 8 thresholds, got 9"),
+        ("0.1, 0.2, 1.5, 0.3", "Threshold 1.5 is outside 0 to 1."),
+        ("0.1, 0.2, 0.2, 0.3", "Threshold 0.2 appears twice; list each threshold once."),
+        ("0.1, 0.2, abc, 0.3", "'abc' is not a number; write thresholds like 0.05, 0.1, 0.2"),
+    ],
+)
+def test_a_bad_list_gets_one_sentence_and_starts_nothing(
+    qtbot: QtBot, make_window: WindowFactory, text: str, sentence: str
+) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    dialog = _dialog(window)
+    dialog.thresholds.setText(text)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    assert dialog.error.isVisibleTo(dialog) and dialog.error.text().startswith(sentence)
+    assert "\n" not in dialog.error.text() and dialog.error.text().endswith(".")
+    assert not window.host.busy and engine.requests == []
+    assert window.comparer.status is CompareStatus.idle
+
+
+def test_defaults_follow_the_form(qtbot: QtBot, make_window: WindowFactory) -> None:
+    window = make_window(FakeEngine())
+    dialog = _dialog(window)
+    window.form.threshold = 0.2
+    qtbot.mouseClick(dialog.defaults_button, Qt.MouseButton.LeftButton)
+    values = [float(v) for v in dialog.thresholds.text().split(",")]
+    assert 4 <= len(values) <= 8 and 0.2 in values and len(set(values)) == len(values)
+
+
+def test_the_grid_keeps_images_as_large_as_the_window_allows() -> None:
+    assert best_columns(7, 1572, 883) == 4  # 1600 × 1000: two rows of square-ish cells
+    assert best_columns(7, 996, 570) == 4  # 1024 × 700
+    assert best_columns(5, 2400, 400) == 5  # wide and low: one row
+    assert best_columns(4, 400, 2000) == 1  # narrow and tall: one column
