@@ -8,7 +8,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from app.engine.report import RunReport
+from app.engine.report import RunReport, TargetProbe
 from app.gate.events import StepEvent
 
 
@@ -67,6 +67,16 @@ class RunWarning:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetProbed:
+    """A target search finished one pass (``index`` from 0; at most ``max_passes``)."""
+
+    run_id: int
+    probe: TargetProbe
+    index: int
+    max_passes: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: int
     report: RunReport
@@ -92,6 +102,7 @@ EngineEvent = (
     | StepDone
     | PassFinished
     | RunWarning
+    | TargetProbed
     | RunFinished
     | RunCancelled
     | RunFailed
