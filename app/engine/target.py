@@ -130,7 +130,8 @@ def search_target(
 
     complete = True
     try:
-        first_met = measure(base.threshold, None, base.resume)
+        # At threshold 0 the gated pass can replay every vanilla step: only vanilla costs.
+        first_met = measure(base.threshold, None, base.resume or base.threshold == 0)
         vanilla = reports[0].vanilla
         params = request.variant.gate_params(max(base.threshold, 1e-9))
         planned = candidates(params, vanilla.trace) if vanilla is not None else []
@@ -157,8 +158,10 @@ def search_target(
         if not complete:
             raise Cancelled
         note = _nothing_met(request, target, probes, planned)
-        measure(0.0, 0, True)  # replays every vanilla step: vanilla's image, no transformer call
-        chosen = len(probes) - 1
+        zero = next((i for i, p in enumerate(probes) if p.threshold == 0), None)
+        if zero is None:  # replays every vanilla step: vanilla's image, no transformer call
+            measure(0.0, 0, True)
+        chosen = len(probes) - 1 if zero is None else zero
     else:
         chosen = best
         p = probes[chosen]
@@ -223,6 +226,11 @@ def _nothing_met(
         text += (
             f"; the closest was {closest.threshold:g} ({closest.skipped} skipped, SSIM "
             f"{closest.ssim:.4f}, local difference {_fmt(closest.local_diff)})"
+        )
+    if variant.distilled:
+        text += (
+            f"; {variant.display_name} is distilled to few steps, each of which changes the "
+            "image a lot, so skipping one costs much"
         )
     return text + "."
 
