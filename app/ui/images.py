@@ -423,9 +423,17 @@ class ComparePanel(QWidget):
         steps: int,
         vanilla_cached: bool,
         resumed_from: int | None,
+        local_diff: float | None = None,
     ) -> None:
         self.ssim_card.set(
-            "—" if ssim is None else f"{ssim:.4f}", "" if ssim is None else _ssim_note(ssim)
+            "—" if ssim is None else f"{ssim:.4f}",
+            "" if ssim is None else _ssim_note(ssim, local_diff),
+        )
+        self.ssim_card.setToolTip(
+            ""
+            if local_diff is None
+            else f"Worst local difference {local_diff:.3f} (0–1): the mean difference of the "
+            "most changed 16 × 16 window, which SSIM can miss"
         )
         self.gated_time_card.set(_seconds(gated_seconds), _resume_note(resumed_from, steps))
         self.vanilla_time_card.set(
@@ -466,7 +474,20 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def _ssim_note(value: float) -> str:
+def _ssim_note(value: float, local_diff: float | None = None) -> str:
+    """SSIM's word, and where one spot differs more than the default bound, that too: an image
+    can be "very close" on average with one object gone."""
+    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
+
+    word = _ssim_word(value)
+    if local_diff is None:
+        return word
+    if local_diff > DEFAULT_MAX_LOCAL_DIFF:
+        return f"{word}, but one spot differs ({local_diff:.2f})"
+    return f"{word} · worst spot {local_diff:.2f}"
+
+
+def _ssim_word(value: float) -> str:
     if value >= 0.98:
         return "visually identical"
     if value >= 0.95:

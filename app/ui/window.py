@@ -36,6 +36,7 @@ from app.ui.gate_plot import GatePlot
 from app.ui.history_browser import HistoryDialog
 from app.ui.images import ComparePanel
 from app.ui.observable import Binding, bind
+from app.ui.quality import QualityModel, QualityPanel
 from app.ui.session import Session
 from app.ui.theme import mute, small_font
 from app.ui.timeline import StepTimeline, TimelineLegend
@@ -94,6 +95,7 @@ class MainWindow(QMainWindow):
         self.run = RunModel(self)
         self.host = EngineHost(engine_factory, self.history.save, self)
         self.downloads = DownloadController(self.model_store, self)
+        self.quality = QualityModel(self)
         self.session = Session(
             self.form,
             self.run,
@@ -104,6 +106,7 @@ class MainWindow(QMainWindow):
             history=self.history,
             model_store=self.model_store,
             started=self.generation_started.emit,
+            quality=self.quality,
         )
         self.history_dialog: HistoryDialog | None = None
         self._rerun_timer = QTimer(self)
@@ -133,6 +136,9 @@ class MainWindow(QMainWindow):
     # -- construction
     def _build(self) -> None:
         self.controls = ControlsView()
+        self.quality_panel = QualityPanel(self.quality)
+        rerun_at = self.controls.form_layout.indexOf(self.controls.rerun)
+        self.controls.form_layout.insertWidget(rerun_at + 1, self.quality_panel)
         self.banners = BannerStack()
         self.compare = ComparePanel()
         self.compare.metadata_source = self.session.export_metadata
@@ -337,7 +343,9 @@ class MainWindow(QMainWindow):
         self.export_action.triggered.connect(lambda: self.export_current())
         self.quit_action.triggered.connect(self.close)
 
+        self.host.event_received.connect(s.apply_target_result)  # before the run model's
         self.host.event_received.connect(r.handle_event)
+        self.host.event_received.connect(self.quality.handle_event)
         r.status_changed.connect(self._on_status)
         for signal in (
             r.gated_steps_changed,
@@ -366,6 +374,7 @@ class MainWindow(QMainWindow):
             signal.connect(self._refresh_images)
         for signal in (
             r.ssim_changed,
+            r.local_diff_changed,
             r.gated_seconds_changed,
             r.vanilla_seconds_changed,
             r.speedup_changed,
@@ -657,6 +666,7 @@ class MainWindow(QMainWindow):
             steps=steps,
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
+            local_diff=r.local_diff,
         )
 
     def _refresh_run_view(self) -> None:
