@@ -59,7 +59,8 @@ class QualityModel(QObject):
 
     def begin(self, run_id: int) -> None:
         self.run_id = run_id
-        self.probes = ()
+        none: tuple[TargetProbe, ...] = ()
+        self.probes = none
         self.chosen = None
         self.note = "Searching…"
 
@@ -69,7 +70,8 @@ class QualityModel(QObject):
             return
         match event:
             case TargetProbed():
-                self.probes = (*self.probes, event.probe)
+                tried: tuple[TargetProbe, ...] = (*self.probes, event.probe)
+                self.probes = tried
                 self.note = f"Searching… {event.index + 1} of at most {event.max_passes} passes"
             case RunFinished() if event.report.target_search is not None:
                 search = event.report.target_search

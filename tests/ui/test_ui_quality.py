@@ -76,9 +76,11 @@ def test_real_search_is_listed_and_sets_the_slider(qtbot: QtBot, real_window: Ma
     assert seen and seen == list(range(1, len(seen) + 1))  # one more row per finished pass
 
     model = window.quality
+    probes = model.probes
     rows = window.quality_panel.rows()
-    assert len(rows) == len(model.probes) >= 2
-    assert rows[0][0].endswith("0.3") and not model.probes[0].met
+    assert len(rows) == len(model.probes)
+    assert len(rows) >= 2
+    assert rows[0][0].endswith("0.3") and not probes[0].met
     chosen = model.chosen
     assert chosen is not None and chosen != 0.3
     assert [r for r in rows if r[0].startswith("✓")]  # the chosen one is marked
