@@ -76,7 +76,7 @@ def test_real_search_is_listed_and_sets_the_slider(qtbot: QtBot, real_window: Ma
     assert seen and seen == list(range(1, len(seen) + 1))  # one more row per finished pass
 
     model = window.quality
-    probes = model.probes
+    probes = list(model.probes)
     rows = window.quality_panel.rows()
     assert len(rows) == len(model.probes)
     assert len(rows) >= 2
