@@ -30,7 +30,7 @@ from app.engine.request import DEFAULT_MAX_LOCAL_DIFF, DEFAULT_MIN_SSIM, Quality
 from app.ui.observable import Binding, Prop, bind
 from app.ui.theme import mute, small_font
 
-COLUMNS = ("Threshold", "Skips", "SSIM", "Local diff")
+COLUMNS = ("Threshold", "Skips", "SSIM", "Local")
 
 
 class QualityModel(QObject):
@@ -114,11 +114,13 @@ class QualityPanel(QWidget):
         self.tried.setRootIsDecorated(False)
         self.tried.setUniformRowHeights(True)
         self.tried.setFont(small_font(self.tried.font()))
+        # The sidebar is narrow: four columns share its width, none scrolls sideways.
         header = self.tried.header()
+        header.setMinimumSectionSize(24)
+        header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        header.setStretchLastSection(True)
-        self.tried.setMinimumHeight(96)
-        self.tried.setMaximumHeight(150)
+        self.tried.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.tried.setToolTip("Every threshold the search ran: ✓ chosen, ✗ missed the target")
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.note.setFont(small_font(self.note.font()))
@@ -186,6 +188,11 @@ class QualityPanel(QWidget):
                 for column in range(len(COLUMNS)):
                     item.setFont(column, font)
             self.tried.addTopLevelItem(item)
+        # As tall as its rows (up to the 8 passes a search may run), so the note stays close.
+        rows = max(1, min(len(m.probes), 9))
+        row_height = self.tried.sizeHintForRow(0) if m.probes else self.fontMetrics().height() + 4
+        height = self.tried.header().sizeHint().height() + rows * row_height + 6
+        self.tried.setFixedHeight(height)
         shown = bool(m.probes) or (bool(m.enabled) and bool(m.run_id))
         self.tried.setVisible(shown)
         self.note.setText(m.note if m.run_id else "")
