@@ -475,16 +475,14 @@ def _seconds(value: float | None) -> str:
 
 
 def _ssim_note(value: float, local_diff: float | None = None) -> str:
-    """SSIM's word, and where one spot differs more than the default bound, that too: an image
-    can be "very close" on average with one object gone."""
+    """SSIM's word, unless one spot differs more than the default local bound: an image can be
+    "visually identical" on average with one object gone. Short: the card row must fit 1024 px
+    (the figure itself is in the card's tooltip)."""
     from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
 
-    word = _ssim_word(value)
-    if local_diff is None:
-        return word
-    if local_diff > DEFAULT_MAX_LOCAL_DIFF:
-        return f"{word}, but one spot differs ({local_diff:.2f})"
-    return f"{word} · worst spot {local_diff:.2f}"
+    if local_diff is not None and local_diff > DEFAULT_MAX_LOCAL_DIFF:
+        return f"one spot differs ({local_diff:.2f})"
+    return _ssim_word(value)
 
 
 def _ssim_word(value: float) -> str:
