@@ -5,6 +5,7 @@ No Qt and no MLX; scikit-image is imported on first use (about 0.5 s), not at st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,3 +23,47 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
         data_range=255,
     )
     return float(value)
+
+
+# The local-difference window: 1/8 of the shorter side, at least 16 px. On the demo's 128 × 128
+# images that is 16 × 16, about the size of one drawn object (a circle is 12–20 px across), so a
+# lost object fills most of one window while the image-wide SSIM barely moves.
+LOCAL_WINDOW_MIN = 16
+LOCAL_WINDOW_FRACTION = 8
+
+
+@dataclass(frozen=True, slots=True)
+class LocalDifference:
+    """The worst window of the difference image: its mean absolute difference (0–1) and where."""
+
+    value: float
+    x: int
+    y: int
+    size: int
+
+
+def local_window(height: int, width: int) -> int:
+    return min(height, width, max(LOCAL_WINDOW_MIN, min(height, width) // LOCAL_WINDOW_FRACTION))
+
+
+def local_difference(a: np.ndarray, b: np.ndarray) -> LocalDifference:
+    """The mean absolute difference of the worst ``local_window`` square of two same-shape 8-bit
+    images, on a 0–1 scale. Per pixel the largest difference over the RGB channels counts (not
+    luminance): a red object replaced by an equally bright green one is a lost object too."""
+    if a.shape != b.shape:
+        raise ValueError(f"images differ in shape: {a.shape} against {b.shape}")
+    diff = np.abs(a.astype(np.int16) - b.astype(np.int16)).astype(np.float64) / 255.0
+    if diff.ndim == 3:
+        diff = diff.max(axis=-1)
+    height, width = diff.shape
+    size = local_window(height, width)
+    # Window sums from the integral image: every window position, stride 1.
+    integral = np.pad(diff.cumsum(axis=0).cumsum(axis=1), ((1, 0), (1, 0)))
+    sums = (
+        integral[size:, size:]
+        - integral[:-size, size:]
+        - integral[size:, :-size]
+        + integral[:-size, :-size]
+    )
+    y, x = np.unravel_index(int(np.argmax(sums)), sums.shape)
+    return LocalDifference(float(sums[y, x]) / (size * size), int(x), int(y), size)

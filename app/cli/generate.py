@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.cli.outdir import OutputFolder
-    from app.engine.report import RunReport
-    from app.engine.request import GenerationRequest
+    from app.engine.report import RunReport, TargetProbe
+    from app.engine.request import GenerationRequest, QualityTarget
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -110,10 +110,13 @@ def run_headless(
 
     finished: list[RunReport] = []
     errors: list[str] = []
+    warned: set[str] = set()
 
     def emit(event: object) -> None:
         if isinstance(event, ev.RunWarning) and progress:
-            print(f"warning: {event.message}", file=sys.stderr)
+            if event.message not in warned:  # a target search's passes repeat them
+                warned.add(event.message)
+                print(f"warning: {event.message}", file=sys.stderr)
         elif isinstance(event, ev.LoadProgress) and progress:
             print(event.message, file=sys.stderr)
         elif isinstance(event, ev.PassStarted) and progress:
@@ -121,6 +124,11 @@ def run_headless(
             print(f"{event.which.value} pass: {event.num_steps} steps{note}", file=sys.stderr)
         elif isinstance(event, ev.StepPreview) and previews is not None:
             previews.setdefault(event.which.value, {})[event.index] = event.image
+        elif isinstance(event, ev.TargetProbed) and progress:
+            print(
+                f"target search {event.index + 1}/{event.max_passes}: " + probe_line(event.probe),
+                file=sys.stderr,
+            )
         elif isinstance(event, ev.RunFinished):
             finished.append(event.report)
         elif isinstance(event, ev.RunFailed):
@@ -138,12 +146,47 @@ def run_headless(
     return finished[0]
 
 
+def probe_line(probe: TargetProbe) -> str:
+    ssim = "—" if probe.ssim is None else f"{probe.ssim:.4f}"
+    local = "—" if probe.local_diff is None else f"{probe.local_diff:.3f}"
+    verdict = "meets" if probe.met else "misses"
+    return (
+        f"threshold {probe.threshold:g}: skipped {probe.skipped}, SSIM {ssim}, "
+        f"local difference {local} ({verdict} the target)"
+    )
+
+
+def target_from_args(args: argparse.Namespace) -> QualityTarget | None:
+    """``--target-ssim`` (with ``--max-local-diff``) as a validated target, or None."""
+    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF, RequestError, make_target
+
+    if args.target_ssim is None:
+        if args.max_local_diff is not None:
+            raise UserError("--max-local-diff bounds a target run: give --target-ssim too")
+        return None
+    if args.threshold is not None:
+        raise UserError(
+            "give either --threshold or --target-ssim, not both: the target search picks the "
+            "threshold"
+        )
+    bound = DEFAULT_MAX_LOCAL_DIFF if args.max_local_diff is None else args.max_local_diff
+    try:
+        return make_target(args.target_ssim, bound)
+    except RequestError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _generate(args: argparse.Namespace) -> int:
     from PIL import Image
 
+    target = target_from_args(args)
     request = request_from_args(
         args, compare_vanilla=True, resume=args.resume, previews=args.previews
     )
+    if target is not None:
+        from dataclasses import replace
+
+        request = replace(request, target=target)
     from app.cli.outdir import output_folder
     from app.storage.jsonio import write_json_atomic
 
@@ -171,10 +214,14 @@ def _generate(args: argparse.Namespace) -> int:
         else ""
     )
     loras = "".join(f" + LoRA {lora.label()}" for lora in request.loras)
+    local = f", local difference {report.local_diff.value:.3f}" if report.local_diff else ""
+    if report.target_search is not None:
+        print(report.target_search.note)
     print(
-        f"{request.variant_id}{loras}: skipped {report.gated.skipped} of {request.steps} steps "
-        f"({report.gated.pattern}), SSIM {ssim}, vanilla {vanilla_seconds:.2f} s, "
-        f"gated {report.gated.loop_seconds:.2f} s{speedup} → {out}"
+        f"{request.variant_id}{loras}: threshold {report.request.threshold:g}, skipped "
+        f"{report.gated.skipped} of {request.steps} steps ({report.gated.pattern}), SSIM {ssim}"
+        f"{local}, vanilla {vanilla_seconds:.2f} s, gated {report.gated.loop_seconds:.2f} s"
+        f"{speedup} → {out}"
     )
     return 0
 
@@ -217,4 +264,25 @@ def setup(sub: argparse._SubParsersAction) -> None:
         help="also write each step's preview to OUT/previews/vanilla-NN.png and gated-NN.png "
         "(NN: step index) and list them in report.json",
     )
+    p.add_argument(
+        "--target-ssim",
+        type=float,
+        metavar="S",
+        help="instead of --threshold: find the threshold with the most skips whose SSIM against "
+        "vanilla is at least S (0 < S ≤ 1; the window's default is 0.97)",
+    )
+    p.add_argument(
+        "--max-local-diff",
+        type=float,
+        metavar="D",
+        help="with --target-ssim: the largest accepted local difference, 0–1 (the worst "
+        "16 × 16 window's mean difference on the demo; default "
+        f"{_default_local_bound():g})",
+    )
     p.set_defaults(handler=_generate)
+
+
+def _default_local_bound() -> float:
+    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
+
+    return DEFAULT_MAX_LOCAL_DIFF

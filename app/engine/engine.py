@@ -194,7 +194,14 @@ class Engine:
         self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
     ) -> None:
         try:
-            report = self.generate(run_id, request, emit, cancel)
+            if request.target is not None:  # a quality target: search the threshold
+                from app.engine.target import search_target
+
+                report = search_target(
+                    request, lambda r, e: self.generate(run_id, r, e, cancel), emit, run_id
+                )
+            else:
+                report = self.generate(run_id, request, emit, cancel)
         except Cancelled:
             emit(RunCancelled(run_id, None))
         except UserFacingError as exc:

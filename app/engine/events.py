@@ -9,7 +9,7 @@ from enum import StrEnum
 import numpy as np
 
 from app.engine.comparison import ComparisonResult
-from app.engine.report import RunReport
+from app.engine.report import RunReport, TargetProbe
 from app.gate.decision import Decision
 from app.gate.events import StepEvent
 
@@ -81,6 +81,16 @@ class RunWarning:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetProbed:
+    """A target search finished one pass (``index`` from 0; at most ``max_passes``)."""
+
+    run_id: int
+    probe: TargetProbe
+    index: int
+    max_passes: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: int
     report: RunReport
@@ -125,6 +135,7 @@ EngineEvent = (
     | StepPreview
     | PassFinished
     | RunWarning
+    | TargetProbed
     | RunFinished
     | RunCancelled
     | RunFailed

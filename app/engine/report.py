@@ -14,8 +14,9 @@ from datetime import datetime
 
 import numpy as np
 
-from app.engine.request import GenerationRequest
+from app.engine.request import GenerationRequest, QualityTarget
 from app.gate import Decision, StepEvent
+from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
 
@@ -69,6 +70,54 @@ class Engagement:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetProbe:
+    """One real pass of a target search: the threshold tried and what it measured."""
+
+    threshold: float
+    skipped: int
+    pattern: str
+    ssim: float | None
+    local_diff: float | None
+    met: bool
+    predicted_skipped: int | None = None  # the simulator's count on vanilla's trace
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "threshold": self.threshold,
+            "skipped": self.skipped,
+            "predicted_skipped": self.predicted_skipped,
+            "pattern": self.pattern,
+            "ssim": self.ssim,
+            "local_diff": self.local_diff,
+            "met": self.met,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSearch:
+    """How a target run found its threshold: every pass tried, in order, and the outcome."""
+
+    target: QualityTarget
+    probes: tuple[TargetProbe, ...]
+    chosen_threshold: float
+    met: bool  # a tried threshold with skips met the target (else threshold 0 was kept)
+    note: str  # one sentence: what was chosen and why
+    complete: bool = True  # False: cancelled, the best of the passes that finished
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "target_ssim": self.target.min_ssim,
+            "target_max_local_diff": self.target.max_local_diff,
+            "target_met": self.met,
+            "target_note": self.note,
+            "target_complete": self.complete,
+            "target_search": [
+                {**p.as_dict(), "chosen": p.threshold == self.chosen_threshold} for p in self.probes
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RunReport:
     """Both passes of one run and what they measure. ``vanilla`` is None without a comparison."""
 
@@ -87,6 +136,10 @@ class RunReport:
     # A cached vanilla was timed under another moment's load: gated/vanilla step time over the
     # steps both passes computed (``app.engine.timing.load_factor``); None when not rescaled.
     load_factor: float | None = None
+    # The worst window of the gated-vs-vanilla difference image (``app.metrics``): SSIM averages
+    # over the image and can stay high while one object is lost.
+    local_diff: LocalDifference | None = None
+    target_search: TargetSearch | None = None  # set on a target run (``app.engine.target``)
 
     @property
     def speedup_unscaled(self) -> float | None:
@@ -185,6 +238,8 @@ class RunReport:
                     "vanilla_measured_at": v.measured_at.isoformat(timespec="seconds"),
                     "ssim": self.ssim,
                     "max_abs_diff": self.max_abs_diff,
+                    "local_diff": self.local_diff.value if self.local_diff else None,
+                    "local_diff_window": _window(self.local_diff),
                     "speedup": self.speedup,
                     "speedup_unscaled": self.speedup_unscaled,
                     "speedup_basis": self.speedup_basis,
@@ -200,6 +255,8 @@ class RunReport:
                 "onset_threshold": self.engagement.onset_threshold,
                 "onset_step": self.engagement.onset_step,
             }
+        if self.target_search is not None:
+            out.update(self.target_search.to_json())
         return out
 
 
@@ -219,6 +276,7 @@ def measure_run(
 ) -> RunReport:
     """The one place two passes become a result: SSIM is measured here (off the GUI thread)."""
     similarity = compare_images(gated.image, vanilla.image) if vanilla is not None else None
+    local = local_difference(gated.image, vanilla.image) if vanilla is not None else None
     return RunReport(
         request=request,
         gated=gated,
@@ -232,7 +290,21 @@ def measure_run(
         engine=engine,
         warmup_seconds=warmup_seconds,
         load_factor=load_factor,
+        local_diff=local,
     )
+
+
+def local_difference(gated: np.ndarray, vanilla: np.ndarray) -> LocalDifference | None:
+    """The worst local window of the difference, or None where the shapes differ."""
+    if gated.shape != vanilla.shape or min(gated.shape[:2]) < 1:
+        return None
+    from app.metrics import local_difference as measure
+
+    return measure(gated, vanilla)
+
+
+def _window(local: LocalDifference | None) -> dict[str, int] | None:
+    return None if local is None else {"x": local.x, "y": local.y, "size": local.size}
 
 
 def compare_images(gated: np.ndarray, vanilla: np.ndarray) -> float | None:

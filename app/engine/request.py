@@ -29,6 +29,59 @@ class RequestError(ValueError):
     """The request is invalid; the message is one clear sentence for the user."""
 
 
+DEFAULT_MIN_SSIM = 0.97
+# The worst 16 × 16 window's mean difference (0–1, largest RGB channel per pixel) that a target
+# run accepts by default. Basis: lab/target/results/local-diff-survey.json (demo, the 10 prompts
+# of its threshold sweep at thresholds 0.05–0.3, seed 42, plus the issue's lost-circle case; 55
+# runs on AMD EPYC CPU): ordinary drift measured 0.004–0.165 in 47 of them; lost or reshaped
+# objects 0.39–0.83 (the lost circle 0.82–0.83 at thresholds 0.1–0.3, SSIM 0.906–0.938; two
+# striped squares 0.75 at SSIM 0.945 and 0.39 at 0.921). Two runs in between are not inspected:
+# 0.21 (SSIM 0.967) and 0.285 (SSIM 0.972). 0.25 sits in the gap: above all 47, below every loss.
+DEFAULT_MAX_LOCAL_DIFF = 0.25
+# Real passes a target search may run (the first at the starting threshold included); bisection
+# over the simulator's skip patterns needs log2(patterns) of them: 28 demo steps give ≤ 30 patterns.
+MAX_SEARCH_PASSES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class QualityTarget:
+    """Ask for a quality instead of a threshold: the search keeps the threshold with the most
+    skips whose measured SSIM against vanilla is at least ``min_ssim`` and whose worst local
+    difference is at most ``max_local_diff`` (None: no local bound)."""
+
+    min_ssim: float = DEFAULT_MIN_SSIM
+    max_local_diff: float | None = DEFAULT_MAX_LOCAL_DIFF
+    max_passes: int = MAX_SEARCH_PASSES
+
+    def met_by(self, ssim: float | None, local_diff: float | None) -> bool:
+        if ssim is None or not math.isfinite(ssim) or ssim < self.min_ssim:
+            return False
+        if self.max_local_diff is None:
+            return True
+        return local_diff is not None and local_diff <= self.max_local_diff
+
+    def describe(self) -> str:
+        text = f"SSIM ≥ {self.min_ssim:g}"
+        if self.max_local_diff is not None:
+            text += f" and local difference ≤ {self.max_local_diff:g}"
+        return text
+
+
+def make_target(
+    min_ssim: float, max_local_diff: float | None = DEFAULT_MAX_LOCAL_DIFF
+) -> QualityTarget:
+    """Validate a quality target. Raises ``RequestError`` with one sentence."""
+    if not (math.isfinite(min_ssim) and 0.0 < min_ssim <= 1.0):
+        raise RequestError(f"the target SSIM must be above 0 and at most 1, got {min_ssim:g}")
+    if max_local_diff is not None and not (
+        math.isfinite(max_local_diff) and 0.0 <= max_local_diff <= 1.0
+    ):
+        raise RequestError(
+            f"the largest local difference must be between 0 and 1, got {max_local_diff:g}"
+        )
+    return QualityTarget(float(min_ssim), max_local_diff)
+
+
 @dataclass(frozen=True, slots=True)
 class LoraSpec:
     """One LoRA file (absolute path) and the scale mflux applies it at."""
@@ -65,6 +118,9 @@ class GenerationRequest:
     # Live step previews (StepPreview events): never change the numbers and are charged to no
     # step's time, but cost a little wall time; off for benchmarks and calibration.
     previews: bool = False
+    # Search the threshold for this quality instead (``app.engine.target``); ``threshold`` is
+    # then where the search starts. The finished report's request holds the chosen threshold.
+    target: QualityTarget | None = None
 
     @property
     def variant(self) -> Variant:

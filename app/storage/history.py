@@ -167,6 +167,10 @@ class HistoryEntry:
         return _opt_float(self.result.get("ssim"))
 
     @property
+    def local_diff(self) -> float | None:
+        return _opt_float(self.result.get("local_diff"))
+
+    @property
     def gated_seconds(self) -> float | None:
         return _opt_float(self.result.get("gated_seconds"))
 
@@ -589,6 +593,7 @@ def _metadata(entry_id: str, record: RunRecord) -> dict[str, object]:
             "pattern": record.pattern,
             "vanilla_pattern": record.vanilla_pattern,
             "ssim": record.ssim,
+            "local_diff": record.report.get("local_diff"),
             "gated_seconds": record.gated_seconds,
             "vanilla_seconds": record.vanilla_seconds,
             "speedup": record.speedup,

@@ -425,6 +425,7 @@ class ControlsView(QFrame):
         layout.addLayout(threshold_row)
         layout.addWidget(self.threshold_hint)
         layout.addWidget(self.rerun)
+        self.form_layout = layout  # the window adds the target-quality panel below the rerun box
         layout.addSpacing(10)
         layout.addWidget(section("Calibration"))
         self.calibration = QLabel()

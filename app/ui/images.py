@@ -428,9 +428,17 @@ class ComparePanel(QWidget):
         steps: int,
         vanilla_cached: bool,
         resumed_from: int | None,
+        local_diff: float | None = None,
     ) -> None:
         self.ssim_card.set(
-            "—" if ssim is None else f"{ssim:.4f}", "" if ssim is None else _ssim_note(ssim)
+            "—" if ssim is None else f"{ssim:.4f}",
+            "" if ssim is None else _ssim_note(ssim, local_diff),
+        )
+        self.ssim_card.setToolTip(
+            ""
+            if local_diff is None
+            else f"Worst local difference {local_diff:.3f} (0–1): the mean difference of the "
+            "most changed 16 × 16 window, which SSIM can miss"
         )
         self.gated_time_card.set(_seconds(gated_seconds), _resume_note(resumed_from, steps))
         self.vanilla_time_card.set(
@@ -472,6 +480,14 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def _ssim_note(value: float) -> str:
-    """The summary line's band for SSIM alone (app.ui.plain_words), so the two never disagree."""
+def _ssim_note(value: float, local_diff: float | None = None) -> str:
+    """SSIM's word, unless one spot differs more than the default local bound: an image can be
+    "visually identical" on average with one object gone. Short: the card row must fit 1024 px
+    (the figure itself is in the card's tooltip)."""
+    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
+
+    if local_diff is not None and local_diff > DEFAULT_MAX_LOCAL_DIFF:
+        return f"one spot differs ({local_diff:.2f})"
+    # The summary line's band for SSIM alone (app.ui.plain_words), so the two never disagree.
     return CHANGE_WORDS[picture_change(value)].removeprefix("the picture ").removeprefix("is ")
+

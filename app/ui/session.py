@@ -45,7 +45,9 @@ from app.ui.memory import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
+    from app.engine.events import EngineEvent
     from app.ui.downloads import ModelStore
+    from app.ui.quality import QualityModel
     from app.ui.viewmodel import FormModel, RunModel
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ class Session:
         history: HistoryStore,
         model_store: ModelStore,
         started: Callable[[int], None] | None = None,
+        quality: QualityModel | None = None,
     ) -> None:
         self.form = form
         self.run = run
@@ -105,6 +108,7 @@ class Session:
         self.history = history
         self.model_store = model_store
         self._started = started
+        self.quality = quality  # target-quality mode (``app.ui.quality``), where the window has it
         self._shut_down = False
         self._stopped = False
         self._dismissed: set[str] = set()
@@ -132,6 +136,9 @@ class Session:
         previous = self.run.request
         same_vanilla = previous is not None and previous.vanilla_key() == request.vanilla_key()
         request = replace(request, resume=same_vanilla)
+        target = self.quality.target() if self.quality is not None else None
+        if target is not None:  # search from the slider's threshold for this quality
+            request = replace(request, target=target)
         run_id = self.engine.submit(request)
         if run_id is None:
             return None
@@ -140,9 +147,25 @@ class Session:
         self.save_settings()
         self._dismissed.clear()
         self.run.begin(run_id, request)
+        if target is not None and self.quality is not None:
+            self.quality.begin(run_id)
         if self._started is not None:
             self._started(run_id)
         return run_id
+
+    def apply_target_result(self, event: EngineEvent) -> None:
+        """A target search finished: its result is the chosen threshold's run, so the slider
+        moves there and the run's request becomes that threshold's (the result then matches the
+        inputs). Called before the run model applies the same event."""
+        from app.engine.events import RunFinished
+
+        if not isinstance(event, RunFinished) or event.run_id != self.run.run_id:
+            return
+        search = event.report.target_search
+        if search is None:
+            return
+        self.run.request = event.report.request
+        self.form.threshold = search.chosen_threshold
 
     def select_variant(self, variant_id: str) -> bool:
         """Change the model. Refused while a run is going (its result belongs to the selection

@@ -268,6 +268,7 @@ class RunModel(QObject):
     gated_seconds_changed = Signal(object)
     vanilla_seconds_changed = Signal(object)
     ssim_changed = Signal(object)
+    local_diff_changed = Signal(object)
     speedup_changed = Signal(object)
     speedup_estimated_changed = Signal(object)
     speedup_label_changed = Signal(object)
@@ -301,6 +302,7 @@ class RunModel(QObject):
     gated_seconds = Prop[float | None](None)
     vanilla_seconds = Prop[float | None](None)
     ssim = Prop[float | None](None)
+    local_diff = Prop[float | None](None)  # the worst window of the difference (app.metrics)
     speedup = Prop[float | None](None)
     speedup_estimated = Prop(False)
     speedup_label = Prop("")  # how the speedup was measured (app.engine.report.speedup_label)
@@ -385,6 +387,7 @@ class RunModel(QObject):
         self.difference = None
         self.gated_seconds = None
         self.ssim = None
+        self.local_diff = None
         self.speedup = None
         self.speedup_estimated = False
         self.speedup_label = ""
@@ -562,6 +565,7 @@ class RunModel(QObject):
             self._update_band()
         self.report = report
         self.ssim = report.ssim
+        self.local_diff = report.local_diff.value if report.local_diff is not None else None
         self.speedup = report.speedup
         self.speedup_estimated = report.speedup_estimated
         self.speedup_label = report.speedup_label
@@ -612,6 +616,7 @@ class RunModel(QObject):
         self.gated_seconds = entry.gated_seconds
         self.vanilla_seconds = entry.vanilla_seconds
         self.ssim = entry.ssim
+        self.local_diff = entry.local_diff
         self.speedup = entry.speedup
         self.speedup_estimated = entry.speedup_estimated
         self.speedup_label = entry.speedup_label

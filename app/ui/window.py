@@ -39,6 +39,7 @@ from app.ui.history_browser import HistoryDialog
 from app.ui.images import ComparePanel
 from app.ui.model_folders import ModelFolderActions
 from app.ui.observable import Binding, bind
+from app.ui.quality import QualityModel, QualityPanel
 from app.ui.quantize import bind_quantize
 from app.ui.run_details import RunDetails, describe_run
 from app.ui.session import Session
@@ -109,6 +110,7 @@ class MainWindow(QMainWindow):
             engine_factory, self.history.save, self, save_comparison=comparison_saver(self.history)
         )
         self.downloads = DownloadController(self.model_store, self)
+        self.quality = QualityModel(self)
         self.session = Session(
             self.form,
             self.run,
@@ -119,6 +121,7 @@ class MainWindow(QMainWindow):
             history=self.history,
             model_store=self.model_store,
             started=self.generation_started.emit,
+            quality=self.quality,
         )
         self.comparer = ThresholdComparer(self.session, self.host)
         self.compare_dialog: ThresholdCompareDialog | None = None
@@ -151,6 +154,9 @@ class MainWindow(QMainWindow):
     # -- construction
     def _build(self) -> None:
         self.controls = ControlsView()
+        self.quality_panel = QualityPanel(self.quality)
+        rerun_at = self.controls.form_layout.indexOf(self.controls.rerun)
+        self.controls.form_layout.insertWidget(rerun_at + 1, self.quality_panel)
         self.banners = BannerStack()
         self.compare = ComparePanel()
         self.compare.metadata_source = self.session.export_metadata
@@ -376,9 +382,11 @@ class MainWindow(QMainWindow):
         self.export_action.triggered.connect(lambda: self.export_current())
         self.quit_action.triggered.connect(self.close)
 
+        self.host.event_received.connect(s.apply_target_result)  # before the run model's
         self.host.event_received.connect(r.handle_event)
         self.host.event_received.connect(self.comparer.handle_event)
         self.host.busy_changed.connect(self._on_engine_busy)
+        self.host.event_received.connect(self.quality.handle_event)
         r.status_changed.connect(self._on_status)
         for signal in (
             r.gated_steps_changed,
@@ -411,6 +419,7 @@ class MainWindow(QMainWindow):
             signal.connect(self._refresh_images)
         for signal in (
             r.ssim_changed,
+            r.local_diff_changed,
             r.gated_seconds_changed,
             r.vanilla_seconds_changed,
             r.speedup_changed,
@@ -737,6 +746,7 @@ class MainWindow(QMainWindow):
             steps=steps,
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
+            local_diff=r.local_diff,
         )
         details = describe_run(r)
         if details != self._shown_details:  # stats refresh per step during a run: no relayout

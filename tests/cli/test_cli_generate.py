@@ -153,3 +153,38 @@ def test_without_previews_nothing_is_written_or_listed(tmp_path: Path) -> None:
     report = _generate(tmp_path, "--steps", "8", "--seed", "5")
     assert "previews" not in report
     assert not (tmp_path / "out" / "previews").exists()
+def test_target_ssim_writes_the_search_and_the_chosen_threshold(tmp_path: Path) -> None:
+    report = _generate(tmp_path, "--target-ssim", "0.97", "--seed", "701103987")
+    assert report["target_ssim"] == 0.97 and report["target_max_local_diff"] == 0.25
+    tried = report["target_search"]
+    assert 1 <= len(tried) <= 8
+    chosen = [t for t in tried if t["chosen"]]
+    assert chosen and all(t["threshold"] == report["threshold"] for t in chosen)
+    assert report["skipped"] == chosen[-1]["skipped"] > 0  # engagement
+    assert report["ssim"] >= 0.97 and report["local_diff"] <= 0.25  # measured, met
+    assert report["target_met"] is True
+    assert {"threshold", "ssim", "local_diff", "skipped", "met"} <= set(tried[0])
+    assert not any(t["met"] and t["skipped"] > report["skipped"] for t in tried)
+    window = report["local_diff_window"]
+    assert window["size"] == 16 and 0 <= window["x"] <= 112
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--target-ssim", "0.97", "--threshold", "0.1"], "either --threshold or --target-ssim"),
+        (["--target-ssim", "0"], "above 0 and at most 1"),
+        (["--target-ssim", "1.2"], "above 0 and at most 1"),
+        (["--target-ssim", "0.97", "--max-local-diff", "-1"], "between 0 and 1"),
+        (["--max-local-diff", "0.2"], "give --target-ssim too"),
+    ],
+)
+def test_bad_target_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    out = tmp_path / "o"
+    code = main(["generate", "--variant", "demo", "--prompt", PROMPT, "--out", str(out), *extra])
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+    assert not out.exists()

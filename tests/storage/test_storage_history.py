@@ -324,3 +324,18 @@ def test_an_entry_whose_lora_file_is_gone_loads_but_does_not_reproduce(tmp_path:
     (tmp_path / "ink.safetensors").unlink()
     [read] = HistoryStore(tmp_path / "history").entries()
     assert read.loras == entry.loras and read.to_request() is None
+def test_the_local_difference_is_saved_and_read_back(tmp_path: Path) -> None:
+    from app.engine.report import measure_run
+    from tests.fakes.engine import minimal_report
+
+    report = minimal_report(make_request("demo", "a red star", steps=3))
+    assert report.vanilla is not None
+    lost = report.vanilla.image.copy()
+    lost[8:24, 8:24] = (200, 30, 30)  # one 16 × 16 patch changed
+    measured = measure_run(report.request, replace(report.gated, image=lost), report.vanilla)
+    assert measured.local_diff is not None and measured.local_diff.value > 0.3
+    entry = HistoryStore(tmp_path).save(RunRecord.from_report(measured))
+    [read] = HistoryStore(tmp_path).entries()
+    assert read.id == entry.id
+    assert read.local_diff == pytest.approx(measured.local_diff.value)
+    assert read.meta["report"]["local_diff_window"] == {"x": 8, "y": 8, "size": 16}

@@ -279,3 +279,24 @@ def test_the_cards_show_the_reports_label_and_no_resume_where_nothing_was_replay
     assert panel.ssim_card.caption.text() == "Similarity"
     assert panel.ssim_card.note.text() == "changed very little"  # the summary line's band
     assert "SSIM" in panel.ssim_card.toolTip()  # the technical name stays one hover away
+    assert panel.gated_time_card.note.text() == "resumed from vanilla at step 4"
+
+
+def test_the_ssim_card_names_a_spot_that_differs_more_than_the_bound(qtbot: QtBot) -> None:
+    from app.ui.images import ComparePanel
+
+    panel = ComparePanel()
+    qtbot.addWidget(panel)
+    common = {
+        "ssim": 0.99, "gated_seconds": 0.5, "vanilla_seconds": 0.8, "speedup": 1.6,
+        "speedup_label": "measured", "skips": 2, "steps": 8, "vanilla_cached": False,
+        "resumed_from": None,
+    }  # fmt: skip
+    panel.set_stats(**common, local_diff=0.04)
+    assert panel.ssim_card.note.text() == "changed very little"
+    assert "0.040" in panel.ssim_card.toolTip()
+    panel.set_stats(**common, local_diff=0.83)  # the lost-circle case: SSIM alone says fine
+    assert panel.ssim_card.note.text() == "one spot differs (0.83)"
+    assert "0.830" in panel.ssim_card.toolTip()
+    panel.set_stats(**common)
+    assert panel.ssim_card.note.text() == "changed very little"

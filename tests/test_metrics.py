@@ -1,0 +1,61 @@
+"""``app.metrics.local_difference`` on synthetic images: a lost object raises it while SSIM stays
+high, and it says where."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.metrics import local_difference, local_window, ssim
+
+SIDE = 128
+
+
+def _scene(discs: list[tuple[int, int]], *, noise_seed: int = 0) -> np.ndarray:
+    """A yellow background with faint texture (so SSIM is not degenerate) and red discs of
+    radius 7 (a demo-sized object)."""
+    rng = np.random.default_rng(noise_seed)
+    image = np.empty((SIDE, SIDE, 3), dtype=np.float64)
+    image[:] = (230, 210, 40)
+    image += rng.normal(0, 6, image.shape)
+    yy, xx = np.mgrid[:SIDE, :SIDE]
+    for cx, cy in discs:
+        image[(xx - cx) ** 2 + (yy - cy) ** 2 <= 49] = (200, 30, 30)
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def test_a_missing_disc_raises_the_local_difference_while_ssim_stays_high() -> None:
+    both = _scene([(30, 30), (90, 70)])
+    lost = _scene([(90, 70)])  # same texture, the first disc gone
+    whole = ssim(both, lost)
+    local = local_difference(both, lost)
+    assert whole > 0.95  # the image-wide figure barely notices
+    assert local.value > 0.4  # the worst window is mostly the lost disc
+    assert local.size == 16
+    assert local.x <= 30 < local.x + 16 and local.y <= 30 < local.y + 16
+
+
+def test_texture_noise_alone_stays_low() -> None:
+    # Same scene, independent noise of σ 6 levels: per pixel |Δ| ≈ 6.8 levels on average, max
+    # over 3 channels ≈ 11 levels ≈ 0.045; a window's mean stays near that.
+    a = _scene([(30, 30)], noise_seed=1)
+    b = _scene([(30, 30)], noise_seed=2)
+    assert local_difference(a, b).value < 0.08
+    assert local_difference(a, a).value == 0.0
+
+
+def test_the_worst_window_is_the_mean_of_the_largest_channel_difference() -> None:
+    a = np.zeros((32, 32, 3), np.uint8)
+    b = a.copy()
+    b[4:12, 4:12, 1] = 255  # one channel only, 8 × 8 pixels: a quarter of one 16 × 16 window
+    found = local_difference(a, b)
+    assert found.value == pytest.approx(0.25)
+    assert found.x <= 4 and found.x + 16 >= 12
+
+
+def test_the_window_grows_with_the_image_and_shapes_must_match() -> None:
+    assert local_window(128, 128) == 16
+    assert local_window(1024, 768) == 96
+    assert local_window(8, 8) == 8
+    with pytest.raises(ValueError, match="differ in shape"):
+        local_difference(np.zeros((4, 4, 3), np.uint8), np.zeros((4, 5, 3), np.uint8))

@@ -1,0 +1,97 @@
+"""Target quality in the window: the toggle and its bounds reach the request (fake engine), and
+on the real demo the search is listed as it runs, the slider is set to the chosen threshold and
+the result shown is that threshold's run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pytestqt.qtbot import QtBot
+from ui_support import FakeModelStore, run_to_end
+
+from app.engine.events import TargetProbed
+from app.engine.request import QualityTarget
+from app.ui.viewmodel import RunStatus
+from app.ui.window import MainWindow
+from tests.fakes.engine import FakeEngine
+
+REAL_TIMEOUT_MS = 300_000
+STEPS = 12  # short for the CPU; the demo skips at 12 steps (tests/ui/test_ui_real_engine.py)
+
+
+def test_the_toggle_and_bounds_go_into_the_request(qtbot: QtBot, make_window) -> None:
+    engine = FakeEngine()
+    window: MainWindow = make_window(engine)
+    panel = window.quality_panel
+    assert not panel.toggle.isChecked() and not panel.bounds.isVisible()
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert engine.requests[-1].target is None  # off: the slider's threshold, as always
+
+    panel.toggle.click()
+    assert window.quality.enabled and panel.bounds.isVisible()
+    assert panel.min_ssim.value() == pytest.approx(0.97)  # the issue's default
+    panel.min_ssim.setValue(0.95)
+    panel.max_local_diff.setValue(0.3)
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert engine.requests[-1].target == QualityTarget(0.95, 0.3)
+    assert engine.requests[-1].threshold == window.form.threshold  # where the search starts
+
+    panel.toggle.click()
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert engine.requests[-1].target is None
+
+
+def _engine():  # imported lazily, on the worker thread
+    from app.engine.engine import Engine
+
+    return Engine()
+
+
+@pytest.fixture
+def real_window(qtbot: QtBot) -> Iterator[MainWindow]:
+    win = MainWindow(_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
+    qtbot.addWidget(win)
+    win.show()
+    win.form.select_variant("demo")
+    win.form.steps = STEPS
+    yield win
+    win.shutdown()
+
+
+@pytest.mark.slow
+def test_real_search_is_listed_and_sets_the_slider(qtbot: QtBot, real_window: MainWindow) -> None:
+    window = real_window
+    window.form.threshold = 0.3  # loose: 9 of 12 skipped, SSIM 0.76, misses 0.97
+    window.quality_panel.toggle.click()
+    seen: list[int] = []  # rows listed while the search runs
+    window.host.event_received.connect(
+        lambda e: (
+            seen.append(len(window.quality_panel.rows())) if isinstance(e, TargetProbed) else None
+        )
+    )
+    with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
+        assert window.session.generate() is not None
+    assert blocker.args == [RunStatus.finished], window.run.error
+    assert seen and seen == list(range(1, len(seen) + 1))  # one more row per finished pass
+
+    model = window.quality
+    probes = list(model.probes)
+    rows = window.quality_panel.rows()
+    assert len(rows) == len(model.probes)
+    assert len(rows) >= 2
+    assert rows[0][0].endswith("0.3") and not probes[0].met
+    chosen = model.chosen
+    assert chosen is not None and chosen != 0.3
+    assert [r for r in rows if r[0].startswith("✓")]  # the chosen one is marked
+    # The slider holds the chosen threshold, and the result shown is that threshold's run.
+    assert window.form.threshold == chosen
+    assert window.controls.threshold.value() == pytest.approx(chosen)
+    assert window.run.request is not None and window.run.request.threshold == chosen
+    assert window.session.result_caption() == ""  # the result matches the inputs
+    best = next(p for p in model.probes if p.threshold == chosen)
+    assert window.run.skips == best.skipped and window.run.ssim == best.ssim
+    assert best.met and best.skipped > 0  # engagement, beside the quality it met
+    assert best.ssim is not None and best.ssim >= 0.97
+    assert window.run.local_diff is not None
+    assert model.note and "Searching" not in model.note
