@@ -50,6 +50,7 @@ class SweepConfig:
     reps: int = 1
     warmup: int = 1
     timing: str = "isolated"
+    gate: str = "teacache"
 
     def settings(self) -> dict[str, Any]:
         data = asdict(self)
@@ -71,6 +72,7 @@ class SweepConfig:
             warmup=self.warmup,
             rep=rep,
             image_path=None if image is None else str(image),
+            gate=self.gate,
         )
 
 
@@ -189,6 +191,7 @@ class _InProcess:
             quantize=self.config.quantize,
             compare_vanilla=True,
             resume=True,
+            gate=self.config.gate,
         )
         outcome: dict[str, Any] = {}
         pictures: dict[str, np.ndarray] = {}

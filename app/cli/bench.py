@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from app.cli.errors import UserError
-from app.cli.generate import parse_size_arg
+from app.cli.generate import add_gate_argument, parse_size_arg
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 FORCED_THRESHOLD = 0.5
@@ -29,6 +29,7 @@ def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
     p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    add_gate_argument(p)
 
 
 def make_recipe_request(args: argparse.Namespace, threshold: float | None = None):
@@ -47,6 +48,7 @@ def make_recipe_request(args: argparse.Namespace, threshold: float | None = None
             size=args.size,
             guidance=args.guidance,
             quantize=args.quantize,
+            gate=args.gate,
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
@@ -121,6 +123,7 @@ def _bench(args: argparse.Namespace) -> int:
         random_weights=args.random_weights,
         dtype=args.dtype,
         label=label,
+        gate=request.gate,
     )
     out = Path(args.out or f"bench-{request.variant_id}.json")
     if out.suffix != ".json":

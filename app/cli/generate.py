@@ -37,6 +37,18 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
     p.add_argument("--quantize", type=int, choices=(3, 4, 5, 6, 8), help="quantize real models")
+    add_gate_argument(p)
+
+
+def add_gate_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gate",
+        choices=("teacache", "magcache"),
+        default="teacache",
+        help="which step-skipping rule decides (default teacache); the threshold means: "
+        "teacache — predicted output change to let pile up; magcache — accumulated magnitude "
+        "drift to tolerate",
+    )
 
 
 def parse_size_arg(text: str) -> tuple[int, int]:
@@ -56,6 +68,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "size": args.size,
         "guidance": args.guidance,
         "quantize": args.quantize,
+        "gate": getattr(args, "gate", "teacache"),
     }
     values.update(overrides)
     try:

@@ -33,6 +33,7 @@ class GenerationRequest:
     compare_vanilla: bool = True
     # Resume the gated pass from the cached vanilla trajectory (bit-exact; the app's fast path).
     resume: bool = False
+    gate: str = "teacache"  # "teacache" or "magcache" (app.gate.GATES)
 
     @property
     def variant(self) -> Variant:
@@ -68,6 +69,19 @@ def check_steps(variant: Variant, steps: object) -> None:
         raise RequestError(f"steps must be at most {MAX_STEPS}, got {steps}")
 
 
+def check_gate_for(variant: Variant, gate: object) -> None:
+    """Raises ``RequestError`` with one sentence where ``gate`` is unknown or uncalibrated."""
+    from app.gate.gates import UnknownGateError, check_gate
+
+    try:
+        check_gate(gate)
+    except UnknownGateError as exc:
+        raise RequestError(str(exc)) from None
+    reason = variant.gate_unavailable_reason(str(gate))
+    if reason is not None:
+        raise RequestError(reason)
+
+
 def make_request(
     variant_id: str,
     prompt: str,
@@ -80,6 +94,7 @@ def make_request(
     quantize: int | None = None,
     compare_vanilla: bool = True,
     resume: bool = False,
+    gate: str = "teacache",
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -100,8 +115,10 @@ def make_request(
             raise RequestError(str(exc)) from None
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
+    check_gate_for(variant, gate)
     if threshold is None:
-        threshold = variant.default_threshold if variant.default_threshold is not None else 0.0
+        default = variant.default_threshold_for(gate)
+        threshold = default if default is not None else 0.0
     if not (0.0 <= float(threshold) <= 1.0):
         raise RequestError(f"threshold must be between 0 and 1, got {threshold}")
     width, height = size if size is not None else variant.default_size
@@ -144,4 +161,5 @@ def make_request(
         quantize=quantize,
         compare_vanilla=compare_vanilla,
         resume=resume,
+        gate=gate,
     )
