@@ -237,6 +237,7 @@ class HistoryEntry:
                 guidance=_opt_float(data.get("guidance")),
                 quantize=_opt_int(data.get("quantize")),
                 compare_vanilla=bool(data.get("compare_vanilla", True)),
+                gate=str(data.get("gate", "teacache")),
             )
         except (RequestError, KeyError, TypeError, ValueError):
             return None
