@@ -32,6 +32,7 @@ from superqt.utils import signals_blocked
 
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.ui.defaults import MAX_SEED
+from app.ui.gate_picker import GatePicker
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import Family, Variant, all_variants
 
@@ -313,6 +314,7 @@ class ControlsView(QFrame):
         self.guidance.setSingleStep(0.5)
         self.guidance.setDecimals(1)
 
+        self.gate_picker = GatePicker()
         self.threshold = ThresholdControl()
         self.threshold.setToolTip(
             "TeaCache skips a step while the accumulated predicted change stays below this value. "
@@ -392,7 +394,8 @@ class ControlsView(QFrame):
         layout.addLayout(grid)
         layout.addSpacing(10)
 
-        layout.addWidget(section("TeaCache threshold"))
+        layout.addWidget(section("Gate and threshold"))
+        layout.addWidget(self.gate_picker)
         threshold_row = QHBoxLayout()
         threshold_row.setSpacing(6)
         threshold_row.addWidget(self.threshold, 1)

@@ -35,6 +35,7 @@ from app.ui.analysis import (
     NoticeAction,
     NoticeKind,
     fmt,
+    magcache_hint,
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
@@ -409,6 +410,8 @@ class Session:
     def threshold_hint(self) -> str:
         f = self.form
         band = self.run.band
+        if f.gate != "teacache":
+            return magcache_hint(f.variant, int(f.steps), float(f.threshold))
         params = f.variant.gate_params(max(float(f.threshold), 1e-9))
         eligible = params.eligible_steps(int(f.steps))
         text = f"{eligible} of {f.steps} steps are gate-eligible."

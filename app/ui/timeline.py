@@ -60,10 +60,19 @@ def paint_cell(
 
 
 def describe_step(step: StepEvent, which: Pass) -> str:
-    pass_name = "TeaCache pass" if which is Pass.gated else "Vanilla pass"
+    magcache = step.gate == "magcache"
+    gated_name = "MagCache pass" if magcache else "TeaCache pass"
+    pass_name = gated_name if which is Pass.gated else "Vanilla pass"
     lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · {pass_name}"]
     if which is Pass.gated:
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
+    if magcache:
+        lines.append(f"magnitude ratio (from the table): {_fmt(step.predicted)}")
+        lines.append(
+            f"accumulated error: {_fmt(step.accumulated)} vs threshold {step.threshold:.4g}"
+        )
+        lines.append(f"step time: {step.seconds * 1000:.1f} ms")
+        return "<br>".join(lines)
     lines.append(f"rel-L1 (gate signal change): {_fmt(step.rel_l1)}")
     lines.append(f"predicted output change: {_fmt(step.predicted)}")
     if which is Pass.gated:

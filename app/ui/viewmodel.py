@@ -73,9 +73,14 @@ class RunStatus(StrEnum):
         return self in (RunStatus.loading, RunStatus.running, RunStatus.cancelling)
 
 
-def ui_default_threshold(variant: Variant) -> float:
+def ui_default_threshold(variant: Variant, gate: str = "teacache") -> float:
     """The slider's default (``app.ui.defaults.default_threshold``)."""
-    return default_threshold(variant)
+    return default_threshold(variant, gate)
+
+
+def threshold_key(variant_id: str, gate: str) -> str:
+    """Where a threshold is remembered: per variant, and per gate (their scales differ)."""
+    return variant_id if gate == "teacache" else f"{variant_id}@{gate}"
 
 
 _Value = TypeVar("_Value", int, float)
@@ -106,6 +111,7 @@ class FormModel(QObject):
     threshold_changed = Signal(object)
     size_changed = Signal(object)
     guidance_changed = Signal(object)
+    gate_changed = Signal(object)
 
     variant_id = Prop(DEFAULT_VARIANT)
     prompt = Prop(DEFAULT_PROMPT)
@@ -114,6 +120,7 @@ class FormModel(QObject):
     threshold = Prop(0.1)
     size = Prop[tuple[int, int]]((128, 128))
     guidance = Prop[float | None](None)
+    gate = Prop("teacache")  # "teacache" or "magcache"
 
     def __init__(self, settings: Settings, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -136,7 +143,20 @@ class FormModel(QObject):
         self._load_variant(variant_id)
 
     def reset_threshold(self) -> None:
-        self.threshold = ui_default_threshold(self.variant)
+        self.threshold = ui_default_threshold(self.variant, self.gate)
+
+    def select_gate(self, gate: str) -> None:
+        """Switch the gate; the threshold becomes the one remembered for it (their scales
+        differ). A gate the variant has no calibration for is refused (the picker disables it)."""
+        if gate == self.gate or self.variant.gate_unavailable_reason(gate) is not None:
+            return
+        self.remember()
+        self.gate = gate
+        self.threshold = self._remembered_threshold(self.variant)
+
+    def _remembered_threshold(self, variant: Variant) -> float:
+        key = threshold_key(variant.id, self.gate)
+        return self.settings.thresholds.get(key, ui_default_threshold(variant, self.gate))
 
     def remember(self) -> None:
         """Write the current inputs into the settings object (saved by the window).
@@ -146,7 +166,12 @@ class FormModel(QObject):
         who never chose their own value."""
         s, vid, variant = self.settings, self.variant_id, self.variant
         s.last_variant = vid
-        _remember(s.thresholds, vid, round(float(self.threshold), 6), ui_default_threshold(variant))
+        _remember(
+            s.thresholds,
+            threshold_key(vid, self.gate),
+            round(float(self.threshold), 6),
+            ui_default_threshold(variant, self.gate),
+        )
         _remember(s.steps, vid, int(self.steps), variant.default_steps)
         if size_allowed(variant, self.size):
             s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
@@ -167,6 +192,7 @@ class FormModel(QObject):
             threshold=float(self.threshold),
             size=(int(self.size[0]), int(self.size[1])),
             guidance=self.guidance,
+            gate=self.gate,
         )
 
     def apply_request(self, request: GenerationRequest) -> None:
@@ -177,6 +203,7 @@ class FormModel(QObject):
         self.prompt = request.prompt
         self.seed = request.seed
         self.steps = request.steps
+        self.gate = request.gate
         self.threshold = request.threshold
         self.size = (request.width, request.height)
         if self.variant.default_guidance is not None:
@@ -202,7 +229,9 @@ class FormModel(QObject):
                 guidance = variant.default_guidance
         self.variant_id = variant_id
         self.steps = steps
-        self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
+        if variant.gate_unavailable_reason(self.gate) is not None:
+            self.gate = "teacache"  # every variant has TeaCache numbers
+        self.threshold = self._remembered_threshold(variant)
         self.size = size
         self.guidance = guidance
         self.variant_loaded.emit(variant_id)
@@ -501,7 +530,9 @@ class RunModel(QObject):
         request = self.request
         if request is None:
             return
-        self.band = engagement_band(request.variant, request.threshold, self.vanilla_steps)
+        self.band = engagement_band(
+            request.variant, request.threshold, self.vanilla_steps, request.gate
+        )
 
     def _update_progress(self) -> None:
         request = self.request
@@ -540,7 +571,7 @@ class RunModel(QObject):
         self.skips = count_skips(self.gated_steps)
         self.saved_entry = str(entry.folder)
         self.band = (
-            engagement_band(request.variant, request.threshold, self.vanilla_steps)
+            engagement_band(request.variant, request.threshold, self.vanilla_steps, request.gate)
             if request is not None
             else None
         )

@@ -298,6 +298,9 @@ class MainWindow(QMainWindow):
                 to_model=lambda v: float(v) if f.variant.default_guidance is not None else None,
             ),
         ]
+        self._bindings.append(bind(f, "gate", c.gate_picker.set_gate))
+        c.gate_picker.gate_selected.connect(f.select_gate)
+        f.gate_changed.connect(self._refresh_threshold_hint)
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self._on_variant_changed)
         f.size_changed.connect(self._show_size)
@@ -491,6 +494,7 @@ class MainWindow(QMainWindow):
         # No minimum beyond 1 on the box: steps below the variant's get the request check's
         # sentence inline, instead of the box silently putting the old value back.
         c.steps.setValue(self.form.steps)
+        c.gate_picker.set_variant(variant)
         self._fill_sizes()
         has_guidance = variant.default_guidance is not None
         c.guidance.setVisible(has_guidance)

@@ -7,20 +7,30 @@ thresholds); quality is not judged here (random weights) but in tests/demo/test_
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import mlx.core as mx
 import pytest
 
 from app import variants
+from app.adapters.common import use_precision
+from app.adapters.shells import flux2_shell
 from app.engine import events as ev
 from app.engine.engine import schedule_warnings
 from app.engine.request import RequestError, make_request
 from app.gate import Decision, simulate_magcache
 from app.variants import MagCacheCalibration, Provenance
-from tests.engine.test_engine import PROMPT, STEPS, _engine, _request, _run, shell  # noqa: F401
+from tests.engine.test_engine import PROMPT, STEPS, _engine, _request, _run
 
 TABLE = (1.0, 1.1, 1.05, 1.02, 1.01, 1.0, 0.99, 1.01, 0.98, 0.97, 0.95, 0.9)
+
+
+@pytest.fixture
+def shell() -> Iterator[Any]:
+    with use_precision(mx.float32):
+        yield flux2_shell(prompts=(PROMPT,))
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ class ReferenceForward:
     """The gate part of ``magcache_forward`` (MagCache4FLUX/magcache_flux.py @ df81cb1), with the
     FLUX-only ``!= 11`` test generalised to the table indices in ``protected``."""
 
-    def __init__(self, table, thresh, k, retention, num_steps, protected=()):  # noqa: ANN001
+    def __init__(self, table, thresh, k, retention, num_steps, protected=()):
         self.mag_ratios = np.array(table)
         if len(self.mag_ratios) != num_steps:
             self.mag_ratios = reference_nearest_interp(self.mag_ratios, num_steps)
