@@ -328,6 +328,7 @@ def sweep_markdown(report: dict[str, Any]) -> str:
         f"{recipe['width']}×{recipe['height']}",
         "",
         f"- Prompt: “{recipe['prompt']}”, seed {recipe['seed']}",
+        f"- Gate: {recipe.get('gate', 'teacache')}",
         f"- Timing: {report['timing']}",
         f"- SSIM: {report['ssim_basis']}",
         f"- Vanilla loop: {_fmt(report['vanilla']['loop_seconds'], '.3f', ' s')}",

@@ -79,6 +79,8 @@ def _bench(args: argparse.Namespace) -> int:
     if args.forced_skips is not None:
         if threshold is not None:
             raise UserError("--forced-skips sets its own threshold; leave out --threshold")
+        if args.gate != "teacache":
+            raise UserError("--forced-skips drives the TeaCache polynomial; leave out --gate")
         coefficients = forced_coefficients(args.forced_skips)
         threshold = FORCED_THRESHOLD
         max_streak = max(args.forced_skips, 1)
