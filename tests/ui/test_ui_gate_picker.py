@@ -44,11 +44,11 @@ def test_picking_magcache_changes_the_threshold_meaning_and_the_request(
     assert engine.requests[-1].gate == "magcache"
     assert engine.requests[-1].threshold == form.threshold
 
-    form.threshold = 0.02  # remembered per gate: back on TeaCache the TeaCache value returns
+    form.threshold = 0.03  # remembered per gate: back on TeaCache the TeaCache value returns
     pick(picker, "teacache")
     assert (form.gate, form.threshold) == ("teacache", teacache_threshold)
     pick(picker, "magcache")
-    assert (form.gate, form.threshold) == ("magcache", 0.02)
+    assert (form.gate, form.threshold) == ("magcache", 0.03)
 
 
 def test_a_variant_without_a_table_disables_magcache_with_the_reason(
