@@ -160,8 +160,22 @@ class VariantPicker(QComboBox):
             self.variant_selected.emit(vid)
 
 
-def calibration_text(variant: Variant) -> str:
-    """Where the gate's polynomial for this variant comes from, in a few short lines."""
+def calibration_text(variant: Variant, gate: str = "teacache") -> str:
+    """Where the gate's numbers for this variant come from (TeaCache's polynomial or MagCache's
+    table), in a few short lines."""
+    if gate == "magcache" and variant.magcache is not None:
+        m = variant.magcache
+        p = m.provenance
+        lines = [f"MagCache table: {p.source.rstrip('.')}."]
+        if p.data_size:
+            lines.append(f"Data: {p.data_size}.")
+        lines.append(
+            f"Recipe: the first {m.retention_ratio:.0%} of steps compute, at most "
+            f"{m.max_consecutive_skips} reused in a row."
+        )
+        if p.notes:
+            lines.append(p.notes[:1].upper() + p.notes[1:].rstrip(".") + ".")
+        return " ".join(lines)
     p = variant.provenance
     lines = [p.source.rstrip(".") + "."]
     if p.fit_metric and p.fit_value is not None:

@@ -177,6 +177,8 @@ class GatePlot(QWidget):
         gate = next((s.gate for s in gated if s is not None), "teacache")
         if gate != self._gate:
             self._gate = gate
+            label = "accumulated error" if gate == "magcache" else "predicted change"
+            _plot_item(self.plot).setLabel("left", label)
             if self._legend_colours is not None:
                 self.legend.setText(legend_html(*self._legend_colours, gate=gate))
         if gate == "magcache":

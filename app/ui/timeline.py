@@ -92,6 +92,7 @@ class StepTimeline(QWidget):
         self._vanilla: tuple[StepEvent | None, ...] = ()
         self._resumed_from: int | None = None
         self._vanilla_cached = False
+        self.gate_name = "TeaCache"  # the gated row's label: the gate that ran it
         self._active: Pass | None = None
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -182,7 +183,7 @@ class StepTimeline(QWidget):
         painter.drawText(
             QRectF(0, TOP, GUTTER - 10, GATED_H),
             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-            "TeaCache",
+            self.gate_name,
         )
         painter.setPen(secondary)
         vanilla_label = "Vanilla ↺" if self._vanilla_cached else "Vanilla"
@@ -290,7 +291,7 @@ class StepTimeline(QWidget):
         row = self._gated if which is Pass.gated else self._vanilla
         step = row[index] if index < len(row) else None
         if step is None:
-            name = "TeaCache" if which is Pass.gated else "Vanilla"
+            name = self.gate_name if which is Pass.gated else "Vanilla"
             return f"Step {index + 1}: not run yet ({name} pass)"
         text = describe_step(step, which)
         if which is Pass.gated and self._resumed_from and index < self._resumed_from:

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import paths
+from app.gate.gates import GATE_LABELS
 from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import BannerFix, Notice
@@ -301,6 +302,7 @@ class MainWindow(QMainWindow):
         self._bindings.append(bind(f, "gate", c.gate_picker.set_gate))
         c.gate_picker.gate_selected.connect(f.select_gate)
         f.gate_changed.connect(self._refresh_threshold_hint)
+        f.gate_changed.connect(lambda _gate: self._refresh_variant_info())
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self._on_variant_changed)
         f.size_changed.connect(self._show_size)
@@ -620,8 +622,13 @@ class MainWindow(QMainWindow):
             self.status_label.setText(self.run.status_text())
             self._show_progress(self.run.progress)
 
+    def _gate_name(self) -> str:
+        request = self.run.request
+        return GATE_LABELS.get(request.gate if request is not None else self.form.gate, "TeaCache")
+
     def _refresh_timeline(self) -> None:
         r = self.run
+        self.timeline.gate_name = self._gate_name()
         self.timeline.set_rows(
             r.gated_steps,
             r.vanilla_steps,
@@ -640,6 +647,7 @@ class MainWindow(QMainWindow):
 
     def _refresh_images(self) -> None:
         r = self.run
+        self.compare.gate_name = self._gate_name()
         self.compare.set_images(
             r.gated_image,
             r.vanilla_image,
@@ -724,7 +732,7 @@ class MainWindow(QMainWindow):
     def _refresh_variant_info(self) -> None:
         variant = self.form.variant
         self.controls.variant_info.setText(self.session.variant_info())
-        self.controls.calibration.setText(calibration_text(variant))
+        self.controls.calibration.setText(calibration_text(variant, self.form.gate))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:
