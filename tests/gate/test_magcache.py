@@ -247,3 +247,24 @@ def test_bad_parameters_are_one_sentence(kwargs: dict, message: str) -> None:
     base = {"ratios": (1.0, 1.0, 1.0), "threshold": 0.1}
     with pytest.raises(GateConfigError, match=message):
         MagCacheParams(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize(("variant_id", "steps"), [("flux1-dev", 28), ("flux1-dev", 25)])
+def test_published_flux_table_and_recipe_match_the_reference(variant_id: str, steps: int) -> None:
+    from app.variants import get_variant
+
+    calibration = get_variant(variant_id).magcache
+    assert calibration is not None
+    params = calibration.params()
+    assert (params.threshold, params.max_consecutive_skips, params.retention_ratio) == (
+        0.24,
+        5,
+        0.1,
+    )
+    reference = ReferenceForward(
+        list(calibration.ratios), 0.24, 5, 0.1, steps, calibration.always_compute
+    )
+    expected = [reference.step() for _ in range(steps)]
+    verdicts = simulate_magcache(params, steps)
+    assert [v.decision is Decision.skipped for v in verdicts] == expected
+    assert sum(expected) > 0  # engagement: the published recipe skips on its own schedule
