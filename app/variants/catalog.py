@@ -152,6 +152,13 @@ class Variant:
             return self.magcache.params(threshold)
         return self.gate_params(threshold)
 
+    def magcache_params(self, threshold: float | None = None) -> MagCacheParams:
+        """MagCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
+        with the reason where the variant has no table."""
+        if self.magcache is None:
+            raise GateConfigError(self.gate_unavailable_reason(MAGCACHE) or "")
+        return self.magcache.params(threshold)
+
     def gate_params(self, threshold: float | None = None, **overrides: object) -> GateParams:
         thresh = self.default_threshold if threshold is None else threshold
         return GateParams(

@@ -267,7 +267,7 @@ def plot(document: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="TeaCache against MagCache on the demo")
     parser.add_argument("--prompts", type=int, default=20, help="prompts (default 20)")
     parser.add_argument(
         "--speed-prompts", type=int, default=2, help="prompts timed with real passes (default 2)"

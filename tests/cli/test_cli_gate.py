@@ -26,7 +26,7 @@ def test_generate_with_magcache_follows_the_demo_table(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 0
     report = json.loads((out / "report.json").read_text())
-    params = get_variant("demo").params_for("magcache")
+    params = get_variant("demo").magcache_params()
     assert report["gate"] == "magcache"
     assert report["threshold"] == pytest.approx(params.threshold)
     expected = "".join(v.decision.letter for v in simulate_magcache(params, 12))
@@ -67,7 +67,7 @@ def test_sweep_runs_magcache_thresholds(tmp_path: Path) -> None:
     report = json.loads((out / "sweep.json").read_text())
     assert report["recipe"]["gate"] == "magcache"
     rows = {row["threshold"]: row for row in report["rows"]}
-    params = get_variant("demo").params_for("magcache", 0.05)
+    params = get_variant("demo").magcache_params(0.05)
     expected = sum(v.decision.letter == "S" for v in simulate_magcache(params, 10))
     assert rows[0.0]["skipped"] == 0 and rows[0.0]["ssim"] == 1.0
     assert rows[0.05]["skipped"] == expected > 0
@@ -111,5 +111,5 @@ def test_calibrate_magcache_on_the_demo(tmp_path: Path, capsys: pytest.CaptureFi
     variant = get_variant("demo+mag")
     assert variant.gates == ("teacache", "magcache")
     assert variant.coefficients == get_variant("demo").coefficients  # TeaCache numbers kept
-    assert variant.params_for("magcache").threshold == 0.04
+    assert variant.magcache_params().threshold == 0.04
     assert "--gate magcache" in out

@@ -29,7 +29,7 @@ def test_summaries_follow_from_the_rows_on_the_same_prompts() -> None:
 
 
 def test_magcache_patterns_are_the_tables() -> None:
-    params = get_variant("demo").params_for("magcache")
+    params = get_variant("demo").magcache_params()
     for row in DOCUMENT["quality"]["magcache"]:
         expected = simulate_magcache(params.with_threshold(row["threshold"]), 28)
         assert row["pattern"] == "".join(v.decision.letter for v in expected)
@@ -49,4 +49,4 @@ def test_what_the_readme_says() -> None:
 def test_the_demo_default_is_chosen_by_the_teacache_rule() -> None:
     rows = [{**r, "skip_share": r["mean_skipped"] / 28} for r in DOCUMENT["summary"]["magcache"]]
     chosen = choose_threshold(rows)
-    assert chosen["threshold"] == get_variant("demo").params_for("magcache").threshold
+    assert chosen["threshold"] == get_variant("demo").magcache_params().threshold
