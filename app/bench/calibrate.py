@@ -151,6 +151,8 @@ class Capturer:
             ys.append(float(y))
         return {
             "prompt": prompt,
+            # MagCache's calibration data: the residual's magnitude ratio at every step.
+            "mag_ratio": [event.mag_ratio for event in result.events],
             "step": steps,
             "x": xs,
             "y": ys,
@@ -324,5 +326,82 @@ def calibration_document(
             "prompt_index": [i for i, c in enumerate(chunks) for _ in c["x"]],
             "step": [s for c in chunks for s in c.get("step", [None] * len(c["x"]))],
         },
+        "versions": versions,
+    }
+
+
+# MagCache recipe defaults for a new table: the reference's Qwen-Image recipe (retention 0.2,
+# K 2), the more conservative of its two published image recipes (FLUX.1-dev: 0.1, K 5).
+MAGCACHE_RETENTION = 0.2
+MAGCACHE_MAX_SKIPS = 2
+
+
+def magcache_document(
+    config: CalibrateConfig,
+    chunks: list[dict[str, Any]],
+    base_coefficients: tuple[float, ...],
+    base_range: tuple[float, float] | None,
+    teacache_threshold: float | None,
+    threshold: float | None,
+    versions: dict[str, str],
+    *,
+    retention_ratio: float = MAGCACHE_RETENTION,
+    max_consecutive_skips: int = MAGCACHE_MAX_SKIPS,
+) -> dict[str, Any]:
+    """A user calibration that keeps the base variant's TeaCache numbers and adds a MagCache
+    table: per step, the mean magnitude ratio over the prompts' vanilla runs (the reference's
+    calibration measure, app.gate.live.magnitude_ratio). Raises ValueError on missing data."""
+    from app.gate.decision import GateConfigError
+    from app.gate.magcache import mean_ratio_table
+
+    traces = []
+    for chunk in chunks:
+        if "mag_ratio" not in chunk:
+            raise ValueError(
+                "these captured prompts predate MagCache calibration; rerun with --fresh"
+            )
+        traces.append(chunk["mag_ratio"])
+    try:
+        table = mean_ratio_table(traces)
+    except GateConfigError as exc:
+        raise ValueError(str(exc)) from None
+    spread = [max(t[i] for t in traces) - min(t[i] for t in traces) for i in range(1, len(table))]
+    size = f"{config.width}×{config.height}"
+    return {
+        "base_variant": config.variant,
+        "name": config.name,
+        "coefficients": list(base_coefficients),
+        "calibrated_range": None if base_range is None else list(base_range),
+        "default_threshold": teacache_threshold,
+        "provenance": {
+            "source": "the base variant's TeaCache fit, unchanged (this file adds MagCache)",
+        },
+        "magcache": {
+            "ratios": list(table),
+            "default_threshold": threshold,
+            "retention_ratio": retention_ratio,
+            "max_consecutive_skips": max_consecutive_skips,
+            "provenance": {
+                "source": f"teacache-studio calibrate --gate magcache, {dt.date.today()}: mean "
+                "over prompts of mean_tokens(|r_i| / |r_i-1|), r = body output − body input "
+                "(Zehong-Ma/MagCache @ df81cb1, MagCache4FLUX magcache_calibration)",
+                "data_size": f"{len(chunks)} prompts × {config.steps} steps, {size}, "
+                f"seed {config.seed}, guidance {config.guidance}",
+                "fit_metric": "largest spread of a step's ratio across prompts",
+                "fit_value": round(max(spread), 5),
+            },
+        },
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "recipe": {
+            "variant": config.variant,
+            "gate": "magcache",
+            "steps": config.steps,
+            "size": [config.width, config.height],
+            "seed": config.seed,
+            "guidance": config.guidance,
+            "quantize": config.quantize,
+            "prompts": list(config.prompts),
+        },
+        "per_prompt_ratios": traces,
         "versions": versions,
     }

@@ -76,6 +76,7 @@ class BenchConfig:
     conditions: tuple[str, ...] = CONDITIONS
     label: str | None = None  # how to read the numbers, e.g. "timing only: forced skip pattern"
     extra: dict[str, Any] = field(default_factory=dict)
+    gate: str = "teacache"
 
     def spec(self, condition: str, rep: int, image_path: str | None = None) -> WorkerSpec:
         return WorkerSpec(
@@ -99,6 +100,7 @@ class BenchConfig:
             warmup_steps=self.warmup_steps,
             rep=rep,
             image_path=image_path,
+            gate=self.gate,
         )
 
     def settings(self) -> dict[str, Any]:

@@ -52,6 +52,7 @@ class SweepConfig:
     reps: int = 1
     warmup: int = 1
     timing: str = "isolated"
+    gate: str = "teacache"
 
     def settings(self) -> dict[str, Any]:
         data = asdict(self)
@@ -76,6 +77,7 @@ class SweepConfig:
             warmup=self.warmup,
             rep=rep,
             image_path=None if image is None else str(image),
+            gate=self.gate,
         )
 
 
@@ -195,6 +197,7 @@ class _InProcess:
             loras=self.config.loras,
             compare_vanilla=True,
             resume=True,
+            gate=self.config.gate,
         )
         outcome: dict[str, Any] = {}
         pictures: dict[str, np.ndarray] = {}
@@ -331,6 +334,7 @@ def sweep_markdown(report: dict[str, Any]) -> str:
         f"{recipe['width']}×{recipe['height']}",
         "",
         f"- Prompt: “{recipe['prompt']}”, seed {recipe['seed']}",
+        f"- Gate: {recipe.get('gate', 'teacache')}",
         f"- Timing: {report['timing']}",
         f"- SSIM: {report['ssim_basis']}",
         f"- Vanilla loop: {_fmt(report['vanilla']['loop_seconds'], '.3f', ' s')}",

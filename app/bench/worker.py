@@ -64,6 +64,7 @@ class WorkerSpec:
     rep: int = 0
     image_path: str | None = None  # save the timed generation's image here (PNG)
     extra: dict[str, Any] = field(default_factory=dict)
+    gate: str = "teacache"  # the gated condition's rule: "teacache" or "magcache"
 
     def __post_init__(self) -> None:
         if self.condition not in CONDITIONS:
@@ -85,7 +86,7 @@ class WorkerSpec:
         return cls(**data)
 
 
-def gate_params(spec: WorkerSpec):  # -> GateParams
+def gate_params(spec: WorkerSpec):  # -> GateParams | MagCacheParams
     """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0."""
     from dataclasses import replace
 
@@ -95,6 +96,8 @@ def gate_params(spec: WorkerSpec):  # -> GateParams
     variant = get_variant(spec.variant)
     if spec.condition == "gate_off":
         return variant.gate_params(0.0)
+    if spec.gate != "teacache" and spec.coefficients is None:
+        return variant.params_for(spec.gate, spec.threshold)
     if spec.coefficients is not None:
         params = GateParams(coefficients=spec.coefficients, rel_l1_thresh=spec.threshold)
     else:
@@ -273,9 +276,9 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
         context: Any = nullcontext()
     else:
         from app.adapters import install_gate
-        from app.gate import TeaCacheGate
+        from app.gate import make_gate
 
-        gate = TeaCacheGate(gate_params(spec))
+        gate = make_gate(gate_params(spec))
         context = install_gate(pipeline, gate)
     with context:
         pipeline.callbacks.register(timer)  # after the adapter's lifecycle: its begin() runs first
@@ -359,14 +362,17 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         compile_estimate = None
     else:
         compile_estimate = first["loop_seconds"] - warm_loop_estimate(timed, first["pattern"])
+    from app.gate import GateParams
+
     params = gate_params(spec) if spec.condition != "vanilla" else None
     return {
         "schema": WORKER_SCHEMA,
         "variant": spec.variant,
         "condition": spec.condition,
         "rep": spec.rep,
-        "threshold": None if params is None else params.rel_l1_thresh,
-        "coefficients": None if params is None else list(params.coefficients),
+        "gate": None if params is None else params.gate,
+        "threshold": None if params is None else params.threshold,
+        "coefficients": list(params.coefficients) if isinstance(params, GateParams) else None,
         "load_seconds": load_seconds,
         "load_peak_memory_bytes": load_peak,
         "warmup_generations": spec.warmup,

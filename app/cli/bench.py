@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from app.cli.errors import UserError
-from app.cli.generate import add_lora_argument, lora_args, parse_size_arg
+from app.cli.generate import add_gate_argument, add_lora_argument, lora_args, parse_size_arg
 from app.cli.model_path import add_model_path_argument, resolve_model_path
 from app.variants.catalog import QUANTIZE_LEVELS
 
@@ -33,6 +33,7 @@ def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     add_lora_argument(p)
     p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
     add_model_path_argument(p)
+    add_gate_argument(p)
 
 
 def make_recipe_request(args: argparse.Namespace, threshold: float | None = None):
@@ -52,6 +53,7 @@ def make_recipe_request(args: argparse.Namespace, threshold: float | None = None
             quantize=args.quantize,
             loras=lora_args(args),
             model_path=model_path,
+            gate=args.gate,
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
@@ -82,6 +84,8 @@ def _bench(args: argparse.Namespace) -> int:
     if args.forced_skips is not None:
         if threshold is not None:
             raise UserError("--forced-skips sets its own threshold; leave out --threshold")
+        if args.gate != "teacache":
+            raise UserError("--forced-skips drives the TeaCache polynomial; leave out --gate")
         coefficients = forced_coefficients(args.forced_skips)
         threshold = FORCED_THRESHOLD
         max_streak = max(args.forced_skips, 1)
@@ -130,6 +134,7 @@ def _bench(args: argparse.Namespace) -> int:
         random_weights=args.random_weights,
         dtype=args.dtype,
         label=label,
+        gate=request.gate,
     )
     out = Path(args.out or f"bench-{request.variant_id}.json")
     if out.suffix != ".json":

@@ -52,6 +52,10 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if not (0.0 <= args.holdout < 1.0) or not math.isfinite(args.holdout):
         raise UserError(f"--holdout must be in [0, 1), got {args.holdout}")
+    if not (0.0 <= args.retention_ratio < 1.0):
+        raise UserError(f"--retention-ratio must be in [0, 1), got {args.retention_ratio}")
+    if args.max_skips < 1:
+        raise UserError(f"--max-skips must be at least 1, got {args.max_skips}")
     if args.threshold is not None and not (0.0 <= args.threshold <= 1.0):
         raise UserError(f"--threshold must be between 0 and 1, got {args.threshold}")
     if args.prompts:
@@ -125,17 +129,64 @@ def _calibrate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
+    from app.bench.hardware import runtime_info
+
+    if args.gate == "magcache":
+        return _write_magcache(args, config, base, chunks, variant_id, runtime_info())
     try:
         report = fit_report(chunks, config.holdout, config.mode)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    from app.bench.hardware import runtime_info
 
     threshold = args.threshold if args.threshold is not None else base.default_threshold
     document = calibration_document(config, chunks, report, threshold, runtime_info())
     path = save_calibration(document)
     print(fit_summary(config, report, document))
     print(f"\nwrote {path}\nselect it with --variant {variant_id} (or in the app's variant list)")
+    return 0
+
+
+def _write_magcache(
+    args: argparse.Namespace,
+    config: CalibrateConfig,
+    base: Any,
+    chunks: list[dict[str, Any]],
+    variant_id: str,
+    versions: dict[str, str],
+) -> int:
+    from app.bench.calibrate import magcache_document
+    from app.variants.user import save_calibration
+
+    threshold = args.threshold
+    if threshold is None and base.magcache is not None:
+        threshold = base.magcache.default_threshold
+    try:
+        document = magcache_document(
+            config,
+            chunks,
+            tuple(base.coefficients),
+            base.calibrated_range,
+            base.default_threshold,
+            threshold,
+            versions,
+            retention_ratio=args.retention_ratio,
+            max_consecutive_skips=args.max_skips,
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    path = save_calibration(document)
+    ratios = document["magcache"]["ratios"]
+    print(
+        f"{config.variant}: MagCache table from {len(chunks)} prompts × {config.steps} steps "
+        f"(ratios {min(ratios[1:]):.4f}–{max(ratios[1:]):.4f}; largest spread across prompts "
+        f"{document['magcache']['provenance']['fit_value']:.4f})"
+    )
+    if threshold is None:
+        print("no default MagCache threshold stored: pass --threshold when generating")
+    print(
+        f"\nwrote {path}\nselect it with --variant {variant_id} --gate magcache "
+        "(or in the app's variant list)"
+    )
     return 0
 
 
@@ -208,6 +259,25 @@ def setup(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="calibration name: the variant becomes <variant>+<name>")
     p.add_argument(
         "--threshold", type=float, help="default threshold stored with it (default: the variant's)"
+    )
+    p.add_argument(
+        "--gate",
+        choices=("teacache", "magcache"),
+        default="teacache",
+        help="teacache: fit the polynomial (default); magcache: measure the per-step magnitude "
+        "ratio table",
+    )
+    p.add_argument(
+        "--retention-ratio",
+        type=float,
+        default=0.2,
+        help="MagCache: share of early steps that always compute (default 0.2)",
+    )
+    p.add_argument(
+        "--max-skips",
+        type=int,
+        default=2,
+        help="MagCache: most steps reused in a row, K (default 2)",
     )
     p.add_argument("--fresh", action="store_true", help="discard captured prompts and start over")
     p.add_argument(

@@ -44,6 +44,7 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
     add_model_path_argument(p)
     add_lora_argument(p)
+    add_gate_argument(p)
 
 
 def add_lora_argument(p: argparse.ArgumentParser) -> None:
@@ -67,6 +68,17 @@ def lora_args(args: argparse.Namespace) -> list[tuple[str, float]]:
     return pairs
 
 
+def add_gate_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gate",
+        choices=("teacache", "magcache"),
+        default="teacache",
+        help="which step-skipping rule decides (default teacache); the threshold means: "
+        "teacache — predicted output change to let pile up; magcache — accumulated magnitude "
+        "drift to tolerate",
+    )
+
+
 def parse_size_arg(text: str) -> tuple[int, int]:
     try:
         return parse_size(text)
@@ -85,6 +97,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "guidance": args.guidance,
         "quantize": args.quantize,
         "loras": lora_args(args),
+        "gate": getattr(args, "gate", "teacache"),
     }
     values.update(overrides)
     variant_id, values["model_path"] = resolve_model_path(args.variant, args.model_path)

@@ -61,6 +61,7 @@ def _sweep(args: argparse.Namespace) -> int:
         reps=args.reps,
         warmup=args.warmup,
         timing=args.timing,
+        gate=request.gate,
     )
     out = Path(args.out or f"sweep-{request.variant_id}")
     from app.cli.outdir import output_folder

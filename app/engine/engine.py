@@ -59,7 +59,16 @@ from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest
 from app.engine.timing import WARMUP_STEPS, load_factor, warmup_params
-from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, engagement, simulate
+from app.gate import (
+    AnyGateParams,
+    Decision,
+    GateParams,
+    StepEvent,
+    TeaCacheGate,
+    engagement_of,
+    make_gate,
+    simulate_gate,
+)
 from app.variants import Family, Variant, check_schedule
 
 log = logging.getLogger(__name__)
@@ -240,7 +249,12 @@ class Engine:
         pipeline = self.pipeline(variant, request, emit, cancel)
         if cancel.is_set():
             raise Cancelled
-        params = variant.gate_params(request.threshold)
+        params = variant.params_for(request.gate, request.threshold)
+        # The vanilla pass observes with TeaCache's numbers whichever gate runs: it records both
+        # gates' traces, so its cache stays valid across a gate switch.
+        observe_params = variant.gate_params(
+            request.threshold if params.gate == "teacache" else None
+        )
         warmup_seconds = self.warm_up(pipeline, request, cancel, emit)
 
         vanilla: PassResult | None = None
@@ -269,12 +283,15 @@ class Engine:
                 )
             else:
                 vanilla = self.run_pass(
-                    run_id, Pass.vanilla, pipeline, request, params, emit, cancel
+                    run_id, Pass.vanilla, pipeline, request, observe_params, emit, cancel
                 )
                 self._vanilla[key] = vanilla
                 while len(self._vanilla) > self._vanilla_cache_size:
                     self._vanilla.popitem(last=False)
-            if variant.distilled or not check_schedule(variant, request.steps).can_skip:
+            if (
+                variant.distilled
+                or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+            ):
                 emit(engagement_warning(run_id, params, vanilla.trace))
 
         resume = (
@@ -366,7 +383,7 @@ class Engine:
         which: Pass,
         pipeline: Any,
         request: GenerationRequest,
-        params: GateParams,
+        params: AnyGateParams,
         emit: Emit,
         cancel: threading.Event,
         resume_from: PassResult | None = None,
@@ -399,7 +416,7 @@ class Engine:
             events.append(event)
             emit(StepDone(run_id, which, event))
 
-        gate = TeaCacheGate(
+        gate = make_gate(
             params,
             on_step=on_step,
             observe=observe,
@@ -480,7 +497,7 @@ def _previewer(
     return StepPreviewer(preview_decoder(pipeline), on_preview, gate=gate, reuse=reuse)
 
 
-def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
+def _plan_resume(params: AnyGateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
     """Replay vanilla up to (not including) the last computed step before the first skip.
 
     The simulator is exact up to the first skip, so its verdicts are the gated run's verdicts for
@@ -488,7 +505,7 @@ def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[Replay, dict[
     the re-seeding step at ``until`` runs for real, and only its telemetry is taken from the
     simulation (the live gate sees it as a fresh seed).
     """
-    verdicts = simulate(params, vanilla.trace)
+    verdicts = simulate_gate(params, vanilla.trace)
     first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
     num_steps = len(vanilla.events)
     until = num_steps if first_skip is None else first_skip - 1
@@ -502,8 +519,9 @@ def _plan_resume(params: GateParams, vanilla: PassResult) -> tuple[Replay, dict[
             rel_l1=v.rel_l1,
             predicted=v.predicted,
             accumulated=v.accumulated,
-            threshold=params.rel_l1_thresh,
+            threshold=params.threshold,
             seconds=vanilla.events[i].seconds,
+            gate=params.gate,
         )
     calls_per_step = len(vanilla.outputs) // num_steps
     return Replay(until, vanilla.outputs, calls_per_step), substitutes
@@ -531,7 +549,10 @@ def generate_kwargs(pipeline: Any, request: GenerationRequest) -> dict[str, Any]
 
 def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunWarning]:
     check = check_schedule(
-        variant, request.steps, request.threshold if request.threshold > 0 else None
+        variant,
+        request.steps,
+        request.threshold if request.threshold > 0 else None,
+        gate=request.gate,
     )
     if check.can_skip and not variant.distilled:
         return []
@@ -558,7 +579,7 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
 
 def build_report(
     request: GenerationRequest,
-    params: GateParams,
+    params: AnyGateParams,
     vanilla: PassResult | None,
     gated: PassResult,
     *,
@@ -579,9 +600,7 @@ def build_report(
                 )
             )
         )
-        onset = engagement(
-            replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), vanilla.trace
-        )
+        onset = engagement_of(params, vanilla.trace)
         engagement_found = reports.Engagement(
             onset.eligible_steps, onset.onset_threshold, onset.onset_step
         )
@@ -591,8 +610,8 @@ def build_report(
         _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
         max_abs_diff=max_abs_diff,
         engagement=engagement_found,
-        coefficients=tuple(params.coefficients),
-        calibrated_range=params.calibrated_range,
+        coefficients=tuple(params.coefficients) if isinstance(params, GateParams) else (),
+        calibrated_range=params.calibrated_range if isinstance(params, GateParams) else None,
         versions=versions(),
         warmup_seconds=warmup_seconds,
         load_factor=load_factor,

@@ -3,29 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from app.engine.events import RunWarning
-from app.gate import GateParams
-from app.gate.simulator import engagement
+from app.gate.gates import MAGCACHE, AnyGateParams, engagement_of
 
 
 def engagement_warning(
-    run_id: int, params: GateParams, trace: Sequence[float | None]
+    run_id: int, params: AnyGateParams, trace: Sequence[float | None]
 ) -> RunWarning:
     """After the vanilla pass of a distilled or short schedule: where skipping begins on this
     run's own trace, and what that means at the current threshold (exact: before the first skip
     the simulator replays the gate step for step)."""
-    onset = engagement(replace(params, rel_l1_thresh=max(params.rel_l1_thresh, 0.01)), trace)
-    current = params.rel_l1_thresh
+    onset = engagement_of(params, trace)
+    current = params.threshold
+    source, smallest = (
+        ("From MagCache's table", "first-reuse error")
+        if params.gate == MAGCACHE
+        else ("Measured on this run", "predicted change")
+    )
     if onset.onset_threshold is None:
         message = "On this run no step was gate-eligible: nothing can be skipped at any threshold."
     else:
         measured = (
-            f"Measured on this run: the smallest predicted change among {onset.eligible_steps} "
+            f"{source}: the smallest {smallest} among {onset.eligible_steps} "
             f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); "
         )
-        if current <= onset.onset_threshold:
+        # MagCache skips at a threshold equal to the first-reuse error (its rule compares <=).
+        blocked = current <= 0.0 or (
+            current < onset.onset_threshold
+            if params.gate == MAGCACHE
+            else current <= onset.onset_threshold
+        )
+        if blocked:
             message = measured + (
                 f"skipping would begin only above that, so at the current threshold "
                 f"{current:.2f} nothing is skipped."

@@ -121,6 +121,7 @@ class GenerationRequest:
     # Search the threshold for this quality instead (``app.engine.target``); ``threshold`` is
     # then where the search starts. The finished report's request holds the chosen threshold.
     target: QualityTarget | None = None
+    gate: str = "teacache"  # "teacache" or "magcache" (app.gate.GATES)
 
     @property
     def variant(self) -> Variant:
@@ -215,6 +216,17 @@ def check_loras(
             raise RequestError(f"the LoRA file {path.name} is listed twice")
         out.append(LoraSpec(resolved, scale))
     return tuple(out)
+def check_gate_for(variant: Variant, gate: object) -> None:
+    """Raises ``RequestError`` with one sentence where ``gate`` is unknown or uncalibrated."""
+    from app.gate.gates import UnknownGateError, check_gate
+
+    try:
+        check_gate(gate)
+    except UnknownGateError as exc:
+        raise RequestError(str(exc)) from None
+    reason = variant.gate_unavailable_reason(str(gate))
+    if reason is not None:
+        raise RequestError(reason)
 
 
 def make_request(
@@ -232,6 +244,7 @@ def make_request(
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
     previews: bool = False,
+    gate: str = "teacache",
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -252,8 +265,10 @@ def make_request(
             raise RequestError(str(exc)) from None
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
+    check_gate_for(variant, gate)
     if threshold is None:
-        threshold = variant.default_threshold if variant.default_threshold is not None else 0.0
+        default = variant.default_threshold_for(gate)
+        threshold = default if default is not None else 0.0
     if not (0.0 <= float(threshold) <= 1.0):
         raise RequestError(f"threshold must be between 0 and 1, got {threshold}")
     width, height = size if size is not None else variant.default_size
@@ -316,6 +331,7 @@ def make_request(
         loras=checked_loras,
         model_path=folder,
         previews=previews,
+        gate=gate,
     )
 
 

@@ -1,4 +1,4 @@
-"""The TeaCache gate kernel: pure MLX, no Qt, no mflux.
+"""The gate kernel (TeaCache and MagCache): pure MLX, no Qt, no mflux.
 
 The decision rule (``decision``), the telemetry record (``events``) and the simulator
 (``simulator``) are plain Python; only the live gate (``live``) needs MLX. Its names are loaded on
@@ -22,24 +22,49 @@ from app.gate.decision import (
     prediction_floor,
 )
 from app.gate.events import StepEvent
+from app.gate.gates import (
+    GATE_LABELS,
+    GATES,
+    MAGCACHE,
+    TEACACHE,
+    THRESHOLD_MEANINGS,
+    AnyGateParams,
+    UnknownGateError,
+    check_gate,
+    engagement_of,
+    simulate_gate,
+)
+from app.gate.magcache import MagCacheParams, simulate_magcache
 from app.gate.simulator import Engagement, engagement, pattern, simulate, skip_curve
 
 if TYPE_CHECKING:
-    from app.gate.live import TeaCacheGate, rel_l1, rel_l1_pair
+    from app.gate.live import MagCacheGate, TeaCacheGate, make_gate, rel_l1, rel_l1_pair
 
-_LIVE_NAMES = frozenset({"TeaCacheGate", "rel_l1", "rel_l1_pair"})
+_LIVE_NAMES = frozenset({"MagCacheGate", "TeaCacheGate", "make_gate", "rel_l1", "rel_l1_pair"})
 
 __all__ = [
     "DEFAULT_MAX_CONSECUTIVE_SKIPS",
+    "GATES",
+    "GATE_LABELS",
+    "MAGCACHE",
+    "TEACACHE",
+    "THRESHOLD_MEANINGS",
+    "AnyGateParams",
     "Decision",
     "Engagement",
     "GateConfigError",
     "GateParams",
+    "MagCacheGate",
+    "MagCacheParams",
     "StepEvent",
     "TeaCacheGate",
+    "UnknownGateError",
     "Verdict",
+    "check_gate",
     "decide",
     "engagement",
+    "engagement_of",
+    "make_gate",
     "pattern",
     "poly_eval",
     "predict_change",
@@ -47,6 +72,8 @@ __all__ = [
     "rel_l1",
     "rel_l1_pair",
     "simulate",
+    "simulate_gate",
+    "simulate_magcache",
     "skip_curve",
 ]
 

@@ -7,8 +7,9 @@ same trace" true by construction rather than by parallel maintenance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import ClassVar
 
 DEFAULT_MAX_CONSECUTIVE_SKIPS = 8
 
@@ -56,6 +57,8 @@ class GateParams:
     max_consecutive_skips: int = DEFAULT_MAX_CONSECUTIVE_SKIPS
     calibrated_range: tuple[float, float] | None = None
 
+    gate: ClassVar[str] = "teacache"
+
     def __post_init__(self) -> None:
         try:
             coefficients = tuple(float(c) for c in self.coefficients)
@@ -86,6 +89,14 @@ class GateParams:
     @property
     def enabled(self) -> bool:
         return self.rel_l1_thresh > 0.0
+
+    @property
+    def threshold(self) -> float:
+        """The threshold under the name every gate's parameters share."""
+        return self.rel_l1_thresh
+
+    def with_threshold(self, threshold: float) -> GateParams:
+        return replace(self, rel_l1_thresh=threshold)
 
     def in_forced_window(self, index: int, num_steps: int) -> bool:
         return index < self.skip_first or index >= num_steps - self.skip_last

@@ -18,7 +18,13 @@ class StepEvent:
     value compared with ``threshold`` on this step. ``seconds`` is the time since the previous
     step ended (or since ``begin``), read from the gate's clock. ``output_rel_l1`` (measured
     change of the transformer output) is filled only when the gate captures outputs (calibration
-    data)."""
+    data).
+
+    ``gate`` names the rule that decided (``"teacache"`` or ``"magcache"``). Under MagCache
+    ``rel_l1`` is None (it reads no signal), ``predicted`` is the step's magnitude ratio from the
+    calibration table and ``accumulated`` the accumulated error ``sum |1 - prod ratios|`` compared
+    with ``threshold``. ``mag_ratio`` is the *measured* magnitude ratio of the residual against the
+    previous step's, recorded on vanilla (observe) passes: MagCache's calibration data."""
 
     index: int
     num_steps: int
@@ -29,6 +35,8 @@ class StepEvent:
     threshold: float
     seconds: float
     output_rel_l1: float | None = None
+    gate: str = "teacache"
+    mag_ratio: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -41,4 +49,6 @@ class StepEvent:
             "threshold": self.threshold,
             "seconds": self.seconds,
             "output_rel_l1": self.output_rel_l1,
+            "gate": self.gate,
+            "mag_ratio": self.mag_ratio,
         }

@@ -36,8 +36,17 @@ from app.gate.decision import (
     predict_change,
 )
 from app.gate.events import StepEvent
+from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
 
-__all__ = ["StepEvent", "TeaCacheGate", "rel_l1", "rel_l1_pair"]
+__all__ = [
+    "MagCacheGate",
+    "StepEvent",
+    "TeaCacheGate",
+    "magnitude_ratio",
+    "make_gate",
+    "rel_l1",
+    "rel_l1_pair",
+]
 
 _EPS = 1e-12
 
@@ -48,6 +57,15 @@ def rel_l1_pair(current: mx.array, previous: mx.array) -> mx.array:
     return mx.stack([mx.mean(diff), mx.mean(mx.abs(previous).astype(mx.float32))])
 
 
+def magnitude_ratio(current: mx.array, previous: mx.array) -> mx.array:
+    """MagCache's calibration measure, lazily: the mean over tokens of ``‖current‖ / ‖previous‖``
+    with the norms over the feature axis, in float32 (the reference's ``norm_ratio`` in
+    ``magcache_calibration``, MagCache4FLUX/magcache_flux.py @ df81cb1)."""
+    cur = mx.linalg.norm(current.astype(mx.float32), axis=-1)
+    prev = mx.linalg.norm(previous.astype(mx.float32), axis=-1)
+    return mx.mean(cur / mx.maximum(prev, _EPS))
+
+
 def rel_l1(current: mx.array, previous: mx.array) -> float:
     num, den = cast(list[float], rel_l1_pair(current, previous).tolist())
     value = num / max(den, _EPS)
@@ -56,7 +74,11 @@ def rel_l1(current: mx.array, previous: mx.array) -> float:
 
 class TeaCacheGate:
     """One generation's gate. ``observe=True`` measures the signal (and, with
-    ``capture_output``, the output change) on every step but never skips: the vanilla trace."""
+    ``capture_output``, the output change) on every step but never skips: the vanilla trace.
+    An observing gate also measures the body residual's magnitude ratio (``StepEvent.mag_ratio``,
+    conditional branch), so one vanilla pass serves both gates' simulators and calibrations."""
+
+    gate_name = "teacache"
 
     def __init__(
         self,
@@ -82,6 +104,7 @@ class TeaCacheGate:
         self._pending: Verdict | None = None
         self._pending_output: float | None = None
         self._output_recorded = False
+        self._pending_magnitude: mx.array | None = None
         self._index = 0
         self._t_last = 0.0
 
@@ -100,6 +123,7 @@ class TeaCacheGate:
         self._pending = None
         self._pending_output = None
         self._output_recorded = False
+        self._pending_magnitude = None
         self._t_last = self._clock()
 
     def release(self) -> None:
@@ -147,20 +171,27 @@ class TeaCacheGate:
         return verdict
 
     def _observe_verdict(self, measured: float | None) -> Verdict:
+        # store_residual: observing keeps the previous residual to measure the magnitude ratio.
         if measured is None:
-            return Verdict(self._index, Decision.computed)
+            return Verdict(self._index, Decision.computed, store_residual=True)
         if not math.isfinite(measured):
-            return Verdict(self._index, Decision.numerical_miss, measured)
+            return Verdict(self._index, Decision.numerical_miss, measured, store_residual=True)
         predicted, _ = predict_change(self.params, measured)
         if math.isnan(predicted):
-            return Verdict(self._index, Decision.numerical_miss, measured)
-        return Verdict(self._index, Decision.computed, measured, predicted, predicted)
+            return Verdict(self._index, Decision.numerical_miss, measured, store_residual=True)
+        return Verdict(
+            self._index, Decision.computed, measured, predicted, predicted, store_residual=True
+        )
 
     def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
         verdict = self._pending
         if verdict is None or not verdict.store_residual:
             return
         residual = body_out - body_in
+        previous = self._residuals.get(branch)
+        if self.observe and branch == "cond" and previous is not None:
+            self._pending_magnitude = magnitude_ratio(residual, previous)
+            self._unevaluated.append(self._pending_magnitude)
         # Evaluated with the step's latents (see ``unevaluated``) rather than here: a separate
         # eval mid-step is an extra host sync. Both operands live until the step ends anyway.
         self._residuals[branch] = residual
@@ -206,6 +237,10 @@ class TeaCacheGate:
             mx.eval(*self.unevaluated())
         now = self._clock()
         verdict = self._pending or Verdict(self._index, Decision.computed)
+        magnitude = None
+        if self._pending_magnitude is not None:
+            value = cast(float, self._pending_magnitude.item())  # evaluated with the latents
+            magnitude = value if math.isfinite(value) else math.nan
         event = StepEvent(
             index=self._index,
             num_steps=self.num_steps,
@@ -213,14 +248,17 @@ class TeaCacheGate:
             rel_l1=verdict.rel_l1,
             predicted=verdict.predicted,
             accumulated=verdict.accumulated,
-            threshold=self.params.rel_l1_thresh,
+            threshold=self.params.threshold,
             seconds=now - self._t_last,
             output_rel_l1=self._pending_output,
+            gate=self.gate_name,
+            mag_ratio=magnitude,
         )
         self._t_last = now
         self._pending = None
         self._pending_output = None
         self._output_recorded = False
+        self._pending_magnitude = None
         self._index += 1
         self.events.append(event)
         if self._on_step is not None:
@@ -239,3 +277,64 @@ class TeaCacheGate:
     @property
     def computed(self) -> int:
         return sum(e.decision.computes for e in self.events)
+
+
+class MagCacheGate(TeaCacheGate):
+    """MagCache behind the same protocol: the residual cache, the lifecycle, ``reuse`` and the
+    per-step events are TeaCache's (inherited, so the adapters drive either gate unchanged); only
+    the decision differs. It reads no signal: ``decide`` ignores the array the adapter passes
+    (MLX is lazy, so an unread signal is never computed on the eager paths). Never observes: the
+    vanilla pass is a TeaCache observer, which records both gates' traces."""
+
+    gate_name = "magcache"
+
+    def __init__(
+        self,
+        params: MagCacheParams,  # type: ignore[override]
+        *,
+        on_step: Callable[[StepEvent], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        # The base class is given a placeholder TeaCache parameter set it never reads.
+        super().__init__(_UNUSED_TEACACHE, on_step=on_step, clock=clock)
+        self.params = params  # type: ignore[assignment]
+        self._mag = MagCacheScalars()
+        self._table: tuple[float, ...] = ()
+
+    def begin(self, num_steps: int) -> None:
+        super().begin(num_steps)
+        self._mag = MagCacheScalars()
+        self._table = self.params.ratios_for(num_steps) if num_steps else ()
+
+    @property
+    def needs_signal(self) -> bool:
+        # "Needs the gated path": at threshold 0 the adapters run the plain forward.
+        return self.params.enabled
+
+    def decide(self, signal: mx.array | None) -> Verdict:
+        if self._pending is not None:
+            return self._pending  # a second transformer call in the same step (CFG pairing)
+        verdict = decide_magcache(self.params, self._mag, self._index, self.num_steps, self._table)
+        self._pending = verdict
+        return verdict
+
+
+_UNUSED_TEACACHE = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.0)
+
+
+def make_gate(
+    params: GateParams | MagCacheParams,
+    *,
+    on_step: Callable[[StepEvent], None] | None = None,
+    observe: bool = False,
+    capture_output: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
+) -> TeaCacheGate:
+    """The live gate for ``params``: a ``MagCacheGate`` for MagCache parameters, else TeaCache."""
+    if isinstance(params, MagCacheParams):
+        if observe:
+            raise GateConfigError("a vanilla (observe) pass is recorded by the TeaCache gate")
+        return MagCacheGate(params, on_step=on_step, clock=clock)
+    return TeaCacheGate(
+        params, on_step=on_step, observe=observe, capture_output=capture_output, clock=clock
+    )

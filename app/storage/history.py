@@ -256,6 +256,7 @@ class HistoryEntry:
                 model_path=data.get("model_path"),
                 compare_vanilla=bool(data.get("compare_vanilla", True)),
                 loras=self.loras,
+                gate=str(data.get("gate", "teacache")),
             )
         except (RequestError, KeyError, TypeError, ValueError):
             return None
@@ -568,6 +569,8 @@ def step_from_dict(row: dict[str, Any], num_steps: int) -> StepEvent:
         threshold=float(row.get("threshold", 0.0)),
         seconds=float(row.get("seconds", 0.0)),
         output_rel_l1=_opt_float(row.get("output_rel_l1")),
+        gate=str(row.get("gate", "teacache")),
+        mag_ratio=_opt_float(row.get("mag_ratio")),
     )
 
 

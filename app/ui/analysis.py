@@ -72,8 +72,13 @@ class EngagementBand:
 
 
 def engagement_band(
-    variant: Variant, threshold: float, vanilla_steps: Sequence[StepEvent | None]
+    variant: Variant,
+    threshold: float,
+    vanilla_steps: Sequence[StepEvent | None],
+    gate: str = "teacache",
 ) -> EngagementBand | None:
+    if gate != "teacache":
+        return magcache_band(variant, threshold, len(vanilla_steps))
     trace = [s.rel_l1 if s is not None else None for s in vanilla_steps]
     if not trace or all(t is None for t in trace):
         return None
@@ -97,6 +102,53 @@ def engagement_band(
         max_skips,
         curve,
     )
+
+
+def magcache_band(variant: Variant, threshold: float, steps: int) -> EngagementBand | None:
+    """MagCache's band from its table (its decisions read nothing else: exact for every run of
+    this many steps). Its rule skips at a threshold equal to the onset (``<=``); the band's
+    ``engages_at`` (strictly above) differs from it only at that one value."""
+    from app.gate.decision import Decision
+    from app.gate.magcache import onset, simulate_magcache
+
+    if variant.magcache is None or steps < 2:
+        return None
+    probe = variant.magcache.params(max(threshold, 1e-9))
+    eligible, first, first_step = onset(probe, steps)
+    top = 1.0 if first is None else min(1.0, max(first * 3.0, threshold * 1.5, 0.05))
+    curve = tuple(
+        (
+            t,
+            sum(
+                v.decision is Decision.skipped
+                for v in simulate_magcache(probe.with_threshold(t), steps)
+            ),
+        )
+        for t in (float(x) for x in np.linspace(0.0, top, 121))
+    )
+    max_skips = max((k for _, k in curve), default=0)
+    saturation = next((t for t, k in curve if k == max_skips), None) if max_skips else None
+    return EngagementBand(
+        variant.id, steps, eligible, first, first_step, saturation, max_skips, curve
+    )
+
+
+def magcache_hint(variant: Variant, steps: int, threshold: float) -> str:
+    """The threshold hint under MagCache: eligible steps and where skipping begins, both read
+    from the table (exact for any run of this many steps)."""
+    from app.gate.magcache import onset
+
+    if variant.magcache is None:
+        return variant.gate_unavailable_reason("magcache") or ""
+    params = variant.magcache.params(max(threshold, 1e-9))
+    eligible, first, step = onset(params, steps)
+    text = (
+        f"{eligible} of {steps} steps are MagCache-eligible (the first "
+        f"{params.first_eligible(steps)} always compute)."
+    )
+    if first is not None and step is not None:
+        text += f" From its table, skipping begins at {first:.4g} (step {step + 1})."
+    return text
 
 
 class NoticeKind(StrEnum):

@@ -32,6 +32,7 @@ from superqt.utils import signals_blocked
 
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.ui.defaults import MAX_SEED
+from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
 from app.ui.quantize import QuantizeControl
 from app.ui.theme import caption_font, mute, muted, small_font
@@ -161,8 +162,22 @@ class VariantPicker(QComboBox):
             self.variant_selected.emit(vid)
 
 
-def calibration_text(variant: Variant) -> str:
-    """Where the gate's polynomial for this variant comes from, in a few short lines."""
+def calibration_text(variant: Variant, gate: str = "teacache") -> str:
+    """Where the gate's numbers for this variant come from (TeaCache's polynomial or MagCache's
+    table), in a few short lines."""
+    if gate == "magcache" and variant.magcache is not None:
+        m = variant.magcache
+        p = m.provenance
+        lines = [f"MagCache table: {p.source.rstrip('.')}."]
+        if p.data_size:
+            lines.append(f"Data: {p.data_size}.")
+        lines.append(
+            f"Recipe: the first {m.retention_ratio:.0%} of steps compute, at most "
+            f"{m.max_consecutive_skips} reused in a row."
+        )
+        if p.notes:
+            lines.append(p.notes[:1].upper() + p.notes[1:].rstrip(".") + ".")
+        return " ".join(lines)
     p = variant.provenance
     lines = [p.source.rstrip(".") + "."]
     if p.fit_metric and p.fit_value is not None:
@@ -331,6 +346,7 @@ class ControlsView(QFrame):
         self.quantize_label = QLabel("Quantization")
         self.quantize = QuantizeControl()
 
+        self.gate_picker = GatePicker()
         self.threshold = ThresholdControl()
         self.threshold.setToolTip(
             "TeaCache skips a step while the accumulated predicted change stays below this value. "
@@ -417,7 +433,8 @@ class ControlsView(QFrame):
         layout.addWidget(self.loras)
         layout.addSpacing(10)
 
-        layout.addWidget(section("TeaCache threshold"))
+        layout.addWidget(section("Gate and threshold"))
+        layout.addWidget(self.gate_picker)
         threshold_row = QHBoxLayout()
         threshold_row.setSpacing(6)
         threshold_row.addWidget(self.threshold, 1)

@@ -13,17 +13,21 @@ MAX_SEED = 2**31 - 1  # the seed box is a 32-bit signed QSpinBox
 
 # The threshold slider's value for a variant with no default and no base variant to borrow from.
 FALLBACK_THRESHOLD = 0.2
+# MagCache's thresholds are an order smaller (the published recipes use 0.06 and 0.24).
+FALLBACK_THRESHOLDS = {"teacache": FALLBACK_THRESHOLD, "magcache": 0.05}
 
 
-def default_threshold(variant: Variant) -> float:
-    """The threshold field's default and what Reset sets: the variant's, else its base variant's
-    (so a distilled variant's banner can compare real numbers), else a typical value."""
-    if variant.default_threshold is not None:
-        return variant.default_threshold
+def default_threshold(variant: Variant, gate: str = "teacache") -> float:
+    """The threshold field's default and what Reset sets: the variant's for this gate, else its
+    base variant's (so a distilled variant's banner can compare real numbers), else a typical
+    value."""
+    own = variant.default_threshold_for(gate)
+    if own is not None:
+        return own
     base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
-    if base is not None and base.default_threshold is not None:
-        return base.default_threshold
-    return FALLBACK_THRESHOLD
+    if base is not None and base.default_threshold_for(gate) is not None:
+        return float(base.default_threshold_for(gate))  # type: ignore[arg-type]
+    return FALLBACK_THRESHOLDS.get(gate, FALLBACK_THRESHOLD)
 
 
 _SIZES: dict[Family, tuple[tuple[int, int], ...]] = {

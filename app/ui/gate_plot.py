@@ -155,6 +155,8 @@ class GatePlot(QWidget):
         layout.addWidget(self.note)
         layout.addLayout(plots, 1)
         self._threshold = 0.0
+        self._gate = "teacache"
+        self._legend_colours: tuple[str, str] | None = None
         self._band: EngagementBand | None = None
         self._apply_palette()
         self.set_data((), (), 0.1, None)
@@ -184,7 +186,20 @@ class GatePlot(QWidget):
             self.preview_line.setValue(preview)
             self.curve_preview.setValue(preview)
         self._band = band
-        vx, vy = _series(vanilla, "predicted")
+        gate = next((s.gate for s in gated if s is not None), "teacache")
+        if gate != self._gate:
+            self._gate = gate
+            label = "accumulated error" if gate == "magcache" else "predicted change"
+            _plot_item(self.plot).setLabel("left", label)
+            if self._legend_colours is not None:
+                self.legend.setText(legend_html(*self._legend_colours, gate=gate))
+        if gate == "magcache":
+            # MagCache's counterpart of "predicted change": the error a first reuse would add,
+            # |1 − measured magnitude ratio| on the vanilla run.
+            vx, vy = _series(vanilla, "mag_ratio")
+            vy = [abs(1.0 - y) for y in vy]
+        else:
+            vx, vy = _series(vanilla, "predicted")
         gx, gy = _series(gated, "accumulated")
         self.vanilla_curve.setData(vx, vy)
         self.gated_curve.setData(gx, gy)
@@ -267,7 +282,8 @@ class GatePlot(QWidget):
         self.vanilla_curve.setSymbolPen(None)
         self.gated_curve.setPen(pg.mkPen(text, width=1.4))
         self.skip_curve.setPen(pg.mkPen(_colour(DECISION_COLOURS[Decision.skipped]), width=2))
-        self.legend.setText(legend_html(text.name(), secondary.name()))
+        self._legend_colours = (text.name(), secondary.name())
+        self.legend.setText(legend_html(text.name(), secondary.name(), gate=self._gate))
 
 
 def _plot_item(widget: pg.PlotWidget) -> pg.PlotItem:
@@ -276,7 +292,7 @@ def _plot_item(widget: pg.PlotWidget) -> pg.PlotItem:
     return item
 
 
-def legend_html(text: str, secondary: str) -> str:
+def legend_html(text: str, secondary: str, *, gate: str = "teacache") -> str:
     def swatch(colour: str, glyph: str) -> str:
         return f'<span style="color:{colour}; font-weight:700">{glyph}</span>'
 
@@ -284,9 +300,14 @@ def legend_html(text: str, secondary: str) -> str:
         swatch(DECISION_COLOURS[d], "●")
         for d in (Decision.computed, Decision.skipped, Decision.numerical_miss)
     )
+    vanilla, gated = (
+        ("first-reuse error |1 − magnitude ratio| per step", "MagCache: accumulated error")
+        if gate == "magcache"
+        else ("predicted change per step", "TeaCache: accumulated prediction")
+    )
     items = [
-        f"{swatch(secondary, '—•')} vanilla: predicted change per step",
-        f"{swatch(text, '—')}{dots} TeaCache: accumulated prediction (dot = decision)",
+        f"{swatch(secondary, '—•')} vanilla: {vanilla}",
+        f"{swatch(text, '—')}{dots} {gated} (dot = decision)",
         f"{swatch(THRESHOLD_COLOUR, '━')} threshold",
         f"{swatch(BAND_COLOUR, '▬')} band where skipping begins (first skip → most skips)",
     ]

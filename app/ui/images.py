@@ -128,6 +128,7 @@ class ComparePanel(QWidget):
         self._arrays: list[np.ndarray | None] = [None, None, None]
         self._levels: float = 8.0
         self.titles: list[QLabel] = []
+        self.gate_name = IMAGE_NAMES[0]  # the gated pass's title: the gate that ran it
         self.views: list[pg.GraphicsView] = []
         self.boxes: list[pg.ViewBox] = []
         self.images: list[pg.ImageItem] = []
@@ -272,6 +273,8 @@ class ComparePanel(QWidget):
                 image.setImage(array, levels=(0.0, self._levels), autoLevels=False)
             else:
                 image.setImage(array, levels=(0, 255), autoLevels=False)
+        self.titles[0].setText(self.gate_name)
+        self.gated_time_card.caption.setText(f"{self.gate_name} time")
         self.titles[1].setText("Vanilla · cached ↺" if vanilla_cached else "Vanilla")
         top = float(difference.max()) if difference is not None and difference.size else None
         self.titles[2].setText(

@@ -38,6 +38,7 @@ from app.ui.analysis import (
     NoticeKind,
     fmt,
     lora_calibration_note,
+    magcache_hint,
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
@@ -497,6 +498,8 @@ class Session:
     def threshold_hint(self) -> str:
         f = self.form
         band = self.run.band
+        if f.gate != "teacache":
+            return magcache_hint(f.variant, int(f.steps), float(f.threshold))
         params = f.variant.gate_params(max(float(f.threshold), 1e-9))
         eligible = params.eligible_steps(int(f.steps))
         text = f"{eligible} of {f.steps} steps may be skipped (never the first or last)."

@@ -63,10 +63,19 @@ def paint_cell(
 
 
 def describe_step(step: StepEvent, which: Pass) -> str:
-    pass_name = "TeaCache pass" if which is Pass.gated else "Vanilla pass"
+    magcache = step.gate == "magcache"
+    gated_name = "MagCache pass" if magcache else "TeaCache pass"
+    pass_name = gated_name if which is Pass.gated else "Vanilla pass"
     lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · {pass_name}"]
     if which is Pass.gated:
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
+    if magcache:
+        lines.append(f"magnitude ratio (from the table): {_fmt(step.predicted)}")
+        lines.append(
+            f"accumulated error: {_fmt(step.accumulated)} vs threshold {step.threshold:.4g}"
+        )
+        lines.append(f"step time: {step.seconds * 1000:.1f} ms")
+        return "<br>".join(lines)
     lines.append(f"rel-L1 (gate signal change): {_fmt(step.rel_l1)}")
     lines.append(f"predicted output change: {_fmt(step.predicted)}")
     if which is Pass.gated:
@@ -86,6 +95,7 @@ class StepTimeline(QWidget):
         self._vanilla: tuple[StepEvent | None, ...] = ()
         self._resumed_from: int | None = None
         self._vanilla_cached = False
+        self.gate_name = "TeaCache"  # the gated row's label: the gate that ran it
         self._active: Pass | None = None
         self._previews: dict[Pass, tuple[np.ndarray | None, ...]] = {}
         self.thumbnail_popup = StepThumbnailPopup(self)
@@ -194,7 +204,7 @@ class StepTimeline(QWidget):
         painter.drawText(
             QRectF(0, TOP, GUTTER - 10, GATED_H),
             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-            "TeaCache",
+            self.gate_name,
         )
         painter.setPen(secondary)
         vanilla_label = "Vanilla ↺" if self._vanilla_cached else "Vanilla"
@@ -321,7 +331,7 @@ class StepTimeline(QWidget):
         row = self._gated if which is Pass.gated else self._vanilla
         step = row[index] if index < len(row) else None
         if step is None:
-            name = "TeaCache" if which is Pass.gated else "Vanilla"
+            name = self.gate_name if which is Pass.gated else "Vanilla"
             return f"Step {index + 1}: not run yet ({name} pass)"
         text = describe_step(step, which)
         if which is Pass.gated and self._resumed_from and index < self._resumed_from:

@@ -79,9 +79,14 @@ class RunStatus(StrEnum):
         return self in (RunStatus.loading, RunStatus.running, RunStatus.cancelling)
 
 
-def ui_default_threshold(variant: Variant) -> float:
+def ui_default_threshold(variant: Variant, gate: str = "teacache") -> float:
     """The slider's default (``app.ui.defaults.default_threshold``)."""
-    return default_threshold(variant)
+    return default_threshold(variant, gate)
+
+
+def threshold_key(variant_id: str, gate: str) -> str:
+    """Where a threshold is remembered: per variant, and per gate (their scales differ)."""
+    return variant_id if gate == "teacache" else f"{variant_id}@{gate}"
 
 
 _Value = TypeVar("_Value", int, float)
@@ -114,6 +119,7 @@ class FormModel(QObject):
     guidance_changed = Signal(object)
     loras_changed = Signal(object)
     quantize_changed = Signal(object)
+    gate_changed = Signal(object)
 
     variant_id = Prop(DEFAULT_VARIANT)
     prompt = Prop(DEFAULT_PROMPT)
@@ -127,6 +133,7 @@ class FormModel(QObject):
     # The window asks for live step previews; a timing benchmark may turn them off (their cost
     # is charged to no step, but it is wall time).
     live_previews = True
+    gate = Prop("teacache")  # "teacache" or "magcache"
 
     def __init__(
         self,
@@ -157,7 +164,20 @@ class FormModel(QObject):
         self._load_variant(variant_id)
 
     def reset_threshold(self) -> None:
-        self.threshold = ui_default_threshold(self.variant)
+        self.threshold = ui_default_threshold(self.variant, self.gate)
+
+    def select_gate(self, gate: str) -> None:
+        """Switch the gate; the threshold becomes the one remembered for it (their scales
+        differ). A gate the variant has no calibration for is refused (the picker disables it)."""
+        if gate == self.gate or self.variant.gate_unavailable_reason(gate) is not None:
+            return
+        self.remember()
+        self.gate = gate
+        self.threshold = self._remembered_threshold(self.variant)
+
+    def _remembered_threshold(self, variant: Variant) -> float:
+        key = threshold_key(variant.id, self.gate)
+        return self.settings.thresholds.get(key, ui_default_threshold(variant, self.gate))
 
     def remember(self) -> None:
         """Write the current inputs into the settings object (saved by the window).
@@ -167,7 +187,12 @@ class FormModel(QObject):
         who never chose their own value."""
         s, vid, variant = self.settings, self.variant_id, self.variant
         s.last_variant = vid
-        _remember(s.thresholds, vid, round(float(self.threshold), 6), ui_default_threshold(variant))
+        _remember(
+            s.thresholds,
+            threshold_key(vid, self.gate),
+            round(float(self.threshold), 6),
+            ui_default_threshold(variant, self.gate),
+        )
         _remember(s.steps, vid, int(self.steps), variant.default_steps)
         if size_allowed(variant, self.size):
             s.sizes[vid] = [int(self.size[0]), int(self.size[1])]
@@ -200,6 +225,7 @@ class FormModel(QObject):
             loras=self.loras,
             quantize=None if self.variant.embedded else self.quantize,
             previews=self.live_previews,
+            gate=self.gate,
         )
 
     def apply_request(self, request: GenerationRequest) -> None:
@@ -210,6 +236,7 @@ class FormModel(QObject):
         self.prompt = request.prompt
         self.seed = request.seed
         self.steps = request.steps
+        self.gate = request.gate
         self.threshold = request.threshold
         self.size = (request.width, request.height)
         if self.variant.default_guidance is not None:
@@ -237,7 +264,9 @@ class FormModel(QObject):
                 guidance = variant.default_guidance
         self.variant_id = variant_id
         self.steps = steps
-        self.threshold = s.thresholds.get(variant_id, ui_default_threshold(variant))
+        if variant.gate_unavailable_reason(self.gate) is not None:
+            self.gate = "teacache"  # every variant has TeaCache numbers
+        self.threshold = self._remembered_threshold(variant)
         self.size = size
         self.guidance = guidance
         stored_loras = [] if variant.embedded else s.loras.get(variant_id, [])
@@ -580,7 +609,9 @@ class RunModel(QObject):
         request = self.request
         if request is None:
             return
-        self.band = engagement_band(request.variant, request.threshold, self.vanilla_steps)
+        self.band = engagement_band(
+            request.variant, request.threshold, self.vanilla_steps, request.gate
+        )
 
     def _update_progress(self) -> None:
         request = self.request
@@ -623,7 +654,7 @@ class RunModel(QObject):
         self.skips = count_skips(self.gated_steps)
         self.saved_entry = str(entry.folder)
         self.band = (
-            engagement_band(request.variant, request.threshold, self.vanilla_steps)
+            engagement_band(request.variant, request.threshold, self.vanilla_steps, request.gate)
             if request is not None
             else None
         )

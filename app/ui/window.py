@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import paths
+from app.gate.gates import GATE_LABELS
 from app.storage.comparisons import is_comparison
 from app.storage.history import HistoryEntry, HistoryStore
 from app.storage.settings import Settings, SettingsStore
@@ -338,6 +339,10 @@ class MainWindow(QMainWindow):
             ),
             bind(f, "loras", c.loras.set_loras, c.loras.loras_edited),
         ]
+        self._bindings.append(bind(f, "gate", c.gate_picker.set_gate))
+        c.gate_picker.gate_selected.connect(f.select_gate)
+        f.gate_changed.connect(self._refresh_threshold_hint)
+        f.gate_changed.connect(lambda _gate: self._refresh_variant_info())
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self._on_variant_changed)
         f.size_changed.connect(self._show_size)
@@ -566,6 +571,7 @@ class MainWindow(QMainWindow):
         # No minimum beyond 1 on the box: steps below the variant's get the request check's
         # sentence inline, instead of the box silently putting the old value back.
         c.steps.setValue(self.form.steps)
+        c.gate_picker.set_variant(variant)
         self._fill_sizes()
         has_guidance = variant.default_guidance is not None
         c.guidance.setVisible(has_guidance)
@@ -703,8 +709,13 @@ class MainWindow(QMainWindow):
             self.status_label.setText(self.run.status_text())
             self._show_progress(self.run.progress)
 
+    def _gate_name(self) -> str:
+        request = self.run.request
+        return GATE_LABELS.get(request.gate if request is not None else self.form.gate, "TeaCache")
+
     def _refresh_timeline(self) -> None:
         r = self.run
+        self.timeline.gate_name = self._gate_name()
         self.timeline.set_rows(
             r.gated_steps,
             r.vanilla_steps,
@@ -725,6 +736,7 @@ class MainWindow(QMainWindow):
 
     def _refresh_images(self) -> None:
         r = self.run
+        self.compare.gate_name = self._gate_name()
         self.compare.set_images(
             live_image(r.gated_image, r.gated_preview, r.request, busy=r.busy),
             live_image(r.vanilla_image, r.vanilla_preview, r.request, busy=r.busy),
@@ -820,8 +832,13 @@ class MainWindow(QMainWindow):
     def _refresh_variant_info(self) -> None:
         variant = self.form.variant
         self.controls.variant_info.setText(self.session.variant_info())
-        self.controls.calibration.setText(calibration_summary(variant))
-        self.controls.calibration.setToolTip(calibration_text(variant))
+        gate = self.form.gate
+        full = calibration_text(variant, gate)
+        # The sidebar's plain line (TeaCache's fit figures sit under Details); the full text is
+        # one hover away for either gate.
+        summary = calibration_summary(variant) if gate == "teacache" else full.splitlines()[0]
+        self.controls.calibration.setText(summary)
+        self.controls.calibration.setToolTip(full)
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

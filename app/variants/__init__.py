@@ -18,6 +18,7 @@ from app.variants.builtin import DEMO_GUIDANCE
 from app.variants.catalog import (
     QUANTIZE_LEVELS,
     Family,
+    MagCacheCalibration,
     Provenance,
     UnknownVariantError,
     Variant,
@@ -34,6 +35,7 @@ __all__ = [
     "VARIANTS",
     "CalibrationFileError",
     "Family",
+    "MagCacheCalibration",
     "Provenance",
     "ScheduleCheck",
     "UnknownVariantError",

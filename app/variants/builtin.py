@@ -10,7 +10,14 @@ import json
 from pathlib import Path
 
 from app.paths import DEMO_DIR
-from app.variants.catalog import Family, Provenance, Variant, calibrated_range_from_json
+from app.variants.catalog import (
+    Family,
+    MagCacheCalibration,
+    Provenance,
+    Variant,
+    calibrated_range_from_json,
+    magcache_from_json,
+)
 
 _UPSTREAM_FLUX1 = (498.651651244, -283.781631, 55.8554382, -3.82021401, 0.264230861)
 _KLEIN_BASE = (-1841.022165607874, 848.4417137572868, -131.3554469956159, 8.179509586828413, 0.0)
@@ -19,6 +26,56 @@ _Z_IMAGE = (-898.9907628349583, 367.7086118008557, -45.41511572598643, 3.9511431
 _Z_IMAGE_RANGE = (0.027887, 0.259141)
 _MLX_TEACACHE = "IonDen/mlx-teacache"
 _UPSTREAM = "ali-vilab/TeaCache, TeaCache4FLUX/teacache_flux.py"
+# Published MagCache tables, copied from the reference at Zehong-Ma/MagCache
+# df81cb181776c2c61477c08e1d21f87fda1cd938 (arXiv:2506.09045).
+_MAGCACHE_REF = "Zehong-Ma/MagCache @ df81cb1"
+# MagCache4FLUX/magcache_flux.py, ``mag_ratios`` for FLUX.1-dev at 28 steps ([1.0] pad + 27),
+# recipe E024K5R01 (threshold 0.24, K 5, retention 0.1); the forward never skips step 11 of 28.
+# fmt: off
+_MAGCACHE_FLUX1_DEV = MagCacheCalibration(
+    ratios=(
+        1.0, 1.21094, 1.11719, 1.07812, 1.0625, 1.03906, 1.03125, 1.03906, 1.02344, 1.03125,
+        1.02344, 0.98047, 1.01562, 1.00781, 1.0, 1.00781, 1.0, 1.00781, 1.0, 1.0, 0.99609,
+        0.99609, 0.98047, 0.98828, 0.96484, 0.95703, 0.93359, 0.89062,
+    ),
+    default_threshold=0.24,
+    retention_ratio=0.1,
+    max_consecutive_skips=5,
+    always_compute=(11,),
+    provenance=Provenance(
+        source=f"published table ({_MAGCACHE_REF}, MagCache4FLUX/magcache_flux.py)",
+        data_size="FLUX.1-dev, 28 steps, one calibration prompt (diffusers, bf16)",
+        reference="arXiv:2506.09045",
+        notes="reference speed-up 2.8× on an A800 at E024K5R01; resampled (nearest) to other "
+        "step counts as the reference does",
+    ),
+)
+# fmt: on
+# MagCache4QwenImage/magcache_generate.py, ``mag_ratios`` for Qwen/Qwen-Image at 50 steps: the
+# published list interleaves the cond/uncond columns, which are equal; this is the cond column
+# with the [1.0] pad. Recipe E006K2R02 (threshold 0.06, K 2, retention 0.2).
+# fmt: off
+_MAGCACHE_QWEN_IMAGE = MagCacheCalibration(
+    ratios=(
+        1.0, 1.64062, 1.45312, 1.1875, 1.17188, 1.05469, 1.21094, 1.10938, 1.11719, 1.13281,
+        1.11719, 1.07812, 1.07031, 1.08594, 1.08594, 1.07812, 1.03906, 1.04688, 1.07812, 1.07031,
+        1.03125, 1.07812, 1.04688, 1.04688, 1.04688, 1.03906, 1.01562, 1.03125, 1.02344, 1.02344,
+        1.02344, 1.03906, 1.0, 1.01562, 1.0, 0.99219, 1.00781, 0.98047, 0.95703, 0.96875,
+        0.99219, 0.92578, 0.92578, 0.90625, 0.85938, 0.80469, 0.87891, 0.75, 0.60938, 0.55078,
+    ),
+    default_threshold=0.06,
+    retention_ratio=0.2,
+    max_consecutive_skips=2,
+    provenance=Provenance(
+        source=f"published table ({_MAGCACHE_REF}, MagCache4QwenImage/magcache_generate.py)",
+        data_size="Qwen/Qwen-Image, 50 steps, CFG 4 (cond column; the uncond column is equal)",
+        reference="arXiv:2506.09045",
+        notes="measured on Qwen/Qwen-Image; mflux 0.24 loads Qwen-Image-2512 (uncalibrated). The "
+        "reference's Qwen forward compares with < where the FLUX one uses <=; the app applies the "
+        "FLUX rule to every family",
+    ),
+)
+# fmt: on
 _STEP_DISTILLED = "step-distilled: a few large strides, each changing the output too much to reuse"
 
 
@@ -47,6 +104,7 @@ def _builtin() -> list[Variant]:
                 "guidance-distilled only, not step-distilled: a 25-step schedule still engages",
                 "0.20 skips 6 of 25 steps on the mlx-teacache bench recipe",
             ),
+            magcache=_MAGCACHE_FLUX1_DEV,
         ),
         Variant(
             id="flux1-schnell",
@@ -271,6 +329,7 @@ def _builtin() -> list[Variant]:
             params_billion=28.5,
             mflux_name="qwen-image",
             cfg=True,
+            magcache=_MAGCACHE_QWEN_IMAGE,
         ),
     ]
 
@@ -311,6 +370,11 @@ def _demo_variants() -> list[Variant]:
                 embedded=True,
                 base_variant="demo" if distilled else None,
                 min_predicted_change=calibration.get("min_predicted_change"),
+                magcache=(
+                    magcache_from_json(calibration["magcache"])
+                    if "magcache" in calibration
+                    else None
+                ),
             )
         )
     return variants

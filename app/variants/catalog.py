@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
-from app.gate.decision import GateParams
+from app.gate.decision import GateConfigError, GateParams
+from app.gate.gates import GATE_LABELS, MAGCACHE, TEACACHE, AnyGateParams, check_gate
+from app.gate.magcache import MagCacheParams
 
 
 class Family(StrEnum):
@@ -41,6 +43,43 @@ class Provenance:
     data_size: str | None = None
     reference: str | None = None
     notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MagCacheCalibration:
+    """A variant's MagCache table and its recipe (threshold, retention share, K), with provenance.
+
+    ``default_threshold`` is None where the gate should stay off by default (distilled schedules).
+    """
+
+    ratios: tuple[float, ...]
+    default_threshold: float | None
+    retention_ratio: float
+    max_consecutive_skips: int
+    provenance: Provenance
+    always_compute: tuple[int, ...] = ()
+
+    def params(self, threshold: float | None = None) -> MagCacheParams:
+        thresh = self.default_threshold if threshold is None else threshold
+        return MagCacheParams(
+            ratios=self.ratios,
+            threshold=0.0 if thresh is None else thresh,
+            retention_ratio=self.retention_ratio,
+            max_consecutive_skips=self.max_consecutive_skips,
+            always_compute=self.always_compute,
+        )
+
+
+def magcache_from_json(data: dict) -> MagCacheCalibration:
+    """A calibration file's ``magcache`` block (see ``app.bench.calibrate``)."""
+    return MagCacheCalibration(
+        ratios=tuple(float(r) for r in data["ratios"]),
+        default_threshold=data.get("default_threshold"),
+        retention_ratio=float(data["retention_ratio"]),
+        max_consecutive_skips=int(data["max_consecutive_skips"]),
+        provenance=Provenance(**data["provenance"]),
+        always_compute=tuple(int(i) for i in data.get("always_compute", ())),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +120,48 @@ class Variant:
     # they were saved at (mflux loads a pre-quantized folder at its stored level, whatever asked).
     model_path: str | None = None
     stored_quantize: int | None = None
+    magcache: MagCacheCalibration | None = None  # None: no MagCache table for this variant
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        """The gates this variant has calibrations for (TeaCache always: its coefficients)."""
+        return (TEACACHE, MAGCACHE) if self.magcache is not None else (TEACACHE,)
+
+    def gate_unavailable_reason(self, gate: str) -> str | None:
+        """None where ``gate`` can run on this variant, else one sentence saying why not."""
+        check_gate(gate)
+        if gate in self.gates:
+            return None
+        if self.distilled:
+            return (
+                f"{self.display_name} has no {GATE_LABELS[gate]} calibration: it is "
+                "step-distilled, so no step is expected to be skippable"
+            )
+        return (
+            f"{self.display_name} has no {GATE_LABELS[gate]} calibration yet; make one with "
+            f"`teacache-studio calibrate --variant {self.id} --gate {gate}`"
+        )
+
+    def default_threshold_for(self, gate: str) -> float | None:
+        if gate == MAGCACHE:
+            return None if self.magcache is None else self.magcache.default_threshold
+        return self.default_threshold
+
+    def params_for(self, gate: str, threshold: float | None = None) -> AnyGateParams:
+        """The gate's parameters at ``threshold`` (the gate's default where None)."""
+        reason = self.gate_unavailable_reason(gate)
+        if reason is not None:
+            raise GateConfigError(reason)
+        if gate == MAGCACHE and self.magcache is not None:
+            return self.magcache.params(threshold)
+        return self.gate_params(threshold)
+
+    def magcache_params(self, threshold: float | None = None) -> MagCacheParams:
+        """MagCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
+        with the reason where the variant has no table."""
+        if self.magcache is None:
+            raise GateConfigError(self.gate_unavailable_reason(MAGCACHE) or "")
+        return self.magcache.params(threshold)
 
     def gate_params(self, threshold: float | None = None, **overrides: object) -> GateParams:
         thresh = self.default_threshold if threshold is None else threshold

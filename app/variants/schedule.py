@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.gate.decision import prediction_floor
+from app.gate.gates import MAGCACHE, TEACACHE
+from app.gate.magcache import onset
 from app.variants.catalog import Variant
 from app.variants.registry import VARIANTS
 
@@ -24,20 +26,15 @@ class ScheduleCheck:
     prediction_floor: float | None = None
 
 
-def check_schedule(variant: Variant, steps: int, threshold: float | None = None) -> ScheduleCheck:
+def check_schedule(
+    variant: Variant, steps: int, threshold: float | None = None, *, gate: str = TEACACHE
+) -> ScheduleCheck:
+    if gate == MAGCACHE:
+        return _check_magcache(variant, steps, threshold)
     params = variant.gate_params(threshold)
     eligible = params.eligible_steps(steps)
     thresh = params.rel_l1_thresh
-    suggestion = None
-    if variant.base_variant:
-        base = VARIANTS.get(variant.base_variant)
-        if base is not None:
-            suggestion = (
-                f"use {base.display_name} ({base.id}) at {base.default_steps} steps, "
-                f"threshold {base.default_threshold:.2f}"
-                if base.default_threshold is not None
-                else f"use {base.display_name} ({base.id})"
-            )
+    suggestion = _suggestion(variant)
     if threshold is None and variant.default_threshold is None:
         return ScheduleCheck(
             variant.id,
@@ -105,3 +102,71 @@ def check_schedule(variant: Variant, steps: int, threshold: float | None = None)
         None,
         price_floor,
     )
+
+
+def _suggestion(variant: Variant) -> str | None:
+    base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
+    if base is None:
+        return None
+    return (
+        f"use {base.display_name} ({base.id}) at {base.default_steps} steps, "
+        f"threshold {base.default_threshold:.2f}"
+        if base.default_threshold is not None
+        else f"use {base.display_name} ({base.id})"
+    )
+
+
+def _check_magcache(variant: Variant, steps: int, threshold: float | None) -> ScheduleCheck:
+    """The same questions for MagCache, answered from its table (its decisions read nothing
+    else, so the answer is exact): is there a table, a threshold, an eligible step, and does the
+    threshold reach the smallest first-reuse error ``|1 − r[i]|`` of this schedule?"""
+    suggestion = _suggestion(variant)
+    reason = variant.gate_unavailable_reason(MAGCACHE)
+    calibration = variant.magcache
+    if reason is not None or calibration is None:
+        return ScheduleCheck(variant.id, steps, 0, False, reason or "", suggestion)
+    params = calibration.params(threshold)
+    eligible, floor, _ = onset(params, steps)
+    if threshold is None and calibration.default_threshold is None:
+        why = variant.distilled_reason or "the MagCache calibration sets no default threshold"
+        return ScheduleCheck(
+            variant.id, steps, eligible, False, f"no default threshold: {why}", suggestion
+        )
+    thresh = params.threshold
+    if thresh <= 0.0:
+        return ScheduleCheck(
+            variant.id, steps, eligible, False, "threshold 0 turns skipping off", suggestion
+        )
+    if eligible <= 0 or floor is None:
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            False,
+            f"{steps} steps leave no MagCache-eligible step (the first "
+            f"{params.first_eligible(steps)} steps always compute)",
+            suggestion or "use more steps",
+        )
+    if thresh < floor:
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            False,
+            f"MagCache's table never gives a first-reuse error below {floor:.3f} at {steps} "
+            f"steps, so threshold {thresh:g} cannot skip any step",
+            suggestion,
+            floor,
+        )
+    if variant.distilled:
+        return ScheduleCheck(
+            variant.id,
+            steps,
+            eligible,
+            True,
+            f"distilled schedule ({variant.distilled_reason}); skipping here is uncalibrated",
+            suggestion,
+            floor,
+        )
+    reason = f"{eligible} of {steps} steps are MagCache-eligible"
+    return ScheduleCheck(variant.id, steps, eligible, True, reason, None, floor)

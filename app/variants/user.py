@@ -30,6 +30,7 @@ from app.variants.catalog import (
     UnknownVariantError,
     Variant,
     calibrated_range_from_json,
+    magcache_from_json,
 )
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,11 @@ def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
         calibrated_range=calibrated_range_from_json(calibration.get("calibrated_range")),
         default_threshold=calibration.get("default_threshold", variant.default_threshold),
         provenance=Provenance(**calibration["provenance"]),
+        magcache=(
+            magcache_from_json(calibration["magcache"])
+            if "magcache" in calibration
+            else variant.magcache
+        ),
     )
 
 
@@ -106,6 +112,8 @@ def _check(data: dict[str, Any], source: Path) -> None:
         allowed = {f.name for f in fields(Provenance)}
         if not isinstance(provenance, dict) or not set(provenance) <= allowed:
             raise ValueError(f"provenance must be an object with keys among {sorted(allowed)}")
+        if "magcache" in data:
+            magcache_from_json(data["magcache"]).params(0.0)  # validates the table and recipe
         threshold = data.get("default_threshold")
         if threshold is not None and not (
             math.isfinite(float(threshold)) and 0.0 <= float(threshold) <= 1.0

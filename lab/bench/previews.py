@@ -85,7 +85,7 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
     from app.bench.worker import WorkerSpec, _generate_kwargs, _precision, gate_params
     from app.bench.worker import load_pipeline as load_bench_pipeline
     from app.engine.engine import quiet_mflux_progress
-    from app.gate import Decision, TeaCacheGate
+    from app.gate import Decision, TeaCacheGate, make_gate
 
     quiet_mflux_progress()
     spec = WorkerSpec.from_json(spec_json)
@@ -112,7 +112,7 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
                 self.finished = time.perf_counter()
 
         def generate(steps: int, with_previews: bool) -> tuple[TeaCacheGate, LoopClock]:
-            gate = TeaCacheGate(gate_params(spec))
+            gate = make_gate(gate_params(spec))
             clock = LoopClock()
             previewer = StepPreviewer(timed_decode, lambda i, img: None, gate=gate)
             kwargs = {**_generate_kwargs(spec), "num_inference_steps": steps}

@@ -4,7 +4,7 @@ Runs the real demo engine: demo-turbo at 2 steps (the schedule banner with the m
 Generate, then the window at each size. ``--hold`` keeps the window open for an outside capture
 (``import -window root``). Usage::
 
-    uv run python -m lab.ui.layout_screenshots OUT_DIR [--hold SECONDS]
+    uv run python -m lab.ui.layout_screenshots OUT_DIR [--hold SECONDS] [--gate magcache]
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--hold", type=float, default=0.0)
     parser.add_argument("--size", default="", help="only this size, e.g. 1024x700")
+    parser.add_argument(
+        "--gate",
+        default="",
+        help="magcache: the demo at 28 steps under MagCache instead of the turbo banner",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("TEACACHE_STUDIO_HOME", tempfile.mkdtemp(prefix="teacache-shots-"))
 
@@ -41,8 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         w, h = (int(v) for v in args.size.split("x"))
         sizes = ((w, h),)
     window.resize(*sizes[0])
-    window.form.select_variant("demo-turbo")
-    window.form.steps = 2
+    prefix = "layout"
+    if args.gate:
+        window.form.select_gate(args.gate)
+        prefix = f"layout-{args.gate}"
+    else:
+        window.form.select_variant("demo-turbo")
+        window.form.steps = 2
     window.show()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -54,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         window.resize(w, h)
 
         def grab() -> None:
-            path = args.out / f"layout-{w}x{h}.png"
+            path = args.out / f"{prefix}-{w}x{h}.png"
             window.grab().save(str(path))
             print(f"saved {path} ({window.width()}×{window.height()})", flush=True)
             QTimer.singleShot(

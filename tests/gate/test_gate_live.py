@@ -312,7 +312,12 @@ def test_threshold_zero_observe_mode_measures_but_never_skips() -> None:
     assert events[0].rel_l1 is None
     assert [e.rel_l1 for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=1e-6)
     assert [e.predicted for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=1e-6)
-    assert gate.cached_branches == ()
+    # It keeps the previous residual to measure MagCache's magnitude ratio (never to reuse it):
+    # body(x) − x = x + 1 with x = 0.25·i everywhere, so the ratio is (0.25i + 1)/(0.25(i−1) + 1).
+    assert gate.cached_branches == ("cond",)
+    assert events[0].mag_ratio is None
+    expected = [(0.25 * i + 1) / (0.25 * (i - 1) + 1) for i in range(1, 4)]
+    assert [e.mag_ratio for e in events[1:]] == pytest.approx(expected, rel=1e-6)
 
 
 # -- rel-L1 ----------------------------------------------------------------------------------------
@@ -395,6 +400,8 @@ def test_step_events_are_live_and_timed_with_the_injected_clock() -> None:
         "threshold": 0.5,
         "seconds": 1.5,
         "output_rel_l1": None,
+        "gate": "teacache",
+        "mag_ratio": None,
     }
 
 

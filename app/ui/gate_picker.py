@@ -1,0 +1,70 @@
+"""The gate picker (TeaCache / MagCache) and its plain-words hint; the hint text is Qt-free.
+
+A variant without a MagCache table keeps the MagCache item visible but disabled, with the reason
+as its tooltip (``Variant.gate_unavailable_reason``), so the choice and how to unlock it are both
+in view.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel
+from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
+
+from app.gate.gates import GATE_LABELS, GATES, THRESHOLD_MEANINGS
+from app.ui.theme import mute, small_font
+from app.variants import Variant
+
+
+class GatePicker(QWidget):
+    """A combo box of the gates and a muted line saying what the threshold means for the chosen
+    one. ``gate_selected`` fires on a user's pick only."""
+
+    gate_selected = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.combo = QComboBox()
+        for gate in GATES:
+            self.combo.addItem(GATE_LABELS[gate], gate)
+            self.combo.setItemData(
+                self.combo.count() - 1, THRESHOLD_MEANINGS[gate], Qt.ItemDataRole.ToolTipRole
+            )
+        self.meaning = QLabel()
+        self.meaning.setWordWrap(True)
+        self.meaning.setFont(small_font(self.meaning.font()))
+        mute(self.meaning)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.combo)
+        layout.addWidget(self.meaning)
+        self.combo.activated.connect(self._emit_selected)
+        self.set_gate(GATES[0])
+
+    def set_gate(self, gate: str) -> None:
+        index = self.combo.findData(gate)
+        if index >= 0 and index != self.combo.currentIndex():
+            self.combo.setCurrentIndex(index)
+        self.meaning.setText(THRESHOLD_MEANINGS.get(gate, ""))
+
+    def current_gate(self) -> str:
+        return str(self.combo.currentData())
+
+    def set_variant(self, variant: Variant) -> None:
+        """Enable the gates the variant has calibrations for; the others say why not."""
+        model = self.combo.model()
+        assert isinstance(model, QStandardItemModel)
+        for row, gate in enumerate(GATES):
+            item = model.item(row)
+            reason = variant.gate_unavailable_reason(gate)
+            item.setEnabled(reason is None)
+            item.setToolTip(THRESHOLD_MEANINGS[gate] if reason is None else reason)
+
+    def is_enabled(self, gate: str) -> bool:
+        model = self.combo.model()
+        assert isinstance(model, QStandardItemModel)
+        return model.item(self.combo.findData(gate)).isEnabled()
+
+    def _emit_selected(self, index: int) -> None:
+        self.gate_selected.emit(str(self.combo.itemData(index)))

@@ -1,0 +1,292 @@
+"""TeaCache against MagCache on the embedded demo: the same prompts, each gate over its thresholds.
+
+    uv run python -m lab.gates.compare                       # writes lab/gates/results/
+    uv run python -m lab.gates.compare --prompts 4 --out /tmp/cmp   # a quick look
+
+Quality (SSIM against vanilla, skipped steps) comes from the engine's *resumed* gated passes:
+bit-exact with a real gated run (the resumed pass replays vanilla only up to the last computed
+step before the first skip, where both runs are still identical; tests/engine checks it for both
+gates), so every prompt × threshold costs only the steps after the first skip.
+
+Speed comes from real, non-resumed gated passes on the first ``--speed-prompts`` prompts, each
+against that prompt's vanilla re-timed to the gated pass's load (the app's own measurement,
+``RunReport.speedup``); on a shared CPU these are noisy, so the ideal speed-up (steps / computed
+steps) is written beside them.
+
+The prompts are scenes the demo never saw in either gate's calibration (TeaCache: seeds from
+800 000, MagCache: the 10 built-in calibrate prompts); MagCache runs with the demo's shipped table
+and recipe, and, as a second line, the reference's FLUX.1-dev recipe (K 5, retention 0.1) on
+the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lab.demo.reports import write_json
+from lab.demo.scenes import caption, scene_from_seed
+
+COMPARE_SEED_BASE = 820_000  # scenes used by neither calibration
+GENERATION_SEED = 42
+TEACACHE_THRESHOLDS = (0.04, 0.06, 0.1, 0.15, 0.2, 0.3)
+MAGCACHE_THRESHOLDS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
+FLUX_RECIPE_THRESHOLDS = (0.005, 0.02, 0.05)
+SPEED_THRESHOLDS = {"teacache": (0.1, 0.2), "magcache": (0.01, 0.05)}
+# The reference's FLUX.1-dev recipe on the demo's own table (a user calibration in a scratch home).
+FLUX_RECIPE = {"retention_ratio": 0.1, "max_consecutive_skips": 5}
+RESULTS = Path(__file__).parent / "results"
+
+
+def prompts(n: int) -> list[str]:
+    return [caption(scene_from_seed(COMPARE_SEED_BASE + i)) for i in range(n)]
+
+
+def _flux_recipe_variant() -> str:
+    """A user calibration ``demo+magflux``: the demo's table with the FLUX.1-dev recipe."""
+    from app.variants import get_variant
+    from app.variants.user import save_calibration
+
+    demo = get_variant("demo")
+    assert demo.magcache is not None
+    save_calibration(
+        {
+            "base_variant": "demo",
+            "name": "magflux",
+            "coefficients": list(demo.coefficients),
+            "calibrated_range": list(demo.calibrated_range or ()) or None,
+            "default_threshold": demo.default_threshold,
+            "provenance": {"source": "lab.gates.compare: the demo's TeaCache fit, unchanged"},
+            "magcache": {
+                "ratios": list(demo.magcache.ratios),
+                "default_threshold": None,
+                **FLUX_RECIPE,
+                "provenance": {"source": "lab.gates.compare: the demo's table, FLUX.1-dev recipe"},
+            },
+        }
+    )
+    return "demo+magflux"
+
+
+def _run(engine: Any, variant: str, prompt: str, gate: str, threshold: float, resume: bool):
+    from app.engine.request import make_request
+
+    request = make_request(
+        variant,
+        prompt,
+        seed=GENERATION_SEED,
+        threshold=threshold,
+        gate=gate,
+        compare_vanilla=True,
+        resume=resume,
+    )
+    return engine.generate(0, request, lambda event: None, threading.Event())
+
+
+def _row(report: Any) -> dict[str, Any]:
+    steps = report.gated.steps
+    computed = sum(s.decision.computes for s in steps)
+    return {
+        "skipped": len(steps) - computed,
+        "ssim": report.ssim,
+        "pattern": "".join(s.decision.letter for s in steps),
+        "ideal_speedup": len(steps) / computed,
+    }
+
+
+def sweep(n_prompts: int, speed_prompts: int, out: Path, *, quiet: bool = False) -> dict[str, Any]:
+    from app.blas import preload_openblas
+
+    preload_openblas()
+    from app.engine.engine import Engine
+
+    texts = prompts(n_prompts)
+    lines = {
+        "teacache": ("demo", "teacache", TEACACHE_THRESHOLDS),
+        "magcache": ("demo", "magcache", MAGCACHE_THRESHOLDS),
+        "magcache-flux-recipe": (_flux_recipe_variant(), "magcache", FLUX_RECIPE_THRESHOLDS),
+    }
+    engine = Engine(vanilla_cache_size=2)
+    quality: dict[str, list[dict[str, Any]]] = {name: [] for name in lines}
+    speed: dict[str, list[dict[str, Any]]] = {"teacache": [], "magcache": []}
+    started = time.perf_counter()
+    for p, text in enumerate(texts):
+        for name, (variant, gate, thresholds) in lines.items():
+            for threshold in thresholds:
+                report = _run(engine, variant, text, gate, threshold, resume=True)
+                quality[name].append({"prompt": p, "threshold": threshold, **_row(report)})
+        if p < speed_prompts:
+            for gate, thresholds in SPEED_THRESHOLDS.items():
+                for threshold in thresholds:
+                    report = _run(engine, "demo", text, gate, threshold, resume=False)
+                    speed[gate].append(
+                        {
+                            "prompt": p,
+                            "threshold": threshold,
+                            **_row(report),
+                            "speedup": report.speedup,
+                            "speedup_basis": report.speedup_basis,
+                        }
+                    )
+        if not quiet:
+            print(f"prompt {p + 1}/{len(texts)} done, {time.perf_counter() - started:.0f} s")
+    engine.close()
+    from app.bench.hardware import host_info
+    from app.variants import get_variant
+
+    demo = get_variant("demo")
+    assert demo.magcache is not None
+    document = {
+        "command": "uv run python -m lab.gates.compare "
+        f"--prompts {n_prompts} --speed-prompts {speed_prompts}",
+        "variant": "demo",
+        "steps": demo.default_steps,
+        "guidance": demo.default_guidance,
+        "seed": GENERATION_SEED,
+        "prompts": texts,
+        "quality_basis": "resumed gated passes (bit-exact with real gated passes)",
+        "speed_basis": "real gated passes against the prompt's vanilla re-timed to the same "
+        "load (RunReport.speedup); shared CPU, noisy",
+        "recipes": {
+            "teacache": {"coefficients": list(demo.coefficients), "max_consecutive_skips": 8},
+            "magcache": {
+                "retention_ratio": demo.magcache.retention_ratio,
+                "max_consecutive_skips": demo.magcache.max_consecutive_skips,
+            },
+            "magcache-flux-recipe": FLUX_RECIPE,
+        },
+        "summary": {name: summarise(rows) for name, rows in quality.items()},
+        "speed_summary": {name: summarise_speed(rows) for name, rows in speed.items()},
+        "quality": quality,
+        "speed": speed,
+        "host": host_info(),
+        "cpu_seconds": time.process_time(),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "compare-demo.json", document)
+    plot(document, out / "compare-demo.png")
+    return document
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per threshold: mean skipped steps, mean and worst SSIM over the prompts."""
+    out = []
+    for threshold in sorted({r["threshold"] for r in rows}):
+        at = [r for r in rows if r["threshold"] == threshold]
+        out.append(
+            {
+                "threshold": threshold,
+                "mean_skipped": statistics.fmean(r["skipped"] for r in at),
+                "mean_ssim": statistics.fmean(r["ssim"] for r in at),
+                "min_ssim": min(r["ssim"] for r in at),
+                "mean_ideal_speedup": statistics.fmean(r["ideal_speedup"] for r in at),
+                "prompts": len(at),
+            }
+        )
+    return out
+
+
+def summarise_speed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for threshold in sorted({r["threshold"] for r in rows}):
+        at = [r for r in rows if r["threshold"] == threshold and r["speedup"] is not None]
+        if not at:
+            continue
+        out.append(
+            {
+                "threshold": threshold,
+                "mean_skipped": statistics.fmean(r["skipped"] for r in at),
+                "median_speedup": statistics.median(r["speedup"] for r in at),
+                "mean_ideal_speedup": statistics.fmean(r["ideal_speedup"] for r in at),
+                "prompts": len(at),
+            }
+        )
+    return out
+
+
+STYLES = {
+    "teacache": ("TeaCache", "tab:blue", "o-"),
+    "magcache": ("MagCache (K 2, retention 0.2)", "tab:red", "s-"),
+    "magcache-flux-recipe": ("MagCache (K 5, retention 0.1)", "tab:orange", "^--"),
+}
+
+
+def plot(document: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (quality_axis, speed_axis) = plt.subplots(1, 2, figsize=(12, 4.8), dpi=120)
+    for name, rows in document["summary"].items():
+        label, colour, style = STYLES[name]
+        xs = [r["mean_skipped"] for r in rows]
+        quality_axis.plot(xs, [r["mean_ssim"] for r in rows], style, color=colour, label=label)
+        quality_axis.plot(
+            xs, [r["min_ssim"] for r in rows], style, color=colour, alpha=0.35, linewidth=1
+        )
+        for r in rows:
+            quality_axis.annotate(
+                f"{r['threshold']:g}",
+                (r["mean_skipped"], r["mean_ssim"]),
+                textcoords="offset points",
+                xytext=(3, 4),
+                fontsize=6,
+                color=colour,
+            )
+    steps = document["steps"]
+    n = len(document["prompts"])
+    quality_axis.set_xlabel(f"skipped steps of {steps} (mean over {n} prompts)")
+    quality_axis.set_ylabel("SSIM against vanilla (solid: mean, faint: worst prompt)")
+    quality_axis.set_title("Quality against skipped steps (labels: threshold)", fontsize=10)
+    quality_axis.grid(alpha=0.3)
+    quality_axis.legend(fontsize=8, loc="lower left")
+    for name, rows in document["speed_summary"].items():
+        label, colour, style = STYLES[name]
+        xs = [r["mean_skipped"] for r in rows]
+        speed_axis.plot(xs, [r["median_speedup"] for r in rows], style, color=colour, label=label)
+    ideal = sorted(
+        {(r["mean_skipped"], r["mean_ideal_speedup"]) for rs in document["summary"].values()
+         for r in rs}
+    )  # fmt: skip
+    speed_axis.plot([x for x, _ in ideal], [y for _, y in ideal], ":", color="grey", label="ideal")
+    speed_axis.set_xlabel("skipped steps (mean)")
+    speed_axis.set_ylabel("speed-up over vanilla (×, median)")
+    speed_axis.set_title("Measured speed against skipped steps (shared 2-core CPU)", fontsize=10)
+    speed_axis.grid(alpha=0.3)
+    speed_axis.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="TeaCache against MagCache on the demo")
+    parser.add_argument("--prompts", type=int, default=20, help="prompts (default 20)")
+    parser.add_argument(
+        "--speed-prompts", type=int, default=2, help="prompts timed with real passes (default 2)"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="output folder")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    # The FLUX-recipe calibration is scratch data: keep it out of the user's calibrations.
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["TEACACHE_STUDIO_HOME"] = home
+        document = sweep(args.prompts, args.speed_prompts, args.out, quiet=args.quiet)
+    for name, rows in document["summary"].items():
+        print(name)
+        for r in rows:
+            print(
+                f"  {r['threshold']:<6g} skipped {r['mean_skipped']:5.2f}  SSIM mean "
+                f"{r['mean_ssim']:.4f} worst {r['min_ssim']:.4f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
