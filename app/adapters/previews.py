@@ -17,12 +17,18 @@ pipeline's ``decode_preview``). Real families project the latent to RGB with a p
 factor table per latent space (below, each with its source), at the latent's resolution (H/8), on
 the device, then one small transfer of a uint8 thumbnail of at most ``MAX_SIDE`` pixels.
 
-Timing: the work runs inside ``gate.untimed()``, so no step's seconds include it.
+Timing: the work runs inside ``gate.untimed()``, so no step's seconds include it. No step waits on
+a preview either: a step's thumbnail graph is queued with ``mx.async_eval`` right after the step
+and picked up (its host transfer, then ``on_preview``) at the next step's end, or after the loop
+for the last step — by then the device finished it long ago, so the pick-up is a copy, not a wait.
+The preview of step k therefore arrives one step late (after step k + 1's ``StepDone``); every
+step still gets exactly one, the last included, before the pass finishes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -33,7 +39,9 @@ from app.gate import TeaCacheGate
 
 MAX_SIDE = 256  # a thumbnail's long side at most; 2048-pixel images project at 256 already
 
-Decode = Callable[[mx.array, int, int], np.ndarray]  # (packed x0, height, width) → uint8 RGB
+# (packed x0, height, width) → uint8 RGB: on the host, or a lazy device array the previewer
+# evaluates asynchronously and transfers one step later
+Decode = Callable[[mx.array, int, int], "np.ndarray | mx.array"]
 
 # -- published latent→RGB factors -----------------------------------------------------------------
 # Source of all three tables: ComfyUI, comfy/latent_formats.py, commit
@@ -135,10 +143,21 @@ def project_to_rgb(
 ) -> mx.array:
     """(1, C, h, w) latent → (h, w, 3) uint8 on the device: the linear factors, then the [-1, 1]
     → [0, 255] mapping, downsampled by an integer factor to at most ``MAX_SIDE`` pixels."""
-    weights = mx.array(factors, dtype=mx.float32)
+    weights, offset = _device_factors(factors, bias)
     rgb = mx.einsum("chw,cr->hwr", latents[0].astype(mx.float32), weights)
-    rgb = rgb + mx.array(bias, dtype=mx.float32)
+    rgb = rgb + offset
     return to_thumbnail(rgb)
+
+
+@functools.cache
+def _device_factors(
+    factors: tuple[tuple[float, float, float], ...], bias: tuple[float, ...]
+) -> tuple[mx.array, mx.array]:
+    """The tables as device arrays, made once: building them per step cost a host→device copy
+    (and on CUDA a synchronizing one) for every preview."""
+    weights, offset = mx.array(factors, dtype=mx.float32), mx.array(bias, dtype=mx.float32)
+    mx.eval(weights, offset)
+    return weights, offset
 
 
 def to_thumbnail(rgb: mx.array) -> mx.array:
@@ -188,15 +207,22 @@ _FAMILY_PROJECTIONS = {
 }
 
 
-def family_projection(family: str) -> Decode:
-    """The linear preview of one family's loop latents: unpack with mflux's helper, project."""
+def family_projection(family: str) -> Callable[[mx.array, int, int], mx.array]:
+    """The linear preview of one family's loop latents: unpack with mflux's helper, project. The
+    result is the lazy uint8 thumbnail on the device (``to_host`` makes it an image)."""
     unpack, factors, bias = _FAMILY_PROJECTIONS[family]
 
-    def decode(latents: mx.array, height: int, width: int) -> np.ndarray:
-        thumbnail = project_to_rgb(unpack(latents, height, width), factors, bias)
-        return np.array(thumbnail, copy=True)  # the one host transfer
+    def decode(latents: mx.array, height: int, width: int) -> mx.array:
+        return project_to_rgb(unpack(latents, height, width), factors, bias)
 
     return decode
+
+
+def to_host(image: np.ndarray | mx.array) -> np.ndarray:
+    """A decoded thumbnail as a C-contiguous uint8 NumPy image (the one host transfer)."""
+    if isinstance(image, np.ndarray):
+        return image
+    return np.array(image, copy=True)
 
 
 def preview_decoder(pipeline: Any) -> Decode:
@@ -234,6 +260,8 @@ class StepPreviewer:
         self._scheduler: Any = None
         self._first_step = 0
         self._pending: tuple[int, mx.array, mx.array, mx.array] | None = None
+        # the previous step's thumbnail, queued on the device, delivered at the next pick-up
+        self._in_flight: tuple[int, np.ndarray | mx.array] | None = None
 
     # -- the scheduler seam ----------------------------------------------------------------------
     def call_before_loop(
@@ -252,12 +280,14 @@ class StepPreviewer:
         self._scheduler = scheduler
         self._first_step = int(getattr(config, "init_time_step", 0) or 0)
         self._pending = None
+        self._in_flight = None
 
     def _restore(self) -> None:
         if self._scheduler is not None:
             vars(self._scheduler).pop("step", None)
             self._scheduler = None
         self._pending = None
+        self._in_flight = None
 
     # -- per step --------------------------------------------------------------------------------
     def call_in_loop(
@@ -276,10 +306,23 @@ class StepPreviewer:
         timestep, x, v, sigma = pending
         index = int(timestep) - self._first_step
         with self._untimed():
+            ready = self._pick_up()
             image = self.reuse(index) if self.reuse is not None else None
             if image is None:
                 image = self.decode(clean_prediction(x, v, sigma), config.height, config.width)
-        self.on_preview(index, image)
+                if isinstance(image, mx.array):
+                    mx.async_eval(image)  # runs on the device while the next step is built
+            self._in_flight = (index, image)
+        if ready is not None:
+            self.on_preview(*ready)
+
+    def _pick_up(self) -> tuple[int, np.ndarray] | None:
+        """The previous step's thumbnail on the host (finished by now: no wait for the device)."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return None
+        index, image = in_flight
+        return index, to_host(image)
 
     @contextlib.contextmanager
     def _untimed(self) -> Iterator[None]:
@@ -292,7 +335,11 @@ class StepPreviewer:
     def call_after_loop(
         self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
     ) -> None:
+        with self._untimed():
+            ready = self._pick_up()  # the last step's preview, before the pass finishes
         self._restore()
+        if ready is not None:
+            self.on_preview(*ready)
 
     def call_interrupt(
         self,
