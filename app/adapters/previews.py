@@ -198,24 +198,67 @@ def _unpack_qwen(latents: mx.array, height: int, width: int) -> mx.array:
     return QwenLatentCreator.unpack_latents(latents, height, width)
 
 
-_FAMILY_PROJECTIONS: dict[str, tuple[Callable[..., mx.array], tuple[Any, ...], tuple[float, ...]]]
+# (mflux's unpacking, factors, bias, channels per 2×2 packed token or None where not packed so)
+_FAMILY_PROJECTIONS: dict[
+    str, tuple[Callable[..., mx.array], tuple[Any, ...], tuple[float, ...], int | None]
+]
 _FAMILY_PROJECTIONS = {
-    "flux1": (_unpack_flux1, FLUX1_FACTORS, FLUX1_BIAS),
-    "flux2": (_unpack_flux2, FLUX2_FACTORS, FLUX2_BIAS),
-    "z-image": (_unpack_z_image, FLUX1_FACTORS, FLUX1_BIAS),
-    "qwen-image": (_unpack_qwen, WAN21_FACTORS, WAN21_BIAS),
+    "flux1": (_unpack_flux1, FLUX1_FACTORS, FLUX1_BIAS, 16),
+    "flux2": (_unpack_flux2, FLUX2_FACTORS, FLUX2_BIAS, 32),
+    "z-image": (_unpack_z_image, FLUX1_FACTORS, FLUX1_BIAS, None),
+    "qwen-image": (_unpack_qwen, WAN21_FACTORS, WAN21_BIAS, 16),
 }
 
 
 def family_projection(family: str) -> Callable[[mx.array, int, int], mx.array]:
-    """The linear preview of one family's loop latents: unpack with mflux's helper, project. The
-    result is the lazy uint8 thumbnail on the device (``to_host`` makes it an image)."""
-    unpack, factors, bias = _FAMILY_PROJECTIONS[family]
+    """The linear preview of one family's loop latents. The result is the lazy uint8 thumbnail on
+    the device (``to_host`` makes it an image).
+
+    Packed families (tokens of ``channels`` × 2 × 2 values, mflux's ``unpack_latents`` layout)
+    project the tokens directly — one (tokens, 4·C) × (4·C, 12) matrix product — and rearrange
+    only the 3-channel result: the same sums as unpacking first, without copying the whole
+    latent twice. Anything else unpacks with mflux's helper, then projects."""
+    unpack, factors, bias, channels = _FAMILY_PROJECTIONS[family]
 
     def decode(latents: mx.array, height: int, width: int) -> mx.array:
+        h, w = height // 16, width // 16
+        if channels is not None and latents.shape == (1, h * w, channels * 4):
+            return project_packed_to_rgb(latents, h, w, factors, bias)
         return project_to_rgb(unpack(latents, height, width), factors, bias)
 
     return decode
+
+
+def project_packed_to_rgb(
+    packed: mx.array,
+    h: int,
+    w: int,
+    factors: tuple[tuple[float, float, float], ...],
+    bias: tuple[float, ...],
+) -> mx.array:
+    """(1, h·w, C·4) tokens, each a (channel, row, column) 2×2 patch → the (2h, 2w, 3) uint8
+    thumbnail ``project_to_rgb`` makes of the unpacked (1, C, 2h, 2w) latent."""
+    weights, offset = _patch_factors(factors, bias)
+    rgb = packed[0].astype(mx.float32) @ weights  # (h·w, 12): 3 colours for each patch pixel
+    rgb = rgb.reshape(h, w, 2, 2, 3).transpose(0, 2, 1, 3, 4).reshape(2 * h, 2 * w, 3)
+    return to_thumbnail(rgb + offset)
+
+
+@functools.cache
+def _patch_factors(
+    factors: tuple[tuple[float, float, float], ...], bias: tuple[float, ...]
+) -> tuple[mx.array, mx.array]:
+    """The factor table spread over a 2×2 patch: token feature c·4 + p (p the patch pixel)
+    feeds only output columns p·3 … p·3 + 2, with channel c's three factors."""
+    table = np.asarray(factors, dtype=np.float32)
+    channels = len(table)
+    spread = np.zeros((channels, 4, 4, 3), dtype=np.float32)
+    for pixel in range(4):
+        spread[:, pixel, pixel, :] = table
+    weights = mx.array(spread.reshape(channels * 4, 12))
+    offset = mx.array(np.asarray(bias, dtype=np.float32))
+    mx.eval(weights, offset)
+    return weights, offset
 
 
 def to_host(image: np.ndarray | mx.array) -> np.ndarray:
