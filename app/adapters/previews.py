@@ -22,7 +22,10 @@ a preview either: a step's thumbnail graph is queued with ``mx.async_eval`` righ
 and picked up (its host transfer, then ``on_preview``) at the next step's end, or after the loop
 for the last step — by then the device finished it long ago, so the pick-up is a copy, not a wait.
 The preview of step k therefore arrives one step late (after step k + 1's ``StepDone``); every
-step still gets exactly one, the last included, before the pass finishes.
+step still gets exactly one, the last included, before the pass finishes. The queued device work
+(a few small kernels) runs while the next step's graph is built; only where the device is still
+busy with it when that step evaluates would it show in that step's seconds
+(lab/bench/previews.py reports the computed step with previews on and off to catch that).
 """
 
 from __future__ import annotations
@@ -285,7 +288,8 @@ class StepPreviewer:
     Register it after the gate's lifecycle callback (both orders are timed correctly: the work is
     charged to no step either way). ``reuse(index)`` may return an image already made for that
     step (a resumed pass's replayed steps: vanilla's); ``on_preview(index, image)`` receives every
-    step's image, index counted from the first active step.
+    step's image as a NumPy uint8 array, index counted from the first active step, one step late
+    (the last after the loop; none after an interrupt).
     """
 
     def __init__(
