@@ -17,12 +17,21 @@ pipeline's ``decode_preview``). Real families project the latent to RGB with a p
 factor table per latent space (below, each with its source), at the latent's resolution (H/8), on
 the device, then one small transfer of a uint8 thumbnail of at most ``MAX_SIDE`` pixels.
 
-Timing: the work runs inside ``gate.untimed()``, so no step's seconds include it.
+Timing: the work runs inside ``gate.untimed()``, so no step's seconds include it. No step waits on
+a preview either: a step's thumbnail graph is queued with ``mx.async_eval`` right after the step
+and picked up (its host transfer, then ``on_preview``) at the next step's end, or after the loop
+for the last step — by then the device finished it long ago, so the pick-up is a copy, not a wait.
+The preview of step k therefore arrives one step late (after step k + 1's ``StepDone``); every
+step still gets exactly one, the last included, before the pass finishes. The queued device work
+(a few small kernels) runs while the next step's graph is built; only where the device is still
+busy with it when that step evaluates would it show in that step's seconds
+(lab/bench/previews.py reports the computed step with previews on and off to catch that).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -33,7 +42,9 @@ from app.gate import TeaCacheGate
 
 MAX_SIDE = 256  # a thumbnail's long side at most; 2048-pixel images project at 256 already
 
-Decode = Callable[[mx.array, int, int], np.ndarray]  # (packed x0, height, width) → uint8 RGB
+# (packed x0, height, width) → uint8 RGB: on the host, or a lazy device array the previewer
+# evaluates asynchronously and transfers one step later
+Decode = Callable[[mx.array, int, int], "np.ndarray | mx.array"]
 
 # -- published latent→RGB factors -----------------------------------------------------------------
 # Source of all three tables: ComfyUI, comfy/latent_formats.py, commit
@@ -135,10 +146,21 @@ def project_to_rgb(
 ) -> mx.array:
     """(1, C, h, w) latent → (h, w, 3) uint8 on the device: the linear factors, then the [-1, 1]
     → [0, 255] mapping, downsampled by an integer factor to at most ``MAX_SIDE`` pixels."""
-    weights = mx.array(factors, dtype=mx.float32)
+    weights, offset = _device_factors(factors, bias)
     rgb = mx.einsum("chw,cr->hwr", latents[0].astype(mx.float32), weights)
-    rgb = rgb + mx.array(bias, dtype=mx.float32)
+    rgb = rgb + offset
     return to_thumbnail(rgb)
+
+
+@functools.cache
+def _device_factors(
+    factors: tuple[tuple[float, float, float], ...], bias: tuple[float, ...]
+) -> tuple[mx.array, mx.array]:
+    """The tables as device arrays, made once: building them per step cost a host→device copy
+    (and on CUDA a synchronizing one) for every preview."""
+    weights, offset = mx.array(factors, dtype=mx.float32), mx.array(bias, dtype=mx.float32)
+    mx.eval(weights, offset)
+    return weights, offset
 
 
 def to_thumbnail(rgb: mx.array) -> mx.array:
@@ -179,24 +201,74 @@ def _unpack_qwen(latents: mx.array, height: int, width: int) -> mx.array:
     return QwenLatentCreator.unpack_latents(latents, height, width)
 
 
-_FAMILY_PROJECTIONS: dict[str, tuple[Callable[..., mx.array], tuple[Any, ...], tuple[float, ...]]]
+# (mflux's unpacking, factors, bias, channels per 2×2 packed token or None where not packed so)
+_FAMILY_PROJECTIONS: dict[
+    str, tuple[Callable[..., mx.array], tuple[Any, ...], tuple[float, ...], int | None]
+]
 _FAMILY_PROJECTIONS = {
-    "flux1": (_unpack_flux1, FLUX1_FACTORS, FLUX1_BIAS),
-    "flux2": (_unpack_flux2, FLUX2_FACTORS, FLUX2_BIAS),
-    "z-image": (_unpack_z_image, FLUX1_FACTORS, FLUX1_BIAS),
-    "qwen-image": (_unpack_qwen, WAN21_FACTORS, WAN21_BIAS),
+    "flux1": (_unpack_flux1, FLUX1_FACTORS, FLUX1_BIAS, 16),
+    "flux2": (_unpack_flux2, FLUX2_FACTORS, FLUX2_BIAS, 32),
+    "z-image": (_unpack_z_image, FLUX1_FACTORS, FLUX1_BIAS, None),
+    "qwen-image": (_unpack_qwen, WAN21_FACTORS, WAN21_BIAS, 16),
 }
 
 
-def family_projection(family: str) -> Decode:
-    """The linear preview of one family's loop latents: unpack with mflux's helper, project."""
-    unpack, factors, bias = _FAMILY_PROJECTIONS[family]
+def family_projection(family: str) -> Callable[[mx.array, int, int], mx.array]:
+    """The linear preview of one family's loop latents. The result is the lazy uint8 thumbnail on
+    the device (``to_host`` makes it an image).
 
-    def decode(latents: mx.array, height: int, width: int) -> np.ndarray:
-        thumbnail = project_to_rgb(unpack(latents, height, width), factors, bias)
-        return np.array(thumbnail, copy=True)  # the one host transfer
+    Packed families (tokens of ``channels`` × 2 × 2 values, mflux's ``unpack_latents`` layout)
+    project the tokens directly — one (tokens, 4·C) × (4·C, 12) matrix product — and rearrange
+    only the 3-channel result: the same sums as unpacking first, without copying the whole
+    latent twice. Anything else unpacks with mflux's helper, then projects."""
+    unpack, factors, bias, channels = _FAMILY_PROJECTIONS[family]
+
+    def decode(latents: mx.array, height: int, width: int) -> mx.array:
+        h, w = height // 16, width // 16
+        if channels is not None and latents.shape == (1, h * w, channels * 4):
+            return project_packed_to_rgb(latents, h, w, factors, bias)
+        return project_to_rgb(unpack(latents, height, width), factors, bias)
 
     return decode
+
+
+def project_packed_to_rgb(
+    packed: mx.array,
+    h: int,
+    w: int,
+    factors: tuple[tuple[float, float, float], ...],
+    bias: tuple[float, ...],
+) -> mx.array:
+    """(1, h·w, C·4) tokens, each a (channel, row, column) 2×2 patch → the (2h, 2w, 3) uint8
+    thumbnail ``project_to_rgb`` makes of the unpacked (1, C, 2h, 2w) latent."""
+    weights, offset = _patch_factors(factors, bias)
+    rgb = packed[0].astype(mx.float32) @ weights  # (h·w, 12): 3 colours for each patch pixel
+    rgb = rgb.reshape(h, w, 2, 2, 3).transpose(0, 2, 1, 3, 4).reshape(2 * h, 2 * w, 3)
+    return to_thumbnail(rgb + offset)
+
+
+@functools.cache
+def _patch_factors(
+    factors: tuple[tuple[float, float, float], ...], bias: tuple[float, ...]
+) -> tuple[mx.array, mx.array]:
+    """The factor table spread over a 2×2 patch: token feature c·4 + p (p the patch pixel)
+    feeds only output columns p·3 … p·3 + 2, with channel c's three factors."""
+    table = np.asarray(factors, dtype=np.float32)
+    channels = len(table)
+    spread = np.zeros((channels, 4, 4, 3), dtype=np.float32)
+    for pixel in range(4):
+        spread[:, pixel, pixel, :] = table
+    weights = mx.array(spread.reshape(channels * 4, 12))
+    offset = mx.array(np.asarray(bias, dtype=np.float32))
+    mx.eval(weights, offset)
+    return weights, offset
+
+
+def to_host(image: np.ndarray | mx.array) -> np.ndarray:
+    """A decoded thumbnail as a C-contiguous uint8 NumPy image (the one host transfer)."""
+    if isinstance(image, np.ndarray):
+        return image
+    return np.array(image, copy=True)
 
 
 def preview_decoder(pipeline: Any) -> Decode:
@@ -216,7 +288,8 @@ class StepPreviewer:
     Register it after the gate's lifecycle callback (both orders are timed correctly: the work is
     charged to no step either way). ``reuse(index)`` may return an image already made for that
     step (a resumed pass's replayed steps: vanilla's); ``on_preview(index, image)`` receives every
-    step's image, index counted from the first active step.
+    step's image as a NumPy uint8 array, index counted from the first active step, one step late
+    (the last after the loop; none after an interrupt).
     """
 
     def __init__(
@@ -234,6 +307,8 @@ class StepPreviewer:
         self._scheduler: Any = None
         self._first_step = 0
         self._pending: tuple[int, mx.array, mx.array, mx.array] | None = None
+        # the previous step's thumbnail, queued on the device, delivered at the next pick-up
+        self._in_flight: tuple[int, np.ndarray | mx.array] | None = None
 
     # -- the scheduler seam ----------------------------------------------------------------------
     def call_before_loop(
@@ -252,12 +327,14 @@ class StepPreviewer:
         self._scheduler = scheduler
         self._first_step = int(getattr(config, "init_time_step", 0) or 0)
         self._pending = None
+        self._in_flight = None
 
     def _restore(self) -> None:
         if self._scheduler is not None:
             vars(self._scheduler).pop("step", None)
             self._scheduler = None
         self._pending = None
+        self._in_flight = None
 
     # -- per step --------------------------------------------------------------------------------
     def call_in_loop(
@@ -276,10 +353,23 @@ class StepPreviewer:
         timestep, x, v, sigma = pending
         index = int(timestep) - self._first_step
         with self._untimed():
+            ready = self._pick_up()
             image = self.reuse(index) if self.reuse is not None else None
             if image is None:
                 image = self.decode(clean_prediction(x, v, sigma), config.height, config.width)
-        self.on_preview(index, image)
+                if isinstance(image, mx.array):
+                    mx.async_eval(image)  # runs on the device while the next step is built
+            self._in_flight = (index, image)
+        if ready is not None:
+            self.on_preview(*ready)
+
+    def _pick_up(self) -> tuple[int, np.ndarray] | None:
+        """The previous step's thumbnail on the host (finished by now: no wait for the device)."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return None
+        index, image = in_flight
+        return index, to_host(image)
 
     @contextlib.contextmanager
     def _untimed(self) -> Iterator[None]:
@@ -292,7 +382,11 @@ class StepPreviewer:
     def call_after_loop(
         self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
     ) -> None:
+        with self._untimed():
+            ready = self._pick_up()  # the last step's preview, before the pass finishes
         self._restore()
+        if ready is not None:
+            self.on_preview(*ready)
 
     def call_interrupt(
         self,

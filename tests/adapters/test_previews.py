@@ -60,7 +60,7 @@ def _run(pipeline: Any, gate: TeaCacheGate | None = None, **kwargs: Any):
     images: dict[int, np.ndarray] = {}
     projection = previews.preview_decoder(pipeline)
 
-    def decode(x0: mx.array, height: int, width: int) -> np.ndarray:
+    def decode(x0: mx.array, height: int, width: int) -> np.ndarray | mx.array:
         cleans[len(cleans)] = np.array(x0)
         return projection(x0, height, width)
 
@@ -116,7 +116,8 @@ def test_each_step_previews_its_clean_prediction(family: str, request: pytest.Fi
     # its preview the projection of the final latents.
     final = np.array(recorder.final)
     assert np.array_equal(cleans[STEPS - 1], final)
-    assert np.array_equal(images[STEPS - 1], projection(recorder.final, SIZE, SIZE))
+    final_projection = previews.to_host(projection(recorder.final, SIZE, SIZE))
+    assert np.array_equal(images[STEPS - 1], final_projection)
     image = images[0]
     assert image.dtype == np.uint8 and image.shape == (SIZE // 8, SIZE // 8, 3)
     assert image.flags.c_contiguous
@@ -191,7 +192,7 @@ def test_family_projection_matches_a_numpy_derivation(family: str) -> None:
         qwen = family == "qwen-image"
         factors = previews.WAN21_FACTORS if qwen else previews.FLUX1_FACTORS
         bias = previews.WAN21_BIAS if qwen else previews.FLUX1_BIAS
-    got = previews.family_projection(family)(mx.array(packed), height, width)
+    got = previews.to_host(previews.family_projection(family)(mx.array(packed), height, width))
     want = _expected(latent, factors, bias)
     assert got.shape == want.shape == (height // 8, width // 8, 3)
     # float32 sums in a different order: a value at a .5 boundary may round the other way
@@ -229,3 +230,30 @@ def test_each_factor_table_is_for_the_latent_space_mflux_holds() -> None:
     np.testing.assert_array_equal(QwenVAE.LATENTS_STD, np.array(wan21_std, dtype=np.float32))
     assert len(previews.FLUX1_FACTORS) == 16 and len(previews.WAN21_FACTORS) == 16
     assert len(previews.FLUX2_FACTORS) == 32  # the unpatchified FLUX.2 latent
+
+
+def test_a_steps_preview_is_queued_and_picked_up_at_the_next_steps_end(flux2: Any) -> None:
+    """No step waits on its own preview: step k's thumbnail is evaluated asynchronously and
+    reaches ``on_preview`` during step k + 1's callbacks; the last one after the loop, before
+    ``generate_image`` returns."""
+    recorder = LoopRecorder()
+    delivered: list[tuple[int, int, bool]] = []  # (index, latents the loop had reported, done)
+
+    def on_preview(index: int, image: np.ndarray) -> None:
+        assert isinstance(image, np.ndarray) and image.dtype == np.uint8
+        delivered.append((index, len(recorder.latents), recorder.final is not None))
+
+    previewer = previews.StepPreviewer(previews.preview_decoder(flux2), on_preview)
+    with common.attached(flux2, recorder), common.attached(flux2, previewer):
+        flux2.generate_image(
+            seed=0,
+            prompt=shells.DEFAULT_PROMPT,
+            num_inference_steps=STEPS,
+            height=SIZE,
+            width=SIZE,
+            guidance=4.0,
+        )
+    assert [d[0] for d in delivered] == list(range(STEPS))
+    # in step t's callbacks the recorder holds t + 2 latents (the initial ones and t + 1 steps)
+    assert all(seen == index + 3 and not done for index, seen, done in delivered[:-1])
+    assert delivered[-1][2]  # the last step's preview: after the loop

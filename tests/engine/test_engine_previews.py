@@ -75,6 +75,11 @@ def test_one_preview_per_step_each_after_its_step_with_its_decision(engine: Engi
                 if isinstance(e, ev.StepDone) and e.which is which and e.step.index == frame.index
             )
             assert seen.index(frame) > done
+        # previews arrive a step late (picked up asynchronously), but all before the pass ends
+        finished = next(
+            i for i, e in enumerate(seen) if isinstance(e, ev.PassFinished) and e.which is which
+        )
+        assert seen.index(frames[-1]) < finished
     assert any(f.decision is Decision.skipped for f in _previews(seen, ev.Pass.gated))
 
 
