@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt import QElidingLabel
 
 from app.storage.history import write_png
 from app.ui.plain_words import CHANGE_WORDS, picture_change
@@ -53,7 +54,9 @@ class StatCard(QFrame):
         self.caption.setFont(caption_font(self.font()))
         self.value = QLabel("—")
         self.value.setFont(monospace_digits(value_font(self.font())))
-        self.note = QLabel("")
+        # Elided where the card is narrow (a long speedup label must not widen the card row
+        # past a 1024-px window); text() and the card's tooltip keep the whole note.
+        self.note = QElidingLabel("")
         self.note.setFont(small_font(self.font()))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 6)
@@ -80,6 +83,9 @@ class StatCard(QFrame):
 
 
 IMAGE_NAMES = ("TeaCache", "Vanilla", "Difference")
+SIMILARITY_TOOLTIP = (
+    "How alike the TeaCache and vanilla pictures are: SSIM, 1 = identical (uint8 RGB)"
+)
 IMAGES_MIN_HEIGHT = 144  # the image row's card: a title and a ~115 px image
 MESSAGE_MS = 10_000  # how long the status bar shows a save or copy
 
@@ -191,10 +197,7 @@ class ComparePanel(QWidget):
         )
         self.fit_button.clicked.connect(self.fit)
 
-        self.ssim_card = StatCard(
-            "Similarity",
-            "How alike the TeaCache and vanilla pictures are: SSIM, 1 = identical (uint8 RGB)",
-        )
+        self.ssim_card = StatCard("Similarity", SIMILARITY_TOOLTIP)
         self.gated_time_card = StatCard(
             "TeaCache time", "Time of the steps with TeaCache (model loading not included)"
         )
@@ -438,10 +441,10 @@ class ComparePanel(QWidget):
             "" if ssim is None else _ssim_note(ssim, local_diff),
         )
         self.ssim_card.setToolTip(
-            ""
+            SIMILARITY_TOOLTIP
             if local_diff is None
-            else f"Worst local difference {local_diff:.3f} (0–1): the mean difference of the "
-            "most changed 16 × 16 window, which SSIM can miss"
+            else f"{SIMILARITY_TOOLTIP}. Worst local difference {local_diff:.3f} (0–1): the mean "
+            "difference of the most changed 16 × 16 window, which SSIM can miss"
         )
         self.gated_time_card.set(_seconds(gated_seconds), _resume_note(resumed_from, steps))
         self.vanilla_time_card.set(

@@ -165,7 +165,7 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
 
 # -- the driver ----------------------------------------------------------------------------------
 def _subprocess(spec: dict[str, Any], previews: bool) -> dict[str, Any]:
-    command = [sys.executable, "-m", "lab.bench.previews", "--worker", json.dumps(spec)]
+    command = [sys.executable, "-m", "lab.bench.previews", "--worker", dumps_json(spec)]
     if previews:
         command.append("--worker-previews")
     done = subprocess.run(command, capture_output=True, text=True, check=False)

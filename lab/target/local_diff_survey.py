@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.blas import preload_openblas
+from app.storage.jsonio import dumps_json, write_json_atomic
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3)
 LOST_CIRCLE = ("two red circles and a blue star on a yellow background", 701103987)
@@ -57,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                     "local_diff_at": [local.x, local.y, local.size],
                 }
             )
-            print(json.dumps(rows[-1]))
+            print(dumps_json(rows[-1]))
     engine.close()
-    args.out.write_text(json.dumps({"thresholds": THRESHOLDS, "rows": rows}, indent=1) + "\n")
+    write_json_atomic(args.out, {"thresholds": THRESHOLDS, "rows": rows}, indent=1)
     return 0
 
 

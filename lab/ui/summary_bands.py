@@ -8,12 +8,13 @@ a few prompts and thresholds, each run's SSIM and largest local difference besid
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw
+
+from app.storage.jsonio import write_json_atomic
 
 PROMPTS = (
     "two red circles and a blue star on a yellow background",  # the window's first prompt
@@ -75,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         engine.close()
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary-bands.json").write_text(
-        json.dumps({"steps": 28, "seed": 42, "size": [128, 128], "runs": rows}, indent=2) + "\n"
+    write_json_atomic(
+        args.out / "summary-bands.json",
+        {"steps": 28, "seed": 42, "size": [128, 128], "runs": rows},
     )
     _sheet(tiles).save(args.out / "summary-bands.png")
     return 0
