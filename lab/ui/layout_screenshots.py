@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     os.environ.setdefault("TEACACHE_STUDIO_HOME", tempfile.mkdtemp(prefix="teacache-shots-"))
+    from app.blas import preload_openblas
+
+    preload_openblas()  # before anything imports MLX, as the app's launcher does
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication

@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     args = parser.parse_args(argv)
+    from app.blas import preload_openblas
+
+    preload_openblas()  # before anything imports MLX, as the app's launcher does
     os.environ.setdefault("TEACACHE_STUDIO_HOME", tempfile.mkdtemp(prefix="teacache-shots-"))
 
     # Before the window: its engine thread imports transformers too, and two threads importing

@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=28)
     parser.add_argument("--size", default="", help="only this size, e.g. 1024x700")
     args = parser.parse_args(argv)
+    from app.blas import preload_openblas
+
+    preload_openblas()  # before anything imports MLX, as the app's launcher does
     sizes = SIZES
     if args.size:
         w, h = (int(v) for v in args.size.split("x"))
