@@ -27,7 +27,7 @@ def _compare(args: argparse.Namespace) -> int:
         thresholds = (
             parse_thresholds(args.thresholds)
             if args.thresholds
-            else default_thresholds(base.variant, base.steps, around=base.threshold)
+            else default_thresholds(base.variant, base.steps, around=base.threshold, gate=base.gate)
         )
         comparison = ThresholdComparison(base, thresholds)
     except RequestError as exc:

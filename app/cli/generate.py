@@ -114,18 +114,23 @@ def run_headless(
     previews: dict[str, dict[int, np.ndarray]] | None = None,
 ) -> RunReport:
     """Run one request on this thread through the real engine; raise UserError on failure.
-    ``previews`` (where the request asks for them) collects each pass's step thumbnails by index."""
+    ``previews`` (where the request asks for them) receives each reported pass's step thumbnails
+    by index (``app.cli.previews``)."""
     from app.blas import preload_openblas
 
     preload_openblas()
+    from app.cli.previews import PreviewCollector
     from app.engine import events as ev
     from app.engine.engine import Engine
 
+    collector = PreviewCollector()
     finished: list[RunReport] = []
     errors: list[str] = []
     warned: set[str] = set()
 
     def emit(event: object) -> None:
+        if previews is not None:
+            collector.on_event(event)
         if isinstance(event, ev.RunWarning) and progress:
             if event.message not in warned:  # a target search's passes repeat them
                 warned.add(event.message)
@@ -135,8 +140,6 @@ def run_headless(
         elif isinstance(event, ev.PassStarted) and progress:
             note = " (cached)" if event.cached else ""
             print(f"{event.which.value} pass: {event.num_steps} steps{note}", file=sys.stderr)
-        elif isinstance(event, ev.StepPreview) and previews is not None:
-            previews.setdefault(event.which.value, {})[event.index] = event.image
         elif isinstance(event, ev.TargetProbed) and progress:
             print(
                 f"target search {event.index + 1}/{event.max_passes}: " + probe_line(event.probe),
@@ -156,6 +159,8 @@ def run_headless(
         engine.close()
     if errors or not finished:
         raise UserError(errors[0] if errors else "the engine reported no result", exit_code=1)
+    if previews is not None:  # with a target search: the chosen threshold's pass only
+        previews.update(collector.chosen(finished[0]))
     return finished[0]
 
 

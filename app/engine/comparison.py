@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, RequestError
-from app.gate import engagement, skip_curve
+from app.gate import Decision
+from app.gate.gates import TEACACHE, AnyGateParams, engagement_of, simulate_gate
 from app.variants import Variant
 
 MIN_THRESHOLDS = 4
@@ -104,6 +105,7 @@ def default_thresholds(
     *,
     around: float | None = None,
     count: int = DEFAULT_COUNT,
+    gate: str = TEACACHE,
 ) -> tuple[float, ...]:
     """``count`` thresholds around ``around`` (else the variant's default).
 
@@ -111,11 +113,15 @@ def default_thresholds(
     (the simulator is exact up to the first skip, so the picks really differ there): the range
     where skipping happens is split at every change of the simulated skip count, and ``count``
     of those bands are taken evenly, the one holding ``around`` among them. Without a trace (or
-    where the trace never skips) they are multiples of ``around``."""
+    where the trace never skips) they are multiples of ``around``. MagCache needs no trace: its
+    simulation is exact from its table and ``steps``."""
     count = max(MIN_THRESHOLDS, min(MAX_THRESHOLDS, count))
-    centre = around if around is not None and around > 0 else _fallback_centre(variant)
+    centre = around if around is not None and around > 0 else _fallback_centre(variant, gate)
+    if gate != TEACACHE:
+        trace = [None] * steps
     if trace is not None and len(trace) == steps:
-        picked = _from_trace(variant, trace, centre, count)
+        params = variant.params_for(gate, max(centre, 1e-9))
+        picked = _from_trace(params, trace, centre, count)
         if picked is not None:
             return picked
     values: list[float] = []
@@ -132,7 +138,9 @@ def default_thresholds(
     return check_thresholds(values)
 
 
-def _fallback_centre(variant: Variant) -> float:
+def _fallback_centre(variant: Variant, gate: str = TEACACHE) -> float:
+    if gate != TEACACHE:
+        return variant.default_threshold_for(gate) or 0.1
     if variant.default_threshold is not None:
         return variant.default_threshold
     if variant.min_predicted_change is not None:  # a distilled schedule: just above its floor
@@ -140,19 +148,25 @@ def _fallback_centre(variant: Variant) -> float:
     return 0.1
 
 
+def _skips(params: AnyGateParams, trace: Sequence[float | None], threshold: float) -> int:
+    verdicts = simulate_gate(params.with_threshold(threshold), trace)
+    return sum(v.decision is Decision.skipped for v in verdicts)
+
+
 def _from_trace(
-    variant: Variant, trace: Sequence[float | None], centre: float, count: int
+    params: AnyGateParams, trace: Sequence[float | None], centre: float, count: int
 ) -> tuple[float, ...] | None:
-    params = variant.gate_params(max(centre, 1e-9))
-    onset = engagement(params, trace).onset_threshold
+    onset = engagement_of(params, trace).onset_threshold
     if onset is None or onset >= 1.0:
         return None
+    onset = max(onset, 1e-6)  # a MagCache ratio of exactly 1 drifts by 0
     # A geometric grid from just above the onset to 1: fine where small thresholds differ.
     n = 240
     grid = [onset * (1.0 / onset) ** (i / (n - 1)) * (1 + 1e-6) for i in range(n)]
     grid = [min(1.0, g) for g in grid]
     bands: list[tuple[int, list[float]]] = []  # (skips, thresholds giving it)
-    for threshold, skips, _pattern in skip_curve(params, trace, grid):
+    for threshold in grid:
+        skips = _skips(params, trace, threshold)
         if bands and bands[-1][0] == skips:
             bands[-1][1].append(threshold)
         else:
@@ -170,7 +184,7 @@ def _from_trace(
     wanted = [bands[i][0] for i in sorted(chosen)]
     for digits in (2, 3, 4):  # the fewest digits that keep every pick inside its band
         values = [min(1.0, float(f"{v:.{digits}g}")) for v in picks]
-        got = [skips for _t, skips, _p in skip_curve(params, trace, values)]
+        got = [_skips(params, trace, v) for v in values]
         if got == wanted and len(set(values)) == count:
             return check_thresholds(values)
     return None

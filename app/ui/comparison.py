@@ -122,7 +122,7 @@ class ThresholdComparer:
             if shown.vanilla_key() == current.vanilla_key() and complete:
                 trace = [s.rel_l1 for s in run.vanilla_steps if s is not None]
         values = default_thresholds(
-            form.variant, int(form.steps), trace, around=float(form.threshold)
+            form.variant, int(form.steps), trace, around=float(form.threshold), gate=form.gate
         )
         return format_thresholds(values)
 

@@ -1,10 +1,11 @@
 """The run in plain words: one summary line an artist reads ("TeaCache reused 10 of 28 steps; the
 picture changed very little"), and the technical figures the "Details" disclosure holds.
 
-Qt-free. The picture's wording comes from two figures the run already has: SSIM (the whole picture)
-and the largest local difference (the Difference view's maximum, 0–255), because a high SSIM can
-hide one small region that changed. The speedup keeps its own label (measured / estimate …); this
-module never words it.
+Qt-free. The picture's wording comes from two figures the run's report already has: SSIM (the whole
+picture) and the local difference (``RunReport.local_diff``, ``app.metrics``: the worst window's
+mean difference, 0–1), because a high SSIM can hide one small region that changed. The same figure
+and bound drive the Similarity card's "one spot differs" and the target search. The speedup keeps
+its own label (measured / estimate …); this module never words it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-import numpy as np
+from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
 
 # SSIM bands, from lab/ui/results/summary-bands.png and .json (`python -m lab.ui.summary_bands`:
 # the demo at 28 steps, 3 prompts × thresholds 0.1, 0.2, 0.3, 0.5, 1.0, vanilla | TeaCache |
@@ -23,13 +24,11 @@ import numpy as np
 SSIM_VERY_LITTLE = 0.98
 SSIM_A_LITTLE = 0.95
 SSIM_NOTICEABLY = 0.85
-# The largest local difference (mean over R, G, B, 0–255) above which one spot changed visibly
-# even when SSIM says the picture as a whole did not (SSIM averages over the whole image, so one
-# small spot moves it little, the more so on large images). On the same sheet the runs whose
-# largest local difference was at most 53 showed only thin edges; from 80 up an edge was visibly
-# reshaped. 64 (a quarter of the range) lies between. No run on that sheet had SSIM ≥ 0.98 above
-# it, so the demo's default run (SSIM 0.988, 50) still reads "very little".
-LOCAL_VISIBLE = 64.0
+# The local difference (0–1) above which one spot changed visibly even when SSIM says the picture
+# as a whole did not (SSIM averages over the whole image, so one small spot moves it little): the
+# target search's default bound, one constant with one basis (lab/target/results/
+# local-diff-survey.json, written next to it in app.engine.request).
+LOCAL_VISIBLE = DEFAULT_MAX_LOCAL_DIFF
 
 
 class Change(IntEnum):
@@ -51,9 +50,9 @@ CHANGE_WORDS = {
 }
 
 
-def picture_change(ssim: float, local_max: float | None = None) -> Change:
+def picture_change(ssim: float, local_diff: float | None = None) -> Change:
     """The band of one run; a visible local spot raises "very little" to "a little"."""
-    if ssim >= 1.0 and (local_max is None or local_max == 0.0):
+    if ssim >= 1.0 and (local_diff is None or local_diff == 0.0):
         return Change.none
     if ssim >= SSIM_VERY_LITTLE:
         band = Change.very_little
@@ -63,13 +62,13 @@ def picture_change(ssim: float, local_max: float | None = None) -> Change:
         band = Change.noticeably
     else:
         band = Change.a_lot
-    if band is Change.very_little and local_max is not None and local_max > LOCAL_VISIBLE:
+    if band is Change.very_little and local_diff is not None and local_diff > LOCAL_VISIBLE:
         return Change.a_little
     return band
 
 
 def run_summary(
-    skips: int | None, steps: int, ssim: float | None, local_max: float | None = None
+    skips: int | None, steps: int, ssim: float | None, local_diff: float | None = None
 ) -> str:
     """One sentence for the window after a run; "" while there is nothing to say."""
     if skips is None or steps <= 0:
@@ -81,7 +80,7 @@ def run_summary(
     )
     if ssim is None:
         return reused + " (no picture without TeaCache to compare with)"
-    change = picture_change(ssim, local_max)
+    change = picture_change(ssim, local_diff)
     words = CHANGE_WORDS[change]
     if change is Change.a_little and ssim >= SSIM_VERY_LITTLE:
         words = "the picture changed very little overall, but one spot changed visibly"
@@ -96,16 +95,12 @@ def short_summary(summary: str) -> str:
     return text.replace(" overall, but", ", but")
 
 
-def local_max(difference: np.ndarray | None) -> float | None:
-    return float(difference.max()) if difference is not None and difference.size else None
-
-
 @dataclass(frozen=True, slots=True)
 class DetailFacts:
     """What the Details disclosure lists; every field optional (a run may lack any of them)."""
 
     ssim: float | None = None
-    local_max: float | None = None
+    local_diff: float | None = None
     max_abs_diff: float | None = None  # final latents, gated against vanilla
     threshold: float | None = None
     coefficients: tuple[float, ...] = ()
@@ -122,8 +117,10 @@ def detail_lines(facts: DetailFacts) -> list[str]:
     lines: list[str] = []
     if facts.ssim is not None:
         lines.append(f"SSIM against vanilla: {facts.ssim:.4f} (uint8 RGB, 1 = identical)")
-    if facts.local_max is not None:
-        lines.append(f"Largest local difference: {facts.local_max:.0f}/255 (mean over R, G, B)")
+    if facts.local_diff is not None:
+        lines.append(
+            f"Local difference: {facts.local_diff:.3f} (worst window's mean difference, 0–1)"
+        )
     if facts.max_abs_diff is not None:
         lines.append(f"Latent max |gated − vanilla|: {facts.max_abs_diff:.4g}")
     if facts.threshold is not None:

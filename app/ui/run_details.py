@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWi
 from superqt import QCollapsible
 
 from app.ui.controls import calibration_text
-from app.ui.plain_words import DetailFacts, detail_lines, local_max, run_summary, short_summary
+from app.ui.plain_words import DetailFacts, detail_lines, run_summary, short_summary
 from app.ui.theme import monospace_digits, mute, small_font
 from app.ui.viewmodel import RunModel
 
@@ -174,12 +174,11 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
         return "", []
     request, report = run.request, run.report
     steps = request.steps if request is not None else len(run.gated_steps)
-    local = local_max(run.difference)
-    summary = run_summary(run.skips, steps, run.ssim, local)
+    summary = run_summary(run.skips, steps, run.ssim, run.local_diff)
     variant = request.variant if request is not None else None
     facts = DetailFacts(
         ssim=run.ssim,
-        local_max=local,
+        local_diff=run.local_diff,
         max_abs_diff=report.max_abs_diff if report is not None else None,
         threshold=request.threshold if request is not None else None,
         coefficients=tuple(variant.coefficients) if variant is not None else (),

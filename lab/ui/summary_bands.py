@@ -1,5 +1,7 @@
 """The basis of the window's plain summary bands (app/ui/plain_words.py): the demo at 28 steps on
-a few prompts and thresholds, each run's SSIM and largest local difference beside a contact sheet
+a few prompts and thresholds, each run's SSIM and local difference (the report's ``local_diff``, the
+worst window's mean, 0–1; ``local_max``, the Difference view's maximum 0–255, is kept for reference
+only) beside a contact sheet
 (vanilla | TeaCache | difference ×4) to look at by eye. Usage::
 
     uv run python -m lab.ui.summary_bands lab/ui/results
@@ -54,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                 assert report.vanilla is not None and report.ssim is not None
                 diff = difference_map(report.gated.image, report.vanilla.image)
                 assert diff is not None
-                local = float(diff.max())
+                local_max = float(diff.max())
+                assert report.local_diff is not None
+                local = report.local_diff.value
                 summary = run_summary(report.gated.skipped, request.steps, report.ssim, local)
                 rows.append(
                     {
@@ -62,14 +66,15 @@ def main(argv: list[str] | None = None) -> int:
                         "threshold": threshold,
                         "skipped": report.gated.skipped,
                         "ssim": report.ssim,
-                        "local_max": local,
+                        "local_diff": local,
+                        "local_max": local_max,
                         "band": picture_change(report.ssim, local).name,
                         "summary": summary,
                     }
                 )
                 label = (
                     f"t={threshold:g} skip {report.gated.skipped} "
-                    f"SSIM {report.ssim:.3f} local {local:.0f}"
+                    f"SSIM {report.ssim:.3f} local {local:.3f}"
                 )
                 tiles.append((report.vanilla.image, report.gated.image, diff, label))
                 print(label, "·", summary, flush=True)

@@ -55,3 +55,18 @@ def test_a_bad_list_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err.strip()
     assert err.startswith("teacache-studio: ") and message in err and "\n" not in err
     assert not out.exists()
+
+
+def test_compare_with_magcache_defaults_to_thresholds_that_skip_distinct_counts(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    request = ["--variant", "demo", "--prompt", PROMPT, "--steps", "12", "--seed", "3"]
+    code = main(["compare", *request, "--gate", "magcache", "--out", str(out)])
+    assert code == 0
+    data = json.loads((out / "compare.json").read_text())
+    assert data["request"]["gate"] == "magcache" and data["complete"] is True
+    skips = [e["skips"] for e in data["entries"]]
+    assert len(skips) >= 4 and min(skips) > 0  # engagement at every default threshold
+    assert len(set(skips)) == len(skips)  # measured: each default skips a different count
+    assert all(e["report"]["gate"] == "magcache" for e in data["entries"])

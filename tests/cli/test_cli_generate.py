@@ -153,6 +153,8 @@ def test_without_previews_nothing_is_written_or_listed(tmp_path: Path) -> None:
     report = _generate(tmp_path, "--steps", "8", "--seed", "5")
     assert "previews" not in report
     assert not (tmp_path / "out" / "previews").exists()
+
+
 def test_target_ssim_writes_the_search_and_the_chosen_threshold(tmp_path: Path) -> None:
     report = _generate(tmp_path, "--target-ssim", "0.97", "--seed", "701103987")
     assert report["target_ssim"] == 0.97 and report["target_max_local_diff"] == 0.25
@@ -188,3 +190,27 @@ def test_bad_target_is_one_clear_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
     assert not out.exists()
+
+
+def test_target_search_previews_are_the_chosen_passes(tmp_path: Path) -> None:
+    """A search runs several gated passes; the gated previews written are the chosen threshold's
+    only, byte-equal to a plain resumed run at that threshold (bit-exact with the search's)."""
+    seed = "701103987"  # with MagCache the last pass tried is not the one chosen (measured)
+    search = _generate(
+        tmp_path / "search", "--gate", "magcache", "--target-ssim", "0.97", "--seed", seed,
+        "--previews",
+    )  # fmt: skip
+    tried = search["target_search"]
+    assert search["target_met"] is True and search["skipped"] > 0  # engagement
+    assert tried[-1]["threshold"] != search["threshold"]  # a later pass ran after the chosen one
+    plain = _generate(
+        tmp_path / "plain", "--gate", "magcache", "--threshold", str(search["threshold"]),
+        "--seed", seed, "--resume", "--previews",
+    )  # fmt: skip
+    assert plain["pattern"] == search["pattern"]
+    for which in ("vanilla", "gated"):
+        assert search["previews"][which] == plain["previews"][which]
+        for name in search["previews"][which]:
+            a = np.asarray(Image.open(tmp_path / "search" / "out" / name).convert("RGB"))
+            b = np.asarray(Image.open(tmp_path / "plain" / "out" / name).convert("RGB"))
+            assert np.array_equal(a, b), name

@@ -71,3 +71,25 @@ def test_defaults_from_a_trace_each_skip_a_different_number_of_steps() -> None:
     assert len(set(skips)) == len(skips) and min(skips) > 0  # all distinct, all engage
     _t, around, _p = skip_curve(demo.gate_params(0.1), trace, [0.1])[0]
     assert around in skips  # the user's threshold's band is among them
+
+
+def test_magcache_defaults_each_skip_a_different_number_of_steps() -> None:
+    from app.gate import Decision
+    from app.gate.gates import simulate_gate
+
+    demo = get_variant("demo")
+    around = demo.default_threshold_for("magcache")
+    assert around is not None
+    values = default_thresholds(demo, 28, around=around, gate="magcache")
+    params = demo.params_for("magcache", around)
+
+    def skips(threshold: float) -> int:
+        verdicts = simulate_gate(params.with_threshold(threshold), [None] * 28)
+        return sum(v.decision is Decision.skipped for v in verdicts)
+
+    counts = [skips(t) for t in values]
+    assert len(values) == 6
+    assert len(set(counts)) == len(counts) and min(counts) > 0  # all distinct, all engage
+    assert skips(around) in counts  # the user's threshold's band is among them
+    # Not TeaCache's picks: those are on another scale.
+    assert values != default_thresholds(demo, 28, around=around)

@@ -158,3 +158,39 @@ def test_cancel_keeps_the_best_of_the_passes_that_finished(engine: Engine) -> No
     # Cancelling before any pass finished cancels the run.
     events = _run(engine, replace(request, threshold=0.1), cancel_after=1)
     assert isinstance(events[-1], RunCancelled)
+
+
+def test_magcache_candidates_are_its_exact_patterns_in_threshold_order() -> None:
+    from app.gate.gates import simulate_gate
+
+    params = get_variant("demo").params_for("magcache", 0.02)
+    steps: list[float | None] = [None] * 28  # MagCache reads only the step count
+    found = candidates(params, steps)
+    assert len(found) > 3
+    assert [c.threshold for c in found] == sorted(c.threshold for c in found)
+    assert len({c.pattern for c in found}) == len(found)
+    for c in found:  # exact: each tried threshold gives its pattern, from MagCache's own rule
+        assert c.holds(c.threshold) and c.threshold == round(c.threshold, 4)
+        assert pattern(simulate_gate(params.with_threshold(c.threshold), steps)) == c.pattern
+        assert c.predicted_skipped == c.pattern.count("S") > 0
+    grid = {
+        pattern(simulate_gate(params.with_threshold(float(t)), steps))
+        for t in np.linspace(1e-4, 1.0, 4000)
+    }
+    assert {p for p in grid if "S" in p} <= {c.pattern for c in found}
+
+
+def test_a_magcache_target_search_meets_the_target_with_skips(engine: Engine) -> None:
+    target = QualityTarget(min_ssim=0.97)
+    base = make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, gate="magcache")
+    report = _report(_run(engine, replace(base, target=target)))
+    search = report.target_search
+    assert search is not None and search.complete
+    assert report.request.gate == "magcache"
+    assert all(p.predicted_skipped is not None for p in search.probes[1:])
+    # MagCache's simulation is exact: each checked candidate skipped what it predicted.
+    assert all(p.skipped == p.predicted_skipped for p in search.probes[1:])
+    assert search.met, search.note
+    assert report.gated.skipped > 0  # engagement
+    assert report.ssim is not None and report.ssim >= target.min_ssim
+    assert all(p.skipped <= report.gated.skipped for p in search.probes if p.met)

@@ -296,6 +296,15 @@ def test_the_ssim_card_names_a_spot_that_differs_more_than_the_bound(qtbot: QtBo
     assert "0.040" in panel.ssim_card.toolTip()
     panel.set_stats(**common, local_diff=0.83)  # the lost-circle case: SSIM alone says fine
     assert panel.ssim_card.note.text() == "one spot differs (0.83)"
-    assert "0.830" in panel.ssim_card.toolTip()
+    assert "0.830" in panel.ssim_card.toolTip() and "SSIM" in panel.ssim_card.toolTip()
     panel.set_stats(**common)
     assert panel.ssim_card.note.text() == "changed very little"
+    # The card and the summary line read the same measure against the same bound.
+    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
+    from app.ui.plain_words import run_summary
+
+    for local in (DEFAULT_MAX_LOCAL_DIFF, DEFAULT_MAX_LOCAL_DIFF + 0.01):
+        panel.set_stats(**common, local_diff=local)
+        card_spot = panel.ssim_card.note.text().startswith("one spot differs")
+        assert card_spot is ("one spot" in run_summary(2, 8, 0.99, local))
+        assert card_spot is (local > DEFAULT_MAX_LOCAL_DIFF)

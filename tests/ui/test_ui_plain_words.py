@@ -17,7 +17,6 @@ from app.ui.plain_words import (
     Change,
     DetailFacts,
     detail_lines,
-    local_max,
     picture_change,
     run_summary,
     short_summary,
@@ -31,38 +30,38 @@ BANDS_FILE = Path(__file__).parents[2] / "lab" / "ui" / "results" / "summary-ban
     [
         (1.0, 0.0, Change.none),
         (1.0, None, Change.none),
-        (SSIM_VERY_LITTLE, 10.0, Change.very_little),
+        (SSIM_VERY_LITTLE, 0.04, Change.very_little),
         (0.999, LOCAL_VISIBLE, Change.very_little),  # at the edge: not above it
-        (0.999, LOCAL_VISIBLE + 1, Change.a_little),  # one visible spot
-        (np.nextafter(SSIM_VERY_LITTLE, 0), 10.0, Change.a_little),
-        (SSIM_A_LITTLE, 200.0, Change.a_little),
-        (np.nextafter(SSIM_A_LITTLE, 0), 10.0, Change.noticeably),
+        (0.999, np.nextafter(LOCAL_VISIBLE, 1), Change.a_little),  # one visible spot
+        (np.nextafter(SSIM_VERY_LITTLE, 0), 0.04, Change.a_little),
+        (SSIM_A_LITTLE, 0.8, Change.a_little),
+        (np.nextafter(SSIM_A_LITTLE, 0), 0.04, Change.noticeably),
         (SSIM_NOTICEABLY, None, Change.noticeably),
         (np.nextafter(SSIM_NOTICEABLY, 0), None, Change.a_lot),
-        (0.2, 255.0, Change.a_lot),
+        (0.2, 1.0, Change.a_lot),
     ],
 )
 def test_every_band_is_reachable_at_its_edges(
     ssim: float, local: float | None, band: Change
 ) -> None:
-    assert picture_change(float(ssim), local) is band
+    assert picture_change(float(ssim), None if local is None else float(local)) is band
 
 
 def test_the_bands_are_ordered_and_inside_ssims_range() -> None:
     assert 0.0 < SSIM_NOTICEABLY < SSIM_A_LITTLE < SSIM_VERY_LITTLE < 1.0
-    assert 0.0 < LOCAL_VISIBLE < 255.0
+    assert 0.0 < LOCAL_VISIBLE < 1.0  # the report's local difference is on a 0–1 scale
 
 
 def test_summary_reads_like_the_issue_says() -> None:
     assert (
-        run_summary(10, 28, 0.995, 12.0)
+        run_summary(10, 28, 0.995, 0.05)
         == "TeaCache reused 10 of 28 steps; the picture changed very little"
     )
     assert run_summary(0, 28, 1.0, 0.0) == (
         "TeaCache reused none of the 28 steps; the picture is identical"
     )
-    assert run_summary(24, 28, 0.5, 200.0).endswith("the picture changed a lot")
-    assert run_summary(10, 28, 0.99, LOCAL_VISIBLE + 10) == (
+    assert run_summary(24, 28, 0.5, 0.8).endswith("the picture changed a lot")
+    assert run_summary(10, 28, 0.99, 0.83) == (  # the lost circle: SSIM alone says fine
         "TeaCache reused 10 of 28 steps; the picture changed very little overall, "
         "but one spot changed visibly"
     )
@@ -71,11 +70,11 @@ def test_summary_reads_like_the_issue_says() -> None:
 
 
 def test_the_short_form_keeps_the_counts_and_the_band() -> None:
-    assert short_summary(run_summary(10, 28, 0.995, 12.0)) == (
+    assert short_summary(run_summary(10, 28, 0.995, 0.05)) == (
         "10 of 28 steps reused; changed very little"
     )
     assert short_summary(run_summary(0, 28, 1.0, 0.0)) == "none of the 28 steps reused; identical"
-    assert short_summary(run_summary(10, 28, 0.99, LOCAL_VISIBLE + 1)) == (
+    assert short_summary(run_summary(10, 28, 0.99, LOCAL_VISIBLE + 0.01)) == (
         "10 of 28 steps reused; changed very little, but one spot changed visibly"
     )
 
@@ -83,23 +82,27 @@ def test_the_short_form_keeps_the_counts_and_the_band() -> None:
 def test_summary_never_words_the_speedup() -> None:
     # The speedup card keeps its honesty label (measured / estimate …); plain words stay off it.
     for ssim in (1.0, 0.99, 0.96, 0.9, 0.5):
-        text = run_summary(5, 28, ssim, 30.0).lower()
+        text = run_summary(5, 28, ssim, 0.1).lower()
         assert not any(w in text for w in ("faster", "speed", "×", "estimate", "measured"))
 
 
-def test_local_max_is_the_difference_views_maximum() -> None:
-    diff = np.zeros((4, 4), dtype=np.float32)
-    diff[2, 1] = 77.0
-    assert local_max(diff) == 77.0
-    assert local_max(None) is None
-    assert local_max(np.zeros((0, 0), dtype=np.float32)) is None
+def test_the_summary_and_the_target_search_share_one_local_bound() -> None:
+    """One measure (the report's worst-window mean, app.metrics) and one bound: a spot the target
+    search refuses is the spot the summary line names, and a spot it accepts reads as the band."""
+    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF, QualityTarget
+
+    assert LOCAL_VISIBLE == DEFAULT_MAX_LOCAL_DIFF
+    target = QualityTarget(min_ssim=0.98)
+    for local in (0.0, 0.1, DEFAULT_MAX_LOCAL_DIFF, np.nextafter(DEFAULT_MAX_LOCAL_DIFF, 1), 0.83):
+        spot = "one spot changed visibly" in run_summary(10, 28, 0.99, float(local))
+        assert spot is not target.met_by(0.99, float(local))
 
 
 def test_detail_lines_hold_the_technical_figures() -> None:
     lines = detail_lines(
         DetailFacts(
             ssim=0.98765,
-            local_max=50.0,
+            local_diff=0.0988,
             max_abs_diff=0.0123,
             threshold=0.1,
             coefficients=(1.0, -2.0, 0.5, 0.25, 0.01),
@@ -113,7 +116,7 @@ def test_detail_lines_hold_the_technical_figures() -> None:
     )
     text = "\n".join(lines)
     assert "SSIM against vanilla: 0.9877" in text
-    assert "50/255" in text
+    assert "Local difference: 0.099" in text
     assert "0.0123" in text
     assert "R² 0.42" in text
     assert "1·x^4 + -2·x^3 + 0.5·x^2 + 0.25·x^1 + 0.01" in text
@@ -132,11 +135,11 @@ def test_the_committed_sheet_agrees_with_the_bands() -> None:
     assert len(runs) == 15
     seen = set()
     for run in runs:
-        band = picture_change(run["ssim"], run["local_max"])
+        band = picture_change(run["ssim"], run["local_diff"])
         assert run["band"] == band.name
-        assert run["summary"] == run_summary(run["skipped"], 28, run["ssim"], run["local_max"])
+        assert run["summary"] == run_summary(run["skipped"], 28, run["ssim"], run["local_diff"])
         assert run["skipped"] > 0  # engagement: every run on the sheet skipped steps
         seen.add(band)
     assert seen == {Change.very_little, Change.a_little, Change.noticeably, Change.a_lot}
     high = [r for r in runs if r["ssim"] >= SSIM_VERY_LITTLE]
-    assert high and max(r["local_max"] for r in high) <= LOCAL_VISIBLE
+    assert high and max(r["local_diff"] for r in high) <= LOCAL_VISIBLE

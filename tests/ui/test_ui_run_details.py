@@ -7,7 +7,7 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.storage.settings import SettingsStore
-from app.ui.plain_words import CHANGE_WORDS, local_max, picture_change, short_summary
+from app.ui.plain_words import CHANGE_WORDS, picture_change, short_summary
 from app.ui.viewmodel import RunStatus
 from tests.fakes.engine import FakeEngine
 
@@ -27,7 +27,8 @@ def test_summary_line_speaks_plainly_after_a_run(qtbot: QtBot, make_window: Wind
     # Shown whole where it fits, else the short form (elided only where even that does not fit).
     shown = details.summary.text()
     assert shown in (summary, short_summary(summary)) or shown.endswith("…")
-    band = picture_change(r.ssim, local_max(r.difference))
+    assert r.local_diff is not None  # the report's measure, the one the summary words
+    band = picture_change(r.ssim, r.local_diff)
     assert summary.startswith(f"TeaCache reused {r.skips} of {steps} steps; ")
     assert summary.endswith(CHANGE_WORDS[band]) or "one spot changed visibly" in summary
     assert details.summary.isVisible()

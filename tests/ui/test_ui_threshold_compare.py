@@ -181,6 +181,26 @@ def test_defaults_follow_the_form(qtbot: QtBot, make_window: WindowFactory) -> N
     assert 4 <= len(values) <= 8 and 0.2 in values and len(set(values)) == len(values)
 
 
+def test_defaults_follow_the_forms_gate(qtbot: QtBot, make_window: WindowFactory) -> None:
+    from app.engine.comparison import default_thresholds
+    from app.variants import get_variant
+
+    window = make_window(FakeEngine())
+    dialog = _dialog(window)
+    qtbot.mouseClick(dialog.defaults_button, Qt.MouseButton.LeftButton)
+    teacache = dialog.thresholds.text()
+    window.form.select_gate("magcache")
+    assert window.form.gate == "magcache"
+    qtbot.mouseClick(dialog.defaults_button, Qt.MouseButton.LeftButton)
+    values = tuple(float(v) for v in dialog.thresholds.text().split(","))
+    # MagCache's own picks (exact from its table): each skips a different number of steps.
+    demo = get_variant("demo")
+    assert values == default_thresholds(
+        demo, STEPS, around=float(window.form.threshold), gate="magcache"
+    )
+    assert dialog.thresholds.text() != teacache
+
+
 def test_the_grid_keeps_images_as_large_as_the_window_allows() -> None:
     assert best_columns(7, 1572, 883) == 4  # 1600 × 1000: two rows of square-ish cells
     assert best_columns(7, 996, 570) == 4  # 1024 × 700
