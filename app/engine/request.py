@@ -216,6 +216,8 @@ def check_loras(
             raise RequestError(f"the LoRA file {path.name} is listed twice")
         out.append(LoraSpec(resolved, scale))
     return tuple(out)
+
+
 def check_gate_for(variant: Variant, gate: object) -> None:
     """Raises ``RequestError`` with one sentence where ``gate`` is unknown or uncalibrated."""
     from app.gate.gates import UnknownGateError, check_gate
