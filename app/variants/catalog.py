@@ -239,13 +239,15 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
 # Working memory of one generation per megapixel of image, by family: the peak memory minus the
 # memory after loading, measured at 1024 × 1024 in bf16 on the H200 with full-size random
 # weights (resources/benchmarks/<variant>-1024-random-h200.json: max of the three conditions'
-# peak_memory_bytes minus runs[0].load_peak_memory_bytes; tests/variants/test_memory_estimate.py
-# re-derives them; GB here is 2**30 bytes, as in the memory check). Scaled linearly with the pixel
-# count: at 512 × 512 Klein 4B measured 3.2 GB where a quarter of 14.8 is 3.7, so it errs high.
+# peak_memory_bytes minus runs[0].load_peak_memory_bytes), the larger of two batches (the first
+# kept in lab/bench/results/memory-basis/: FLUX.1 dev read 6.3 then 8.1 GB, Klein 4B 14.8 then
+# 14.4, Z-Image and Qwen-Image the same twice); tests/variants/test_memory_estimate.py re-derives
+# them; GB here is 2**30 bytes, as in the memory check. Scaled linearly with the pixel count: at
+# 512 × 512 Klein 4B measured 3.7 GB where a quarter of 14.4 is 3.6, so linear scaling holds.
 # MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be
 # the VAE decode at full resolution or CUDA's allocator, not the transformer; a Mac may need less.
 ACTIVATION_GB_PER_MEGAPIXEL: dict[Family, float] = {
-    Family.flux1: 6.3,  # FLUX.1 dev
+    Family.flux1: 8.1,  # FLUX.1 dev
     Family.flux2: 14.8,  # Klein 4B (the 9B has wider blocks: likely more)
     Family.z_image: 11.7,  # Z-Image
     Family.qwen_image: 5.1,  # Qwen-Image

@@ -101,6 +101,8 @@ def test_bench_and_sweep_carry_the_folder_to_their_workers(tmp_path: Path) -> No
         guidance=None,
         quantize=4,
         model_path=str(folder),
+        gate="teacache",
+        lora=None,
     )
     request = make_recipe_request(args)
     assert request.variant_id == "flux1-schnell" and request.model_path == str(folder.resolve())

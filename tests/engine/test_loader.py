@@ -109,18 +109,18 @@ def test_weights_are_parameters_times_bytes_per_weight() -> None:
 def test_a_peak_over_memory_with_weights_that_fit_is_a_warning_with_the_fix() -> None:
     warning = loader.memory_warning(DEV, None, memory_bytes=36 * GB)
     assert warning == (
-        "FLUX.1 dev at full precision at 1024 × 1024 may need up to 37.6 GB and this machine has "
+        "FLUX.1 dev at full precision at 1024 × 1024 may need up to 39.4 GB and this machine has "
         "36 GB: that figure is an upper bound measured with MLX on CUDA, so macOS may swap or the "
-        "run may stop with an out-of-memory message. 8-bit quantization (up to 22.9 GB) would fit."
+        "run may stop with an out-of-memory message. 8-bit quantization (up to 24.7 GB) would fit."
     )
     assert loader.memory_warning(DEV, None, memory_bytes=64 * GB) is None  # fits
     assert loader.memory_warning(DEV, None, memory_bytes=24 * GB) is None  # refused instead
-    # The size counts: 8-bit on 24 GB fits at 512 × 512 (18.2 GB) and not at 2048 × 2048 (41.8),
+    # The size counts: 8-bit on 24 GB fits at 512 × 512 (18.6 GB) and not at 2048 × 2048 (49.0),
     # where no level's upper bound fits: the fix is the default rule's level, not one bit less.
     assert loader.memory_warning(DEV, 8, memory_bytes=24 * GB, size=(512, 512)) is None
     large = loader.memory_warning(DEV, 8, memory_bytes=24 * GB, size=(2048, 2048))
-    assert large is not None and "at 2048 × 2048 may need up to 41.8 GB" in large
-    assert large.endswith("3-bit quantization (up to 32.0 GB) needs less.")
+    assert large is not None and "at 2048 × 2048 may need up to 49.0 GB" in large
+    assert large.endswith("3-bit quantization (up to 39.2 GB) needs less.")
     # FLUX.2 Klein 4B on a 16 GB Mac at its default (6-bit): allowed, warned, no lower level helps.
     klein = get_variant("flux2-klein-4b")
     assert loader.default_quantize(klein, memory_bytes=16 * GB) == 6
@@ -133,12 +133,12 @@ def test_every_mflux_level_is_accepted_and_the_default_leaves_headroom() -> None
     from mflux.cli.defaults.defaults import QUANTIZE_CHOICES
 
     assert sorted(QUANTIZE_CHOICES) == list(loader.QUANTIZE_LEVELS)
-    # The default counts the weights plus half the CUDA working memory (3.15 GB at 1024 × 1024).
-    # 64 GB: full precision (34.4 GB) leaves more than 15 % free.
+    # The default counts the weights plus half the CUDA working memory (4.05 GB at 1024 × 1024).
+    # 64 GB: full precision (35.3 GB) leaves more than 15 % free.
     assert loader.default_quantize(DEV, memory_bytes=64 * GB) is None
-    # 24 GB: 85 % is 20.4 GB; 8-bit needs 19.8 GB (its upper bound, 22.9, fits too).
-    assert loader.default_quantize(DEV, memory_bytes=24 * GB) == 8
-    # 16 GB: 85 % is 13.6 GB; 5-bit needs 13.9 GB, 4-bit 12.0.
+    # 24 GB: 85 % is 20.4 GB; 8-bit needs 20.7 GB, 6-bit 16.8 (its upper bound, 20.8, fits too).
+    assert loader.default_quantize(DEV, memory_bytes=24 * GB) == 6
+    # 16 GB: 85 % is 13.6 GB; 5-bit needs 14.8 GB, 4-bit 12.9.
     assert loader.default_quantize(DEV, memory_bytes=16 * GB) == 4
     # ... at 512 × 512 the working memory is the 1 GB floor: 5-bit needs 11.8 GB.
     assert loader.default_quantize(DEV, size=(512, 512), memory_bytes=16 * GB) == 5

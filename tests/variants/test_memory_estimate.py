@@ -28,13 +28,20 @@ MEASURED = {  # the variant each family's working memory was measured on
 
 @pytest.mark.parametrize("family", list(MEASURED), ids=str)
 def test_working_memory_per_megapixel_is_the_measured_one(family: Family) -> None:
-    report = json.loads(
-        (ROOT / f"resources/benchmarks/{MEASURED[family]}-1024-random-h200.json").read_text()
-    )
-    assert (report["recipe"]["width"], report["recipe"]["height"]) == (1024, 1024)
-    peak = max(c["peak_memory_bytes"] for c in report["conditions"].values())
-    loaded = report["runs"][0]["load_peak_memory_bytes"]
-    assert ACTIVATION_GB_PER_MEGAPIXEL[family] == round((peak - loaded) / 1024**3, 1)
+    # The larger of the two H200 batches (an upper bound): the current one and the first, whose
+    # JSONs are kept as the basis (FLUX.1 dev read 6.3 then 8.1 GB, Klein 4B 14.8 then 14.4).
+    name = f"{MEASURED[family]}-1024-random-h200"
+    measured = []
+    for path in (
+        ROOT / f"resources/benchmarks/{name}.json",
+        ROOT / f"lab/bench/results/memory-basis/{name}-batch1.json",
+    ):
+        report = json.loads(path.read_text())
+        assert (report["recipe"]["width"], report["recipe"]["height"]) == (1024, 1024)
+        peak = max(c["peak_memory_bytes"] for c in report["conditions"].values())
+        loaded = report["runs"][0]["load_peak_memory_bytes"]
+        measured.append(round((peak - loaded) / 1024**3, 1))
+    assert ACTIVATION_GB_PER_MEGAPIXEL[family] == max(measured)
 
 
 def test_bytes_per_weight_follow_mflux_group_size() -> None:
@@ -54,8 +61,8 @@ def test_the_estimate_grows_with_the_image_and_never_drops_below_the_floor() -> 
     dev = VARIANTS["flux1-dev"]
     weights = 16.8e9 * 1.0625 / 1024**3  # parameters × bytes per 8-bit weight, in GB
     assert dev.weights_gb(8) == pytest.approx(weights)
-    assert dev.memory_estimate_gb(8, (1024, 1024)) == round(weights + 6.3, 1)
-    assert dev.memory_estimate_gb(8, (2048, 2048)) == round(weights + 4 * 6.3, 1)
+    assert dev.memory_estimate_gb(8, (1024, 1024)) == round(weights + 8.1, 1)
+    assert dev.memory_estimate_gb(8, (2048, 2048)) == round(weights + 4 * 8.1, 1)
     tiny = dev.memory_estimate_gb(8, (128, 128))
     assert tiny == round(weights + MIN_WORKING_GB, 1)
     assert dev.memory_estimate_gb(8) == dev.memory_estimate_gb(8, dev.default_size)
@@ -64,7 +71,7 @@ def test_the_estimate_grows_with_the_image_and_never_drops_below_the_floor() -> 
 def test_the_realistic_figure_is_the_weights_plus_a_share_of_the_upper_bound() -> None:
     dev = VARIANTS["flux1-dev"]
     assert 0 < REALISTIC_WORKING_SHARE < 1
-    for size, working in (((1024, 1024), 6.3), ((2048, 2048), 4 * 6.3)):
+    for size, working in (((1024, 1024), 8.1), ((2048, 2048), 4 * 8.1)):
         assert dev.working_gb(size) == pytest.approx(working)
         assert dev.working_gb(size, upper=False) == pytest.approx(REALISTIC_WORKING_SHARE * working)
         assert dev.realistic_memory_gb(8, size) == round(

@@ -70,7 +70,7 @@ def test_a_mac_column_says_fits_may_swap_or_cannot_load() -> None:
     # Klein 4B on 16 GB: 6-bit's weights plus half the CUDA working memory fit with headroom
     # (13.5 GB), its upper bound (20.9 GB) does not: chosen, with the swap risk said.
     assert best_fit(klein, 16) == "6-bit (may swap)"
-    assert best_fit(dev, 24) == "8-bit"  # 22.9 GB upper bound: fits
+    assert best_fit(dev, 24) == "6-bit"  # 20.8 GB upper bound: fits
     # "—" only where the weights themselves do not fit: Qwen-Image's 3-bit weights are 11.6 GB.
     assert best_fit(qwen, 16) == "3-bit (may swap)"
     assert best_fit(qwen, 12) == "—"
