@@ -47,3 +47,28 @@ def make_window(qtbot: QtBot) -> Iterator[WindowFactory]:
     for window in windows:
         window.shutdown()
         assert not window.host.engine_thread.isRunning()
+
+
+def real_engine():  # imported lazily, on the worker thread
+    from app.engine.engine import Engine
+
+    return Engine()
+
+
+@pytest.fixture
+def make_real_window(qtbot: QtBot) -> Iterator[Callable[[int], MainWindow]]:
+    """The window with the real engine on the embedded demo model at ``steps`` steps."""
+    windows: list[MainWindow] = []
+
+    def make(steps: int) -> MainWindow:
+        window = MainWindow(real_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
+        qtbot.addWidget(window)
+        window.show()
+        window.form.select_variant("demo")
+        window.form.steps = steps
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        window.shutdown()

@@ -4,11 +4,11 @@ the result shown is that threshold's run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 from pytestqt.qtbot import QtBot
-from ui_support import FakeModelStore, run_to_end
+from ui_support import run_to_end
 
 from app.engine.events import TargetProbed
 from app.engine.request import QualityTarget
@@ -42,21 +42,9 @@ def test_the_toggle_and_bounds_go_into_the_request(qtbot: QtBot, make_window) ->
     assert engine.requests[-1].target is None
 
 
-def _engine():  # imported lazily, on the worker thread
-    from app.engine.engine import Engine
-
-    return Engine()
-
-
 @pytest.fixture
-def real_window(qtbot: QtBot) -> Iterator[MainWindow]:
-    win = MainWindow(_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
-    qtbot.addWidget(win)
-    win.show()
-    win.form.select_variant("demo")
-    win.form.steps = STEPS
-    yield win
-    win.shutdown()
+def real_window(make_real_window: Callable[[int], MainWindow]) -> MainWindow:
+    return make_real_window(STEPS)
 
 
 @pytest.mark.slow

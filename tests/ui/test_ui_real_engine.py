@@ -7,11 +7,10 @@ cached vanilla pass, cancel stops within a step, and a distilled schedule skips 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 from pytestqt.qtbot import QtBot
-from ui_support import FakeModelStore
 
 from app.engine.events import Pass
 from app.gate import Decision
@@ -24,21 +23,9 @@ REAL_TIMEOUT_MS = 300_000  # CPU MLX on a 2-core machine; the run itself takes s
 STEPS = 12  # short enough for CPU, long enough for the gate to engage at a loose threshold
 
 
-def _engine():  # imported lazily, on the worker thread
-    from app.engine.engine import Engine
-
-    return Engine()
-
-
 @pytest.fixture
-def window(qtbot: QtBot) -> Iterator[MainWindow]:
-    win = MainWindow(_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
-    qtbot.addWidget(win)
-    win.show()
-    win.form.select_variant("demo")
-    win.form.steps = STEPS
-    yield win
-    win.shutdown()
+def window(make_real_window: Callable[[int], MainWindow]) -> MainWindow:
+    return make_real_window(STEPS)
 
 
 def _finish(qtbot: QtBot, window: MainWindow) -> RunStatus:

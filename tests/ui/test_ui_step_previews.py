@@ -8,7 +8,7 @@ the window's own cadence is RUN_TIMELINE_INTERVAL_MS.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,6 @@ from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
-from ui_support import FakeModelStore
 
 import app.ui.window as window_module
 from app.engine.events import Pass
@@ -31,23 +30,14 @@ REAL_TIMEOUT_MS = 300_000  # CPU MLX on a shared 2-core machine; the run itself 
 STEPS = 16
 
 
-def _engine():  # imported lazily, on the worker thread
-    from app.engine.engine import Engine
-
-    return Engine()
-
-
 @pytest.fixture
-def window(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> Iterator[MainWindow]:
+def window(
+    make_real_window: Callable[[int], MainWindow], monkeypatch: pytest.MonkeyPatch
+) -> MainWindow:
     monkeypatch.setitem(window_module.SLOW_REFRESHES, "previews", 0)
-    win = MainWindow(_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
-    qtbot.addWidget(win)
-    win.show()
-    win.form.select_variant("demo")
-    win.form.steps = STEPS
+    win = make_real_window(STEPS)
     win.form.threshold = 0.3  # loose: this schedule skips (asserted below)
-    yield win
-    win.shutdown()
+    return win
 
 
 def test_panes_show_steps_forming_and_the_timeline_shows_each_steps_thumbnail(
