@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from app.storage.jsonio import dumps_json, finite, write_json_atomic
+from app.fileio.jsonio import dumps_json, finite, write_json_atomic
 
 __all__ = ["PLAN_FILE", "ChunkStore", "PlanMismatchError", "finite", "write_json_atomic"]
 

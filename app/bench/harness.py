@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.chunks import ChunkStore, write_json_atomic
-from app.bench.hardware import host_info
 from app.bench.stats import speedups, spread, step_costs, summarize_condition
 from app.bench.table import bench_markdown
 from app.bench.worker import CONDITIONS, WorkerSpec, parse_result
+from app.hardware import host_info
 
 REPORT_SCHEMA = 1
 WARMUP_POLICY = (

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from app.bench.chunks import ChunkStore, write_json_atomic
-from app.bench.hardware import host_info
 from app.bench.harness import ChunkedOutcome, Runner, subprocess_runner
 from app.bench.worker import WorkerSpec
+from app.hardware import host_info
 from app.metrics import ssim
 
 TIMING_MODES = ("isolated", "none")

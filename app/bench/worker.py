@@ -73,7 +73,7 @@ class WorkerSpec:
             object.__setattr__(self, "coefficients", tuple(float(c) for c in self.coefficients))
 
     def to_json(self) -> str:
-        from app.storage.jsonio import dumps_json
+        from app.fileio.jsonio import dumps_json
 
         return dumps_json(asdict(self), sort_keys=True)
 
@@ -338,8 +338,8 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
     preload_openblas()
     import mlx.core as mx
 
-    from app.bench.hardware import runtime_info
     from app.engine.report import longest_skip_streak
+    from app.hardware import runtime_info
 
     with _precision(spec):
         mx.reset_peak_memory()
@@ -398,7 +398,7 @@ def worker_main(spec_json: str) -> int:
     """Entry point of the hidden ``--worker`` mode: one result line on stdout, exit 0."""
     spec = WorkerSpec.from_json(spec_json)
     result = run_worker(spec)
-    from app.storage.jsonio import dumps_json
+    from app.fileio.jsonio import dumps_json
 
     sys.stdout.write(RESULT_PREFIX + dumps_json(result) + "\n")
     sys.stdout.flush()

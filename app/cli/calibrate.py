@@ -129,7 +129,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
-    from app.bench.hardware import runtime_info
+    from app.hardware import runtime_info
 
     if args.gate == "magcache":
         return _write_magcache(args, config, base, chunks, variant_id, runtime_info())

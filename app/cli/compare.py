@@ -103,9 +103,9 @@ def _run(comparison: Any) -> tuple[Any, bool]:
 def _write(folder: Any, result: Any) -> None:
     from PIL import Image
 
-    from app.bench.hardware import hardware_label
+    from app.fileio.jsonio import write_json_atomic
+    from app.hardware import hardware_label
     from app.storage.comparisons import ComparisonRow, same_skips
-    from app.storage.jsonio import write_json_atomic
 
     first = result.reports[0]
     if first.vanilla is not None:

@@ -206,7 +206,7 @@ def _generate(args: argparse.Namespace) -> int:
 
         request = replace(request, target=target)
     from app.cli.outdir import output_folder
-    from app.storage.jsonio import write_json_atomic
+    from app.fileio.jsonio import write_json_atomic
 
     out = Path(args.out)
     with output_folder(out) as folder:  # checked before the model loads; removed if we fail

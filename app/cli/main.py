@@ -19,13 +19,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _variants(args: argparse.Namespace) -> int:
-    from app.storage.jsonio import dumps_json
+    from app.fileio.jsonio import dumps_json
     from app.variants import all_variants, check_schedule
 
     variants = all_variants()  # the built-ins, the user's calibrations and model folders
 
     if args.memory:
-        from app.variants.memory_table import memory_table
+        from app.cli.memory_table import memory_table
 
         return _write(memory_table() + "\n")
     if args.json:

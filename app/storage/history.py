@@ -31,9 +31,9 @@ from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 from app import paths
 from app.engine.report import RunReport, replayed_steps, speedup_label
 from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_request
+from app.fileio.atomic import atomic_write_bytes, atomic_write_text
+from app.fileio.jsonio import dumps_json
 from app.gate import Decision, StepEvent
-from app.storage.atomic import atomic_write_bytes, atomic_write_text
-from app.storage.jsonio import dumps_json
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from app import paths
 from app.engine.request import LORA_SCALE_RANGE
-from app.storage.atomic import atomic_write_text
-from app.storage.jsonio import dumps_json
+from app.fileio.atomic import atomic_write_text
+from app.fileio.jsonio import dumps_json
 from app.variants import DEFAULT_VARIANT, QUANTIZE_LEVELS
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from app.bench.hardware import hardware_label
 from app.engine.comparison import (
     MAX_THRESHOLDS,
     MIN_THRESHOLDS,
@@ -39,6 +38,7 @@ from app.engine.events import (
     StepDone,
 )
 from app.engine.request import GenerationRequest, RequestError
+from app.hardware import hardware_label
 from app.storage.comparisons import ComparisonRow, load_comparison, same_skips, save_comparison
 from app.storage.history import HistoryEntry, HistoryStore, friendly_time
 from app.ui.analysis import RunSaved

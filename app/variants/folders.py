@@ -24,8 +24,8 @@ from pathlib import Path
 
 from app import paths
 from app.errors import UserFacingError
-from app.storage.atomic import atomic_write_text
-from app.storage.jsonio import dumps_json
+from app.fileio.atomic import atomic_write_text
+from app.fileio.jsonio import dumps_json
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
 

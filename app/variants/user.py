@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.fileio.atomic import atomic_write_text
+from app.fileio.jsonio import dumps_json
 from app.gate.decision import GateConfigError, GateParams
-from app.storage.atomic import atomic_write_text
-from app.storage.jsonio import dumps_json
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import (
     Provenance,

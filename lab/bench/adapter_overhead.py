@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 SCHEMA = 1
 OFF_COEFFICIENTS = (0.0, 0.0, 0.0, 0.0, 1.0)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 TARGET_MS = 50.0
 TICK_MS = 5

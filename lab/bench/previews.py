@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 SCHEMA = 1
 FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "threshold": 0.5, "max_consecutive_skips": 1}
@@ -205,8 +205,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.bench.hardware import host_info
     from app.cli.generate import parse_size_arg
+    from app.hardware import host_info
 
     p = argparse.ArgumentParser(description="What live step previews cost per step.")
     p.add_argument("--variant", default="demo")

@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     from app.adapters.common import use_precision
-    from app.storage.jsonio import dumps_json
+    from app.fileio.jsonio import dumps_json
 
     report: dict[str, Any] = {}
     with use_precision(mx.float32):

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 RESULT_PREFIX = "::WINDOW_TIMING::"
 # The request: the window's first-run defaults for the demo (its prompt, seed 42, the variant's

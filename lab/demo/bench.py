@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 from app.variants import get_variant
 from lab.demo.reports import emit_json
 

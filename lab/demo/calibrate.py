@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from app.fileio.jsonio import dumps_json
 from app.gate.fit import PolynomialFit, choose, fit_both, minimum_on
 from app.metrics import ssim
-from app.storage.jsonio import dumps_json
 from lab.demo.reports import write_json
 from lab.demo.scenes import caption, scene_from_seed
 from lab.paths import DEMO_RESULTS

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from app.blas import preload_openblas
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 preload_openblas()  # before MLX loads (``python -m`` imports this module before main runs)
 

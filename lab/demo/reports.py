@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 
 def write_json(path: Path, data: Any) -> None:

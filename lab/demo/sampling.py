@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.blas import preload_openblas
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 from lab.demo.reports import write_json
 
 preload_openblas()  # before MLX loads

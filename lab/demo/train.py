@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 DEFAULT_SEED = 20261130
 EMA_DECAY = 0.999

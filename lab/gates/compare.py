@@ -137,7 +137,7 @@ def sweep(n_prompts: int, speed_prompts: int, out: Path, *, quiet: bool = False)
         if not quiet:
             print(f"prompt {p + 1}/{len(texts)} done, {time.perf_counter() - started:.0f} s")
     engine.close()
-    from app.bench.hardware import host_info
+    from app.hardware import host_info
     from app.variants import get_variant
 
     demo = get_variant("demo")

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.blas import preload_openblas
-from app.storage.jsonio import dumps_json, write_json_atomic
+from app.fileio.jsonio import dumps_json, write_json_atomic
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.3)
 LOST_CIRCLE = ("two red circles and a blue star on a yellow background", 701103987)

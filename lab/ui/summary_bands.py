@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from app.storage.jsonio import write_json_atomic
+from app.fileio.jsonio import write_json_atomic
 
 PROMPTS = (
     "two red circles and a blue star on a yellow background",  # the window's first prompt

@@ -14,7 +14,7 @@ import pytest
 from app.cli.errors import UserError
 from app.cli.main import main
 from app.cli.outdir import OutputFolder, output_folder
-from app.storage.jsonio import loads_strict
+from app.fileio.jsonio import loads_strict
 
 PROMPT = "a red circle on a blue background"
 FAST = ["--variant", "demo", "--prompt", PROMPT, "--steps", "4", "--seed", "3"]

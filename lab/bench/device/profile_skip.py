@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.blas import preload_openblas
-from app.storage.jsonio import dumps_json
+from app.fileio.jsonio import dumps_json
 
 preload_openblas()
 import mlx.core as mx  # noqa: E402

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.engine.loader import default_quantize, weights_fit
-from app.variants import VARIANTS
-from app.variants.memory_table import (
+from app.cli.memory_table import (
     END_MARKER,
     MAC_MEMORY_GB,
     SIZE,
@@ -21,6 +19,8 @@ from app.variants.memory_table import (
     memory_table,
     readme_block,
 )
+from app.engine.loader import default_quantize, weights_fit
+from app.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 GB = 1024**3

@@ -1,7 +1,7 @@
 """The README's "Models and memory" table, rendered from the app's own estimates
 (``Variant.realistic_memory_gb`` to ``Variant.memory_estimate_gb``, and the default rule and the
 load check of ``app.engine.loader``):
-``teacache-studio variants --memory`` prints it; tests/variants/test_memory_table.py checks that
+``teacache-studio variants --memory`` prints it; tests/cli/test_memory_table.py checks that
 README.md holds exactly this."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.storage.jsonio import dumps_json, finite, loads_strict, write_json_atomic
+from app.fileio.jsonio import dumps_json, finite, loads_strict, write_json_atomic
 
 
 def test_non_finite_numbers_become_null_at_any_depth() -> None:
@@ -59,7 +59,7 @@ def test_no_module_writes_json_without_the_strict_helper() -> None:
         f"{path.relative_to(root)}:{number}"
         for package in ("app", "lab")
         for path in (root / package).rglob("*.py")
-        if path != root / "app" / "storage" / "jsonio.py"
+        if path != root / "app" / "fileio" / "jsonio.py"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if "json.dump(" in line or "json.dumps(" in line
     ]

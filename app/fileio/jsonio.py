@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.storage.atomic import atomic_write_text
+from app.fileio.atomic import atomic_write_text
 
 
 def finite(data: Any, default: Callable[[Any], Any] | None = None) -> Any:
