@@ -1,4 +1,4 @@
-"""Per-family mflux adapters that put a ``TeaCacheGate`` between a transformer's body and tail.
+"""Per-family mflux adapters that put a ``LiveGate`` between a transformer's body and tail.
 
 ``install_gate(pipeline, gate)`` picks the adapter for the pipeline's family; the returned
 installation is a context manager whose exit restores the pipeline exactly::
@@ -16,7 +16,7 @@ from typing import Any
 
 from app.adapters.base import GateLifecycle, Installation
 from app.adapters.common import AdapterError, AlreadyInstalledError, UnsupportedPipelineError
-from app.gate import TeaCacheGate
+from app.gate import LiveGate
 
 __all__ = [
     "AdapterError",
@@ -50,7 +50,7 @@ def detect_family(pipeline: Any) -> str:
     )
 
 
-def _installer(family: str) -> Callable[[Any, TeaCacheGate], Installation]:
+def _installer(family: str) -> Callable[[Any, LiveGate], Installation]:
     if family == "flux1":
         from app.adapters import flux1
 
@@ -68,6 +68,6 @@ def _installer(family: str) -> Callable[[Any, TeaCacheGate], Installation]:
     return qwen_image.install
 
 
-def install_gate(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install_gate(pipeline: Any, gate: LiveGate) -> Installation:
     """Install ``gate`` on ``pipeline`` (transactional: on any error nothing is left behind)."""
     return _installer(detect_family(pipeline))(pipeline, gate)

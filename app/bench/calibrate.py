@@ -136,7 +136,7 @@ class Capturer:
             Pass.vanilla,
             pipeline,
             request,
-            variant.gate_params(0.0),
+            variant.teacache_params(0.0),
             _ignore,
             self._cancel,
             capture_output=True,
@@ -352,7 +352,7 @@ def magcache_document(
     table: per step, the mean magnitude ratio over the prompts' vanilla runs (the reference's
     calibration measure, app.gate.live.magnitude_ratio). Raises ValueError on missing data."""
     from app.gate.decision import GateConfigError
-    from app.gate.magcache import mean_ratio_table
+    from app.gate.magcache import GATE_NAME, mean_ratio_table
 
     traces = []
     for chunk in chunks:
@@ -376,7 +376,7 @@ def magcache_document(
         "provenance": {
             "source": "the base variant's TeaCache fit, unchanged (this file adds MagCache)",
         },
-        "magcache": {
+        GATE_NAME: {  # the MagCache section (``magcache_from_document`` reads it)
             "ratios": list(table),
             "default_threshold": threshold,
             "retention_ratio": retention_ratio,
@@ -394,7 +394,7 @@ def magcache_document(
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "recipe": {
             "variant": config.variant,
-            "gate": "magcache",
+            "gate": GATE_NAME,
             "steps": config.steps,
             "size": [config.width, config.height],
             "seed": config.seed,

@@ -24,6 +24,7 @@ from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.stats import speedups, spread, step_costs, summarize_condition
 from app.bench.table import bench_markdown
 from app.bench.worker import CONDITIONS, WorkerSpec, parse_result
+from app.gate.kinds import DEFAULT_GATE
 from app.hardware import host_info
 
 REPORT_SCHEMA = 1
@@ -76,7 +77,7 @@ class BenchConfig:
     conditions: tuple[str, ...] = CONDITIONS
     label: str | None = None  # how to read the numbers, e.g. "timing only: forced skip pattern"
     extra: dict[str, Any] = field(default_factory=dict)
-    gate: str = "teacache"
+    gate: str = DEFAULT_GATE
 
     def spec(self, condition: str, rep: int, image_path: str | None = None) -> WorkerSpec:
         return WorkerSpec(

@@ -26,6 +26,7 @@ import numpy as np
 from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.harness import ChunkedOutcome, Runner, subprocess_runner
 from app.bench.worker import WorkerSpec
+from app.gate.kinds import DEFAULT_GATE
 from app.hardware import host_info
 from app.metrics import ssim
 
@@ -52,7 +53,7 @@ class SweepConfig:
     reps: int = 1
     warmup: int = 1
     timing: str = "isolated"
-    gate: str = "teacache"
+    gate: str = DEFAULT_GATE
 
     def settings(self) -> dict[str, Any]:
         data = asdict(self)
@@ -334,7 +335,7 @@ def sweep_markdown(report: dict[str, Any]) -> str:
         f"{recipe['width']}×{recipe['height']}",
         "",
         f"- Prompt: “{recipe['prompt']}”, seed {recipe['seed']}",
-        f"- Gate: {recipe.get('gate', 'teacache')}",
+        f"- Gate: {recipe.get('gate', DEFAULT_GATE)}",
         f"- Timing: {report['timing']}",
         f"- SSIM: {report['ssim_basis']}",
         f"- Vanilla loop: {_fmt(report['vanilla']['loop_seconds'], '.3f', ' s')}",

@@ -30,6 +30,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.gate.kinds import DEFAULT_GATE
+
 RESULT_PREFIX = "::BENCH_RESULT::"
 CONDITIONS = ("vanilla", "gate_off", "gated")
 WORKER_SCHEMA = 1
@@ -64,7 +66,7 @@ class WorkerSpec:
     rep: int = 0
     image_path: str | None = None  # save the timed generation's image here (PNG)
     extra: dict[str, Any] = field(default_factory=dict)
-    gate: str = "teacache"  # the gated condition's rule: "teacache" or "magcache"
+    gate: str = DEFAULT_GATE  # the gated condition's rule: a gate kind's name
 
     def __post_init__(self) -> None:
         if self.condition not in CONDITIONS:
@@ -86,22 +88,22 @@ class WorkerSpec:
         return cls(**data)
 
 
-def gate_params(spec: WorkerSpec):  # -> GateParams | MagCacheParams
-    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0."""
+def gate_params(spec: WorkerSpec):  # -> GateParamsLike
+    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0, and
+    ``coefficients`` (``--forced-skips``) force a pattern through TeaCache's polynomial."""
     from dataclasses import replace
 
-    from app.gate import GateParams
+    from app.gate import TeaCacheParams
     from app.variants import get_variant
 
     variant = get_variant(spec.variant)
     if spec.condition == "gate_off":
-        return variant.gate_params(0.0)
-    if spec.gate != "teacache" and spec.coefficients is None:
-        return variant.params_for(spec.gate, spec.threshold)
-    if spec.coefficients is not None:
-        params = GateParams(coefficients=spec.coefficients, rel_l1_thresh=spec.threshold)
-    else:
-        params = variant.gate_params(spec.threshold)
+        return variant.teacache_params(0.0)
+    params: Any = (
+        TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=spec.threshold)
+        if spec.coefficients is not None
+        else variant.params_for(spec.gate, spec.threshold)
+    )
     if spec.max_consecutive_skips is not None:
         params = replace(params, max_consecutive_skips=spec.max_consecutive_skips)
     return params
@@ -362,9 +364,10 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         compile_estimate = None
     else:
         compile_estimate = first["loop_seconds"] - warm_loop_estimate(timed, first["pattern"])
-    from app.gate import GateParams
+    from app.gate.kinds import kind_of
 
     params = gate_params(spec) if spec.condition != "vanilla" else None
+    fields = kind_of(params).report_fields(params) if params is not None else {}
     return {
         "schema": WORKER_SCHEMA,
         "variant": spec.variant,
@@ -372,7 +375,7 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         "rep": spec.rep,
         "gate": None if params is None else params.gate,
         "threshold": None if params is None else params.threshold,
-        "coefficients": list(params.coefficients) if isinstance(params, GateParams) else None,
+        "coefficients": list(fields["coefficients"]) if "coefficients" in fields else None,
         "load_seconds": load_seconds,
         "load_peak_memory_bytes": load_peak,
         "warmup_generations": spec.warmup,

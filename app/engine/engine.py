@@ -59,16 +59,8 @@ from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest
 from app.engine.timing import WARMUP_STEPS, load_factor, warmup_params
-from app.gate import (
-    AnyGateParams,
-    Decision,
-    GateParams,
-    StepEvent,
-    TeaCacheGate,
-    engagement_of,
-    make_gate,
-    simulate_gate,
-)
+from app.gate import Decision, LiveGate, StepEvent, TeaCacheGate
+from app.gate.kinds import GateParamsLike, kind_of, make_gate, observer_params
 from app.variants import Family, Variant, check_schedule
 
 log = logging.getLogger(__name__)
@@ -250,11 +242,9 @@ class Engine:
         if cancel.is_set():
             raise Cancelled
         params = variant.params_for(request.gate, request.threshold)
-        # The vanilla pass observes with TeaCache's numbers whichever gate runs: it records both
-        # gates' traces, so its cache stays valid across a gate switch.
-        observe_params = variant.gate_params(
-            request.threshold if params.gate == "teacache" else None
-        )
+        # The vanilla pass's observer records every gate's trace whichever gate runs, so its
+        # cache stays valid across a gate switch.
+        observe_params = observer_params(variant, request.gate, request.threshold)
         warmup_seconds = self.warm_up(pipeline, request, cancel, emit)
 
         vanilla: PassResult | None = None
@@ -292,7 +282,8 @@ class Engine:
                 variant.distilled
                 or not check_schedule(variant, request.steps, gate=request.gate).can_skip
             ):
-                emit(engagement_warning(run_id, params, vanilla.trace))
+                trace = kind_of(params).trace(vanilla.events)
+                emit(engagement_warning(run_id, params, trace))
 
         resume = (
             vanilla is not None
@@ -383,7 +374,7 @@ class Engine:
         which: Pass,
         pipeline: Any,
         request: GenerationRequest,
-        params: AnyGateParams,
+        params: GateParamsLike,
         emit: Emit,
         cancel: threading.Event,
         resume_from: PassResult | None = None,
@@ -470,7 +461,7 @@ class Engine:
 
 def _previewer(
     pipeline: Any,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     previews: list[np.ndarray],
     events: list[StepEvent],
     resume_from: PassResult | None,
@@ -497,7 +488,9 @@ def _previewer(
     return StepPreviewer(preview_decoder(pipeline), on_preview, gate=gate, reuse=reuse)
 
 
-def _plan_resume(params: AnyGateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
+def _plan_resume(
+    params: GateParamsLike, vanilla: PassResult
+) -> tuple[Replay, dict[int, StepEvent]]:
     """Replay vanilla up to (not including) the last computed step before the first skip.
 
     The simulator is exact up to the first skip, so its verdicts are the gated run's verdicts for
@@ -505,7 +498,8 @@ def _plan_resume(params: AnyGateParams, vanilla: PassResult) -> tuple[Replay, di
     the re-seeding step at ``until`` runs for real, and only its telemetry is taken from the
     simulation (the live gate sees it as a fresh seed).
     """
-    verdicts = simulate_gate(params, vanilla.trace)
+    kind = kind_of(params)
+    verdicts = kind.simulate(params, kind.trace(vanilla.events))
     first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
     num_steps = len(vanilla.events)
     until = num_steps if first_skip is None else first_skip - 1
@@ -579,7 +573,7 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
 
 def build_report(
     request: GenerationRequest,
-    params: AnyGateParams,
+    params: GateParamsLike,
     vanilla: PassResult | None,
     gated: PassResult,
     *,
@@ -600,7 +594,8 @@ def build_report(
                 )
             )
         )
-        onset = engagement_of(params, vanilla.trace)
+        kind = kind_of(params)
+        onset = kind.engagement(params, kind.trace(vanilla.events))
         engagement_found = reports.Engagement(
             onset.eligible_steps, onset.onset_threshold, onset.onset_step
         )
@@ -610,8 +605,7 @@ def build_report(
         _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
         max_abs_diff=max_abs_diff,
         engagement=engagement_found,
-        coefficients=tuple(params.coefficients) if isinstance(params, GateParams) else (),
-        calibrated_range=params.calibrated_range if isinstance(params, GateParams) else None,
+        **kind_of(params).report_fields(params),
         versions=versions(),
         warmup_seconds=warmup_seconds,
         load_factor=load_factor,

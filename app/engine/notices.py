@@ -5,22 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.engine.events import RunWarning
-from app.gate.gates import MAGCACHE, AnyGateParams, engagement_of
+from app.gate.kinds import GateParamsLike, kind_of
 
 
 def engagement_warning(
-    run_id: int, params: AnyGateParams, trace: Sequence[float | None]
+    run_id: int, params: GateParamsLike, trace: Sequence[float | None]
 ) -> RunWarning:
     """After the vanilla pass of a distilled or short schedule: where skipping begins on this
-    run's own trace, and what that means at the current threshold (exact: before the first skip
-    the simulator replays the gate step for step)."""
-    onset = engagement_of(params, trace)
+    run's own trace (the gate's, ``GateKind.trace``), and what that means at the current
+    threshold (exact: before the first skip the simulator replays the gate step for step)."""
+    kind = kind_of(params)
+    onset = kind.engagement(params, trace)
     current = params.threshold
-    source, smallest = (
-        ("From MagCache's table", "first-reuse error")
-        if params.gate == MAGCACHE
-        else ("Measured on this run", "predicted change")
-    )
+    source, smallest = kind.onset_source, kind.onset_quantity
     if onset.onset_threshold is None:
         message = "On this run no step was gate-eligible: nothing can be skipped at any threshold."
     else:
@@ -29,11 +26,7 @@ def engagement_warning(
             f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); "
         )
         # MagCache skips at a threshold equal to the first-reuse error (its rule compares <=).
-        blocked = current <= 0.0 or (
-            current < onset.onset_threshold
-            if params.gate == MAGCACHE
-            else current <= onset.onset_threshold
-        )
+        blocked = current <= 0.0 or not kind.engages(current, onset.onset_threshold)
         if blocked:
             message = measured + (
                 f"skipping would begin only above that, so at the current threshold "

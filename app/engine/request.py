@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
@@ -121,7 +122,7 @@ class GenerationRequest:
     # Search the threshold for this quality instead (``app.engine.target``); ``threshold`` is
     # then where the search starts. The finished report's request holds the chosen threshold.
     target: QualityTarget | None = None
-    gate: str = "teacache"  # "teacache" or "magcache" (app.gate.GATES)
+    gate: str = DEFAULT_GATE  # a gate kind's name (app.gate.kinds.GATES)
 
     @property
     def variant(self) -> Variant:
@@ -220,8 +221,6 @@ def check_loras(
 
 def check_gate_for(variant: Variant, gate: object) -> None:
     """Raises ``RequestError`` with one sentence where ``gate`` is unknown or uncalibrated."""
-    from app.gate.gates import UnknownGateError, check_gate
-
     try:
         check_gate(gate)
     except UnknownGateError as exc:
@@ -246,7 +245,7 @@ def make_request(
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
     previews: bool = False,
-    gate: str = "teacache",
+    gate: str = DEFAULT_GATE,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError

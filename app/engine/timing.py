@@ -17,15 +17,15 @@ import statistics
 from collections.abc import Sequence
 from typing import Protocol
 
-from app.gate import Decision, GateParams, StepEvent
+from app.gate import Decision, StepEvent, TeaCacheParams
 
 WARMUP_STEPS = 3
 
 
-def warmup_params() -> GateParams:
+def warmup_params() -> TeaCacheParams:
     """A constant polynomial that predicts 0.1 per step against a threshold of 0.5: over three
     steps the gate computes (forced first), skips, computes (forced last), whatever the weights."""
-    return GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.1), rel_l1_thresh=0.5)
+    return TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.1), rel_l1_thresh=0.5)
 
 
 class _Pass(Protocol):

@@ -34,6 +34,7 @@ from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_r
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate import Decision, StepEvent
+from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, gate_kind
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,15 @@ class HistoryEntry:
         return float(value) if isinstance(value, int | float) else None
 
     @property
+    def gate(self) -> str:
+        """The gate that ran (entries from before there was a second gate ran TeaCache)."""
+        return _known_gate(self.request_data.get("gate"))
+
+    @property
+    def gate_label(self) -> str:
+        return gate_kind(self.gate).label
+
+    @property
     def skips(self) -> int | None:
         return _opt_int(self.result.get("skips"))
 
@@ -256,7 +266,7 @@ class HistoryEntry:
                 model_path=data.get("model_path"),
                 compare_vanilla=bool(data.get("compare_vanilla", True)),
                 loras=self.loras,
-                gate=str(data.get("gate", "teacache")),
+                gate=str(data.get("gate", DEFAULT_GATE)),
             )
         except (RequestError, KeyError, TypeError, ValueError):
             return None
@@ -394,6 +404,7 @@ def export_metadata(
     steps: int,
     threshold: float | None,
     skips: int | None,
+    gate: str = DEFAULT_GATE,
     ssim: float | None,
     gated_seconds: float | None,
     vanilla_seconds: float | None,
@@ -409,6 +420,7 @@ def export_metadata(
         "seed": seed,
         "variant": variant,
         "steps": steps,
+        "gate": gate,
         "threshold": threshold,
         "skips": skips,
         "ssim": ssim,
@@ -500,6 +512,7 @@ def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
         steps=entry.steps,
         threshold=entry.threshold,
         skips=entry.skips,
+        gate=entry.gate,
         ssim=entry.ssim,
         gated_seconds=entry.gated_seconds,
         vanilla_seconds=entry.vanilla_seconds,
@@ -514,7 +527,7 @@ def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
 def entry_captions(entry: HistoryEntry) -> dict[str, str]:
     threshold = entry.threshold
     skipped = f"{entry.skips}/{entry.steps} skipped" if entry.skips is not None else ""
-    gated = f"TeaCache  t={threshold:.4g}  {skipped}" if threshold is not None else "TeaCache"
+    gated = gated_caption(entry.gate, threshold, skipped)
     if entry.gated_seconds is not None:
         gated += f"  {entry.gated_seconds:.2f} s"
     vanilla = "Vanilla"
@@ -532,6 +545,19 @@ def entry_captions(entry: HistoryEntry) -> dict[str, str]:
         "vanilla_caption": vanilla,
         "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
     }
+
+
+def gated_caption(gate: str, threshold: float | None, skipped: str) -> str:
+    """The gated image's caption: the gate that ran, its threshold and the skips."""
+    kind = gate_kind(gate)
+    if threshold is None:
+        return kind.label
+    return f"{kind.label}  t={threshold:.4g}  {skipped}"
+
+
+def export_name(gate: str, variant_id: str, seed: int) -> str:
+    """The default file name of an export: the gate first, so two gates' files differ."""
+    return f"{gate}-{variant_id}-s{seed}.png"
 
 
 def lora_captions(loras: Sequence[LoraSpec]) -> list[str]:
@@ -569,7 +595,7 @@ def step_from_dict(row: dict[str, Any], num_steps: int) -> StepEvent:
         threshold=float(row.get("threshold", 0.0)),
         seconds=float(row.get("seconds", 0.0)),
         output_rel_l1=_opt_float(row.get("output_rel_l1")),
-        gate=str(row.get("gate", "teacache")),
+        gate=_known_gate(row.get("gate")),
         mag_ratio=_opt_float(row.get("mag_ratio")),
     )
 
@@ -661,6 +687,11 @@ def _rgb8(image: np.ndarray) -> np.ndarray:
     if array.ndim == 2:
         array = np.stack([array] * 3, axis=-1)
     return np.ascontiguousarray(array[..., :3])
+
+
+def _known_gate(value: object) -> str:
+    """A recorded gate's name; TeaCache where none is recorded (or one this version lacks)."""
+    return value if isinstance(value, str) and value in GATE_KINDS else DEFAULT_GATE
 
 
 def _opt_float(value: object) -> float | None:

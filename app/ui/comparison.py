@@ -38,6 +38,7 @@ from app.engine.events import (
     StepDone,
 )
 from app.engine.request import GenerationRequest, RequestError
+from app.gate.kinds import gate_kind
 from app.hardware import hardware_label
 from app.storage.comparisons import ComparisonRow, load_comparison, same_skips, save_comparison
 from app.storage.history import HistoryEntry, HistoryStore, friendly_time
@@ -120,7 +121,7 @@ class ThresholdComparer:
         if current is not None and shown is not None:
             complete = run.vanilla_steps and all(s is not None for s in run.vanilla_steps)
             if shown.vanilla_key() == current.vanilla_key() and complete:
-                trace = [s.rel_l1 for s in run.vanilla_steps if s is not None]
+                trace = gate_kind(form.gate).trace(run.vanilla_steps)
         values = default_thresholds(
             form.variant, int(form.steps), trace, around=float(form.threshold), gate=form.gate
         )

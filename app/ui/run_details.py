@@ -8,7 +8,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
-from app.ui.controls import calibration_text
+from app.gate.kinds import gate_kind
 from app.ui.plain_words import DetailFacts, detail_lines, run_summary, short_summary
 from app.ui.theme import monospace_digits, mute, small_font
 from app.ui.viewmodel import RunModel
@@ -174,16 +174,18 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
         return "", []
     request, report = run.request, run.report
     steps = request.steps if request is not None else len(run.gated_steps)
-    summary = run_summary(run.skips, steps, run.ssim, run.local_diff)
+    summary = run_summary(run.skips, steps, run.ssim, run.local_diff, run.gate)
     variant = request.variant if request is not None else None
+    kind = gate_kind(run.gate)  # the gate that ran: its own calibration and provenance
+    calibration = kind.calibration_of(variant) if variant is not None else None
     facts = DetailFacts(
         ssim=run.ssim,
         local_diff=run.local_diff,
         max_abs_diff=report.max_abs_diff if report is not None else None,
         threshold=request.threshold if request is not None else None,
-        coefficients=tuple(variant.coefficients) if variant is not None else (),
-        calibrated_range=variant.calibrated_range if variant is not None else None,
-        calibration=calibration_text(variant) if variant is not None else "",
+        gate=kind.name,
+        calibration_lines=tuple(kind.calibration_lines(calibration)) if calibration else (),
+        calibration=kind.provenance_text(calibration) if calibration else "",
         resumed_from=run.resumed_from,
         steps=steps,
         latents_sha256=report.gated.latents_sha256 if report is not None else None,

@@ -38,6 +38,7 @@ from app.engine.request import (
     make_request,
 )
 from app.gate import StepEvent
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.storage.history import HistoryEntry, friendly_time
 from app.storage.settings import Settings
 from app.ui.analysis import (
@@ -79,14 +80,14 @@ class RunStatus(StrEnum):
         return self in (RunStatus.loading, RunStatus.running, RunStatus.cancelling)
 
 
-def ui_default_threshold(variant: Variant, gate: str = "teacache") -> float:
+def ui_default_threshold(variant: Variant, gate: str = DEFAULT_GATE) -> float:
     """The slider's default (``app.ui.defaults.default_threshold``)."""
     return default_threshold(variant, gate)
 
 
 def threshold_key(variant_id: str, gate: str) -> str:
     """Where a threshold is remembered: per variant, and per gate (their scales differ)."""
-    return variant_id if gate == "teacache" else f"{variant_id}@{gate}"
+    return gate_kind(gate).threshold_key(variant_id)
 
 
 _Value = TypeVar("_Value", int, float)
@@ -133,7 +134,7 @@ class FormModel(QObject):
     # The window asks for live step previews; a timing benchmark may turn them off (their cost
     # is charged to no step, but it is wall time).
     live_previews = True
-    gate = Prop("teacache")  # "teacache" or "magcache"
+    gate = Prop(DEFAULT_GATE)  # a gate kind's name (app.gate.kinds)
 
     def __init__(
         self,
@@ -151,6 +152,7 @@ class FormModel(QObject):
         )
         self.prompt = settings.last_prompt or DEFAULT_PROMPT
         self.seed = settings.seed
+        self.gate = settings.last_gate  # kept where the variant has its calibration
         self._load_variant(variant_id)
 
     @property
@@ -187,6 +189,7 @@ class FormModel(QObject):
         who never chose their own value."""
         s, vid, variant = self.settings, self.variant_id, self.variant
         s.last_variant = vid
+        s.last_gate = self.gate
         _remember(
             s.thresholds,
             threshold_key(vid, self.gate),
@@ -265,7 +268,7 @@ class FormModel(QObject):
         self.variant_id = variant_id
         self.steps = steps
         if variant.gate_unavailable_reason(self.gate) is not None:
-            self.gate = "teacache"  # every variant has TeaCache numbers
+            self.gate = variant.gates[0]  # the variant's own first gate
         self.threshold = self._remembered_threshold(variant)
         self.size = size
         self.guidance = guidance
@@ -364,6 +367,20 @@ class RunModel(QObject):
     @property
     def busy(self) -> bool:
         return self.status.busy
+
+    @property
+    def gate(self) -> str:
+        """The gate of the shown run (its request's)."""
+        request = self.request
+        return request.gate if request is not None else DEFAULT_GATE
+
+    @property
+    def gate_label(self) -> str:
+        return gate_kind(self.gate).label
+
+    @property
+    def gated_pass_name(self) -> str:
+        return gate_kind(self.gate).pass_name
 
     @property
     def finished(self) -> bool:
@@ -542,7 +559,7 @@ class RunModel(QObject):
             self.gated_thumbnails = (None,) * event.num_steps
             self.gated_preview = None
             resumed = f" (resumed at step {event.resumed_from + 1})" if event.resumed_from else ""
-            self.phase = f"TeaCache pass{resumed} · step 0 of {event.num_steps}"
+            self.phase = f"{self.gated_pass_name}{resumed} · step 0 of {event.num_steps}"
         self._update_progress()
 
     def _on_step(self, event: StepDone) -> None:
@@ -554,7 +571,7 @@ class RunModel(QObject):
         setattr(self, name, tuple(row))
         if event.which is Pass.gated:
             self.skips = count_skips(self.gated_steps)
-        label = "TeaCache pass" if event.which is Pass.gated else "Vanilla pass"
+        label = self.gated_pass_name if event.which is Pass.gated else "Vanilla pass"
         if self.status is not RunStatus.cancelling:
             self.phase = f"{label} · step {step.index + 1} of {step.num_steps}"
         self._update_progress()

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import paths
-from app.gate.gates import GATE_LABELS
+from app.gate.kinds import gate_kind
 from app.storage.comparisons import is_comparison
 from app.storage.history import HistoryEntry, HistoryStore
 from app.storage.settings import Settings, SettingsStore
@@ -343,6 +343,8 @@ class MainWindow(QMainWindow):
         c.gate_picker.gate_selected.connect(f.select_gate)
         f.gate_changed.connect(self._refresh_threshold_hint)
         f.gate_changed.connect(lambda _gate: self._refresh_variant_info())
+        for slot in (self._refresh_notices, self._schedule_plot, self._refresh_staleness):
+            f.gate_changed.connect(slot)
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self._on_variant_changed)
         f.size_changed.connect(self._show_size)
@@ -711,7 +713,7 @@ class MainWindow(QMainWindow):
 
     def _gate_name(self) -> str:
         request = self.run.request
-        return GATE_LABELS.get(request.gate if request is not None else self.form.gate, "TeaCache")
+        return gate_kind(request.gate if request is not None else self.form.gate).label
 
     def _refresh_timeline(self) -> None:
         r = self.run
@@ -726,12 +728,8 @@ class MainWindow(QMainWindow):
         self.timeline.set_previews(r.gated_thumbnails, r.vanilla_thumbnails)
 
     def _refresh_plot(self) -> None:
-        r = self.run
-        request = r.request
-        threshold = request.threshold if request is not None else self.form.threshold
-        # what-if on this very trace
-        preview = self.form.threshold if self.session.same_schedule else None
-        self.gate_plot.set_data(r.gated_steps, r.vanilla_steps, threshold, r.band, preview=preview)
+        d = self.session.gate_plot_data()  # the what-if line: the inputs' on this very trace
+        self.gate_plot.set_data(d.gated, d.vanilla, d.threshold, d.band, d.preview, gate=d.gate)
         self.gate_plot.set_note(self.session.gate_plot_note())
 
     def _refresh_images(self) -> None:
@@ -833,12 +831,10 @@ class MainWindow(QMainWindow):
         variant = self.form.variant
         self.controls.variant_info.setText(self.session.variant_info())
         gate = self.form.gate
-        full = calibration_text(variant, gate)
-        # The sidebar's plain line (TeaCache's fit figures sit under Details); the full text is
-        # one hover away for either gate.
-        summary = calibration_summary(variant) if gate == "teacache" else full.splitlines()[0]
-        self.controls.calibration.setText(summary)
-        self.controls.calibration.setToolTip(full)
+        # The sidebar's plain line (the fit figures sit under Details); the full text is one
+        # hover away.
+        self.controls.calibration.setText(calibration_summary(variant, gate))
+        self.controls.calibration.setToolTip(calibration_text(variant, gate))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

@@ -15,7 +15,7 @@ TRACE = (None, 0.30, 0.20, 0.25)
 
 
 def _onset() -> float:
-    params = get_variant("demo-turbo").gate_params(threshold=0.01)
+    params = get_variant("demo-turbo").teacache_params(threshold=0.01)
     onset = engagement(params, TRACE).onset_threshold
     assert onset is not None and 0.0 < onset < 1.0
     return onset
@@ -25,7 +25,7 @@ def _onset() -> float:
 def test_notice_says_what_the_gate_does_at_the_current_threshold(side: str) -> None:
     onset = _onset()
     threshold = onset * 0.9 if side == "below" else min(1.0, onset * 1.1)
-    params = get_variant("demo-turbo").gate_params(threshold=threshold)
+    params = get_variant("demo-turbo").teacache_params(threshold=threshold)
     notice = engagement_warning(7, params, TRACE)
     skipped = sum(v.decision is Decision.skipped for v in simulate(params, TRACE))
     assert notice.kind == "engagement" and notice.run_id == 7
@@ -40,7 +40,7 @@ def test_notice_says_what_the_gate_does_at_the_current_threshold(side: str) -> N
 
 
 def test_no_eligible_step_says_so() -> None:
-    params = get_variant("demo-turbo").gate_params(threshold=0.3)
+    params = get_variant("demo-turbo").teacache_params(threshold=0.3)
     notice = engagement_warning(1, params, (None, None, None, None))
     assert "no step was gate-eligible" in notice.message
     assert notice.details["onset_threshold"] is None

@@ -58,7 +58,7 @@ def test_gate_kernel_imports_neither_qt_nor_mflux(statement: str) -> None:
         "from app.variants import VARIANTS, check_schedule; "
         "check_schedule(VARIANTS['flux1-dev'], 25)",
         "import app.gate",
-        "from app.gate import GateParams, decide, simulate, engagement, skip_curve, StepEvent",
+        "from app.gate import TeaCacheParams, decide, simulate, engagement, skip_curve, StepEvent",
         "from app.cli.main import build_parser; build_parser().parse_args(['variants'])",
     ],
 )
