@@ -69,7 +69,7 @@ from app.gate import (
     make_gate,
     simulate_gate,
 )
-from app.variants import Family, Variant, check_schedule
+from app.variants import Variant, check_schedule
 
 log = logging.getLogger(__name__)
 
@@ -642,7 +642,7 @@ def pipeline_key(variant: Variant, request: GenerationRequest) -> PipelineKey:
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
-    if variant.family is Family.demo:
+    if variant.embedded:  # the demo: its weights ship with the app
         from app.demo.pipeline import load_demo_pipeline
 
         pipeline = load_demo_pipeline(

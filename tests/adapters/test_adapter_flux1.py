@@ -128,7 +128,7 @@ def test_schnell_parity(dev: Any) -> None:
     """schnell has no guidance embedder (a different TimeTextEmbed); same seam otherwise.
     Its shell borrows dev's two blocks (building another 546M parameters would double the cost)."""
     with common.use_precision(mx.float32):
-        schnell = shells.flux1_shell("schnell", joint_blocks=0, single_blocks=0, seed=3)
+        schnell = shells.flux1_shell("schnell", dims=shells.Flux1Dims(0, 0), seed=3)
     schnell.transformer.transformer_blocks = dev.transformer.transformer_blocks
     schnell.transformer.single_transformer_blocks = dev.transformer.single_transformer_blocks
     run = {"num_inference_steps": 2, "height": 128, "width": 128}
