@@ -70,7 +70,7 @@ MFLUX_FAMILIES = [f for f in FAMILIES.values() if not _embedded(f)]
 
 def test_every_module_of_the_package_is_a_registered_family() -> None:
     names = {m.name for m in pkgutil.iter_modules(app.families.__path__)}
-    assert SUPPORT_MODULES <= names
+    assert names >= SUPPORT_MODULES
     for name in sorted(names - SUPPORT_MODULES):
         module = importlib.import_module(f"app.families.{name}")
         family = getattr(module, "FAMILY", None)
@@ -154,7 +154,7 @@ def test_the_shell_builder_takes_the_shared_keywords_and_both_sizes(family: Fami
     assert spec.builder.startswith("app.adapters.")
     builder = load(spec.builder)
     parameters = inspect.signature(builder).parameters
-    assert list(parameters)[0] == "model_name"
+    assert next(iter(parameters)) == "model_name"
     assert {"dims", "prompts", "dtype", "seed"} <= set(parameters)
     assert type(spec.tiny) is type(spec.full) and spec.tiny != spec.full
     assert isinstance(parameters["dims"].default, type(spec.tiny))
@@ -285,4 +285,3 @@ def test_the_comparison_finder_finds_one(tmp_path: Path) -> None:
         "v.family is z_image.FAMILY",
         'family in ("flux1", "flux2")',
     ]
-

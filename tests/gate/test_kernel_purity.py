@@ -1,5 +1,6 @@
 """Layering: the gate kernel loads no Qt and no mflux; the registries of variants and families
-(and so the command line's ``variants``) load not even MLX. Checked in fresh interpreters, where nothing is imported yet."""
+(and so the command line's ``variants``) load not even MLX. Checked in fresh interpreters, where
+nothing is imported yet."""
 
 from __future__ import annotations
 
