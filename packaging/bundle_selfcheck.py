@@ -2,8 +2,9 @@
 
 One real MLX operation on the default device (the GPU through Metal on macOS), which libmlx
 was loaded and whether ``mlx.metallib`` sits beside it, the OpenBLAS preload on Linux, the
-app's own resource lookup and its family registry. Prints one JSON object; exits 0 only when every check passed.
-``packaging/verify_bundle.py`` runs it. Usage: ``teacache-studio-selfcheck [--allow-cpu]``.
+app's own resource lookup and its family registry. Prints one JSON object; exits 0 only when
+every check passed. ``packaging/verify_bundle.py`` runs it. Usage:
+``teacache-studio-selfcheck [--allow-cpu]``.
 """
 
 from __future__ import annotations
