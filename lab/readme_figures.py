@@ -6,7 +6,8 @@
 Two kinds: a ``Block`` is a whole table between ``<!-- name:start … -->`` and ``<!-- name:end -->``
 markers; a ``Passage`` is a sentence of prose whose ``{fields}`` are figures (the README wraps
 lines anywhere, so whitespace is matched loosely). Each result's own module renders its figures
-(``lab.gates.compare``, ``lab.target.readme_examples``, ``lab.bench.previews``,
+(``lab.gates.compare``, ``lab.target.local_diff_survey``, ``lab.target.readme_examples``,
+``lab.bench.previews``,
 ``lab.bench.preview_phase``, ``lab.bench.window_timing``); after a re-measurement, ``--write``
 carries the new numbers into the README and tests/lab/test_readme_figures.py holds them equal.
 The words around the figures stay the author's: where a new measurement changes what they should
@@ -57,8 +58,9 @@ class Passage:
             if field is not None:
                 group = f"{field}__{seen[field]}" if field in seen else field
                 seen[field] = seen.get(field, 0) + 1
-                # A figure is short: a bounded field cannot swallow the text between passages.
-                parts.append(f"(?P<{group}>.{{1,40}}?)")
+                # A figure is short (a bounded field cannot swallow the text between passages)
+                # and a number is taken whole (not 0 of 0.83 before a full stop).
+                parts.append(f"(?P<{group}>.{{1,40}}?)(?![\\d]|[.,]\\d)")
         return re.compile("".join(parts), re.DOTALL)
 
     def _spans(self, match: re.Match[str]) -> list[tuple[str, str, tuple[int, int]]]:
@@ -161,10 +163,11 @@ def rewrite(readme: str, figures: Sequence[Figure]) -> str:
 def all_figures() -> list[Figure]:
     from lab.bench import preview_phase, previews, window_timing
     from lab.gates import compare
-    from lab.target import readme_examples
+    from lab.target import local_diff_survey, readme_examples
 
     return [
         *compare.readme_figures(),
+        *local_diff_survey.readme_figures(),
         *readme_examples.readme_figures(),
         *previews.readme_figures(),
         *preview_phase.readme_figures(),

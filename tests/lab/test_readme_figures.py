@@ -78,6 +78,21 @@ def test_a_table_changed_by_hand_is_caught_and_rewritten(block: Block) -> None:
     assert differences(edited, FIGURES) and rewrite(edited, FIGURES) == TEXT
 
 
+def test_a_passage_takes_each_number_whole_and_keeps_the_line_breaks() -> None:
+    passage = Passage("x.json", "skips {skipped} of {steps} steps, local difference {local}.", {
+        "skipped": "9", "steps": "28", "local": "0.048"
+    })  # fmt: skip
+    text = "It skips 10 of 28\n  steps, local difference 0.83. Then 0.5."
+    match = passage.pattern().search(text)
+    assert match is not None and match["local"] == "0.83" and match["skipped"] == "10"
+    assert passage.problems(text) == [
+        "x.json: README.md says '10' where it gives '9'",
+        "x.json: README.md says '0.83' where it gives '0.048'",
+    ]
+    assert passage.written(text) == "It skips 9 of 28\n  steps, local difference 0.048. Then 0.5."
+    assert passage.problems(text + text)  # twice: not one place to hold it
+
+
 def test_a_figure_is_rounded_half_up_from_the_number_the_file_shows() -> None:
     # 3.55 is stored as 3.5499…, which f"{:.1f}" shows as 3.5; a reader of the JSON rounds to 3.6.
     assert (fixed(3.55, 1), fixed(1.505, 2), fixed(0.9944980642, 3)) == ("3.6", "1.51", "0.994")
