@@ -17,6 +17,7 @@ Data only: no MLX, no mflux at import.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import struct
 from dataclasses import dataclass, replace
@@ -29,6 +30,8 @@ from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
+
+log = logging.getLogger(__name__)
 
 SEPARATOR = "@"
 SCHEMA = 1
@@ -188,13 +191,13 @@ def folders_file() -> Path:
     return paths.data_dir() / "model_folders.json"
 
 
-def model_folders() -> list[ModelFolder]:
-    """The remembered folders; an unreadable list reads as empty (it is rewritten on the next
-    add), entries whose base variant is gone are left out."""
+def _remembered() -> list[ModelFolder]:
+    """Every entry of the list as written, usable here or not; an unreadable list reads as empty
+    (it is rewritten on the next add)."""
     try:
         data = json.loads(folders_file().read_text(encoding="utf-8"))
         rows = data["folders"] if isinstance(data, dict) else []
-        folders = [
+        return [
             ModelFolder(
                 name=str(r["name"]),
                 path=str(r["path"]),
@@ -206,7 +209,29 @@ def model_folders() -> list[ModelFolder]:
         ]
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    return [f for f in folders if f.base_variant in BUILTIN_VARIANTS]
+
+
+_noted: set[ModelFolder] = set()  # stale entries already logged by this process
+
+
+def model_folders() -> list[ModelFolder]:
+    """The remembered folders this version can offer. An entry whose base variant it does not
+    know (renamed, removed, or from a newer version) is skipped with a note in the log, once per
+    process, and kept in the list, so a version that knows it offers it again."""
+    usable = []
+    for folder in _remembered():
+        if folder.base_variant in BUILTIN_VARIANTS:
+            usable.append(folder)
+        elif folder not in _noted:
+            _noted.add(folder)
+            log.warning(
+                "model folder %r (%s) is left out: it holds %r, which this version does not "
+                "know; the entry is kept",
+                folder.name,
+                folder.path,
+                folder.base_variant,
+            )
+    return usable
 
 
 def _save(folders: list[ModelFolder]) -> None:
@@ -251,7 +276,7 @@ def add_model_folder(folder: str | Path, base_variant: str | None = None) -> Mod
     if base is None or base.embedded:
         raise ModelFolderError(f"{base_variant!r} is not a model variant a folder can hold")
     info = check_folder(root, base)
-    existing = model_folders()
+    existing = _remembered()
     for f in existing:
         if Path(f.path) == root and f.base_variant == base_variant:
             return f
@@ -268,7 +293,7 @@ def add_model_folder(folder: str | Path, base_variant: str | None = None) -> Mod
 
 def remove_model_folder(variant_id: str) -> bool:
     """Forget a folder (its files stay where they are); False when it was not listed."""
-    existing = model_folders()
+    existing = _remembered()
     kept = [f for f in existing if f.variant_id != variant_id]
     if len(kept) == len(existing):
         return False
