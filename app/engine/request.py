@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from app.families import family_names
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
@@ -186,10 +187,15 @@ def check_loras(
     ]
     if not given:
         return ()
-    if variant.embedded:
+    if not variant.family.supports_lora:
+        what = (
+            "is the built-in demo model, not an mflux model,"
+            if variant.embedded
+            else f"is a {variant.family.display_name} model, which mflux has no LoRA mapping for,"
+        )
         raise RequestError(
-            f"{variant.id} is the built-in demo model, not an mflux model, and takes no LoRA; "
-            "choose a FLUX.1, FLUX.2, Z-Image or Qwen-Image variant"
+            f"{variant.id} {what} and takes no LoRA; "
+            f"choose a {family_names(lambda f: f.supports_lora, 'or')} variant"
         )
     if len(given) > MAX_LORAS:
         raise RequestError(f"at most {MAX_LORAS} LoRA files at once, got {len(given)}")
