@@ -18,7 +18,7 @@ from app.gate.kinds import (
     gate_kind,
     magcache_from_document,
 )
-from app.variants.catalog import QUANTIZE_LEVELS
+from app.variants.catalog import QUANTIZE_LEVELS, Variant
 
 if TYPE_CHECKING:
     from app.bench.calibrate import CalibrateConfig
@@ -83,7 +83,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
-    _check_demo_prompts(base.family.value, prompts)
+    _check_demo_prompts(base, prompts)
     config = CalibrateConfig(
         variant=base.id,
         name=name,
@@ -213,8 +213,9 @@ _WRITERS = {
 }
 
 
-def _check_demo_prompts(family: str, prompts: tuple[str, ...]) -> None:
-    if family != "demo":
+def _check_demo_prompts(variant: Variant, prompts: tuple[str, ...]) -> None:
+    """The embedded demo draws only its own vocabulary: each prompt must parse."""
+    if not variant.embedded:
         return
     from app.demo.prompt import PromptError, parse_prompt
 

@@ -36,7 +36,7 @@ KINDS = pytest.mark.parametrize("kind", list(GATE_KINDS.values()), ids=list(GATE
 
 
 def test_the_registry_is_keyed_by_each_kinds_own_name() -> None:
-    assert GATES == tuple(GATE_KINDS) and GATES[0] == DEFAULT_GATE
+    assert tuple(GATE_KINDS) == GATES and GATES[0] == DEFAULT_GATE
     for name, kind in GATE_KINDS.items():
         assert kind.name == name and kind.params_type.gate == name  # type: ignore[attr-defined]
         assert gate_kind(name) is kind and check_gate(name) == name
@@ -144,17 +144,17 @@ def gate_branches(source: str) -> list[int]:
         if isinstance(node, ast.Compare):
             if any(_names_a_gate(o) for o in (node.left, *node.comparators)):
                 found.append(node.lineno)
-        elif isinstance(node, ast.MatchValue) and _names_a_gate(node.value):
-            found.append(node.lineno)
         elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "isinstance"
-            and len(node.args) == 2
-            and _type_names(node.args[1]) & PARAM_TYPES
+            (isinstance(node, ast.MatchValue) and _names_a_gate(node.value))
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "isinstance"
+                and len(node.args) == 2
+                and _type_names(node.args[1]) & PARAM_TYPES
+            )
+            or (isinstance(node, ast.Dict) and any(_names_a_gate(k) for k in node.keys))
         ):
-            found.append(node.lineno)
-        elif isinstance(node, ast.Dict) and any(_names_a_gate(k) for k in node.keys):
             found.append(node.lineno)
     return found
 
