@@ -136,27 +136,25 @@ def _type_names(node: ast.AST) -> set[str]:
     }
 
 
+def _is_gate_branch(node: ast.AST) -> bool:
+    if isinstance(node, ast.Compare):
+        return any(_names_a_gate(o) for o in (node.left, *node.comparators))
+    if isinstance(node, ast.MatchValue):
+        return _names_a_gate(node.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "isinstance" and len(node.args) == 2:
+            return bool(_type_names(node.args[1]) & PARAM_TYPES)
+        return False
+    if isinstance(node, ast.Dict):
+        return any(_names_a_gate(k) for k in node.keys)
+    return False
+
+
 def gate_branches(source: str) -> list[int]:
     """Lines that compare with a gate's name (``==``, ``!=``, ``in``, ``match``), test a gate's
     parameter type with ``isinstance``, or key a table by gate names."""
-    found: list[int] = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare):
-            if any(_names_a_gate(o) for o in (node.left, *node.comparators)):
-                found.append(node.lineno)
-        elif (
-            (isinstance(node, ast.MatchValue) and _names_a_gate(node.value))
-            or (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "isinstance"
-                and len(node.args) == 2
-                and _type_names(node.args[1]) & PARAM_TYPES
-            )
-            or (isinstance(node, ast.Dict) and any(_names_a_gate(k) for k in node.keys))
-        ):
-            found.append(node.lineno)
-    return found
+    nodes = ast.walk(ast.parse(source))
+    return [getattr(node, "lineno", 0) for node in nodes if _is_gate_branch(node)]
 
 
 @pytest.mark.parametrize(
