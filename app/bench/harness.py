@@ -51,7 +51,8 @@ def self_command() -> list[str]:
 
 
 class WorkerFailed(RuntimeError):
-    """A worker subprocess exited without a result; the message is its last error line."""
+    """A chunk ended without a result (a worker subprocess, or a pass of the in-process sweep);
+    the message is its last error line."""
 
 
 @dataclass(frozen=True, slots=True)
