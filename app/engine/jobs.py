@@ -22,7 +22,8 @@ Every pass's own events (steps, passes, previews) are forwarded under the job's 
 warning is forwarded once however many passes repeat it; the passes' terminal events are consumed
 here and the plan speaks the job's own. A job is *cancelled* only where cancel stopped a pass the
 plan still wanted: a cancel that lands after the last pass leaves a complete job. ``run_job``
-never raises (a plan's own error becomes ``RunFailed``). Qt-free.
+raises no ``Exception`` (a plan's own error becomes ``RunFailed``; Ctrl+C's ``KeyboardInterrupt``
+passes through to the command line, which keeps what finished). Qt-free.
 
 A new kind of job is a frozen dataclass, a plan class and one entry in ``PLANS``.
 """

@@ -20,6 +20,7 @@ from app.engine.target import QualitySearch, candidates
 from app.gate import simulate
 from app.gate.simulator import pattern
 from app.variants import get_variant
+from lab.target import readme_examples
 
 # The issue's case: at threshold 0.1 the demo loses one red circle (measured 2026-12-01 on this
 # build: SSIM 0.938, worst-window difference 0.83, 10 of 28 steps skipped).
@@ -38,6 +39,21 @@ def _run(engine: Engine, search: QualitySearch, cancel_after: int | None = None)
 
     run_job(engine, 1, search, emit, cancel)
     return events
+
+
+def _is_the_readme_example(search: Any, gate: str) -> None:
+    """The README's example of this search (``lab.target.readme_examples``, the same request
+    through the CLI) is this search: the same passes, thresholds and patterns, and the measured
+    figures equal at the 4 decimals the README prints (drift there shows in the README)."""
+    tried = readme_examples.load(gate)["report"]["target_search"]
+    assert [(p.threshold, p.skipped, p.pattern, p.met) for p in search.probes] == [
+        (t["threshold"], t["skipped"], t["pattern"], t["met"]) for t in tried
+    ]
+    shown = 5e-5  # half a unit of the README's last decimal
+    assert [p.ssim for p in search.probes] == pytest.approx([t["ssim"] for t in tried], abs=shown)
+    assert [p.local_diff for p in search.probes] == pytest.approx(
+        [t["local_diff"] for t in tried], abs=shown
+    )
 
 
 def _report(events: list[Any]) -> RunReport:
@@ -86,16 +102,6 @@ def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: En
     probes = search.probes
     assert [e.probe for e in events if isinstance(e, TargetProbed)] == list(probes)
     assert 2 <= len(probes) <= target.max_passes
-    # The README's example, pinned (drift shows here): 5 passes. The first pass (0.1, missed)
-    # narrows the bisection to the candidates below it; without that, it needs more passes.
-    assert [(p.threshold, p.met) for p in probes] == [
-        (0.1, False),
-        (0.069, True),
-        (0.0771, True),
-        (0.0869, True),
-        (0.096, True),
-    ]
-    assert (search.chosen_threshold, report.gated.skipped, report.request.steps) == (0.096, 9, 28)
     # The issue's case is caught: threshold 0.1 loses a circle, and the search says so.
     first = probes[0]
     assert first.threshold == 0.1 and not first.met
@@ -103,7 +109,9 @@ def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: En
     assert first.local_diff is not None and first.local_diff > 0.5
     # The chosen result: its report is the chosen threshold's, measured, and engaged.
     assert report.request.threshold == search.chosen_threshold
-    assert replace(report.request, resume=False) == replace(request, threshold=0.096)
+    assert replace(report.request, resume=False) == replace(
+        request, threshold=report.request.threshold
+    )
     assert report.gated.skipped > 0  # engagement
     assert report.ssim is not None and report.ssim >= target.min_ssim
     assert report.local_diff is not None and target.max_local_diff is not None
@@ -121,6 +129,10 @@ def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: En
     assert json["target_ssim"] == 0.97 and json["threshold"] == search.chosen_threshold
     assert len(json["target_search"]) == len(probes)  # type: ignore[arg-type]
     assert sum(p["chosen"] for p in json["target_search"]) >= 1  # type: ignore[union-attr]
+    # The README's example (its committed record): the same 5 passes, so the pass count is pinned
+    # and dropping the first pass's narrowing fails here (M10; on the fake engine, both sides of
+    # the narrowing: tests/engine/test_jobs.py).
+    _is_the_readme_example(search, "teacache")
 
 
 def test_a_target_nothing_meets_keeps_threshold_zero_and_says_which_came_closest(
@@ -199,3 +211,4 @@ def test_a_magcache_target_search_meets_the_target_with_skips(engine: Engine) ->
     assert report.gated.skipped > 0  # engagement
     assert report.ssim is not None and report.ssim >= target.min_ssim
     assert all(p.skipped <= report.gated.skipped for p in search.probes if p.met)
+    _is_the_readme_example(search, "magcache")
