@@ -37,6 +37,7 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.jobs import Job
 from app.engine.request import GenerationRequest, RequestError
 from app.gate.kinds import gate_kind
 from app.hardware import hardware_label
@@ -54,7 +55,7 @@ class ComparisonEngineLink(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def submit(self, request: GenerationRequest | ThresholdComparison) -> int | None: ...
+    def submit(self, job: Job) -> int | None: ...
 
     def cancel(self) -> bool: ...
 
