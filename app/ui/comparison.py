@@ -223,6 +223,11 @@ class ThresholdComparer:
         rows = [r if r is not None else _EMPTY for r in self.rows]
         return same_skips(rows)
 
+    def _gate_label(self) -> str:
+        """The gate the comparison runs (its base request's)."""
+        gate = self.base.gate if self.base is not None else self.session.form.gate
+        return gate_kind(gate).label
+
     def limits_text(self) -> str:
         return f"{MIN_THRESHOLDS}–{MAX_THRESHOLDS} values between 0 and 1, separated by commas"
 
@@ -233,14 +238,14 @@ class ThresholdComparer:
         match event:
             case PassStarted():
                 index = self._running_index()
-                what = "vanilla" if event.which is Pass.vanilla else "TeaCache"
+                what = "vanilla" if event.which is Pass.vanilla else self._gate_label()
                 if event.cached:
                     self.progress = f"{self._entry_label(index)} · vanilla from the cache"
                 else:
                     self.progress = f"{self._entry_label(index)} · {what} pass"
             case StepDone():
                 index = self._running_index()
-                what = "vanilla" if event.which is Pass.vanilla else "TeaCache"
+                what = "vanilla" if event.which is Pass.vanilla else self._gate_label()
                 step = event.step
                 self.progress = (
                     f"{self._entry_label(index)} · {what} step {step.index + 1} of {step.num_steps}"
