@@ -53,13 +53,17 @@ def entry_summary(entry: HistoryEntry) -> str:
         return " · ".join(parts)
     if entry.threshold is not None:
         parts.append(f"t={entry.threshold:.4g}")
-    if entry.skips is not None:
-        parts.append(f"{entry.skips} skipped")
-    if entry.ssim is not None:  # the summary line's words, the figure beside them
-        change = CHANGE_WORDS[picture_change(entry.ssim)].removeprefix("the picture ")
-        parts.append(f"{change} (similarity {entry.ssim:.3f})")
-    if entry.speedup is not None:
-        parts.append(f"{entry.speedup:.2f}×")
+    try:
+        report = entry.report
+    except (OSError, ValueError) as exc:
+        log.warning("history entry %s: %s", entry.id, exc)
+        return " · ".join([*parts, "its figures cannot be read"])
+    parts.append(f"{report.gated.skipped} skipped")
+    if report.ssim is not None:  # the summary line's words, the figure beside them
+        change = CHANGE_WORDS[picture_change(report.ssim)].removeprefix("the picture ")
+        parts.append(f"{change} (similarity {report.ssim:.3f})")
+    if report.speedup is not None:
+        parts.append(f"{report.speedup:.2f}×")
     return " · ".join(parts)
 
 
