@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
-from app.gate import Decision, StepEvent
+from app.gate import Decision, Engagement, StepEvent
 from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
@@ -63,33 +63,6 @@ class PassResult:
     @property
     def replayed_steps(self) -> int:
         return replayed_steps(self.resumed_from, len(self.steps))
-
-
-@dataclass(frozen=True, slots=True)
-class Engagement:
-    """Where skipping begins on the vanilla trace of this run: measured once by the engine, and
-    carried typed in its engagement warning and in the report."""
-
-    eligible_steps: int
-    onset_threshold: float | None  # any threshold above this skips a step (None: none does)
-    onset_step: int | None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "eligible_steps": self.eligible_steps,
-            "onset_threshold": self.onset_threshold,
-            "onset_step": self.onset_step,
-        }
-
-    @classmethod
-    def from_json(cls, data: object) -> Engagement | None:
-        if not isinstance(data, Mapping) or _int(data.get("eligible_steps")) is None:
-            return None
-        return cls(
-            _int(data.get("eligible_steps")) or 0,
-            _float(data.get("onset_threshold")),
-            _int(data.get("onset_step")),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +122,8 @@ class RunReport:
     vanilla: PassResult | None = None
     ssim: float | None = None
     max_abs_diff: float | None = None
+    # Where skipping begins on this run's vanilla trace (the engine measures it once: the same
+    # object rides in its engagement warning).
     engagement: Engagement | None = None
     coefficients: tuple[float, ...] = ()
     calibrated_range: tuple[float, float] | None = None
@@ -281,7 +256,11 @@ class RunReport:
             )
         out["warmup_seconds"] = self.warmup_seconds
         if self.engagement is not None:
-            out["engagement"] = self.engagement.to_json()
+            out["engagement"] = {
+                "eligible_steps": self.engagement.eligible_steps,
+                "onset_threshold": self.engagement.onset_threshold,
+                "onset_step": self.engagement.onset_step,
+            }
         if self.target_search is not None:
             out.update(self.target_search.to_json())
         return out
@@ -351,7 +330,7 @@ class RunReport:
             vanilla=vanilla,
             ssim=_float(data.get("ssim")),
             max_abs_diff=_float(data.get("max_abs_diff")),
-            engagement=Engagement.from_json(data.get("engagement")),
+            engagement=_engagement_from_json(data.get("engagement")),
             coefficients=tuple(
                 float(c) for c in data.get("coefficients") or () if _float(c) is not None
             ),
@@ -414,6 +393,16 @@ def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the report does not record its request ({exc})") from None
+
+
+def _engagement_from_json(data: object) -> Engagement | None:
+    if not isinstance(data, Mapping) or _int(data.get("eligible_steps")) is None:
+        return None
+    return Engagement(
+        _int(data.get("eligible_steps")) or 0,
+        _float(data.get("onset_threshold")),
+        _int(data.get("onset_step")),
+    )
 
 
 def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> TargetSearch | None:

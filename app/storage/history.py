@@ -403,6 +403,19 @@ def friendly_time(created: str) -> str:
     return f"{when.day} {when:%b %Y, %H:%M}"
 
 
+def history_origin(created: str, now: datetime | None = None) -> str:
+    """Where a reopened run came from: ``from history, run at 14:02`` (the day too when it was
+    not today)."""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return "from history"
+    today = (now or datetime.now(when.tzinfo)).date()
+    if when.date() == today:
+        return f"from history, run at {when:%H:%M}"
+    return f"from history, run {friendly_time(created)}"
+
+
 def png_path(path: Path) -> Path:
     """``name`` → ``name.png``: a name typed without the extension still saves as a PNG (a name
     with another extension keeps it and gains ``.png``, so the file is never mislabelled)."""

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from app.engine.notices import schedule_check
 from app.engine.request import GenerationRequest, RequestError, check_steps
 from app.errors import UserFacingError
 from app.storage.history import (
@@ -26,6 +27,8 @@ from app.storage.history import (
     export_entry,
     export_metadata,
     export_side_by_side,
+    friendly_time,
+    history_origin,
     lora_captions,
     speedup_caption,
 )
@@ -265,14 +268,20 @@ class Session:
         if self.engine.busy:
             self.run.fail_locally("wait for the current run to finish before opening another")
             return False
-        request = entry.to_request()
-        if request is not None:
-            self.form.apply_request(request)
         try:
-            self.run.show_entry(entry, request)
+            report = entry.report
         except (OSError, ValueError) as exc:
             self.run.fail_locally(f"could not open the saved run: {exc}")
             return False
+        request = entry.to_request()
+        if request is not None:
+            self.form.apply_request(request)
+        self.run.show(
+            report,
+            history_origin(entry.created),
+            saved_entry=str(entry.folder),
+            phase=f"Opened from history · {friendly_time(entry.created)}",
+        )
         return True
 
     def suggested_export_name(self) -> str:
@@ -412,14 +421,18 @@ class Session:
         )
 
     def schedule_notice(self) -> Notice | None:
+        """The schedule banner for the inputs; after a run of the same variant and steps, with
+        what the shown result measured (its band and engagement) and the check the engine warned
+        it with: never another result's."""
         f, r = self.form, self.run
-        same = self.same_schedule
+        shown = r.request if self.same_schedule else None
         return schedule_notice(
             f.variant,
             int(f.steps),
             float(f.threshold),
-            measured=r.band if same else None,
-            engine_details=r.engine_details if same else None,
+            measured=r.band if shown is not None else None,
+            engagement=r.engagement if shown is not None else None,
+            run_check=schedule_check(shown) if shown is not None else None,
         )
 
     # -- model folders -----------------------------------------------------------------------------

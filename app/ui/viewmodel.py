@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from datetime import datetime
 from enum import StrEnum
 from typing import Literal, TypeVar
 
@@ -37,8 +35,7 @@ from app.engine.request import (
     LoraSpec,
     make_request,
 )
-from app.gate import StepEvent
-from app.storage.history import HistoryEntry, friendly_time
+from app.gate import Engagement, StepEvent
 from app.storage.settings import Settings
 from app.ui.analysis import (
     EngagementBand,
@@ -58,7 +55,13 @@ from app.ui.defaults import (
 )
 from app.ui.memory import initial_quantize
 from app.ui.observable import Prop
-from app.variants import DEFAULT_VARIANT, Variant, all_variants, get_variant
+from app.variants import (
+    DEFAULT_VARIANT,
+    UnknownVariantError,
+    Variant,
+    all_variants,
+    get_variant,
+)
 
 StepRow = tuple[StepEvent | None, ...]
 PreviewRow = tuple[np.ndarray | None, ...]  # one step preview per step, None until it arrives
@@ -279,7 +282,13 @@ class FormModel(QObject):
 
 
 class RunModel(QObject):
-    """Everything the result side of the window shows about the current (or reopened) run."""
+    """Everything the result side of the window shows about the current (or reopened) run.
+
+    A running pass fills the step rows, images and times as its events arrive. A finished result
+    is one ``RunReport``, shown by ``show`` whether it is a run that just finished, a run
+    reopened from the history or a threshold comparison's entry: SSIM, the local difference, the
+    speedup and its label, the skips and the engagement are read from ``report``, never copied,
+    so nothing on screen can belong to another run."""
 
     status_changed = Signal(object)
     run_id_changed = Signal(object)
@@ -296,24 +305,18 @@ class RunModel(QObject):
     difference_changed = Signal(object)
     gated_seconds_changed = Signal(object)
     vanilla_seconds_changed = Signal(object)
-    ssim_changed = Signal(object)
-    local_diff_changed = Signal(object)
-    speedup_changed = Signal(object)
-    speedup_estimated_changed = Signal(object)
-    speedup_label_changed = Signal(object)
-    skips_changed = Signal(object)
     error_changed = Signal(object)
     notices_changed = Signal(object)
     band_changed = Signal(object)
     saved_entry_changed = Signal(object)
     load_seconds_changed = Signal(object)
-    engine_details_changed = Signal(object)
     origin_changed = Signal(object)
     gated_preview_changed = Signal(object)
     vanilla_preview_changed = Signal(object)
     gated_thumbnails_changed = Signal(object)
     vanilla_thumbnails_changed = Signal(object)
     report_changed = Signal(object)
+    engagement_changed = Signal(object)
 
     status = Prop(RunStatus.idle)
     run_id = Prop(0)
@@ -330,18 +333,11 @@ class RunModel(QObject):
     difference = Prop[np.ndarray | None](None)
     gated_seconds = Prop[float | None](None)
     vanilla_seconds = Prop[float | None](None)
-    ssim = Prop[float | None](None)
-    local_diff = Prop[float | None](None)  # the worst window of the difference (app.metrics)
-    speedup = Prop[float | None](None)
-    speedup_estimated = Prop(False)
-    speedup_label = Prop("")  # how the speedup was measured (app.engine.report.speedup_label)
-    skips = Prop[int | None](None)
     error = Prop[Notice | None](None)
     notices = Prop[tuple[Notice, ...]](())
     band = Prop[EngagementBand | None](None)
     saved_entry = Prop[str | None](None)
     load_seconds = Prop[float | None](None)
-    engine_details = Prop[dict[str, object] | None](None)  # the engine's schedule notices, merged
     # Where the shown result came from when not from a run of this session, e.g. "from history,
     # run at 14:02": an opened run's "vanilla cached" described its own run, not this showing.
     origin = Prop("")
@@ -351,7 +347,10 @@ class RunModel(QObject):
     vanilla_preview = Prop[np.ndarray | None](None)
     gated_thumbnails = Prop[PreviewRow](())
     vanilla_thumbnails = Prop[PreviewRow](())
-    report = Prop[RunReport | None](None)  # the finished run's report (None: running, or reopened)
+    report = Prop[RunReport | None](None)  # the shown result (None: running, or nothing yet)
+    # Where skipping begins on the shown run's vanilla trace (the engine's, typed): from its
+    # engagement warning while it runs, from its report once shown.
+    engagement = Prop[Engagement | None](None)
 
     def __init__(
         self, parent: QObject | None = None, *, clock: Callable[[], float] = time.monotonic
@@ -368,6 +367,39 @@ class RunModel(QObject):
     @property
     def finished(self) -> bool:
         return self.status is RunStatus.finished
+
+    # -- the shown result's figures: its report's ----------------------------------------------
+    @property
+    def ssim(self) -> float | None:
+        return self.report.ssim if self.report is not None else None
+
+    @property
+    def local_diff(self) -> float | None:
+        """The worst window of the difference (``app.metrics``), 0–1."""
+        return self.report.local_diff_value if self.report is not None else None
+
+    @property
+    def speedup(self) -> float | None:
+        return self.report.speedup if self.report is not None else None
+
+    @property
+    def speedup_estimated(self) -> bool:
+        return self.report is not None and self.report.speedup_estimated
+
+    @property
+    def speedup_label(self) -> str:
+        """How the speedup was measured (``app.engine.report.speedup_label``)."""
+        return self.report.speedup_label if self.report is not None else ""
+
+    @property
+    def skips(self) -> int | None:
+        """The shown result's skips; while a run goes, those of its steps so far (None before
+        the first gated step)."""
+        if self.report is not None:
+            return self.report.gated.skipped
+        if all(s is None for s in self.gated_steps):
+            return None
+        return count_skips(self.gated_steps)
 
     def status_text(self) -> str:
         """The phase, and while a pass runs, how long is left of it: from the mean of the finished
@@ -415,16 +447,10 @@ class RunModel(QObject):
         self.gated_image = None
         self.difference = None
         self.gated_seconds = None
-        self.ssim = None
-        self.local_diff = None
-        self.speedup = None
-        self.speedup_estimated = False
-        self.speedup_label = ""
-        self.skips = None
         self.error = None
         self.notices = ()
         self.saved_entry = None
-        self.engine_details = None
+        self.engagement = None
         self.origin = ""
         self.report = None
         # Keep the previous vanilla image and band until the new ones arrive: a threshold-only
@@ -474,8 +500,10 @@ class RunModel(QObject):
                 if event.kind == MEMORY_WARNING:
                     return  # the memory banner says it before the run (app.ui.memory)
                 if event.kind in SCHEDULE_WARNING_KINDS:
-                    # Folded into the schedule banner (with the numbers), not shown on its own.
-                    self.engine_details = {**(self.engine_details or {}), **event.details}
+                    # Folded into the schedule banner, not shown on its own: the banner derives
+                    # the run's check from its request and reads the engagement, typed.
+                    if event.engagement is not None:
+                        self.engagement = event.engagement
                     return
                 title = "Not saved to history" if event.kind == "history" else "Engine notice"
                 notice = Notice(
@@ -552,8 +580,6 @@ class RunModel(QObject):
         row[step.index] = step
         self._step_ended_at = self.clock()
         setattr(self, name, tuple(row))
-        if event.which is Pass.gated:
-            self.skips = count_skips(self.gated_steps)
         label = "TeaCache pass" if event.which is Pass.gated else "Vanilla pass"
         if self.status is not RunStatus.cancelling:
             self.phase = f"{label} · step {step.index + 1} of {step.num_steps}"
@@ -579,39 +605,23 @@ class RunModel(QObject):
                 self.gated_steps = tuple(event.steps)
             self.gated_image = event.image
             self.gated_seconds = event.seconds
-            self.skips = count_skips(self.gated_steps)
         self._update_progress()
 
     def _on_finished(self, event: RunFinished) -> None:
-        report = event.report
-        vanilla = report.vanilla
-        if vanilla is not None and self.vanilla_image is None:
-            # An engine may reuse its cached vanilla without re-sending it: the report has it.
-            self.vanilla_steps = vanilla.steps
-            self.vanilla_image = vanilla.image
-            self.vanilla_seconds = vanilla.loop_seconds
-            self.vanilla_cached = vanilla.cached
-            self._update_band()
-        self.report = report
-        self.ssim = report.ssim
-        self.local_diff = report.local_diff.value if report.local_diff is not None else None
-        self.speedup = report.speedup
-        self.speedup_estimated = report.speedup_estimated
-        self.speedup_label = report.speedup_label
-        self.active_pass = None
-        self.progress = 1.0
-        skips = self.skips if self.skips is not None else 0
-        total = self.gated_seconds or 0.0
-        self.phase = f"Finished · {skips} of {len(self.gated_steps)} steps skipped · {total:.2f} s"
-        self.status = RunStatus.finished  # last: listeners see the final state
+        # The worker measured the difference image off the GUI thread (``RunAnalysis``, just
+        # before this event).
+        self.show(event.report, difference=self.difference)
 
     def _update_band(self) -> None:
         request = self.request
         if request is None:
             return
-        self.band = engagement_band(
-            request.variant, request.threshold, self.vanilla_steps, request.gate
-        )
+        try:
+            variant = request.variant
+        except UnknownVariantError:  # a reopened run of a variant since removed
+            self.band = None
+            return
+        self.band = engagement_band(variant, request.threshold, self.vanilla_steps, request.gate)
 
     def _update_progress(self) -> None:
         request = self.request
@@ -626,73 +636,61 @@ class RunModel(QObject):
             done += sum(s is not None for s in self.gated_steps) + (self.resumed_from or 0)
         self.progress = min(1.0, done / max(1, vanilla_total + n))
 
-    # -- reopening ---------------------------------------------------------------------------------
-    def show_entry(self, entry: HistoryEntry, request: GenerationRequest | None) -> None:
-        """Show a saved run as if it had just finished (no engine involved)."""
-        gated, vanilla = entry.load_images()
-        self.run_id = -1
-        self.request = request
-        self.report = None
-        self.error = None
-        self.notices = ()
-        self.gated_steps = entry.step_events("gated")
-        self.vanilla_steps = entry.step_events("vanilla")
-        self.resumed_from = _int_or_none(entry.result.get("resumed_from"))
-        self.vanilla_cached = bool(entry.result.get("vanilla_cached", False))
-        self.gated_image = gated
-        self.vanilla_image = vanilla
-        self.gated_preview = self.vanilla_preview = None
-        self.gated_thumbnails = self.vanilla_thumbnails = ()  # the history keeps no previews
-        self.difference = difference_map(gated, vanilla) if vanilla is not None else None
-        self.gated_seconds = entry.gated_seconds
-        self.vanilla_seconds = entry.vanilla_seconds
-        self.ssim = entry.ssim
-        self.local_diff = entry.local_diff
-        self.speedup = entry.speedup
-        self.speedup_estimated = entry.speedup_estimated
-        self.speedup_label = entry.speedup_label
-        self.skips = count_skips(self.gated_steps)
-        self.saved_entry = str(entry.folder)
-        self.band = (
-            engagement_band(request.variant, request.threshold, self.vanilla_steps, request.gate)
-            if request is not None
-            else None
-        )
-        self.origin = history_origin(entry.created)
-        self.status = RunStatus.finished
-        self.progress = 1.0
-        self.phase = f"Opened from history · {friendly_time(entry.created)}"
-
-    def show_report(self, report: RunReport, origin: str) -> None:
-        """Show one finished report as the current result (a threshold comparison's entry;
-        no engine involved). ``origin`` says where it came from."""
+    # -- the one way a finished result reaches the screen ----------------------------------------
+    def show(
+        self,
+        report: RunReport,
+        origin: str = "",
+        *,
+        saved_entry: str | None = None,
+        phase: str | None = None,
+        difference: np.ndarray | None = None,
+    ) -> None:
+        """Show one finished report as the result on screen: a run of this session that just
+        finished (``origin`` ""), or, with no engine involved, a run reopened from the history or
+        a threshold comparison's entry (``origin`` says where it came from, e.g. "from history,
+        run at 14:02"). Everything about the result is this report's: its figures, its images and
+        steps, the engagement and the band the banners read; a shown result from elsewhere also
+        drops the banners of the run it replaces. ``difference`` is the measured difference image
+        (computed here when it is not given)."""
         vanilla = report.vanilla
-        self.run_id = -1
+        live = not origin
+        if difference is None and vanilla is not None and not live:
+            difference = difference_map(report.gated.image, vanilla.image)
+        self._pass_started_at = self._step_ended_at = None
+        if not live:
+            self.run_id = -1
+            self.error = None
+            self.notices = ()
+            self.gated_preview = self.vanilla_preview = None
+            self.gated_thumbnails = self.vanilla_thumbnails = ()  # no previews are kept
+            self.saved_entry = saved_entry
         self.request = report.request
-        self.error = None
-        self.notices = ()
+        self.report = report
+        self.engagement = report.engagement
         self.gated_steps = report.gated.steps
         self.vanilla_steps = vanilla.steps if vanilla is not None else ()
         self.resumed_from = report.gated.resumed_from
         self.vanilla_cached = report.vanilla_cached
         self.gated_image = report.gated.image
         self.vanilla_image = vanilla.image if vanilla is not None else None
-        self.difference = (
-            difference_map(report.gated.image, vanilla.image) if vanilla is not None else None
-        )
+        self.difference = difference
         self.gated_seconds = report.gated.loop_seconds
         self.vanilla_seconds = vanilla.loop_seconds if vanilla is not None else None
-        self.ssim = report.ssim
-        self.speedup = report.speedup
-        self.speedup_estimated = report.speedup_estimated
-        self.speedup_label = report.speedup_label
-        self.skips = count_skips(self.gated_steps)
-        self.saved_entry = None
         self._update_band()
         self.origin = origin
-        self.status = RunStatus.finished
+        self.active_pass = None
         self.progress = 1.0
-        self.phase = f"Showing {origin}"
+        if phase is None:
+            skipped, total = report.gated.skipped, len(report.gated.steps)
+            seconds = report.gated.loop_seconds
+            phase = (
+                f"Finished · {skipped} of {total} steps skipped · {seconds:.2f} s"
+                if live
+                else f"Showing {origin}"
+            )
+        self.phase = phase
+        self.status = RunStatus.finished  # last: listeners see the final state
 
 
 def _duration(seconds: float) -> str:
@@ -703,33 +701,12 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {rest:02d} s"
 
 
-def history_origin(created: str, now: datetime | None = None) -> str:
-    """``from history, run at 14:02`` (the day too when it was not today)."""
-    try:
-        when = datetime.fromisoformat(created)
-    except ValueError:
-        return "from history"
-    today = (now or datetime.now(when.tzinfo)).date()
-    if when.date() == today:
-        return f"from history, run at {when:%H:%M}"
-    return f"from history, run {friendly_time(created)}"
-
-
 def _resize(row: Sequence[StepEvent | None], n: int, *, keep: bool) -> StepRow:
     if len(row) == n and keep:
         return tuple(row)
     if not keep:
         return (None,) * n
     return tuple(row[:n]) + (None,) * max(0, n - len(row))
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def threshold_step_events(steps: StepRow, threshold: float) -> StepRow:
-    """The same rows with a different threshold recorded (display only)."""
-    return tuple(None if s is None else replace(s, threshold=threshold) for s in steps)
 
 
 def finite(value: float | None) -> bool:

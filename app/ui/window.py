@@ -356,7 +356,7 @@ class MainWindow(QMainWindow):
             f.quantize_changed,
             f.size_changed,
             r.band_changed,
-            r.engine_details_changed,
+            r.engagement_changed,
             r.request_changed,
             r.error_changed,
             r.notices_changed,
@@ -423,19 +423,15 @@ class MainWindow(QMainWindow):
         ):
             signal.connect(self._refresh_images)
         for signal in (
-            r.ssim_changed,
-            r.local_diff_changed,
+            r.report_changed,  # every figure of a finished result is its report's
+            r.gated_steps_changed,  # the skips so far, while a run goes
             r.gated_seconds_changed,
             r.vanilla_seconds_changed,
-            r.speedup_changed,
-            r.skips_changed,
             r.request_changed,
             r.vanilla_cached_changed,
             r.resumed_from_changed,
-            r.speedup_label_changed,
             r.origin_changed,
             r.difference_changed,
-            r.report_changed,
         ):
             signal.connect(self._schedule_stats)
         r.phase_changed.connect(self._schedule_status)

@@ -316,4 +316,3 @@ def user_folder_variant(variant_id: str) -> Variant | None:
 
 def is_folder_variant_id(variant_id: str) -> bool:
     return SEPARATOR in variant_id
-

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from app.engine.report import (
-    Engagement,
     PassResult,
     RunReport,
     TargetProbe,
@@ -21,7 +20,7 @@ from app.engine.report import (
     speedup_label,
 )
 from app.engine.request import QualityTarget, make_request
-from app.gate import Decision, StepEvent
+from app.gate import Decision, Engagement, StepEvent
 from app.storage.history import META_FILE, HistoryStore, RunRecord
 
 STEPS = 8

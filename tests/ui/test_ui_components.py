@@ -23,7 +23,7 @@ from app.engine.events import (
     StepDone,
 )
 from app.engine.request import make_request
-from app.gate import Decision, StepEvent
+from app.gate import Decision, Engagement, StepEvent
 from app.ui.analysis import (
     BannerFix,
     FixKind,
@@ -117,8 +117,9 @@ def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:
     for i, d in enumerate((Decision.forced, Decision.skipped, Decision.forced)):
         model.handle_event(StepDone(7, Pass.gated, _step(i, 3, d)))
     assert model.skips == 1
-    model.handle_event(RunWarning(7, "engagement", "m", {"onset_threshold": 0.3}))
-    assert model.engine_details == {"onset_threshold": 0.3}
+    found = Engagement(eligible_steps=1, onset_threshold=0.3, onset_step=1)
+    model.handle_event(RunWarning(7, "engagement", "m", {"onset_threshold": 0.3}, found))
+    assert model.engagement == found
     assert model.notices == ()  # folded into the schedule banner
     model.handle_event(RunWarning(7, "other", "something else"))
     assert [n.key for n in model.notices] == ["other"]

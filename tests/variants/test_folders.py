@@ -143,9 +143,7 @@ def test_a_request_for_a_folder_carries_its_path_and_stored_quantization(
     base = make_request("flux2-klein-4b", "a cat", size=(128, 128), quantize=4)
     assert request.vanilla_key() != base.vanilla_key()
     # The same folder given as a path (the command line's --model-path) is the same run.
-    by_path = make_request(
-        "flux2-klein-4b", "a cat", size=(128, 128), model_path=saved["klein-q4"]
-    )
+    by_path = make_request("flux2-klein-4b", "a cat", size=(128, 128), model_path=saved["klein-q4"])
     assert by_path.quantize == 4 and by_path.model_path == request.model_path
     with pytest.raises(RequestError, match="holds 4-bit weights"):
         make_request(entry.variant_id, "a cat", size=(128, 128), quantize=8)
