@@ -1,4 +1,4 @@
-"""Qt-free numbers behind the window: the difference image, where skipping begins, and the
+"""Qt-free numbers behind the window: the difference view's image, where skipping begins, and the
 distilled-schedule notice. SSIM and speedup are the engine's ``RunReport``'s (app.engine.report)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from app.engine.request import LoraSpec
 from app.gate import Decision, Engagement, StepEvent
 from app.gate.decision import prediction_floor
 from app.gate.simulator import engagement, skip_curve
+from app.metrics import difference_image
 from app.ui.defaults import default_threshold
 from app.variants import VARIANTS, ScheduleCheck, Variant, check_schedule
 
@@ -24,7 +25,7 @@ class RunAnalysis:
     the ``RunReport``'s; this is only the picture of where the images differ)."""
 
     run_id: int
-    difference: np.ndarray | None  # float32 H×W, mean absolute difference over channels (0–255)
+    difference: np.ndarray | None  # float32 H×W, 0–255 (``app.metrics.difference_image``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +36,11 @@ class RunSaved:
 
 
 def difference_map(gated: np.ndarray, vanilla: np.ndarray) -> np.ndarray | None:
-    """Mean absolute difference over channels, float32 H×W on the 0–255 scale."""
+    """The difference view's image: ``app.metrics.difference_image`` (the local difference's
+    own measure, so the view and the number agree), or None where the shapes differ."""
     if gated.shape != vanilla.shape:
         return None
-    diff = np.abs(gated.astype(np.float32) - vanilla.astype(np.float32))
-    return np.ascontiguousarray(diff.mean(axis=-1) if diff.ndim == 3 else diff, dtype=np.float32)
+    return difference_image(gated, vanilla)
 
 
 def count_skips(steps: Sequence[StepEvent | None]) -> int:

@@ -122,3 +122,20 @@ def test_a_reopened_run_shows_no_banner_computed_for_another_variants_run(
     assert window.session.schedule_notice() is None
     assert window.banners.banner("schedule") is None
     assert window.run.report is not None and window.run.skips == demo_entry.skips
+
+
+def test_the_difference_view_and_the_local_difference_are_one_measure(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """The heat map the window draws and the local difference printed beside it are one
+    definition of the difference (the largest RGB channel per pixel): the worst window of the
+    drawn image is the reported number."""
+    window = make_window(FakeEngine())
+    window.form.threshold = 0.3  # the fake's gated image gets per-channel noise per skip
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    report, drawn = window.run.report, window.run.difference
+    assert report is not None and report.local_diff is not None and drawn is not None
+    assert report.gated.skipped > 0 and report.local_diff.value > 0
+    local = report.local_diff
+    window_mean = drawn[local.y : local.y + local.size, local.x : local.x + local.size].mean()
+    assert window_mean / 255 == pytest.approx(local.value, rel=1e-6)
