@@ -198,7 +198,7 @@ def _run_headless(app, window, screenshot: str | None) -> int:
     from PySide6.QtCore import QTimer
 
     from app.ui.defaults import DEFAULT_PROMPT
-    from app.ui.viewmodel import RunStatus
+    from app.ui.run_model import RunStatus
 
     outcome: dict[str, object] = {"code": 1}
 

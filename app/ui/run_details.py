@@ -8,10 +8,10 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
-from app.ui.controls import calibration_text
+from app.ui.form_view import calibration_text
 from app.ui.plain_words import DetailFacts, detail_lines, run_summary, short_summary
+from app.ui.run_model import RunModel
 from app.ui.theme import monospace_digits, mute, small_font
-from app.ui.viewmodel import RunModel
 from app.variants import UnknownVariantError, Variant
 
 DETAILS_TITLE = "Details"

@@ -45,14 +45,15 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
-from app.ui.memory import MEMORY_NOTICE, memory_notice
+from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
     from app.engine.events import EngineEvent
     from app.ui.downloads import ModelStore
-    from app.ui.quality import QualityModel
-    from app.ui.viewmodel import FormModel, RunModel
+    from app.ui.form_model import FormModel
+    from app.ui.quality_model import QualityModel
+    from app.ui.run_model import RunModel
 
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
@@ -112,7 +113,9 @@ class Session:
         self.history = history
         self.model_store = model_store
         self._started = started
-        self.quality = quality  # target-quality mode (``app.ui.quality``), where the window has it
+        self.quality = (
+            quality  # target-quality mode (``app.ui.quality_view``), where the window has it
+        )
         self._shut_down = False
         self._stopped = False
         self._dismissed: set[str] = set()

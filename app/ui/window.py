@@ -31,25 +31,27 @@ from app.storage.history import HistoryEntry, HistoryStore
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import BannerFix, Notice
 from app.ui.banner import BannerStack
-from app.ui.comparison import CompareStatus, ThresholdComparer, comparison_saver
-from app.ui.controls import ControlsView, calibration_summary, calibration_text
 from app.ui.defaults import MAX_SEED, size_allowed, size_presets
 from app.ui.downloads import DownloadController, ModelStore, default_model_store, format_bytes
+from app.ui.form_model import FormModel
+from app.ui.form_view import ControlsView, calibration_summary, calibration_text
 from app.ui.gate_plot import GatePlot
-from app.ui.history_browser import HistoryDialog
+from app.ui.history_view import HistoryDialog
 from app.ui.images import ComparePanel
-from app.ui.model_folders import ModelFolderActions
+from app.ui.model_folders_view import ModelFolderActions
 from app.ui.observable import Binding, bind
-from app.ui.quality import QualityModel, QualityPanel
-from app.ui.quantize import bind_quantize
+from app.ui.quality_model import QualityModel
+from app.ui.quality_view import QualityPanel
+from app.ui.quantize_view import bind_quantize
 from app.ui.run_details import RunDetails, describe_run
+from app.ui.run_model import RunModel, RunStatus
 from app.ui.session import Session
 from app.ui.step_previews import live_image
 from app.ui.theme import mute, small_font
-from app.ui.threshold_compare import ThresholdCompareDialog
+from app.ui.threshold_compare_model import CompareStatus, ThresholdComparer, comparison_saver
+from app.ui.threshold_compare_view import ThresholdCompareDialog
 from app.ui.timeline import StepTimeline, TimelineLegend
 from app.ui.veil import Veil
-from app.ui.viewmodel import FormModel, RunModel, RunStatus
 from app.ui.worker import EngineFactory, EngineHost
 from app.variants import get_variant
 
@@ -897,6 +899,6 @@ class MainWindow(QMainWindow):
 
 
 def _section(text: str) -> QLabel:
-    from app.ui.controls import section
+    from app.ui.form_view import section
 
     return section(text)

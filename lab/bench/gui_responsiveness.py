@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
     from PySide6.QtGui import QGuiApplication
 
-    from app.ui.viewmodel import RunStatus
+    from app.ui.run_model import RunStatus
 
     warm_up_seconds = wait_until_warm(app, window, args.timeout)
 

@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.ui.comparison import CompareStatus
     from app.ui.launch import configure_application, default_engine_factory
+    from app.ui.threshold_compare_model import CompareStatus
     from app.ui.window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

@@ -32,6 +32,7 @@ def tiny_klein_folder(root: Path) -> Path:
         shell = shells.flux2_shell(
             "flux2-klein-4b", dims=shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
         )
+
     def quantizable(_path: str, module: nn.Module) -> bool:
         weight = getattr(module, "weight", None)
         return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % 64 == 0
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.model_folders import AddModelFolderDialog
+    from app.ui.model_folders_view import AddModelFolderDialog
     from app.ui.window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

@@ -16,9 +16,9 @@ from tests.fakes.engine import FakeEngine
 def _fixed_machine_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """The window reads this machine's memory for its quantization default and memory banner;
     tests see one fixed 64 GB machine, so what they assert does not depend on the host."""
-    from app.ui import viewmodel
+    from app.ui import form_model
 
-    monkeypatch.setattr(viewmodel, "physical_memory_bytes", lambda: 64 * 1024**3)
+    monkeypatch.setattr(form_model, "physical_memory_bytes", lambda: 64 * 1024**3)
 
 
 @pytest.fixture

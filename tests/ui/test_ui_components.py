@@ -35,8 +35,8 @@ from app.ui.analysis import (
 from app.ui.banner import Banner
 from app.ui.launch import launch
 from app.ui.observable import Prop, bind
+from app.ui.run_model import RunModel, RunStatus
 from app.ui.timeline import StepTimeline
-from app.ui.viewmodel import RunModel, RunStatus
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, minimal_report
 
@@ -227,7 +227,7 @@ def test_signal_timeout_is_generous() -> None:
 
 
 def test_threshold_control_is_finer_near_zero_and_exact_in_its_entry(qtbot: QtBot) -> None:
-    from app.ui.controls import ThresholdControl
+    from app.ui.form_view import ThresholdControl
 
     control = ThresholdControl()
     qtbot.addWidget(control)

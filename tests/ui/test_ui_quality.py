@@ -12,7 +12,7 @@ from ui_support import run_to_end
 
 from app.engine.events import TargetProbed
 from app.engine.request import QualityTarget
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 

@@ -8,7 +8,7 @@ from ui_support import WindowFactory, run_to_end
 
 import app.ui.window as window_module
 from app.engine.events import Pass, StepDone
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from tests.fakes.engine import FakeEngine
 
 

@@ -19,8 +19,9 @@ from app.engine.request import GenerationRequest
 from app.storage.history import HistoryStore, RunRecord
 from app.storage.settings import SettingsStore
 from app.ui.analysis import BannerFix, FixKind, NoticeKind
+from app.ui.form_model import FormModel
+from app.ui.run_model import RunModel, RunStatus
 from app.ui.session import Session
-from app.ui.viewmodel import FormModel, RunModel, RunStatus
 from app.variants import Variant
 from tests.fakes.engine import FakeEngine, FakeScript
 

@@ -14,9 +14,9 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.engine.report import RunReport
-from app.ui.comparison import CompareStatus
 from app.ui.plain_words import run_summary
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
+from app.ui.threshold_compare_model import CompareStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 

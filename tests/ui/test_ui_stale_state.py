@@ -15,7 +15,7 @@ from app.engine.request import make_request
 from app.gate import Decision, StepEvent
 from app.storage.history import history_origin
 from app.storage.settings import SettingsStore
-from app.ui.viewmodel import RunModel, RunStatus
+from app.ui.run_model import RunModel, RunStatus
 from tests.fakes.engine import FakeEngine, FakeScript
 
 

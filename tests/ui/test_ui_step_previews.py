@@ -21,8 +21,8 @@ from pytestqt.qtbot import QtBot
 import app.ui.window as window_module
 from app.engine.events import Pass
 from app.gate import Decision
+from app.ui.run_model import RunStatus
 from app.ui.step_previews import fit_preview
-from app.ui.viewmodel import RunStatus
 from app.ui.window import MainWindow
 
 pytestmark = [pytest.mark.slow]

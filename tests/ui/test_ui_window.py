@@ -19,7 +19,8 @@ from app.storage.history import entry_captions
 from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT
-from app.ui.viewmodel import RunStatus, ui_default_threshold
+from app.ui.form_model import ui_default_threshold
+from app.ui.run_model import RunStatus
 from app.variants import DEFAULT_VARIANT, check_schedule, get_variant
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
 

@@ -34,7 +34,7 @@ from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.ui.defaults import MAX_SEED
 from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
-from app.ui.quantize import QuantizeControl
+from app.ui.quantize_view import QuantizeControl
 from app.ui.theme import caption_font, mute, muted, small_font
 from app.variants import Family, Variant, all_variants
 
