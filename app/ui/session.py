@@ -49,7 +49,6 @@ from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
-    from app.engine.events import EngineEvent
     from app.ui.downloads import ModelStore
     from app.ui.form_model import FormModel
     from app.ui.quality_model import QualityModel
@@ -112,10 +111,8 @@ class Session:
         self.settings_store = settings_store
         self.history = history
         self.model_store = model_store
-        self._started = started
-        self.quality = (
-            quality  # target-quality mode (``app.ui.quality_view``), where the window has it
-        )
+        self.started = started  # told the id of each run it starts (the window signals it)
+        self.quality = quality  # target-quality mode (``app.ui.quality_model``)
         self._shut_down = False
         self._stopped = False
         self._dismissed: set[str] = set()
@@ -156,14 +153,15 @@ class Session:
         self.run.begin(run_id, request)
         if target is not None and self.quality is not None:
             self.quality.begin(run_id)
-        if self._started is not None:
-            self._started(run_id)
+        if self.started is not None:
+            self.started(run_id)
         return run_id
 
-    def apply_target_result(self, event: EngineEvent) -> None:
+    def apply_target_result(self, event: object) -> None:
         """A target search finished: its result is the chosen threshold's run, so the slider
         moves there and the run's request becomes that threshold's (the result then matches the
-        inputs). Called before the run model applies the same event."""
+        inputs). Called before the run model shows the same event's report
+        (``app.ui.event_router``)."""
         from app.engine.events import RunFinished
 
         if not isinstance(event, RunFinished) or event.run_id != self.run.run_id:
