@@ -10,11 +10,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QProgressBar, QSplitter, QWidget
 
-from app import paths
 from app.storage.comparisons import is_comparison
 from app.storage.history import HistoryEntry, HistoryStore
 from app.storage.settings import SettingsStore
@@ -22,8 +21,9 @@ from app.ui.analysis import BannerFix, Notice
 from app.ui.app import Studio
 from app.ui.downloads import ModelStore
 from app.ui.form_view import ControlsView, FormPanel
+from app.ui.geometry import restore_geometry, save_geometry
 from app.ui.history_view import HistoryDialog
-from app.ui.model_folders_view import ModelFolderActions
+from app.ui.menus import build_menus
 from app.ui.quality_view import QualityPanel
 from app.ui.refresh import RefreshScheduler
 from app.ui.results_view import ResultsView
@@ -153,45 +153,12 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(960, 640)
 
     def _build_menus(self) -> None:
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
-        self.history_action = QAction("History…", self)
-        self.history_action.setShortcut(QKeySequence("Ctrl+Y"))
-        self.export_action = QAction("Export Side-by-Side…", self)
-        self.export_action.setShortcut(QKeySequence("Ctrl+E"))
-        self.quit_action = QAction("Quit", self)
-        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
-        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
-        file_menu.addAction(self.history_action)
-        file_menu.addAction(self.export_action)
-        file_menu.addSeparator()
-        self.model_folders = ModelFolderActions(self, self.session, self._model_folders_changed)
-        self.model_folders.install(file_menu)
-        file_menu.addSeparator()
-        file_menu.addAction(self.quit_action)
-
-        run_menu = menu.addMenu("&Run")
-        self.generate_action = QAction("Generate", self)
-        self.generate_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])
-        self.cancel_action = QAction("Cancel", self)
-        self.cancel_action.setShortcut(QKeySequence(Qt.Key.Key_Escape))
-        self.random_seed_action = QAction("Random Seed", self)
-        self.random_seed_action.setShortcut(QKeySequence("Ctrl+R"))
-        self.reset_threshold_action = QAction("Reset Threshold", self)
-        self.reset_threshold_action.setShortcut(QKeySequence("Ctrl+0"))
-        self.compare_action = QAction("Compare Thresholds…", self)
-        self.compare_action.setShortcut(QKeySequence("Ctrl+Shift+T"))
-        for action in (
-            self.generate_action,
-            self.cancel_action,
-            self.random_seed_action,
-            self.reset_threshold_action,
-            self.compare_action,
-        ):
-            run_menu.addAction(action)
-            self.addAction(action)  # shortcuts work even where the menu bar is hidden
-        for action in (self.history_action, self.export_action):
-            self.addAction(action)
+        actions = build_menus(self, self.session, self._model_folders_changed)
+        self.history_action, self.export_action = actions.history, actions.export
+        self.quit_action, self.generate_action = actions.quit, actions.generate
+        self.cancel_action, self.random_seed_action = actions.cancel, actions.random_seed
+        self.reset_threshold_action, self.compare_action = actions.reset_threshold, actions.compare
+        self.model_folders = actions.model_folders
 
     def _connect_callbacks(self) -> None:
         c, f, r, s = self.controls, self.form, self.run, self.session
@@ -429,25 +396,11 @@ class MainWindow(QMainWindow):
         self._refresh_notices()
 
     # -- persistence
-    def _qsettings(self) -> QSettings:
-        return QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+    def _splitters(self) -> dict[str, QSplitter]:
+        return {"splitter": self.splitter, "results_splitter": self.results_splitter}
 
     def _save_geometry(self) -> None:
-        store = self._qsettings()
-        store.setValue("geometry", self.saveGeometry())
-        store.setValue("splitter", self.splitter.saveState())
-        store.setValue("results_splitter", self.results_splitter.saveState())
-        store.sync()
+        save_geometry(self, self._splitters())
 
     def _restore_geometry(self) -> None:
-        store = self._qsettings()
-        geometry = store.value("geometry")
-        if isinstance(geometry, QByteArray | bytes):
-            self.restoreGeometry(QByteArray(geometry))
-        for key, widget in (
-            ("splitter", self.splitter),
-            ("results_splitter", self.results_splitter),
-        ):
-            state = store.value(key)
-            if isinstance(state, QByteArray | bytes):
-                widget.restoreState(QByteArray(state))
+        restore_geometry(self, self._splitters())

@@ -283,6 +283,19 @@ def test_the_session_module_imports_no_qt() -> None:
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
 
 
+@pytest.mark.parametrize(
+    "module", ["event_router", "threshold_compare_model", "quantize_model", "plain_words"]
+)
+def test_the_qt_free_state_of_the_window_imports_no_qt(module: str) -> None:
+    """The Qt-free halves of the window (docs/architecture.md, the ui/ module map) stay so."""
+    code = (
+        f"import sys, app.ui.{module}; "
+        "sys.exit(any(m.split('.')[0] == 'PySide6' for m in sys.modules))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
 # -- stale state (issue #16): sizes per variant, results bound to their request
 def test_a_size_of_another_variant_never_reaches_the_demo(tmp_path: Path) -> None:
     store = SettingsStore(tmp_path / "settings.json")
