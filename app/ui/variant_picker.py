@@ -14,7 +14,6 @@ VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
 BADGE_ROLE = Qt.ItemDataRole.UserRole + 2
 
 
-
 class _BadgeDelegate(QStyledItemDelegate):
     """Draws a right-aligned grey badge (distilled, size to download) next to each variant."""
 
