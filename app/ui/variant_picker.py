@@ -7,8 +7,9 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt,
 from PySide6.QtGui import QPainter, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
+from app.families import FAMILIES
 from app.ui.theme import muted, small_font
-from app.variants import Family, Variant, all_variants
+from app.variants import Variant, all_variants
 
 VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
 BADGE_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -67,9 +68,7 @@ class VariantPicker(QComboBox):
         self._availability = dict(availability or self._availability)
         self.blockSignals(True)
         self._model.clear()
-        order = [Family.demo, Family.flux1, Family.flux2, Family.z_image, Family.qwen_image]
-        families = order + [f for f in Family if f not in order]
-        for family in families:
+        for family in FAMILIES.values():  # the families' own order
             members = [v for v in all_variants().values() if v.family is family]
             if not members:
                 continue
