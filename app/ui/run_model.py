@@ -462,7 +462,10 @@ class RunModel(QObject):
         self.difference = difference
         self.gated_seconds = report.gated.loop_seconds
         self.vanilla_seconds = vanilla.loop_seconds if vanilla is not None else None
-        self._update_band()
+        if not live or self.band is None:
+            # A run of this session drew its band from its vanilla pass as it finished (the same
+            # trace as the report's): kept, so the plot does not rescale as the run ends.
+            self._update_band()
         self.origin = origin
         self.active_pass = None
         self.progress = 1.0
