@@ -173,10 +173,10 @@ def open_window(engine: str = "real", variant: str = "demo", steps: int | None =
     app = QApplication.instance() or QApplication([])
     configure_application(app)
     if engine == "fake":
-        from tests.fakes.engine import FakeEngine, FakeScript
+        from lab.bench.paced_engine import PacedEngine
 
         def factory() -> Any:
-            return FakeEngine(FakeScript(step_seconds=0.03, load_seconds=0.5))
+            return PacedEngine(step_seconds=0.03, load_seconds=0.5)
     elif engine == "random-demo":
         factory = random_demo_engine_factory(Path(tempfile.mkdtemp(prefix="teacache-demo-")))
     else:
