@@ -15,6 +15,9 @@ preload_openblas()
 
 import pytest  # noqa: E402
 
+# The Hub fixtures (``online``, ``hub``) shared by the weights and loader tests.
+pytest_plugins = ("tests.fakes.hub",)
+
 if TYPE_CHECKING:
     from app.demo.pipeline import DemoFlux2Klein
 
