@@ -252,8 +252,9 @@ def write_random_demo_weights(folder: Path, seed: int = 0) -> Path:
     """Both demo variants with random weights (fixed seed) next to a copy of the real codec."""
     import mlx.core as mx
 
-    from app.demo.model import CODEC_FILE, VARIANT_FILES, DemoModel, save_weights
+    from app.demo.model import CODEC_FILE, VARIANT_FILES, DemoModel
     from app.paths import DEMO_DIR
+    from lab.demo.export import save_weights
 
     folder.mkdir(parents=True, exist_ok=True)
     mx.random.seed(seed)

@@ -235,7 +235,8 @@ def test_a_grown_model_starts_as_the_shipped_one_and_its_added_blocks_learn() ->
 
 
 def test_growing_refuses_to_shrink_and_files_load_at_their_own_depth(tmp_path: Path) -> None:
-    from app.demo.model import grow_single_blocks, read_weights, save_weights
+    from app.demo.model import grow_single_blocks, read_weights
+    from lab.demo.export import save_weights
 
     deep = DemoModel(6)
     save_weights(deep, tmp_path / "deep.safetensors")
