@@ -2,8 +2,9 @@
 research code in ``lab`` or the test doubles in ``tests``, and ``lab`` never imports ``tests``; no
 import cycle runs between app modules or between app's layers; and every import in ``app`` is one
 that the "May import" table of docs/architecture.md allows. Imports count at any depth of a file
-(function bodies included) and a string naming a module counts too (``importlib.import_module``,
-a warm-up list), so none can hide."""
+(function bodies included), and so does a module named in a string in a file that imports by name
+(``importlib.import_module("app.x")``, a warm-up list it walks), so none can hide. A name only held
+as data, such as a family's adapter path (``app/families``), is loaded by the layer it names."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 # A string that is exactly a dotted name in one of the project's packages is a module reference.
 _MODULE_STRING = re.compile(r"(app|lab|tests)(\.[A-Za-z_]\w*)+")
+_IMPORTS_BY_NAME = {"import_module", "__import__"}
 
 
 def _module_name(file: Path) -> str:
@@ -33,6 +35,8 @@ def _imports(file: Path) -> set[str]:
 
 def _imports_in(source: str, package: str, filename: str = "<source>") -> set[str]:
     found: set[str] = set()
+    named: set[str] = set()  # module names in strings: imports where the file imports by name
+    imports_by_name = False
     for node in ast.walk(ast.parse(source, filename=filename)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -45,13 +49,17 @@ def _imports_in(source: str, package: str, filename: str = "<source>") -> set[st
             found.add(module)
             # ``from app.x import y`` may name the submodule app.x.y
             found.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            imports_by_name = imports_by_name or name in _IMPORTS_BY_NAME
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
             and _MODULE_STRING.fullmatch(node.value)
         ):
-            found.add(node.value)  # importlib.import_module("app.x"), a list of warm-up imports
-    return found
+            named.add(node.value)
+    return found | named if imports_by_name else found
 
 
 def _project_files(top: str) -> list[Path]:
@@ -193,6 +201,9 @@ def test_the_import_reader_sees_modules_named_in_strings() -> None:
     assert {"app.variants.weights", "app.engine.engine"} <= found
     assert "skimage.metrics" not in found  # outside the project: not a layer question
     assert "app engine" not in found
+    assert "app.x" in _imports_in("__import__('app.x')\n", "app")
+    # A name held as data where nothing is imported by name is loaded by another layer.
+    assert _imports_in("ADAPTER = 'app.adapters.flux1'\n", "app.families") == set()
     # the engine thread's warm-up list, in the real code
     assert "app.demo.pipeline" in _imports(ROOT / "app" / "ui" / "worker.py")
 

@@ -57,9 +57,10 @@ REAL_PROMPTS = (
 
 
 def default_prompts(variant_id: str) -> tuple[str, ...]:
-    from app.variants import Family, get_variant
+    from app.variants import get_variant
 
-    return DEMO_PROMPTS if get_variant(variant_id).family is Family.demo else REAL_PROMPTS
+    # the embedded demo draws only its own vocabulary
+    return DEMO_PROMPTS if get_variant(variant_id).embedded else REAL_PROMPTS
 
 
 def read_prompts(path: Path) -> tuple[str, ...]:

@@ -209,7 +209,11 @@ def load_pipeline(spec: WorkerSpec) -> Any:
     return default_loader(base, request, lambda event: None, threading.Event())
 
 
-RANDOM_WEIGHT_FAMILIES = "FLUX.1, FLUX.2, Z-Image and Qwen-Image"
+def random_weight_families() -> str:
+    """The families a random-weight shell exists for, in words: "FLUX.1, … and Qwen-Image"."""
+    from app.families import family_names
+
+    return family_names(lambda f: f.random_weights is not None, "and")
 
 
 def _random_weight_pipeline(spec: WorkerSpec, variant: Any) -> Any:
@@ -219,35 +223,18 @@ def _random_weight_pipeline(spec: WorkerSpec, variant: Any) -> Any:
     import mlx.core as mx
 
     from app.adapters import shells
-    from app.variants import Family
 
     dtype = {"float32": mx.float32, "bfloat16": mx.bfloat16, None: mx.float32}[spec.dtype]
-    full = spec.random_weights == "full"
-    if variant.family is Family.flux1:
-        blocks = shells.FLUX1_DEV if full else shells.FLUX1_TINY
-        return shells.flux1_shell(
-            variant.mflux_name or "dev",
-            joint_blocks=blocks.joint_blocks,
-            single_blocks=blocks.single_blocks,
-            prompts=[spec.prompt],
-            dtype=dtype,
+    if variant.family.random_weights is None:
+        raise ValueError(
+            f"random weights are available for {random_weight_families()} only, not {variant.id}"
         )
-    if variant.family is Family.flux2:
-        dims = shells.FLUX2_KLEIN_4B if full else shells.FLUX2_TINY
-        return shells.flux2_shell(
-            variant.mflux_name or "flux2-klein-4b", dims=dims, prompts=[spec.prompt], dtype=dtype
-        )
-    if variant.family is Family.z_image:
-        dims = shells.Z_IMAGE_FULL if full else shells.Z_IMAGE_TINY
-        return shells.z_image_shell(
-            variant.mflux_name or "z-image", dims=dims, prompts=[spec.prompt], dtype=dtype
-        )
-    if variant.family is Family.qwen_image:
-        return shells.qwen_shell(
-            dims=shells.QWEN_FULL if full else shells.QWEN_TINY, prompts=[spec.prompt], dtype=dtype
-        )
-    raise ValueError(
-        f"random weights are available for {RANDOM_WEIGHT_FAMILIES} only, not {variant.id}"
+    return shells.random_weight_shell(
+        variant.family,
+        variant.mflux_name,
+        full=spec.random_weights == "full",
+        prompts=[spec.prompt],
+        dtype=dtype,
     )
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.bench.worker import random_weight_families
 from app.cli.errors import UserError
 from app.cli.generate import add_gate_argument, add_lora_argument, lora_args, parse_size_arg
 from app.cli.model_path import add_model_path_argument, resolve_model_path
@@ -13,7 +14,6 @@ from app.variants.catalog import QUANTIZE_LEVELS
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 FORCED_THRESHOLD = 0.5
-RANDOM_WEIGHT_FAMILIES = ("flux1", "flux2", "z-image", "qwen-image")
 
 
 def forced_coefficients(skips_per_compute: int) -> tuple[float, ...]:
@@ -93,10 +93,8 @@ def _bench(args: argparse.Namespace) -> int:
     request = make_recipe_request(args, threshold)
     if args.random_weights and request.model_path is not None:
         raise UserError("--random-weights builds its own weights; leave out --model-path")
-    if args.random_weights and request.variant.family.value not in RANDOM_WEIGHT_FAMILIES:
-        raise UserError(
-            "--random-weights works for FLUX.1, FLUX.2, Z-Image and Qwen-Image variants only"
-        )
+    if args.random_weights and request.variant.family.random_weights is None:
+        raise UserError(f"--random-weights works for {random_weight_families()} variants only")
     if request.threshold <= 0:
         print(
             f"warning: threshold 0 for {request.variant_id} — the gated condition cannot skip "
@@ -206,8 +204,8 @@ def setup(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--random-weights",
         choices=("tiny", "full"),
-        help="time a weight-less mflux shell with random weights (FLUX.1, FLUX.2, Z-Image, "
-        "Qwen-Image): full = the real dimensions, tiny = CPU-sized",
+        help="time a weight-less mflux shell with random weights "
+        f"({random_weight_families()}): full = the real dimensions, tiny = CPU-sized",
     )
     p.add_argument(
         "--dtype",

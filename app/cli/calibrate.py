@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.cli.errors import UserError
 from app.cli.generate import parse_size_arg
-from app.variants.catalog import QUANTIZE_LEVELS
+from app.variants.catalog import QUANTIZE_LEVELS, Variant
 
 if TYPE_CHECKING:
     from app.bench.calibrate import CalibrateConfig
@@ -84,7 +84,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
-    _check_demo_prompts(base.family.value, prompts)
+    _check_demo_prompts(base, prompts)
     config = CalibrateConfig(
         variant=base.id,
         name=name,
@@ -190,8 +190,9 @@ def _write_magcache(
     return 0
 
 
-def _check_demo_prompts(family: str, prompts: tuple[str, ...]) -> None:
-    if family != "demo":
+def _check_demo_prompts(variant: Variant, prompts: tuple[str, ...]) -> None:
+    """The embedded demo draws only its own vocabulary: each prompt must parse."""
+    if not variant.embedded:
         return
     from app.demo.prompt import PromptError, parse_prompt
 

@@ -69,7 +69,7 @@ from app.gate import (
     make_gate,
     simulate_gate,
 )
-from app.variants import Family, Variant, check_schedule
+from app.variants import Variant, check_schedule
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +192,7 @@ class Engine:
         quiet_mflux_progress()
         self._loader = loader or default_loader
         self._pipelines: OrderedDict[PipelineKey, Any] = OrderedDict()
+        self._embedded: set[PipelineKey] = set()  # the demos' pipelines: tiny, they stay loaded
         self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
         self._clock = clock  # every step time and pass time is read from it (tests fake it)
@@ -231,6 +232,7 @@ class Engine:
 
     def close(self) -> None:
         self._pipelines.clear()
+        self._embedded.clear()
         self._vanilla.clear()
         self._warm.clear()
         mx.clear_cache()
@@ -365,7 +367,7 @@ class Engine:
             return self._pipelines[key]
         if not variant.embedded:
             # Real models are large: keep only one resident (the demos are tiny and stay).
-            for other in [k for k in self._pipelines if not str(k[0]).startswith("demo")]:
+            for other in [k for k in self._pipelines if k not in self._embedded]:
                 del self._pipelines[other]
                 self._warm = {w for w in self._warm if w[: len(other)] != other}
             self._vanilla.clear()
@@ -374,6 +376,8 @@ class Engine:
         started = time.perf_counter()
         pipeline = self._loader(variant, request, emit, cancel)
         self._pipelines[key] = pipeline
+        if variant.embedded:
+            self._embedded.add(key)
         emit(ModelReady(variant.id, time.perf_counter() - started))
         return pipeline
 
@@ -642,7 +646,7 @@ def pipeline_key(variant: Variant, request: GenerationRequest) -> PipelineKey:
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
-    if variant.family is Family.demo:
+    if variant.embedded:  # the demo: its weights ship with the app
         from app.demo.pipeline import load_demo_pipeline
 
         pipeline = load_demo_pipeline(

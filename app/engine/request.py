@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from app.families import family_names
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
@@ -33,7 +34,7 @@ DEFAULT_MIN_SSIM = 0.97
 # The worst 16 × 16 window's mean difference (0–1, largest RGB channel per pixel) that a target
 # run accepts by default. Basis: lab/target/results/local-diff-survey.json (demo, the 10 prompts
 # of its threshold sweep at thresholds 0.05–0.3, seed 42, plus the lost-circle case; 55
-# runs on AMD EPYC CPU): ordinary drift measured 0.004–0.165 in 47 of them; lost or reshaped
+# runs on AMD EPYC CPU): ordinary drift measured 0.004–0.162 in 47 of them; lost or reshaped
 # objects 0.39–0.83 (the lost circle 0.82–0.83 at thresholds 0.1–0.3, SSIM 0.906–0.938; two
 # striped squares 0.75 at SSIM 0.945 and 0.39 at 0.921). Two runs in between are not inspected:
 # 0.21 (SSIM 0.967) and 0.285 (SSIM 0.972). 0.25 sits in the gap: above all 47, below every loss.
@@ -186,10 +187,15 @@ def check_loras(
     ]
     if not given:
         return ()
-    if variant.embedded:
+    if not variant.family.supports_lora:
+        what = (
+            "is the built-in demo model, not an mflux model,"
+            if variant.embedded
+            else f"is a {variant.family.display_name} model, which mflux has no LoRA mapping for,"
+        )
         raise RequestError(
-            f"{variant.id} is the built-in demo model, not an mflux model, and takes no LoRA; "
-            "choose a FLUX.1, FLUX.2, Z-Image or Qwen-Image variant"
+            f"{variant.id} {what} and takes no LoRA; "
+            f"choose a {family_names(lambda f: f.supports_lora, 'or')} variant"
         )
     if len(given) > MAX_LORAS:
         raise RequestError(f"at most {MAX_LORAS} LoRA files at once, got {len(given)}")

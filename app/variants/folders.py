@@ -17,6 +17,7 @@ Data only: no MLX, no mflux at import.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import struct
 from dataclasses import dataclass, replace
@@ -24,10 +25,13 @@ from pathlib import Path
 
 from app import paths
 from app.errors import UserFacingError
+from app.families import FAMILIES, Family
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.variants.builtin import BUILTIN_VARIANTS
-from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
+from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
+
+log = logging.getLogger(__name__)
 
 SEPARATOR = "@"
 SCHEMA = 1
@@ -39,20 +43,6 @@ class ModelFolderError(UserFacingError):
 
 
 # -- what a folder holds ------------------------------------------------------------------------
-
-# A transformer's weight names tell the family apart, in mflux's own names (``mflux-save``) and in
-# the Hugging Face (diffusers) names alike: these prefixes are the same in both.
-_FAMILY_KEYS: tuple[tuple[Family, tuple[str, ...]], ...] = (
-    (Family.flux2, ("time_guidance_embed.", "double_stream_modulation_img.")),
-    (Family.flux1, ("time_text_embed.text_embedder.",)),
-    (Family.z_image, ("cap_embedder.", "all_x_embedder.")),
-    (Family.qwen_image, ("img_in.", "txt_in.")),
-)
-# FLUX.2 Klein sizes by their double-stream block count (mflux's ModelConfig: 4B has 5, 9B 8).
-_KLEIN_BY_LAYERS = {
-    5: ("flux2-klein-4b", "flux2-klein-base-4b"),
-    8: ("flux2-klein-9b", "flux2-klein-base-9b"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +98,17 @@ def _stored_quantize(metadata: dict[str, str]) -> int | None:
     return None
 
 
+def _family(keys: dict[str, list[int]]) -> Family | None:
+    """The family whose weight names these are (``Family.folders``), first in the registry's
+    order; None where no family's names are there."""
+    return next(
+        (f for f in FAMILIES.values() if f.folders is not None and f.folders.matches(keys)), None
+    )
+
+
 def _candidates(family: Family, keys: dict[str, list[int]]) -> tuple[str, ...]:
     members = tuple(v.id for v in BUILTIN_VARIANTS.values() if v.family is family)
-    if family is Family.flux1:
-        guided = any(k.startswith("time_text_embed.guidance_embedder.") for k in keys)
-        return tuple(v for v in members if (v != "flux1-schnell") == guided)
-    if family is Family.flux2:
-        blocks = {k.split(".")[1] for k in keys if k.startswith("transformer_blocks.")}
-        return _KLEIN_BY_LAYERS.get(len(blocks), members)
-    return members
+    return members if family.folders is None else family.folders.fits(members, keys)
 
 
 def inspect_folder(folder: str | Path) -> FolderInfo:
@@ -124,10 +116,7 @@ def inspect_folder(folder: str | Path) -> FolderInfo:
     root = Path(folder).expanduser()
     mflux_save = any(root.glob("*/0.safetensors"))
     keys, metadata = _transformer_keys(root)
-    family = next(
-        (fam for fam, prefixes in _FAMILY_KEYS if any(k.startswith(prefixes) for k in keys)),
-        None,
-    )
+    family = _family(keys)
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
     return FolderInfo(
         path=root,
@@ -202,13 +191,13 @@ def folders_file() -> Path:
     return paths.data_dir() / "model_folders.json"
 
 
-def model_folders() -> list[ModelFolder]:
-    """The remembered folders; an unreadable list reads as empty (it is rewritten on the next
-    add), entries whose base variant is gone are left out."""
+def _remembered() -> list[ModelFolder]:
+    """Every entry of the list as written, usable here or not; an unreadable list reads as empty
+    (it is rewritten on the next add)."""
     try:
         data = json.loads(folders_file().read_text(encoding="utf-8"))
         rows = data["folders"] if isinstance(data, dict) else []
-        folders = [
+        return [
             ModelFolder(
                 name=str(r["name"]),
                 path=str(r["path"]),
@@ -220,7 +209,29 @@ def model_folders() -> list[ModelFolder]:
         ]
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    return [f for f in folders if f.base_variant in BUILTIN_VARIANTS]
+
+
+_noted: set[ModelFolder] = set()  # stale entries already logged by this process
+
+
+def model_folders() -> list[ModelFolder]:
+    """The remembered folders this version can offer. An entry whose base variant it does not
+    know (renamed, removed, or from a newer version) is skipped with a note in the log, once per
+    process, and kept in the list, so a version that knows it offers it again."""
+    usable = []
+    for folder in _remembered():
+        if folder.base_variant in BUILTIN_VARIANTS:
+            usable.append(folder)
+        elif folder not in _noted:
+            _noted.add(folder)
+            log.warning(
+                "model folder %r (%s) is left out: it holds %r, which this version does not "
+                "know; the entry is kept",
+                folder.name,
+                folder.path,
+                folder.base_variant,
+            )
+    return usable
 
 
 def _save(folders: list[ModelFolder]) -> None:
@@ -265,7 +276,7 @@ def add_model_folder(folder: str | Path, base_variant: str | None = None) -> Mod
     if base is None or base.embedded:
         raise ModelFolderError(f"{base_variant!r} is not a model variant a folder can hold")
     info = check_folder(root, base)
-    existing = model_folders()
+    existing = _remembered()
     for f in existing:
         if Path(f.path) == root and f.base_variant == base_variant:
             return f
@@ -282,7 +293,7 @@ def add_model_folder(folder: str | Path, base_variant: str | None = None) -> Mod
 
 def remove_model_folder(variant_id: str) -> bool:
     """Forget a folder (its files stay where they are); False when it was not listed."""
-    existing = model_folders()
+    existing = _remembered()
     kept = [f for f in existing if f.variant_id != variant_id]
     if len(kept) == len(existing):
         return False
@@ -316,4 +327,3 @@ def user_folder_variant(variant_id: str) -> Variant | None:
 
 def is_folder_variant_id(variant_id: str) -> bool:
     return SEPARATOR in variant_id
-

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from app.fileio.jsonio import dumps_json
+from lab.readme_figures import Passage, count_word, fixed
 
 SCHEMA = 1
 FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "threshold": 0.5, "max_consecutive_skips": 1}
@@ -202,6 +203,106 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "skipped": sorted({r["skipped"] for r in runs}),
         "preview_shapes": sorted({tuple(s) for r in on for s in r["preview_shapes"]}),
     }
+
+
+RESULTS = Path(__file__).parent / "results"
+H200 = RESULTS / "previews-h200-flux2-1024.json"
+# The first design (each thumbnail waited for inside its step), measured at f039930 and
+# superseded in the file above by the queued design; kept byte for byte from that commit.
+H200_BLOCKING = RESULTS / "previews-h200-flux2-1024-blocking.json"
+DEMO_CPU = RESULTS / "previews-demo-cpu.json"
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def _signed(value: float) -> str:
+    return ("+" if value >= 0 else "\u2212") + fixed(abs(value), 1)
+
+
+def _listed(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
+def wall_differences_ms(report: dict[str, Any]) -> list[float]:
+    """Per repetition, previews on minus off: the loop's wall time per step (ms), in rep order."""
+    steps = report["spec"]["steps"]
+    by_rep: dict[int, dict[bool, float]] = {}
+    for r in report["runs"]:
+        by_rep.setdefault(r["rep"], {})[r["previews"]] = r["loop_wall_seconds"]
+    return [_ms(pair[True] - pair[False]) / steps for _, pair in sorted(by_rep.items())]
+
+
+def readme_figures() -> list[Passage]:
+    """The README's preview costs: the H200's (and the first design's) and the demo CPU's."""
+    h200, blocking, cpu = load(H200), load(H200_BLOCKING), load(DEMO_CPU)
+    summary, old = h200["summary"], blocking["summary"]
+    step = summary["median_computed_step_seconds_previews_off"]
+    pairs = wall_differences_ms(h200)
+    median_pair = statistics.median(pairs)
+    spread = [_ms(r["median_computed_step_seconds"]) for r in h200["runs"]]
+    source = "lab/bench/results/previews-h200-flux2-1024.json"
+    return [
+        Passage(
+            source,
+            "`lab/bench/results/previews-h200-flux2-1024.json`, {reps} repetitions, {steps} steps, "
+            "{skipped} skipped): a preview costs **{ms} ms per step, {share}% of a computed "
+            "step** ({step} ms).",
+            {
+                "reps": str(h200["reps"]),
+                "steps": str(h200["spec"]["steps"]),
+                "skipped": "/".join(str(n) for n in summary["skipped"]),
+                "ms": fixed(_ms(summary["median_preview_seconds"]), 2),
+                "share": fixed(summary["preview_fraction_of_computed_step"] * 100, 1),
+                "step": fixed(_ms(step), 1),
+            },
+        ),
+        Passage(
+            "lab/bench/results/previews-h200-flux2-1024-blocking.json",
+            "The first design waited for each thumbnail ({ms} ms, {share}%);",
+            {
+                "ms": fixed(_ms(old["median_preview_seconds"]), 2),
+                "share": fixed(old["preview_fraction_of_computed_step"] * 100, 2),
+            },
+        ),
+        Passage(
+            source,
+            "the computed step's median with previews on is {on} ms against {off} ms off (cold "
+            "processes, within their {low}–{high} ms spread), and the loop's wall time per step "
+            "differs by {pairs} ms in the {count} on/off pairs (median {median} ms, {share}% of a "
+            "computed step)",
+            {
+                "on": fixed(_ms(summary["median_computed_step_seconds_previews_on"]), 1),
+                "off": fixed(_ms(step), 1),
+                "low": fixed(min(spread), 1),
+                "high": fixed(max(spread), 1),
+                "pairs": _listed([_signed(p) for p in pairs]),
+                "count": count_word(len(pairs)),
+                "median": _signed(median_pair),
+                "share": fixed(median_pair / _ms(step) * 100, 1),
+            },
+        ),
+        Passage(
+            "lab/bench/results/previews-demo-cpu.json",
+            "({cpu}, {cores} cores, shared; `lab/bench/results/previews-demo-cpu.json`, median of "
+            "{reps}, {skipped} of {steps} steps skipped): {ms} ms per step, {share}% of a computed "
+            "step;",
+            {
+                "cpu": cpu["hardware"]["cpu"],
+                "cores": str(cpu["hardware"]["cores"]),
+                "reps": str(cpu["reps"]),
+                "skipped": "/".join(str(n) for n in cpu["summary"]["skipped"]),
+                "steps": str(cpu["spec"]["steps"]),
+                "ms": fixed(_ms(cpu["summary"]["median_preview_seconds"]), 1),
+                "share": fixed(cpu["summary"]["preview_fraction_of_computed_step"] * 100, 1),
+            },
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

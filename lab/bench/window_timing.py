@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from app.fileio.jsonio import dumps_json
+from lab.readme_figures import Block, Passage, fixed
 
 RESULT_PREFIX = "::WINDOW_TIMING::"
 # The request: the window's first-run defaults for the demo (its prompt, seed 42, the variant's
@@ -47,6 +48,10 @@ VARIANT = "demo"
 SEED = 42
 RATIO_BAND = (0.85, 1.15)
 STEP_RATIO_LIMIT = 1.15
+RESULTS = Path(__file__).parent / "results"
+# The README's table and its first reading; then the re-check with live previews on.
+TABLE_RUN = RESULTS / "window-timing-linux-2core.json"
+PREVIEWS_RUN = RESULTS / "window-timing-linux-2core-previews.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,6 +360,165 @@ def summarise(
         "cli_runs": cli_runs,
         "bench": {k: bench[k] for k in ("command", "recipe", "conditions", "speedup", "runs")},
     }
+
+
+# -- the README's figures -------------------------------------------------------------------------
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(path: Path) -> str:
+    return f"lab/bench/results/{path.name}"
+
+
+def _range(values: list[float], digits: int = 1) -> str:
+    return f"{fixed(min(values), digits)}–{fixed(max(values), digits)}"
+
+
+def readme_table(report: dict[str, Any]) -> str:
+    """The README's table: the window's median (and range) beside `generate`'s and the bench's."""
+    runs = report["runs"]
+    labels = {r["window_label"].split(" ", 1)[-1] for r in runs}
+    labelled = f', every run labelled "{labels.pop()}"' if len(labels) == 1 else ""
+    gated = [r["window_gated_step_ms"] for r in runs]
+    vanilla = [r["window_vanilla_step_ms"] for r in runs]
+    speedups = [r["window_speedup"] for r in runs]
+    return "\n".join(
+        [
+            f"| | window (median of {len(runs)}, range) | `generate` (median of "
+            f"{len(report['cli_runs'])}) | bench |",
+            "|---|---|---|---|",
+            f"| gated computed step | {fixed(report['window_gated_step_ms_median'], 1)} ms "
+            f"({_range(gated)}) | {fixed(report['cli_gated_step_ms'], 1)} ms | "
+            f"{fixed(report['bench_gated_step_ms'], 1)} ms |",
+            f"| vanilla step | {fixed(report['window_vanilla_step_ms_median'], 1)} ms "
+            f"({_range(vanilla)}) | {fixed(report['cli_vanilla_step_ms'], 1)} ms | "
+            f"{fixed(report['bench_vanilla_step_ms'], 1)} ms (untouched mflux) |",
+            f"| speedup | {fixed(report['window_speedup_median'], 2)}× ({_range(speedups, 2)})"
+            f"{labelled} | {fixed(report['cli_speedup_median'], 2)}× | "
+            f"{fixed(report['bench_speedup'], 2)}× "
+            f"(ideal {fixed(report['bench_ideal_speedup'], 2)}×) |",
+        ]
+    )
+
+
+def _runs_listed(numbers: list[int]) -> str:
+    words = [str(n) for n in numbers]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def readme_figures() -> list[Block | Passage]:
+    table, previews = load(TABLE_RUN), load(PREVIEWS_RUN)
+    runs = table["runs"]
+    request = table["request"]
+    hardware = table["hardware"]
+    low, high = RATIO_BAND
+    missed = [r["run"] for r in runs if not low <= r["speedup_ratio"] <= high]
+    worst_gated = max(runs, key=lambda r: r["gated_step_ratio"])
+    slow_vanilla = [r["vanilla_step_ratio"] for r in runs if r["vanilla_step_ratio"] > 1.05]
+    slow_gated = [r for r in runs if r["gated_step_ratio"] > 1.05]
+    width, height = request["size"]
+    p_runs = previews["runs"]
+    loads = [x for x in previews["bench_host_load_average"] if x is not None]
+    return [
+        Block("window-timing-table", _source(TABLE_RUN), readme_table(table)),
+        Passage(
+            _source(TABLE_RUN),
+            "(`uv run python -m lab.bench.window_timing --runs {runs} --bench-reps {reps} --out "
+            "lab/bench/results/window-timing-linux-2core.json`: the real window offscreen with "
+            "the real demo engine in {runs} fresh processes,",
+            {"runs": str(len(runs)), "reps": str(table["bench"]["recipe"]["reps"])},
+        ),
+        Passage(
+            _source(TABLE_RUN),
+            "demo, {steps} steps, threshold {threshold}, guidance {guidance}, {width}×{height}, "
+            "seed {seed}; {skipped} of {steps} steps skipped in every run; {cpu}, {cores} cores, "
+            "MLX CPU with OpenBLAS):",
+            {
+                "steps": str(request["steps"]),
+                "threshold": f"{request['threshold']:g}",
+                "guidance": f"{request['guidance']:g}",
+                "width": str(width),
+                "height": str(height),
+                "seed": str(request["seed"]),
+                "skipped": str(table["skipped"]),
+                "cpu": hardware["cpu"],
+                "cores": str(hardware["cores"]),
+            },
+        ),
+        Passage(
+            _source(TABLE_RUN),
+            "the window's median gated step is {gated}× the command line's and its median "
+            "vanilla step {vanilla}× (target ≤ {limit}×), but single runs reach {worst}× (gated, "
+            "run {worst_run}) and {worst_vanilla}× (vanilla); the speedup's ratio to the bench is "
+            "{ratios} per run (target {low}–{high}), missed by runs {missed}. The bench itself "
+            "read {bench}× this hour, above the {ideal}× that skipping {skipped} of {steps} steps "
+            "can give at most:",
+            {
+                "gated": fixed(
+                    table["window_gated_step_ms_median"] / table["cli_gated_step_ms"], 2
+                ),
+                "vanilla": fixed(
+                    table["window_vanilla_step_ms_median"] / table["cli_vanilla_step_ms"], 2
+                ),
+                "limit": fixed(STEP_RATIO_LIMIT, 2),
+                "worst": fixed(worst_gated["gated_step_ratio"], 2),
+                "worst_run": str(worst_gated["run"]),
+                "worst_vanilla": fixed(max(r["vanilla_step_ratio"] for r in runs), 2),
+                "ratios": _range([r["speedup_ratio"] for r in runs], 2),
+                "low": fixed(low, 2),
+                "high": fixed(high, 2),
+                "missed": _runs_listed(missed) if missed else "none",
+                "bench": fixed(table["bench_speedup"], 2),
+                "ideal": fixed(table["bench_ideal_speedup"], 2),
+                "skipped": str(table["skipped"]),
+                "steps": str(table["steps"]),
+            },
+        ),
+        Passage(
+            _source(TABLE_RUN),
+            "its vanilla pass is more than 5% slower than `generate`'s in {slow} of {runs} runs "
+            "(by up to {most}%), its gated pass in {slow_gated} of {runs}.",
+            {
+                "slow": str(len(slow_vanilla)),
+                "runs": str(len(runs)),
+                "most": fixed((max(slow_vanilla, default=1.0) - 1) * 100, 0),
+                "slow_gated": str(len(slow_gated)),
+            },
+        ),
+        Passage(
+            _source(PREVIEWS_RUN),
+            "`uv run python -m lab.bench.window_timing --runs {runs} --bench-reps {reps} --out "
+            "lab/bench/results/window-timing-linux-2core-previews.json` (same request, {skipped} "
+            "of {steps} skipped in every run, {cpu}, {cores} cores, host load {load_low}–"
+            "{load_high}): window speedup median {window}×, `generate` {cli}×, bench {bench}× "
+            "(ideal {ideal}×); window gated step {gated} ms against `generate`'s {cli_gated} ms "
+            "({ratio}×), vanilla {vanilla} against {cli_vanilla} ms.",
+            {
+                "runs": str(len(p_runs)),
+                "reps": str(previews["bench"]["recipe"]["reps"]),
+                "skipped": str(previews["skipped"]),
+                "steps": str(previews["steps"]),
+                "cpu": previews["hardware"]["cpu"],
+                "cores": str(previews["hardware"]["cores"]),
+                "load_low": fixed(min(loads), 1),
+                "load_high": fixed(max(loads), 1),
+                "window": fixed(previews["window_speedup_median"], 2),
+                "cli": fixed(previews["cli_speedup_median"], 2),
+                "bench": fixed(previews["bench_speedup"], 2),
+                "ideal": fixed(previews["bench_ideal_speedup"], 2),
+                "gated": fixed(previews["window_gated_step_ms_median"], 1),
+                "cli_gated": fixed(previews["cli_gated_step_ms"], 1),
+                "ratio": fixed(
+                    previews["window_gated_step_ms_median"] / previews["cli_gated_step_ms"], 2
+                ),
+                "vanilla": fixed(previews["window_vanilla_step_ms_median"], 1),
+                "cli_vanilla": fixed(previews["cli_vanilla_step_ms"], 1),
+            },
+        ),
+    ]
 
 
 # -- helpers --

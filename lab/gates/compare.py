@@ -32,6 +32,7 @@ from typing import Any
 
 from lab.demo.reports import write_json
 from lab.demo.scenes import caption, scene_from_seed
+from lab.readme_figures import Block, Passage, count_word, fixed
 
 COMPARE_SEED_BASE = 820_000  # scenes used by neither calibration
 GENERATION_SEED = 42
@@ -42,6 +43,14 @@ SPEED_THRESHOLDS = {"teacache": (0.1, 0.2), "magcache": (0.01, 0.05)}
 # The reference's FLUX.1-dev recipe on the demo's own table (a user calibration in a scratch home).
 FLUX_RECIPE = {"retention_ratio": 0.1, "max_consecutive_skips": 5}
 RESULTS = Path(__file__).parent / "results"
+DOCUMENT = RESULTS / "compare-demo.json"
+CALIBRATION = RESULTS / "demo.magcache-calibration.json"
+# The rows the README's table shows (every threshold is in the JSON and the plot).
+README_ROWS = (
+    ("teacache", (0.06, 0.1, 0.2)),
+    ("magcache", (0.005, 0.02, 0.1, 0.3)),
+)
+GATE_NAMES = {"teacache": "TeaCache", "magcache": "MagCache"}
 
 
 def prompts(n: int) -> list[str]:
@@ -264,6 +273,128 @@ def plot(document: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def load(path: Path = DOCUMENT) -> dict[str, Any]:
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _defaults() -> dict[str, float]:
+    from app.variants import get_variant
+
+    demo = get_variant("demo")
+    assert demo.default_threshold is not None
+    return {"teacache": demo.default_threshold, "magcache": demo.magcache_params().threshold}
+
+
+def _at(document: dict[str, Any], line: str, threshold: float) -> dict[str, Any]:
+    return next(r for r in document["summary"][line] if r["threshold"] == threshold)
+
+
+def _skips(mean: float) -> str:
+    return fixed(mean, 1).removesuffix(".0")
+
+
+def readme_table(document: dict[str, Any]) -> str:
+    """The README's table: the chosen rows of each gate's summary."""
+    defaults = _defaults()
+    rows = [
+        f"| Gate, threshold | Skipped of {document['steps']} (mean) | SSIM mean | SSIM worst "
+        "| Ideal speed-up |",
+        "|---|---|---|---|---|",
+    ]
+    for line, thresholds in README_ROWS:
+        for threshold in thresholds:
+            r = _at(document, line, threshold)
+            default = " (default)" if threshold == defaults[line] else ""
+            rows.append(
+                f"| {GATE_NAMES[line]} {threshold:g}{default} | {_skips(r['mean_skipped'])} "
+                f"| {fixed(r['mean_ssim'], 3)} | {fixed(r['min_ssim'], 3)} "
+                f"| {fixed(r['mean_ideal_speedup'], 2)}× |"
+            )
+    return "\n".join(rows)
+
+
+def readme_figures(
+    document: dict[str, Any] | None = None, calibration: dict[str, Any] | None = None
+) -> list[Block | Passage]:
+    """The table and the figures the README's prose quotes from the comparison."""
+    document = load() if document is None else document
+    calibration = load(CALIBRATION) if calibration is None else calibration
+    source = "lab/gates/results/compare-demo.json"
+    defaults = _defaults()
+    tea, mag = (
+        _at(document, "teacache", defaults["teacache"]),
+        _at(document, "magcache", defaults["magcache"]),
+    )
+    cliff = max(r["threshold"] for r in document["summary"]["magcache"])
+    flux = _at(document, "magcache-flux-recipe", defaults["magcache"])
+    recipe = document["recipes"]["magcache-flux-recipe"]
+    host = document["host"]
+    provenance = calibration["magcache"]["provenance"]
+    return [
+        Block("gate-compare-table", source, readme_table(document)),
+        Passage(
+            source,
+            "(`uv run python -m lab.gates.compare`, {prompts} prompts neither gate was calibrated "
+            "on, same seed; quality from resumed passes, bit-exact with real ones; "
+            "`lab/gates/results/compare-demo.json` and `.png`; {cpu}, {cores} cores, shared; "
+            "{minutes} minutes of CPU time):",
+            {
+                "prompts": str(len(document["prompts"])),
+                "cpu": host["cpu"],
+                "cores": str(host["cores"]),
+                "minutes": fixed(document["cpu_seconds"] / 60, 0),
+            },
+        ),
+        Passage(
+            source,
+            "At {skips} skipped steps TeaCache keeps SSIM {tea} (worst {tea_worst}), MagCache "
+            "{mag} (worst {mag_worst}).",
+            {
+                "skips": _skips(mag["mean_skipped"]),
+                "tea": fixed(tea["mean_ssim"], 3),
+                "tea_worst": fixed(tea["min_ssim"], 3),
+                "mag": fixed(mag["mean_ssim"], 3),
+                "mag_worst": fixed(mag["min_ssim"], 3),
+            },
+        ),
+        Passage(
+            source,
+            "quality falls off a cliff ({cliff} at {threshold}).",
+            {
+                "cliff": fixed(_at(document, "magcache", cliff)["mean_ssim"], 2),
+                "threshold": f"{cliff:g}",
+            },
+        ),
+        Passage(
+            source,
+            "The reference's FLUX.1-dev recipe (K {k}, retention {retention}) on the demo's table "
+            "skips more but keeps less ({skips} skips, SSIM {ssim}, worst {worst}).",
+            {
+                "k": str(recipe["max_consecutive_skips"]),
+                "retention": f"{recipe['retention_ratio']:g}",
+                "skips": _skips(flux["mean_skipped"]),
+                "ssim": fixed(flux["mean_ssim"], 3),
+                "worst": fixed(flux["min_ssim"], 3),
+            },
+        ),
+        Passage(
+            "lab/gates/results/demo.magcache-calibration.json",
+            "(largest spread across the {prompts} calibration prompts: {spread})",
+            {
+                "prompts": str(len(calibration["per_prompt_ratios"])),
+                "spread": fixed(provenance["fit_value"], 3),
+            },
+        ),
+        Passage(
+            source,
+            "(the right-hand plot has {timed} prompts timed per gate,",
+            {"timed": count_word(len({r["prompt"] for r in document["speed"]["teacache"]}))},
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

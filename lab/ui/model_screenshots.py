@@ -32,6 +32,7 @@ def tiny_klein_folder(root: Path) -> Path:
         shell = shells.flux2_shell(
             "flux2-klein-4b", dims=shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
         )
+
     def quantizable(_path: str, module: nn.Module) -> bool:
         weight = getattr(module, "weight", None)
         return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % 64 == 0

@@ -18,6 +18,7 @@ from app.engine.target import candidates
 from app.gate import simulate
 from app.gate.simulator import pattern
 from app.variants import get_variant
+from lab.target import readme_examples
 
 # The issue's case: at threshold 0.1 the demo loses one red circle (measured 2026-12-01 on this
 # build: SSIM 0.938, worst-window difference 0.83, 10 of 28 steps skipped).
@@ -36,6 +37,21 @@ def _run(engine: Engine, request: GenerationRequest, cancel_after: int | None = 
 
     engine.run(1, request, emit, cancel)
     return events
+
+
+def _is_the_readme_example(search: Any, gate: str) -> None:
+    """The README's example of this search (``lab.target.readme_examples``, the same request
+    through the CLI) is this search: the same passes, thresholds and patterns, and the measured
+    figures equal at the 4 decimals the README prints (drift there shows in the README)."""
+    tried = readme_examples.load(gate)["report"]["target_search"]
+    assert [(p.threshold, p.skipped, p.pattern, p.met) for p in search.probes] == [
+        (t["threshold"], t["skipped"], t["pattern"], t["met"]) for t in tried
+    ]
+    shown = 5e-5  # half a unit of the README's last decimal
+    assert [p.ssim for p in search.probes] == pytest.approx([t["ssim"] for t in tried], abs=shown)
+    assert [p.local_diff for p in search.probes] == pytest.approx(
+        [t["local_diff"] for t in tried], abs=shown
+    )
 
 
 def _report(events: list[Any]) -> RunReport:
@@ -110,6 +126,7 @@ def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: En
     assert json["target_ssim"] == 0.97 and json["threshold"] == search.chosen_threshold
     assert len(json["target_search"]) == len(probes)  # type: ignore[arg-type]
     assert sum(p["chosen"] for p in json["target_search"]) >= 1  # type: ignore[union-attr]
+    _is_the_readme_example(search, "teacache")
 
 
 def test_a_target_nothing_meets_keeps_threshold_zero_and_says_which_came_closest(
@@ -194,3 +211,4 @@ def test_a_magcache_target_search_meets_the_target_with_skips(engine: Engine) ->
     assert report.gated.skipped > 0  # engagement
     assert report.ssim is not None and report.ssim >= target.min_ssim
     assert all(p.skipped <= report.gated.skipped for p in search.probes if p.met)
+    _is_the_readme_example(search, "magcache")

@@ -109,7 +109,9 @@ def klein(thresh: float) -> GateParams:
 
 def test_below_range_delta_is_priced_at_the_range_floor() -> None:
     floor_price = poly_eval(KLEIN_BASE, KLEIN_BASE_RANGE[0])
-    assert floor_price == pytest.approx(0.144226, abs=1e-6)
+    # poly_eval at the range floor 0.028261 is 0.1442259266…: written to 6 decimals, so half a
+    # unit of the last one (mlx-teacache's calibration notes print it as 0.144).
+    assert floor_price == pytest.approx(0.144226, abs=5e-7)
     assert predict_change(klein(0.1), 0.0035) == (floor_price, False)
     # Unclamped the polynomial would price 0.0035 at about 0.027 and skip at 0.10.
     assert poly_eval(KLEIN_BASE, 0.0035) < 0.1

@@ -9,7 +9,7 @@ import math
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from app.gate import Decision, GateConfigError, MagCacheGate, make_gate, simulate_gate
@@ -132,8 +132,8 @@ def test_rule_matches_the_reference_forward(
 ) -> None:
     protected = (len(table) // 2,) if protect else ()
     params = MagCacheParams(tuple(table), threshold, retention, k, protected)
-    if params.first_eligible(steps) < 1:
-        return  # the reference would read an unset residual at step 0 (the app computes there)
+    # The reference would read an unset residual at step 0 (the app computes there).
+    assume(params.first_eligible(steps) >= 1)
     reference = ReferenceForward(table, threshold, k, retention, steps, protected)
     expected = [reference.step() for _ in range(steps)]
     verdicts = simulate_magcache(params, steps)

@@ -13,9 +13,11 @@ from app.engine.batch import run_comparison
 from app.engine.comparison import ComparisonResult, ThresholdComparison
 from app.engine.request import make_request
 from app.storage.comparisons import (
+    ComparisonRow,
     image_name,
     is_comparison,
     load_comparison,
+    same_skips,
     save_comparison,
 )
 from app.storage.history import HistoryStore, RunRecord, export_entry
@@ -114,3 +116,23 @@ def test_a_failed_write_leaves_no_entry(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(OSError):
         save_comparison(store, _result(), hardware="")
     assert list(tmp_path.iterdir()) == []
+
+
+def _row(threshold: float, pattern: str) -> ComparisonRow:
+    skips = pattern.count("S")
+    return ComparisonRow(
+        threshold, None, skips, len(pattern), None, None, None, None, "", pattern=pattern
+    )
+
+
+def test_same_skips_names_the_first_earlier_row_with_the_same_pattern() -> None:
+    rows = [
+        _row(0.05, "FCCF"),
+        _row(0.1, "FSCF"),
+        _row(0.15, "FCCF"),
+        _row(0.2, "FSCF"),
+        _row(0.25, "FCCF"),
+        _row(0.3, ""),  # not run: no pattern, never a twin
+    ]
+    assert same_skips(rows) == {2: 0, 3: 1, 4: 0}
+    assert same_skips(rows[:2]) == {}

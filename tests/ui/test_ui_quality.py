@@ -83,3 +83,42 @@ def test_real_search_is_listed_and_sets_the_slider(qtbot: QtBot, real_window: Ma
     assert best.ssim is not None and best.ssim >= 0.97
     assert window.run.local_diff is not None
     assert model.note and "Searching" not in model.note
+
+
+def test_only_the_chosen_threshold_is_marked_where_several_met_the_target(qtbot: QtBot) -> None:
+    """The README's TeaCache search (its committed record): four thresholds meet the target and
+    one is chosen. Only that row carries ✓ and bold; the others that met carry no mark, the one
+    that missed carries ✗ — as the rows arrive and once the run ends."""
+    import numpy as np
+
+    from app.engine.events import RunFinished
+    from app.engine.report import PassResult, RunReport, TargetProbe, TargetSearch
+    from app.engine.request import make_request
+    from app.ui.quality import QualityModel, QualityPanel
+    from lab.target import readme_examples
+
+    record = readme_examples.load("teacache")["report"]
+    probes = tuple(
+        TargetProbe(t["threshold"], t["skipped"], t["pattern"], t["ssim"], t["local_diff"],
+                    t["met"], t["predicted_skipped"])
+        for t in record["target_search"]
+    )  # fmt: skip
+    chosen = record["threshold"]
+    assert sum(p.met for p in probes) >= 2 and any(not p.met for p in probes)  # the scenario
+    model = QualityModel()
+    panel = QualityPanel(model)
+    qtbot.addWidget(panel)
+    model.begin(7)
+    for index, probe in enumerate(probes):
+        model.handle_event(TargetProbed(7, probe, index, 8))
+        assert not any(row[0].startswith("✓") for row in panel.rows())  # nothing chosen yet
+    request = make_request("demo", record["prompt"], seed=record["seed"], threshold=chosen)
+    search = TargetSearch(QualityTarget(0.97), probes, chosen, True, record["target_note"])
+    gated = PassResult(np.zeros((8, 8, 3), np.uint8), (), 1.0)
+    model.handle_event(RunFinished(7, RunReport(request, gated, target_search=search)))
+
+    marks = [row[0].split(" ")[0] if " " in row[0] else "" for row in panel.rows()]
+    expected = ["✓" if p.threshold == chosen else ("" if p.met else "✗") for p in probes]
+    assert marks == expected and marks.count("✓") == 1
+    bold = [panel.tried.topLevelItem(i).font(0).bold() for i in range(len(probes))]  # type: ignore[union-attr]
+    assert bold == [p.threshold == chosen for p in probes]

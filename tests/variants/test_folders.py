@@ -13,6 +13,7 @@ import pytest
 from app.adapters import common, shells
 from app.engine.request import RequestError, make_request
 from app.variants import all_variants, get_variant, weights
+from app.variants.catalog import UnknownVariantError
 from app.variants.folders import (
     ModelFolderError,
     add_model_folder,
@@ -143,9 +144,7 @@ def test_a_request_for_a_folder_carries_its_path_and_stored_quantization(
     base = make_request("flux2-klein-4b", "a cat", size=(128, 128), quantize=4)
     assert request.vanilla_key() != base.vanilla_key()
     # The same folder given as a path (the command line's --model-path) is the same run.
-    by_path = make_request(
-        "flux2-klein-4b", "a cat", size=(128, 128), model_path=saved["klein-q4"]
-    )
+    by_path = make_request("flux2-klein-4b", "a cat", size=(128, 128), model_path=saved["klein-q4"])
     assert by_path.quantize == 4 and by_path.model_path == request.model_path
     with pytest.raises(RequestError, match="holds 4-bit weights"):
         make_request(entry.variant_id, "a cat", size=(128, 128), quantize=8)
@@ -161,3 +160,36 @@ def test_an_unreadable_list_reads_as_empty_and_is_rewritten(saved: dict[str, Pat
     assert model_folders() == []
     add_model_folder(saved["qwen"])
     assert [f.name for f in model_folders()] == ["qwen"]
+
+
+def test_a_folder_whose_base_variant_is_gone_is_skipped_with_a_note_and_kept(
+    saved: dict[str, Path], caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A remembered entry whose base this version does not know (renamed, removed, or written by
+    a newer version): listing variants skips it with one note instead of a KeyError, and adding
+    or removing another folder keeps it in the list."""
+    from app.cli.main import main
+
+    qwen = add_model_folder(saved["qwen"])
+    stored = json.loads(folders_file().read_text(encoding="utf-8"))
+    gone = {**stored["folders"][0], "name": "old", "base_variant": "flux9-gone"}
+    stored["folders"].insert(0, gone)
+    folders_file().write_text(json.dumps(stored), encoding="utf-8")
+
+    with caplog.at_level("WARNING", logger="app.variants.folders"):
+        assert [f.variant_id for f in model_folders()] == [qwen.variant_id]
+        listed = all_variants()
+        assert main(["variants"]) == 0
+    assert qwen.variant_id in listed and "flux9-gone@old" not in listed
+    assert "flux9-gone@old" not in capsys.readouterr().out
+    notes = [r.getMessage() for r in caplog.records if "flux9-gone" in r.getMessage()]
+    assert len(notes) == 1 and notes[0].startswith("model folder 'old' (")  # once, not per call
+    assert "left out" in notes[0] and "the entry is kept" in notes[0]
+    with pytest.raises(UnknownVariantError):
+        get_variant("flux9-gone@old")
+
+    # Nothing the user made is lost: the entry survives a remove and an add of others.
+    assert remove_model_folder(qwen.variant_id)
+    add_model_folder(saved["klein-q4"], "flux2-klein-4b")
+    names = [f["name"] for f in json.loads(folders_file().read_text(encoding="utf-8"))["folders"]]
+    assert names == ["old", "klein-q4"]
