@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from app.bench.worker import random_weight_families
+from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import add_gate_argument, add_lora_argument, lora_args, parse_size_arg
 from app.cli.model_path import add_model_path_argument, resolve_model_path
@@ -113,17 +114,7 @@ def _bench(args: argparse.Namespace) -> int:
     if label is None and args.random_weights:
         label = "Timing only: random weights"
     config = BenchConfig(
-        variant=request.variant_id,
-        prompt=request.prompt,
-        seed=request.seed,
-        steps=request.steps,
-        width=request.width,
-        height=request.height,
-        threshold=request.threshold,
-        guidance=request.guidance,
-        quantize=request.quantize,
-        loras=tuple((lora.path, lora.scale) for lora in request.loras),
-        model_path=request.model_path,
+        request,
         reps=args.reps,
         warmup=args.warmup,
         warmup_steps=args.warmup_steps,
@@ -132,7 +123,6 @@ def _bench(args: argparse.Namespace) -> int:
         random_weights=args.random_weights,
         dtype=args.dtype,
         label=label,
-        gate=request.gate,
     )
     out = Path(args.out or f"bench-{request.variant_id}.json")
     if out.suffix != ".json":
@@ -158,19 +148,9 @@ def _bench(args: argparse.Namespace) -> int:
         ) from None
     except KeyboardInterrupt:
         kept = len(list(chunks_dir(out).glob("rep*.json")))
-        print(
-            f"teacache-studio: interrupted; {kept} finished run(s) kept in {chunks_dir(out)} — "
-            "rerun the same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return interrupted(f"{kept} finished run(s)", chunks_dir(out))
     if outcome.report is None:
-        print(
-            f"stopped after {outcome.done} of {outcome.total} runs (kept in {outcome.chunks}); "
-            "rerun the same command to resume",
-            file=sys.stderr,
-        )
-        return 0
+        return stopped_early(outcome.done, outcome.total, "runs", outcome.chunks)
     print(out.with_suffix(".md").read_text(encoding="utf-8"))
     print(f"wrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
     return 0
