@@ -8,7 +8,6 @@ from typing import Literal, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
-from app.engine.loader import physical_memory_bytes
 from app.engine.request import (
     GUIDANCE_RANGE,
     MAX_STEPS,
@@ -16,6 +15,7 @@ from app.engine.request import (
     LoraSpec,
     make_request,
 )
+from app.hardware import physical_memory_bytes
 from app.storage.settings import Settings
 from app.ui.defaults import (
     DEFAULT_PROMPT,
