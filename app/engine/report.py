@@ -239,6 +239,7 @@ class RunReport:
                     "vanilla_wall_seconds": v.wall_seconds,
                     "vanilla_pattern": v.pattern,
                     "vanilla_trace": v.trace,
+                    "vanilla_step_seconds": [s.seconds for s in v.steps],
                     "vanilla_mag_ratios": [s.mag_ratio for s in v.steps],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,

@@ -99,3 +99,13 @@ def test_the_speed_panel_is_measured_as_the_bench_measures() -> None:
     for gate, summary in measured["speed_summary"].items():
         for row in summary:
             assert row["prompts"] == 2 and row["median_over_ideal"] < 1, gate
+
+
+def test_a_speed_row_above_its_ideal_is_reported_not_kept() -> None:
+    rows = [
+        {"prompt": 0, "threshold": 0.1, "speedup": 1.55, "ideal_speedup": 28 / 18},
+        {"prompt": 1, "threshold": 0.2, "speedup": 4.28, "ideal_speedup": 28 / 11},
+    ]
+    assert compare.above_ideal({"speed": {"teacache": rows}}) == [
+        "teacache 0.2, prompt 1: 4.28× against an ideal of 2.55×"
+    ]
