@@ -15,7 +15,7 @@ from datetime import datetime
 import numpy as np
 
 from app.engine.request import GenerationRequest, QualityTarget
-from app.engine.timing import Speedup, SpeedupKind, measure_speedup
+from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.gate import Decision, StepEvent
 from app.metrics import LocalDifference
 
@@ -378,7 +378,8 @@ def speedup_label(
     if figure.kind is SpeedupKind.bounded:
         parts.append(
             f"the measured {figure.measured:.2f}× was above the ideal {figure.ideal:.2f}× "
-            f"by more than its ±{_percent(figure.spread)} spread (the load changed during the run)"
+            f"by more than its ±{_percent(min(figure.spread, MAX_TOLERANCE))} spread (the load "
+            "changed during the run)"
         )
     else:
         steps_at += f" (±{_percent(figure.spread)})"

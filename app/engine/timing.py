@@ -14,8 +14,9 @@ reports. Qt-free, MLX-free.
   - both passes timed in this run: the plain ratio of their loop times, *measured*, as long as it
     is at most the ideal × (1 + spread), where the spread is the half interquartile range of the
     paired step-time ratios (gated / vanilla, over the steps the gated pass really computed)
-    relative to their median. Above that the load changed between or during the passes: the figure
-    is re-timed instead (below) and the label says why.
+    relative to their median, and never more than ``MAX_TOLERANCE`` (5%). Above that the load
+    changed between or during the passes: the figure is re-timed instead (below) and the label
+    says why.
   - a cached vanilla (timed earlier, under whatever else the machine did then): re-timed. Every
     vanilla step, and every gated step replayed from the vanilla trajectory, is counted at this
     pass's mean computed-step time; the gated steps that ran count as measured. The figure is then
@@ -36,6 +37,11 @@ from app.gate import Decision, GateParams, StepEvent
 WARMUP_STEPS = 3
 # Float headroom for "at most the ideal": a ratio computed two ways may differ in the last bits.
 _ROUNDING = 1e-9
+# A measured figure may sit above the ideal by its step ratios' spread, and never by more than
+# this, however wide that spread (the bound tests/test_committed_speedups.py holds results to):
+# under heavy load the paired step ratios spread ±40% (a 2-core host at load 12, measured), and a
+# figure 40% above what skipping can deliver is load, not measurement.
+MAX_TOLERANCE = 0.05
 
 
 def warmup_params() -> GateParams:
@@ -119,7 +125,7 @@ def measure_speedup(
     if not vanilla_cached:
         ratios = paired_ratios(vanilla_steps, gated_steps, first=replayed)
         spread = relative_spread(ratios)
-        if measured <= ideal * (1 + spread) + _ROUNDING:
+        if measured <= ideal * (1 + min(spread, MAX_TOLERANCE)) + _ROUNDING:
             return replace(plain, spread=spread)
         retimed = retime(gated_steps, replayed=replayed)
         if retimed is None:
