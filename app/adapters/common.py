@@ -12,6 +12,7 @@ import mlx.core as mx
 from mflux.models.common.config.model_config import ModelConfig
 
 from app.adapters.base import GateLifecycle, Installation
+from app.families import Family
 from app.gate import TeaCacheGate
 
 COND = "cond"
@@ -69,8 +70,7 @@ def install_class_swap(
     pipeline: Any,
     gate: TeaCacheGate,
     *,
-    family: str,
-    model_name: str,
+    family: Family,
     expected: type,
     gated_base: type,
 ) -> Installation:
@@ -80,14 +80,14 @@ def install_class_swap(
     transformer = getattr(pipeline, "transformer", None)
     if isinstance(transformer, gated_base):
         raise AlreadyInstalledError(
-            f"a TeaCache gate is already installed on this {model_name} model"
+            f"a TeaCache gate is already installed on this {family.short_name} model"
         )
     if type(transformer) is not expected:
         raise UnsupportedPipelineError(
-            f"the {model_name} adapter expects mflux's {expected.__name__}, "
+            f"the {family.short_name} adapter expects mflux's {expected.__name__}, "
             f"found {type(transformer).__name__}"
         )
-    installation = Installation(pipeline, gate, family=family)
+    installation = Installation(pipeline, gate, family=family.id)
     try:
         lifecycle = GateLifecycle(gate)
         state = GateState(gate, lifecycle)
@@ -108,8 +108,7 @@ def install_predict_factory(
     pipeline: Any,
     gate: TeaCacheGate,
     *,
-    family: str,
-    model_name: str,
+    family: Family,
     make_factory: Callable[[GateState], Any],
 ) -> Installation:
     """Install a gate as an instance-level ``_predict`` factory (FLUX.2, Z-Image): mflux builds
@@ -118,10 +117,10 @@ def install_predict_factory(
     current = vars(pipeline).get("_predict")
     if current is not None and hasattr(current, "teacache_state"):
         raise AlreadyInstalledError(
-            f"a TeaCache gate is already installed on this {model_name} model"
+            f"a TeaCache gate is already installed on this {family.short_name} model"
         )
     own_factory = pipeline._predict  # the instance override if any, else the class's staticmethod
-    installation = Installation(pipeline, gate, family=family)
+    installation = Installation(pipeline, gate, family=family.id)
     try:
         lifecycle = GateLifecycle(gate)
         state = GateState(gate, lifecycle, own_factory=own_factory)

@@ -24,6 +24,7 @@ from mflux.models.flux.model.flux_transformer.transformer import Transformer
 
 from app.adapters.base import Installation
 from app.adapters.common import COND, GateState, install_class_swap
+from app.families.flux1 import FAMILY
 from app.gate import TeaCacheGate
 
 
@@ -113,8 +114,7 @@ def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
     return install_class_swap(
         pipeline,
         gate,
-        family="flux1",
-        model_name="FLUX.1",
+        family=FAMILY,
         expected=Transformer,
         gated_base=GatedFlux1Transformer,
     )

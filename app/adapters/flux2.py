@@ -47,6 +47,7 @@ from app.adapters.common import (
     install_predict_factory,
 )
 from app.adapters.compiled import counted_compile, is_compiled
+from app.families.flux2 import FAMILY
 from app.gate import TeaCacheGate, Verdict
 
 
@@ -357,6 +358,4 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
 
 
 def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    return install_predict_factory(
-        pipeline, gate, family="flux2", model_name="FLUX.2", make_factory=make_predict_factory
-    )
+    return install_predict_factory(pipeline, gate, family=FAMILY, make_factory=make_predict_factory)

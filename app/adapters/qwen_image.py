@@ -26,6 +26,7 @@ from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import Qwen
 
 from app.adapters.base import Installation
 from app.adapters.common import GateState, install_class_swap
+from app.families.qwen_image import FAMILY
 from app.gate import TeaCacheGate
 
 
@@ -117,8 +118,7 @@ def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
     return install_class_swap(
         pipeline,
         gate,
-        family="qwen-image",
-        model_name="Qwen-Image",
+        family=FAMILY,
         expected=QwenTransformer,
         gated_base=GatedQwenTransformer,
     )

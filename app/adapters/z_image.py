@@ -36,6 +36,7 @@ from app.adapters.common import (
     install_predict_factory,
 )
 from app.adapters.compiled import counted_compile, is_compiled
+from app.families.z_image import FAMILY
 from app.gate import TeaCacheGate, Verdict
 
 
@@ -343,6 +344,4 @@ def make_predict_factory(
 
 
 def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    return install_predict_factory(
-        pipeline, gate, family="z-image", model_name="Z-Image", make_factory=make_predict_factory
-    )
+    return install_predict_factory(pipeline, gate, family=FAMILY, make_factory=make_predict_factory)

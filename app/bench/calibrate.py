@@ -20,11 +20,12 @@ import datetime as dt
 import math
 import sys
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from app.bench.chunks import ChunkStore
+from app.engine.request import GenerationRequest
 
 FIT_MODES = ("free", "origin", "both")
 
@@ -57,9 +58,10 @@ REAL_PROMPTS = (
 
 
 def default_prompts(variant_id: str) -> tuple[str, ...]:
-    from app.variants import Family, get_variant
+    from app.variants import get_variant
 
-    return DEMO_PROMPTS if get_variant(variant_id).family is Family.demo else REAL_PROMPTS
+    # the embedded demo draws only its own vocabulary
+    return DEMO_PROMPTS if get_variant(variant_id).embedded else REAL_PROMPTS
 
 
 def read_prompts(path: Path) -> tuple[str, ...]:
@@ -71,25 +73,29 @@ def read_prompts(path: Path) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class CalibrateConfig:
-    variant: str  # a registry id (a user calibration's base, never "<base>+<name>")
+    """One calibration: the vanilla request every prompt runs with (its prompt: the first of
+    ``prompts``; its variant a registry id, a user calibration's base, never
+    ``"<base>+<name>"``), the prompts, and how the fit is made and named."""
+
+    request: GenerationRequest
     name: str
     prompts: tuple[str, ...]
-    seed: int
-    steps: int
-    width: int
-    height: int
-    guidance: float | None = None
-    quantize: int | None = None
     holdout: float = 0.3
     mode: str = "both"
 
     def capture_settings(self) -> dict[str, Any]:
         """What the captured pairs depend on (the fit settings may change between reruns)."""
-        data = asdict(self)
-        for key in ("name", "holdout", "mode"):
-            data.pop(key)
-        data["prompts"] = list(self.prompts)
-        return data
+        r = self.request
+        return {
+            "variant": r.variant_id,
+            "prompts": list(self.prompts),
+            "seed": r.seed,
+            "steps": r.steps,
+            "width": r.width,
+            "height": r.height,
+            "guidance": r.guidance,
+            "quantize": r.quantize,
+        }
 
 
 def split_prompts(count: int, holdout: float) -> tuple[list[int], list[int]]:
@@ -116,19 +122,8 @@ class Capturer:
 
     def capture(self, prompt: str) -> dict[str, Any]:
         from app.engine.events import Pass
-        from app.engine.request import make_request
 
-        c = self.config
-        request = make_request(
-            c.variant,
-            prompt,
-            seed=c.seed,
-            steps=c.steps,
-            threshold=0.0,
-            size=(c.width, c.height),
-            guidance=c.guidance,
-            quantize=c.quantize,
-        )
+        request = replace(self.config.request, prompt=prompt, threshold=0.0)
         variant = request.variant
         pipeline = self.engine.pipeline(variant, request, _ignore, self._cancel)
         result = self.engine.run_pass(
@@ -187,7 +182,7 @@ def capture_pairs(
     bar = tqdm(
         total=len(keys),
         initial=done,
-        desc=f"calibrate {config.variant}",
+        desc=f"calibrate {config.request.variant_id}",
         unit="prompt",
         file=sys.stderr,
         disable=not progress,
@@ -273,9 +268,9 @@ def calibration_document(
     metric, value = (
         ("held-out R²", fit["heldout_r2"]) if fit["heldout_r2"] is not None else ("R²", fit["r2"])
     )
-    size = f"{config.width}×{config.height}"
+    size = f"{config.request.width}×{config.request.height}"
     return {
-        "base_variant": config.variant,
+        "base_variant": config.request.variant_id,
         "name": config.name,
         "coefficients": fit["coefficients"],
         "calibrated_range": [min(xs), max(xs)],
@@ -284,19 +279,19 @@ def calibration_document(
             "source": f"teacache-studio calibrate ({chosen} fit), {dt.date.today().isoformat()}",
             "fit_metric": metric,
             "fit_value": value,
-            "data_size": f"{len(xs)} pairs ({len(chunks)} prompts × {config.steps} steps, "
-            f"{size}, seed {config.seed})",
+            "data_size": f"{len(xs)} pairs ({len(chunks)} prompts × {config.request.steps} steps, "
+            f"{size}, seed {config.request.seed})",
             "notes": f"R² {fit['r2']:.3f} on all {report['fit_pairs']} pairs; held-out R² from "
             f"a refit without the last {len(report['heldout_prompts'])} prompts",
         },
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "recipe": {
-            "variant": config.variant,
-            "steps": config.steps,
-            "size": [config.width, config.height],
-            "seed": config.seed,
-            "guidance": config.guidance,
-            "quantize": config.quantize,
+            "variant": config.request.variant_id,
+            "steps": config.request.steps,
+            "size": [config.request.width, config.request.height],
+            "seed": config.request.seed,
+            "guidance": config.request.guidance,
+            "quantize": config.request.quantize,
             "prompts": list(config.prompts),
             "holdout": config.holdout,
             "split": "by prompt: the last prompts of the list are held out",
@@ -366,9 +361,9 @@ def magcache_document(
     except GateConfigError as exc:
         raise ValueError(str(exc)) from None
     spread = [max(t[i] for t in traces) - min(t[i] for t in traces) for i in range(1, len(table))]
-    size = f"{config.width}×{config.height}"
+    size = f"{config.request.width}×{config.request.height}"
     return {
-        "base_variant": config.variant,
+        "base_variant": config.request.variant_id,
         "name": config.name,
         "coefficients": list(base_coefficients),
         "calibrated_range": None if base_range is None else list(base_range),
@@ -385,21 +380,21 @@ def magcache_document(
                 "source": f"teacache-studio calibrate --gate magcache, {dt.date.today()}: mean "
                 "over prompts of mean_tokens(|r_i| / |r_i-1|), r = body output − body input "
                 "(Zehong-Ma/MagCache @ df81cb1, MagCache4FLUX magcache_calibration)",
-                "data_size": f"{len(chunks)} prompts × {config.steps} steps, {size}, "
-                f"seed {config.seed}, guidance {config.guidance}",
+                "data_size": f"{len(chunks)} prompts × {config.request.steps} steps, {size}, "
+                f"seed {config.request.seed}, guidance {config.request.guidance}",
                 "fit_metric": "largest spread of a step's ratio across prompts",
                 "fit_value": round(max(spread), 5),
             },
         },
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "recipe": {
-            "variant": config.variant,
+            "variant": config.request.variant_id,
             "gate": "magcache",
-            "steps": config.steps,
-            "size": [config.width, config.height],
-            "seed": config.seed,
-            "guidance": config.guidance,
-            "quantize": config.quantize,
+            "steps": config.request.steps,
+            "size": [config.request.width, config.request.height],
+            "seed": config.request.seed,
+            "guidance": config.request.guidance,
+            "quantize": config.request.quantize,
             "prompts": list(config.prompts),
         },
         "per_prompt_ratios": traces,

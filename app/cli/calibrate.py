@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import parse_size_arg
-from app.variants.catalog import QUANTIZE_LEVELS
+from app.variants.catalog import QUANTIZE_LEVELS, Variant
 
 if TYPE_CHECKING:
     from app.bench.calibrate import CalibrateConfig
@@ -84,20 +84,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
-    _check_demo_prompts(base.family.value, prompts)
-    config = CalibrateConfig(
-        variant=base.id,
-        name=name,
-        prompts=prompts,
-        seed=request.seed,
-        steps=request.steps,
-        width=request.width,
-        height=request.height,
-        guidance=request.guidance,
-        quantize=request.quantize,
-        holdout=args.holdout,
-        mode=args.mode,
-    )
+    _check_demo_prompts(base, prompts)
+    config = CalibrateConfig(request, name, prompts, holdout=args.holdout, mode=args.mode)
     variant_id = user_variant_id(base.id, name)
     chunks_dir = calibration_path(variant_id).with_suffix(".chunks")
     from app.cli.outdir import output_folder
@@ -116,19 +104,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     except PlanMismatchError as exc:
         raise UserError(str(exc)) from None
     except KeyboardInterrupt:
-        print(
-            f"teacache-studio: interrupted; finished prompts kept in {chunks_dir} — rerun the "
-            "same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return interrupted("finished prompts", chunks_dir)
     if chunks is None:
-        print(
-            f"stopped after {done} of {len(prompts)} prompts (kept in {chunks_dir}); rerun the "
-            "same command to resume",
-            file=sys.stderr,
-        )
-        return 0
+        return stopped_early(done, len(prompts), "prompts", chunks_dir)
     from app.hardware import runtime_info
 
     if args.gate == "magcache":
@@ -177,7 +155,8 @@ def _write_magcache(
     path = save_calibration(document)
     ratios = document["magcache"]["ratios"]
     print(
-        f"{config.variant}: MagCache table from {len(chunks)} prompts × {config.steps} steps "
+        f"{config.request.variant_id}: MagCache table from {len(chunks)} prompts × "
+        f"{config.request.steps} steps "
         f"(ratios {min(ratios[1:]):.4f}–{max(ratios[1:]):.4f}; largest spread across prompts "
         f"{document['magcache']['provenance']['fit_value']:.4f})"
     )
@@ -190,8 +169,9 @@ def _write_magcache(
     return 0
 
 
-def _check_demo_prompts(family: str, prompts: tuple[str, ...]) -> None:
-    if family != "demo":
+def _check_demo_prompts(variant: Variant, prompts: tuple[str, ...]) -> None:
+    """The embedded demo draws only its own vocabulary: each prompt must parse."""
+    if not variant.embedded:
         return
     from app.demo.prompt import PromptError, parse_prompt
 
@@ -206,9 +186,10 @@ def fit_summary(config: CalibrateConfig, report: dict[str, Any], document: dict[
     def fmt(value: float | None) -> str:
         return "—" if value is None else f"{value:.4f}"
 
+    r = config.request
     lines = [
-        f"{config.variant}: {report['fit_pairs']} pairs from {len(config.prompts)} prompts "
-        f"({config.steps} steps, {config.width}×{config.height}); held-out R² refits without "
+        f"{r.variant_id}: {report['fit_pairs']} pairs from {len(config.prompts)} prompts "
+        f"({r.steps} steps, {r.width}×{r.height}); held-out R² refits without "
         f"the last {len(report['heldout_prompts'])} prompts ({report['heldout_pairs']} pairs)",
         f"signal rel-L1 range {document['x_range'][0]:.4f}–{document['x_range'][1]:.4f}, "
         f"output rel-L1 range {document['y_range'][0]:.4f}–{document['y_range'][1]:.4f}",

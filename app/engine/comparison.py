@@ -1,5 +1,5 @@
 """Compare thresholds: one request, 4–8 thresholds, one vanilla pass and a gated pass per threshold
-resumed from it (issue #20). Plain data and the checks on it; ``app.engine.batch`` runs it.
+resumed from it (issue #20). Plain data and the checks on it; ``app.engine.jobs`` runs it (a job).
 
 Qt-free and MLX-free. Every check raises ``RequestError`` with one sentence for the user.
 """

@@ -58,7 +58,7 @@ from app.engine.loader import MEMORY_WARNING, load_pipeline, memory_warning
 from app.engine.notices import engagement_warning
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
-from app.engine.request import GenerationRequest
+from app.engine.request import GenerationRequest, generate_kwargs
 from app.engine.timing import WARMUP_STEPS, warmup_params
 from app.gate import (
     AnyGateParams,
@@ -70,7 +70,7 @@ from app.gate import (
     make_gate,
     simulate_gate,
 )
-from app.variants import Family, Variant, check_schedule
+from app.variants import Variant, check_schedule
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,10 @@ Loader = Callable[[Variant, GenerationRequest, Emit, threading.Event], Any]
 
 
 @dataclass(slots=True)
-class PassResult:
+class PassOutcome:
+    """One pass as the engine ran it, MLX arrays included (final latents, recorded outputs for a
+    resumed pass); ``app.engine.report.PassResult`` is its plain-data summary in the report."""
+
     image: np.ndarray
     final_latents: mx.array
     events: list[StepEvent]
@@ -193,7 +196,8 @@ class Engine:
         quiet_mflux_progress()
         self._loader = loader or default_loader
         self._pipelines: OrderedDict[PipelineKey, Any] = OrderedDict()
-        self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
+        self._embedded: set[PipelineKey] = set()  # the demos' pipelines: tiny, they stay loaded
+        self._vanilla: OrderedDict[tuple[object, ...], PassOutcome] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
         self._clock = clock  # every step time and pass time is read from it (tests fake it)
         self._warmup_steps = warmup_steps
@@ -204,14 +208,7 @@ class Engine:
         self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
     ) -> None:
         try:
-            if request.target is not None:  # a quality target: search the threshold
-                from app.engine.target import search_target
-
-                report = search_target(
-                    request, lambda r, e: self.generate(run_id, r, e, cancel), emit, run_id
-                )
-            else:
-                report = self.generate(run_id, request, emit, cancel)
+            report = self.generate(run_id, request, emit, cancel)
         except Cancelled:
             emit(RunCancelled(run_id, None))
         except UserFacingError as exc:
@@ -232,6 +229,7 @@ class Engine:
 
     def close(self) -> None:
         self._pipelines.clear()
+        self._embedded.clear()
         self._vanilla.clear()
         self._warm.clear()
         mx.clear_cache()
@@ -258,7 +256,7 @@ class Engine:
         )
         warmup_seconds = self.warm_up(pipeline, request, cancel, emit)
 
-        vanilla: PassResult | None = None
+        vanilla: PassOutcome | None = None
         vanilla_cached = False
         if request.compare_vanilla:
             key = request.vanilla_key()
@@ -347,7 +345,7 @@ class Engine:
         with install_gate(pipeline, gate):
             pipeline.callbacks.register(observer)
             try:
-                pipeline.generate_image(**generate_kwargs(pipeline, warm_request))
+                pipeline.generate_image(**generate_kwargs(warm_request))
             finally:
                 _unregister(pipeline, observer)
         self._warm.add(key)
@@ -362,7 +360,7 @@ class Engine:
             return self._pipelines[key]
         if not variant.embedded:
             # Real models are large: keep only one resident (the demos are tiny and stay).
-            for other in [k for k in self._pipelines if not str(k[0]).startswith("demo")]:
+            for other in [k for k in self._pipelines if k not in self._embedded]:
                 del self._pipelines[other]
                 self._warm = {w for w in self._warm if w[: len(other)] != other}
             self._vanilla.clear()
@@ -371,6 +369,8 @@ class Engine:
         started = time.perf_counter()
         pipeline = self._loader(variant, request, emit, cancel)
         self._pipelines[key] = pipeline
+        if variant.embedded:
+            self._embedded.add(key)
         emit(ModelReady(variant.id, time.perf_counter() - started))
         return pipeline
 
@@ -383,10 +383,10 @@ class Engine:
         params: AnyGateParams,
         emit: Emit,
         cancel: threading.Event,
-        resume_from: PassResult | None = None,
+        resume_from: PassOutcome | None = None,
         *,
         capture_output: bool = False,
-    ) -> PassResult:
+    ) -> PassOutcome:
         """One timed pass. ``capture_output`` (vanilla only; calibration data) adds a host sync
         per step, so a Generate's vanilla pass leaves it off: both passes then do the same work
         per computed step."""
@@ -438,7 +438,7 @@ class Engine:
                 # installed after the adapter, so it wraps the adapter's own seam
                 undo_seam = record_and_replay(pipeline, outputs if observe else None, replay)
                 started = self._clock()
-                result = pipeline.generate_image(**generate_kwargs(pipeline, request))
+                result = pipeline.generate_image(**generate_kwargs(request))
                 wall = self._clock() - started
             finally:
                 if undo_seam is not None:
@@ -450,7 +450,7 @@ class Engine:
             raise RuntimeError("the pipeline finished without reporting its final latents")
         image = to_uint8_rgb(result.image)
         loop_seconds = sum(e.seconds for e in events)
-        outcome = PassResult(
+        outcome = PassOutcome(
             image,
             observer.final_latents,
             events,
@@ -470,7 +470,7 @@ def _previewer(
     gate: TeaCacheGate,
     previews: list[np.ndarray],
     events: list[StepEvent],
-    resume_from: PassResult | None,
+    resume_from: PassOutcome | None,
     replay: Replay | None,
     run_id: int,
     which: Pass,
@@ -494,7 +494,9 @@ def _previewer(
     return StepPreviewer(preview_decoder(pipeline), on_preview, gate=gate, reuse=reuse)
 
 
-def _plan_resume(params: AnyGateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
+def _plan_resume(
+    params: AnyGateParams, vanilla: PassOutcome
+) -> tuple[Replay, dict[int, StepEvent]]:
     """Replay vanilla up to (not including) the last computed step before the first skip.
 
     The simulator is exact up to the first skip, so its verdicts are the gated run's verdicts for
@@ -531,19 +533,6 @@ def latents_digest(latents: mx.array) -> str:
     return hashlib.sha256(np.asarray(latents).tobytes()).hexdigest()
 
 
-def generate_kwargs(pipeline: Any, request: GenerationRequest) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        "seed": request.seed,
-        "prompt": request.prompt,
-        "num_inference_steps": request.steps,
-        "height": request.height,
-        "width": request.width,
-    }
-    if request.guidance is not None:
-        kwargs["guidance"] = request.guidance
-    return kwargs
-
-
 def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunWarning]:
     check = check_schedule(
         variant,
@@ -577,8 +566,8 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
 def build_report(
     request: GenerationRequest,
     params: AnyGateParams,
-    vanilla: PassResult | None,
-    gated: PassResult,
+    vanilla: PassOutcome | None,
+    gated: PassOutcome,
     *,
     vanilla_cached: bool = False,
     warmup_seconds: float | None = None,
@@ -613,7 +602,7 @@ def build_report(
     )
 
 
-def _summarise(result: PassResult, *, cached: bool = False) -> reports.PassResult:
+def _summarise(result: PassOutcome, *, cached: bool = False) -> reports.PassResult:
     return reports.PassResult(
         image=result.image,
         steps=tuple(result.events),
@@ -637,7 +626,7 @@ def pipeline_key(variant: Variant, request: GenerationRequest) -> PipelineKey:
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
-    if variant.family is Family.demo:
+    if variant.embedded:  # the demo: its weights ship with the app
         from app.demo.pipeline import load_demo_pipeline
 
         pipeline = load_demo_pipeline(

@@ -127,6 +127,27 @@ class ComparisonFinished:
     result: ComparisonResult
 
 
+@dataclass(frozen=True, slots=True)
+class SweepEntryDone:
+    """One threshold of an in-process sweep (``app.engine.jobs.ThresholdSweep``) finished
+    (``index`` in the sweep's threshold order)."""
+
+    run_id: int
+    index: int
+    report: RunReport
+
+
+@dataclass(frozen=True, slots=True)
+class SweepFinished:
+    """A sweep's terminal event once at least one entry finished: the finished entries, in order,
+    and why it stopped early (cancel, or a pass's failure message) where it did."""
+
+    run_id: int
+    reports: tuple[RunReport, ...]
+    cancelled: bool = False
+    failure: str | None = None
+
+
 EngineEvent = (
     LoadProgress
     | ModelReady
@@ -141,4 +162,6 @@ EngineEvent = (
     | RunFailed
     | ComparisonEntryDone
     | ComparisonFinished
+    | SweepEntryDone
+    | SweepFinished
 )

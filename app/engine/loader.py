@@ -1,9 +1,9 @@
 """Building a real mflux pipeline: the memory check, then mflux's own constructor.
 
-The model is built by mflux's constructor (``Flux1``, ``Flux2Klein``, ``ZImage``, ``QwenImage``)
-from a local folder, so everything mflux does on load — weight mapping, quantization, tokenizers —
-is mflux's. The folder comes from ``app.variants.weights`` (download, verification). What this
-module adds: the memory check before loading (refused only where the weights alone cannot fit;
+The model is built by mflux's constructor (its family's class, ``app.families``) from a local
+folder, so everything mflux does on load — weight mapping, quantization, tokenizers — is mflux's.
+The folder comes from ``app.variants.weights`` (download, verification). What this module adds:
+the memory check before loading (refused only where the weights alone cannot fit;
 ``memory_warning`` where the estimated peak, an upper bound, is over the machine's memory), and
 one ``LoadError`` sentence for whatever mflux raises.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import DownloadCancelled
-from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
+from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
 from app.variants.folders import ModelFolderError, check_folder
 from app.variants.weights import (
     LoadError,
@@ -48,23 +48,9 @@ def model_config(variant: Variant) -> Any:
 
 
 def pipeline_class(variant: Variant) -> Any:
-    """mflux's pipeline class for the variant's family."""
+    """mflux's pipeline class for the variant's family (``Family.mflux``)."""
     require_real(variant)
-    if variant.family is Family.flux1:
-        from mflux.models.flux.variants.txt2img.flux import Flux1
-
-        return Flux1
-    if variant.family is Family.flux2:
-        from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
-
-        return Flux2Klein
-    if variant.family is Family.z_image:
-        from mflux.models.z_image.variants.z_image import ZImage
-
-        return ZImage
-    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
-
-    return QwenImage
+    return variant.family.require_mflux().pipeline()
 
 
 # -- memory -----------------------------------------------------------------------------------

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
+from app.families import family_names
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
@@ -118,9 +120,6 @@ class GenerationRequest:
     # Live step previews (StepPreview events): never change the numbers and are charged to no
     # step's time, but cost a little wall time; off for benchmarks and calibration.
     previews: bool = False
-    # Search the threshold for this quality instead (``app.engine.target``); ``threshold`` is
-    # then where the search starts. The finished report's request holds the chosen threshold.
-    target: QualityTarget | None = None
     gate: str = "teacache"  # "teacache" or "magcache" (app.gate.GATES)
 
     @property
@@ -147,6 +146,32 @@ class GenerationRequest:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationRequest:
+        """The request ``as_dict`` wrote (plain data, not checked again: use ``make_request`` for
+        user input)."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        values["loras"] = tuple(
+            lora if isinstance(lora, LoraSpec) else LoraSpec(str(lora["path"]), lora["scale"])
+            for lora in values.get("loras", ())
+        )
+        return cls(**values)
+
+
+def generate_kwargs(request: GenerationRequest) -> dict[str, Any]:
+    """The request as mflux's ``generate_image`` arguments (every family takes these names)."""
+    kwargs: dict[str, Any] = {
+        "seed": request.seed,
+        "prompt": request.prompt,
+        "num_inference_steps": request.steps,
+        "height": request.height,
+        "width": request.width,
+    }
+    if request.guidance is not None:
+        kwargs["guidance"] = request.guidance
+    return kwargs
 
 
 def check_steps(variant: Variant, steps: object) -> None:
@@ -186,10 +211,15 @@ def check_loras(
     ]
     if not given:
         return ()
-    if variant.embedded:
+    if not variant.family.supports_lora:
+        what = (
+            "is the built-in demo model, not an mflux model,"
+            if variant.embedded
+            else f"is a {variant.family.display_name} model, which mflux has no LoRA mapping for,"
+        )
         raise RequestError(
-            f"{variant.id} is the built-in demo model, not an mflux model, and takes no LoRA; "
-            "choose a FLUX.1, FLUX.2, Z-Image or Qwen-Image variant"
+            f"{variant.id} {what} and takes no LoRA; "
+            f"choose a {family_names(lambda f: f.supports_lora, 'or')} variant"
         )
     if len(given) > MAX_LORAS:
         raise RequestError(f"at most {MAX_LORAS} LoRA files at once, got {len(given)}")

@@ -37,6 +37,7 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.jobs import Job
 from app.engine.request import GenerationRequest, RequestError
 from app.hardware import hardware_label
 from app.storage.comparisons import ComparisonRow, load_comparison, same_skips, save_comparison
@@ -53,7 +54,7 @@ class ComparisonEngineLink(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def submit(self, request: GenerationRequest | ThresholdComparison) -> int | None: ...
+    def submit(self, job: Job) -> int | None: ...
 
     def cancel(self) -> bool: ...
 

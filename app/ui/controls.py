@@ -31,12 +31,13 @@ from PySide6.QtWidgets import (
 from superqt.utils import signals_blocked
 
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
+from app.families import FAMILIES
 from app.ui.defaults import MAX_SEED
 from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
 from app.ui.quantize import QuantizeControl
 from app.ui.theme import caption_font, mute, muted, small_font
-from app.variants import Family, Variant, all_variants
+from app.variants import Variant, all_variants
 
 VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
 BADGE_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -102,9 +103,7 @@ class VariantPicker(QComboBox):
         self._availability = dict(availability or self._availability)
         self.blockSignals(True)
         self._model.clear()
-        order = [Family.demo, Family.flux1, Family.flux2, Family.z_image, Family.qwen_image]
-        families = order + [f for f in Family if f not in order]
-        for family in families:
+        for family in FAMILIES.values():  # the families' own order
             members = [v for v in all_variants().values() if v.family is family]
             if not members:
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.engine.request import MAX_SIDE
-from app.variants import VARIANTS, Family, Variant
+from app.variants import VARIANTS, Variant
 
 # The first-run prompt: inside the demo model's vocabulary, so the first Generate on a fresh
 # machine draws something recognisable offline.
@@ -30,16 +30,10 @@ def default_threshold(variant: Variant, gate: str = "teacache") -> float:
     return FALLBACK_THRESHOLDS.get(gate, FALLBACK_THRESHOLD)
 
 
-_SIZES: dict[Family, tuple[tuple[int, int], ...]] = {
-    Family.demo: ((128, 128),),  # the demo model is trained at one size
-}
-_GENERAL_SIZES = ((1024, 1024), (768, 768), (512, 512), (1024, 768), (768, 1024), (1344, 768))
-
-
 def size_presets(variant: Variant) -> list[tuple[int, int]]:
-    """The variant's default size first, then common sizes for its family."""
+    """The variant's default size first, then its family's sizes (``Family.sizes``)."""
     sizes = [variant.default_size]
-    for size in _SIZES.get(variant.family, _GENERAL_SIZES):
+    for size in variant.family.sizes:
         if size not in sizes:
             sizes.append(size)
     return sizes

@@ -23,10 +23,11 @@ from PySide6.QtWidgets import (
 from superqt import QElidingLabel
 
 from app.engine.request import LORA_SCALE_RANGE, MAX_LORAS, LoraSpec
+from app.families import family_names
 from app.ui.theme import mute, small_font
 
 UNAVAILABLE = (
-    "LoRA needs an mflux model (FLUX.1, FLUX.2, Z-Image or Qwen-Image); "
+    f"LoRA needs an mflux model ({family_names(lambda f: f.supports_lora, 'or')}); "
     "the built-in demo model is not one"
 )
 AVAILABLE = (

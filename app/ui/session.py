@@ -18,7 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from app.engine.request import GenerationRequest, RequestError, check_steps
+from app.engine.jobs import Generate, Job
+from app.engine.request import RequestError, check_steps
+from app.engine.target import QualitySearch
 from app.errors import UserFacingError
 from app.storage.history import (
     HistoryEntry,
@@ -62,7 +64,7 @@ class EngineLink(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def submit(self, request: GenerationRequest) -> int | None: ...
+    def submit(self, job: Job) -> int | None: ...
 
     def cancel(self) -> bool: ...
 
@@ -138,9 +140,9 @@ class Session:
         same_vanilla = previous is not None and previous.vanilla_key() == request.vanilla_key()
         request = replace(request, resume=same_vanilla)
         target = self.quality.target() if self.quality is not None else None
-        if target is not None:  # search from the slider's threshold for this quality
-            request = replace(request, target=target)
-        run_id = self.engine.submit(request)
+        # With a quality target, search from the slider's threshold for it.
+        job = Generate(request) if target is None else QualitySearch(request, target)
+        run_id = self.engine.submit(job)
         if run_id is None:
             return None
         self.settings.remember_prompt(request.prompt)

@@ -1,4 +1,5 @@
-"""What a model variant is: its family, the provenance of its gate numbers, and the variant itself.
+"""What a model variant is: its family (``app.families``), the provenance of its gate numbers, and
+the variant itself.
 
 Plain data: no MLX, no mflux, no files read.
 """
@@ -7,32 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 
+from app.families import Family
 from app.gate.decision import GateConfigError, GateParams
 from app.gate.gates import GATE_LABELS, MAGCACHE, TEACACHE, AnyGateParams, check_gate
 from app.gate.magcache import MagCacheParams
-
-
-class Family(StrEnum):
-    flux1 = "flux1"
-    flux2 = "flux2"
-    z_image = "z-image"
-    qwen_image = "qwen-image"
-    demo = "demo"
-
-    @property
-    def display_name(self) -> str:
-        return _FAMILY_NAMES[self]
-
-
-_FAMILY_NAMES = {
-    Family.flux1: "FLUX.1",
-    Family.flux2: "FLUX.2 Klein",
-    Family.z_image: "Z-Image",
-    Family.qwen_image: "Qwen-Image",
-    Family.demo: "Embedded demo",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,14 +168,14 @@ class Variant:
 
     def working_gb(self, size: tuple[int, int] | None = None, *, upper: bool = True) -> float:
         """Working memory of one generation at ``size`` (default: the variant's own size): the
-        upper bound measured on CUDA (``ACTIVATION_GB_PER_MEGAPIXEL``), or with ``upper=False``
-        the realistic figure the default quantization is chosen by (``REALISTIC_WORKING_SHARE``
-        of it). Never below ``MIN_WORKING_GB``."""
+        upper bound measured on CUDA (the family's ``activation_gb_per_megapixel``), or with
+        ``upper=False`` the realistic figure the default quantization is chosen by
+        (``REALISTIC_WORKING_SHARE`` of it). Never below ``MIN_WORKING_GB``."""
         if self.embedded:
             return 0.5
         width, height = size if size is not None else self.default_size
         share = 1.0 if upper else REALISTIC_WORKING_SHARE
-        per_megapixel = ACTIVATION_GB_PER_MEGAPIXEL[self.family] * share
+        per_megapixel = self.family.activation_gb_per_megapixel * share
         return max(per_megapixel * width * height / 1024**2, MIN_WORKING_GB)
 
     def memory_estimate_gb(
@@ -213,7 +193,7 @@ class Variant:
 
     def summary(self) -> dict[str, object]:
         data = asdict(self)
-        data["family"] = self.family.value
+        data["family"] = self.family.id
         data["weights_gb"] = {
             quantize_label(q, short=True): round(self.weights_gb(q), 1)
             for q in (None, *sorted(QUANTIZE_LEVELS, reverse=True))
@@ -236,7 +216,8 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
     None: 2.0,
     **{bits: bits / 8 + 4 / _GROUP_SIZE for bits in QUANTIZE_LEVELS},
 }
-# Working memory of one generation per megapixel of image, by family: the peak memory minus the
+# Working memory of one generation per megapixel of image, by family (each ``app.families``
+# module's ``activation_gb_per_megapixel``): the peak memory minus the
 # memory after loading, measured at 1024 × 1024 in bf16 on the H200 with full-size random
 # weights (resources/benchmarks/<variant>-1024-random-h200.json: max of the three conditions'
 # peak_memory_bytes minus runs[0].load_peak_memory_bytes), the larger of two batches (the first
@@ -246,13 +227,6 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
 # 512 × 512 Klein 4B measured 3.7 GB where a quarter of 14.4 is 3.6, so linear scaling holds.
 # MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be
 # the VAE decode at full resolution or CUDA's allocator, not the transformer; a Mac may need less.
-ACTIVATION_GB_PER_MEGAPIXEL: dict[Family, float] = {
-    Family.flux1: 8.1,  # FLUX.1 dev
-    Family.flux2: 14.8,  # Klein 4B (the 9B has wider blocks: likely more)
-    Family.z_image: 11.7,  # Z-Image
-    Family.qwen_image: 5.1,  # Qwen-Image
-    Family.demo: 0.0,
-}
 # The working memory the default quantization is chosen by: half the CUDA measurement above. No
 # Apple-silicon measurement exists yet; the CUDA figure is a peak over the denoising loop and the
 # VAE decode at full resolution under MLX CUDA's allocator, and Black Forest Labs states FLUX.2

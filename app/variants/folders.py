@@ -25,10 +25,11 @@ from pathlib import Path
 
 from app import paths
 from app.errors import UserFacingError
+from app.families import FAMILIES, Family
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.variants.builtin import BUILTIN_VARIANTS
-from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
+from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
 
 log = logging.getLogger(__name__)
 
@@ -42,20 +43,6 @@ class ModelFolderError(UserFacingError):
 
 
 # -- what a folder holds ------------------------------------------------------------------------
-
-# A transformer's weight names tell the family apart, in mflux's own names (``mflux-save``) and in
-# the Hugging Face (diffusers) names alike: these prefixes are the same in both.
-_FAMILY_KEYS: tuple[tuple[Family, tuple[str, ...]], ...] = (
-    (Family.flux2, ("time_guidance_embed.", "double_stream_modulation_img.")),
-    (Family.flux1, ("time_text_embed.text_embedder.",)),
-    (Family.z_image, ("cap_embedder.", "all_x_embedder.")),
-    (Family.qwen_image, ("img_in.", "txt_in.")),
-)
-# FLUX.2 Klein sizes by their double-stream block count (mflux's ModelConfig: 4B has 5, 9B 8).
-_KLEIN_BY_LAYERS = {
-    5: ("flux2-klein-4b", "flux2-klein-base-4b"),
-    8: ("flux2-klein-9b", "flux2-klein-base-9b"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +98,17 @@ def _stored_quantize(metadata: dict[str, str]) -> int | None:
     return None
 
 
+def _family(keys: dict[str, list[int]]) -> Family | None:
+    """The family whose weight names these are (``Family.folders``), first in the registry's
+    order; None where no family's names are there."""
+    return next(
+        (f for f in FAMILIES.values() if f.folders is not None and f.folders.matches(keys)), None
+    )
+
+
 def _candidates(family: Family, keys: dict[str, list[int]]) -> tuple[str, ...]:
     members = tuple(v.id for v in BUILTIN_VARIANTS.values() if v.family is family)
-    if family is Family.flux1:
-        guided = any(k.startswith("time_text_embed.guidance_embedder.") for k in keys)
-        return tuple(v for v in members if (v != "flux1-schnell") == guided)
-    if family is Family.flux2:
-        blocks = {k.split(".")[1] for k in keys if k.startswith("transformer_blocks.")}
-        return _KLEIN_BY_LAYERS.get(len(blocks), members)
-    return members
+    return members if family.folders is None else family.folders.fits(members, keys)
 
 
 def inspect_folder(folder: str | Path) -> FolderInfo:
@@ -127,10 +116,7 @@ def inspect_folder(folder: str | Path) -> FolderInfo:
     root = Path(folder).expanduser()
     mflux_save = any(root.glob("*/0.safetensors"))
     keys, metadata = _transformer_keys(root)
-    family = next(
-        (fam for fam, prefixes in _FAMILY_KEYS if any(k.startswith(prefixes) for k in keys)),
-        None,
-    )
+    family = _family(keys)
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
     return FolderInfo(
         path=root,

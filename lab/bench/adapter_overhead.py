@@ -213,8 +213,7 @@ def _build(
     if family == "flux1":
         return shells.flux1_shell(
             "dev",
-            joint_blocks=blocks[0],
-            single_blocks=blocks[1],
+            dims=shells.Flux1Dims(*blocks),
             text_tokens=text_tokens,
             dtype=dtype,
         ), f"FLUX.1 dev transformer, {blocks[0]} joint + {blocks[1]} single blocks at 3072"

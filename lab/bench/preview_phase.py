@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from app.adapters import previews
+    from app.families import get_family
     from lab.bench.step_work import graph_nodes
 
     waits = [0]
@@ -115,11 +116,12 @@ def main(argv: list[str] | None = None) -> int:
 
     tokens = (args.size // 16) ** 2
     transformer = mx.random.normal((128, 128)) * 0.05
-    queued = previews.family_projection("flux2")
+    flux2 = get_family("flux2").require_preview()
+    queued = previews.family_projection(get_family("flux2"))
 
     def blocking(latents: mx.array, height: int, width: int) -> np.ndarray:
-        unpacked = previews._unpack_flux2(latents, height, width)
-        thumbnail = previews.project_to_rgb(unpacked, previews.FLUX2_FACTORS, previews.FLUX2_BIAS)
+        unpacked = flux2.unpack(latents, height, width)
+        thumbnail = previews.project_to_rgb(unpacked, flux2.factors, flux2.bias)
         return counting_to_host(thumbnail)
 
     class Scheduler:

@@ -41,38 +41,46 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.fileio.jsonio import dumps_json
 from lab.readme_figures import Passage, count_word, fixed
+
+if TYPE_CHECKING:
+    from app.bench.worker import WorkerSpec
 
 SCHEMA = 1
 FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "threshold": 0.5, "max_consecutive_skips": 1}
 PROMPT = "red circle"  # in the demo's vocabulary; the random-weight shells embed any prompt
 
 
-def _spec(args: argparse.Namespace) -> dict[str, Any]:
+def _spec(args: argparse.Namespace) -> WorkerSpec:
+    from app.bench.worker import WorkerSpec
+    from app.engine.request import GenerationRequest
     from app.variants import get_variant
 
     variant = get_variant(args.variant)
     width, height = args.size or variant.default_size
     forced = args.random_weights is not None
-    return {
-        "variant": variant.id,
-        "condition": "gated",
-        "prompt": PROMPT,
-        "seed": args.seed,
-        "steps": args.steps or variant.default_steps,
-        "width": width,
-        "height": height,
-        "threshold": FORCED["threshold"] if forced else (variant.default_threshold or 0.1),
-        "guidance": variant.default_guidance,
-        "coefficients": FORCED["coefficients"] if forced else None,
-        "max_consecutive_skips": FORCED["max_consecutive_skips"] if forced else None,
-        "random_weights": args.random_weights,
-        "dtype": args.dtype,
-        "warmup_steps": args.warmup_steps,
-    }
+    request = GenerationRequest(
+        variant_id=variant.id,
+        prompt=PROMPT,
+        seed=args.seed,
+        steps=args.steps or variant.default_steps,
+        threshold=FORCED["threshold"] if forced else (variant.default_threshold or 0.1),
+        width=width,
+        height=height,
+        guidance=variant.default_guidance,
+    )
+    return WorkerSpec(
+        request,
+        "gated",
+        coefficients=FORCED["coefficients"] if forced else None,
+        max_consecutive_skips=FORCED["max_consecutive_skips"] if forced else None,
+        random_weights=args.random_weights,
+        dtype=args.dtype,
+        warmup_steps=args.warmup_steps,
+    )
 
 
 # -- one cold process --------------------------------------------------------------------------
@@ -87,9 +95,10 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
     from app.adapters import install_gate
     from app.adapters.common import attached
     from app.adapters.previews import StepPreviewer, preview_decoder
-    from app.bench.worker import WorkerSpec, _generate_kwargs, _precision, gate_params
+    from app.bench.worker import WorkerSpec, _precision, gate_params
     from app.bench.worker import load_pipeline as load_bench_pipeline
     from app.engine.engine import quiet_mflux_progress
+    from app.engine.request import generate_kwargs
     from app.gate import Decision, GateParams, TeaCacheGate
 
     quiet_mflux_progress()
@@ -129,7 +138,7 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
             gate = TimedGate(params)
             clock = LoopClock()
             previewer = StepPreviewer(decode, keep_shape, gate=gate)
-            kwargs = {**_generate_kwargs(spec), "num_inference_steps": steps}
+            kwargs = {**generate_kwargs(spec.request), "num_inference_steps": steps}
             with install_gate(pipeline, gate), attached(pipeline, clock):
                 if with_previews:
                     with attached(pipeline, previewer):
@@ -138,11 +147,12 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
                     pipeline.generate_image(**kwargs)
             return gate, clock
 
-        generate(spec.warmup_steps or spec.steps, True)
+        steps = spec.request.steps
+        generate(spec.warmup_steps or steps, True)
         preview_seconds.clear()
         mx.synchronize()
-        gate, clock = generate(spec.steps, previews)
-    if len(preview_seconds) == spec.steps + 1:  # the after-loop pick-up is the last step's
+        gate, clock = generate(steps, previews)
+    if len(preview_seconds) == steps + 1:  # the after-loop pick-up is the last step's
         preview_seconds[-2:] = [preview_seconds[-2] + preview_seconds[-1]]
     events = gate.events
     computed = [e.seconds for e in events[1:] if e.decision is not Decision.skipped]
@@ -165,8 +175,8 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
 
 
 # -- the driver ----------------------------------------------------------------------------------
-def _subprocess(spec: dict[str, Any], previews: bool) -> dict[str, Any]:
-    command = [sys.executable, "-m", "lab.bench.previews", "--worker", dumps_json(spec)]
+def _subprocess(spec: WorkerSpec, previews: bool) -> dict[str, Any]:
+    command = [sys.executable, "-m", "lab.bench.previews", "--worker", spec.to_json()]
     if previews:
         command.append("--worker-previews")
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -324,11 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-previews", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        spec = json.loads(args.worker)
-        spec["coefficients"] = spec["coefficients"] and tuple(spec["coefficients"])
-        from app.bench.worker import WorkerSpec
-
-        result = run_once(WorkerSpec(**spec).to_json(), args.worker_previews)
+        result = run_once(args.worker, args.worker_previews)
         print(dumps_json(result))
         return 0
     spec = _spec(args)
@@ -354,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema": SCHEMA,
         "what": "live step previews: per-step cost against the gated step (issue #20)",
         "label": args.label,
-        "spec": spec,
+        "spec": json.loads(spec.to_json()),
         "reps": args.reps,
         "hardware": host_info(),
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),

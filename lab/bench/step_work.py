@@ -198,7 +198,7 @@ def tiny_case(family: str) -> tuple[Any, dict[str, Any]]:
     from app.adapters import shells
 
     if family == "flux1":
-        return shells.flux1_shell("dev", joint_blocks=1, single_blocks=1), {
+        return shells.flux1_shell("dev", dims=shells.Flux1Dims(1, 1)), {
             "num_inference_steps": 4, "height": 64, "width": 64, "guidance": 3.5,
         }  # fmt: skip
     if family == "flux2":

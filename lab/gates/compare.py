@@ -204,26 +204,13 @@ def remeasure_speed(
 
 def speed_configs(prompt: str) -> dict[str, Any]:
     """One ``BenchConfig`` per timed condition of one prompt: ``vanilla`` (untouched mflux) and
-    ``gate:threshold`` for each gate's ``SPEED_THRESHOLDS``."""
+    ``gate:threshold`` for each gate's ``SPEED_THRESHOLDS`` (the demo's steps, size, guidance)."""
     from app.bench.harness import BenchConfig
-    from app.variants import get_variant
-
-    demo = get_variant("demo")
-    width, height = demo.default_size
+    from app.engine.request import make_request
 
     def config(gate: str, threshold: float) -> BenchConfig:
-        return BenchConfig(
-            variant="demo",
-            prompt=prompt,
-            seed=GENERATION_SEED,
-            steps=demo.default_steps,
-            width=width,
-            height=height,
-            threshold=threshold,
-            guidance=demo.default_guidance,
-            gate=gate,
-            conditions=("vanilla", "gated"),
-        )
+        request = make_request("demo", prompt, seed=GENERATION_SEED, threshold=threshold, gate=gate)
+        return BenchConfig(request, conditions=("vanilla", "gated"))
 
     configs: dict[str, Any] = {"vanilla": config("teacache", SPEED_THRESHOLDS["teacache"][0])}
     for gate, thresholds in SPEED_THRESHOLDS.items():

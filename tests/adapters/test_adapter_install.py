@@ -44,7 +44,7 @@ def pipeline(request: pytest.FixtureRequest) -> Any:
 
 def test_dispatch_by_pipeline_class(pipeline: Any) -> None:
     expected = {"Flux2Klein": "flux2", "ZImage": "z-image", "QwenImage": "qwen-image"}
-    assert detect_family(pipeline) == expected[type(pipeline).__name__]
+    assert detect_family(pipeline).id == expected[type(pipeline).__name__]
 
 
 def test_unsupported_pipelines_are_refused_with_one_clear_message() -> None:
@@ -73,7 +73,7 @@ def test_install_then_remove_restores_the_pipeline_exactly(
         with pytest.raises(AlreadyInstalledError):
             install_gate(pipeline, TeaCacheGate(params))
         probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
-        assert installation.family == detect_family(pipeline)
+        assert installation.family == detect_family(pipeline).id
     assert probes.pipeline_snapshot(pipeline) == before
 
 

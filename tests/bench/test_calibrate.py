@@ -18,6 +18,7 @@ from app.bench.calibrate import (
     split_prompts,
 )
 from app.cli.main import main
+from app.engine.request import GenerationRequest
 from app.variants import get_variant
 from app.variants.user import calibrations_dir, save_calibration
 
@@ -45,20 +46,17 @@ def synthetic_capture(prompt: str) -> dict[str, Any]:
     }
 
 
-def config(**overrides: Any) -> CalibrateConfig:
-    values: dict[str, Any] = dict(
-        variant="demo",
-        name="synthetic",
-        prompts=PROMPTS,
+def config(prompts: tuple[str, ...] = PROMPTS) -> CalibrateConfig:
+    request = GenerationRequest(
+        variant_id="demo",
+        prompt=prompts[0],
         seed=42,
         steps=12,
+        threshold=0.0,
         width=128,
         height=128,
-        holdout=0.3,
-        mode="both",
     )
-    values.update(overrides)
-    return CalibrateConfig(**values)
+    return CalibrateConfig(request, "synthetic", prompts, holdout=0.3, mode="both")
 
 
 def test_split_is_by_prompt() -> None:

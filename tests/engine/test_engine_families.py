@@ -172,3 +172,21 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
     assert resumed["resumed_from_step"] == first_skip - 1
     assert resumed["pattern"] == full["pattern"]
     assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]
+
+
+def test_one_real_model_stays_loaded_beside_the_embedded_demos() -> None:
+    """Real models are large: loading one drops the other real one, while the embedded demos
+    (tiny) stay, whatever their ids."""
+    loads: list[str] = []
+
+    def loader(variant: Any, request: Any, emit: Any, cancel: Any) -> object:
+        loads.append(variant.id)
+        return object()
+
+    engine = Engine(loader=loader)
+    cancel = threading.Event()
+    for variant_id in ("demo", "flux1-dev", "demo-turbo", "z-image", "demo", "flux1-dev"):
+        variant = variants.get_variant(variant_id)
+        request = make_request(variant_id, "a red circle", size=variant.default_size)
+        engine.pipeline(variant, request, lambda event: None, cancel)
+    assert loads == ["demo", "flux1-dev", "demo-turbo", "z-image", "flux1-dev"]

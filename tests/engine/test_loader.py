@@ -20,7 +20,7 @@ from huggingface_hub.errors import (
 
 from app.engine import loader
 from app.engine.request import LoraSpec
-from app.variants import VARIANTS, Family, get_variant, weights
+from app.variants import VARIANTS, get_variant, weights
 from tests.fakes.hub import KLEIN, FakeHub, damage, http_error, write_snapshot
 
 REAL = [v for v in VARIANTS.values() if not v.embedded]
@@ -56,11 +56,11 @@ def test_each_real_variant_maps_to_mflux_config_repo_pin_and_patterns(variant: A
     assert (
         loader.pipeline_class(variant).__name__
         == {
-            Family.flux1: "Flux1",
-            Family.flux2: "Flux2Klein",
-            Family.z_image: "ZImage",
-            Family.qwen_image: "QwenImage",
-        }[variant.family]
+            "flux1": "Flux1",
+            "flux2": "Flux2Klein",
+            "z-image": "ZImage",
+            "qwen-image": "QwenImage",
+        }[variant.family.id]
     )
 
 

@@ -6,7 +6,9 @@ plausible one from a rel-L1 trace through the real gate rule (``app.gate.simulat
 decisions, predictions and accumulations it reports are the ones the live gate would take on that
 trace. It records every request and the thread each call ran on, caches vanilla results by
 ``GenerationRequest.vanilla_key()`` like the real engine, honours cancel within one step, and can
-be held step by step by a test (``StepGate``) instead of sleeping.
+be held step by step by a test (``StepGate``) instead of sleeping. It runs one request per ``run``,
+as the real engine does, so every kind of job (a Generate, a threshold comparison, a target-quality
+search, a sweep) runs on it through the one job runner (``app.engine.jobs.run_job``).
 """
 
 from __future__ import annotations

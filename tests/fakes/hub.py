@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import mlx.core as mx
 
-from app.variants import Family, get_variant, weights
+from app.variants import get_variant, weights
 
 KLEIN = get_variant("flux2-klein-4b")
 
@@ -20,16 +20,16 @@ KLEIN = get_variant("flux2-klein-4b")
 
 # One weight name per family that app.variants.folders recognises the family by.
 _FAMILY_KEY = {
-    Family.flux1: "time_text_embed.text_embedder.linear_1.weight",
-    Family.flux2: "time_guidance_embed.linear_1.weight",
-    Family.z_image: "cap_embedder.1.weight",
-    Family.qwen_image: "img_in.weight",
+    "flux1": "time_text_embed.text_embedder.linear_1.weight",
+    "flux2": "time_guidance_embed.linear_1.weight",
+    "z-image": "cap_embedder.1.weight",
+    "qwen-image": "img_in.weight",
 }
 
 
 def transformer_keys(variant: Any) -> list[str]:
-    keys = [_FAMILY_KEY[variant.family]]
-    if variant.family is Family.flux1 and variant.id != "flux1-schnell":
+    keys = [_FAMILY_KEY[variant.family.id]]
+    if variant.family.id == "flux1" and variant.id != "flux1-schnell":
         keys.append("time_text_embed.guidance_embedder.linear_1.weight")  # dev and Krea dev
     return keys
 

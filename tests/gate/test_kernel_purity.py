@@ -1,5 +1,6 @@
-"""Layering: the gate kernel loads no Qt and no mflux; the registry (and so the command line's
-``variants``) loads not even MLX. Checked in fresh interpreters, where nothing is imported yet."""
+"""Layering: the gate kernel loads no Qt and no mflux; the registries of variants and families
+(and so the command line's ``variants``) load not even MLX. Checked in fresh interpreters, where
+nothing is imported yet."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ def test_gate_kernel_imports_neither_qt_nor_mflux(statement: str) -> None:
     "statement",
     [
         "import app.variants",
+        "from app.families import FAMILIES, family_names; family_names(bool, 'and')",
         "from app.variants import VARIANTS, check_schedule; "
         "check_schedule(VARIANTS['flux1-dev'], 25)",
         "import app.gate",

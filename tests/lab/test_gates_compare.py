@@ -62,8 +62,9 @@ def _fake_runner(calls: list[tuple[str, str, float, int]]) -> Any:
     threshold, its skipped steps cost 1 ms."""
 
     def run(spec: Any) -> dict[str, Any]:
-        calls.append((spec.condition, spec.gate, spec.threshold, spec.rep))
-        skips = 0 if spec.condition == "vanilla" else round(spec.threshold * 100) % 13 + 3
+        request = spec.request
+        calls.append((spec.condition, request.gate, request.threshold, spec.rep))
+        skips = 0 if spec.condition == "vanilla" else round(request.threshold * 100) % 13 + 3
         pattern = "F" + "S" * skips + "C" * (26 - skips) + "F"
         loop = sum(0.001 if c == "S" else 0.1 for c in pattern)
         return {

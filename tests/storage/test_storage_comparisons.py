@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.batch import run_comparison
 from app.engine.comparison import ComparisonResult, ThresholdComparison
+from app.engine.jobs import run_job
 from app.engine.request import make_request
 from app.storage.comparisons import (
     ComparisonRow,
@@ -34,7 +34,7 @@ def _result(cancel_after: int | None = None) -> ComparisonResult:
         if cancel_after is not None and getattr(event, "index", -1) == cancel_after - 1:
             cancel.set()
 
-    result = run_comparison(FakeEngine(), 1, ThresholdComparison(base, THRESHOLDS), emit, cancel)
+    result = run_job(FakeEngine(), 1, ThresholdComparison(base, THRESHOLDS), emit, cancel)
     assert result is not None
     return result
 

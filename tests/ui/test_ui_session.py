@@ -14,7 +14,9 @@ import pytest
 from PIL import Image
 from ui_support import FakeModelStore
 
+from app.engine.comparison import ThresholdComparison
 from app.engine.events import EngineEvent, RunFinished
+from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import GenerationRequest
 from app.storage.history import HistoryStore, RunRecord
 from app.storage.settings import SettingsStore
@@ -27,27 +29,31 @@ from tests.fakes.engine import FakeEngine, FakeScript
 
 @dataclass
 class FakeEngineLink:
-    """``EngineLink`` for tests: takes one request at a time; ``finish`` runs it on the fake."""
+    """``EngineLink`` for tests: takes one job at a time; ``finish`` runs it on the fake through
+    the one job runner. ``submitted`` lists each job's request, ``jobs`` the jobs."""
 
     # Timed steps (a millisecond each), so that the passes have a speedup to label.
     engine: FakeEngine = field(default_factory=lambda: FakeEngine(FakeScript(step_seconds=0.001)))
     deliver: list[RunModel] = field(default_factory=list)
-    pending: tuple[int, GenerationRequest] | None = None
+    pending: tuple[int, Job] | None = None
     cancel_event: threading.Event | None = None
     next_id: int = 1
     closed: bool = False
     submitted: list[GenerationRequest] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
 
     @property
     def busy(self) -> bool:
         return self.pending is not None
 
-    def submit(self, request: GenerationRequest) -> int | None:
+    def submit(self, job: Job) -> int | None:
         if self.pending is not None or self.closed:
             return None
         run_id, self.next_id = self.next_id, self.next_id + 1
-        self.pending = (run_id, request)
-        self.submitted.append(request)
+        self.pending = (run_id, job)
+        self.jobs.append(job)
+        ladder = isinstance(job, ThresholdComparison | ThresholdSweep)
+        self.submitted.append(job.base if ladder else job.request)
         self.cancel_event = threading.Event()
         return run_id
 
@@ -63,10 +69,10 @@ class FakeEngineLink:
 
     def finish(self, save: HistoryStore | None = None) -> list[EngineEvent]:
         assert self.pending is not None and self.cancel_event is not None
-        (run_id, request), cancel = self.pending, self.cancel_event
+        (run_id, job), cancel = self.pending, self.cancel_event
         self.pending, self.cancel_event = None, None
         events: list[EngineEvent] = []
-        self.engine.run(run_id, request, events.append, cancel)
+        run_job(self.engine, run_id, job, events.append, cancel)
         for event in events:
             if save is not None and isinstance(event, RunFinished):
                 save.save(RunRecord.from_report(event.report))
@@ -137,7 +143,9 @@ def test_generate_submits_the_inputs_once_and_begins_the_run(rig: Rig) -> None:
     run_id = rig.session.generate()
     assert run_id == 1 and rig.started == [1]
     assert rig.link.pending is not None
-    request = rig.link.pending[1]
+    job = rig.link.pending[1]
+    assert isinstance(job, Generate)  # no quality target: one Generate
+    request = job.request
     # A first run times both passes in full: no resume, so its speedup is measured.
     assert request == replace(rig.form.request(), resume=False)
     assert (request.variant_id, request.prompt, request.resume) == ("demo", "a red star", False)

@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
 
 from app.engine.events import Pass, PassStarted, StepDone
+from app.engine.jobs import Generate
 from app.gate import Decision
 from app.storage.history import entry_captions
 from app.storage.settings import SettingsStore
@@ -132,7 +133,7 @@ def test_a_second_generate_during_a_run_starts_nothing(
     assert window.session.generate() is None
     window.generate_action.trigger()  # the shortcut's action is disabled, and guarded anyway
     qtbot.mouseClick(window.controls.generate_button, Qt.MouseButton.LeftButton)
-    assert window.host.submit(window.form.request()) is None
+    assert window.host.submit(Generate(window.form.request())) is None
     with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS):
         gate.open()
     assert len(engine.requests) == 1
