@@ -184,15 +184,17 @@ def sweep(
 
 
 def remeasure_speed(
-    out: Path, speed_prompts: int, speed_reps: int, *, quiet: bool = False
+    out: Path, speed_prompts: int, speed_reps: int, *, runner: Any = None, quiet: bool = False
 ) -> dict[str, Any]:
     """Re-measure only the speed panel of the document in ``out`` (its quality rows are exact
     and load-independent, so they stay), then write it and its plot again."""
     path = out / "compare-demo.json"
     document = load(path)
-    for key in ("speed_basis", "speed_summary", "speed", "above_ideal_reason"):
+    for key in ("speed_basis", "speed_reps", "speed_host", "speed_summary", "speed",
+                "above_ideal_reason"):  # fmt: skip
         document.pop(key, None)
-    document.update(measure_speed(document["prompts"][:speed_prompts], speed_reps, quiet=quiet))
+    texts = document["prompts"][:speed_prompts]
+    document.update(measure_speed(texts, speed_reps, runner=runner, quiet=quiet))
     document["command"] = (
         f"{document['command']}; speed: uv run python -m lab.gates.compare --speed-only "
         f"--speed-prompts {speed_prompts} --speed-reps {speed_reps}"
@@ -226,6 +228,7 @@ def measure_speed(
     condition in a fresh process per repetition, the order reversed each repetition."""
     from app.bench.harness import subprocess_runner
     from app.bench.stats import speedups, summarize_condition
+    from app.hardware import host_info
 
     run = runner or subprocess_runner()
     speed: dict[str, list[dict[str, Any]]] = {gate: [] for gate in SPEED_THRESHOLDS}
@@ -277,6 +280,7 @@ def measure_speed(
         f"warm-up generation, {reps} repetitions, order reversed each repetition; speed-up = "
         "median vanilla loop / median gated loop",
         "speed_reps": reps,
+        "speed_host": host_info(),  # the speed panel's own (``--speed-only`` keeps ``host``)
         "speed_summary": {name: summarise_speed(rows) for name, rows in speed.items()},
         "speed": speed,
     }
@@ -396,8 +400,12 @@ def plot(document: dict[str, Any], path: Path) -> None:
     speed_axis.set_xlabel("skipped steps (mean)")
     speed_axis.set_ylabel("speed-up over untouched mflux (×, median; bars: prompts)")
     reps = document.get("speed_reps")
-    host = document["host"]
-    how = f"cold processes, {reps} reps" if reps else "re-timed passes"
+    host = document.get("speed_host") or document["host"]
+    how = (
+        f"cold processes, {count_word(reps)} {'rep' if reps == 1 else 'reps'}"
+        if reps
+        else "re-timed passes"
+    )
     speed_axis.set_title(
         f"Measured speed ({how}; {host['cpu']}, {host['cores']} cores)", fontsize=9
     )

@@ -5,6 +5,7 @@ README's reading of it (and the demo's MagCache default) follows from the number
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,3 +111,19 @@ def test_a_speed_row_above_its_ideal_is_reported_not_kept() -> None:
     assert compare.above_ideal({"speed": {"teacache": rows}}) == [
         "teacache 0.2, prompt 1: 4.28× against an ideal of 2.55×"
     ]
+
+
+def test_speed_only_replaces_the_speed_panel_and_keeps_the_exact_quality_rows(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "compare-demo.json").write_text(json.dumps(DOCUMENT), encoding="utf-8")
+    calls: list[tuple[str, str, float, int]] = []
+    document = compare.remeasure_speed(tmp_path, 1, 2, runner=_fake_runner(calls), quiet=True)
+    assert len(calls) == 2 * (1 + sum(len(t) for t in compare.SPEED_THRESHOLDS.values()))
+    written = json.loads((tmp_path / "compare-demo.json").read_text(encoding="utf-8"))
+    assert written == json.loads(json.dumps(document))
+    assert (written["quality"], written["summary"]) == (DOCUMENT["quality"], DOCUMENT["summary"])
+    assert "above_ideal_reason" not in written and written["speed_reps"] == 2
+    assert {r["prompt"] for rows in written["speed"].values() for r in rows} == {0}
+    assert compare.above_ideal(written) == []
+    assert (tmp_path / "compare-demo.png").stat().st_size > 0
