@@ -28,7 +28,7 @@ from app.engine.events import (
     StepDone,
     StepPreview,
 )
-from app.engine.loader import MEMORY_WARNING, physical_memory_bytes
+from app.engine.loader import MEMORY_WARNING
 from app.engine.report import RunReport
 from app.engine.request import (
     GUIDANCE_RANGE,
@@ -38,6 +38,7 @@ from app.engine.request import (
     make_request,
 )
 from app.gate import StepEvent
+from app.hardware import physical_memory_bytes
 from app.storage.history import HistoryEntry, friendly_time
 from app.storage.settings import Settings
 from app.ui.analysis import (

@@ -173,10 +173,10 @@ def open_window(engine: str = "real", variant: str = "demo", steps: int | None =
     app = QApplication.instance() or QApplication([])
     configure_application(app)
     if engine == "fake":
-        from tests.fakes.engine import FakeEngine, FakeScript
+        from lab.bench.paced_engine import PacedEngine
 
         def factory() -> Any:
-            return FakeEngine(FakeScript(step_seconds=0.03, load_seconds=0.5))
+            return PacedEngine(step_seconds=0.03, load_seconds=0.5)
     elif engine == "random-demo":
         factory = random_demo_engine_factory(Path(tempfile.mkdtemp(prefix="teacache-demo-")))
     else:
@@ -252,8 +252,9 @@ def write_random_demo_weights(folder: Path, seed: int = 0) -> Path:
     """Both demo variants with random weights (fixed seed) next to a copy of the real codec."""
     import mlx.core as mx
 
-    from app.demo.model import CODEC_FILE, VARIANT_FILES, DemoModel, save_weights
+    from app.demo.model import CODEC_FILE, VARIANT_FILES, DemoModel
     from app.paths import DEMO_DIR
+    from lab.demo.export import save_weights
 
     folder.mkdir(parents=True, exist_ok=True)
     mx.random.seed(seed)
