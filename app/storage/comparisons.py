@@ -254,7 +254,6 @@ def _report(
         vanilla,
         ssim=_float(data.get("ssim")),
         max_abs_diff=_float(data.get("max_abs_diff")),
-        load_factor=_float(data.get("load_factor")),
         warmup_seconds=_float(data.get("warmup_seconds")),
     )
 

@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 from app import paths
-from app.engine.report import RunReport, replayed_steps, speedup_label
+from app.engine.report import RunReport, legacy_speedup_label, replayed_steps
 from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_request
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
 from app.fileio.jsonio import dumps_json
@@ -91,9 +91,14 @@ class RunRecord:
 
     @property
     def speedup_label(self) -> str:
+        """The report's full label (one wording everywhere); derived only for a record made
+        without a report."""
+        saved = self.report.get("speedup_label")
+        if isinstance(saved, str):
+            return saved
         if self.speedup is None:
             return ""
-        return speedup_label(
+        return legacy_speedup_label(
             replayed_steps=replayed_steps(self.resumed_from, len(self.gated_steps)),
             steps=len(self.gated_steps),
             vanilla_cached=self.vanilla_cached,
@@ -184,24 +189,29 @@ class HistoryEntry:
 
     @property
     def speedup_estimated(self) -> bool:
-        """Gated steps were replayed from vanilla (recomputed: files before the label said so for
-        a pass resumed at step 0 too, where nothing was replayed)."""
+        """Gated steps were replayed from vanilla, or the figure was re-timed (recomputed: files
+        before the label said so for a pass resumed at step 0 too, where nothing was replayed)."""
         steps = _opt_int(self.result.get("steps")) or self.steps
         replayed = replayed_steps(_opt_int(self.result.get("resumed_from")), steps)
-        return self.speedup is not None and replayed > 0
+        estimate = self.speedup_label.startswith(("estimate", "re-timed"))
+        return self.speedup is not None and (replayed > 0 or estimate)
 
     @property
     def speedup_label(self) -> str:
-        """As saved; for entries written before the label existed, derived from the same fields
-        (a pass resumed at step 0 replayed nothing: "measured")."""
-        saved = self.result.get("speedup_label")
-        if isinstance(saved, str):
-            return saved
+        """As saved: the report's full label where the entry has a report (entries saved before
+        it was copied whole kept a shortened one in ``result``), else ``result``'s; for entries
+        written before the label existed, derived from the same fields (a pass resumed at step 0
+        replayed nothing: "measured")."""
+        report = self.meta.get("report")
+        for saved in (report.get("speedup_label") if isinstance(report, dict) else None,
+                      self.result.get("speedup_label")):  # fmt: skip
+            if isinstance(saved, str) and saved:
+                return saved
         if self.speedup is None:
             return ""
         steps = _opt_int(self.result.get("steps")) or self.steps
         measured_at = self.result.get("vanilla_measured_at")
-        return speedup_label(
+        return legacy_speedup_label(
             replayed_steps=replayed_steps(_opt_int(self.result.get("resumed_from")), steps),
             steps=steps,
             vanilla_cached=self.result.get("vanilla_cached") is True,
