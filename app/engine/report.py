@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
+from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.gate import Decision, Engagement, StepEvent
 from app.metrics import LocalDifference
 
@@ -131,13 +132,25 @@ class RunReport:
     engine: str = "mflux"
     # The untimed warm-up before the first timed pass of this model and shape (None: warm).
     warmup_seconds: float | None = None
-    # A cached vanilla was timed under another moment's load: gated/vanilla step time over the
-    # steps both passes computed (``app.engine.timing.load_factor``); None when not rescaled.
-    load_factor: float | None = None
     # The worst window of the gated-vs-vanilla difference image (``app.metrics``): SSIM averages
     # over the image and can stay high while one object is lost.
     local_diff: LocalDifference | None = None
     target_search: TargetSearch | None = None  # set on a target run (``app.engine.target``)
+
+    @property
+    def speedup_figure(self) -> Speedup | None:
+        """The speedup and how it was arrived at (``app.engine.timing.measure_speedup``)."""
+        v, g = self.vanilla, self.gated
+        if v is None:
+            return None
+        return measure_speedup(
+            v.steps,
+            v.loop_seconds,
+            g.steps,
+            g.loop_seconds,
+            replayed=g.replayed_steps,
+            vanilla_cached=v.cached,
+        )
 
     @property
     def speedup_unscaled(self) -> float | None:
@@ -146,33 +159,26 @@ class RunReport:
 
     @property
     def rescaled(self) -> bool:
-        return self.vanilla_cached and self.load_factor is not None
+        figure = self.speedup_figure
+        return figure is not None and figure.retimed
 
     @property
     def speedup(self) -> float | None:
-        """Vanilla over gated; with a cached vanilla, both re-timed to this run's load."""
-        plain = self.speedup_unscaled
-        if plain is None or not self.rescaled or self.vanilla is None:
-            return plain
-        factor = self.load_factor or 1.0
-        g = self.gated
-        replayed = sum(s.seconds for s in g.steps if s.index < g.replayed_steps)
-        gated_now = (g.loop_seconds - replayed) + factor * replayed
-        return factor * self.vanilla.loop_seconds / gated_now if gated_now > 0 else None
+        """Vanilla over gated, never above the ideal by more than the run's measured spread:
+        1.00 with nothing skipped; re-timed to this run's computed steps with a cached vanilla
+        or where the load changed during the run (``app.engine.timing``)."""
+        figure = self.speedup_figure
+        return None if figure is None else figure.value
 
     @property
     def speedup_basis(self) -> str:
-        if self.vanilla is None:
-            return ""
-        if not self.vanilla_cached:
-            return "both passes measured in this run"
-        if self.rescaled:
-            return "cached vanilla, re-timed to this run's load by the steps both passes computed"
-        return "cached vanilla, not re-timed (no step computed by both passes)"
+        figure = self.speedup_figure
+        return "" if figure is None else figure.basis
 
     @property
     def speedup_estimated(self) -> bool:
-        return self.speedup is not None and (self.gated.replayed_steps > 0 or self.rescaled)
+        figure = self.speedup_figure
+        return figure is not None and (self.gated.replayed_steps > 0 or figure.retimed)
 
     @property
     def vanilla_cached(self) -> bool:
@@ -180,15 +186,14 @@ class RunReport:
 
     @property
     def speedup_label(self) -> str:
-        if self.speedup is None:
+        figure, vanilla = self.speedup_figure, self.vanilla
+        if figure is None or vanilla is None:
             return ""
-        vanilla = self.vanilla
         return speedup_label(
+            figure,
             replayed_steps=self.gated.replayed_steps,
-            steps=len(self.gated.steps),
-            vanilla_cached=self.vanilla_cached,
-            vanilla_measured_at=vanilla.measured_at if vanilla is not None else None,
-            load_factor=self.load_factor if self.rescaled else None,
+            vanilla_cached=vanilla.cached,
+            vanilla_measured_at=vanilla.measured_at,
         )
 
     @property
@@ -236,6 +241,7 @@ class RunReport:
                     "vanilla_wall_seconds": v.wall_seconds,
                     "vanilla_pattern": v.pattern,
                     "vanilla_trace": v.trace,
+                    "vanilla_step_seconds": [s.seconds for s in v.steps],
                     "vanilla_mag_ratios": [s.mag_ratio for s in v.steps],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,
@@ -246,12 +252,9 @@ class RunReport:
                     "max_abs_diff": self.max_abs_diff,
                     "local_diff": self.local_diff.value if self.local_diff else None,
                     "local_diff_window": _window(self.local_diff),
-                    "speedup": self.speedup,
                     "speedup_unscaled": self.speedup_unscaled,
-                    "speedup_basis": self.speedup_basis,
-                    "load_factor": self.load_factor,
                     "speedup_estimated": self.speedup_estimated,
-                    "speedup_label": self.speedup_label,
+                    **speedup_json(self.speedup_figure, self.speedup_label),
                 }
             )
         out["warmup_seconds"] = self.warmup_seconds
@@ -272,11 +275,13 @@ class RunReport:
         *,
         gated_image: np.ndarray,
         vanilla_image: np.ndarray | None = None,
-        vanilla_steps: Sequence[StepEvent] = (),
+        vanilla_steps: Sequence[StepEvent] | None = None,
         request: GenerationRequest | None = None,
     ) -> RunReport:
         """The report ``to_json`` wrote, read back with the run's images (saved beside it as
-        PNGs) and the vanilla pass's steps (the JSON keeps only their trace). ``request``
+        PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them whole
+        (the history does); else they are rebuilt from the JSON's per-step vanilla record
+        (decisions, trace, magnitude ratios and step times: what the report reads). ``request``
         defaults to the one the JSON records, as it ran (not checked again: a record, not a
         new request). Raises ``ValueError`` (one sentence) where a figure it needs is missing.
 
@@ -308,7 +313,7 @@ class RunReport:
         if vanilla_image is not None and vanilla_seconds is not None:
             vanilla = PassResult(
                 vanilla_image,
-                tuple(vanilla_steps),
+                tuple(vanilla_steps) if vanilla_steps is not None else _vanilla_steps(data),
                 vanilla_seconds,
                 wall_seconds=_float(data.get("vanilla_wall_seconds")),
                 latents_sha256=_str(data.get("vanilla_latents_sha256")),
@@ -348,7 +353,6 @@ class RunReport:
             ),
             engine=str(data.get("engine") or "mflux"),
             warmup_seconds=_float(data.get("warmup_seconds")),
-            load_factor=_float(data.get("load_factor")),
             local_diff=local_diff,
             target_search=_target_search_from_json(data, request.threshold),
         )
@@ -368,6 +372,35 @@ def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
         output_rel_l1=_float(row.get("output_rel_l1")),
         gate=str(row.get("gate", "teacache")),
         mag_ratio=_float(row.get("mag_ratio")),
+    )
+
+
+def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
+    """The vanilla pass's steps from ``to_json``'s per-step vanilla keys (no prediction: a
+    vanilla pass computes every step)."""
+    pattern = str(data.get("vanilla_pattern") or "")
+    n = len(pattern)
+
+    def column(key: str) -> list[object]:
+        values = data.get(key)
+        return list(values) if isinstance(values, list) and len(values) == n else [None] * n
+
+    trace, seconds = column("vanilla_trace"), column("vanilla_step_seconds")
+    ratios = column("vanilla_mag_ratios")
+    letters = {d.letter: d for d in Decision}
+    return tuple(
+        StepEvent(
+            index=i,
+            num_steps=n,
+            decision=letters[letter],
+            rel_l1=_float(trace[i]),
+            predicted=None,
+            accumulated=None,
+            threshold=0.0,
+            seconds=_float(seconds[i]) or 0.0,
+            mag_ratio=_float(ratios[i]),
+        )
+        for i, letter in enumerate(pattern)
     )
 
 
@@ -473,7 +506,6 @@ def measure_run(
     versions: dict[str, str] | None = None,
     engine: str = "mflux",
     warmup_seconds: float | None = None,
-    load_factor: float | None = None,
 ) -> RunReport:
     """The one place two passes become a result: SSIM is measured here (off the GUI thread)."""
     similarity = compare_images(gated.image, vanilla.image) if vanilla is not None else None
@@ -490,7 +522,6 @@ def measure_run(
         versions=versions or {},
         engine=engine,
         warmup_seconds=warmup_seconds,
-        load_factor=load_factor,
         local_diff=local,
     )
 
@@ -530,18 +561,80 @@ def replayed_steps(resumed_from: int | None, steps: int) -> int:
     return 0 if resumed_from is None else max(0, min(resumed_from, steps))
 
 
+def speedup_json(figure: Speedup | None, label: str) -> dict[str, object]:
+    """The speedup's keys in report.json: the figure, its label, how it was obtained, the ideal
+    it is held to, the spread of the step ratios it used and the two times it is the ratio of."""
+    if figure is None:
+        return {"speedup": None, "speedup_label": label, "speedup_kind": None, "speedup_basis": ""}
+    return {
+        "speedup": figure.value,
+        "speedup_label": label,
+        "speedup_kind": figure.kind.value,
+        "speedup_basis": figure.basis,
+        "speedup_ideal": figure.ideal,
+        "speedup_spread": figure.spread,
+        "speedup_vanilla_seconds": figure.vanilla_seconds,
+        "speedup_gated_seconds": figure.gated_seconds,
+    }
+
+
 def speedup_label(
+    figure: Speedup,
+    *,
+    replayed_steps: int = 0,
+    vanilla_cached: bool = False,
+    vanilla_measured_at: datetime | None = None,
+) -> str:
+    """The one full label of a speedup, the same in the window, its tooltip, report.json, the
+    history and every export. Its first clause says what the figure is ("measured", "nothing
+    skipped", "estimate (k of n steps replayed)", "re-timed estimate"); a re-timed figure ends
+    with the two times it is the ratio of, since they are not the times measured."""
+    if figure.kind is SpeedupKind.nothing_skipped:
+        return "nothing skipped"
+    replayed = f" ({replayed_steps} of {figure.steps} steps replayed)" if replayed_steps else ""
+    cached = ""
+    if vanilla_cached:
+        cached = "vanilla cached"
+        if vanilla_measured_at is not None:
+            cached += f" at {vanilla_measured_at:%H:%M}"
+    if figure.kind is SpeedupKind.measured:
+        return f"estimate{replayed}" if replayed else "measured"
+    if figure.kind is SpeedupKind.not_retimed:
+        first = f"estimate{replayed}" if replayed else "estimate"
+        return f"{first}, {cached or 'vanilla cached'}, not re-timed (no step computed in this run)"
+    parts = [f"re-timed estimate{replayed}"]
+    steps_at = "steps at this run's mean computed-step time"
+    if figure.kind is SpeedupKind.bounded:
+        parts.append(
+            f"the measured {figure.measured:.2f}× was above the ideal {figure.ideal:.2f}× "
+            f"by more than its ±{_percent(min(figure.spread, MAX_TOLERANCE))} spread (the load "
+            "changed during the run)"
+        )
+    else:
+        steps_at += f" (±{_percent(figure.spread)})"
+    if cached:
+        parts.append(cached)
+    parts.append(
+        f"{steps_at}: {_seconds(figure.vanilla_seconds)} ÷ {_seconds(figure.gated_seconds)}"
+    )
+    return ", ".join(parts)
+
+
+def label_head(label: str) -> str:
+    """A speedup label's first clause ("measured", "nothing skipped", "re-timed estimate (3 of
+    28 steps replayed)"): what a figure shown without its full label must still say."""
+    return label.split(", ")[0]
+
+
+def legacy_speedup_label(
     *,
     replayed_steps: int,
     steps: int,
     vanilla_cached: bool,
     vanilla_measured_at: datetime | None = None,
-    load_factor: float | None = None,
 ) -> str:
-    """What a speedup figure is: "measured" when both passes ran in full now; an "estimate" when
-    gated steps were replayed from the vanilla trajectory (their time is vanilla's) or a cached
-    vanilla's time was re-timed to this run's load; and where the vanilla time came from the
-    cache, when it was measured."""
+    """The label of a history entry saved before labels were written (its speedup was the plain
+    ratio of the two loop times)."""
     if replayed_steps > 0:
         label = f"estimate ({replayed_steps} of {steps} steps replayed)"
     elif not vanilla_cached:
@@ -552,12 +645,16 @@ def speedup_label(
         cached = "vanilla cached"
         if vanilla_measured_at is not None:
             cached += f", measured {vanilla_measured_at:%H:%M}"
-        if load_factor is not None:
-            cached += f", re-timed to this run's load (×{load_factor:.2f})"
-            if not label:
-                label = "estimate"
         label = f"{label}, {cached}" if label else cached
     return label
+
+
+def _percent(fraction: float) -> str:
+    return "<1%" if fraction < 0.005 else f"{fraction:.0%}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3g} s"
 
 
 def longest_skip_streak(pattern: str) -> int:

@@ -30,7 +30,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 from app import paths
-from app.engine.report import RunReport, replayed_steps, speedup_label, step_from_json
+from app.engine.report import RunReport, legacy_speedup_label, replayed_steps, step_from_json
 from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_request
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
 from app.fileio.jsonio import dumps_json
@@ -92,9 +92,14 @@ class RunRecord:
 
     @property
     def speedup_label(self) -> str:
+        """The report's full label (one wording everywhere); derived only for a record made
+        without a report."""
+        saved = self.report.get("speedup_label")
+        if isinstance(saved, str):
+            return saved
         if self.speedup is None:
             return ""
-        return speedup_label(
+        return legacy_speedup_label(
             replayed_steps=replayed_steps(self.resumed_from, len(self.gated_steps)),
             steps=len(self.gated_steps),
             vanilla_cached=self.vanilla_cached,
@@ -118,7 +123,8 @@ class RunRecord:
 class HistoryEntry:
     """One saved run as read back from disk. Its figures are its ``report``'s: run.json's report
     object read back by ``RunReport.from_json`` (with the images and the vanilla steps saved
-    beside it), never copied field by field."""
+    beside it), never copied field by field; only the speedup with its label stays as it was
+    saved (the rules of the build that saved it; this build's are its report's)."""
 
     id: str
     folder: Path
@@ -198,15 +204,41 @@ class HistoryEntry:
 
     @property
     def speedup(self) -> float | None:
-        return self.report.speedup
+        """As saved, with its label (``speedup_label``): a figure and its label are one record,
+        made under the rules of the build that saved it. For an entry saved by this build they
+        are its report's."""
+        return _opt_float(self.result.get("speedup"))
 
     @property
     def speedup_estimated(self) -> bool:
-        return self.report.speedup_estimated
+        """Gated steps were replayed from vanilla, or the figure was re-timed (recomputed: files
+        before the label said so for a pass resumed at step 0 too, where nothing was replayed)."""
+        steps = _opt_int(self.result.get("steps")) or self.steps
+        replayed = replayed_steps(_opt_int(self.result.get("resumed_from")), steps)
+        estimate = self.speedup_label.startswith(("estimate", "re-timed"))
+        return self.speedup is not None and (replayed > 0 or estimate)
 
     @property
     def speedup_label(self) -> str:
-        return self.report.speedup_label
+        """As saved: the report's full label where the entry has a report (entries saved before
+        it was copied whole kept a shortened one in ``result``), else ``result``'s; for entries
+        written before the label existed, derived from the same fields (a pass resumed at step 0
+        replayed nothing: "measured")."""
+        report = self.meta.get("report")
+        for saved in (report.get("speedup_label") if isinstance(report, dict) else None,
+                      self.result.get("speedup_label")):  # fmt: skip
+            if isinstance(saved, str) and saved:
+                return saved
+        if self.speedup is None:
+            return ""
+        steps = _opt_int(self.result.get("steps")) or self.steps
+        measured_at = self.result.get("vanilla_measured_at")
+        return legacy_speedup_label(
+            replayed_steps=replayed_steps(_opt_int(self.result.get("resumed_from")), steps),
+            steps=steps,
+            vanilla_cached=self.result.get("vanilla_cached") is True,
+            vanilla_measured_at=_opt_time(measured_at),
+        )
 
     @property
     def gated_path(self) -> Path:
@@ -723,6 +755,15 @@ def _opt_float(value: object) -> float | None:
 
 def _opt_int(value: object) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def _jsonable(value: object) -> object:

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.report import label_head
 from app.storage.comparisons import is_comparison
 from app.storage.history import (
     HistoryEntry,
@@ -62,8 +63,9 @@ def entry_summary(entry: HistoryEntry) -> str:
     if report.ssim is not None:  # the summary line's words, the figure beside them
         change = CHANGE_WORDS[picture_change(report.ssim)].removeprefix("the picture ")
         parts.append(f"{change} (similarity {report.ssim:.3f})")
-    if report.speedup is not None:
-        parts.append(f"{report.speedup:.2f}×")
+    if entry.speedup is not None:  # the label's first clause; the row's tooltip has all of it
+        head = label_head(entry.speedup_label)
+        parts.append(f"{entry.speedup:.2f}× {head}" if head else f"{entry.speedup:.2f}×")
     return " · ".join(parts)
 
 
@@ -134,7 +136,8 @@ class HistoryDialog(QDialog):
                 f"{entry.prompt}\n{entry_summary(entry)} · {friendly_time(entry.created)}"
             )
             item.setData(Qt.ItemDataRole.UserRole, entry.id)
-            item.setToolTip(str(entry.folder))
+            label = entry.speedup_label if entry.speedup is not None else ""
+            item.setToolTip(f"{entry.folder}\nSpeedup: {label}" if label else str(entry.folder))
             try:
                 gated, _ = entry.load_images()
                 pixmap = QPixmap.fromImage(to_qimage(gated)).scaled(

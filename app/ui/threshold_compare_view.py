@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.report import label_head
 from app.storage.comparisons import ComparisonRow
 from app.ui.theme import mute, muted, small_font
 from app.ui.threshold_compare_model import CompareStatus, ThresholdComparer
@@ -393,9 +394,10 @@ def _row_stats(row: ComparisonRow, note: str) -> str:
 
 
 def short_label(label: str) -> str:
-    """The label's first clause ("measured", "estimate (3 of 28 steps replayed)"); the cell's
-    tooltip carries all of it."""
-    return label.split(", ")[0]
+    """The label's first clause ("measured", "re-timed estimate (3 of 28 steps replayed)"): it
+    says whether the figure is the ratio of the times shown; the cell's tooltip carries all of
+    it."""
+    return label_head(label)
 
 
 def _vanilla_stats(row: ComparisonRow | None) -> str:

@@ -16,8 +16,8 @@ from app.engine.report import (
     RunReport,
     TargetProbe,
     TargetSearch,
+    legacy_speedup_label,
     measure_run,
-    speedup_label,
 )
 from app.engine.request import QualityTarget, make_request
 from app.gate import Decision, Engagement, StepEvent
@@ -69,10 +69,19 @@ def test_replayed_steps_make_an_estimate_that_says_how_many(replayed: int) -> No
     assert report.speedup_estimated
 
 
-def test_a_cached_vanilla_says_so_and_when_it_was_measured() -> None:
-    assert _report(cached=True).speedup_label == "vanilla cached, measured 14:02"
+RETIMED = "steps at this run's mean computed-step time (±<1%): 0.8 s ÷ 0.8 s"
+
+
+def test_a_cached_vanilla_says_so_when_it_was_measured_and_the_times_it_was_re_timed_to() -> None:
+    # Every step of these passes took 0.1 s: re-timed, vanilla's 8 steps and the gated pass's 8
+    # (its skips cost a computed step here) are both 0.8 s, and the label says so.
+    cached = _report(cached=True)
+    assert cached.speedup_label == f"re-timed estimate, vanilla cached at 14:02, {RETIMED}"
+    assert cached.speedup == pytest.approx(1.0) and cached.speedup_estimated
     both = _report(cached=True, resumed_from=2)
-    assert both.speedup_label == "estimate (2 of 8 steps replayed), vanilla cached, measured 14:02"
+    assert both.speedup_label == (
+        f"re-timed estimate (2 of 8 steps replayed), vanilla cached at 14:02, {RETIMED}"
+    )
 
 
 def test_no_vanilla_no_speedup_no_label() -> None:
@@ -101,8 +110,12 @@ def test_json_keeps_the_report_keys_and_carries_the_label() -> None:
         "vanilla_seconds", "vanilla_pattern", "vanilla_trace", "speedup", "max_abs_diff",
     } <= set(data)  # fmt: skip
     assert (data["skipped"], data["pattern"], data["longest_skip_streak"]) == (3, "FCSSCSCF", 2)
-    label = "estimate (3 of 8 steps replayed), vanilla cached, measured 14:02"
+    label = f"re-timed estimate (3 of 8 steps replayed), vanilla cached at 14:02, {RETIMED}"
     assert data["speedup_label"] == label
+    assert (data["speedup_kind"], data["speedup_ideal"]) == ("re-timed", 8 / 5)
+    assert (data["speedup_vanilla_seconds"], data["speedup_gated_seconds"]) == pytest.approx(
+        (0.8, 0.8)
+    )
     assert data["vanilla_measured_at"] == "2026-03-01T14:02:31+01:00"
     json.dumps(data)  # plain JSON, no numpy or datetime left
 
@@ -126,6 +139,7 @@ def test_old_history_files_without_a_label_still_read_and_get_the_right_one(
     # As written before the label existed: "estimated" whenever the pass had resumed at all.
     for key in ("speedup_label", "vanilla_measured_at"):
         del meta["result"][key]
+    del meta["report"]["speedup_label"]
     meta["result"]["speedup_estimated"] = True
     (entry.folder / META_FILE).write_text(json.dumps(meta))
     [old] = HistoryStore(tmp_path).entries()
@@ -138,12 +152,14 @@ def test_old_history_files_without_a_label_still_read_and_get_the_right_one(
     assert older.speedup_label == "estimate (2 of 8 steps replayed), vanilla cached"
 
 
-def test_the_label_function_alone() -> None:
-    assert speedup_label(replayed_steps=0, steps=28, vanilla_cached=False) == "measured"
-    assert speedup_label(replayed_steps=5, steps=28, vanilla_cached=False) == (
+def test_the_legacy_label_function_alone() -> None:
+    assert legacy_speedup_label(replayed_steps=0, steps=28, vanilla_cached=False) == "measured"
+    assert legacy_speedup_label(replayed_steps=5, steps=28, vanilla_cached=False) == (
         "estimate (5 of 28 steps replayed)"
     )
-    assert speedup_label(replayed_steps=0, steps=28, vanilla_cached=True) == "vanilla cached"
+    assert legacy_speedup_label(replayed_steps=0, steps=28, vanilla_cached=True) == (
+        "vanilla cached"
+    )
 
 
 def _full_report() -> RunReport:
@@ -181,7 +197,6 @@ def _full_report() -> RunReport:
         calibrated_range=(0.01, 0.4),
         versions={"mlx": "0.1"},
         warmup_seconds=0.25,
-        load_factor=1.2,
     )
     probe = TargetProbe(0.1, 3, "FCSSCSCF", measured.ssim, 0.2, True, predicted_skipped=3)
     search = TargetSearch(QualityTarget(0.5, 0.25), (probe,), 0.1, True, "kept 0.1")
@@ -209,6 +224,11 @@ def test_from_json_reads_back_what_to_json_wrote() -> None:
     # Derived again, never copied: the label names the re-timing, the figure is re-timed.
     assert back.speedup == pytest.approx(report.speedup)
     assert "re-timed" in back.speedup_label and back.speedup_label == report.speedup_label
+    # Without the vanilla steps kept whole, the JSON's per-step vanilla record is enough.
+    alone = RunReport.from_json(
+        data, gated_image=report.gated.image, vanilla_image=report.vanilla.image
+    )
+    assert alone.to_json() == report.to_json() and alone.speedup_label == report.speedup_label
 
 
 def test_from_json_says_what_is_missing() -> None:
