@@ -55,7 +55,7 @@ from app.engine.events import (
     StepPreview,
 )
 from app.engine.loader import MEMORY_WARNING, load_pipeline, memory_warning
-from app.engine.notices import engagement_warning
+from app.engine.notices import engagement_warning, schedule_warnings
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, generate_kwargs
@@ -63,6 +63,7 @@ from app.engine.timing import WARMUP_STEPS, warmup_params
 from app.gate import (
     AnyGateParams,
     Decision,
+    Engagement,
     GateParams,
     StepEvent,
     TeaCacheGate,
@@ -287,11 +288,14 @@ class Engine:
                 self._vanilla[key] = vanilla
                 while len(self._vanilla) > self._vanilla_cache_size:
                     self._vanilla.popitem(last=False)
-            if (
-                variant.distilled
-                or not check_schedule(variant, request.steps, gate=request.gate).can_skip
-            ):
-                emit(engagement_warning(run_id, params, vanilla.trace))
+        # Where skipping begins on this vanilla trace: measured once, for the warning and the
+        # report alike.
+        found = engagement_of(params, vanilla.trace) if vanilla is not None else None
+        if found is not None and (
+            variant.distilled
+            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+        ):
+            emit(engagement_warning(run_id, params, found))
 
         resume = (
             vanilla is not None
@@ -317,6 +321,7 @@ class Engine:
             gated,
             vanilla_cached=vanilla_cached,
             warmup_seconds=warmup_seconds,
+            engagement=found,
         )
 
     def warm_up(
@@ -533,36 +538,6 @@ def latents_digest(latents: mx.array) -> str:
     return hashlib.sha256(np.asarray(latents).tobytes()).hexdigest()
 
 
-def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunWarning]:
-    check = check_schedule(
-        variant,
-        request.steps,
-        request.threshold if request.threshold > 0 else None,
-        gate=request.gate,
-    )
-    if check.can_skip and not variant.distilled:
-        return []
-    if request.threshold <= 0 and not variant.distilled:
-        return []
-    message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
-    if check.suggestion:
-        message += f" Instead: {check.suggestion}."
-    return [
-        RunWarning(
-            0,
-            "distilled" if variant.distilled else "schedule",
-            message,
-            {
-                "eligible_steps": check.eligible_steps,
-                "can_skip": check.can_skip,
-                "min_predicted_change": variant.min_predicted_change,
-                "threshold": request.threshold,
-                "suggestion": check.suggestion,
-            },
-        )
-    ]
-
-
 def build_report(
     request: GenerationRequest,
     params: AnyGateParams,
@@ -571,10 +546,11 @@ def build_report(
     *,
     vanilla_cached: bool = False,
     warmup_seconds: float | None = None,
+    engagement: Engagement | None = None,
 ) -> RunReport:
     """The engine's side of the report: what needs MLX (digests, the latent difference) and the
-    gate's numbers; ``reports.measure_run`` measures SSIM and speedup."""
-    engagement_found: reports.Engagement | None = None
+    gate's numbers (``engagement``: where skipping begins on the vanilla trace, measured by the
+    caller); ``reports.measure_run`` measures SSIM and speedup."""
     max_abs_diff: float | None = None
     if vanilla is not None:
         max_abs_diff = float(
@@ -585,16 +561,12 @@ def build_report(
                 )
             )
         )
-        onset = engagement_of(params, vanilla.trace)
-        engagement_found = reports.Engagement(
-            onset.eligible_steps, onset.onset_threshold, onset.onset_step
-        )
     return reports.measure_run(
         request,
         _summarise(gated),
         _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
         max_abs_diff=max_abs_diff,
-        engagement=engagement_found,
+        engagement=engagement,
         coefficients=tuple(params.coefficients) if isinstance(params, GateParams) else (),
         calibrated_range=params.calibrated_range if isinstance(params, GateParams) else None,
         versions=versions(),

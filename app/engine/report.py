@@ -4,19 +4,23 @@ The engine builds a ``RunReport`` once (``measure_run``: SSIM and speedup are co
 nowhere else) and sends it as the payload of ``RunFinished``. The window, ``teacache-studio
 generate`` and the history all read this object; ``to_json`` writes the keys report.json and
 run.json have always held. ``speedup_label`` is the one function that says how a speedup was
-measured. Qt-free and MLX-free.
+measured; ``RunReport.from_json`` reads that object back (the history and a saved threshold
+comparison read a run this way, never field by field). Qt-free and MLX-free.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
-from app.engine.request import GenerationRequest, QualityTarget
+from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
-from app.gate import Decision, StepEvent
+from app.gate import Decision, Engagement, StepEvent
 from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
@@ -37,7 +41,8 @@ class PassResult:
     latents_sha256: str | None = None
     peak_memory_bytes: int | None = None
     resumed_from: int | None = None  # gated: steps before this one were replayed from vanilla
-    measured_at: datetime = field(default_factory=_now)
+    # When the pass was timed (None: not known, a run saved before the time was recorded).
+    measured_at: datetime | None = field(default_factory=_now)
     cached: bool = False  # vanilla reused from the engine's cache (measured at ``measured_at``)
 
     @property
@@ -59,15 +64,6 @@ class PassResult:
     @property
     def replayed_steps(self) -> int:
         return replayed_steps(self.resumed_from, len(self.steps))
-
-
-@dataclass(frozen=True, slots=True)
-class Engagement:
-    """Where skipping begins on the vanilla trace of this run."""
-
-    eligible_steps: int
-    onset_threshold: float | None
-    onset_step: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +123,8 @@ class RunReport:
     vanilla: PassResult | None = None
     ssim: float | None = None
     max_abs_diff: float | None = None
+    # Where skipping begins on this run's vanilla trace (the engine measures it once: the same
+    # object rides in its engagement warning).
     engagement: Engagement | None = None
     coefficients: tuple[float, ...] = ()
     calibrated_range: tuple[float, float] | None = None
@@ -198,6 +196,10 @@ class RunReport:
             vanilla_measured_at=vanilla.measured_at,
         )
 
+    @property
+    def local_diff_value(self) -> float | None:
+        return self.local_diff.value if self.local_diff is not None else None
+
     def to_json(self) -> dict[str, object]:
         """The report.json / run.json ``report`` object (the keys they always had, and more)."""
         r, g, v = self.request, self.gated, self.vanilla
@@ -243,7 +245,9 @@ class RunReport:
                     "vanilla_mag_ratios": [s.mag_ratio for s in v.steps],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,
-                    "vanilla_measured_at": v.measured_at.isoformat(timespec="seconds"),
+                    "vanilla_measured_at": (
+                        v.measured_at.isoformat(timespec="seconds") if v.measured_at else None
+                    ),
                     "ssim": self.ssim,
                     "max_abs_diff": self.max_abs_diff,
                     "local_diff": self.local_diff.value if self.local_diff else None,
@@ -263,6 +267,231 @@ class RunReport:
         if self.target_search is not None:
             out.update(self.target_search.to_json())
         return out
+
+    @classmethod
+    def from_json(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        gated_image: np.ndarray,
+        vanilla_image: np.ndarray | None = None,
+        vanilla_steps: Sequence[StepEvent] | None = None,
+        request: GenerationRequest | None = None,
+    ) -> RunReport:
+        """The report ``to_json`` wrote, read back with the run's images (saved beside it as
+        PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them whole
+        (the history does); else they are rebuilt from the JSON's per-step vanilla record
+        (decisions, trace, magnitude ratios and step times: what the report reads). ``request``
+        defaults to the one the JSON records, as it ran (not checked again: a record, not a
+        new request). Raises ``ValueError`` (one sentence) where a figure it needs is missing.
+
+        The speedup and its label are derived again, as for a live report, never copied."""
+        if request is None:
+            request = _request_from_json(data)
+        rows = data.get("steps_detail")
+        if not isinstance(rows, list):
+            raise ValueError("the report has no per-step record (steps_detail)")
+        try:
+            steps = tuple(step_from_json(row, len(rows)) for row in rows)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"the report's step record is malformed ({exc})") from None
+        gated_seconds = _float(data.get("gated_seconds"))
+        if gated_seconds is None:
+            raise ValueError("the report has no gated time (gated_seconds)")
+        gated = PassResult(
+            gated_image,
+            steps,
+            gated_seconds,
+            wall_seconds=_float(data.get("gated_wall_seconds")),
+            latents_sha256=_str(data.get("gated_latents_sha256")),
+            peak_memory_bytes=_int(data.get("gated_peak_memory_bytes")),
+            resumed_from=_int(data.get("resumed_from_step")),
+            measured_at=None,
+        )
+        vanilla = None
+        vanilla_seconds = _float(data.get("vanilla_seconds"))
+        if vanilla_image is not None and vanilla_seconds is not None:
+            vanilla = PassResult(
+                vanilla_image,
+                tuple(vanilla_steps) if vanilla_steps is not None else _vanilla_steps(data),
+                vanilla_seconds,
+                wall_seconds=_float(data.get("vanilla_wall_seconds")),
+                latents_sha256=_str(data.get("vanilla_latents_sha256")),
+                measured_at=_time(data.get("vanilla_measured_at")),
+                cached=data.get("vanilla_cached") is True,
+            )
+        local = _float(data.get("local_diff"))
+        window = data.get("local_diff_window")
+        local_diff = None
+        if local is not None and isinstance(window, Mapping):
+            x, y, size = (_int(window.get(k)) for k in ("x", "y", "size"))
+            if x is not None and y is not None and size is not None:
+                local_diff = LocalDifference(local, x, y, size)
+        calibrated = data.get("calibrated_range")
+        versions = data.get("versions")
+        return cls(
+            request=request,
+            gated=gated,
+            vanilla=vanilla,
+            ssim=_float(data.get("ssim")),
+            max_abs_diff=_float(data.get("max_abs_diff")),
+            engagement=_engagement_from_json(data.get("engagement")),
+            coefficients=tuple(
+                float(c) for c in data.get("coefficients") or () if _float(c) is not None
+            ),
+            calibrated_range=(
+                (float(calibrated[0]), float(calibrated[1]))
+                if isinstance(calibrated, list | tuple)
+                and len(calibrated) == 2
+                and all(_float(v) is not None for v in calibrated)
+                else None
+            ),
+            versions=(
+                {str(k): str(v) for k, v in versions.items()}
+                if isinstance(versions, Mapping)
+                else {}
+            ),
+            engine=str(data.get("engine") or "mflux"),
+            warmup_seconds=_float(data.get("warmup_seconds")),
+            local_diff=local_diff,
+            target_search=_target_search_from_json(data, request.threshold),
+        )
+
+
+def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
+    """One ``StepEvent.as_dict`` row read back (``num_steps`` where the row does not say)."""
+    return StepEvent(
+        index=int(row["index"]),
+        num_steps=int(row.get("num_steps", num_steps)),
+        decision=Decision(row["decision"]),
+        rel_l1=_float(row.get("rel_l1")),
+        predicted=_float(row.get("predicted")),
+        accumulated=_float(row.get("accumulated")),
+        threshold=float(row.get("threshold", 0.0)),
+        seconds=float(row.get("seconds", 0.0)),
+        output_rel_l1=_float(row.get("output_rel_l1")),
+        gate=str(row.get("gate", "teacache")),
+        mag_ratio=_float(row.get("mag_ratio")),
+    )
+
+
+def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
+    """The vanilla pass's steps from ``to_json``'s per-step vanilla keys (no prediction: a
+    vanilla pass computes every step)."""
+    pattern = str(data.get("vanilla_pattern") or "")
+    n = len(pattern)
+
+    def column(key: str) -> list[object]:
+        values = data.get(key)
+        return list(values) if isinstance(values, list) and len(values) == n else [None] * n
+
+    trace, seconds = column("vanilla_trace"), column("vanilla_step_seconds")
+    ratios = column("vanilla_mag_ratios")
+    letters = {d.letter: d for d in Decision}
+    return tuple(
+        StepEvent(
+            index=i,
+            num_steps=n,
+            decision=letters[letter],
+            rel_l1=_float(trace[i]),
+            predicted=None,
+            accumulated=None,
+            threshold=0.0,
+            seconds=_float(seconds[i]) or 0.0,
+            mag_ratio=_float(ratios[i]),
+        )
+        for i, letter in enumerate(pattern)
+    )
+
+
+def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
+    """The request a report records (``to_json``'s keys), as it ran."""
+    try:
+        loras = tuple(
+            LoraSpec(str(row["path"]), float(row["scale"])) for row in data.get("loras") or ()
+        )
+        return GenerationRequest(
+            variant_id=str(data["variant"]),
+            prompt=str(data["prompt"]),
+            seed=int(data["seed"]),
+            steps=int(data["steps"]),
+            threshold=float(data["threshold"]),
+            width=int(data["width"]),
+            height=int(data["height"]),
+            guidance=_float(data.get("guidance")),
+            quantize=_int(data.get("quantize")),
+            loras=loras,
+            model_path=_str(data.get("model_path")),
+            gate=str(data.get("gate") or "teacache"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the report does not record its request ({exc})") from None
+
+
+def _engagement_from_json(data: object) -> Engagement | None:
+    if not isinstance(data, Mapping) or _int(data.get("eligible_steps")) is None:
+        return None
+    return Engagement(
+        _int(data.get("eligible_steps")) or 0,
+        _float(data.get("onset_threshold")),
+        _int(data.get("onset_step")),
+    )
+
+
+def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> TargetSearch | None:
+    rows = data.get("target_search")
+    min_ssim = _float(data.get("target_ssim"))
+    if not isinstance(rows, list) or min_ssim is None:
+        return None
+    probes = tuple(
+        TargetProbe(
+            threshold=float(row["threshold"]),
+            skipped=int(row["skipped"]),
+            pattern=str(row.get("pattern") or ""),
+            ssim=_float(row.get("ssim")),
+            local_diff=_float(row.get("local_diff")),
+            met=row.get("met") is True,
+            predicted_skipped=_int(row.get("predicted_skipped")),
+        )
+        for row in rows
+        if isinstance(row, Mapping) and _float(row.get("threshold")) is not None
+    )
+    chosen = next(
+        (float(row["threshold"]) for row in rows if isinstance(row, Mapping) and row.get("chosen")),
+        threshold,
+    )
+    return TargetSearch(
+        target=QualityTarget(min_ssim, _float(data.get("target_max_local_diff"))),
+        probes=probes,
+        chosen_threshold=chosen,
+        met=data.get("target_met") is True,
+        note=str(data.get("target_note") or ""),
+        complete=data.get("target_complete") is not False,
+    )
+
+
+def _float(value: object) -> float | None:
+    """A JSON number as a float (never a bool; NaN and infinities are not figures)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def measure_run(

@@ -136,6 +136,8 @@ def _lora(value: object) -> list[object]:
         raise _Invalid("expected [path, scale]")
     # A file that has gone since is kept and reported at Generate, in the request check's words.
     return [_str(value[0]), _float(*LORA_SCALE_RANGE)(value[1])]
+
+
 def _quantize(value: object) -> int:
     bits = _int(0, 8)(value)
     if bits not in (0, *QUANTIZE_LEVELS):

@@ -509,4 +509,3 @@ def _ssim_note(value: float, local_diff: float | None = None) -> str:
         return f"one spot differs ({local_diff:.2f})"
     # The summary line's band for SSIM alone (app.ui.plain_words), so the two never disagree.
     return CHANGE_WORDS[picture_change(value)].removeprefix("the picture ").removeprefix("is ")
-

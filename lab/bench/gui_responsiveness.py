@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
     from PySide6.QtGui import QGuiApplication
 
-    from app.ui.viewmodel import RunStatus
+    from app.ui.run_model import RunStatus
 
     warm_up_seconds = wait_until_warm(app, window, args.timeout)
 
@@ -168,7 +168,7 @@ def open_window(engine: str = "real", variant: str = "demo", steps: int | None =
     from PySide6.QtWidgets import QApplication
 
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.window import MainWindow
+    from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication([])
     configure_application(app)
@@ -181,7 +181,7 @@ def open_window(engine: str = "real", variant: str = "demo", steps: int | None =
         factory = random_demo_engine_factory(Path(tempfile.mkdtemp(prefix="teacache-demo-")))
     else:
         factory = default_engine_factory()
-    window = MainWindow(factory, shutdown_timeout_ms=60_000)
+    window = open_window(factory, shutdown_timeout_ms=60_000)
     window.resize(1320, 860)
     window.show()
     window.form.select_variant(variant)

@@ -16,7 +16,7 @@ import pytest
 from app.adapters import install_gate
 from app.demo.pipeline import DemoFlux2Klein
 from app.engine.notices import engagement_warning
-from app.gate import TeaCacheGate
+from app.gate import TeaCacheGate, engagement_of
 from app.gate.decision import prediction_floor
 from app.gate.simulator import engagement
 from app.variants import get_variant
@@ -132,7 +132,8 @@ def test_turbo_skips_nothing_below_its_onset_and_engages_above_it(
             gate = TeaCacheGate(variant.gate_params(threshold=threshold))
             _run(turbo_pipeline, prompt, 4, gate)
             assert (gate.skipped > 0) is skips, (prompt, threshold, onset, gate.pattern)
-            notice = engagement_warning(0, variant.gate_params(threshold=threshold), trace)
+            params = variant.gate_params(threshold=threshold)
+            notice = engagement_warning(0, params, engagement_of(params, trace))
             assert notice.details["onset_threshold"] == onset
             if skips:
                 assert "the gate skips on this schedule" in notice.message, notice.message

@@ -39,7 +39,7 @@ from app.engine.notices import engagement_warning
 from app.engine.protocol import Emit
 from app.engine.report import PassResult, RunReport, measure_run
 from app.engine.request import GenerationRequest, make_request
-from app.gate import Decision, GateParams, StepEvent, predict_change
+from app.gate import Decision, GateParams, StepEvent, engagement_of, predict_change
 from app.gate.simulator import simulate
 from app.variants import check_schedule
 
@@ -250,8 +250,12 @@ class FakeEngine:
                 vanilla = self._vanilla_pass(run_id, request, params, trace, emit, cancel, script)
                 if self.cache_vanilla:
                     self._vanilla[key] = vanilla
-            if variant.distilled or not check_schedule(variant, request.steps).can_skip:
-                emit(engagement_warning(run_id, params, vanilla.trace))
+        # As the real engine: where skipping begins, measured once for the warning and report.
+        found = engagement_of(params, vanilla.trace) if vanilla is not None else None
+        if found is not None and (
+            variant.distilled or not check_schedule(variant, request.steps).can_skip
+        ):
+            emit(engagement_warning(run_id, params, found))
 
         verdicts = simulate(params, trace)
         # As the real engine: replay vanilla up to the last computed step before the first skip;
@@ -291,7 +295,8 @@ class FakeEngine:
         emit(PassFinished(run_id, Pass.gated, image, gated_seconds, tuple(steps)))
         gated = PassResult(image, tuple(steps), gated_seconds, resumed_from=until)
         summary = vanilla.summary(cached=cached) if vanilla is not None else None
-        emit(RunFinished(run_id, measure_run(request, gated, summary, engine="fake")))
+        report = measure_run(request, gated, summary, engagement=found, engine="fake")
+        emit(RunFinished(run_id, report))
 
     def _vanilla_pass(
         self,

@@ -324,6 +324,8 @@ def test_an_entry_whose_lora_file_is_gone_loads_but_does_not_reproduce(tmp_path:
     (tmp_path / "ink.safetensors").unlink()
     [read] = HistoryStore(tmp_path / "history").entries()
     assert read.loras == entry.loras and read.to_request() is None
+
+
 def test_the_local_difference_is_saved_and_read_back(tmp_path: Path) -> None:
     from app.engine.report import measure_run
     from tests.fakes.engine import minimal_report

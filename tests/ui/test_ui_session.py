@@ -21,8 +21,9 @@ from app.engine.request import GenerationRequest
 from app.storage.history import HistoryStore, RunRecord
 from app.storage.settings import SettingsStore
 from app.ui.analysis import BannerFix, FixKind, NoticeKind
+from app.ui.form_model import FormModel
+from app.ui.run_model import RunModel, RunStatus
 from app.ui.session import Session
-from app.ui.viewmodel import FormModel, RunModel, RunStatus
 from app.variants import Variant
 from tests.fakes.engine import FakeEngine, FakeScript
 
@@ -290,6 +291,19 @@ def test_shutdown_saves_the_inputs_and_stops_everything_once(rig: Rig) -> None:
 def test_the_session_module_imports_no_qt() -> None:
     code = (
         "import sys, app.ui.session; "
+        "sys.exit(any(m.split('.')[0] == 'PySide6' for m in sys.modules))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "module", ["event_router", "threshold_compare_model", "quantize_model", "plain_words"]
+)
+def test_the_qt_free_state_of_the_window_imports_no_qt(module: str) -> None:
+    """The Qt-free halves of the window (docs/architecture.md, the ui/ module map) stay so."""
+    code = (
+        f"import sys, app.ui.{module}; "
         "sys.exit(any(m.split('.')[0] == 'PySide6' for m in sys.modules))"
     )
     root = Path(__file__).resolve().parents[2]

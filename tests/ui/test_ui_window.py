@@ -20,7 +20,8 @@ from app.storage.history import entry_captions
 from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT
-from app.ui.viewmodel import RunStatus, ui_default_threshold
+from app.ui.form_model import ui_default_threshold
+from app.ui.run_model import RunStatus
 from app.variants import DEFAULT_VARIANT, check_schedule, get_variant
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
 
@@ -224,7 +225,7 @@ def test_nothing_skipped_reads_1_everywhere_with_the_times_still_shown(
     """The walk's finding 9: with nothing skipped the card read "0.63× measured" (timing noise).
     The scripted vanilla steps take twice as long as the gated ones: the ratio of the times is 2,
     yet nothing was skipped."""
-    from app.ui.history_browser import entry_summary
+    from app.ui.history_view import entry_summary
 
     script = FakeScript(
         step_seconds=0.001, vanilla_step_factor=2.0, trace=lambda r: (0.9,) * r.steps

@@ -36,9 +36,7 @@ def describe(info: FolderInfo) -> str:
     if info.family is None:
         return f"{info.layout} layout, {size_label(info.size_bytes)}: no model recognised"
     stored = quantize_label(info.quantize)
-    return (
-        f"{info.layout}, {info.family.display_name}, {stored}, {size_label(info.size_bytes)}"
-    )
+    return f"{info.layout}, {info.family.display_name}, {stored}, {size_label(info.size_bytes)}"
 
 
 class AddModelFolderDialog(QDialog):

@@ -54,11 +54,15 @@ def entry_summary(entry: HistoryEntry) -> str:
         return " · ".join(parts)
     if entry.threshold is not None:
         parts.append(f"t={entry.threshold:.4g}")
-    if entry.skips is not None:
-        parts.append(f"{entry.skips} skipped")
-    if entry.ssim is not None:  # the summary line's words, the figure beside them
-        change = CHANGE_WORDS[picture_change(entry.ssim)].removeprefix("the picture ")
-        parts.append(f"{change} (similarity {entry.ssim:.3f})")
+    try:
+        report = entry.report
+    except (OSError, ValueError) as exc:
+        log.warning("history entry %s: %s", entry.id, exc)
+        return " · ".join([*parts, "its figures cannot be read"])
+    parts.append(f"{report.gated.skipped} skipped")
+    if report.ssim is not None:  # the summary line's words, the figure beside them
+        change = CHANGE_WORDS[picture_change(report.ssim)].removeprefix("the picture ")
+        parts.append(f"{change} (similarity {report.ssim:.3f})")
     if entry.speedup is not None:  # the label's first clause; the row's tooltip has all of it
         head = label_head(entry.speedup_label)
         parts.append(f"{entry.speedup:.2f}× {head}" if head else f"{entry.speedup:.2f}×")

@@ -1,7 +1,7 @@
 """The comparison view: the vanilla reference and one cell per threshold, side by side, with skips
 "k of n", SSIM and time under each, zoom and pan linked across every image. Click an image (or
 its "Use" button) to make that threshold the current one. Layout and wiring only: every action is
-``app.ui.comparison.ThresholdComparer``'s."""
+``app.ui.threshold_compare_model.ThresholdComparer``'s."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
 
 from app.engine.report import label_head
 from app.storage.comparisons import ComparisonRow
-from app.ui.comparison import CompareStatus, ThresholdComparer
 from app.ui.theme import mute, muted, small_font
+from app.ui.threshold_compare_model import CompareStatus, ThresholdComparer
 
 CELL_MIN = QSize(170, 150)  # below this the grid scrolls instead of squeezing the images
 STATS_LINES = 4  # the numbers under each image
