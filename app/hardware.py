@@ -44,11 +44,16 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def ram_bytes() -> int | None:
+def physical_memory_bytes() -> int | None:
+    """Total physical memory (Linux and macOS through sysconf); None where unknown."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page_size = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
         return None
+    if pages <= 0 or page_size <= 0:
+        return None
+    return int(pages) * int(page_size)
 
 
 def usable_cores() -> int:
@@ -95,7 +100,7 @@ def _app_version() -> str:
 
 
 def host_info() -> dict[str, Any]:
-    ram = ram_bytes()
+    ram = physical_memory_bytes()
     return {
         "cpu": cpu_name(),
         "machine": platform.machine(),

@@ -18,8 +18,9 @@ Timing: both passes of one Generate are timed under the same conditions. Before 
 pass of a (model, size, guidance) the engine runs a discarded warm-up generation of
 ``WARMUP_STEPS`` steps with a forced computed/skipped/computed pattern, so one-time costs (kernel
 JIT, allocator growth, stream creation, lazy imports) land on neither pass; the vanilla pass does
-not capture outputs (only calibration asks for that); a cached vanilla's time is rescaled to the
-gated pass's conditions (``app.engine.timing``).
+not capture outputs (only calibration asks for that). The report's speedup is never above the
+ideal by more than the run's own measured spread: a cached vanilla is re-timed to this run's
+computed steps, and so is a measured ratio the load pushed above the ideal (``app.engine.timing``).
 """
 
 from __future__ import annotations
@@ -54,12 +55,12 @@ from app.engine.events import (
     StepPreview,
 )
 from app.engine.loader import MEMORY_WARNING, load_pipeline, memory_warning
-from app.engine.notices import engagement_warning
+from app.engine.notices import engagement_warning, schedule_warnings
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, generate_kwargs
-from app.engine.timing import WARMUP_STEPS, load_factor, warmup_params
-from app.gate import Decision, LiveGate, StepEvent, TeaCacheGate
+from app.engine.timing import WARMUP_STEPS, warmup_params
+from app.gate import Decision, Engagement, LiveGate, StepEvent, TeaCacheGate
 from app.gate.kinds import GateParamsLike, kind_of, make_gate, observer_params
 from app.variants import Variant, check_schedule
 
@@ -276,12 +277,15 @@ class Engine:
                 self._vanilla[key] = vanilla
                 while len(self._vanilla) > self._vanilla_cache_size:
                     self._vanilla.popitem(last=False)
-            if (
-                variant.distilled
-                or not check_schedule(variant, request.steps, gate=request.gate).can_skip
-            ):
-                trace = kind_of(params).trace(vanilla.events)
-                emit(engagement_warning(run_id, params, trace))
+        # Where skipping begins on this vanilla trace: measured once, for the warning and the
+        # report alike.
+        kind = kind_of(params)
+        found = kind.engagement(params, kind.trace(vanilla.events)) if vanilla else None
+        if found is not None and (
+            variant.distilled
+            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+        ):
+            emit(engagement_warning(run_id, params, found))
 
         resume = (
             vanilla is not None
@@ -300,9 +304,6 @@ class Engine:
             cancel,
             resume_from=vanilla if resume else None,
         )
-        factor = None
-        if vanilla is not None and vanilla_cached:
-            factor = load_factor(vanilla.events, gated.events, gated.resumed_from or 0)
         return build_report(
             request,
             params,
@@ -310,7 +311,7 @@ class Engine:
             gated,
             vanilla_cached=vanilla_cached,
             warmup_seconds=warmup_seconds,
-            load_factor=factor,
+            engagement=found,
         )
 
     def warm_up(
@@ -528,36 +529,6 @@ def latents_digest(latents: mx.array) -> str:
     return hashlib.sha256(np.asarray(latents).tobytes()).hexdigest()
 
 
-def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunWarning]:
-    check = check_schedule(
-        variant,
-        request.steps,
-        request.threshold if request.threshold > 0 else None,
-        gate=request.gate,
-    )
-    if check.can_skip and not variant.distilled:
-        return []
-    if request.threshold <= 0 and not variant.distilled:
-        return []
-    message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
-    if check.suggestion:
-        message += f" Instead: {check.suggestion}."
-    return [
-        RunWarning(
-            0,
-            "distilled" if variant.distilled else "schedule",
-            message,
-            {
-                "eligible_steps": check.eligible_steps,
-                "can_skip": check.can_skip,
-                "min_predicted_change": variant.min_predicted_change,
-                "threshold": request.threshold,
-                "suggestion": check.suggestion,
-            },
-        )
-    ]
-
-
 def build_report(
     request: GenerationRequest,
     params: GateParamsLike,
@@ -566,11 +537,11 @@ def build_report(
     *,
     vanilla_cached: bool = False,
     warmup_seconds: float | None = None,
-    load_factor: float | None = None,
+    engagement: Engagement | None = None,
 ) -> RunReport:
     """The engine's side of the report: what needs MLX (digests, the latent difference) and the
-    gate's numbers; ``reports.measure_run`` measures SSIM and speedup."""
-    engagement_found: reports.Engagement | None = None
+    gate's numbers (``engagement``: where skipping begins on the vanilla trace, measured by the
+    caller); ``reports.measure_run`` measures SSIM and speedup."""
     max_abs_diff: float | None = None
     if vanilla is not None:
         max_abs_diff = float(
@@ -581,21 +552,15 @@ def build_report(
                 )
             )
         )
-        kind = kind_of(params)
-        onset = kind.engagement(params, kind.trace(vanilla.events))
-        engagement_found = reports.Engagement(
-            onset.eligible_steps, onset.onset_threshold, onset.onset_step
-        )
     return reports.measure_run(
         request,
         _summarise(gated),
         _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
         max_abs_diff=max_abs_diff,
-        engagement=engagement_found,
+        engagement=engagement,
         **kind_of(params).report_fields(params),
         versions=versions(),
         warmup_seconds=warmup_seconds,
-        load_factor=load_factor,
     )
 
 

@@ -12,6 +12,7 @@ from app.engine.comparison import ComparisonResult
 from app.engine.report import RunReport, TargetProbe
 from app.gate.decision import Decision
 from app.gate.events import StepEvent
+from app.gate.simulator import Engagement
 
 
 class Pass(StrEnum):
@@ -72,12 +73,15 @@ class PassFinished:
 
 @dataclass(frozen=True, slots=True)
 class RunWarning:
-    """An inline, non-fatal notice (the distilled-schedule banner, an untested mflux...)."""
+    """An inline, non-fatal notice (the distilled-schedule banner, an untested mflux...).
+    ``details`` are its words for the history; what the window computes with travels typed
+    (``engagement``: where skipping begins on this run, on an engagement warning)."""
 
     run_id: int
     kind: str
     message: str
     details: dict[str, object] = field(default_factory=dict)
+    engagement: Engagement | None = None
 
 
 @dataclass(frozen=True, slots=True)

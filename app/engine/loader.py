@@ -10,13 +10,13 @@ one ``LoadError`` sentence for whatever mflux raises.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.errors import DownloadCancelled
+from app.hardware import physical_memory_bytes
 from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
 from app.variants.folders import ModelFolderError, check_folder
 from app.variants.weights import (
@@ -54,18 +54,6 @@ def pipeline_class(variant: Variant) -> Any:
 
 
 # -- memory -----------------------------------------------------------------------------------
-
-
-def physical_memory_bytes() -> int | None:
-    """Total physical memory (Linux and macOS through sysconf); None where unknown."""
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES")
-        page_size = os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-    if pages <= 0 or page_size <= 0:
-        return None
-    return int(pages) * int(page_size)
 
 
 # A choice fits "with headroom" when its realistic need (``Variant.realistic_memory_gb``) leaves

@@ -102,20 +102,6 @@ def fit(
     )
 
 
-def fit_both(
-    x: Sequence[float] | np.ndarray,
-    y: Sequence[float] | np.ndarray,
-    *,
-    groups: Sequence[int] | np.ndarray | None = None,
-    heldout: Sequence[int] = (),
-    degree: int = DEGREE,
-) -> dict[str, PolynomialFit]:
-    return {
-        mode: fit(x, y, mode=mode, groups=groups, heldout=heldout, degree=degree)
-        for mode in ("free", "origin")
-    }
-
-
 def choose(fits: dict[str, PolynomialFit]) -> PolynomialFit:
     """The origin fit unless the free fit is clearly better on held-out data (by 0.02 R²): an
     intercept predicts change where the input did not move, which mlx-teacache learned to avoid.

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from importlib import metadata
 from io import BytesIO
 from pathlib import Path
@@ -29,12 +30,12 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 from app import paths
-from app.engine.report import RunReport, replayed_steps, speedup_label
+from app.engine.report import RunReport, legacy_speedup_label, replayed_steps, step_from_json
 from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_request
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate import Decision, StepEvent
-from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, gate_kind
+from app.gate.kinds import DEFAULT_GATE, gate_kind, recorded_gate
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,14 @@ class RunRecord:
 
     @property
     def speedup_label(self) -> str:
+        """The report's full label (one wording everywhere); derived only for a record made
+        without a report."""
+        saved = self.report.get("speedup_label")
+        if isinstance(saved, str):
+            return saved
         if self.speedup is None:
             return ""
-        return speedup_label(
+        return legacy_speedup_label(
             replayed_steps=replayed_steps(self.resumed_from, len(self.gated_steps)),
             steps=len(self.gated_steps),
             vanilla_cached=self.vanilla_cached,
@@ -116,7 +122,10 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One saved run as read back from disk."""
+    """One saved run as read back from disk. Its figures are its ``report``'s: run.json's report
+    object read back by ``RunReport.from_json`` (with the images and the vanilla steps saved
+    beside it), never copied field by field; only the speedup with its label stays as it was
+    saved (the rules of the build that saved it; this build's are its report's)."""
 
     id: str
     folder: Path
@@ -155,63 +164,86 @@ class HistoryEntry:
         value = self.request_data.get("threshold")
         return float(value) if isinstance(value, int | float) else None
 
+    @cached_property
+    def report(self) -> RunReport:
+        """The run as the engine reported it (read once; the images are decoded here).
+        ``ValueError`` or ``OSError`` where the folder is damaged."""
+        gated = _read_png(self.gated_path)
+        vanilla_path = self.vanilla_path
+        vanilla = _read_png(vanilla_path) if vanilla_path is not None else None
+        return RunReport.from_json(
+            report_json(self.meta),
+            gated_image=gated,
+            vanilla_image=vanilla,
+            vanilla_steps=self.step_events("vanilla"),
+        )
+
     @property
     def gate(self) -> str:
         """The gate that ran (entries from before there was a second gate ran TeaCache)."""
-        return _known_gate(self.request_data.get("gate"))
+        return recorded_gate(self.request_data.get("gate"))
 
     @property
     def gate_label(self) -> str:
         return gate_kind(self.gate).label
 
     @property
-    def skips(self) -> int | None:
-        return _opt_int(self.result.get("skips"))
+    def skips(self) -> int:
+        return self.report.gated.skipped
 
     @property
     def pattern(self) -> str:
-        return str(self.result.get("pattern", ""))
+        return self.report.gated.pattern
 
     @property
     def ssim(self) -> float | None:
-        return _opt_float(self.result.get("ssim"))
+        return self.report.ssim
 
     @property
     def local_diff(self) -> float | None:
-        return _opt_float(self.result.get("local_diff"))
+        return self.report.local_diff_value
 
     @property
     def gated_seconds(self) -> float | None:
-        return _opt_float(self.result.get("gated_seconds"))
+        return self.report.gated.loop_seconds
 
     @property
     def vanilla_seconds(self) -> float | None:
-        return _opt_float(self.result.get("vanilla_seconds"))
+        vanilla = self.report.vanilla
+        return vanilla.loop_seconds if vanilla is not None else None
 
     @property
     def speedup(self) -> float | None:
+        """As saved, with its label (``speedup_label``): a figure and its label are one record,
+        made under the rules of the build that saved it. For an entry saved by this build they
+        are its report's."""
         return _opt_float(self.result.get("speedup"))
 
     @property
     def speedup_estimated(self) -> bool:
-        """Gated steps were replayed from vanilla (recomputed: files before the label said so for
-        a pass resumed at step 0 too, where nothing was replayed)."""
+        """Gated steps were replayed from vanilla, or the figure was re-timed (recomputed: files
+        before the label said so for a pass resumed at step 0 too, where nothing was replayed)."""
         steps = _opt_int(self.result.get("steps")) or self.steps
         replayed = replayed_steps(_opt_int(self.result.get("resumed_from")), steps)
-        return self.speedup is not None and replayed > 0
+        estimate = self.speedup_label.startswith(("estimate", "re-timed"))
+        return self.speedup is not None and (replayed > 0 or estimate)
 
     @property
     def speedup_label(self) -> str:
-        """As saved; for entries written before the label existed, derived from the same fields
-        (a pass resumed at step 0 replayed nothing: "measured")."""
-        saved = self.result.get("speedup_label")
-        if isinstance(saved, str):
-            return saved
+        """As saved: the report's full label where the entry has a report (entries saved before
+        it was copied whole kept a shortened one in ``result``), else ``result``'s; for entries
+        written before the label existed, derived from the same fields (a pass resumed at step 0
+        replayed nothing: "measured")."""
+        report = self.meta.get("report")
+        for saved in (report.get("speedup_label") if isinstance(report, dict) else None,
+                      self.result.get("speedup_label")):  # fmt: skip
+            if isinstance(saved, str) and saved:
+                return saved
         if self.speedup is None:
             return ""
         steps = _opt_int(self.result.get("steps")) or self.steps
         measured_at = self.result.get("vanilla_measured_at")
-        return speedup_label(
+        return legacy_speedup_label(
             replayed_steps=replayed_steps(_opt_int(self.result.get("resumed_from")), steps),
             steps=steps,
             vanilla_cached=self.result.get("vanilla_cached") is True,
@@ -228,13 +260,12 @@ class HistoryEntry:
         return path if path.exists() else None
 
     def load_images(self) -> tuple[np.ndarray, np.ndarray | None]:
-        gated = _read_png(self.gated_path)
-        vanilla_path = self.vanilla_path
-        return gated, (_read_png(vanilla_path) if vanilla_path is not None else None)
+        report = self.report
+        return report.gated.image, (report.vanilla.image if report.vanilla is not None else None)
 
     def step_events(self, which: str) -> tuple[StepEvent, ...]:
         rows = self.meta.get("steps", {}).get(which, [])
-        return tuple(step_from_dict(row, len(rows)) for row in rows)
+        return tuple(step_from_json(row, len(rows)) for row in rows)
 
     @property
     def loras(self) -> tuple[LoraSpec, ...]:
@@ -270,6 +301,64 @@ class HistoryEntry:
             )
         except (RequestError, KeyError, TypeError, ValueError):
             return None
+
+
+# run.json's result keys that older builds' worker completed itself (the engine's report then did
+# not know a cached vanilla's time), under their report names.
+_RESULT_KEYS = {
+    "gated_seconds": "gated_seconds",
+    "vanilla_seconds": "vanilla_seconds",
+    "ssim": "ssim",
+    "local_diff": "local_diff",
+    "resumed_from": "resumed_from_step",
+    "vanilla_cached": "vanilla_cached",
+    "vanilla_measured_at": "vanilla_measured_at",
+}
+_REQUEST_KEYS = {
+    "variant_id": "variant",
+    "prompt": "prompt",
+    "seed": "seed",
+    "steps": "steps",
+    "threshold": "threshold",
+    "gate": "gate",
+    "width": "width",
+    "height": "height",
+    "guidance": "guidance",
+    "quantize": "quantize",
+    "loras": "loras",
+    "model_path": "model_path",
+}
+
+
+def report_json(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """run.json's report object, completed from the rest of run.json where it lacks a key.
+
+    Since the speedup label was saved (the result's ``speedup_label``), the report is the run's
+    own record and wins. Before it, the window's worker re-timed a cached vanilla itself and
+    wrote what it found into the result only: there the result's figures win (and a vanilla
+    with no recorded time has none)."""
+    report = meta.get("report")
+    report = dict(report) if isinstance(report, Mapping) else {}
+    result = meta.get("result")
+    result = result if isinstance(result, Mapping) else {}
+    request = meta.get("request")
+    request = request if isinstance(request, Mapping) else {}
+    steps = meta.get("steps")
+    gated_rows = steps.get("gated") if isinstance(steps, Mapping) else None
+    filled: dict[str, Any] = {
+        new: request[old] for old, new in _REQUEST_KEYS.items() if old in request
+    }
+    if isinstance(gated_rows, list):
+        filled["steps_detail"] = gated_rows
+    from_result = {new: result[old] for old, new in _RESULT_KEYS.items() if old in result}
+    if "speedup_label" in result:
+        return {**filled, **{k: v for k, v in from_result.items() if v is not None}, **report}
+    return {
+        **filled,
+        **report,
+        **from_result,
+        "vanilla_measured_at": from_result.get("vanilla_measured_at"),
+    }
 
 
 class HistoryStore:
@@ -354,6 +443,19 @@ def friendly_time(created: str) -> str:
     except ValueError:
         return created
     return f"{when.day} {when:%b %Y, %H:%M}"
+
+
+def history_origin(created: str, now: datetime | None = None) -> str:
+    """Where a reopened run came from: ``from history, run at 14:02`` (the day too when it was
+    not today)."""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return "from history"
+    today = (now or datetime.now(when.tzinfo)).date()
+    if when.date() == today:
+        return f"from history, run at {when:%H:%M}"
+    return f"from history, run {friendly_time(created)}"
 
 
 def png_path(path: Path) -> Path:
@@ -584,22 +686,6 @@ def step_to_dict(step: StepEvent) -> dict[str, object]:
     return {**step.as_dict(), "num_steps": step.num_steps}
 
 
-def step_from_dict(row: dict[str, Any], num_steps: int) -> StepEvent:
-    return StepEvent(
-        index=int(row["index"]),
-        num_steps=int(row.get("num_steps", num_steps)),
-        decision=Decision(row["decision"]),
-        rel_l1=_opt_float(row.get("rel_l1")),
-        predicted=_opt_float(row.get("predicted")),
-        accumulated=_opt_float(row.get("accumulated")),
-        threshold=float(row.get("threshold", 0.0)),
-        seconds=float(row.get("seconds", 0.0)),
-        output_rel_l1=_opt_float(row.get("output_rel_l1")),
-        gate=_known_gate(row.get("gate")),
-        mag_ratio=_opt_float(row.get("mag_ratio")),
-    )
-
-
 def collect_versions() -> dict[str, str]:
     versions = {"python": sys.version.split()[0], "platform": platform.platform()}
     for dist in ("teacache-studio", "mlx", "mflux", "PySide6-Essentials", "numpy"):
@@ -665,7 +751,7 @@ def _validate(meta: object) -> None:
     try:
         for rows in steps.values():
             for row in rows:
-                step_from_dict(row, len(rows))
+                step_from_json(row, len(rows))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the step trace is malformed ({exc})") from None
 
@@ -687,11 +773,6 @@ def _rgb8(image: np.ndarray) -> np.ndarray:
     if array.ndim == 2:
         array = np.stack([array] * 3, axis=-1)
     return np.ascontiguousarray(array[..., :3])
-
-
-def _known_gate(value: object) -> str:
-    """A recorded gate's name; TeaCache where none is recorded (or one this version lacks)."""
-    return value if isinstance(value, str) and value in GATE_KINDS else DEFAULT_GATE
 
 
 def _opt_float(value: object) -> float | None:

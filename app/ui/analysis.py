@@ -1,4 +1,4 @@
-"""Qt-free numbers behind the window: the difference image, where skipping begins, and the
+"""Qt-free numbers behind the window: the difference view's image, where skipping begins, and the
 distilled-schedule notice. SSIM and speedup are the engine's ``RunReport``'s (app.engine.report)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from enum import StrEnum
 import numpy as np
 
 from app.engine.request import LoraSpec
-from app.gate import Decision, StepEvent
+from app.gate import Decision, Engagement, StepEvent
 from app.gate.kinds import DEFAULT_GATE, AnyGateKind, format_threshold, gate_kind
+from app.metrics import difference_image
 from app.ui.defaults import default_threshold
-from app.variants import VARIANTS, Variant, check_schedule
+from app.variants import VARIANTS, ScheduleCheck, Variant, check_schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,7 @@ class RunAnalysis:
     the ``RunReport``'s; this is only the picture of where the images differ)."""
 
     run_id: int
-    difference: np.ndarray | None  # float32 H×W, mean absolute difference over channels (0–255)
+    difference: np.ndarray | None  # float32 H×W, 0–255 (``app.metrics.difference_image``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +35,11 @@ class RunSaved:
 
 
 def difference_map(gated: np.ndarray, vanilla: np.ndarray) -> np.ndarray | None:
-    """Mean absolute difference over channels, float32 H×W on the 0–255 scale."""
+    """The difference view's image: ``app.metrics.difference_image`` (the local difference's
+    own measure, so the view and the number agree), or None where the shapes differ."""
     if gated.shape != vanilla.shape:
         return None
-    diff = np.abs(gated.astype(np.float32) - vanilla.astype(np.float32))
-    return np.ascontiguousarray(diff.mean(axis=-1) if diff.ndim == 3 else diff, dtype=np.float32)
+    return difference_image(gated, vanilla)
 
 
 def count_skips(steps: Sequence[StepEvent | None]) -> int:
@@ -180,16 +181,19 @@ def schedule_notice(
     steps: int,
     threshold: float,
     measured: EngagementBand | None = None,
-    engine_details: dict[str, object] | None = None,
+    engagement: Engagement | None = None,
+    run_check: ScheduleCheck | None = None,
     gate: str = DEFAULT_GATE,
 ) -> Notice | None:
     """The yellow banner when (variant, steps) cannot engage at this threshold, with the real cause
     (no eligible step, or every prediction at or above the threshold; threshold 0 has its own
     banner) and only fixes that the gate simulation or the variant's calibration says would skip a
-    step. Before a run the numbers come from ``check_schedule``; after a run from the engine's
-    ``RunWarning`` details and the vanilla trace of the same variant and steps. Every number is
-    ``gate``'s: ``measured`` and ``engine_details`` must come from a band and a run of that gate
-    (a band of another gate is ignored)."""
+    step. Before a run the numbers come from ``check_schedule``; after a run from the shown run of
+    the same variant and steps: where skipping begins on its vanilla trace (``engagement``, the
+    engine's, and ``measured``, the window's band) and the check the engine warned with before it
+    (``run_check``: ``app.engine.notices.schedule_check`` of its request). Every number is
+    ``gate``'s: ``measured``, ``engagement`` and ``run_check`` must come from a band and a run of
+    that gate (a band of another gate is ignored)."""
     kind = gate_kind(gate)
     if threshold <= 0.0:
         return Notice(
@@ -204,13 +208,17 @@ def schedule_notice(
         measured.variant_id != variant.id or measured.steps != steps or measured.gate != gate
     ):
         measured = None
-    details = engine_details or {}
-    onset_reported = "onset_threshold" in details or "smallest_predicted" in details
-    engine_onset = _number(details.get("onset_threshold", details.get("smallest_predicted")))
-    eligible = _integer(details.get("eligible_steps"))
-    eligible = check.eligible_steps if eligible is None else eligible
+    onset_reported = engagement is not None
+    engine_onset = engagement.onset_threshold if engagement is not None else None
+    eligible = (
+        engagement.eligible_steps
+        if engagement is not None
+        else run_check.eligible_steps
+        if run_check is not None
+        else check.eligible_steps
+    )
     measured_blocks = measured is not None and not measured.engages_at(threshold)
-    engine_blocks = details.get("can_skip") is False or (
+    engine_blocks = (run_check is not None and not run_check.can_skip) or (
         onset_reported and not kind.engages(threshold, engine_onset)
     )
     # A trace of this very schedule (the engine's, or the last vanilla run's) is exact up to the
@@ -316,7 +324,7 @@ def schedule_notice(
         )
     else:
         title = f"No step can be skipped at threshold {fmt(threshold)}"
-    suggestion = details.get("suggestion") or check.suggestion
+    suggestion = (run_check.suggestion if run_check is not None else None) or check.suggestion
     extra = f"check_schedule: {check.reason}" + (
         f"\nsuggestion: {suggestion}" if suggestion else ""
     )
@@ -374,16 +382,6 @@ def steps_that_skip(
 
 
 fmt = format_threshold  # thresholds and predicted changes, as the kinds write them
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def lora_calibration_note(loras: Sequence[LoraSpec]) -> str:

@@ -8,7 +8,6 @@ for the download itself, with progress and cancel. Tests pass a fake store.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -38,10 +37,12 @@ class DefaultModelStore:
     def __init__(self) -> None:
         self._loading: Any = None
         self._status: dict[str, bool] = {}
-        try:
-            self._loading = importlib.import_module("app.variants.weights")
+        try:  # a build without the Hub client still opens, with the embedded model only
+            from app.variants import weights
         except ImportError:
             log.info("app.variants.weights is not available: real models cannot be downloaded")
+        else:
+            self._loading = weights
 
     def is_available(self, variant: Variant) -> bool:
         if variant.embedded:

@@ -43,6 +43,19 @@ pg.setConfigOptions(imageAxisOrder="row-major")
 
 
 SPEEDUP_TOOLTIP = "Vanilla time ÷ TeaCache time"
+NOTHING_SKIPPED_NOTE = (
+    "both passes did the same work, so the ratio of their times (the two cards) is timing noise"
+)
+
+
+def speedup_tooltip(label: str) -> str:
+    """The speedup card's tooltip: what the figure divides, then its one full label (which ends
+    with the times a re-timed figure is the ratio of)."""
+    if not label:
+        return SPEEDUP_TOOLTIP
+    if label == "nothing skipped":
+        return f"{SPEEDUP_TOOLTIP}: nothing skipped, so 1.00×; {NOTHING_SKIPPED_NOTE}"
+    return f"{SPEEDUP_TOOLTIP}: {label}"
 
 
 class StatCard(QFrame):
@@ -458,7 +471,7 @@ class ComparePanel(QWidget):
         )
         label = speedup_label if speedup is not None else ""
         self.speedup_card.set("—" if speedup is None else f"{speedup:.2f}×", label)
-        self.speedup_card.setToolTip(f"{SPEEDUP_TOOLTIP}: {label}" if label else SPEEDUP_TOOLTIP)
+        self.speedup_card.setToolTip(speedup_tooltip(label))
         fraction = f"{skips / steps:.0%} of steps" if skips is not None and steps else ""
         self.skips_card.set("—" if skips is None else f"{skips} of {steps}", fraction)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from app.engine.jobs import Generate, Job
+from app.engine.notices import schedule_check
 from app.engine.request import RequestError, check_steps
 from app.engine.target import QualitySearch
 from app.errors import UserFacingError
@@ -31,7 +32,9 @@ from app.storage.history import (
     export_metadata,
     export_name,
     export_side_by_side,
+    friendly_time,
     gated_caption,
+    history_origin,
     lora_captions,
     speedup_caption,
 )
@@ -48,14 +51,14 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
-from app.ui.memory import MEMORY_NOTICE, memory_notice
+from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
-    from app.engine.events import EngineEvent
     from app.ui.downloads import ModelStore
-    from app.ui.quality import QualityModel
-    from app.ui.viewmodel import FormModel, RunModel
+    from app.ui.form_model import FormModel
+    from app.ui.quality_model import QualityModel
+    from app.ui.run_model import RunModel
 
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
@@ -126,8 +129,8 @@ class Session:
         self.settings_store = settings_store
         self.history = history
         self.model_store = model_store
-        self._started = started
-        self.quality = quality  # target-quality mode (``app.ui.quality``), where the window has it
+        self.started = started  # told the id of each run it starts (the window signals it)
+        self.quality = quality  # target-quality mode (``app.ui.quality_model``)
         self._shut_down = False
         self._stopped = False
         self._dismissed: set[str] = set()
@@ -170,14 +173,15 @@ class Session:
         self.run.begin(run_id, request)
         if target is not None and self.quality is not None:
             self.quality.begin(run_id)
-        if self._started is not None:
-            self._started(run_id)
+        if self.started is not None:
+            self.started(run_id)
         return run_id
 
-    def apply_target_result(self, event: EngineEvent) -> None:
+    def apply_target_result(self, event: object) -> None:
         """A target search finished: its result is the chosen threshold's run, so the slider
         moves there and the run's request becomes that threshold's (the result then matches the
-        inputs). Called before the run model applies the same event."""
+        inputs). Called before the run model shows the same event's report
+        (``app.ui.event_router``)."""
         from app.engine.events import RunFinished
 
         if not isinstance(event, RunFinished) or event.run_id != self.run.run_id:
@@ -285,14 +289,20 @@ class Session:
         if self.engine.busy:
             self.run.fail_locally("wait for the current run to finish before opening another")
             return False
-        request = entry.to_request()
-        if request is not None:
-            self.form.apply_request(request)
         try:
-            self.run.show_entry(entry, request)
+            report = entry.report
         except (OSError, ValueError) as exc:
             self.run.fail_locally(f"could not open the saved run: {exc}")
             return False
+        request = entry.to_request()
+        if request is not None:
+            self.form.apply_request(request)
+        self.run.show(
+            report,
+            history_origin(entry.created),
+            saved_entry=str(entry.folder),
+            phase=f"Opened from history · {friendly_time(entry.created)}",
+        )
         return True
 
     def suggested_export_name(self) -> str:
@@ -452,17 +462,20 @@ class Session:
         return self._gate_band[1]
 
     def schedule_notice(self) -> Notice | None:
-        """The schedule banner for the inputs, in the picked gate's numbers: its own band on the
-        shown run's vanilla steps, and the engine's figures only where that run ran this gate."""
+        """The schedule banner for the inputs, in the picked gate's numbers: after a run of the
+        same variant and steps, its own band on the shown run's vanilla steps, and what the run
+        measured (its engagement, the check the engine warned it with) only where that run ran
+        this gate: never another result's, nor another gate's."""
         f, r = self.form, self.run
-        same = self.same_schedule
-        same_gate = same and r.gate == f.gate
+        shown = r.request if self.same_schedule else None
+        same_gate = shown if shown is not None and shown.gate == f.gate else None
         return schedule_notice(
             f.variant,
             int(f.steps),
             float(f.threshold),
-            measured=self.gate_band() if same else None,
-            engine_details=r.engine_details if same_gate else None,
+            measured=self.gate_band() if shown is not None else None,
+            engagement=r.engagement if same_gate is not None else None,
+            run_check=schedule_check(same_gate) if same_gate is not None else None,
             gate=f.gate,
         )
 

@@ -9,12 +9,22 @@ back what the window shows (speedup, its label) and the per-step times the engin
 
 After each window process, a fresh ``teacache-studio generate`` process runs the very request the
 window ran (same engine, same observe-mode vanilla through the adapter, same untimed warm-up): the
-command line the window's step time is held to (``cli_*_step_ms``, target ≤ 1.15×). Window and
-``generate`` runs alternate, so a change in the machine's load touches both alike. Then the
-cold-subprocess ``teacache-studio bench`` measures the same request (``--bench-reps`` repetitions
-per condition, each a fresh process after a discarded warm-up generation): its speedup is the one
-the window's is held to (``bench_speedup``, target within ±15%), and its step times, whose vanilla
-is untouched mflux without the adapter, are kept as ``bench_*_step_ms`` for reference.
+command line the window is held to: its speedup within ±7% of ``generate``'s median for the same
+request in every run (``cli_speedup_ratio``), its step times ≤ 1.15× ``generate``'s
+(``cli_*_step_ms``), and no window run labelled "measured" above the run's ideal (active /
+computed steps) by more than its own measured spread (``label_ok``; the report then re-times the
+figure and says why, ``app.engine.timing``). Window and ``generate`` runs alternate, so a change in
+the machine's load touches both alike. Then the cold-subprocess ``teacache-studio bench`` measures
+the same request (``--bench-reps`` repetitions per condition, each a fresh process after a
+discarded warm-up generation): its speedup (``bench_speedup``, ``speedup_ratio`` per run) and its
+step times, whose vanilla is untouched mflux without the adapter (``bench_*_step_ms``), are kept
+for reference.
+
+Why a window pass can run slower than ``generate``'s: each window run records, per pass, the wall
+time, the process's CPU time and the GUI thread's CPU time (``passes``), and every step's time
+(``vanilla_step_seconds``, ``gated_step_seconds``; ``generate``'s from its report.json), so a
+cost that lands on one pass (GUI work while it runs, or a one-time cost in its first steps) shows
+where it lands.
 
     uv run python -m lab.bench.window_timing --runs 5 --bench-reps 3 --out window-timing.json
 
@@ -38,6 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.engine.timing import MAX_TOLERANCE
 from app.fileio.jsonio import dumps_json
 from lab.readme_figures import Block, Passage, fixed
 
@@ -46,8 +57,10 @@ RESULT_PREFIX = "::WINDOW_TIMING::"
 # steps, threshold, guidance and size), which the bench runs too.
 VARIANT = "demo"
 SEED = 42
-RATIO_BAND = (0.85, 1.15)
+RATIO_BAND = (0.85, 1.15)  # the window's speedup against the bench's: shown, not a target
+CLI_RATIO_BAND = (0.93, 1.07)  # the window's speedup against `generate`'s (issue #30): the target
 STEP_RATIO_LIMIT = 1.15
+FIRST_STEPS = 3  # a one-time cost in a pass shows as excess in its first steps
 RESULTS = Path(__file__).parent / "results"
 # The README's table and its first reading; then the re-check with live previews on.
 TABLE_RUN = RESULTS / "window-timing-linux-2core.json"
@@ -141,6 +154,7 @@ def child(timeout: float) -> int:
     window.form.prompt = DEFAULT_PROMPT
     window.form.seed = SEED
     warm = wait_until_warm(app, window, timeout)
+    passes = watch_passes(window.host.event_received)
     started = time.perf_counter()
     gui_cpu, process_cpu = time.thread_time(), time.process_time()
     status = generate_and_wait(app, window, timeout)
@@ -153,10 +167,20 @@ def child(timeout: float) -> int:
     gated = [s for s in run.gated_steps if s is not None]
     vanilla = [s for s in run.vanilla_steps if s is not None]
     resumed = run.resumed_from or 0
+    report = run.report
+    figure = report.speedup_figure if report is not None else None
     result = {
         "status": str(status),
         "window_speedup": run.speedup,
         "window_label": label,
+        "speedup_label": run.speedup_label,
+        "speedup_kind": None if figure is None else figure.kind.value,
+        "speedup_ideal": None if figure is None else figure.ideal,
+        "speedup_spread": None if figure is None else figure.spread,
+        "speedup_unscaled": None if report is None else report.speedup_unscaled,
+        "passes": passes,
+        "vanilla_step_seconds": [s.seconds for s in vanilla],
+        "gated_step_seconds": [s.seconds for s in gated],
         "window_gated_step_ms": _gated_step_ms(gated, resumed),
         "window_vanilla_step_ms": _ms(run.vanilla_seconds, len(vanilla)),
         "window_gated_seconds": run.gated_seconds,
@@ -188,6 +212,32 @@ def child(timeout: float) -> int:
     window.close()
     print(RESULT_PREFIX + dumps_json(result), flush=True)
     return 0 if status is not None and str(status).endswith("finished") else 1
+
+
+def watch_passes(events: Any) -> dict[str, dict[str, float]]:
+    """Per pass of the next run, filled in as its events reach the GUI (``events``: the
+    window's engine-event signal): wall seconds, the process's CPU seconds and the GUI thread's
+    CPU seconds from ``PassStarted`` to ``PassFinished`` (the GUI thread receives both, so its
+    own CPU time is read there)."""
+    from app.engine.events import PassFinished, PassStarted
+
+    passes: dict[str, dict[str, float]] = {}
+    marks: dict[str, tuple[float, float, float]] = {}
+
+    def watch(event: object) -> None:
+        now = (time.perf_counter(), time.process_time(), time.thread_time())
+        if isinstance(event, PassStarted) and not event.cached:
+            marks[event.which.value] = now
+        elif isinstance(event, PassFinished) and event.which.value in marks:
+            wall, cpu, gui = marks.pop(event.which.value)
+            passes[event.which.value] = {
+                "wall_seconds": round(now[0] - wall, 4),
+                "process_cpu_seconds": round(now[1] - cpu, 4),
+                "gui_thread_cpu_seconds": round(now[2] - gui, 4),
+            }
+
+    events.connect(watch)
+    return passes
 
 
 # -- the command line: `generate`, the same request in a fresh process --
@@ -237,6 +287,12 @@ def cli_result(report: dict[str, Any]) -> dict[str, Any]:
     return {
         "cli_speedup": report.get("speedup"),
         "cli_speedup_label": report.get("speedup_label"),
+        "speedup_kind": report.get("speedup_kind"),
+        "speedup_ideal": report.get("speedup_ideal"),
+        "speedup_spread": report.get("speedup_spread"),
+        "speedup_unscaled": report.get("speedup_unscaled"),
+        "vanilla_step_seconds": report.get("vanilla_step_seconds"),
+        "gated_step_seconds": [s["seconds"] for s in detail],
         "cli_gated_step_ms": _gated_step_ms_from(
             pattern, [s["seconds"] for s in detail], report.get("resumed_from_step") or 0
         ),
@@ -297,21 +353,30 @@ def summarise(
     # The command line the window is held to: the medians over the cold `generate` runs.
     cli_gated = _median([r["cli_gated_step_ms"] for r in cli_runs])
     cli_vanilla = _median([r["cli_vanilla_step_ms"] for r in cli_runs])
+    cli_speedup = _median([r["cli_speedup"] for r in cli_runs])
     for run in runs:
         ws, wg, wv = (
             run["window_speedup"],
             run["window_gated_step_ms"],
             run["window_vanilla_step_ms"],
         )
-        run["speedup_ratio"] = _ratio(ws, bench_speedup)
+        run["speedup_ratio"] = _ratio(ws, bench_speedup)  # reference, not a target
+        run["cli_speedup_ratio"] = _ratio(ws, cli_speedup)
         run["gated_step_ratio"] = _ratio(wg, cli_gated)
         run["vanilla_step_ratio"] = _ratio(wv, cli_vanilla)
         run["gated_step_ratio_vs_bench"] = _ratio(wg, bench_gated)  # reference, not a target
         run["vanilla_step_ratio_vs_bench"] = _ratio(wv, bench_vanilla)
-    low, high = RATIO_BAND
+        run["label_ok"] = label_ok(run)
+        run["vanilla_first_steps_excess"] = first_steps_excess(run.get("vanilla_step_seconds"))
+    for cli in cli_runs:
+        cli["label_ok"] = label_ok({**cli, "window_speedup": cli["cli_speedup"],
+                                    "speedup_label": cli["cli_speedup_label"]})  # fmt: skip
+        cli["vanilla_first_steps_excess"] = first_steps_excess(cli.get("vanilla_step_seconds"))
+    low, high = CLI_RATIO_BAND
     speedup_ok = all(
-        r["speedup_ratio"] is not None and low <= r["speedup_ratio"] <= high for r in runs
+        r["cli_speedup_ratio"] is not None and low <= r["cli_speedup_ratio"] <= high for r in runs
     )
+    labels_ok = all(r["label_ok"] for r in runs + cli_runs)
     steps_ok = all(
         (r["gated_step_ratio"] or 99) <= STEP_RATIO_LIMIT
         and (r["vanilla_step_ratio"] or 99) <= STEP_RATIO_LIMIT
@@ -331,8 +396,15 @@ def summarise(
             "window's",
             "bench_*_step_ms": "the bench's (vanilla: untouched mflux, no adapter); reference only",
             "bench_speedup": "bench: median vanilla (untouched mflux) over median gated loop",
-            "targets": f"speedup_ratio (window / bench_speedup) within {RATIO_BAND}; "
-            f"step ratios (window / cli) <= {STEP_RATIO_LIMIT}",
+            "targets": f"cli_speedup_ratio (window / cli_speedup_median) within "
+            f"{CLI_RATIO_BAND} in every run; step ratios (window / cli) <= {STEP_RATIO_LIMIT}; "
+            "label_ok in every window and generate run (never 'measured' above the ideal by "
+            "more than the run's speedup_spread)",
+            "speedup_ratio": "window / bench_speedup (reference)",
+            "passes": "per window pass: wall, process CPU and GUI-thread CPU seconds, "
+            "PassStarted to PassFinished as the GUI receives them",
+            "vanilla_first_steps_excess": f"mean of the vanilla pass's first {FIRST_STEPS} step "
+            "times over the median of the rest, minus 1: a one-time cost shows here",
         },
         "bench_speedup": _round(bench_speedup, 3),
         "bench_ideal_speedup": _round(bench["speedup"]["ideal"], 3),
@@ -355,7 +427,8 @@ def summarise(
         "window_speedup_median": _round(_median([r["window_speedup"] for r in runs]), 3),
         "meets_speedup_target": speedup_ok,
         "meets_step_time_target": steps_ok,
-        "meets_targets": speedup_ok and steps_ok,
+        "meets_label_target": labels_ok,
+        "meets_targets": speedup_ok and steps_ok and labels_ok,
         "runs": runs,
         "cli_runs": cli_runs,
         "bench": {k: bench[k] for k in ("command", "recipe", "conditions", "speedup", "runs")},
@@ -522,6 +595,25 @@ def readme_figures() -> list[Block | Passage]:
 
 
 # -- helpers --
+def label_ok(run: dict[str, Any]) -> bool:
+    """False where a run labelled "measured" shows more than its ideal × (1 + its spread), the
+    spread counted up to ``MAX_TOLERANCE`` as the engine counts it."""
+    speedup, ideal = run.get("window_speedup"), run.get("speedup_ideal")
+    if run.get("speedup_label") != "measured" or speedup is None or ideal is None:
+        return True
+    spread = min(run.get("speedup_spread") or 0.0, MAX_TOLERANCE)
+    return speedup <= ideal * (1 + spread) + 1e-9
+
+
+def first_steps_excess(seconds: list[float] | None) -> float | None:
+    """How much longer the first ``FIRST_STEPS`` steps of a vanilla pass took than the median of
+    the rest (0.1: 10% longer)."""
+    if not seconds or len(seconds) <= 2 * FIRST_STEPS:
+        return None
+    rest = statistics.median(seconds[FIRST_STEPS:])
+    return _round(statistics.fmean(seconds[:FIRST_STEPS]) / rest - 1, 3) if rest > 0 else None
+
+
 def _gated_step_ms(steps: list[Any], resumed_from: int) -> float | None:
     return _gated_step_ms_from(
         "".join(s.decision.letter for s in steps), [s.seconds for s in steps], resumed_from
@@ -565,7 +657,8 @@ def _load_average() -> float | None:
 def _run_line(r: dict[str, Any]) -> str:
     return (
         f"run {r['run']}: window {r['window_speedup'] and round(r['window_speedup'], 2)}× "
-        f"[{r['window_label']}] · {r['skipped']} of {r['steps']} skipped · gated step "
+        f"[{r.get('speedup_label') or r['window_label']}] · {r['skipped']} of {r['steps']} "
+        "skipped · gated step "
         f"{r['window_gated_step_ms']} ms · vanilla step {r['window_vanilla_step_ms']} ms · "
         f"load {r['host_load_average_before']}"
     )

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.fileio.jsonio import dumps_json
-from app.gate.fit import PolynomialFit, choose, fit_both, minimum_on
+from app.gate.fit import PolynomialFit, choose, fit, minimum_on
 from app.metrics import ssim
 from lab.demo.reports import write_json
 from lab.demo.scenes import caption, scene_from_seed
@@ -95,7 +95,10 @@ def fit_pairs(per_prompt: list[list[dict[str, float | int]]]) -> dict[str, Polyn
     x = [p["x"] for pairs in per_prompt for p in pairs]
     y = [p["y"] for pairs in per_prompt for p in pairs]
     groups = [i for i, pairs in enumerate(per_prompt) for _ in pairs]
-    return fit_both(x, y, groups=groups, heldout=[h for h in HELDOUT if h < len(per_prompt)])
+    heldout = [h for h in HELDOUT if h < len(per_prompt)]
+    return {
+        mode: fit(x, y, mode=mode, groups=groups, heldout=heldout) for mode in ("free", "origin")
+    }
 
 
 def _uint8(result: Any) -> np.ndarray:

@@ -61,13 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.model_folders import AddModelFolderDialog
-    from app.ui.window import MainWindow
+    from app.ui.model_folders_view import AddModelFolderDialog
+    from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     configure_application(app)
-    window = MainWindow(default_engine_factory())
+    window = open_window(default_engine_factory())
     window.form.memory_bytes = 24 * GB
     window.session.select_variant("flux1-dev")
     window.form.quantize = None

@@ -57,6 +57,7 @@ def test_weights_that_cannot_fit_are_refused_in_one_sentence_before_loading(
     folder = write_snapshot(tmp_path / "klein", KLEIN)
     # 4-bit weights: 4.2 GB, plus the 1.5 GB floor, on a 5 GB machine.
     monkeypatch.setattr(loader, "physical_memory_bytes", lambda: 5 * GB)
+    # 1, as for missing weights or no network: the machine lacks something (2: a wrong command)
     assert _generate(folder, tmp_path / "out", 4) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert not any("may need up to" in line for line in err)

@@ -64,6 +64,7 @@ class FakeScript:
     events: Sequence[EngineEvent] | None = None  # replayed verbatim (run_id rewritten)
     step_seconds: float = 0.0
     skipped_step_fraction: float = 0.08  # a skipped step costs this share of a computed one
+    vanilla_step_factor: float = 1.0  # vanilla's steps cost this many computed gated steps (load)
     load_seconds: float = 0.0
     failure: FakeFailure | None = None
     warnings: Sequence[RunWarning] = ()
@@ -253,11 +254,13 @@ class FakeEngine:
                 vanilla = self._vanilla_pass(run_id, request, observe, trace, emit, cancel, script)
                 if self.cache_vanilla:
                     self._vanilla[key] = vanilla
-            if (
-                variant.distilled
-                or not check_schedule(variant, request.steps, gate=request.gate).can_skip
-            ):
-                emit(engagement_warning(run_id, params, kind.trace(vanilla.steps)))
+        # As the real engine: where skipping begins, measured once for the warning and report.
+        found = kind.engagement(params, kind.trace(vanilla.steps)) if vanilla is not None else None
+        if found is not None and (
+            variant.distilled
+            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+        ):
+            emit(engagement_warning(run_id, params, found))
 
         verdicts = kind.simulate(params, trace)
         # As the real engine: replay vanilla up to the last computed step before the first skip;
@@ -298,7 +301,8 @@ class FakeEngine:
         emit(PassFinished(run_id, Pass.gated, image, gated_seconds, tuple(steps)))
         gated = PassResult(image, tuple(steps), gated_seconds, resumed_from=until)
         summary = vanilla.summary(cached=cached) if vanilla is not None else None
-        emit(RunFinished(run_id, measure_run(request, gated, summary, engine="fake")))
+        report = measure_run(request, gated, summary, engagement=found, engine="fake")
+        emit(RunFinished(run_id, report))
 
     def _vanilla_pass(
         self,
@@ -332,7 +336,7 @@ class FakeEngine:
                 predicted,
                 predicted,
                 params.rel_l1_thresh,
-                script.step_seconds,
+                script.step_seconds * script.vanilla_step_factor,
             )
             steps.append(step)
             emit(StepDone(run_id, Pass.vanilla, step))
@@ -371,19 +375,29 @@ def minimal_report(
     vanilla_cached: bool = False,
     vanilla_measured_at: datetime | None = None,
 ) -> RunReport:
-    """A small typed report for scripted runs and view-model tests: flat grey images, every step
-    computed, the given timings."""
+    """A small typed report for scripted runs and view-model tests: flat grey images, the given
+    timings. The gated pass skips every other step between its forced first and last (FSF, FSCF,
+    FSCSCF, …); its computed steps share ``gated_seconds`` and its skips cost nothing, so its
+    ideal is steps / computed, and a vanilla time at most the ideal × ``gated_seconds`` reads as
+    measured."""
     request = request or make_request("demo", "a red star", steps=3)
     n = request.steps
+    pattern = "F" + "".join("S" if i % 2 else "C" for i in range(1, n - 1)) + "F"
+    computed = sum(c != "S" for c in pattern)
+
+    def step(i: int, letter: str, seconds: float) -> StepEvent:
+        decision = {"F": Decision.forced, "C": Decision.computed, "S": Decision.skipped}[letter]
+        return StepEvent(i, n, decision, None, None, None, request.threshold, seconds)
+
     steps = tuple(
-        StepEvent(i, n, Decision.computed, None, None, None, request.threshold, gated_seconds / n)
-        for i in range(n)
+        step(i, c, 0.0 if c == "S" else gated_seconds / computed) for i, c in enumerate(pattern)
     )
     image = np.full((request.height, request.width, 3), 128, np.uint8)
     gated = PassResult(image, steps, gated_seconds, resumed_from=resumed_from)
     vanilla = None
     if vanilla_seconds is not None:
-        vanilla = PassResult(image, steps, vanilla_seconds, cached=vanilla_cached)
+        vanilla_steps = tuple(step(i, "C", vanilla_seconds / n) for i in range(n))
+        vanilla = PassResult(image, vanilla_steps, vanilla_seconds, cached=vanilla_cached)
         if vanilla_measured_at is not None:
             vanilla = replace(vanilla, measured_at=vanilla_measured_at)
     return RunReport(request, gated, vanilla, ssim=1.0 if vanilla else None, engine="fake")

@@ -9,7 +9,6 @@ from app.gate.fit import (
     PolynomialFit,
     choose,
     fit,
-    fit_both,
     fit_polynomial,
     minimum_on,
     r_squared,
@@ -20,6 +19,13 @@ KNOWN = (-30.0, 20.0, -4.0, 1.5, 0.0)  # high → low, through the origin
 # recovered KNOWN to 3.8e-12 and the intercept to 5e-15 here; 1e-9 leaves room for another
 # BLAS's summation order and still fails any wrong fit.
 EXACT_ATOL = 1e-9
+
+
+def _fit_both(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, heldout: list[int]
+) -> dict[str, PolynomialFit]:
+    """Both fits, as ``calibrate --mode both`` and the demo's calibration make them."""
+    return {m: fit(x, y, mode=m, groups=groups, heldout=heldout) for m in ("free", "origin")}
 
 
 def _data(noise: float = 0.0, n: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -45,7 +51,7 @@ def test_origin_fit_has_no_constant_and_free_fit_recovers_one() -> None:
 def test_noisy_data_heldout_r2_and_ranges() -> None:
     x, y = _data(noise=0.01, n=300)
     groups = np.repeat(np.arange(10), 30)
-    fits = fit_both(x, y, groups=groups, heldout=[7, 8, 9])
+    fits = _fit_both(x, y, groups=groups, heldout=[7, 8, 9])
     for result in fits.values():
         assert result.r2 > 0.95
         assert result.heldout_r2 is not None and result.heldout_r2 > 0.9
@@ -61,7 +67,7 @@ def test_noisy_data_heldout_r2_and_ranges() -> None:
 def test_choose_prefers_free_when_clearly_better_held_out() -> None:
     x, y = _data(noise=0.001)
     groups = np.arange(len(x)) % 10
-    fits = fit_both(x, y + 0.5, groups=groups, heldout=[0, 1, 2])
+    fits = _fit_both(x, y + 0.5, groups=groups, heldout=[0, 1, 2])
     assert choose(fits).mode == "free"
 
 

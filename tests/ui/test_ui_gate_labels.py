@@ -17,8 +17,8 @@ from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.storage.settings import SettingsStore
 from app.ui.gate_picker import GatePicker
-from app.ui.history_browser import entry_summary
-from app.ui.viewmodel import RunStatus
+from app.ui.history_view import entry_summary
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 

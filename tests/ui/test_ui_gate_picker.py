@@ -7,8 +7,9 @@ from pytestqt.qtbot import QtBot
 from ui_support import WindowFactory, run_to_end
 
 from app.gate.kinds import gate_kind
+from app.ui.form_model import ui_default_threshold
 from app.ui.gate_picker import GatePicker
-from app.ui.viewmodel import RunStatus, ui_default_threshold
+from app.ui.run_model import RunStatus
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine
 

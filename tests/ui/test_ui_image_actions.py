@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.ui.images import IMAGE_NAMES
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 
 

@@ -11,9 +11,9 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.engine.request import LoraSpec
-from app.ui.history_browser import entry_summary
+from app.ui.history_view import entry_summary
 from app.ui.lora_list import UNAVAILABLE
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from tests.fakes.engine import FakeEngine
 
 KLEIN_BASE = "flux2-klein-base-4b"

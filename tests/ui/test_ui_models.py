@@ -18,11 +18,12 @@ from app.engine.loader import MEMORY_WARNING
 from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import FixKind, NoticeKind
-from app.ui.memory import MEMORY_NOTICE, Fit
-from app.ui.model_folders import AddModelFolderDialog
-from app.ui.quantize import FIT_COLOURS, QuantizeControl, bind_quantize
+from app.ui.form_model import FormModel
+from app.ui.model_folders_view import AddModelFolderDialog
+from app.ui.quantize_model import MEMORY_NOTICE, Fit
+from app.ui.quantize_view import FIT_COLOURS, QuantizeControl, bind_quantize
+from app.ui.run_model import RunModel
 from app.ui.session import MODEL_FOLDER_NOTICE, Session
-from app.ui.viewmodel import FormModel, RunModel
 from app.variants import all_variants, get_variant
 from tests.fakes.hub import write_snapshot
 from tests.ui.test_ui_session import FakeDownloads, FakeEngineLink

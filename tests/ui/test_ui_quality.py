@@ -12,7 +12,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, run_to_end
 from app.engine.events import TargetProbed
 from app.engine.report import TargetSearch
 from app.engine.request import QualityTarget
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 
@@ -99,7 +99,8 @@ def test_only_the_chosen_threshold_is_marked_where_several_met_the_target(qtbot:
     from app.engine.events import RunFinished
     from app.engine.report import PassResult, RunReport, TargetProbe, TargetSearch
     from app.engine.request import make_request
-    from app.ui.quality import QualityModel, QualityPanel
+    from app.ui.quality_model import QualityModel
+    from app.ui.quality_view import QualityPanel
     from lab.target import readme_examples
 
     record = readme_examples.load("teacache")["report"]

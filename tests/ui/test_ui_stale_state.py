@@ -13,8 +13,9 @@ from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_
 from app.engine.events import Pass, PassStarted, StepDone
 from app.engine.request import make_request
 from app.gate import Decision, StepEvent
+from app.storage.history import history_origin
 from app.storage.settings import SettingsStore
-from app.ui.viewmodel import RunModel, RunStatus, history_origin
+from app.ui.run_model import RunModel, RunStatus
 from tests.fakes.engine import FakeEngine, FakeScript
 
 

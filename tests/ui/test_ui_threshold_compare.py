@@ -11,10 +11,10 @@ from ui_support import WindowFactory
 
 from app.engine.events import RunFinished
 from app.storage.comparisons import is_comparison, load_comparison
-from app.ui.comparison import CompareStatus
-from app.ui.history_browser import entry_summary
-from app.ui.threshold_compare import CELL_MIN, ThresholdCompareDialog, best_columns
-from app.ui.viewmodel import RunStatus
+from app.ui.history_view import entry_summary
+from app.ui.run_model import RunStatus
+from app.ui.threshold_compare_model import CompareStatus
+from app.ui.threshold_compare_view import CELL_MIN, ThresholdCompareDialog, best_columns
 from tests.fakes.engine import FakeEngine, FakeScript, StepGate
 
 THRESHOLDS = "0.3, 0.05, 0.2, 0.1"  # out of order on purpose: the view sorts them

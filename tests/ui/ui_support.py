@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pytestqt.qtbot import QtBot
 
 from app.ui.downloads import Progress
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 from app.variants import Variant
 

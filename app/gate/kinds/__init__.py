@@ -68,6 +68,12 @@ def check_gate(name: object) -> str:
     return name
 
 
+def recorded_gate(value: object) -> str:
+    """A gate's name as a file recorded it: the default where none is recorded (files from
+    before there was a second gate) or where it names a gate this version lacks."""
+    return value if isinstance(value, str) and value in GATE_KINDS else DEFAULT_GATE
+
+
 def gate_kind(name: str) -> AnyGateKind:
     """The kind called ``name``; ``UnknownGateError`` with one sentence for any other."""
     return GATE_KINDS[check_gate(name)]
@@ -143,4 +149,5 @@ __all__ = [
     "magcache_from_json",
     "make_gate",
     "observer_params",
+    "recorded_gate",
 ]

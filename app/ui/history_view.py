@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.report import label_head
 from app.storage.comparisons import is_comparison
 from app.storage.history import (
     HistoryEntry,
@@ -53,13 +54,18 @@ def entry_summary(entry: HistoryEntry) -> str:
         return " · ".join(parts)
     if entry.threshold is not None:  # the gate that ran: two gates' rows tell apart
         parts.append(f"{entry.gate_label} t={entry.threshold:.4g}")
-    if entry.skips is not None:
-        parts.append(f"{entry.skips} skipped")
-    if entry.ssim is not None:  # the summary line's words, the figure beside them
-        change = CHANGE_WORDS[picture_change(entry.ssim)].removeprefix("the picture ")
-        parts.append(f"{change} (similarity {entry.ssim:.3f})")
-    if entry.speedup is not None:
-        parts.append(f"{entry.speedup:.2f}×")
+    try:
+        report = entry.report
+    except (OSError, ValueError) as exc:
+        log.warning("history entry %s: %s", entry.id, exc)
+        return " · ".join([*parts, "its figures cannot be read"])
+    parts.append(f"{report.gated.skipped} skipped")
+    if report.ssim is not None:  # the summary line's words, the figure beside them
+        change = CHANGE_WORDS[picture_change(report.ssim)].removeprefix("the picture ")
+        parts.append(f"{change} (similarity {report.ssim:.3f})")
+    if entry.speedup is not None:  # the label's first clause; the row's tooltip has all of it
+        head = label_head(entry.speedup_label)
+        parts.append(f"{entry.speedup:.2f}× {head}" if head else f"{entry.speedup:.2f}×")
     return " · ".join(parts)
 
 
@@ -130,7 +136,8 @@ class HistoryDialog(QDialog):
                 f"{entry.prompt}\n{entry_summary(entry)} · {friendly_time(entry.created)}"
             )
             item.setData(Qt.ItemDataRole.UserRole, entry.id)
-            item.setToolTip(str(entry.folder))
+            label = entry.speedup_label if entry.speedup is not None else ""
+            item.setToolTip(f"{entry.folder}\nSpeedup: {label}" if label else str(entry.folder))
             try:
                 gated, _ = entry.load_images()
                 pixmap = QPixmap.fromImage(to_qimage(gated)).scaled(

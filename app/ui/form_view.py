@@ -1,11 +1,12 @@
-"""The input side of the window (a view: widgets and layout; behaviour lives in the window)."""
+"""The input side of the window: the sidebar's widgets and layout, bound to ``FormModel``
+(``app.ui.form_model``) by ``bind_form``; what its buttons do is the session's."""
 
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QKeySequence, QPainter, QStandardItem, QStandardItemModel
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -22,8 +23,6 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSlider,
     QSpinBox,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,17 +30,18 @@ from PySide6.QtWidgets import (
 from superqt.utils import signals_blocked
 
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
-from app.families import FAMILIES
 from app.gate.kinds import DEFAULT_GATE, gate_kind
-from app.ui.defaults import MAX_SEED
+from app.ui.app import Studio
+from app.ui.defaults import MAX_SEED, size_allowed, size_presets
+from app.ui.downloads import format_bytes
+from app.ui.form_model import FormModel
 from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
-from app.ui.quantize import QuantizeControl
-from app.ui.theme import caption_font, mute, muted, small_font
-from app.variants import Variant, all_variants
-
-VARIANT_ROLE = Qt.ItemDataRole.UserRole + 1
-BADGE_ROLE = Qt.ItemDataRole.UserRole + 2
+from app.ui.observable import Binding, bind
+from app.ui.quantize_view import QuantizeControl, bind_quantize
+from app.ui.theme import caption_font, mute, small_font
+from app.ui.variant_picker import VariantPicker
+from app.variants import Variant, get_variant
 
 
 def section(text: str) -> QLabel:
@@ -49,117 +49,6 @@ def section(text: str) -> QLabel:
     label.setFont(caption_font(label.font()))
     mute(label)
     return label
-
-
-class _BadgeDelegate(QStyledItemDelegate):
-    """Draws a right-aligned grey badge (distilled, size to download) next to each variant."""
-
-    def paint(
-        self,
-        painter: QPainter,
-        option: QStyleOptionViewItem,
-        index: QModelIndex | QPersistentModelIndex,
-    ) -> None:
-        super().paint(painter, option, index)
-        badge = index.data(BADGE_ROLE)
-        if not badge:
-            return
-        painter.save()
-        painter.setFont(small_font(option.font))  # type: ignore[attr-defined]
-        selected = bool(option.state & option.state.State_Selected)  # type: ignore[attr-defined]
-        palette = option.palette  # type: ignore[attr-defined]
-        painter.setPen(palette.highlightedText().color() if selected else muted())
-        rect: QRect = option.rect.adjusted(0, 0, -10, 0)  # type: ignore[attr-defined]
-        painter.drawText(rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, badge)
-        painter.restore()
-
-    def sizeHint(
-        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
-    ) -> QSize:
-        size = super().sizeHint(option, index)
-        badge = index.data(BADGE_ROLE)
-        extra = option.fontMetrics.horizontalAdvance(badge) + 24 if badge else 0  # type: ignore[attr-defined]
-        return QSize(size.width() + extra, max(size.height(), 24))
-
-
-class VariantPicker(QComboBox):
-    """Variants grouped by family (headers are not selectable), distilled ones marked."""
-
-    variant_selected = Signal(str)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._model = QStandardItemModel(self)
-        self.setModel(self._model)
-        self.setItemDelegate(_BadgeDelegate(self))
-        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.setMinimumContentsLength(16)
-        self._availability: dict[str, str] = {}
-        self.rebuild()
-        self.currentIndexChanged.connect(self._emit_selected)
-
-    def rebuild(self, availability: dict[str, str] | None = None) -> None:
-        """``availability`` maps a variant id to a badge suffix (e.g. "24.1 GB ↓")."""
-        current = self.current_variant_id()
-        self._availability = dict(availability or self._availability)
-        self.blockSignals(True)
-        self._model.clear()
-        for family in FAMILIES.values():  # the families' own order
-            members = [v for v in all_variants().values() if v.family is family]
-            if not members:
-                continue
-            header = QStandardItem(family.display_name)
-            header.setFlags(Qt.ItemFlag.NoItemFlags)
-            font = header.font()
-            font.setBold(True)
-            header.setFont(font)
-            self._model.appendRow(header)
-            for variant in members:
-                item = QStandardItem("   " + variant.display_name)
-                item.setData(variant.id, VARIANT_ROLE)
-                item.setData(self._badge(variant), BADGE_ROLE)
-                item.setToolTip(variant_tooltip(variant))
-                self._model.appendRow(item)
-        self.blockSignals(False)
-        if current:
-            self.set_variant(current)
-
-    def _badge(self, variant: Variant) -> str:
-        parts = []
-        if variant.distilled:
-            parts.append("distilled")
-        extra = self._availability.get(variant.id)
-        if extra:
-            parts.append(extra)
-        return " · ".join(parts)
-
-    def current_variant_id(self) -> str | None:
-        data = self.currentData(VARIANT_ROLE)
-        return data if isinstance(data, str) else None
-
-    def set_variant(self, variant_id: str) -> None:
-        for row in range(self._model.rowCount()):
-            if self._model.item(row).data(VARIANT_ROLE) == variant_id:
-                if self.currentIndex() != row:
-                    self.setCurrentIndex(row)
-                return
-
-    def variant_rows(self) -> dict[str, int]:
-        rows = {}
-        for row in range(self._model.rowCount()):
-            vid = self._model.item(row).data(VARIANT_ROLE)
-            if isinstance(vid, str):
-                rows[vid] = row
-        return rows
-
-    def badge_of(self, variant_id: str) -> str:
-        row = self.variant_rows().get(variant_id)
-        return "" if row is None else str(self._model.item(row).data(BADGE_ROLE) or "")
-
-    def _emit_selected(self, _index: int) -> None:
-        vid = self.current_variant_id()
-        if vid is not None:
-            self.variant_selected.emit(vid)
 
 
 def calibration_text(variant: Variant, gate: str = DEFAULT_GATE) -> str:
@@ -179,18 +68,6 @@ def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
     if calibration is None:
         return variant.gate_unavailable_reason(gate) or ""
     return kind.calibration_summary(calibration)
-
-
-def variant_tooltip(variant: Variant) -> str:
-    lines = [f"<b>{variant.display_name}</b> ({variant.id})"]
-    lines.append(f"{variant.default_steps} steps by default")
-    if variant.default_threshold is not None:
-        lines.append(f"default threshold {variant.default_threshold:g}")
-    if variant.distilled and variant.distilled_reason:
-        lines.append(f"distilled: {variant.distilled_reason}")
-    if variant.provenance.source:
-        lines.append(f"calibration: {variant.provenance.source}")
-    return "<br>".join(lines)
 
 
 class ThresholdControl(QWidget):
@@ -449,3 +326,201 @@ class ControlsView(QFrame):
         outer.addLayout(buttons)
         self.setMinimumWidth(300)
         self.setMaximumWidth(380)
+
+
+def bind_form(view: ControlsView, form: FormModel) -> list[Binding]:
+    """Both ways between the sidebar's inputs and ``FormModel`` (the quantization picker binds
+    itself: ``app.ui.quantize_view.bind_quantize``)."""
+    c, f = view, form
+    bindings = [
+        bind(f, "variant_id", c.variant_picker.set_variant),
+        bind(
+            f,
+            "prompt",
+            c.prompt.set_text_if_different,
+            c.prompt.textChanged,
+            to_model=lambda _v: c.prompt.toPlainText(),
+        ),
+        bind(f, "steps", c.steps.setValue, c.steps.valueChanged),
+        bind(
+            f,
+            "seed",
+            c.seed.setValue,
+            c.seed.valueChanged,
+            to_widget=lambda v: min(int(v), MAX_SEED),
+        ),
+        bind(
+            f,
+            "threshold",
+            c.threshold.setValue,
+            c.threshold.valueChanged,
+            to_model=lambda v: round(float(v), 6),
+        ),
+        bind(
+            f,
+            "guidance",
+            lambda v: c.guidance.setValue(v if v is not None else 0.0),
+            c.guidance.valueChanged,
+            to_model=lambda v: float(v) if f.variant.default_guidance is not None else None,
+        ),
+        bind(f, "loras", c.loras.set_loras, c.loras.loras_edited),
+        bind(f, "gate", c.gate_picker.set_gate),
+    ]
+    c.gate_picker.gate_selected.connect(f.select_gate)
+    bind_quantize(c.quantize, c.quantize_label, f)
+    return bindings
+
+
+class FormPanel:
+    """The sidebar at work: ``ControlsView`` bound to ``FormModel``, its buttons connected to the
+    session, and the texts it shows (model, calibration, threshold hint, steps problem, download
+    row) refreshed from the session as the inputs change."""
+
+    def __init__(self, view: ControlsView, studio: Studio) -> None:
+        self.view = view
+        self.form, self.session, self.downloads = studio.form, studio.session, studio.downloads
+        c, f, s = view, studio.form, studio.session
+        self.bindings = bind_form(c, f)
+        f.gate_changed.connect(lambda _gate: self.refresh_threshold_hint())
+        f.gate_changed.connect(lambda _gate: self.refresh_variant_info())
+        c.variant_picker.variant_selected.connect(s.select_variant)
+        f.variant_loaded.connect(self.show_variant)
+        f.size_changed.connect(self._show_size)
+        f.steps_changed.connect(self.refresh_input_problem)
+        f.steps_changed.connect(lambda _steps: self.refresh_threshold_hint())
+        studio.run.band_changed.connect(lambda _band: self.refresh_threshold_hint())
+        c.size_combo.currentIndexChanged.connect(self._on_size_picked)
+        c.generate_button.clicked.connect(s.generate)
+        c.cancel_button.clicked.connect(s.cancel)
+        c.random_seed.clicked.connect(s.randomize_seed)
+        c.threshold_reset.clicked.connect(f.reset_threshold)
+        c.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        c.rerun.setChecked(studio.settings.rerun_on_threshold_change)
+        c.rerun.toggled.connect(s.set_rerun_on_threshold_change)
+        c.download_button.clicked.connect(s.download_current)
+        c.download_cancel.clicked.connect(self.downloads.cancel)
+        self.downloads.started.connect(lambda _vid: self._refresh_download_row())
+        self.downloads.progressed.connect(self._on_download_progress)
+        self.downloads.finished.connect(self._on_download_done)
+        self.downloads.cancelled.connect(self._on_download_cancelled)
+        self.downloads.failed.connect(self._on_download_failed)
+        self.refresh_availability()
+        self.show_variant(f.variant_id)
+
+    def show_variant(self, variant_id: object) -> None:
+        variant = get_variant(str(variant_id))
+        c = self.view
+        # No minimum beyond 1 on the box: steps below the variant's get the request check's
+        # sentence inline, instead of the box silently putting the old value back.
+        c.steps.setValue(self.form.steps)
+        c.gate_picker.set_variant(variant)
+        self._fill_sizes()
+        has_guidance = variant.default_guidance is not None
+        c.guidance.setVisible(has_guidance)
+        c.guidance_label.setVisible(has_guidance)
+        if has_guidance and self.form.guidance is not None:
+            c.guidance.setValue(self.form.guidance)
+        c.loras.set_available(not variant.embedded)
+        self.refresh_variant_info()
+        self.refresh_threshold_hint()
+        self.refresh_input_problem()
+
+    def _fill_sizes(self) -> None:
+        """The variant's sizes only (and the form's own, where the variant can draw it)."""
+        variant, combo = self.form.variant, self.view.size_combo
+        presets = size_presets(variant)
+        if self.form.size not in presets and size_allowed(variant, self.form.size):
+            presets.append(self.form.size)
+        combo.blockSignals(True)
+        combo.clear()
+        for width, height in presets:
+            combo.addItem(f"{width} × {height}", (width, height))
+        combo.blockSignals(False)
+        self._show_size(self.form.size, refill=False)
+
+    def _show_size(self, size: object, refill: bool = True) -> None:
+        combo = self.view.size_combo
+        for i in range(combo.count()):
+            if tuple(combo.itemData(i)) == tuple(size):  # type: ignore[arg-type]
+                combo.setCurrentIndex(i)
+                return
+        if refill:
+            self._fill_sizes()
+
+    def refresh_input_problem(self, *_args: object) -> None:
+        problem = self.session.steps_problem()
+        self.view.steps_problem.setText(problem or "")
+        self.view.steps_problem.setVisible(bool(problem))
+
+    def _on_size_picked(self, index: int) -> None:
+        data = self.view.size_combo.itemData(index)
+        if data:
+            self.form.size = (int(data[0]), int(data[1]))
+
+    def refresh_threshold_hint(self) -> None:
+        self.view.threshold_hint.setText(self.session.threshold_hint())
+
+    def _fill_recent_menu(self) -> None:
+        menu = self.view.recent_menu
+        menu.clear()
+        prompts = self.session.recent_prompts
+        if not prompts:
+            action = menu.addAction("No recent prompts")
+            action.setEnabled(False)
+            return
+        for prompt in prompts:
+            text = prompt if len(prompt) <= 70 else prompt[:69] + "…"
+            action = menu.addAction(text)
+            action.setToolTip(prompt)
+            action.triggered.connect(lambda _=False, p=prompt: self.session.use_prompt(p))
+        menu.addSeparator()
+        menu.addAction("Clear Recent Prompts").triggered.connect(self.session.clear_recent_prompts)
+
+    # -- model availability and downloads
+    def refresh_availability(self) -> None:
+        self.view.variant_picker.rebuild(self.session.availability_badges())
+        self.view.variant_picker.set_variant(self.form.variant_id)
+
+    def refresh_variant_info(self) -> None:
+        variant = self.form.variant
+        self.view.variant_info.setText(self.session.variant_info())
+        gate = self.form.gate
+        # The sidebar's plain line (the fit figures sit under Details); the full text is one
+        # hover away.
+        self.view.calibration.setText(calibration_summary(variant, gate))
+        self.view.calibration.setToolTip(calibration_text(variant, gate))
+        self._refresh_download_row()
+
+    def _refresh_download_row(self) -> None:
+        c = self.view
+        variant = self.form.variant
+        this_one = self.downloads.variant_id == variant.id
+        c.download_button.setVisible(self.session.needs_download() and not this_one)
+        c.download_button.setEnabled(not self.downloads.busy)
+        c.download_button.setText(f"Download ({self.session.download_label(variant)})")
+        c.download_box.setVisible(this_one)
+
+    def _on_download_progress(
+        self, variant_id: str, done: object, total: object, message: str
+    ) -> None:
+        bar = self.view.download_progress
+        if isinstance(total, int) and total > 0 and isinstance(done, int):
+            bar.setRange(0, 1000)
+            bar.setValue(round(1000 * done / total))
+            text = f"{format_bytes(done)} of {format_bytes(total)}"
+        else:
+            bar.setRange(0, 0)
+            text = "Downloading…"
+        self.view.download_status.setText(f"{message} · {text}" if message else text)
+
+    def _on_download_done(self, variant_id: str) -> None:
+        self.refresh_availability()
+        self.refresh_variant_info()
+
+    def _on_download_cancelled(self, variant_id: str) -> None:
+        self.view.download_status.setText("Download cancelled")
+        self.refresh_variant_info()
+
+    def _on_download_failed(self, variant_id: str, message: str) -> None:
+        self.session.download_failed(message)
+        self.refresh_variant_info()

@@ -184,7 +184,7 @@ class ThresholdComparer:
         self.session.form.apply_request(replace(self.base, threshold=row.threshold))
         if row.report is not None:
             where = self.origin or "this comparison"
-            self.session.run.show_report(row.report, f"{where}, t={row.threshold:g}")
+            self.session.run.show(row.report, f"{where}, t={row.threshold:g}")
         self.picked = index
         self._changed()
         return True

@@ -10,9 +10,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.ui.memory import Fit, QuantizeChoice, memory_label, quantize_choices
+from app.ui.form_model import FormModel
+from app.ui.quantize_model import Fit, QuantizeChoice, memory_label, quantize_choices
 from app.ui.theme import mute, small_font
-from app.ui.viewmodel import FormModel
 
 FIT_COLOURS = {Fit.may_not_fit: QColor("#b26a00"), Fit.cannot_load: QColor("#c62828")}
 
