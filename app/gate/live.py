@@ -3,6 +3,7 @@
 A model adapter drives it once per step::
 
     verdict = gate.decide(signal)           # signal is None when ``gate.needs_signal`` is False
+                                            # (or ``gate.signal`` is ``Signal.none``)
     if verdict.decision.computes:
         out = body(x)
         gate.store_residual(out, x)         # no-op unless this step should seed the cache
@@ -14,6 +15,12 @@ A model adapter drives it once per step::
 State lives in this plain object, never on an ``nn.Module`` (an array attribute there would become
 a parameter). Under classifier-free guidance one decision serves both branches and each branch keeps
 its own residual (``branch="uncond"``).
+
+A kind that reads a signal measures it against the previous step's (``anchor``) with
+``measure``, a pure MLX function. ``decide`` computes that measurement itself and reads it (a host
+sync), unless the adapter hands it one already evaluated: the split-compiled adapters build the
+next step's signal and its measurement into the graph evaluated with this step's latents, so
+``decide`` reads a value that is already there (app/adapters/compiled.py).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import mlx.core as mx
 
@@ -38,6 +45,7 @@ from app.gate.decision import (
     predict_change,
 )
 from app.gate.events import StepEvent
+from app.gate.kinds.base import Signal
 from app.gate.magcache import GATE_NAME as MAGCACHE_NAME
 from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
 
@@ -47,6 +55,7 @@ __all__ = [
     "StepEvent",
     "TeaCacheGate",
     "magnitude_ratio",
+    "read_ratio",
     "rel_l1",
     "rel_l1_pair",
 ]
@@ -69,10 +78,16 @@ def magnitude_ratio(current: mx.array, previous: mx.array) -> mx.array:
     return mx.mean(cur / mx.maximum(prev, _EPS))
 
 
-def rel_l1(current: mx.array, previous: mx.array) -> float:
-    num, den = cast(list[float], rel_l1_pair(current, previous).tolist())
+def read_ratio(pair: mx.array) -> float:
+    """``num / den`` of a ``rel_l1_pair``, read on the host: a sync unless ``pair`` was evaluated
+    already (lab/bench/step_work.py counts it by that)."""
+    num, den = cast(list[float], pair.tolist())
     value = num / max(den, _EPS)
     return value if math.isfinite(value) else math.nan
+
+
+def rel_l1(current: mx.array, previous: mx.array) -> float:
+    return read_ratio(rel_l1_pair(current, previous))
 
 
 class LiveGate(ABC):
@@ -82,6 +97,10 @@ class LiveGate(ABC):
     ``LiveGate`` the same way, through decide / store_residual / reuse / end_step."""
 
     gate_name = ""
+    # What the adapter builds for ``decide`` each step: the kind's ``GateKind.signal``
+    # (tests/gate/test_gate_kinds.py holds the two equal). ``Signal.none``: the adapter passes
+    # None, and a skipped step runs only what its tail reads.
+    signal: ClassVar[Signal] = Signal.none
     observe = False  # an observing gate measures every step and never skips (vanilla passes)
     capture_output = False  # an observer that also records the output's change (calibration)
 
@@ -145,15 +164,45 @@ class LiveGate(ABC):
 
     # -- per step -----------------------------------------------------------------------------
     @abstractmethod
-    def decide(self, signal: mx.array | None) -> Verdict:
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         """Decide the current step. Call once per step, before the body; a second call in the
-        same step (CFG pairing) returns the same verdict."""
+        same step (CFG pairing) returns the same verdict. ``measured``: ``measure(signal,
+        anchor)`` built (and best evaluated) by the adapter; None: computed here."""
+
+    @property
+    def anchor(self) -> mx.array | None:
+        """What ``measure`` compares this step's signal with (the previous step's signal); None
+        while there is nothing to compare with (the first step) or the kind reads no signal."""
+        return None
+
+    @staticmethod
+    def measure(signal: mx.array, anchor: mx.array) -> mx.array:
+        """The kind's measurement of ``signal`` against ``anchor``, lazily and in MLX alone (an
+        adapter may trace it into a compiled function): the relative L1 change's two means."""
+        return rel_l1_pair(signal, anchor)
+
+    def residual(self, branch: str = "cond") -> mx.array:
+        """The cached residual a skipped step adds (the split-compiled adapters add it inside
+        their compiled tail; ``reuse`` adds it eagerly)."""
+        try:
+            return self._residuals[branch]
+        except KeyError:
+            raise RuntimeError(
+                f"gate skipped a step with no cached residual for {branch!r}"
+            ) from None
 
     def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
         verdict = self._pending
         if verdict is None or not verdict.store_residual:
             return
-        residual = body_out - body_in
+        self.keep_residual(body_out - body_in, branch)
+
+    def keep_residual(self, residual: mx.array, branch: str = "cond") -> None:
+        """``store_residual`` for an adapter that computed ``body_out - body_in`` itself (inside
+        a compiled body): kept where this step's verdict stores, else dropped."""
+        verdict = self._pending
+        if verdict is None or not verdict.store_residual:
+            return
         previous = self._residuals.get(branch)
         if self.observe and branch == "cond" and previous is not None:
             self._pending_magnitude = magnitude_ratio(residual, previous)
@@ -170,12 +219,7 @@ class LiveGate(ABC):
         return pending
 
     def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
-        try:
-            return body_in + self._residuals[branch]
-        except KeyError:
-            raise RuntimeError(
-                f"gate skipped a step with no cached residual for {branch!r}"
-            ) from None
+        return body_in + self.residual(branch)
 
     def record_output(self, output: mx.array) -> None:
         """Measure the transformer output's change against the previous step (calibration data).
@@ -253,6 +297,7 @@ class TeaCacheGate(LiveGate):
     pass serves every gate's simulator and calibration."""
 
     gate_name = TEACACHE_NAME
+    signal = Signal.modulated_input
     params: TeaCacheParams
 
     def __init__(
@@ -282,23 +327,31 @@ class TeaCacheGate(LiveGate):
     def needs_signal(self) -> bool:
         return self.params.enabled or self.observe
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    @property
+    def anchor(self) -> mx.array | None:
+        return self._anchor
+
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if self._pending is not None:
             return self._pending  # a second transformer call in the same step (CFG pairing)
-        measured: float | None = None
+        change: float | None = None
         if signal is not None and self.needs_signal:
             if self._anchor is not None:
-                measured = rel_l1(signal, self._anchor)  # also materialises ``signal``
+                if measured is None:
+                    measured = self.measure(signal, self._anchor)
+                change = read_ratio(measured)  # no sync where the adapter evaluated it already
             else:
-                mx.eval(signal)  # a lazy anchor would pin its whole graph until the next step
+                # Evaluated with the step's latents: a lazy anchor would pin its whole graph
+                # until the next step, and an eval of its own here would be a sync.
+                self._unevaluated.append(signal)
             # Consecutive-delta anchoring: the anchor is always the previous step's signal, also
             # after a numerical miss, so the measured trace is the vanilla trace and the
             # simulator replays this gate step for step.
             self._anchor = signal
         if self.observe:
-            verdict = self._observe_verdict(measured)
+            verdict = self._observe_verdict(change)
         else:
-            verdict = decide(self.params, self._scalars, self._index, self.num_steps, measured)
+            verdict = decide(self.params, self._scalars, self._index, self.num_steps, change)
             if not verdict.store_residual and verdict.decision.computes:
                 # Forced trailing steps and numerical misses: nothing may reuse what is cached.
                 self._residuals.clear()
@@ -326,6 +379,7 @@ class MagCacheGate(LiveGate):
     paths). Never observes: the vanilla pass's observer records every kind's trace."""
 
     gate_name = MAGCACHE_NAME
+    signal = Signal.none
     params: MagCacheParams
 
     def __init__(
@@ -349,7 +403,7 @@ class MagCacheGate(LiveGate):
         # "Needs the gated path": at threshold 0 the adapters run the plain forward.
         return self.params.enabled
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if self._pending is not None:
             return self._pending  # a second transformer call in the same step (CFG pairing)
         verdict = decide_magcache(self.params, self._mag, self._index, self.num_steps, self._table)

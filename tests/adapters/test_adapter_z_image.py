@@ -11,6 +11,8 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
+from mflux.models.z_image.model.z_image_transformer.context_block import ZImageContextBlock
+from mflux.models.z_image.model.z_image_transformer.transformer import ZImageTransformer
 from mflux.models.z_image.model.z_image_transformer.transformer_block import (
     ZImageTransformerBlock,
 )
@@ -34,18 +36,49 @@ def base() -> Any:
         return shells.z_image_shell("z-image")
 
 
+def _mflux_stream(tr: Any, x: mx.array, t_emb: mx.array, cap_feats: mx.array) -> mx.array:
+    """``unified`` as mflux's ZImageTransformer.__call__ computes it on every step (verbatim up to
+    the main layers): the oracle of the adapter's once-per-generation caption."""
+    key = f"{tr.patch_size}-{tr.f_patch_size}"
+    x_emb, cap_emb, _, x_pos_ids, cap_pos_ids, x_pad_mask, cap_pad_mask = (
+        ZImageTransformer._patchify(
+            image=x, cap_feats=cap_feats, patch_size=tr.patch_size, f_patch_size=tr.f_patch_size
+        )
+    )
+    x_emb = tr.all_x_embedder[key](x_emb)
+    x_emb = mx.where(x_pad_mask[:, None], tr.x_pad_token, x_emb)
+    x_freqs_cis = tr.rope_embedder(x_pos_ids)
+    x_attn_mask = mx.ones((1, x_emb.shape[0]), dtype=mx.bool_)
+    x_emb = mx.expand_dims(x_emb, axis=0)
+    for layer in tr.noise_refiner:
+        x_emb = layer(x=x_emb, attn_mask=x_attn_mask, freqs_cis=x_freqs_cis, t_emb=t_emb)
+    cap_emb = tr.cap_embedder[1](tr.cap_embedder[0](cap_emb))
+    cap_emb = mx.where(cap_pad_mask[:, None], tr.cap_pad_token, cap_emb)
+    cap_freqs_cis = tr.rope_embedder(cap_pos_ids)
+    cap_attn_mask = mx.ones((1, cap_emb.shape[0]), dtype=mx.bool_)
+    cap_emb = mx.expand_dims(cap_emb, axis=0)
+    for layer in tr.context_refiner:
+        cap_emb = layer(x=cap_emb, attn_mask=cap_attn_mask, freqs_cis=cap_freqs_cis)
+    return mx.concatenate([x_emb, cap_emb], axis=1)
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, cls: type) -> dict[str, int]:
+    counts = {"calls": 0}
+    original = cls.__call__
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["calls"] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "__call__", counting)
+    return counts
+
+
 def test_forced_skips_reuse_each_branchs_own_residual(
     base: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    layer_calls = 0
-    original = ZImageTransformerBlock.__call__
-
-    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
-        nonlocal layer_calls
-        layer_calls += 1
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(ZImageTransformerBlock, "__call__", counting)
+    layers = _count_calls(monkeypatch, ZImageTransformerBlock)
+    context = _count_calls(monkeypatch, ZImageContextBlock)
     gate = probes.RecordingGate(ALTERNATE, capture_output=True)
 
     def released_before_decode() -> None:
@@ -60,7 +93,7 @@ def test_forced_skips_reuse_each_branchs_own_residual(
             gated = probes.generate_latents(base, **CFG)
     finally:
         base.vae.before_decode = None
-    calls = layer_calls
+    calls, context_calls = layers["calls"], context["calls"]
     vanilla = probes.generate_latents(base, **CFG)
 
     assert gate.pattern == "FSCSCF" and gate.skipped == 2
@@ -70,10 +103,14 @@ def test_forced_skips_reuse_each_branchs_own_residual(
     refiners = len(tr.noise_refiner)
     computed = sum(e.decision.computes for e in gate.events)
     skipped = gate.skipped
-    # Computed steps: refiners for both branches + all main layers for both branches.
-    # Skipped steps: refiners for both branches + layer 0 once (the signal) and nothing else.
-    expected = computed * (2 * refiners + 2 * len(tr.layers)) + skipped * (2 * refiners + 1)
+    # Both captions have 16 tokens: they pad alike, so the image tokens' positions (which follow
+    # the padded caption) are the same in both branches and the noise refiner runs once a step.
+    # Computed steps: the refiner once + all main layers for both branches.
+    # Skipped steps: the refiner once + layer 0 once (the signal) and nothing else.
+    expected = computed * (refiners + 2 * len(tr.layers)) + skipped * (refiners + 1)
     assert calls == expected
+    # The context refiner takes no timestep: once per branch for the whole generation.
+    assert context_calls == 2 * len(tr.context_refiner)
     assert set(gate.outputs.values()) == {1}
 
     for event in gate.events:
@@ -88,7 +125,8 @@ def test_forced_skips_reuse_each_branchs_own_residual(
             assert residual is stored_residual
             assert mx.array_equal(stored_residual, out - stored_in).item()
             cap = base._encode_prompts.table[prompt]
-            expected_in = z_image._stream(tr, recorder.inputs[step], t_emb, cap).unified
+            # Bit for bit what mflux computes on this very step, caption refiner included.
+            expected_in = _mflux_stream(tr, recorder.inputs[step], t_emb, cap)
             assert mx.array_equal(body_in, expected_in).item()
             assert mx.array_equal(result, body_in + residual).item()
         assert not mx.array_equal(

@@ -34,10 +34,10 @@ class RecordingGate(TeaCacheGate):
         self.outputs: dict[int, int] = {}
         self.signals: list[int] = []  # step index of every non-None signal passed to decide
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if signal is not None:
             self.signals.append(self.step_index)
-        return super().decide(signal)
+        return super().decide(signal, measured)
 
     def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
         super().store_residual(body_out, body_in, branch)
