@@ -18,22 +18,34 @@ from mflux.models.z_image.model.z_image_transformer.transformer_block import (
 )
 
 from app.adapters import common, install_gate, shells, z_image
-from app.gate import Decision, TeaCacheParams
+from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
 ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 CFG = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 4.0}
 
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
 
-@pytest.fixture(scope="module")
-def base() -> Any:
+# The prompt's caption length: 16 tokens pads to 32 like the negative prompt's (16), so both
+# branches' image tokens sit at the same positions and share the noise refiner; 40 pads to 64.
+CAPTIONS = {"captions-pad-alike": 16, "captions-pad-apart": 40}
+
+
+@pytest.fixture(scope="module", params=list(CAPTIONS))
+def base(request: pytest.FixtureRequest) -> Any:
     with common.use_precision(mx.float32):
-        return shells.z_image_shell("z-image")
+        pipeline = shells.z_image_shell("z-image")
+    tokens = CAPTIONS[request.param]
+    if tokens != 16:
+        dim = pipeline.transformer.cap_embedder[0].weight.shape[0]
+        feats = mx.random.normal((tokens, dim), key=mx.random.key(7))
+        pipeline._encode_prompts.table[shells.DEFAULT_PROMPT] = feats
+    return pipeline
 
 
 def _mflux_stream(tr: Any, x: mx.array, t_emb: mx.array, cap_feats: mx.array) -> mx.array:
@@ -103,11 +115,14 @@ def test_forced_skips_reuse_each_branchs_own_residual(
     refiners = len(tr.noise_refiner)
     computed = sum(e.decision.computes for e in gate.events)
     skipped = gate.skipped
-    # Both captions have 16 tokens: they pad alike, so the image tokens' positions (which follow
-    # the padded caption) are the same in both branches and the noise refiner runs once a step.
-    # Computed steps: the refiner once + all main layers for both branches.
-    # Skipped steps: the refiner once + layer 0 once (the signal) and nothing else.
-    expected = computed * (refiners + 2 * len(tr.layers)) + skipped * (refiners + 1)
+    # Captions that pad alike put both branches' image tokens at the same positions (they follow
+    # the padded caption): the noise refiner then runs once a step for both, else once each.
+    captions = base._encode_prompts.table
+    alike = captions[shells.DEFAULT_PROMPT].shape[0] == captions[" "].shape[0]
+    refiner_runs = refiners * (1 if alike else 2)
+    # Computed steps: the refiner + all main layers for both branches.
+    # Skipped steps: the refiner + layer 0 once (the signal) and nothing else.
+    expected = computed * (refiner_runs + 2 * len(tr.layers)) + skipped * (refiner_runs + 1)
     assert calls == expected
     # The context refiner takes no timestep: once per branch for the whole generation.
     assert context_calls == 2 * len(tr.context_refiner)
@@ -146,3 +161,14 @@ def _sigma(pipeline: Any, step: int) -> mx.array:
         scheduler="flow_match_euler_discrete",
     )
     return config.scheduler.sigmas[step].reshape((1,))
+
+
+def test_observing_is_bit_exact_to_vanilla_whether_captions_pad_alike_or_not(base: Any) -> None:
+    """The once-per-generation caption and the shared noise refiner change no bit of a computed
+    step (test_adapter_parity.py holds the same for every family's default shell)."""
+    vanilla = probes.generate_latents(base, **CFG)
+    trace = TeaCacheGate(OFF, observe=True)
+    with install_gate(base, trace):
+        observed = probes.generate_latents(base, **CFG)
+    assert trace.skipped == 0 and all(e.rel_l1 is not None for e in trace.events[1:])
+    assert mx.array_equal(observed, vanilla).item()
