@@ -192,3 +192,21 @@ def test_z_image_compiled_caption_once_is_bit_exact_with_building_it_every_step(
     assert pattern_again == pattern
     assert builds["calls"] == 2 * STEPS  # both branches' on every step
     assert mx.array_equal(once, every_step).item()
+
+
+def test_a_lookahead_built_for_another_timestep_stops_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next step's prelude is built from the timestep mflux's loop will pass (pinned by
+    tests/adapters/test_mflux_fingerprint.py); should the two ever differ, the guard evaluated
+    with the step's latents stops the run instead of letting a wrong signal decide."""
+
+    def previous_timestep(config: Any, t: int) -> mx.array:
+        return config.scheduler.timesteps[t - 1]
+
+    monkeypatch.setattr(flux2._CompiledFlux2, "next_timestep", staticmethod(previous_timestep))
+    pipeline = shells.flux2_shell("flux2-klein-base-4b")
+    gate = TeaCacheGate(TEACACHE)
+    with install_gate(pipeline, gate), pytest.raises(RuntimeError, match="lookahead"):
+        probes.generate_latents(pipeline, **CFG)
+    assert len(gate.events) == 1  # step 0 built its own prelude; step 1 found the wrong one
