@@ -39,6 +39,7 @@ class GateLifecycle:
         self.generation = 0
         self.ahead: Callable[[int, mx.array, Any], Sequence[mx.array]] | None = None
         self.guards: list[mx.array] = []
+        self._bind_in_loop()
 
     def call_before_loop(
         self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
@@ -50,7 +51,25 @@ class GateLifecycle:
         self.guards = []
         self.active = True
 
-    def call_in_loop(
+    def _bind_in_loop(self) -> None:
+        # mflux's loop asks every in-loop callback's signature on every step (does it take
+        # ``denoised``?): a plain function that carries its signature answers at once, where a
+        # bound method's would be rebuilt each time.
+        def call_in_loop(
+            t: int,
+            seed: int,
+            prompt: str,
+            latents: mx.array,
+            config: Any,
+            time_steps: Any,
+            **kwargs: Any,
+        ) -> None:
+            self._close_step(t, latents, config)
+
+        call_in_loop.__signature__ = inspect.signature(call_in_loop)  # type: ignore[attr-defined]
+        self.call_in_loop = call_in_loop
+
+    def call_in_loop(  # the protocol's method; each instance answers with its own function
         self,
         t: int,
         seed: int,
@@ -60,6 +79,9 @@ class GateLifecycle:
         time_steps: Any,
         **kwargs: Any,
     ) -> None:
+        self._close_step(t, latents, config)
+
+    def _close_step(self, t: int, latents: mx.array, config: Any) -> None:
         ahead, self.ahead = self.ahead, None
         extra = ahead(t, latents, config) if ahead is not None else ()
         guards, self.guards = self.guards, []
@@ -94,12 +116,6 @@ class GateLifecycle:
     ) -> None:
         self._close()
 
-
-# mflux's loop asks every in-loop callback's signature on every step (does it take
-# ``denoised``?); a stored signature spares re-parsing ours each step.
-GateLifecycle.call_in_loop.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-    GateLifecycle.call_in_loop
-)
 
 _MISSING = object()
 

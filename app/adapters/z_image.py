@@ -367,10 +367,11 @@ class _CompiledZImage(SplitStep):
             return None
         return pre[1] if pre[2] is None else pre[2]  # None: the branches share the refiner
 
-    def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+    def body_outputs(self, pre: Any, inputs: tuple[Any, ...]) -> tuple[mx.array, ...]:
+        """``(noise, residual_cond[, residual_uncond])`` of a computed step."""
         cond, uncond = self._cond, self._uncond
         assert cond is not None  # the prelude ran first
-        noise, *residuals = self.body(
+        return self.body(
             pre[0],
             pre[1],
             self._x_uncond(pre, inputs),
@@ -380,6 +381,9 @@ class _CompiledZImage(SplitStep):
             inputs[3],
             self._size,
         )
+
+    def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+        noise, *residuals = self.body_outputs(pre, inputs)
         if store:
             self.keep(residuals)
         return noise
