@@ -9,7 +9,9 @@
 #   export PYTHONPATH=/opt/mlxsite:$PWD && bash lab/bench/device/issue17.sh CASE...
 # Cases: flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024 (none given: all five), and
 # profile-skip (lab/bench/device/profile_skip.py: the parts of a skipped step in isolation and
-# inside mflux's loop, FLUX.2 Klein 4B 1024² and 512², Z-Image 1024²; writes $OUT/profile-skip.json).
+# inside mflux's loop, TeaCache and MagCache, FLUX.2 Klein 4B 1024² and 512², Z-Image 1024² with
+# captions that pad alike and apart; writes $OUT/profile-skip.json; `profile_skip.py --markdown`
+# prints the README's tables from it).
 # Conditions run rep-outer in alternating direction (vanilla, gate_off, gated, then gated,
 # gate_off, vanilla, ...), so gate_off no longer always runs right after vanilla.
 # Per-case overrides: REPS_<case> / STEPS_<case> / WARMUP_STEPS_<case> (case with - → _), e.g.
@@ -46,7 +48,9 @@ cases=("$@")
 #   flux1-1024   460 ms/step, 2 reps -> 6 processes ~ 2.1 min + JIT           = ~2.5 min
 #   qwen-1024    1.2 s/step (measured), 2 reps -> 6 processes ~ 3.4 min + JIT  = ~4 min
 #                (STEPS_qwen_1024=10: ~2.5 min)
-#   profile-skip 30 timed calls per part + two 12-step generations per row    = ~2 min
+#   profile-skip 30 timed calls per part; per row 4 generations of 12 steps for each gate
+#                (TeaCache, MagCache), 3 rows + a Z-Image row with long captions (TeaCache
+#                only); shells built 4 times (~10 s each for Z-Image)              = ~3 min
 # (The committed H200 runs: 18.5 s per FLUX.2 1024² process, 8.5 s at 512², 21 s Z-Image, 21 s
 # FLUX.1 dev, 34 s Qwen-Image at 20 steps.)
 plan() {

@@ -29,6 +29,9 @@ apart, so each branch runs its own noise refiner) shows the other case of the sh
     export PYTHONPATH=/opt/mlxsite:$PWD
     python3 lab/bench/device/profile_skip.py "$OUT/profile-skip.json"
     TINY=1 python lab/bench/device/profile_skip.py /tmp/p.json   # CPU dry run
+    python lab/bench/device/profile_skip.py --markdown lab/bench/results/skip-profile-h200.json
+
+``--markdown`` prints the README's two profile tables from a report (no MLX work).
 """
 
 from __future__ import annotations
@@ -406,7 +409,87 @@ def common_unregister(pipe: Any, callback: object) -> None:
         entries[:] = [entry for entry in entries if entry is not callback]
 
 
+def _row_label(row: dict[str, Any]) -> str:
+    name = {"flux2-klein-4b": "FLUX.2 Klein 4B", "z-image": "Z-Image"}.get(row["family"], "?")
+    label = f"{name}, {row['size']}²"
+    tokens = row.get("caption_tokens")
+    if tokens is not None and tokens != row.get("negative_caption_tokens", tokens):
+        label += f", captions of {tokens} and {row['negative_caption_tokens']} tokens"
+    return label
+
+
+def _f(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The README's profile tables: the parts in isolation, then each gate's step in the loop."""
+    parts = (
+        ("prelude", "prelude"),
+        ("measure", "measurement"),
+        ("host_read_evaluated", "decision's read"),
+        ("tail", "tail (+ residual)"),
+        ("scheduler_step", "scheduler step"),
+        ("skipped_step_graph", "skipped step's graph"),
+        ("magcache_skip_graph", "MagCache skip's graph"),
+        ("caption", "caption (once a generation)"),
+        ("vanilla_predict", "vanilla predict"),
+    )
+    lines = [
+        "| | " + " | ".join(title for _, title in parts) + " |",
+        "|---|" + "---|" * len(parts),
+    ]
+    for row in report["rows"]:
+        ms = row.get("ms")
+        if ms is None:
+            continue
+        cells = [_f(ms.get(key)) for key, _ in parts]
+        share = ms["skipped_step_graph"] / ms["vanilla_predict"]
+        cells[5] += f" ({share:.1%})"
+        lines.append(f"| {_row_label(row)} | " + " | ".join(cells) + " |")
+    phases = (
+        ("prelude", "prelude"),
+        ("measure", "measure"),
+        ("look_ahead", "look ahead"),
+        ("decide", "decide"),
+        ("tail", "tail"),
+        ("scheduler_step", "scheduler"),
+        ("latents_eval", "latents eval (the sync)"),
+        ("end_step", "gate bookkeeping"),
+        ("glue", "Python glue"),
+        ("step", "whole step"),
+    )
+    lines += [
+        "",
+        "| | gate | " + " | ".join(title for _, title in phases) + " | computed step "
+        "| skipped / computed | in-loop measured / ideal |",
+        "|---|---|" + "---|" * (len(phases) + 3),
+    ]
+    for row in report["rows"]:
+        for key in ("loop", "loop_magcache"):
+            loop = row.get(key)
+            if loop is None:
+                continue
+            skipped = loop["skipped_step_ms"]
+            cells = [_f(skipped.get(name)) for name, _ in phases]
+            lines.append(
+                f"| {_row_label(row)} | {loop['gate']} | "
+                + " | ".join(cells)
+                + f" | {_f(loop['computed_step_ms']['step'])} "
+                f"| {loop['skipped_over_computed']:.1%} "
+                f"| {loop['measured_over_ideal_in_loop']:.2f} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--markdown"]:
+        from pathlib import Path
+
+        from app.fileio.jsonio import loads_strict
+
+        print(markdown(loads_strict(Path(sys.argv[2]).read_text(encoding="utf-8"))))
+        return
     out = sys.argv[1] if len(sys.argv) > 1 else "profile-skip.json"
     sizes = (64,) if TINY else (1024, 512)
     z_size = 64 if TINY else 1024
