@@ -43,6 +43,7 @@ from app.engine.calibration import (
     Calibrate,
     CalibrationResult,
     PromptCapture,
+    check_calibration,
     write_calibration,
 )
 from app.engine.comparison import ComparisonResult, ThresholdComparison
@@ -272,9 +273,10 @@ class SweepPlan:
 
 class CalibratePlan:
     """One vanilla pass per prompt not yet measured, in order: a ``CalibrationProgress`` per
-    prompt, then the fit and the file (``CalibrationFinished``). Stopped short (cancel, a pass
-    that failed, a model that would not load) it writes nothing and ends as the pass ended; a
-    fit or a write that fails ends with ``RunFailed`` and its one sentence."""
+    prompt, then the fit and the file (``CalibrationFinished``). A job ``check_calibration``
+    refuses runs no pass and ends with ``RunFailed`` and its sentence; stopped short (cancel, a
+    pass that failed, a model that would not load) it writes nothing and ends as the pass ended;
+    a fit or a write that fails ends with ``RunFailed`` and its one sentence."""
 
     def __init__(self, job: Calibrate, run_id: int, emit: Emit) -> None:
         self.job, self.run_id, self.emit = job, run_id, emit
@@ -283,9 +285,14 @@ class CalibratePlan:
         ]
         self.pending = job.pending()
         self.versions: dict[str, Any] = {}
+        self.refusal: UserFacingError | None = None
+        try:
+            check_calibration(job)
+        except UserFacingError as exc:  # the window and the command line checked it already
+            self.refusal = exc
 
     def next_request(self, done: Sequence[RunReport]) -> GenerationRequest | None:
-        if len(done) >= len(self.pending):
+        if self.refusal is not None or len(done) >= len(self.pending):
             return None
         return self.job.pass_request(self.job.prompts[self.pending[len(done)]])
 
@@ -298,6 +305,9 @@ class CalibratePlan:
         self.emit(CalibrationProgress(self.run_id, prompt_index, done, len(self.captures), capture))
 
     def finish(self, outcome: PassesOutcome) -> CalibrationResult | None:
+        if self.refusal is not None:
+            self.emit(RunFailed(self.run_id, str(self.refusal), "refused before any pass"))
+            return None
         captures = [c for c in self.captures if c is not None]
         if len(captures) < len(self.captures):
             self.emit(outcome.stopped(self.run_id))
