@@ -124,7 +124,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     if run.result is None:
         return stopped_early(run.done, run.total, "prompts", chunks_dir)
     print(result_summary(run.result))
-    gate = "" if len(job.gates) > 1 else f" --gate {job.gates[0]}"
+    only = job.gates[0] if len(job.gates) == 1 else None
+    gate = f" --gate {only}" if only else ""
     print(
         f"\nwrote {run.result.path}\nselect it with --variant {job.variant_id}{gate} (or in "
         "the app's variant list)"

@@ -62,12 +62,17 @@ def calibration_text(variant: Variant, gate: str = DEFAULT_GATE) -> str:
 
 
 def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
-    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details."""
+    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details. A
+    calibration made with LoRAs says so: it is for that LoRA set only."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     if calibration is None:
         return variant.gate_unavailable_reason(gate) or ""
-    return kind.calibration_summary(calibration)
+    text = kind.calibration_summary(calibration)
+    scope = variant.calibration_scope
+    if scope is not None and scope.loras:
+        text += f" Made {scope.lora_words()}: for that LoRA set only."
+    return text
 
 
 class ThresholdControl(QWidget):
@@ -296,7 +301,18 @@ class ControlsView(QFrame):
         layout.addWidget(self.rerun)
         self.form_layout = layout  # the window adds the target-quality panel below the rerun box
         layout.addSpacing(10)
-        layout.addWidget(section("Calibration"))
+        calibration_header = QHBoxLayout()
+        calibration_header.addWidget(section("Calibration"))
+        calibration_header.addStretch(1)
+        self.calibrate_button = QToolButton()  # Model ▸ Calibrate This Model…, beside the note
+        self.calibrate_button.setText("Calibrate…")
+        self.calibrate_button.setObjectName("Flat")
+        self.calibrate_button.setToolTip(
+            "Calibrate This Model…: measure this model's own pace (with its LoRAs and "
+            "quantization) for TeaCache and MagCache"
+        )
+        calibration_header.addWidget(self.calibrate_button)
+        layout.addLayout(calibration_header)
         self.calibration = QLabel()
         self.calibration.setWordWrap(True)
         self.calibration.setFont(small_font(self.calibration.font()))

@@ -98,7 +98,8 @@ def test_a_calibration_on_the_fake_fits_its_polynomial_and_table() -> None:
     # MagCache's table: per step the mean of the prompts' measured ratios.
     assert variant.magcache is not None
     traces = [c.mag_ratio for c in result.captures]
-    expected = [1.0] + [float(np.mean([t[i] for t in traces])) for i in range(1, 10)]
+    expected = [1.0] + [float(np.mean([t[i] or 0.0 for t in traces])) for i in range(1, 10)]
+    assert all(t[i] is not None for t in traces for i in range(1, 10))
     assert variant.magcache.ratios == pytest.approx(expected)
     assert traces[0][1] == pytest.approx(fake_mag_ratio(result.captures[0].x[0]))
     assert "demo+mine" in all_variants()
@@ -143,6 +144,7 @@ def test_it_records_and_honours_the_lora_set_and_quantization(tmp_path: Path) ->
         variant="flux1-dev",
         steps=8,
         quantize=4,
+        size=(256, 256),  # the report's SSIM at 1024² would cost seconds a prompt
         loras=[(str(lora), 0.8)],
         name="styled",
     )
@@ -170,7 +172,7 @@ def test_a_model_folder_is_calibrated_on_its_own_weights(tmp_path: Path) -> None
     (paths.data_dir()).mkdir(parents=True, exist_ok=True)
     (paths.data_dir() / "model_folders.json").write_text(json.dumps(listing), encoding="utf-8")
     assert not get_variant("flux1-dev@ft").calibrated_for()  # the base's numbers, borrowed
-    job = _job(("a cat", "a dog"), variant="flux1-dev@ft", steps=8, name="own")
+    job = _job(("a cat", "a dog"), variant="flux1-dev@ft", steps=8, name="own", size=(256, 256))
     engine = FakeEngine()
     assert isinstance(_run(engine, job)[-1], ev.CalibrationFinished)
     assert all(r.model_path == str(folder) for r in engine.requests)
@@ -233,9 +235,9 @@ def test_a_calibration_cancelled_midway_writes_nothing() -> None:
 
     def emit(event: Any) -> None:
         events.append(event)
-        if isinstance(event, ev.StepDone) and event.which is ev.Pass.vanilla:
-            if sum(isinstance(e, ev.CalibrationProgress) for e in events) == 2:
-                cancel.set()  # in the third prompt's vanilla pass
+        progressed = sum(isinstance(e, ev.CalibrationProgress) for e in events)
+        if isinstance(event, ev.StepDone) and event.which is ev.Pass.vanilla and progressed == 2:
+            cancel.set()  # in the third prompt's vanilla pass
 
     assert run_job(FakeEngine(), 5, _job(), emit, cancel) is None
     assert isinstance(events[-1], ev.RunCancelled)
@@ -246,7 +248,7 @@ def test_a_calibration_cancelled_midway_writes_nothing() -> None:
 def test_a_model_that_fails_to_load_writes_nothing() -> None:
     sentence = "FLUX.1 dev is not downloaded (23.8 GB): download it first"
     engine = FakeEngine(FakeScript(failure=FakeFailure(sentence, which=None)))
-    events = _run(engine, _job(("a cat", "a dog"), variant="flux1-dev", steps=8))
+    events = _run(engine, _job(("a cat", "a dog"), variant="flux1-dev", steps=8, size=(256, 256)))
     assert isinstance(events[-1], ev.RunFailed) and events[-1].message == sentence
     assert _nothing_written() and "flux1-dev+mine" not in all_variants()
 
