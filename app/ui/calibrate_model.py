@@ -357,7 +357,12 @@ def fit_words(result: CalibrationResult, base: Variant) -> list[str]:
     variant = get_variant(result.variant_id)
     gate = result.job.gates[0]
     threshold = variant.default_threshold_for(gate)
-    at = f" at threshold {threshold:g}" if threshold is not None else ""
+    at = ""
+    if threshold is not None:
+        given = gate in dict(result.job.thresholds)
+        at = f" at threshold {threshold:g}" + (
+            "" if given else f" (carried over from {base.display_name})"
+        )
     lines.append(
         f"Saved as “{variant.display_name}” and selected: {gate_kind(gate).label} is its gate{at}."
     )
@@ -402,14 +407,16 @@ def detail_words(result: CalibrationResult) -> list[str]:
     if provenance.get("notes"):
         lines.append(f"Notes: {provenance['notes']}")
     scope = document.get("scope", {})
-    measured = [f"quantization {quantize_label(r.quantize)}"]
+    base = get_variant(r.variant_id)
+    measured = [] if base.embedded else [quantize_label(r.quantize)]
     if scope.get("loras"):
         measured.append(
             "LoRA " + ", ".join(f"{x['path']} × {x['scale']:g}" for x in scope["loras"])
         )
     if scope.get("model_path"):
         measured.append(f"model folder {scope['model_path']}")
-    lines.append("Measured with " + "; ".join(measured))
+    if measured:
+        lines.append("Measured with " + "; ".join(measured))
     versions = document.get("versions", {})
     where = hardware_label(versions) if versions else ""
     names = ", ".join(f"{k} {versions[k]}" for k in ("mlx", "mflux") if k in versions)

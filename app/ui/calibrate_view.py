@@ -10,12 +10,14 @@ from html import escape
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -126,9 +128,20 @@ class CalibrateDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
-        layout.addWidget(self.result_text)
-        layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addWidget(self.details)
+        # The fit and its Details scroll: the figures must never push the buttons off screen.
+        outcome = QWidget()
+        outcome_layout = QVBoxLayout(outcome)
+        outcome_layout.setContentsMargins(0, 0, 14, 0)  # clear of the scroll bar
+        outcome_layout.addWidget(self.result_text)
+        outcome_layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
+        outcome_layout.addWidget(self.details)
+        outcome_layout.addStretch(1)
+        self.outcome = QScrollArea()
+        self.outcome.setWidgetResizable(True)
+        self.outcome.setFrameShape(QFrame.Shape.NoFrame)
+        self.outcome.setWidget(outcome)
+        self.outcome.setVisible(False)
+        layout.addWidget(self.outcome, 2)
         buttons = QHBoxLayout()
         buttons.addWidget(self.close_button)
         buttons.addStretch(1)
@@ -193,6 +206,7 @@ class CalibrateDialog(QDialog):
         lines = c.result_lines() if c.status is CalibrateStatus.finished else []
         self.result_text.setText("".join(f"<p>{escape(line)}</p>" for line in lines))
         self.result_text.setVisible(bool(lines))
+        self.outcome.setVisible(bool(lines))
         self.details_button.setVisible(bool(lines))
         self.details.setText("\n".join(c.details_lines()) if lines else "")
         self.details.setVisible(bool(lines) and self.details_button.isChecked())
@@ -229,7 +243,8 @@ class CalibrateDialog(QDialog):
 
     def _show_saved_as(self, name: str) -> None:
         base = self.calibrator.base_variant().id
-        self.saved_as.setText(f"Saved as {base}{SEPARATOR}{name.strip()}" if name.strip() else "")
+        name = name.strip()
+        self.saved_as.setText(f"Will be saved as {base}{SEPARATOR}{name}" if name else "")
 
     def _show_details(self, shown: bool) -> None:
         self.details_button.setArrowType(

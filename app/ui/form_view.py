@@ -42,6 +42,7 @@ from app.ui.quantize_view import QuantizeControl, bind_quantize
 from app.ui.theme import caption_font, mute, small_font
 from app.ui.variant_picker import VariantPicker
 from app.variants import Variant, get_variant
+from app.variants.user import SEPARATOR
 
 
 def section(text: str) -> QLabel:
@@ -68,11 +69,17 @@ def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
     calibration = kind.calibration_of(variant)
     if calibration is None:
         return variant.gate_unavailable_reason(gate) or ""
-    text = kind.calibration_summary(calibration)
     scope = variant.calibration_scope
-    if scope is not None and scope.loras:
+    threshold = kind.default_threshold(calibration)
+    if scope is None or threshold is None:
+        return kind.calibration_summary(calibration)
+    # A calibration made in this app: its threshold is the one it was given or its base's,
+    # not one measured for it (as the built-in table's are).
+    name = variant.id.rpartition(SEPARATOR)[2]
+    text = f"Your own calibration “{name}”; its default threshold is {threshold:g}."
+    if scope.loras:
         text += f" Made {scope.lora_words()}: for that LoRA set only."
-    return text
+    return text + " Figures: Details, under the images."
 
 
 class ThresholdControl(QWidget):
