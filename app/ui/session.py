@@ -449,6 +449,9 @@ class Session:
         except UserFacingError as exc:
             self._folder_notice(str(exc))
             return None
+        except OSError as exc:  # the list of folders could not be written
+            self._folder_notice(f"could not remember {folder}: {exc.strerror or exc}")
+            return None
         self.dismiss(MODEL_FOLDER_NOTICE)
         return entry.variant_id
 

@@ -231,6 +231,8 @@ def test_the_dialog_checks_the_folder_and_asks_only_when_the_files_cannot_tell(
     dev = write_snapshot(tmp_path / "dev", get_variant("flux1-dev"))
     dialog = AddModelFolderDialog(folder=str(dev))
     qtbot.addWidget(dialog)
+    with qtbot.waitSignal(dialog.checked, timeout=10_000):
+        pass  # examined on a pool thread (#27 item 3)
     # dev and Krea dev share one architecture: both offered, the first chosen.
     assert [dialog.base.itemData(i) for i in range(dialog.base.count())] == [
         "flux1-dev",
@@ -239,7 +241,8 @@ def test_the_dialog_checks_the_folder_and_asks_only_when_the_files_cannot_tell(
     assert dialog.holds.text().startswith("Hugging Face snapshot, FLUX.1, full precision")
     assert dialog.check_result.text().startswith("Complete")
     (dev / "vae" / "model.safetensors").unlink()
-    dialog.path.setText(str(dev) + "/")  # re-inspects
+    with qtbot.waitSignal(dialog.checked, timeout=10_000):
+        dialog.path.setText(str(dev) + "/")  # re-inspects after the pause
     assert "vae/ has no weights" in dialog.check_result.text()
     assert not dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).isEnabled()
 
