@@ -500,6 +500,27 @@ def test_a_failed_download_shows_inline(qtbot: QtBot, make_window: WindowFactory
     assert window.run.error is not None and "licence" in window.run.error.message
 
 
+def test_an_offline_download_is_one_log_line_without_a_traceback(
+    qtbot: QtBot, make_window: WindowFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An expected failure (no network) printed a full traceback to the terminal each time
+    (#27 item 13); the window's banner is its one sentence. A bug still logs its traceback."""
+    from app.variants.weights import NoConnectionError
+
+    offline = NoConnectionError("No internet connection: cannot download Qwen-Image (57.0 GB)")
+    window = make_window(store=FakeModelStore(missing={"qwen-image"}, error=offline))
+    window.form.select_variant("qwen-image")
+    with (
+        caplog.at_level("WARNING", logger="app.ui.downloads"),
+        qtbot.waitSignal(window.downloads.failed, timeout=SIGNAL_TIMEOUT_MS),
+    ):
+        window.controls.download_button.click()
+    [record] = [r for r in caplog.records if r.name == "app.ui.downloads"]
+    assert record.exc_info is None and "Traceback" not in caplog.text
+    assert record.getMessage() == f"download of qwen-image failed: {offline}"
+    assert window.run.error is not None and window.run.error.message == str(offline)
+
+
 def test_guidance_only_where_the_family_has_it(make_window: WindowFactory) -> None:
     window = make_window()
     assert window.controls.guidance.isVisible()
