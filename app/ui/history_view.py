@@ -89,7 +89,7 @@ class HistoryDialog(QDialog):
         self.warning.setWordWrap(True)
         self.warning.setFont(small_font(self.warning.font()))
         mute(self.warning)
-        self.export_status = QLabel()  # confirms an export, or says why it failed
+        self.export_status = QLabel()  # an export's or Show Folder's outcome
         self.export_status.setWordWrap(True)
         self.export_status.setFont(small_font(self.export_status.font()))
         self.export_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -196,9 +196,16 @@ class HistoryDialog(QDialog):
         return written
 
     def reveal_selected(self) -> None:
+        """Open the run's folder in the file manager; where none answers, say so with the path
+        (selectable, to copy)."""
         entry = self.selected()
-        if entry is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(entry.folder)))
+        if entry is not None and not QDesktopServices.openUrl(
+            QUrl.fromLocalFile(str(entry.folder))
+        ):
+            self.export_status.setText(
+                f"Could not open a file manager here; the run is saved in {entry.folder}"
+            )
+            self.export_status.show()
 
     def delete_selected(self) -> None:
         entry = self.selected()

@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
 MODEL_FOLDER_NOTICE = "model-folder"
+EXPORT_TITLE = "Cannot export"
+OPEN_TITLE = "Cannot open the saved run"
 
 
 class EngineLink(Protocol):
@@ -269,12 +271,14 @@ class Session:
     def open_entry(self, entry: HistoryEntry) -> bool:
         """Show a saved run (inputs and results). Refused while a run is going."""
         if self.engine.busy:
-            self.run.fail_locally("wait for the current run to finish before opening another")
+            self.run.fail_locally(
+                "wait for the current run to finish before opening another", title=OPEN_TITLE
+            )
             return False
         try:
             report = entry.report
         except (OSError, ValueError) as exc:
-            self.run.fail_locally(f"could not open the saved run: {exc}")
+            self.run.fail_locally(f"could not read the saved run: {exc}", title=OPEN_TITLE)
             return False
         request = entry.to_request()
         if request is not None:
@@ -291,8 +295,9 @@ class Session:
         return f"teacache-{self.form.variant_id}-s{self.form.seed}.png"
 
     def can_export(self) -> bool:
+        """A finished result is on screen (File ▸ Export is enabled only then)."""
         if self.run.gated_image is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return False
         return True
 
@@ -302,7 +307,7 @@ class Session:
         path written, or None with one clear message where nothing could be written."""
         gated = self.run.gated_image
         if gated is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return None
         saved = self.run.saved_entry
         entry = self.history.get(Path(saved).name) if saved else None
@@ -317,7 +322,9 @@ class Session:
                 metadata=self.export_metadata(),
             )
         except OSError as exc:
-            self.run.fail_locally(f"could not export to {path}: {exc.strerror or exc}")
+            self.run.fail_locally(
+                f"could not export to {path}: {exc.strerror or exc}", title=EXPORT_TITLE
+            )
             return None
 
     def export_metadata(self) -> dict[str, str]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QContextMenuEvent, QGuiApplication, QImage
@@ -152,3 +153,45 @@ def test_history_export_adds_png_and_confirms(
     blocker.write_text("x")
     assert dialog.export_selected(blocker / "inside.png") is None
     assert dialog.export_status.text().startswith("Could not export to")
+
+
+def test_export_is_off_until_there_is_a_result_and_never_says_cannot_generate(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Ctrl+E before any run was a red "Cannot generate" banner (#27 item 16)."""
+    window = make_window()
+    assert not window.export_action.isEnabled()
+    window.export_action.trigger()  # Ctrl+E: a disabled action does nothing
+    assert window.run.error is None
+    assert not window.session.can_export()  # asked directly, it names the action that failed
+    assert window.run.error is not None and window.run.error.title == "Cannot export"
+    window.session.dismiss("error")
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert window.export_action.isEnabled()
+
+
+def test_show_folder_that_cannot_be_opened_says_so_with_the_path(
+    qtbot: QtBot, make_window: WindowFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """History ▸ Show Folder did nothing visible where no file manager answers (#27 item 14)."""
+    from PySide6.QtGui import QDesktopServices
+
+    window, _, _ = _finished(qtbot, make_window)
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    dialog.list.setCurrentRow(0)
+    opened: list[str] = []
+
+    def no_launcher(url: object) -> bool:
+        opened.append(url.toLocalFile())  # type: ignore[attr-defined]
+        return False
+
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(no_launcher))
+    dialog.reveal_button.click()
+    entry = dialog.selected()
+    assert entry is not None and opened == [str(entry.folder)]
+    assert dialog.export_status.isVisible()
+    assert dialog.export_status.text() == (
+        f"Could not open a file manager here; the run is saved in {entry.folder}"
+    )
