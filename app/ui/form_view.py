@@ -298,8 +298,10 @@ class ControlsView(QFrame):
         grid.addWidget(self.size_combo, 3, 1)
         grid.addWidget(self.guidance_label, 4, 0)
         grid.addWidget(self.guidance, 4, 1)
-        grid.addWidget(self.quantize_label, 5, 0, Qt.AlignmentFlag.AlignTop)
-        grid.addWidget(self.quantize, 5, 1)
+        # The levels' labels ("16-bit · up to 39 GB · cannot load") need the sidebar's width:
+        # beside the label they were cut.
+        grid.addWidget(self.quantize_label, 5, 0, 1, 2)
+        grid.addWidget(self.quantize, 6, 0, 1, 2)
         grid.setColumnStretch(1, 1)
         layout.addLayout(grid)
         layout.addSpacing(10)
