@@ -490,6 +490,8 @@ def _resume_note(resumed_from: int | None, steps: int) -> str:
     # Plain words here; "resumed from step k" and the rest sit under Details (app.ui.plain_words).
     if resumed_from >= steps:
         return "every step shared with vanilla"
+    if resumed_from == 1:
+        return "first step shared with vanilla"
     return f"first {resumed_from} steps shared with vanilla"
 
 

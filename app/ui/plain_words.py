@@ -154,3 +154,8 @@ def _resume_line(resumed_from: int | None, steps: int) -> str:
         f"Resume: steps 1–{resumed_from} replayed from vanilla; "
         f"resumed from step {resumed_from + 1}"
     )
+
+
+def plural(count: int, word: str) -> str:
+    """``1 step``, ``2 steps``: a count with its noun."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"

@@ -47,6 +47,7 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
+from app.ui.plain_words import plural
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
@@ -435,6 +436,8 @@ class Session:
         what the shown result measured (its band and engagement) and the check the engine warned
         it with: never another result's."""
         f, r = self.form, self.run
+        if self.steps_problem() is not None:
+            return None  # no schedule to judge: the steps' own sentence is under Steps
         shown = r.request if self.same_schedule else None
         return schedule_notice(
             f.variant,
@@ -523,12 +526,15 @@ class Session:
 
     def threshold_hint(self) -> str:
         f = self.form
+        if self.steps_problem() is not None:
+            return ""  # the steps' own sentence is the one message
         band = self.run.band
         if f.gate != "teacache":
             return magcache_hint(f.variant, int(f.steps), float(f.threshold))
         params = f.variant.gate_params(max(float(f.threshold), 1e-9))
         eligible = params.eligible_steps(int(f.steps))
-        text = f"{eligible} of {f.steps} steps may be skipped (never the first or last)."
+        steps = plural(int(f.steps), "step")
+        text = f"{eligible} of {steps} may be skipped (never the first or last)."
         if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
             if band.onset is not None and band.onset < 1.0:
                 text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."
