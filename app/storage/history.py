@@ -35,6 +35,7 @@ from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_r
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate import Decision, StepEvent
+from app.metrics import difference_image
 
 log = logging.getLogger(__name__)
 
@@ -448,10 +449,20 @@ def history_origin(created: str, now: datetime | None = None) -> str:
     return f"from history, run {friendly_time(created)}"
 
 
+# Another image format's extension, typed where a PNG is saved: replaced by ``.png``.
+_IMAGE_SUFFIXES = {".jpg", ".jpeg", ".jpe", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".heic"}
+
+
 def png_path(path: Path) -> Path:
-    """``name`` → ``name.png``: a name typed without the extension still saves as a PNG (a name
-    with another extension keeps it and gains ``.png``, so the file is never mislabelled)."""
-    return path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
+    """The name a PNG is saved under: ``name`` → ``name.png``, ``x.jpg`` → ``x.png`` (another
+    image format's extension is replaced, never kept: ``x.jpg.png`` read as a JPEG), and any
+    other dot in a name stays (``v1.2`` → ``v1.2.png``). The file is never mislabelled."""
+    suffix = path.suffix.lower()
+    if suffix == ".png":
+        return path
+    if suffix in _IMAGE_SUFFIXES:
+        return path.with_suffix(".png")
+    return path.with_name(path.name + ".png")
 
 
 def caption_font(size: int = 15) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
@@ -532,16 +543,20 @@ def export_metadata(
 
 
 def write_png(path: Path, image: np.ndarray, metadata: dict[str, str] | None = None) -> Path:
-    """One image as a PNG (``.png`` added where missing) with ``metadata`` in its text chunks,
-    written atomically. Returns the path written."""
+    """One image as a PNG (``png_path``) with ``metadata`` in its text chunks, written
+    atomically. Returns the path written."""
     path = png_path(path)
+    atomic_write_bytes(path, _png_bytes(image, metadata))
+    return path
+
+
+def _png_bytes(image: np.ndarray, metadata: Mapping[str, str] | None = None) -> bytes:
     info = PngImagePlugin.PngInfo()
     for key, value in (metadata or {}).items():
         info.add_itxt(key, value)
     buffer = BytesIO()
     Image.fromarray(_rgb8(image)).save(buffer, format="PNG", pnginfo=info)
-    atomic_write_bytes(path, buffer.getvalue())
-    return path
+    return buffer.getvalue()
 
 
 def export_side_by_side(
@@ -554,22 +569,35 @@ def export_side_by_side(
     footer: str,
     metadata: dict[str, str] | None = None,
 ) -> Path:
-    """One PNG: gated beside vanilla with captions and a footer line; small images are enlarged
-    with nearest-neighbour sampling so that each pixel stays visible. Returns the path written:
-    ``.png`` is added where the name lacks it; ``metadata`` goes into the PNG's text chunks."""
+    """One PNG: gated, vanilla and their difference (as the window draws it) side by side, with
+    captions and the footer wrapped to the tiles' width; small images are enlarged with
+    nearest-neighbour sampling so that each pixel stays visible. Returns the path written
+    (``png_path``); ``metadata`` goes into the PNG's text chunks.
+
+    A run without vanilla is one tile, and its canvas is as wide as the footer's one line."""
     path = png_path(path)
-    images = [gated] if vanilla is None else [gated, vanilla]
-    captions = [gated_caption] if vanilla is None else [gated_caption, vanilla_caption]
+    images, captions = [gated], [gated_caption]
+    if vanilla is not None:
+        images.append(vanilla)
+        captions.append(vanilla_caption)
+        if vanilla.shape == gated.shape:
+            difference, top = difference_rgb(gated, vanilla)
+            images.append(difference)
+            captions.append(f"Difference · max {top:.0f}/255")
     height, width = gated.shape[:2]
     scale = max(1, -(-384 // max(1, min(height, width))))  # ceil: at least 384 px on the short side
     tile_w, tile_h = width * scale, height * scale
-    pad, caption_h, footer_h = 16, 28, 28
+    pad, caption_h, line_h = 16, 28, 22
     font = caption_font(15)
     footer = drawable(font, footer)
-    # Wide enough for the footer too: one small tile must not cut the line off.
-    footer_w = math.ceil(font.getlength(footer))
-    canvas_w = max(pad + len(images) * (tile_w + pad), footer_w + 2 * pad)
-    canvas_h = pad + caption_h + tile_h + pad + footer_h
+    tiles_w = pad + len(images) * (tile_w + pad)
+    if len(images) == 1:  # one small tile must not cut the line off
+        canvas_w = max(tiles_w, math.ceil(font.getlength(footer)) + 2 * pad)
+        lines = [footer]
+    else:  # the tiles set the width; the footer wraps under them (it left ~700 px empty)
+        canvas_w = tiles_w
+        lines = wrap_footer(font, footer, canvas_w - 2 * pad)
+    canvas_h = pad + caption_h + tile_h + pad + len(lines) * line_h + pad // 2
     canvas = Image.new("RGB", (canvas_w, canvas_h), (250, 250, 250))
     draw = ImageDraw.Draw(canvas)
     for i, (image, caption) in enumerate(zip(images, captions, strict=True)):
@@ -577,15 +605,52 @@ def export_side_by_side(
         tile = Image.fromarray(_rgb8(image)).resize((tile_w, tile_h), Image.Resampling.NEAREST)
         canvas.paste(tile, (x, pad + caption_h))
         draw.text((x, pad + 4), drawable(font, caption), fill=(30, 30, 30), font=font)
-    footer_xy = (pad, pad + caption_h + tile_h + pad)
-    draw.text(footer_xy, footer, fill=(90, 90, 90), font=font)
-    info = PngImagePlugin.PngInfo()
-    for key, value in (metadata or {}).items():
-        info.add_itxt(key, value)
-    buffer = BytesIO()
-    canvas.save(buffer, format="PNG", pnginfo=info)
-    atomic_write_bytes(path, buffer.getvalue())
+    top_y = pad + caption_h + tile_h + pad
+    for n, line in enumerate(lines):
+        draw.text((pad, top_y + n * line_h), line, fill=(90, 90, 90), font=font)
+    atomic_write_bytes(path, _png_bytes(np.asarray(canvas), metadata))
     return path
+
+
+def difference_rgb(gated: np.ndarray, vanilla: np.ndarray) -> tuple[np.ndarray, float]:
+    """The difference image (``app.metrics.difference_image``) as the window's difference view
+    draws it: viridis from 0 to its largest value (at least 8, so a near-zero difference stays
+    dark); with that largest value."""
+    from matplotlib import colormaps
+
+    diff = difference_image(_rgb8(gated), _rgb8(vanilla))
+    top = float(diff.max()) if diff.size else 0.0
+    scaled = np.clip(diff / max(8.0, top), 0.0, 1.0)
+    rgba = colormaps["viridis"](scaled, bytes=True)
+    return np.ascontiguousarray(rgba[..., :3]), top
+
+
+def wrap_footer(
+    font: ImageFont.FreeTypeFont | ImageFont.ImageFont, text: str, width: float
+) -> list[str]:
+    """The footer in lines no wider than ``width``: broken between its "  ·  " parts where it
+    can, between words inside a part that is wider by itself."""
+    separator = "  ·  "
+    lines: list[str] = []
+    line = ""
+    for part in text.split(separator):
+        joined = f"{line}{separator}{part}" if line else part
+        if font.getlength(joined) <= width:
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+        line = ""
+        for word in part.split(" "):
+            candidate = f"{line} {word}" if line else word
+            if font.getlength(candidate) <= width or not line:
+                line = candidate
+            else:
+                lines.append(line)
+                line = word
+    if line:
+        lines.append(line)
+    return lines
 
 
 def export_entry(entry: HistoryEntry, path: Path) -> Path:
