@@ -213,7 +213,10 @@ class Session:
             current = self.form.request()
         except RequestError:
             current = None
-        if current is not None and replace(current, resume=request.resume) == request:
+        # How the result was reached (resumed from a cached vanilla, drawn live step by step)
+        # changes none of its figures: a reopened run whose settings match is not stale.
+        how = {"resume": request.resume, "previews": request.previews}
+        if current is not None and replace(current, **how) == request:
             return ""
         what = "run from history" if r.run_id < 0 else "previous run"
         parts = [request.variant_id, f"{request.steps} steps", f"threshold {request.threshold:g}"]
