@@ -30,7 +30,7 @@ from app.storage.history import (
     friendly_time,
     lora_captions,
 )
-from app.ui.plain_words import CHANGE_WORDS, picture_change
+from app.ui.plain_words import similarity_words
 from app.ui.theme import mute, small_font
 
 log = logging.getLogger(__name__)
@@ -59,10 +59,13 @@ def entry_summary(entry: HistoryEntry) -> str:
     except (OSError, ValueError) as exc:
         log.warning("history entry %s: %s", entry.id, exc)
         return " · ".join([*parts, "its figures cannot be read"])
-    parts.append(f"{report.gated.skipped} skipped")
-    if report.ssim is not None:  # the summary line's words, the figure beside them
-        change = CHANGE_WORDS[picture_change(report.ssim)].removeprefix("the picture ")
-        parts.append(f"{change} (similarity {report.ssim:.3f})")
+    parts.append(f"{report.gated.skipped} of {entry.steps} skipped")
+    if report.ssim is not None:  # the Similarity card's words, the figures beside them
+        words = similarity_words(report.ssim, report.local_diff_value)
+        figures = f"SSIM {report.ssim:.3f}"
+        if report.local_diff_value is not None:
+            figures += f", local difference {report.local_diff_value:.3f}"
+        parts.append(f"{words} ({figures})")
     if entry.speedup is not None:  # the label's first clause; the row's tooltip has all of it
         head = label_head(entry.speedup_label)
         parts.append(f"{entry.speedup:.2f}× {head}" if head else f"{entry.speedup:.2f}×")
@@ -81,7 +84,11 @@ class HistoryDialog(QDialog):
         self.list = QListWidget()
         self.list.setIconSize(QSize(THUMB, THUMB))
         self.list.setSpacing(2)
-        self.list.setUniformItemSizes(True)
+        # A row wraps to the dialog's width (its date and speedup hid behind a scroll bar).
+        self.list.setWordWrap(True)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setResizeMode(QListWidget.ResizeMode.Adjust)
         self.list.setAlternatingRowColors(True)
         self.list.itemDoubleClicked.connect(lambda _item: self.open_selected())
         self.list.currentRowChanged.connect(lambda _row: self._update_buttons())

@@ -195,3 +195,40 @@ def test_show_folder_that_cannot_be_opened_says_so_with_the_path(
     assert dialog.export_status.text() == (
         f"Could not open a file manager here; the run is saved in {entry.folder}"
     )
+
+
+def test_history_rows_fit_the_dialog_and_read_as_the_cards_do(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """History rows were wider than the dialog (the speedup and date behind a scroll bar), had no
+    local difference, and read "0 skipped · is identical" (#27 item 23)."""
+    from app.ui.history_view import entry_summary
+
+    window = make_window()
+    window.form.prompt = (  # a long prompt: its row must wrap too
+        "two small red stars at the left and a large striped blue circle at the right on a "
+        "white background"
+    )
+    window.form.threshold = 0.0  # nothing skipped, the picture identical
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    dialog.resize(480, 400)  # narrower than a row's line, whatever the font (the walk's: 720)
+    qtbot.waitExposed(dialog)
+    [entry] = dialog.entries
+    summary = entry_summary(entry)
+    assert "is identical" not in summary and f"0 of {entry.steps} skipped" in summary
+    report = entry.report
+    assert report.ssim == 1.0 and report.local_diff_value == 0.0  # what the row is about
+    assert "identical (SSIM 1.000, local difference 0.000)" in summary
+    assert window.compare.ssim_card.note.text() == "identical"  # the card's word, repeated
+    item = dialog.list.item(0)
+    longest = max(
+        dialog.list.fontMetrics().horizontalAdvance(line) for line in item.text().split("\n")
+    )
+    viewport = dialog.list.viewport().width()
+    assert longest > viewport  # the row's text is wider than the list …
+    qtbot.waitUntil(lambda: dialog.list.visualItemRect(item).right() <= viewport)  # … it wraps
+    assert not dialog.list.horizontalScrollBar().isVisible()
+    assert dialog.list.visualItemRect(item).height() > 3 * dialog.list.fontMetrics().height()
