@@ -1,4 +1,4 @@
-"""Per-family mflux adapters that put a ``TeaCacheGate`` between a transformer's body and tail.
+"""Per-family mflux adapters that put a ``LiveGate`` between a transformer's body and tail.
 
 ``install_gate(pipeline, gate)`` picks the adapter of the pipeline's family (by mflux class, from
 ``app.families``); the returned installation is a context manager whose exit restores the
@@ -18,7 +18,7 @@ from typing import Any
 from app.adapters.base import GateLifecycle, Installation
 from app.adapters.common import AdapterError, AlreadyInstalledError, UnsupportedPipelineError
 from app.families import FAMILIES, Family, load
-from app.gate import TeaCacheGate
+from app.gate import LiveGate
 
 __all__ = [
     "AdapterError",
@@ -50,13 +50,13 @@ def detect_family(pipeline: Any) -> Family:
     )
 
 
-def _installer(family: Family) -> Callable[[Any, TeaCacheGate], Installation]:
+def _installer(family: Family) -> Callable[[Any, LiveGate], Installation]:
     """The ``install`` of the family's adapter module (``Family.adapter``)."""
     if family.adapter is None:
         raise UnsupportedPipelineError(f"TeaCache has no adapter for {family.display_name}")
     return load(family.adapter).install
 
 
-def install_gate(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install_gate(pipeline: Any, gate: LiveGate) -> Installation:
     """Install ``gate`` on ``pipeline`` (transactional: on any error nothing is left behind)."""
     return _installer(detect_family(pipeline))(pipeline, gate)

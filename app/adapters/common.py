@@ -13,7 +13,7 @@ from mflux.models.common.config.model_config import ModelConfig
 
 from app.adapters.base import GateLifecycle, Installation
 from app.families import Family
-from app.gate import TeaCacheGate
+from app.gate import LiveGate
 
 COND = "cond"
 UNCOND = "uncond"
@@ -36,7 +36,7 @@ class GateState:
     """What a gated forward needs at call time. A plain object, never an ``nn.Module`` attribute
     value that MLX would file as a child (arrays there would become parameters)."""
 
-    gate: TeaCacheGate
+    gate: LiveGate
     lifecycle: GateLifecycle
     # The pipeline's own ``_predict`` factory (mflux's staticmethod, or an instance override such
     # as the demo's eager one), for the predict-factory families: called at threshold 0 and
@@ -68,7 +68,7 @@ class GateState:
 
 def install_class_swap(
     pipeline: Any,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     *,
     family: Family,
     expected: type,
@@ -106,7 +106,7 @@ def install_class_swap(
 
 def install_predict_factory(
     pipeline: Any,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     *,
     family: Family,
     make_factory: Callable[[GateState], Any],

@@ -25,7 +25,7 @@ from mflux.models.flux.model.flux_transformer.transformer import Transformer
 from app.adapters.base import Installation
 from app.adapters.common import COND, GateState, install_class_swap
 from app.families.flux1 import FAMILY
-from app.gate import TeaCacheGate
+from app.gate import LiveGate
 
 
 class GatedFlux1Transformer(Transformer):
@@ -110,7 +110,7 @@ class GatedFlux1Transformer(Transformer):
         return noise
 
 
-def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_class_swap(
         pipeline,
         gate,

@@ -40,7 +40,7 @@ import mlx.core as mx
 import numpy as np
 
 from app.families import Family
-from app.gate import TeaCacheGate
+from app.gate import LiveGate
 
 MAX_SIDE = 256  # a thumbnail's long side at most; 2048-pixel images project at 256 already
 
@@ -177,7 +177,7 @@ class StepPreviewer:
         decode: Decode,
         on_preview: Callable[[int, np.ndarray], None],
         *,
-        gate: TeaCacheGate | None = None,
+        gate: LiveGate | None = None,
         reuse: Callable[[int], np.ndarray | None] | None = None,
     ) -> None:
         self.decode = decode

@@ -27,7 +27,7 @@ from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import Qwen
 from app.adapters.base import Installation
 from app.adapters.common import GateState, install_class_swap
 from app.families.qwen_image import FAMILY
-from app.gate import TeaCacheGate
+from app.gate import LiveGate
 
 
 class GatedQwenTransformer(QwenTransformer):
@@ -114,7 +114,7 @@ class GatedQwenTransformer(QwenTransformer):
         return noise
 
 
-def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_class_swap(
         pipeline,
         gate,

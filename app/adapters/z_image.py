@@ -37,7 +37,7 @@ from app.adapters.common import (
 )
 from app.adapters.compiled import counted_compile, is_compiled
 from app.families.z_image import FAMILY
-from app.gate import TeaCacheGate, Verdict
+from app.gate import LiveGate, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +111,7 @@ def _tail(tr: ZImageTransformer, s: _Stream, out: mx.array) -> mx.array:
 def _body(
     tr: ZImageTransformer,
     s: _Stream,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     verdict: Verdict,
     branch: str,
     first: mx.array | None,
@@ -343,5 +343,5 @@ def make_predict_factory(
     return factory
 
 
-def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_predict_factory(pipeline, gate, family=FAMILY, make_factory=make_predict_factory)

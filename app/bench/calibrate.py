@@ -131,7 +131,7 @@ class Capturer:
             Pass.vanilla,
             pipeline,
             request,
-            variant.gate_params(0.0),
+            variant.teacache_params(0.0),
             _ignore,
             self._cancel,
             capture_output=True,
@@ -347,7 +347,7 @@ def magcache_document(
     table: per step, the mean magnitude ratio over the prompts' vanilla runs (the reference's
     calibration measure, app.gate.live.magnitude_ratio). Raises ValueError on missing data."""
     from app.gate.decision import GateConfigError
-    from app.gate.magcache import mean_ratio_table
+    from app.gate.magcache import GATE_NAME, mean_ratio_table
 
     traces = []
     for chunk in chunks:
@@ -371,7 +371,7 @@ def magcache_document(
         "provenance": {
             "source": "the base variant's TeaCache fit, unchanged (this file adds MagCache)",
         },
-        "magcache": {
+        GATE_NAME: {  # the MagCache section (``magcache_from_document`` reads it)
             "ratios": list(table),
             "default_threshold": threshold,
             "retention_ratio": retention_ratio,
@@ -389,7 +389,7 @@ def magcache_document(
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "recipe": {
             "variant": config.request.variant_id,
-            "gate": "magcache",
+            "gate": GATE_NAME,
             "steps": config.request.steps,
             "size": [config.request.width, config.request.height],
             "seed": config.request.seed,

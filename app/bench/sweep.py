@@ -29,6 +29,7 @@ from app.bench.harness import ChunkedOutcome, Runner, WorkerFailed, subprocess_r
 from app.bench.worker import WorkerSpec, request_recipe
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest
+from app.gate.kinds import DEFAULT_GATE
 from app.hardware import host_info
 from app.metrics import ssim
 
@@ -343,7 +344,7 @@ def sweep_markdown(report: dict[str, Any]) -> str:
         f"{recipe['width']}×{recipe['height']}",
         "",
         f"- Prompt: “{recipe['prompt']}”, seed {recipe['seed']}",
-        f"- Gate: {recipe.get('gate', 'teacache')}",
+        f"- Gate: {recipe.get('gate', DEFAULT_GATE)}",
         f"- Timing: {report['timing']}",
         f"- SSIM: {report['ssim_basis']}",
         f"- Vanilla loop: {_fmt(report['vanilla']['loop_seconds'], '.3f', ' s')}",

@@ -100,22 +100,22 @@ def request_recipe(request: GenerationRequest) -> dict[str, Any]:
     }
 
 
-def gate_params(spec: WorkerSpec):  # -> GateParams | MagCacheParams
-    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0."""
+def gate_params(spec: WorkerSpec):  # -> GateParamsLike
+    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0, and
+    ``coefficients`` (``--forced-skips``) force a pattern through TeaCache's polynomial."""
     from dataclasses import replace
 
-    from app.gate import GateParams
+    from app.gate import TeaCacheParams
 
     request = spec.request
     variant = request.variant
     if spec.condition == "gate_off":
-        return variant.gate_params(0.0)
-    if request.gate != "teacache" and spec.coefficients is None:
-        return variant.params_for(request.gate, request.threshold)
-    if spec.coefficients is not None:
-        params = GateParams(coefficients=spec.coefficients, rel_l1_thresh=request.threshold)
-    else:
-        params = variant.gate_params(request.threshold)
+        return variant.teacache_params(0.0)
+    params: Any = (
+        TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=request.threshold)
+        if spec.coefficients is not None
+        else variant.params_for(request.gate, request.threshold)
+    )
     if spec.max_consecutive_skips is not None:
         params = replace(params, max_consecutive_skips=spec.max_consecutive_skips)
     return params
@@ -345,9 +345,10 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         compile_estimate = None
     else:
         compile_estimate = first["loop_seconds"] - warm_loop_estimate(timed, first["pattern"])
-    from app.gate import GateParams
+    from app.gate.kinds import kind_of
 
     params = gate_params(spec) if spec.condition != "vanilla" else None
+    fields = kind_of(params).report_fields(params) if params is not None else {}
     return {
         "schema": WORKER_SCHEMA,
         "variant": spec.request.variant_id,
@@ -355,7 +356,7 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         "rep": spec.rep,
         "gate": None if params is None else params.gate,
         "threshold": None if params is None else params.threshold,
-        "coefficients": list(params.coefficients) if isinstance(params, GateParams) else None,
+        "coefficients": list(fields["coefficients"]) if "coefficients" in fields else None,
         "load_seconds": load_seconds,
         "load_peak_memory_bytes": load_peak,
         "warmup_generations": spec.warmup,

@@ -11,6 +11,7 @@ from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import add_gate_argument, add_lora_argument, lora_args, parse_size_arg
 from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.gate.kinds import gate_kind
 from app.variants.catalog import QUANTIZE_LEVELS
 
 DEFAULT_PROMPT = "a red circle on a blue background"
@@ -85,7 +86,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.forced_skips is not None:
         if threshold is not None:
             raise UserError("--forced-skips sets its own threshold; leave out --threshold")
-        if args.gate != "teacache":
+        if not gate_kind(args.gate).forced_skips:
             raise UserError("--forced-skips drives the TeaCache polynomial; leave out --gate")
         coefficients = forced_coefficients(args.forced_skips)
         threshold = FORCED_THRESHOLD

@@ -11,6 +11,13 @@ from typing import TYPE_CHECKING, Any
 from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import parse_size_arg
+from app.gate.kinds import (
+    DEFAULT_GATE,
+    CalibrationMethod,
+    calibrated_gates,
+    gate_kind,
+    magcache_from_document,
+)
 from app.variants.catalog import QUANTIZE_LEVELS, Variant
 
 if TYPE_CHECKING:
@@ -18,20 +25,12 @@ if TYPE_CHECKING:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from app.bench.calibrate import (
-        CalibrateConfig,
-        calibration_document,
-        capture_pairs,
-        default_prompts,
-        fit_report,
-        read_prompts,
-    )
+    from app.bench.calibrate import CalibrateConfig, capture_pairs, default_prompts, read_prompts
     from app.bench.chunks import PlanMismatchError
     from app.engine.request import RequestError, make_request
     from app.variants import UnknownVariantError, get_variant
     from app.variants.user import (
         calibration_path,
-        save_calibration,
         split_user_variant_id,
         user_variant_id,
         validate_name,
@@ -109,22 +108,37 @@ def _calibrate(args: argparse.Namespace) -> int:
         return stopped_early(done, len(prompts), "prompts", chunks_dir)
     from app.hardware import runtime_info
 
-    if args.gate == "magcache":
-        return _write_magcache(args, config, base, chunks, variant_id, runtime_info())
+    method = gate_kind(args.gate).calibration_method
+    if method is None:
+        raise UserError(f"the {args.gate} gate needs no calibration")
+    return _WRITERS[method](args, config, base, chunks, variant_id, runtime_info())
+
+
+def _write_polynomial(
+    args: argparse.Namespace,
+    config: CalibrateConfig,
+    base: Any,
+    chunks: list[dict[str, Any]],
+    variant_id: str,
+    versions: dict[str, str],
+) -> int:
+    from app.bench.calibrate import calibration_document, fit_report
+    from app.variants.user import save_calibration
+
     try:
         report = fit_report(chunks, config.holdout, config.mode)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 
     threshold = args.threshold if args.threshold is not None else base.default_threshold
-    document = calibration_document(config, chunks, report, threshold, runtime_info())
+    document = calibration_document(config, chunks, report, threshold, versions)
     path = save_calibration(document)
     print(fit_summary(config, report, document))
     print(f"\nwrote {path}\nselect it with --variant {variant_id} (or in the app's variant list)")
     return 0
 
 
-def _write_magcache(
+def _write_ratio_table(
     args: argparse.Namespace,
     config: CalibrateConfig,
     base: Any,
@@ -136,8 +150,8 @@ def _write_magcache(
     from app.variants.user import save_calibration
 
     threshold = args.threshold
-    if threshold is None and base.magcache is not None:
-        threshold = base.magcache.default_threshold
+    if threshold is None:
+        threshold = base.default_threshold_for(args.gate)
     try:
         document = magcache_document(
             config,
@@ -153,20 +167,29 @@ def _write_magcache(
     except ValueError as exc:
         raise UserError(str(exc)) from None
     path = save_calibration(document)
-    ratios = document["magcache"]["ratios"]
+    table = magcache_from_document(document)
+    assert table is not None  # magcache_document writes its section
+    ratios, spread = table.ratios, table.provenance.fit_value or 0.0
     print(
         f"{config.request.variant_id}: MagCache table from {len(chunks)} prompts × "
         f"{config.request.steps} steps "
         f"(ratios {min(ratios[1:]):.4f}–{max(ratios[1:]):.4f}; largest spread across prompts "
-        f"{document['magcache']['provenance']['fit_value']:.4f})"
+        f"{spread:.4f})"
     )
     if threshold is None:
         print("no default MagCache threshold stored: pass --threshold when generating")
     print(
-        f"\nwrote {path}\nselect it with --variant {variant_id} --gate magcache "
+        f"\nwrote {path}\nselect it with --variant {variant_id} --gate {args.gate} "
         "(or in the app's variant list)"
     )
     return 0
+
+
+# How each calibration method is measured and saved (``GateKind.calibration_method``).
+_WRITERS = {
+    CalibrationMethod.polynomial: _write_polynomial,
+    CalibrationMethod.ratio_table: _write_ratio_table,
+}
 
 
 def _check_demo_prompts(variant: Variant, prompts: tuple[str, ...]) -> None:
@@ -243,8 +266,8 @@ def setup(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gate",
-        choices=("teacache", "magcache"),
-        default="teacache",
+        choices=calibrated_gates(),
+        default=DEFAULT_GATE,
         help="teacache: fit the polynomial (default); magcache: measure the per-step magnitude "
         "ratio table",
     )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.errors import UserError
 from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.gate.kinds import DEFAULT_GATE, GATE_KINDS
 from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
@@ -71,13 +72,13 @@ def lora_args(args: argparse.Namespace) -> list[tuple[str, float]]:
 
 
 def add_gate_argument(p: argparse.ArgumentParser) -> None:
+    meanings = "; ".join(f"{name} — {kind.threshold_words}" for name, kind in GATE_KINDS.items())
     p.add_argument(
         "--gate",
-        choices=("teacache", "magcache"),
-        default="teacache",
-        help="which step-skipping rule decides (default teacache); the threshold means: "
-        "teacache — predicted output change to let pile up; magcache — accumulated magnitude "
-        "drift to tolerate",
+        choices=tuple(GATE_KINDS),
+        default=DEFAULT_GATE,
+        help=f"which step-skipping rule decides (default {DEFAULT_GATE}); the threshold means: "
+        + meanings.replace("%", "%%"),
     )
 
 
@@ -99,7 +100,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "guidance": args.guidance,
         "quantize": args.quantize,
         "loras": lora_args(args),
-        "gate": getattr(args, "gate", "teacache"),
+        "gate": getattr(args, "gate", None) or DEFAULT_GATE,
     }
     values.update(overrides)
     variant_id, values["model_path"] = resolve_model_path(args.variant, args.model_path)

@@ -60,17 +60,8 @@ from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, generate_kwargs
 from app.engine.timing import WARMUP_STEPS, warmup_params
-from app.gate import (
-    AnyGateParams,
-    Decision,
-    Engagement,
-    GateParams,
-    StepEvent,
-    TeaCacheGate,
-    engagement_of,
-    make_gate,
-    simulate_gate,
-)
+from app.gate import Decision, Engagement, LiveGate, StepEvent, TeaCacheGate
+from app.gate.kinds import GateParamsLike, kind_of, make_gate, observer_params
 from app.variants import Variant, check_schedule
 
 log = logging.getLogger(__name__)
@@ -250,11 +241,9 @@ class Engine:
         if cancel.is_set():
             raise Cancelled
         params = variant.params_for(request.gate, request.threshold)
-        # The vanilla pass observes with TeaCache's numbers whichever gate runs: it records both
-        # gates' traces, so its cache stays valid across a gate switch.
-        observe_params = variant.gate_params(
-            request.threshold if params.gate == "teacache" else None
-        )
+        # The vanilla pass's observer records every gate's trace whichever gate runs, so its
+        # cache stays valid across a gate switch.
+        observe_params = observer_params(variant, request.gate, request.threshold)
         warmup_seconds = self.warm_up(pipeline, request, cancel, emit)
 
         vanilla: PassOutcome | None = None
@@ -290,7 +279,8 @@ class Engine:
                     self._vanilla.popitem(last=False)
         # Where skipping begins on this vanilla trace: measured once, for the warning and the
         # report alike.
-        found = engagement_of(params, vanilla.trace) if vanilla is not None else None
+        kind = kind_of(params)
+        found = kind.engagement(params, kind.trace(vanilla.events)) if vanilla else None
         if found is not None and (
             variant.distilled
             or not check_schedule(variant, request.steps, gate=request.gate).can_skip
@@ -385,7 +375,7 @@ class Engine:
         which: Pass,
         pipeline: Any,
         request: GenerationRequest,
-        params: AnyGateParams,
+        params: GateParamsLike,
         emit: Emit,
         cancel: threading.Event,
         resume_from: PassOutcome | None = None,
@@ -472,7 +462,7 @@ class Engine:
 
 def _previewer(
     pipeline: Any,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     previews: list[np.ndarray],
     events: list[StepEvent],
     resume_from: PassOutcome | None,
@@ -500,7 +490,7 @@ def _previewer(
 
 
 def _plan_resume(
-    params: AnyGateParams, vanilla: PassOutcome
+    params: GateParamsLike, vanilla: PassOutcome
 ) -> tuple[Replay, dict[int, StepEvent]]:
     """Replay vanilla up to (not including) the last computed step before the first skip.
 
@@ -509,7 +499,8 @@ def _plan_resume(
     the re-seeding step at ``until`` runs for real, and only its telemetry is taken from the
     simulation (the live gate sees it as a fresh seed).
     """
-    verdicts = simulate_gate(params, vanilla.trace)
+    kind = kind_of(params)
+    verdicts = kind.simulate(params, kind.trace(vanilla.events))
     first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
     num_steps = len(vanilla.events)
     until = num_steps if first_skip is None else first_skip - 1
@@ -540,7 +531,7 @@ def latents_digest(latents: mx.array) -> str:
 
 def build_report(
     request: GenerationRequest,
-    params: AnyGateParams,
+    params: GateParamsLike,
     vanilla: PassOutcome | None,
     gated: PassOutcome,
     *,
@@ -567,8 +558,7 @@ def build_report(
         _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
         max_abs_diff=max_abs_diff,
         engagement=engagement,
-        coefficients=tuple(params.coefficients) if isinstance(params, GateParams) else (),
-        calibrated_range=params.calibrated_range if isinstance(params, GateParams) else None,
+        **kind_of(params).report_fields(params),
         versions=versions(),
         warmup_seconds=warmup_seconds,
     )

@@ -5,22 +5,19 @@ from __future__ import annotations
 from app.engine.events import RunWarning
 from app.engine.request import GenerationRequest
 from app.gate import Engagement
-from app.gate.gates import MAGCACHE, AnyGateParams
+from app.gate.kinds import GateParamsLike, kind_of
 from app.variants import ScheduleCheck, Variant, check_schedule
 
 
-def engagement_warning(run_id: int, params: AnyGateParams, onset: Engagement) -> RunWarning:
+def engagement_warning(run_id: int, params: GateParamsLike, onset: Engagement) -> RunWarning:
     """After the vanilla pass of a distilled or short schedule: where skipping begins on this
-    run's own trace (``engagement_of``, measured once per run: the report carries the same
-    object), and what that means at the current threshold (exact: before the first skip the
+    run's own trace (the gate kind's ``engagement``, measured once per run: the report carries
+    the same object), and what that means at the current threshold (exact: before the first skip the
     simulator replays the gate step for step). The window reads ``engagement``, typed; the
     ``details`` are its words for the history."""
+    kind = kind_of(params)
     current = params.threshold
-    source, smallest = (
-        ("From MagCache's table", "first-reuse error")
-        if params.gate == MAGCACHE
-        else ("Measured on this run", "predicted change")
-    )
+    source, smallest = kind.onset_source, kind.onset_quantity
     if onset.onset_threshold is None:
         message = "On this run no step was gate-eligible: nothing can be skipped at any threshold."
     else:
@@ -29,11 +26,7 @@ def engagement_warning(run_id: int, params: AnyGateParams, onset: Engagement) ->
             f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); "
         )
         # MagCache skips at a threshold equal to the first-reuse error (its rule compares <=).
-        blocked = current <= 0.0 or (
-            current < onset.onset_threshold
-            if params.gate == MAGCACHE
-            else current <= onset.onset_threshold
-        )
+        blocked = current <= 0.0 or not kind.engages(current, onset.onset_threshold)
         if blocked:
             message = measured + (
                 f"skipping would begin only above that, so at the current threshold "

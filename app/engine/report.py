@@ -21,6 +21,7 @@ import numpy as np
 from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.gate import Decision, Engagement, StepEvent
+from app.gate.kinds import DEFAULT_GATE, recorded_gate
 from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
@@ -370,7 +371,7 @@ def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
         threshold=float(row.get("threshold", 0.0)),
         seconds=float(row.get("seconds", 0.0)),
         output_rel_l1=_float(row.get("output_rel_l1")),
-        gate=str(row.get("gate", "teacache")),
+        gate=recorded_gate(row.get("gate")),
         mag_ratio=_float(row.get("mag_ratio")),
     )
 
@@ -422,7 +423,7 @@ def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             quantize=_int(data.get("quantize")),
             loras=loras,
             model_path=_str(data.get("model_path")),
-            gate=str(data.get("gate") or "teacache"),
+            gate=str(data.get("gate") or DEFAULT_GATE),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the report does not record its request ({exc})") from None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.families import family_names
+from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
@@ -120,7 +121,7 @@ class GenerationRequest:
     # Live step previews (StepPreview events): never change the numbers and are charged to no
     # step's time, but cost a little wall time; off for benchmarks and calibration.
     previews: bool = False
-    gate: str = "teacache"  # "teacache" or "magcache" (app.gate.GATES)
+    gate: str = DEFAULT_GATE  # a gate kind's name (app.gate.kinds.GATES)
 
     @property
     def variant(self) -> Variant:
@@ -256,8 +257,6 @@ def check_loras(
 
 def check_gate_for(variant: Variant, gate: object) -> None:
     """Raises ``RequestError`` with one sentence where ``gate`` is unknown or uncalibrated."""
-    from app.gate.gates import UnknownGateError, check_gate
-
     try:
         check_gate(gate)
     except UnknownGateError as exc:
@@ -282,7 +281,7 @@ def make_request(
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
     previews: bool = False,
-    gate: str = "teacache",
+    gate: str = DEFAULT_GATE,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError

@@ -26,7 +26,6 @@ threshold comparison, so the scripted fake engine runs a search too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -41,123 +40,13 @@ from app.engine.events import (
 from app.engine.protocol import Emit, PassesOutcome
 from app.engine.report import RunReport, TargetProbe, TargetSearch
 from app.engine.request import GenerationRequest, QualityTarget
-from app.gate import Decision, simulate
-from app.gate.decision import predict_change
-from app.gate.gates import MAGCACHE, AnyGateParams, simulate_gate
-from app.gate.magcache import MagCacheParams
-
-THRESHOLD_DECIMALS = 4  # what the window's threshold entry holds; candidates are rounded to it
+from app.gate.kinds import Candidate, GateParamsLike, gate_kind, kind_of
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One interval of the threshold axis with one simulated skip pattern, and the threshold
-    tried for it (inside the interval, at the entry's precision)."""
-
-    threshold: float
-    low: float  # the interval is (low, high] (TeaCache) or [low, high) (MagCache: ``low_closed``)
-    high: float
-    predicted_skipped: int
-    pattern: str
-    low_closed: bool = False
-
-    def holds(self, threshold: float) -> bool:
-        if self.low_closed:
-            return self.low <= threshold < self.high
-        return self.low < threshold <= self.high
-
-
-def candidates(params: AnyGateParams, trace: Sequence[float | None]) -> list[Candidate]:
+def candidates(params: GateParamsLike, trace: Sequence[float | None]) -> list[Candidate]:
     """The simulator's skip patterns on ``trace`` as threshold intervals, in threshold order, that
-    skip at least one step. A step skips where its accumulated prediction is below the threshold,
-    so the pattern only changes where the threshold passes the accumulated prediction of a step
-    the gate computed: walking from one such value to the next visits every pattern once.
-    MagCache (exact from its table and ``len(trace)``) is walked the same way on its error."""
-    if isinstance(params, MagCacheParams):
-        return _magcache_candidates(params, len(trace))
-    found: list[Candidate] = []
-    low = 0.0
-    while low < 1.0:
-        probe = math.nextafter(low, math.inf)
-        verdicts = simulate(replace(params, rel_l1_thresh=probe), trace)
-        # The smallest accumulated prediction ≥ the threshold of a step the gate could skip.
-        above = [
-            v.accumulated
-            for v in verdicts
-            if v.decision is Decision.computed
-            and v.accumulated is not None
-            and v.accumulated >= probe
-            and v.rel_l1 is not None
-            and not predict_change(params, v.rel_l1)[1]
-        ]
-        high = min(min(above), 1.0) if above else 1.0
-        skipped = sum(v.decision is Decision.skipped for v in verdicts)
-        if skipped:
-            threshold = _inside(low, high)
-            if threshold is not None:
-                pattern = "".join(v.decision.letter for v in verdicts)
-                found.append(Candidate(threshold, low, high, skipped, pattern))
-        if not above:
-            break
-        low = high
-    return found
-
-
-def _magcache_candidates(params: MagCacheParams, steps: int) -> list[Candidate]:
-    """MagCache skips a step while its accumulated error is ≤ the threshold, so its pattern is
-    constant on [one computed step's error, the next): walk those values upwards. Steps computed
-    for the K limit give a boundary where nothing changes; equal neighbours are merged."""
-    found: list[Candidate] = []
-    trace: list[float | None] = [None] * steps
-    low = 0.0
-    while low < 1.0:
-        probe = max(low, math.nextafter(0.0, 1.0))
-        verdicts = simulate_gate(params.with_threshold(probe), trace)
-        above = [
-            v.accumulated
-            for v in verdicts
-            if v.decision is Decision.computed
-            and v.accumulated is not None
-            and v.accumulated > probe
-        ]
-        high = min(min(above), 1.0) if above else 1.0
-        skipped = sum(v.decision is Decision.skipped for v in verdicts)
-        pattern = "".join(v.decision.letter for v in verdicts)
-        if found and found[-1].pattern == pattern:  # the same pattern continues
-            last = found[-1]
-            found[-1] = replace(
-                last, high=high, threshold=_inside_closed(last.low, high) or last.threshold
-            )
-        elif skipped:
-            threshold = _inside_closed(low, high)
-            if threshold is not None:
-                found.append(Candidate(threshold, low, high, skipped, pattern, low_closed=True))
-        if not above:
-            break
-        low = high
-    return found
-
-
-def _inside_closed(low: float, high: float) -> float | None:
-    """A threshold in [low, high) with ``THRESHOLD_DECIMALS`` decimals, near the middle."""
-    scale = 10**THRESHOLD_DECIMALS
-    middle = round((low + high) / 2, THRESHOLD_DECIMALS)
-    if low <= middle < high or (high >= 1.0 and middle == 1.0):
-        return middle
-    smallest = math.ceil(low * scale) / scale
-    return smallest if low <= smallest < high else None
-
-
-def _inside(low: float, high: float) -> float | None:
-    """A threshold in (low, high] with ``THRESHOLD_DECIMALS`` decimals, near the middle (both
-    ends keep a margin for the drift after the first skip), or None where the interval is
-    narrower than the entry's precision."""
-    scale = 10**THRESHOLD_DECIMALS
-    middle = round((low + high) / 2, THRESHOLD_DECIMALS)
-    if low < middle <= high:
-        return middle
-    smallest = math.floor(low * scale + 1) / scale
-    return smallest if low < smallest <= high else None
+    skip at least one step: the gate's kind walks its own rule (``GateKind.candidates``)."""
+    return kind_of(params).candidates(params, trace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +128,8 @@ class SearchPlan:
         request = self.request
         vanilla = first.vanilla
         params = request.variant.params_for(request.gate, max(request.threshold, 1e-9))
-        self.planned = candidates(params, vanilla.trace) if vanilla is not None else []
+        trace = gate_kind(request.gate).trace(vanilla.steps) if vanilla is not None else []
+        self.planned = candidates(params, trace) if vanilla is not None else []
         self.lo, self.hi = -1, len(self.planned)
         start = _index_of(self.planned, request.threshold)
         if start is not None and first.gated.skipped > 0:
@@ -310,9 +200,7 @@ def _nothing_met(
         why = (
             "a distilled schedule changes too much between its few steps"
             if variant.distilled
-            else "MagCache's table drifts by 1 or more at every step it could skip"
-            if request.gate == MAGCACHE
-            else "every predicted change is at or above 1 on this schedule"
+            else gate_kind(request.gate).no_skip_reason
         )
         return (
             f"Threshold 0 (no skipping): no threshold skips a step of {variant.display_name} "

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from app.gate import Decision, GateParams, StepEvent
+from app.gate import Decision, StepEvent, TeaCacheParams
 
 WARMUP_STEPS = 3
 # Float headroom for "at most the ideal": a ratio computed two ways may differ in the last bits.
@@ -44,10 +44,10 @@ _ROUNDING = 1e-9
 MAX_TOLERANCE = 0.05
 
 
-def warmup_params() -> GateParams:
+def warmup_params() -> TeaCacheParams:
     """A constant polynomial that predicts 0.1 per step against a threshold of 0.5: over three
     steps the gate computes (forced first), skips, computes (forced last), whatever the weights."""
-    return GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.1), rel_l1_thresh=0.5)
+    return TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.1), rel_l1_thresh=0.5)
 
 
 class SpeedupKind(StrEnum):

@@ -7,7 +7,7 @@ change of the transformer output, both between consecutive steps of vanilla runs
 a degree-4 polynomial fitted either freely or through the origin (poly(0) = 0: no input change
 predicts no output change), reported with R² and a held-out R² from a fit on part of the prompts.
 
-Coefficients are stored high → low (``numpy.polyval`` order), as ``GateParams`` reads them.
+Coefficients are stored high → low (``numpy.polyval`` order), as ``TeaCacheParams`` reads them.
 """
 
 from __future__ import annotations

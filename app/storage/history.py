@@ -35,6 +35,7 @@ from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_r
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate import Decision, StepEvent
+from app.gate.kinds import DEFAULT_GATE, gate_kind, recorded_gate
 from app.metrics import difference_image
 
 log = logging.getLogger(__name__)
@@ -179,6 +180,15 @@ class HistoryEntry:
         )
 
     @property
+    def gate(self) -> str:
+        """The gate that ran (entries from before there was a second gate ran TeaCache)."""
+        return recorded_gate(self.request_data.get("gate"))
+
+    @property
+    def gate_label(self) -> str:
+        return gate_kind(self.gate).label
+
+    @property
     def skips(self) -> int:
         return self.report.gated.skipped
 
@@ -288,7 +298,7 @@ class HistoryEntry:
                 model_path=data.get("model_path"),
                 compare_vanilla=bool(data.get("compare_vanilla", True)),
                 loras=self.loras,
-                gate=str(data.get("gate", "teacache")),
+                gate=str(data.get("gate", DEFAULT_GATE)),
             )
         except (RequestError, KeyError, TypeError, ValueError):
             return None
@@ -507,6 +517,7 @@ def export_metadata(
     steps: int,
     threshold: float | None,
     skips: int | None,
+    gate: str = DEFAULT_GATE,
     ssim: float | None,
     gated_seconds: float | None,
     vanilla_seconds: float | None,
@@ -522,6 +533,7 @@ def export_metadata(
         "seed": seed,
         "variant": variant,
         "steps": steps,
+        "gate": gate,
         "threshold": threshold,
         "skips": skips,
         "ssim": ssim,
@@ -667,6 +679,7 @@ def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
         steps=entry.steps,
         threshold=entry.threshold,
         skips=entry.skips,
+        gate=entry.gate,
         ssim=entry.ssim,
         gated_seconds=entry.gated_seconds,
         vanilla_seconds=entry.vanilla_seconds,
@@ -681,7 +694,7 @@ def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
 def entry_captions(entry: HistoryEntry) -> dict[str, str]:
     threshold = entry.threshold
     skipped = f"{entry.skips}/{entry.steps} skipped" if entry.skips is not None else ""
-    gated = f"TeaCache  t={threshold:.4g}  {skipped}" if threshold is not None else "TeaCache"
+    gated = gated_caption(entry.gate, threshold, skipped)
     if entry.gated_seconds is not None:
         gated += f"  {entry.gated_seconds:.2f} s"
     vanilla = "Vanilla"
@@ -699,6 +712,19 @@ def entry_captions(entry: HistoryEntry) -> dict[str, str]:
         "vanilla_caption": vanilla,
         "footer": f"“{prompt}”  ·  " + "  ·  ".join(parts),
     }
+
+
+def gated_caption(gate: str, threshold: float | None, skipped: str) -> str:
+    """The gated image's caption: the gate that ran, its threshold and the skips."""
+    kind = gate_kind(gate)
+    if threshold is None:
+        return kind.label
+    return f"{kind.label}  t={threshold:.4g}  {skipped}"
+
+
+def export_name(gate: str, variant_id: str, seed: int) -> str:
+    """The default file name of an export: the gate first, so two gates' files differ."""
+    return f"{gate}-{variant_id}-s{seed}.png"
 
 
 def lora_captions(loras: Sequence[LoraSpec]) -> list[str]:

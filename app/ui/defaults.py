@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.engine.request import MAX_SIDE
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.variants import VARIANTS, Variant
 
 # The first-run prompt: inside the demo model's vocabulary, so the first Generate on a fresh
@@ -11,23 +12,18 @@ DEFAULT_PROMPT = "two red circles and a blue star on a yellow background"
 
 MAX_SEED = 2**31 - 1  # the seed box is a 32-bit signed QSpinBox
 
-# The threshold slider's value for a variant with no default and no base variant to borrow from.
-FALLBACK_THRESHOLD = 0.2
-# MagCache's thresholds are an order smaller (the published recipes use 0.06 and 0.24).
-FALLBACK_THRESHOLDS = {"teacache": FALLBACK_THRESHOLD, "magcache": 0.05}
 
-
-def default_threshold(variant: Variant, gate: str = "teacache") -> float:
+def default_threshold(variant: Variant, gate: str = DEFAULT_GATE) -> float:
     """The threshold field's default and what Reset sets: the variant's for this gate, else its
-    base variant's (so a distilled variant's banner can compare real numbers), else a typical
-    value."""
+    base variant's (so a distilled variant's banner can compare real numbers), else the gate's
+    typical value (``GateKind.fallback_threshold``: their scales differ)."""
     own = variant.default_threshold_for(gate)
     if own is not None:
         return own
     base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
     if base is not None and base.default_threshold_for(gate) is not None:
         return float(base.default_threshold_for(gate))  # type: ignore[arg-type]
-    return FALLBACK_THRESHOLDS.get(gate, FALLBACK_THRESHOLD)
+    return gate_kind(gate).fallback_threshold
 
 
 def size_presets(variant: Variant) -> list[tuple[int, int]]:

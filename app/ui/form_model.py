@@ -15,6 +15,7 @@ from app.engine.request import (
     LoraSpec,
     make_request,
 )
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.hardware import physical_memory_bytes
 from app.storage.settings import Settings
 from app.ui.defaults import (
@@ -28,14 +29,14 @@ from app.ui.quantize_model import initial_quantize
 from app.variants import DEFAULT_VARIANT, Variant, all_variants, get_variant
 
 
-def ui_default_threshold(variant: Variant, gate: str = "teacache") -> float:
+def ui_default_threshold(variant: Variant, gate: str = DEFAULT_GATE) -> float:
     """The slider's default (``app.ui.defaults.default_threshold``)."""
     return default_threshold(variant, gate)
 
 
 def threshold_key(variant_id: str, gate: str) -> str:
     """Where a threshold is remembered: per variant, and per gate (their scales differ)."""
-    return variant_id if gate == "teacache" else f"{variant_id}@{gate}"
+    return gate_kind(gate).threshold_key(variant_id)
 
 
 _Value = TypeVar("_Value", int, float)
@@ -82,7 +83,7 @@ class FormModel(QObject):
     # The window asks for live step previews; a timing benchmark may turn them off (their cost
     # is charged to no step, but it is wall time).
     live_previews = True
-    gate = Prop("teacache")  # "teacache" or "magcache"
+    gate = Prop(DEFAULT_GATE)  # a gate kind's name (app.gate.kinds)
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class FormModel(QObject):
         )
         self.prompt = settings.last_prompt or DEFAULT_PROMPT
         self.seed = settings.seed
+        self.gate = settings.last_gate  # kept where the variant has its calibration
         self._load_variant(variant_id)
 
     @property
@@ -136,6 +138,7 @@ class FormModel(QObject):
         who never chose their own value."""
         s, vid, variant = self.settings, self.variant_id, self.variant
         s.last_variant = vid
+        s.last_gate = self.gate
         _remember(
             s.thresholds,
             threshold_key(vid, self.gate),
@@ -214,7 +217,7 @@ class FormModel(QObject):
         self.variant_id = variant_id
         self.steps = steps
         if variant.gate_unavailable_reason(self.gate) is not None:
-            self.gate = "teacache"  # every variant has TeaCache numbers
+            self.gate = variant.gates[0]  # the variant's own first gate
         self.threshold = self._remembered_threshold(variant)
         self.size = size
         self.guidance = guidance

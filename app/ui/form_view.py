@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from superqt.utils import signals_blocked
 
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.app import Studio
 from app.ui.defaults import MAX_SEED, size_allowed, size_presets
 from app.ui.downloads import format_bytes
@@ -50,48 +51,23 @@ def section(text: str) -> QLabel:
     return label
 
 
-def calibration_text(variant: Variant, gate: str = "teacache") -> str:
-    """Where the gate's numbers for this variant come from (TeaCache's polynomial or MagCache's
-    table), in a few short lines."""
-    if gate == "magcache" and variant.magcache is not None:
-        m = variant.magcache
-        p = m.provenance
-        lines = [f"MagCache table: {p.source.rstrip('.')}."]
-        if p.data_size:
-            lines.append(f"Data: {p.data_size}.")
-        lines.append(
-            f"Recipe: the first {m.retention_ratio:.0%} of steps compute, at most "
-            f"{m.max_consecutive_skips} reused in a row."
-        )
-        if p.notes:
-            lines.append(p.notes[:1].upper() + p.notes[1:].rstrip(".") + ".")
-        return " ".join(lines)
-    p = variant.provenance
-    lines = [p.source.rstrip(".") + "."]
-    if p.fit_metric and p.fit_value is not None:
-        lines.append(f"Fit quality: {p.fit_metric} {p.fit_value:g}.")
-    if p.data_size:
-        lines.append(f"Data: {p.data_size}.")
-    if p.notes:
-        lines.append(p.notes[:1].upper() + p.notes[1:].rstrip(".") + ".")
-    if variant.calibrated_range is not None:
-        lo, hi = variant.calibrated_range
-        lines.append(f"Signal changes outside {lo:.3f}–{hi:.3f} always compute.")
-    return " ".join(lines)
+def calibration_text(variant: Variant, gate: str = DEFAULT_GATE) -> str:
+    """Where the gate's numbers for this variant come from (TeaCache's polynomial, MagCache's
+    table), in a few short lines; the reason where the variant has none."""
+    kind = gate_kind(gate)
+    calibration = kind.calibration_of(variant)
+    if calibration is None:
+        return variant.gate_unavailable_reason(gate) or ""
+    return kind.provenance_text(calibration)
 
 
-def calibration_summary(variant: Variant) -> str:
+def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
     """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details."""
-    own = variant.default_threshold
-    if own is None:
-        return (
-            "This model has no threshold measured for it; TeaCache's guesses may be off. "
-            "Figures: Details, under the images."
-        )
-    return (
-        f"TeaCache was tuned for this model; {own:g} is its measured threshold. "
-        "Figures: Details, under the images."
-    )
+    kind = gate_kind(gate)
+    calibration = kind.calibration_of(variant)
+    if calibration is None:
+        return variant.gate_unavailable_reason(gate) or ""
+    return kind.calibration_summary(calibration)
 
 
 class ThresholdControl(QWidget):
@@ -514,12 +490,10 @@ class FormPanel:
         variant = self.form.variant
         self.view.variant_info.setText(self.session.variant_info())
         gate = self.form.gate
-        full = calibration_text(variant, gate)
-        # The sidebar's plain line (TeaCache's fit figures sit under Details); the full text is
-        # one hover away for either gate.
-        summary = calibration_summary(variant) if gate == "teacache" else full.splitlines()[0]
-        self.view.calibration.setText(summary)
-        self.view.calibration.setToolTip(full)
+        # The sidebar's plain line (the fit figures sit under Details); the full text is one
+        # hover away.
+        self.view.calibration.setText(calibration_summary(variant, gate))
+        self.view.calibration.setToolTip(calibration_text(variant, gate))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

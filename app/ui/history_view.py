@@ -52,8 +52,8 @@ def entry_summary(entry: HistoryEntry) -> str:
         count = len(rows) if isinstance(rows, list) else 0
         parts.insert(0, f"Comparison of {count} thresholds")
         return " · ".join(parts)
-    if entry.threshold is not None:
-        parts.append(f"t={entry.threshold:.4g}")
+    if entry.threshold is not None:  # the gate that ran: two gates' rows tell apart
+        parts.append(f"{entry.gate_label} t={entry.threshold:.4g}")
     try:
         report = entry.report
     except (OSError, ValueError) as exc:

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
+from app.gate.kinds import DEFAULT_GATE
 from app.storage.history import write_png
 from app.ui.plain_words import similarity_words
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
@@ -327,20 +328,25 @@ class ComparePanel(QWidget):
         h, w = rgb.shape[:2]
         return QImage(rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
 
+    def pane_name(self, index: int) -> str:
+        """The pane's name in menus, file names and metadata: the gated one is the gate's."""
+        return self.gate_name if index == 0 else IMAGE_NAMES[index]
+
     def suggested_name(self, index: int) -> str:
+        """``<gate>-<variant>-s<seed>-<pane>.png``: the gate first, as the side-by-side export."""
         meta = self._metadata()
-        stem = f"teacache-{meta.get('variant', 'image')}"
+        stem = f"{meta.get('gate', DEFAULT_GATE)}-{meta.get('variant', 'image')}"
         if "seed" in meta:
             stem += f"-s{meta['seed']}"
-        return f"{stem}-{IMAGE_NAMES[index].lower()}.png"
+        return f"{stem}-{self.pane_name(index).lower()}.png"
 
     def image_menu(self, index: int) -> QMenu:
         """Save Image…, Copy Image; disabled while the pane has no image."""
         menu = QMenu(self)
         has_image = self._arrays[index] is not None
-        save = menu.addAction(f"Save {IMAGE_NAMES[index]} Image…")
+        save = menu.addAction(f"Save {self.pane_name(index)} Image…")
         save.triggered.connect(lambda: self.save_image(index))
-        copy = menu.addAction(f"Copy {IMAGE_NAMES[index]} Image")
+        copy = menu.addAction(f"Copy {self.pane_name(index)} Image")
         copy.triggered.connect(lambda: self.copy_image(index))
         for action in (save, copy):
             action.setEnabled(has_image)
@@ -358,7 +364,7 @@ class ComparePanel(QWidget):
             if not name:
                 return None
             path = Path(name)
-        meta = {**self._metadata(), "image": IMAGE_NAMES[index]}
+        meta = {**self._metadata(), "image": self.pane_name(index)}
         try:
             written = write_png(path, rgb, meta)
         except OSError as exc:
@@ -372,7 +378,7 @@ class ComparePanel(QWidget):
         if image is None:
             return False
         QGuiApplication.clipboard().setImage(image)
-        self.message.emit(f"Copied the {IMAGE_NAMES[index]} image")
+        self.message.emit(f"Copied the {self.pane_name(index)} image")
         return True
 
     def drag_data(self, index: int) -> QMimeData | None:
@@ -382,7 +388,7 @@ class ComparePanel(QWidget):
         if image is None or rgb is None:
             return None
         folder = Path(tempfile.gettempdir()) / "teacache-studio-drag"
-        meta = {**self._metadata(), "image": IMAGE_NAMES[index]}
+        meta = {**self._metadata(), "image": self.pane_name(index)}
         try:
             path = write_png(folder / self.suggested_name(index), rgb, meta)
         except OSError:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.gate.gates import GATE_LABELS
+from app.gate.kinds import gate_kind
 from app.ui.app import Studio
 from app.ui.banner import BannerStack
 from app.ui.form_view import section
@@ -130,6 +130,7 @@ class ResultsView(QWidget):
             r.band_changed,
             r.request_changed,
             f.threshold_changed,
+            f.gate_changed,  # the plot draws the picked gate's terms
             f.variant_id_changed,
             f.steps_changed,
             f.loras_changed,
@@ -179,7 +180,7 @@ class ResultsView(QWidget):
 
     def gate_name(self) -> str:
         request = self.run.request
-        return GATE_LABELS.get(request.gate if request is not None else self.form.gate, "TeaCache")
+        return gate_kind(request.gate if request is not None else self.form.gate).label
 
     def refresh_timeline(self) -> None:
         r = self.run
@@ -194,12 +195,8 @@ class ResultsView(QWidget):
         self.timeline.set_previews(r.gated_thumbnails, r.vanilla_thumbnails)
 
     def refresh_plot(self) -> None:
-        r = self.run
-        request = r.request
-        threshold = request.threshold if request is not None else self.form.threshold
-        # what-if on this very trace
-        preview = self.form.threshold if self.session.same_schedule else None
-        self.gate_plot.set_data(r.gated_steps, r.vanilla_steps, threshold, r.band, preview=preview)
+        d = self.session.gate_plot_data()  # the what-if line: the inputs' on this very trace
+        self.gate_plot.set_data(d.gated, d.vanilla, d.threshold, d.band, d.preview, gate=d.gate)
         self.gate_plot.set_note(self.session.gate_plot_note())
 
     def refresh_images(self) -> None:

@@ -8,7 +8,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
-from app.ui.form_view import calibration_text
+from app.gate.kinds import gate_kind
 from app.ui.plain_words import DetailFacts, detail_lines, run_summary, short_summary
 from app.ui.run_model import RunModel
 from app.ui.theme import monospace_digits, mute, small_font
@@ -178,19 +178,21 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
     request = report.request
     steps = request.steps
     gated, vanilla = report.gated, report.vanilla
-    summary = run_summary(gated.skipped, steps, report.ssim, report.local_diff_value)
+    kind = gate_kind(request.gate)  # the gate that ran: its name, its own calibration
+    summary = run_summary(gated.skipped, steps, report.ssim, report.local_diff_value, kind.name)
     try:
         variant: Variant | None = request.variant
     except UnknownVariantError:  # a reopened run of a variant since removed
         variant = None
+    calibration = kind.calibration_of(variant) if variant is not None else None
     facts = DetailFacts(
         ssim=report.ssim,
         local_diff=report.local_diff_value,
         max_abs_diff=report.max_abs_diff,
         threshold=request.threshold,
-        coefficients=tuple(variant.coefficients) if variant is not None else (),
-        calibrated_range=variant.calibrated_range if variant is not None else None,
-        calibration=calibration_text(variant) if variant is not None else "",
+        gate=kind.name,
+        calibration_lines=tuple(kind.calibration_lines(calibration)) if calibration else (),
+        calibration=kind.provenance_text(calibration) if calibration else "",
         resumed_from=gated.resumed_from,
         steps=steps,
         latents_sha256=gated.latents_sha256,

@@ -32,6 +32,7 @@ from app.engine.request import (
     GenerationRequest,
 )
 from app.gate import Engagement, StepEvent
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.analysis import (
     EngagementBand,
     Notice,
@@ -148,6 +149,20 @@ class RunModel(QObject):
     @property
     def busy(self) -> bool:
         return self.status.busy
+
+    @property
+    def gate(self) -> str:
+        """The gate of the shown run (its request's)."""
+        request = self.request
+        return request.gate if request is not None else DEFAULT_GATE
+
+    @property
+    def gate_label(self) -> str:
+        return gate_kind(self.gate).label
+
+    @property
+    def gated_pass_name(self) -> str:
+        return gate_kind(self.gate).pass_name
 
     @property
     def finished(self) -> bool:
@@ -358,7 +373,7 @@ class RunModel(QObject):
             self.gated_thumbnails = (None,) * event.num_steps
             self.gated_preview = None
             resumed = f" (resumed at step {event.resumed_from + 1})" if event.resumed_from else ""
-            self.phase = f"TeaCache pass{resumed} · step 0 of {event.num_steps}"
+            self.phase = f"{self.gated_pass_name}{resumed} · step 0 of {event.num_steps}"
         self._update_progress()
 
     def _on_step(self, event: StepDone) -> None:
@@ -368,7 +383,7 @@ class RunModel(QObject):
         row[step.index] = step
         self._step_ended_at = self.clock()
         setattr(self, name, tuple(row))
-        label = "TeaCache pass" if event.which is Pass.gated else "Vanilla pass"
+        label = self.gated_pass_name if event.which is Pass.gated else "Vanilla pass"
         if self.status is not RunStatus.cancelling:
             self.phase = f"{label} · step {step.index + 1} of {step.num_steps}"
         self._update_progress()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,13 +23,17 @@ from app.engine.notices import schedule_check
 from app.engine.request import RequestError, check_steps
 from app.engine.target import QualitySearch
 from app.errors import UserFacingError
+from app.gate import StepEvent
+from app.gate.kinds import gate_kind
 from app.storage.history import (
     HistoryEntry,
     HistoryStore,
     export_entry,
     export_metadata,
+    export_name,
     export_side_by_side,
     friendly_time,
+    gated_caption,
     history_origin,
     lora_captions,
     speedup_caption,
@@ -37,17 +41,16 @@ from app.storage.history import (
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import (
     BannerFix,
+    EngagementBand,
     FixKind,
     Notice,
     NoticeAction,
     NoticeKind,
-    fmt,
+    engagement_band,
     lora_calibration_note,
-    magcache_hint,
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
-from app.ui.plain_words import plural
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import Variant, all_variants, get_variant
 
@@ -62,6 +65,18 @@ SCHEDULE_NOTICE = "schedule"
 MODEL_FOLDER_NOTICE = "model-folder"
 EXPORT_TITLE = "Cannot export"
 OPEN_TITLE = "Cannot open the saved run"
+
+
+@dataclass(frozen=True, slots=True)
+class GatePlotData:
+    """What the gate plot draws (``Session.gate_plot_data``)."""
+
+    gate: str
+    gated: Sequence[StepEvent | None]
+    vanilla: Sequence[StepEvent | None]
+    threshold: float
+    band: EngagementBand | None
+    preview: float | None  # the inputs' threshold, drawn dotted where it differs
 
 
 class EngineLink(Protocol):
@@ -121,6 +136,8 @@ class Session:
         self._shut_down = False
         self._stopped = False
         self._dismissed: set[str] = set()
+        # The picked gate's band when the shown run ran another (``gate_band``), memoised.
+        self._gate_band: tuple[object, EngagementBand | None] | None = None
         self.startup_notices: list[Notice] = [
             Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
             for i, w in enumerate(settings_store.warnings)
@@ -296,7 +313,11 @@ class Session:
         return True
 
     def suggested_export_name(self) -> str:
-        return f"teacache-{self.form.variant_id}-s{self.form.seed}.png"
+        """The shown run's file name (the inputs' before any run): the gate that ran first."""
+        request = self.run.request
+        if request is not None:
+            return export_name(request.gate, request.variant_id, request.seed)
+        return export_name(self.form.gate, self.form.variant_id, int(self.form.seed))
 
     def can_export(self) -> bool:
         """A finished result is on screen (File ▸ Export is enabled only then)."""
@@ -341,6 +362,7 @@ class Session:
             variant=request.variant_id if request is not None else f.variant_id,
             steps=request.steps if request is not None else int(f.steps),
             threshold=request.threshold if request is not None else float(f.threshold),
+            gate=request.gate if request is not None else f.gate,
             skips=r.skips,
             ssim=r.ssim,
             gated_seconds=r.gated_seconds,
@@ -357,7 +379,8 @@ class Session:
         request = r.request
         skips = f"{r.skips}/{len(r.gated_steps)} skipped" if r.skips is not None else ""
         threshold = request.threshold if request is not None else self.form.threshold
-        gated = f"TeaCache  t={threshold:.4g}  {skips}"
+        gate = request.gate if request is not None else self.form.gate
+        gated = gated_caption(gate, threshold, skips)
         if r.gated_seconds is not None:
             gated += f"  {r.gated_seconds:.2f} s"
         vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")
@@ -434,22 +457,56 @@ class Session:
             self.form.steps,
         )
 
+    def gate_band(self) -> EngagementBand | None:
+        """The shown run's band for the picker's gate: the run's own where it ran that gate,
+        else the picked gate's on the run's vanilla steps (a vanilla pass records every gate's
+        trace), so nothing about one gate is read off another's numbers."""
+        f, r = self.form, self.run
+        band, request = r.band, r.request
+        if band is None or band.gate == f.gate or request is None:
+            return band
+        key = (band, request.variant_id, f.gate, float(f.threshold))
+        if self._gate_band is None or self._gate_band[0] != key:
+            found = engagement_band(request.variant, float(f.threshold), r.vanilla_steps, f.gate)
+            self._gate_band = (key, found)
+        return self._gate_band[1]
+
     def schedule_notice(self) -> Notice | None:
-        """The schedule banner for the inputs; after a run of the same variant and steps, with
-        what the shown result measured (its band and engagement) and the check the engine warned
-        it with: never another result's."""
+        """The schedule banner for the inputs, in the picked gate's numbers: after a run of the
+        same variant and steps, its own band on the shown run's vanilla steps, and what the run
+        measured (its engagement, the check the engine warned it with) only where that run ran
+        this gate: never another result's, nor another gate's."""
         f, r = self.form, self.run
         if self.steps_problem() is not None:
             return None  # no schedule to judge: the steps' own sentence is under Steps
         shown = r.request if self.same_schedule else None
+        same_gate = shown if shown is not None and shown.gate == f.gate else None
         return schedule_notice(
             f.variant,
             int(f.steps),
             float(f.threshold),
-            measured=r.band if shown is not None else None,
-            engagement=r.engagement if shown is not None else None,
-            run_check=schedule_check(shown) if shown is not None else None,
+            measured=self.gate_band() if shown is not None else None,
+            engagement=r.engagement if same_gate is not None else None,
+            run_check=schedule_check(same_gate) if same_gate is not None else None,
+            gate=f.gate,
         )
+
+    def gate_plot_data(self) -> GatePlotData:
+        """What the gate plot draws: the shown run in its gate's terms, with the inputs'
+        threshold as a what-if line on the same vanilla run; where the picker holds another gate
+        (and no run is going), that gate's own trace, band and threshold instead (the other
+        gate's gated row is on another scale, so it is left out)."""
+        f, r = self.form, self.run
+        request = r.request
+        same = self.same_schedule
+        if request is not None and request.gate != f.gate and same and not r.busy:
+            return GatePlotData(
+                f.gate, (), r.vanilla_steps, float(f.threshold), self.gate_band(), None
+            )
+        gate = request.gate if request is not None else f.gate
+        threshold = request.threshold if request is not None else float(f.threshold)
+        preview = float(f.threshold) if same else None
+        return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, r.band, preview)
 
     # -- model folders -----------------------------------------------------------------------------
     def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:
@@ -528,22 +585,19 @@ class Session:
         self._dismissed.discard(SCHEDULE_NOTICE)
 
     def threshold_hint(self) -> str:
+        """Eligible steps and where skipping begins, in the picked gate's own numbers."""
         f = self.form
         if self.steps_problem() is not None:
             return ""  # the steps' own sentence is the one message
-        band = self.run.band
-        if f.gate != "teacache":
-            return magcache_hint(f.variant, int(f.steps), float(f.threshold))
-        params = f.variant.gate_params(max(float(f.threshold), 1e-9))
-        eligible = params.eligible_steps(int(f.steps))
-        steps = plural(int(f.steps), "step")
-        text = f"{eligible} of {steps} may be skipped (never the first or last)."
-        if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
-            if band.onset is not None and band.onset < 1.0:
-                text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."
-            else:
-                text += " On the last vanilla run, no threshold skips a step."
-        return text
+        kind = gate_kind(f.gate)
+        calibration = kind.calibration_of(f.variant)
+        if calibration is None:
+            return f.variant.gate_unavailable_reason(f.gate) or ""
+        params = kind.params(calibration, max(float(f.threshold), 1e-9))
+        band = self.gate_band()
+        measured = band is not None and band.variant_id == f.variant_id and band.steps == f.steps
+        onset = band.onset if band is not None else None
+        return kind.threshold_hint(params, int(f.steps), measured=measured, onset=onset)
 
     # -- model availability and downloads ----------------------------------------------------------
     def is_available(self, variant_id: str) -> bool:

@@ -167,6 +167,7 @@ class MainWindow(QMainWindow):
             f.variant_id_changed,
             f.steps_changed,
             f.threshold_changed,
+            f.gate_changed,  # each gate's banner is its own
             f.quantize_changed,
             f.size_changed,
             r.band_changed,
@@ -205,6 +206,7 @@ class MainWindow(QMainWindow):
             f.steps_changed,
             f.seed_changed,
             f.threshold_changed,
+            f.gate_changed,
             f.size_changed,
             f.guidance_changed,
             f.loras_changed,

@@ -16,7 +16,7 @@ from app.variants.catalog import (
     Provenance,
     Variant,
     calibrated_range_from_json,
-    magcache_from_json,
+    magcache_from_document,
 )
 
 _UPSTREAM_FLUX1 = (498.651651244, -283.781631, 55.8554382, -3.82021401, 0.264230861)
@@ -370,11 +370,7 @@ def _demo_variants() -> list[Variant]:
                 embedded=True,
                 base_variant="demo" if distilled else None,
                 min_predicted_change=calibration.get("min_predicted_change"),
-                magcache=(
-                    magcache_from_json(calibration["magcache"])
-                    if "magcache" in calibration
-                    else None
-                ),
+                magcache=magcache_from_document(calibration),
             )
         )
     return variants

@@ -10,56 +10,32 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from app.families import Family
-from app.gate.decision import GateConfigError, GateParams
-from app.gate.gates import GATE_LABELS, MAGCACHE, TEACACHE, AnyGateParams, check_gate
+from app.gate.decision import GateConfigError, TeaCacheParams
+from app.gate.kinds import (
+    GATE_KINDS,
+    TEACACHE_KIND,
+    GateParamsLike,
+    MagCacheCalibration,
+    TeaCacheCalibration,
+    gate_kind,
+    magcache_from_document,
+    magcache_from_json,
+)
 from app.gate.magcache import MagCacheParams
+from app.gate.provenance import Provenance
 
-
-@dataclass(frozen=True, slots=True)
-class Provenance:
-    source: str
-    fit_metric: str | None = None
-    fit_value: float | None = None
-    data_size: str | None = None
-    reference: str | None = None
-    notes: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MagCacheCalibration:
-    """A variant's MagCache table and its recipe (threshold, retention share, K), with provenance.
-
-    ``default_threshold`` is None where the gate should stay off by default (distilled schedules).
-    """
-
-    ratios: tuple[float, ...]
-    default_threshold: float | None
-    retention_ratio: float
-    max_consecutive_skips: int
-    provenance: Provenance
-    always_compute: tuple[int, ...] = ()
-
-    def params(self, threshold: float | None = None) -> MagCacheParams:
-        thresh = self.default_threshold if threshold is None else threshold
-        return MagCacheParams(
-            ratios=self.ratios,
-            threshold=0.0 if thresh is None else thresh,
-            retention_ratio=self.retention_ratio,
-            max_consecutive_skips=self.max_consecutive_skips,
-            always_compute=self.always_compute,
-        )
-
-
-def magcache_from_json(data: dict) -> MagCacheCalibration:
-    """A calibration file's ``magcache`` block (see ``app.bench.calibrate``)."""
-    return MagCacheCalibration(
-        ratios=tuple(float(r) for r in data["ratios"]),
-        default_threshold=data.get("default_threshold"),
-        retention_ratio=float(data["retention_ratio"]),
-        max_consecutive_skips=int(data["max_consecutive_skips"]),
-        provenance=Provenance(**data["provenance"]),
-        always_compute=tuple(int(i) for i in data.get("always_compute", ())),
-    )
+__all__ = [
+    "Family",
+    "MagCacheCalibration",
+    "Provenance",
+    "TeaCacheCalibration",
+    "UnknownVariantError",
+    "Variant",
+    "calibrated_range_from_json",
+    "magcache_from_document",
+    "magcache_from_json",
+    "quantize_label",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,55 +78,75 @@ class Variant:
     stored_quantize: int | None = None
     magcache: MagCacheCalibration | None = None  # None: no MagCache table for this variant
 
+    # -- the gates' calibrations: each gate kind reads its own (``GateKind.calibration_of``) --
+    @property
+    def teacache(self) -> TeaCacheCalibration:
+        """TeaCache's numbers, kept as the variant's own fields (every variant has them)."""
+        return TeaCacheCalibration(
+            coefficients=self.coefficients,
+            calibrated_range=self.calibrated_range,
+            default_threshold=self.default_threshold,
+            provenance=self.provenance,
+            min_predicted_change=self.min_predicted_change,
+            measured_steps=self.default_steps,
+        )
+
+    @property
+    def calibrations(self) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
+        """Each gate's calibration for this variant, by gate name (a calibration names its
+        gate); a gate with none is absent. A kind's calibration of a new type is one more field
+        here (as ``magcache``)."""
+        found = (self.teacache, self.magcache)
+        return {c.gate: c for c in found if c is not None}
+
     @property
     def gates(self) -> tuple[str, ...]:
-        """The gates this variant has calibrations for (TeaCache always: its coefficients)."""
-        return (TEACACHE, MAGCACHE) if self.magcache is not None else (TEACACHE,)
+        """The gates that can run on this variant (in the registry's order: the first is its
+        default)."""
+        return tuple(
+            name for name, kind in GATE_KINDS.items() if kind.calibration_of(self) is not None
+        )
 
     def gate_unavailable_reason(self, gate: str) -> str | None:
         """None where ``gate`` can run on this variant, else one sentence saying why not."""
-        check_gate(gate)
+        kind = gate_kind(gate)
         if gate in self.gates:
             return None
         if self.distilled:
             return (
-                f"{self.display_name} has no {GATE_LABELS[gate]} calibration: it is "
+                f"{self.display_name} has no {kind.label} calibration: it is "
                 "step-distilled, so no step is expected to be skippable"
             )
         return (
-            f"{self.display_name} has no {GATE_LABELS[gate]} calibration yet; make one with "
+            f"{self.display_name} has no {kind.label} calibration yet; make one with "
             f"`teacache-studio calibrate --variant {self.id} --gate {gate}`"
         )
 
     def default_threshold_for(self, gate: str) -> float | None:
-        if gate == MAGCACHE:
-            return None if self.magcache is None else self.magcache.default_threshold
-        return self.default_threshold
+        kind = gate_kind(gate)
+        calibration = kind.calibration_of(self)
+        return None if calibration is None else kind.default_threshold(calibration)
 
-    def params_for(self, gate: str, threshold: float | None = None) -> AnyGateParams:
+    def params_for(self, gate: str, threshold: float | None = None) -> GateParamsLike:
         """The gate's parameters at ``threshold`` (the gate's default where None)."""
-        reason = self.gate_unavailable_reason(gate)
-        if reason is not None:
-            raise GateConfigError(reason)
-        if gate == MAGCACHE and self.magcache is not None:
-            return self.magcache.params(threshold)
-        return self.gate_params(threshold)
+        kind = gate_kind(gate)
+        calibration = kind.calibration_of(self)
+        if calibration is None:
+            raise GateConfigError(self.gate_unavailable_reason(gate) or "")
+        return kind.params(calibration, threshold)
 
     def magcache_params(self, threshold: float | None = None) -> MagCacheParams:
         """MagCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
         with the reason where the variant has no table."""
         if self.magcache is None:
-            raise GateConfigError(self.gate_unavailable_reason(MAGCACHE) or "")
+            raise GateConfigError(self.gate_unavailable_reason(MagCacheCalibration.gate) or "")
         return self.magcache.params(threshold)
 
-    def gate_params(self, threshold: float | None = None, **overrides: object) -> GateParams:
-        thresh = self.default_threshold if threshold is None else threshold
-        return GateParams(
-            coefficients=self.coefficients,
-            rel_l1_thresh=0.0 if thresh is None else thresh,
-            calibrated_range=self.calibrated_range,
-            **overrides,  # type: ignore[arg-type]
-        )
+    def teacache_params(
+        self, threshold: float | None = None, **overrides: object
+    ) -> TeaCacheParams:
+        """TeaCache's parameters at ``threshold`` (its default where None)."""
+        return TEACACHE_KIND.params(self.teacache, threshold, **overrides)
 
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight

@@ -23,14 +23,14 @@ from typing import Any
 from app import paths
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
-from app.gate.decision import GateConfigError, GateParams
+from app.gate.decision import GateConfigError, TeaCacheParams
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import (
     Provenance,
     UnknownVariantError,
     Variant,
     calibrated_range_from_json,
-    magcache_from_json,
+    magcache_from_document,
 )
 
 log = logging.getLogger(__name__)
@@ -91,11 +91,7 @@ def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
         calibrated_range=calibrated_range_from_json(calibration.get("calibrated_range")),
         default_threshold=calibration.get("default_threshold", variant.default_threshold),
         provenance=Provenance(**calibration["provenance"]),
-        magcache=(
-            magcache_from_json(calibration["magcache"])
-            if "magcache" in calibration
-            else variant.magcache
-        ),
+        magcache=magcache_from_document(calibration) or variant.magcache,
     )
 
 
@@ -103,7 +99,7 @@ def _check(data: dict[str, Any], source: Path) -> None:
     try:
         coefficients = tuple(float(c) for c in data["coefficients"])
         calibrated = data.get("calibrated_range")
-        GateParams(
+        TeaCacheParams(
             coefficients=coefficients,
             rel_l1_thresh=0.0,
             calibrated_range=None if calibrated is None else tuple(calibrated),  # type: ignore[arg-type]
@@ -112,8 +108,9 @@ def _check(data: dict[str, Any], source: Path) -> None:
         allowed = {f.name for f in fields(Provenance)}
         if not isinstance(provenance, dict) or not set(provenance) <= allowed:
             raise ValueError(f"provenance must be an object with keys among {sorted(allowed)}")
-        if "magcache" in data:
-            magcache_from_json(data["magcache"]).params(0.0)  # validates the table and recipe
+        magcache = magcache_from_document(data)
+        if magcache is not None:
+            magcache.params(0.0)  # validates the table and recipe
         threshold = data.get("default_threshold")
         if threshold is not None and not (
             math.isfinite(float(threshold)) and 0.0 <= float(threshold) <= 1.0

@@ -79,7 +79,7 @@ class PacedEngine:
                 raise _Cancelled(None)
             self.loaded_variant = request.variant_id
             emit(ModelReady(request.variant_id, self.load_seconds))
-        params = request.variant.gate_params(request.threshold)
+        params = request.variant.teacache_params(request.threshold)
         verdicts = simulate(params, demo_like_trace(request.steps))
         image = np.full((request.height, request.width, 3), 128, np.uint8)
 

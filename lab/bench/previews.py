@@ -99,7 +99,7 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
     from app.bench.worker import load_pipeline as load_bench_pipeline
     from app.engine.engine import quiet_mflux_progress
     from app.engine.request import generate_kwargs
-    from app.gate import Decision, GateParams, TeaCacheGate
+    from app.gate import Decision, TeaCacheGate, TeaCacheParams
 
     quiet_mflux_progress()
     spec = WorkerSpec.from_json(spec_json)
@@ -134,7 +134,7 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
 
         def generate(steps: int, with_previews: bool) -> tuple[TeaCacheGate, LoopClock]:
             params = gate_params(spec)
-            assert isinstance(params, GateParams)  # it times TeaCache's forced pattern
+            assert isinstance(params, TeaCacheParams)  # it times TeaCache's forced pattern
             gate = TimedGate(params)
             clock = LoopClock()
             previewer = StepPreviewer(decode, keep_shape, gate=gate)

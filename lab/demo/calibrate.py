@@ -73,9 +73,9 @@ def capture_pairs(
 ) -> list[list[dict[str, float | int]]]:
     """Per prompt, per step ≥ 1: {index, x (signal rel-L1), y (output rel-L1)}."""
     from app.adapters import install_gate
-    from app.gate import GateParams, TeaCacheGate
+    from app.gate import TeaCacheGate, TeaCacheParams
 
-    observe = GateParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
+    observe = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
     out = []
     for text in texts:
         gate = TeaCacheGate(observe, observe=True, capture_output=True)
@@ -209,7 +209,7 @@ def run(
     resources: Path, n_calibration: int = 12, n_sweep: int = 10, results: Path = DEMO_RESULTS
 ) -> dict[str, Any]:
     from app.demo.pipeline import load_demo_pipeline
-    from app.gate import GateParams, simulate
+    from app.gate import TeaCacheParams, simulate
 
     summary: dict[str, Any] = {}
     cal_prompts = prompts(CALIBRATION_SEED_BASE, n_calibration)
@@ -222,7 +222,7 @@ def run(
     pairs = capture_pairs(pipe, cal_prompts, 28, guidance)
     fits = fit_pairs(pairs)
     chosen = choose(fits)
-    params = GateParams(
+    params = TeaCacheParams(
         coefficients=chosen.coefficients, rel_l1_thresh=0.0, calibrated_range=chosen.x_range
     )
     rows = sweep(pipe, params, sweep_prompts, 28, guidance=guidance)
@@ -281,7 +281,7 @@ def run(
     turbo_pairs = capture_pairs(turbo, cal_prompts, 4, turbo_guidance)
     turbo_fits = fit_pairs(turbo_pairs)
     turbo_chosen = choose(turbo_fits)
-    turbo_params = GateParams(
+    turbo_params = TeaCacheParams(
         coefficients=turbo_chosen.coefficients,
         rel_l1_thresh=0.5,
         calibrated_range=turbo_chosen.x_range,

@@ -20,11 +20,11 @@ import mlx.core as mx
 import pytest
 
 from app.adapters import common, install_gate, shells
-from app.gate import GateParams, TeaCacheGate
+from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
-OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
-ONE_SKIP = GateParams(
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+ONE_SKIP = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0),
     rel_l1_thresh=0.5,
     max_consecutive_skips=1,

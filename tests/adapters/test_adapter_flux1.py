@@ -15,11 +15,11 @@ from mflux.models.flux.model.flux_transformer.single_transformer_block import (
 )
 
 from app.adapters import AlreadyInstalledError, common, install_gate, shells
-from app.gate import Decision, GateParams, TeaCacheGate
+from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
-OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
-ALTERNATE = GateParams(
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 RUN = {"num_inference_steps": 3, "height": 128, "width": 128, "guidance": 3.5}

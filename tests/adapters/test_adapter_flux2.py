@@ -17,12 +17,12 @@ from mflux.models.flux2.model.flux2_transformer.single_transformer_block import 
 )
 
 from app.adapters import common, install_gate, shells
-from app.gate import Decision, GateParams, TeaCacheGate
+from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
 # Zero coefficients predict no change, so every eligible step skips up to the streak cap:
 # a deterministic skip pattern on random weights (their thresholds mean nothing).
-ALTERNATE = GateParams(
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 CFG = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 4.0}

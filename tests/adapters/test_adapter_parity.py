@@ -19,10 +19,10 @@ import pytest
 
 from app.adapters import common, install_gate, shells
 from app.families import FAMILIES, get_family
-from app.gate import GateParams, TeaCacheGate
+from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
-OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import pytest
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
 from app.adapters import common, install_gate, shells
-from app.gate import Decision, GateParams
+from app.gate import Decision, TeaCacheParams
 from tests.fakes import probes
 
-ALTERNATE = GateParams(
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 RUN = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 4.0}

@@ -16,10 +16,10 @@ from mflux.models.z_image.model.z_image_transformer.transformer_block import (
 )
 
 from app.adapters import common, install_gate, shells, z_image
-from app.gate import Decision, GateParams
+from app.gate import Decision, TeaCacheParams
 from tests.fakes import probes
 
-ALTERNATE = GateParams(
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 CFG = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 4.0}

@@ -21,12 +21,12 @@ from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import common, install_gate, shells
 from app.adapters.compiled import is_compiled
-from app.gate import GateParams, TeaCacheGate
+from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
 # Zero coefficients predict no change: every eligible step skips up to the streak cap, a fixed
 # pattern on random weights ("FSCSCSCF" over 8 steps, 3 skips).
-ALTERNATE = GateParams(
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 PATTERN = "FSCSCSCF"
@@ -152,7 +152,7 @@ def test_demo_pipeline_never_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
     demo = load_demo_pipeline("demo")
     assert not is_compiled(demo._predict(demo.transformer))
     run = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 3.0, "seed": 0}
-    for params in (ALTERNATE, GateParams(coefficients=(0.0,) * 5, rel_l1_thresh=0.0)):
+    for params in (ALTERNATE, TeaCacheParams(coefficients=(0.0,) * 5, rel_l1_thresh=0.0)):
         gate = TeaCacheGate(params)
         with install_gate(demo, gate):
             demo.generate_image(prompt="a red circle on a blue background", **run)

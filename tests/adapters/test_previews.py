@@ -18,7 +18,7 @@ import pytest
 
 from app.adapters import common, install_gate, previews, shells
 from app.families import get_family, latent_rgb
-from app.gate import Decision, GateParams, TeaCacheGate
+from app.gate import Decision, TeaCacheGate, TeaCacheParams
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
@@ -29,7 +29,7 @@ STEPS = 5
 # 1e-4 absolute is that bound with two orders of margin on these O(1) shells.
 DERIVED_ATOL = 1e-4
 # ALTERNATE: a decision rule that skips every other eligible step (max one in a row).
-ALTERNATE = GateParams(
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 

@@ -38,9 +38,7 @@ class FakeWorker:
         pattern = "C" * STEPS if vanilla else pattern_for(threshold)
         skipped = pattern.count("S")
         if spec.image_path:
-            noise = (
-                np.zeros_like(BASE) if vanilla else np.full_like(BASE, int(threshold * 100))
-            )
+            noise = np.zeros_like(BASE) if vanilla else np.full_like(BASE, int(threshold * 100))
             Image.fromarray(np.clip(BASE.astype(int) + noise, 0, 255).astype(np.uint8)).save(
                 spec.image_path
             )

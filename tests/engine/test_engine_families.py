@@ -172,7 +172,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
         script((0.0, 0.0, -k, 2 * k * x1, c - k * x1 * x1))
         later = min(c - k * (x - x1) ** 2 for x in trace[2 : steps - 1])
         threshold = (c + later) / 2
-        verdicts = simulate(variants.get_variant(scripted_id).gate_params(threshold), trace)
+        verdicts = simulate(variants.get_variant(scripted_id).teacache_params(threshold), trace)
         first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
         assert first_skip >= 2
 

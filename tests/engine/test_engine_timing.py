@@ -25,7 +25,7 @@ from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
 from app.engine.timing import WARMUP_STEPS, paired_ratios
-from app.gate import Decision, GateParams, StepEvent, TeaCacheGate
+from app.gate import Decision, StepEvent, TeaCacheGate, TeaCacheParams
 
 PROMPT = "a red circle on a blue background"
 STEPS = 12
@@ -144,7 +144,7 @@ def test_the_vanilla_pass_of_a_generate_does_not_capture_outputs(
     assert all(s.output_rel_l1 is None for s in vanilla_steps)
     request = _request(forced_variant, threshold=0.0)
     pipeline = engine.pipeline(request.variant, request, lambda e: None, threading.Event())
-    params = request.variant.gate_params(0.0)
+    params = request.variant.teacache_params(0.0)
     calibration = engine.run_pass(
         2, ev.Pass.vanilla, pipeline, request, params, lambda e: None, threading.Event(),
         capture_output=True,
@@ -264,7 +264,7 @@ def test_preview_work_is_charged_to_no_step(
 @pytest.mark.parametrize("after_end_step", [True, False])
 def test_untimed_work_moves_the_step_clock_either_side_of_end_step(after_end_step: bool) -> None:
     clock = FakeClock()
-    gate = TeaCacheGate(GateParams((0.0, 0.0, 0.0, 0.0, 1.0), 0.0), clock=clock)
+    gate = TeaCacheGate(TeaCacheParams((0.0, 0.0, 0.0, 0.0, 1.0), 0.0), clock=clock)
     gate.begin(3)
     for _ in range(3):
         gate.decide(None)

@@ -88,7 +88,8 @@ def test_a_target_search_runs_on_the_fake_engine() -> None:
     # trace; the fake gates by the simulator, so each skips exactly what was predicted.
     vanilla = [e for e in events if isinstance(e, ev.PassFinished) and e.which is ev.Pass.vanilla]
     trace = [s.rel_l1 for s in vanilla[0].steps]
-    planned = {c.threshold for c in candidates(search_job.request.variant.gate_params(0.1), trace)}
+    params = search_job.request.variant.teacache_params(0.1)
+    planned = {c.threshold for c in candidates(params, trace)}
     assert all(p.threshold in planned and p.skipped == p.predicted_skipped for p in probes[1:])
     # The result is the met pass with the most skips, shown as the run's own report.
     best = max((p for p in probes if p.met), key=lambda p: (p.skipped, p.ssim or 0.0))

@@ -65,7 +65,7 @@ def _report(events: list[Any]) -> RunReport:
 def test_candidates_visit_every_simulated_pattern_once_in_threshold_order() -> None:
     rng = np.random.default_rng(3)
     trace: list[float | None] = [None, *rng.uniform(0.01, 0.4, 27).tolist()]
-    params = get_variant("demo").gate_params(0.1)
+    params = get_variant("demo").teacache_params(0.1)
     found = candidates(params, trace)
     assert len(found) > 3
     thresholds = [c.threshold for c in found]
@@ -178,7 +178,9 @@ def test_cancel_keeps_the_best_of_the_passes_that_finished(engine: Engine) -> No
 
 
 def test_magcache_candidates_are_its_exact_patterns_in_threshold_order() -> None:
-    from app.gate.gates import simulate_gate
+    from app.gate.kinds import gate_kind
+
+    simulate_gate = gate_kind("magcache").simulate
 
     params = get_variant("demo").params_for("magcache", 0.02)
     steps: list[float | None] = [None] * 28  # MagCache reads only the step count

@@ -39,8 +39,8 @@ from app.engine.notices import engagement_warning
 from app.engine.protocol import Emit
 from app.engine.report import PassResult, RunReport, measure_run
 from app.engine.request import GenerationRequest, make_request
-from app.gate import Decision, GateParams, StepEvent, engagement_of, predict_change
-from app.gate.simulator import simulate
+from app.gate import Decision, StepEvent, TeaCacheParams, predict_change
+from app.gate.kinds import kind_of, observer_params
 from app.variants import check_schedule
 
 Trace = Sequence[float | None]
@@ -227,7 +227,11 @@ class FakeEngine:
         )
         if len(trace) != request.steps:
             raise ValueError(f"scripted trace has {len(trace)} steps, the request {request.steps}")
-        params = variant.gate_params(request.threshold)
+        # The run's gate decides; the vanilla pass observes with the observer's numbers (its
+        # predictions), as the real engine's does.
+        params = variant.params_for(request.gate, request.threshold)
+        observe = observer_params(variant, request.gate, request.threshold)
+        kind = kind_of(params)
 
         for warning in script.warnings:
             emit(replace(warning, run_id=run_id))
@@ -247,17 +251,18 @@ class FakeEngine:
                     )
                 )
             else:
-                vanilla = self._vanilla_pass(run_id, request, params, trace, emit, cancel, script)
+                vanilla = self._vanilla_pass(run_id, request, observe, trace, emit, cancel, script)
                 if self.cache_vanilla:
                     self._vanilla[key] = vanilla
         # As the real engine: where skipping begins, measured once for the warning and report.
-        found = engagement_of(params, vanilla.trace) if vanilla is not None else None
+        found = kind.engagement(params, kind.trace(vanilla.steps)) if vanilla is not None else None
         if found is not None and (
-            variant.distilled or not check_schedule(variant, request.steps).can_skip
+            variant.distilled
+            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
         ):
             emit(engagement_warning(run_id, params, found))
 
-        verdicts = simulate(params, trace)
+        verdicts = kind.simulate(params, trace)
         # As the real engine: replay vanilla up to the last computed step before the first skip;
         # replayed steps are emitted at once and keep vanilla's step times.
         until: int | None = None
@@ -277,8 +282,9 @@ class FakeEngine:
                 verdict.rel_l1,
                 verdict.predicted,
                 verdict.accumulated,
-                params.rel_l1_thresh,
+                params.threshold,
                 seconds,
+                gate=params.gate,
             )
             if vanilla is not None and until is not None and verdict.index < until:
                 step = replace(step, seconds=vanilla.steps[verdict.index].seconds)
@@ -302,7 +308,7 @@ class FakeEngine:
         self,
         run_id: int,
         request: GenerationRequest,
-        params: GateParams,
+        params: TeaCacheParams,
         trace: Trace,
         emit: Emit,
         cancel: threading.Event,
@@ -405,7 +411,10 @@ def schedule_warning(run_id: int, request: GenerationRequest) -> RunWarning | No
     """The pre-run notice, with the kinds and detail keys the real engine uses."""
     variant = request.variant
     check = check_schedule(
-        variant, request.steps, request.threshold if request.threshold > 0 else None
+        variant,
+        request.steps,
+        request.threshold if request.threshold > 0 else None,
+        gate=request.gate,
     )
     if (check.can_skip and not variant.distilled) or (
         request.threshold <= 0 and not variant.distilled

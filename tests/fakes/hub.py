@@ -32,6 +32,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
     monkeypatch.setattr(weights, "snapshot_download", fake)
     return fake
 
+
 # -- tiny snapshots -------------------------------------------------------------------------------
 
 

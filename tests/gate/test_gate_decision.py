@@ -10,7 +10,7 @@ from app.gate import (
     DEFAULT_MAX_CONSECUTIVE_SKIPS,
     Decision,
     GateConfigError,
-    GateParams,
+    TeaCacheParams,
     Verdict,
     decide,
     poly_eval,
@@ -25,11 +25,11 @@ KLEIN_BASE = (-1841.022165607874, 848.4417137572868, -131.3554469956159, 8.17950
 KLEIN_BASE_RANGE = (0.028261, 0.219845)
 
 
-def params(thresh: float = 0.1, **kw: object) -> GateParams:
-    return GateParams(coefficients=kw.pop("coefficients", IDENTITY), rel_l1_thresh=thresh, **kw)  # type: ignore[arg-type]
+def params(thresh: float = 0.1, **kw: object) -> TeaCacheParams:
+    return TeaCacheParams(coefficients=kw.pop("coefficients", IDENTITY), rel_l1_thresh=thresh, **kw)  # type: ignore[arg-type]
 
 
-def letters(p: GateParams, trace: list[float | None]) -> str:
+def letters(p: TeaCacheParams, trace: list[float | None]) -> str:
     return "".join(v.decision.letter for v in simulate(p, trace))
 
 
@@ -69,11 +69,11 @@ def test_defaults_match_the_documented_rule() -> None:
 def test_bad_parameters_raise_a_config_error(kwargs: dict[str, object]) -> None:
     base: dict[str, object] = {"coefficients": IDENTITY, "rel_l1_thresh": 0.1}
     with pytest.raises(GateConfigError):
-        GateParams(**{**base, **kwargs})  # type: ignore[arg-type]
+        TeaCacheParams(**{**base, **kwargs})  # type: ignore[arg-type]
 
 
 def test_parameters_are_normalised_to_floats() -> None:
-    p = GateParams(coefficients=[0, 0, 0, 1, 0], rel_l1_thresh=1, calibrated_range=[0, 1])  # type: ignore[arg-type]
+    p = TeaCacheParams(coefficients=[0, 0, 0, 1, 0], rel_l1_thresh=1, calibrated_range=[0, 1])  # type: ignore[arg-type]
     assert p.coefficients == IDENTITY and all(type(c) is float for c in p.coefficients)
     assert type(p.rel_l1_thresh) is float
     assert p.calibrated_range == (0.0, 1.0)
@@ -103,7 +103,7 @@ def test_overflowing_polynomial_predicts_nan() -> None:
 # -- calibrated range: exact priced values (research §3.4 / §6) ------------------------------------
 
 
-def klein(thresh: float) -> GateParams:
+def klein(thresh: float) -> TeaCacheParams:
     return params(thresh, coefficients=KLEIN_BASE, calibrated_range=KLEIN_BASE_RANGE)
 
 

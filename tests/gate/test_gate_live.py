@@ -13,7 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, Verdict, rel_l1, simulate
+from app.gate import (
+    Decision,
+    LiveGate,
+    StepEvent,
+    TeaCacheGate,
+    TeaCacheParams,
+    Verdict,
+    rel_l1,
+    simulate,
+)
 from app.gate.live import rel_l1_pair
 
 IDENTITY = (0.0, 0.0, 0.0, 1.0, 0.0)
@@ -51,7 +60,7 @@ def latents(i: int) -> mx.array:
 
 
 def drive(
-    gate: TeaCacheGate,
+    gate: LiveGate,
     signals: Sequence[mx.array],
     *,
     cfg: bool = False,
@@ -95,7 +104,7 @@ def assert_events_match(events: Sequence[StepEvent], verdicts: Sequence[Verdict]
         assert same(e.accumulated, v.accumulated), (e, v)
 
 
-def vanilla_trace(params: GateParams, signals: Sequence[mx.array]) -> list[float | None]:
+def vanilla_trace(params: TeaCacheParams, signals: Sequence[mx.array]) -> list[float | None]:
     """The trace an observe-mode (vanilla) pass records: what the app feeds the simulator."""
     events = drive(TeaCacheGate(params, observe=True), signals)
     assert all(e.decision.computes for e in events)
@@ -124,7 +133,7 @@ def test_live_gate_agrees_with_the_simulator(
     calibrated_range: tuple[float, float] | None,
     cfg: bool,
 ) -> None:
-    params = GateParams(IDENTITY, threshold, skip_first, skip_last, cap, calibrated_range)
+    params = TeaCacheParams(IDENTITY, threshold, skip_first, skip_last, cap, calibrated_range)
     signals = signals_for(changes)
     trace = vanilla_trace(params, signals)
     # The synthetic signals measure the changes asked for (float32 rounding aside).
@@ -141,7 +150,7 @@ def test_live_gate_agrees_with_the_simulator(
 def test_a_transient_non_finite_signal_is_replayed_exactly() -> None:
     """After a numerical miss the live gate keeps measuring against the previous signal, as the
     vanilla trace does, so the simulator reproduces the misses step for step."""
-    params = GateParams(IDENTITY, 0.5)
+    params = TeaCacheParams(IDENTITY, 0.5)
     signals = signals_for([0.01, 0.01, INF, 0.01, 0.01, 0.01, 0.01])
     trace = vanilla_trace(params, signals)
     assert [t is not None and math.isnan(t) for t in trace] == [False] * 3 + [True] * 2 + [
@@ -153,7 +162,7 @@ def test_a_transient_non_finite_signal_is_replayed_exactly() -> None:
 
 
 def test_skipped_steps_rebuild_the_output_from_the_last_computed_residual() -> None:
-    params = GateParams(IDENTITY, 0.5)
+    params = TeaCacheParams(IDENTITY, 0.5)
     outputs: list[mx.array] = []
     events = drive(TeaCacheGate(params), signals_for([0.12] * 6), outputs=outputs)
     assert "".join(e.decision.letter for e in events) == "FSSSSCF"
@@ -169,7 +178,7 @@ def test_skipped_steps_rebuild_the_output_from_the_last_computed_residual() -> N
 
 
 def make_gate(threshold: float = 0.5, **kw: object) -> TeaCacheGate:
-    return TeaCacheGate(GateParams(IDENTITY, threshold), **kw)  # type: ignore[arg-type]
+    return TeaCacheGate(TeaCacheParams(IDENTITY, threshold), **kw)  # type: ignore[arg-type]
 
 
 def test_cfg_shares_one_decision_and_keeps_one_residual_per_branch() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from app.gate import Decision, GateConfigError, MagCacheGate, make_gate, simulate_gate
+from app.gate import Decision, GateConfigError, MagCacheGate, kind_of, make_gate
 from app.gate.magcache import (
     MagCacheParams,
     mean_ratio_table,
@@ -173,7 +173,7 @@ def test_live_gate_agrees_with_the_simulator(
     assert [e.accumulated for e in events] == [v.accumulated for v in verdicts]
     assert [e.predicted for e in events] == [v.predicted for v in verdicts]
     assert all(e.gate == "magcache" and e.rel_l1 is None for e in events)
-    assert simulate_gate(params, [None] * steps) == verdicts
+    assert kind_of(params).simulate(params, [None] * steps) == verdicts
 
 
 def test_a_skipped_step_reuses_the_last_computed_residual() -> None:

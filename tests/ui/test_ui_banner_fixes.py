@@ -107,7 +107,7 @@ def test_every_offered_fix_would_skip(variant: Variant) -> None:
             for n in _fixes(notice, FixKind.steps):
                 offered += 1
                 assert isinstance(n, int) and n != steps
-                assert variant.gate_params(threshold).eligible_steps(n) > 0
+                assert variant.teacache_params(threshold).eligible_steps(n) > 0
                 after = schedule_notice(variant, n, threshold)
                 assert after is None or after.kind is NoticeKind.info, (steps, threshold, n)
             for t in _fixes(notice, FixKind.threshold):
@@ -147,7 +147,7 @@ def test_threshold_fix_from_a_measured_trace_skips_on_that_trace() -> None:
     assert notice is not None and notice.kind is NoticeKind.warning
     assert "measured on the last vanilla run" in notice.message
     (suggested,) = _fixes(notice, FixKind.threshold)
-    params = demo.gate_params(blocked_at)
+    params = demo.teacache_params(blocked_at)
     skipped = [v for v in simulate(replace(params, rel_l1_thresh=suggested), trace)]
     assert any(v.decision is Decision.skipped for v in skipped)
     assert not any(v.decision is Decision.skipped for v in simulate(params, trace))

@@ -415,12 +415,6 @@ def test_steps_below_the_minimum_are_one_sentence_not_a_schedule_banner_too(rig:
 
 def test_a_count_of_one_is_singular() -> None:
     from app.ui.images import _resume_note
-    from app.ui.plain_words import plural
 
-    assert (plural(1, "step"), plural(2, "step"), plural(0, "step")) == (
-        "1 step",
-        "2 steps",
-        "0 steps",
-    )
     assert _resume_note(1, 28) == "first step shared with vanilla"
     assert _resume_note(5, 28) == "first 5 steps shared with vanilla"
