@@ -27,6 +27,7 @@ from app.storage.history import (
     HistoryEntry,
     HistoryStore,
     export_entry,
+    export_name,
     friendly_time,
     lora_captions,
 )
@@ -70,6 +71,12 @@ def entry_summary(entry: HistoryEntry) -> str:
         head = label_head(entry.speedup_label)
         parts.append(f"{entry.speedup:.2f}× {head}" if head else f"{entry.speedup:.2f}×")
     return " · ".join(parts)
+
+
+def entry_export_name(entry: HistoryEntry) -> str:
+    """The export's default file name: the window's scheme (``<gate>-<variant>-s<seed>.png``),
+    not the entry's internal id."""
+    return export_name(entry.gate, entry.variant_id, entry.seed)
 
 
 class HistoryDialog(QDialog):
@@ -186,8 +193,9 @@ class HistoryDialog(QDialog):
         if entry is None:
             return None
         if path is None:
+            suggested = Path.home() / entry_export_name(entry)
             name, _ = QFileDialog.getSaveFileName(
-                self, "Export Side-by-Side", str(Path.home() / f"{entry.id}.png"), "PNG (*.png)"
+                self, "Export Side-by-Side", str(suggested), "PNG (*.png)"
             )
             if not name:
                 return None

@@ -232,3 +232,30 @@ def test_history_rows_fit_the_dialog_and_read_as_the_cards_do(
     qtbot.waitUntil(lambda: dialog.list.visualItemRect(item).right() <= viewport)  # … it wraps
     assert not dialog.list.horizontalScrollBar().isVisible()
     assert dialog.list.visualItemRect(item).height() > 3 * dialog.list.fontMetrics().height()
+
+
+def test_the_history_export_is_named_as_the_window_export(
+    qtbot: QtBot, make_window: WindowFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two naming schemes: the window suggested teacache-demo-s42.png, History the entry's id,
+    20261201-223444-497971-demo-s42.png (#27 item 20)."""
+    from PySide6.QtWidgets import QFileDialog
+
+    window, _, _ = _finished(qtbot, make_window)
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    suggested: list[str] = []
+
+    def save_dialog(_parent: object, _title: str, name: str, _filter: str) -> tuple[str, str]:
+        suggested.append(Path(name).name)
+        return "", ""  # the user cancels
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(save_dialog))
+    assert window.export_current() is None
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    dialog.list.setCurrentRow(0)
+    assert dialog.export_selected() is None
+    entry = dialog.selected()
+    assert entry is not None
+    assert suggested == [window.session.suggested_export_name()] * 2
+    assert entry.id not in suggested[1]
