@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
-from app import paths
+from app import __version__, paths
 from app.engine.report import RunReport, legacy_speedup_label, replayed_steps, step_from_json
 from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_request
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
@@ -68,6 +68,7 @@ class RunRecord:
     warnings: tuple[dict[str, object], ...] = ()
     created: datetime = field(default_factory=lambda: datetime.now().astimezone())
     vanilla_measured_at: datetime | None = None
+    png_metadata: dict[str, str] = field(default_factory=dict)  # report_metadata, for its PNGs
 
     @classmethod
     def from_report(
@@ -90,6 +91,7 @@ class RunRecord:
             report=report.to_json(),
             warnings=warnings,
             vanilla_measured_at=vanilla.measured_at if vanilla is not None else None,
+            png_metadata=report_metadata(report),
         )
 
     @property
@@ -526,32 +528,72 @@ def export_metadata(
     loras: Sequence[LoraSpec] = (),
     quantize: int | None = None,
     model_path: str | None = None,
+    guidance: float | None = None,
+    size: tuple[int, int] | None = None,
+    local_diff: float | None = None,
 ) -> dict[str, str]:
-    """The text chunks of an exported PNG: one key per number, and the prompt as Description."""
+    """The text chunks of a run's PNG, the one builder every PNG of a run uses (the window's
+    export and Save, the history's export, ``generate``'s gated.png and vanilla.png): one key per
+    figure, the speedup with its full label, the prompt as Description, the app and its version
+    as Software, and all of it as JSON under ``teacache``."""
     fields: dict[str, object] = {
         "prompt": prompt,
         "seed": seed,
         "variant": variant,
         "steps": steps,
+        "size": f"{size[0]}x{size[1]}" if size is not None else None,
+        "guidance": guidance,
         "gate": gate,
         "threshold": threshold,
         "skips": skips,
         "ssim": ssim,
+        "local_diff": local_diff,
         "gated_seconds": gated_seconds,
         "vanilla_seconds": vanilla_seconds,
         "speedup": speedup,
         "speedup_label": speedup_label or None,
         "quantize": quantize,  # None: full precision (left out, like every other None)
         "model_path": model_path,
+        "app_version": __version__,
     }
     data = {k: str(v) for k, v in fields.items() if v is not None}
     if loras:
         data["loras"] = ", ".join(lora.label() for lora in loras)
         fields["loras"] = [{"path": lora.path, "scale": lora.scale} for lora in loras]
     data["Description"] = prompt
-    data["Software"] = "TeaCache Studio"
+    data["Software"] = f"TeaCache Studio {__version__}"
     data["teacache"] = dumps_json({k: v for k, v in fields.items() if v is not None})
     return data
+
+
+def report_metadata(
+    report: RunReport, *, shown_speedup: tuple[float | None, str] | None = None
+) -> dict[str, str]:
+    """``export_metadata`` of a finished run, every figure from its report; the speedup and its
+    label are ``shown_speedup`` where the caller shows another pair (a history entry's, as it
+    was saved)."""
+    r, vanilla = report.request, report.vanilla
+    speedup, speedup_label = shown_speedup or (report.speedup, report.speedup_label)
+    return export_metadata(
+        prompt=r.prompt,
+        seed=r.seed,
+        variant=r.variant_id,
+        steps=r.steps,
+        threshold=r.threshold,
+        skips=report.gated.skipped,
+        gate=r.gate,
+        ssim=report.ssim,
+        gated_seconds=report.gated.loop_seconds,
+        vanilla_seconds=vanilla.loop_seconds if vanilla is not None else None,
+        speedup=speedup,
+        speedup_label=speedup_label if speedup is not None else "",
+        loras=r.loras,
+        quantize=r.quantize,
+        model_path=r.model_path,
+        guidance=r.guidance,
+        size=(r.width, r.height),
+        local_diff=report.local_diff_value,
+    )
 
 
 def write_png(path: Path, image: np.ndarray, metadata: dict[str, str] | None = None) -> Path:
@@ -672,23 +714,8 @@ def export_entry(entry: HistoryEntry, path: Path) -> Path:
 
 
 def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
-    return export_metadata(
-        prompt=entry.prompt,
-        seed=entry.seed,
-        variant=entry.variant_id,
-        steps=entry.steps,
-        threshold=entry.threshold,
-        skips=entry.skips,
-        gate=entry.gate,
-        ssim=entry.ssim,
-        gated_seconds=entry.gated_seconds,
-        vanilla_seconds=entry.vanilla_seconds,
-        speedup=entry.speedup,
-        speedup_label=entry.speedup_label if entry.speedup is not None else "",
-        loras=entry.loras,
-        quantize=_opt_int(entry.request_data.get("quantize")),
-        model_path=entry.request_data.get("model_path"),
-    )
+    """A saved run's PNG metadata: its report's figures, its speedup as it was saved."""
+    return report_metadata(entry.report, shown_speedup=(entry.speedup, entry.speedup_label))
 
 
 def entry_captions(entry: HistoryEntry) -> dict[str, str]:
@@ -737,14 +764,19 @@ def speedup_caption(speedup: float, label: str) -> str:
     return f"speedup {speedup:.2f}×" + (f" ({label})" if label else "")
 
 
-def encode_png(image: np.ndarray, record: RunRecord | None = None) -> bytes:
-    info = PngImagePlugin.PngInfo()
-    if record is not None:
-        info.add_itxt("Description", record.request.prompt)
-        info.add_text("Software", "TeaCache Studio")
-    buffer = BytesIO()
-    Image.fromarray(_rgb8(image)).save(buffer, format="PNG", pnginfo=info)
-    return buffer.getvalue()
+def encode_png(image: np.ndarray, record: RunRecord | RunReport | None = None) -> bytes:
+    """A history PNG: with its run's metadata (``report_metadata``) where the record was made
+    from a report, else the prompt and the app."""
+    if isinstance(record, RunReport):
+        metadata = report_metadata(record)
+    elif record is not None:
+        metadata = record.png_metadata or {
+            "Description": record.request.prompt,
+            "Software": f"TeaCache Studio {__version__}",
+        }
+    else:
+        metadata = {}
+    return _png_bytes(image, metadata)
 
 
 def step_to_dict(step: StepEvent) -> dict[str, object]:

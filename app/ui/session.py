@@ -36,6 +36,7 @@ from app.storage.history import (
     gated_caption,
     history_origin,
     lora_captions,
+    report_metadata,
     speedup_caption,
 )
 from app.storage.settings import Settings, SettingsStore
@@ -353,8 +354,11 @@ class Session:
             return None
 
     def export_metadata(self) -> dict[str, str]:
-        """The shown run's numbers for the PNG's text chunks (its request's, else the form's)."""
+        """The shown run's numbers for the PNG's text chunks: its report's, with the speedup as
+        the card shows it (before the report, the request's, else the form's)."""
         r, f = self.run, self.form
+        if r.report is not None:
+            return report_metadata(r.report, shown_speedup=(r.speedup, r.speedup_label))
         request = r.request
         return export_metadata(
             prompt=request.prompt if request is not None else f.prompt,
