@@ -52,6 +52,7 @@ class AddModelFolderDialog(QDialog):
         self.setWindowTitle("Add Model Folder")
         self.setMinimumWidth(560)
         self.shown_check: FolderCheck | None = None
+        self._fitted_height = -1  # the height _fit_text last set (the user's own is kept)
         self._generation = 0
         self._relay = _CheckRelay(self)
         self._relay.done.connect(self._show_check)
@@ -124,6 +125,11 @@ class AddModelFolderDialog(QDialog):
             self._pause.stop()
             self._show(FolderCheck(self.path.text(), "", (), False, None, "Choose a folder."))
             return
+        # What is shown belongs to the text before this edit: cleared, not left to mislead.
+        self.holds.setText("")
+        self.base.clear()
+        self.check_result.setText("Checked once you stop typing or press Enter.")
+        self.check_result.setStyleSheet("")
         self._pause.start()
 
     def _browse(self) -> None:
@@ -163,13 +169,15 @@ class AddModelFolderDialog(QDialog):
 
     def _fit_text(self) -> None:
         """As tall as the wrapped messages need at the dialog's width: a longer message grows
-        the dialog instead of being cut after a line and a half."""
+        the dialog instead of being cut after a line and a half, and a shorter one gives the room
+        back unless the user made the dialog taller."""
         layout = self._layout
         layout.activate()
-        needed = layout.totalHeightForWidth(self.width())
-        self.setMinimumHeight(max(needed, layout.totalMinimumSize().height()))
-        if self.height() < needed:
+        needed = max(layout.totalHeightForWidth(self.width()), layout.totalMinimumSize().height())
+        self.setMinimumHeight(needed)
+        if self.height() < needed or self.height() == self._fitted_height:
             self.resize(self.width(), needed)
+        self._fitted_height = needed
 
     def done(self, r: int) -> None:  # closing: a check still running is dropped
         self._generation += 1

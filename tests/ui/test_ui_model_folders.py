@@ -59,6 +59,7 @@ def test_typing_a_path_reads_nothing_and_the_pause_checks_it_off_the_gui_thread(
     assert calls == []  # each keystroke used to inspect its prefix ("/" summed the whole disk)
     add = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
     assert not add.isEnabled()  # nothing checked yet: Enter cannot add an unchecked folder
+    assert dialog.check_result.text() == "Checked once you stop typing or press Enter."
     qtbot.waitUntil(lambda: dialog.check_result.text().startswith("Complete"), timeout=10_000)
     assert calls == [(str(folder), False)]  # once, for the whole path, on a pool thread
     assert dialog.base_variant() == "flux1-schnell" and add.isEnabled()
