@@ -356,8 +356,14 @@ def test_the_export_is_three_tiles_wide_with_the_difference_and_a_wrapped_footer
     captions = entry_captions(entry)
     footer = captions["footer"] + "  ·  " + "  ·  ".join(["a long part of the footer"] * 8)
     gated, vanilla = entry.load_images()
+    assert vanilla is not None
     out = history_module.export_side_by_side(
-        tmp_path / "pair.png", gated, vanilla, **{**captions, "footer": footer}
+        tmp_path / "pair.png",
+        gated,
+        vanilla,
+        gated_caption=captions["gated_caption"],
+        vanilla_caption=captions["vanilla_caption"],
+        footer=footer,
     )
     scale = -(-384 // 32)
     tile_w, tile_h = 48 * scale, 32 * scale
