@@ -188,6 +188,8 @@ class MainWindow(QMainWindow):
         self.history_action.triggered.connect(self.show_history)
         self.compare_action.triggered.connect(lambda: self.show_comparison())
         self.export_action.triggered.connect(lambda: self.export_current())
+        r.gated_image_changed.connect(self._refresh_export_action)
+        self._refresh_export_action()
         self.quit_action.triggered.connect(self.close)
 
         # The engine's events reach the view-models through the one router (``Studio.build``);
@@ -244,6 +246,10 @@ class MainWindow(QMainWindow):
         if is_comparison(entry) and self.comparer.open_entry(entry):
             self.show_comparison()
         return True
+
+    def _refresh_export_action(self, *_args: object) -> None:
+        """Export only where a finished result is on screen (Ctrl+E said "Cannot generate")."""
+        self.export_action.setEnabled(self.run.gated_image is not None)
 
     def export_current(self, path: Path | None = None) -> Path | None:
         """Export the shown run side by side; asks where unless ``path`` is given."""

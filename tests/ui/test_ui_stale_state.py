@@ -262,3 +262,22 @@ def test_closing_during_a_slow_step_hides_at_once_and_says_why(
         engine.release.set()
     assert not window.host.engine_thread.isRunning() and engine.closed
     assert saved.id in [e.id for e in window.history.entries()]  # nothing saved was lost
+
+
+def test_a_run_reopened_from_history_with_matching_settings_is_not_dimmed(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Every setting matched, yet the reopened run was dimmed as "Run from history: …" (#27
+    item 23): the live previews, which never change a figure, made the two requests differ."""
+    window = make_window()
+    assert window.form.live_previews  # the window's runs draw their steps as they go
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    [entry] = window.session.history.entries()
+    assert window.open_history_entry(entry)
+    assert window.run.run_id < 0  # shown from the history
+    assert window.session.result_caption() == ""
+    assert not window.stale_caption.isVisible() and not window.is_dimmed("compare")
+    window.form.seed = window.form.seed + 1  # a setting that differs still dims it
+    assert window.stale_caption.isVisible()
+    assert window.stale_caption.text().startswith("Run from history: demo, 28 steps")
