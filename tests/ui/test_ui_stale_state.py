@@ -60,11 +60,17 @@ def test_steps_below_the_minimum_stay_and_say_why(qtbot: QtBot, make_window: Win
     assert window.form.steps == 1 and steps.value() == 1  # not put back to 28
     problem = window.controls.steps_problem
     assert problem.isVisible() and problem.text() == "Steps must be at least 2 for demo, got 1."
+    # One message (#27 item 17): Generate waits until the steps are runnable, so no red banner
+    # repeats the inline sentence and no yellow schedule banner adds a third.
+    assert not window.controls.generate_button.isEnabled()
+    assert not window.generate_action.isEnabled()
     window.controls.generate_button.click()
     assert window.run.status is RunStatus.idle  # nothing started...
-    assert window.banners.banner("error") is not None  # ...and the same sentence says why
+    assert window.banners.banner("error") is None  # ...and the inline sentence is the only one
+    assert window.banners.banner("schedule") is None
     steps.setValue(3)
     assert not problem.isVisible()
+    assert window.controls.generate_button.isEnabled()
 
 
 def test_the_picker_is_disabled_during_a_run(qtbot: QtBot, make_window: WindowFactory) -> None:
