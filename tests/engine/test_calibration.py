@@ -112,7 +112,12 @@ def test_a_calibration_on_the_real_demo_engine() -> None:
     engine = Engine()
     job = _job(DEMO_PROMPTS[:3], steps=6, name="real")
     events = _run(engine, job)
+    # A calibration's vanilla (timed with a host sync a step) is not a Generate's cached one.
+    again: list[Any] = []
+    engine.run(6, job.request, again.append, threading.Event())
     engine.close()
+    starts = [e for e in again if isinstance(e, ev.PassStarted) and e.which is ev.Pass.vanilla]
+    assert [e.cached for e in starts] == [False]
     finished = events[-1]
     assert isinstance(finished, ev.CalibrationFinished), finished
     data = json.loads(Path(finished.result.path).read_text(encoding="utf-8"))
