@@ -23,15 +23,16 @@ the previous step's latents), ``scheduler_step`` (launch), ``latents_eval`` (the
 waits for everything launched), ``end_step`` (the gate's bookkeeping and telemetry) and ``glue``
 (the rest of the step: mflux's loop, the predict wrapper, the callbacks' dispatch). Their sum is
 the step as the gate times it; medians over the skipped and the computed steps (step 0 left
-out). A Z-Image row with a long caption (``caption_tokens`` 80 against the negative's 16: they pad
-apart, so each branch runs its own noise refiner) shows the other case of the shared refiner.
+out). With ``PROFILE_LONG_CAPTION=1`` (always in the CPU dry run), a Z-Image row with a long
+caption (``caption_tokens`` 80 against the negative's 16: they pad apart, so each branch runs its
+own noise refiner) shows the other case of the shared refiner. ``PROFILE_CALLS`` (20): the timed
+calls per part.
 
     export PYTHONPATH=/opt/mlxsite:$PWD
     python3 lab/bench/device/profile_skip.py "$OUT/profile-skip.json"
     TINY=1 python lab/bench/device/profile_skip.py /tmp/p.json   # CPU dry run
-    python lab/bench/device/profile_skip.py --markdown lab/bench/results/skip-profile-h200.json
 
-``--markdown`` prints the README's two profile tables from a report (no MLX work).
+The README's profile tables render from the committed report (``lab.bench.device_figures``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Any
 
 from app.blas import preload_openblas
 from app.fileio.jsonio import dumps_json
+from app.hardware import git_commit, gpu_names
 
 preload_openblas()
 import mlx.core as mx  # noqa: E402
@@ -58,7 +60,9 @@ from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams 
 from app.gate.live import LiveGate, read_ratio  # noqa: E402
 
 TINY = os.environ.get("TINY") == "1"
-N = 5 if TINY else 30
+N = 5 if TINY else int(os.environ.get("PROFILE_CALLS", "20"))
+# PROFILE_LONG_CAPTION=1: the Z-Image row whose captions pad apart (a noise refiner each).
+LONG_CAPTION = TINY or os.environ.get("PROFILE_LONG_CAPTION") == "1"
 DTYPE = mx.float32 if TINY else mx.bfloat16
 LOOP_STEPS = 8 if TINY else 12
 FORCED = TeaCacheParams(
@@ -409,93 +413,14 @@ def common_unregister(pipe: Any, callback: object) -> None:
         entries[:] = [entry for entry in entries if entry is not callback]
 
 
-def _row_label(row: dict[str, Any]) -> str:
-    name = {"flux2-klein-4b": "FLUX.2 Klein 4B", "z-image": "Z-Image"}.get(row["family"], "?")
-    label = f"{name}, {row['size']}²"
-    tokens = row.get("caption_tokens")
-    if tokens is not None and tokens != row.get("negative_caption_tokens", tokens):
-        label += f", captions of {tokens} and {row['negative_caption_tokens']} tokens"
-    return label
-
-
-def _f(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
-
-
-def markdown(report: dict[str, Any]) -> str:
-    """The README's profile tables: the parts in isolation, then each gate's step in the loop."""
-    parts = (
-        ("prelude", "prelude"),
-        ("measure", "measurement"),
-        ("host_read_evaluated", "decision's read"),
-        ("tail", "tail (+ residual)"),
-        ("scheduler_step", "scheduler step"),
-        ("skipped_step_graph", "skipped step's graph"),
-        ("magcache_skip_graph", "MagCache skip's graph"),
-        ("caption", "caption (once a generation)"),
-        ("vanilla_predict", "vanilla predict"),
-    )
-    lines = [
-        "| | " + " | ".join(title for _, title in parts) + " |",
-        "|---|" + "---|" * len(parts),
-    ]
-    for row in report["rows"]:
-        ms = row.get("ms")
-        if ms is None:
-            continue
-        cells = [_f(ms.get(key)) for key, _ in parts]
-        share = ms["skipped_step_graph"] / ms["vanilla_predict"]
-        cells[5] += f" ({share:.1%})"
-        lines.append(f"| {_row_label(row)} | " + " | ".join(cells) + " |")
-    phases = (
-        ("prelude", "prelude"),
-        ("measure", "measure"),
-        ("look_ahead", "look ahead"),
-        ("decide", "decide"),
-        ("tail", "tail"),
-        ("scheduler_step", "scheduler"),
-        ("latents_eval", "latents eval (the sync)"),
-        ("end_step", "gate bookkeeping"),
-        ("glue", "Python glue"),
-        ("step", "whole step"),
-    )
-    lines += [
-        "",
-        "| | gate | " + " | ".join(title for _, title in phases) + " | computed step "
-        "| skipped / computed | in-loop measured / ideal |",
-        "|---|---|" + "---|" * (len(phases) + 3),
-    ]
-    for row in report["rows"]:
-        for key in ("loop", "loop_magcache"):
-            loop = row.get(key)
-            if loop is None:
-                continue
-            skipped = loop["skipped_step_ms"]
-            cells = [_f(skipped.get(name)) for name, _ in phases]
-            lines.append(
-                f"| {_row_label(row)} | {loop['gate']} | "
-                + " | ".join(cells)
-                + f" | {_f(loop['computed_step_ms']['step'])} "
-                f"| {loop['skipped_over_computed']:.1%} "
-                f"| {loop['measured_over_ideal_in_loop']:.2f} |"
-            )
-    return "\n".join(lines)
-
-
 def main() -> None:
-    if sys.argv[1:2] == ["--markdown"]:
-        from pathlib import Path
-
-        from app.fileio.jsonio import loads_strict
-
-        print(markdown(loads_strict(Path(sys.argv[2]).read_text(encoding="utf-8"))))
-        return
     out = sys.argv[1] if len(sys.argv) > 1 else "profile-skip.json"
     sizes = (64,) if TINY else (1024, 512)
     z_size = 64 if TINY else 1024
     rows = [profile_flux2(s) for s in sizes]
     rows.append(profile_z_image(z_size))
-    rows.append(profile_z_image(z_size, caption_tokens=80, parts=False))
+    if LONG_CAPTION:
+        rows.append(profile_z_image(z_size, caption_tokens=80, parts=False))
     for row in rows:
         label = f"{row['family']} {row['size']} (caption {row.get('caption_tokens', '-')})"
         if "ms" in row:
@@ -521,6 +446,9 @@ def main() -> None:
         "tiny": TINY,
         "n": N,
         "device": str(mx.default_device()),
+        "gpus": gpu_names(),
+        "git": git_commit(),
+        "loop_steps": LOOP_STEPS,
         "precision": str(ModelConfig.precision),
         "command": "python3 lab/bench/device/profile_skip.py OUT.json",
         "rows": rows,
