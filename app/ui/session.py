@@ -558,7 +558,11 @@ class Session:
     def apply_fix(self, fix: BannerFix) -> None:
         match fix.kind:
             case FixKind.variant if fix.variant is not None:
-                self.select_variant(fix.variant)
+                if self.select_variant(fix.variant) and self.form.variant_id == fix.variant:
+                    if fix.steps is not None:
+                        self.form.steps = fix.steps
+                    if fix.threshold is not None:
+                        self.form.threshold = fix.threshold
             case FixKind.steps if fix.steps is not None:
                 self.form.steps = fix.steps
             case FixKind.threshold if fix.threshold is not None:
