@@ -52,7 +52,7 @@ class ResultsView(QWidget):
         lower = QWidget()
         lower_layout = QVBoxLayout(lower)
         lower_layout.setContentsMargins(0, 2, 0, 0)
-        lower_layout.setSpacing(6)
+        lower_layout.setSpacing(4)
         steps_header = QHBoxLayout()
         steps_header.addWidget(section("Steps"))
         steps_header.addSpacing(12)
@@ -81,7 +81,7 @@ class ResultsView(QWidget):
         self.splitter.addWidget(lower)
         self.splitter.setStretchFactor(0, 5)
         self.splitter.setStretchFactor(1, 4)
-        self.splitter.setHandleWidth(8)
+        self.splitter.setHandleWidth(6)
         self.splitter.setSizes([470, 400])
 
         # Below the banners, the images and plots scroll when the window is shorter than their
@@ -93,7 +93,7 @@ class ResultsView(QWidget):
         self.scroll_area.setWidget(self.splitter)
 
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(16, 12, 16, 10)
+        layout.setContentsMargins(16, 10, 16, 8)
         layout.setSpacing(8)
         layout.addWidget(self.banners)
         self.stale_caption = QLabel()  # what made the shown result, once the inputs differ

@@ -52,7 +52,7 @@ from app.ui.analysis import (
 )
 from app.ui.defaults import MAX_SEED
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
-from app.variants import Variant, all_variants, get_variant
+from app.variants import UnknownVariantError, Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
     from app.ui.downloads import ModelStore
@@ -136,6 +136,7 @@ class Session:
         self._dismissed: set[str] = set()
         # The picked gate's band when the shown run ran another (``gate_band``), memoised.
         self._gate_band: tuple[object, EngagementBand | None] | None = None
+        self._wide_band: tuple[object, EngagementBand | None] | None = None
         self.startup_notices: list[Notice] = [
             Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
             for i, w in enumerate(settings_store.warnings)
@@ -488,13 +489,32 @@ class Session:
         request = r.request
         same = self.same_schedule
         if request is not None and request.gate != f.gate and same and not r.busy:
-            return GatePlotData(
-                f.gate, (), r.vanilla_steps, float(f.threshold), self.gate_band(), None
-            )
+            band = self._band_reaching(self.gate_band(), float(f.threshold))
+            return GatePlotData(f.gate, (), r.vanilla_steps, float(f.threshold), band, None)
         gate = request.gate if request is not None else f.gate
         threshold = request.threshold if request is not None else float(f.threshold)
         preview = float(f.threshold) if same else None
-        return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, r.band, preview)
+        band = self._band_reaching(r.band, max(threshold, preview or 0.0))
+        return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, band, preview)
+
+    def _band_reaching(
+        self, band: EngagementBand | None, threshold: float
+    ) -> EngagementBand | None:
+        """``band`` with its skip curve drawn as far as ``threshold`` (the slider's what-if):
+        the same trace, simulated further (the walk: the curve's axis stopped near 0.15 while
+        the slider was at 0.35)."""
+        request = self.run.request
+        if band is None or request is None or not band.curve or band.curve[-1][0] >= threshold:
+            return band
+        key = (band, threshold)
+        if self._wide_band is None or self._wide_band[0] != key:
+            try:
+                variant = request.variant
+            except UnknownVariantError:  # a reopened run of a variant since removed
+                return band
+            wide = engagement_band(variant, threshold, self.run.vanilla_steps, band.gate)
+            self._wide_band = (key, wide if wide is not None else band)
+        return self._wide_band[1]
 
     # -- model folders -----------------------------------------------------------------------------
     def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:
