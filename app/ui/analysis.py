@@ -438,7 +438,7 @@ def _threshold_offer(
             return None
         return ThresholdOffer(suggested, None, guess=not traced_here)
     skips = 0 if suggested is None else kind.skipped(kind.params(calibration, suggested), trace)
-    if skips == 0:
+    if suggested is None or skips == 0:
         probe = kind.params(calibration, max(threshold, 1e-9))
         above = next((c for c in kind.candidates(probe, trace) if c.threshold > threshold), None)
         if above is None:
