@@ -470,11 +470,14 @@ def steps_that_skip(
 fmt = format_threshold  # thresholds and predicted changes, as the kinds write them
 
 
-def lora_calibration_note(loras: Sequence[LoraSpec], variant: Variant | None = None) -> str:
+def lora_calibration_note(
+    loras: Sequence[LoraSpec], variant: Variant | None = None, gate: str = DEFAULT_GATE
+) -> str:
     """The gate plot's caveat for a LoRA set the variant's calibration was not made with: a
-    built-in one was fitted on the base model without LoRAs; a user calibration made with a LoRA
+    built-in one was made on the base model without LoRAs; a user calibration made with a LoRA
     set (``Variant.calibration_scope``) is for that set only. Nothing where it was made with
-    exactly these LoRAs."""
+    exactly these LoRAs. It names ``gate``'s calibration (the run's), in words true of any kind's
+    (a polynomial for one, a table for another)."""
     if variant is not None and variant.calibrated_for(loras):
         return ""
     scope = variant.calibration_scope if variant is not None else None
@@ -490,6 +493,6 @@ def lora_calibration_note(loras: Sequence[LoraSpec], variant: Variant | None = N
     names = ", ".join(lora.label() for lora in loras)
     these = "this LoRA" if len(loras) == 1 else "these LoRAs"
     return (
-        f"Calibrated without {these} ({names}): the gate's polynomial was fitted on the base "
-        "model, so weigh the skips against SSIM."
+        f"Calibrated without {these} ({names}): {gate_kind(gate).label}'s calibration was made on "
+        "the base model, so weigh the skips against SSIM."
     )

@@ -91,6 +91,13 @@ def threshold_tooltip(gate: str) -> str:
     )
 
 
+def rerun_tooltip(gate: str) -> str:
+    return (
+        "Threshold-only changes reuse the cached vanilla pass: only the "
+        f"{gate_kind(gate).label} pass runs again"
+    )
+
+
 class ThresholdControl(QWidget):
     """A slider on a square-root scale (finer near 0: calibrated thresholds run from about 0.01
     to 0.3) over an exact numeric entry, 0–1 with four decimals.
@@ -269,10 +276,7 @@ class ControlsView(QFrame):
         mute(self.threshold_hint)
         self.rerun = QCheckBox("Re-run when the threshold changes")
         self.rerun.setFont(small_font(self.rerun.font()))
-        self.rerun.setToolTip(
-            "Threshold-only changes reuse the cached vanilla pass: only the "
-            "TeaCache pass runs again"
-        )
+        self.rerun.setToolTip(rerun_tooltip(DEFAULT_GATE))
 
         self.history_button = QPushButton("History…")
         self.cancel_button = QPushButton("Cancel")
@@ -532,6 +536,7 @@ class FormPanel:
     def refresh_threshold_hint(self) -> None:
         self.view.threshold_hint.setText(self.session.threshold_hint())
         self.view.threshold.setToolTip(threshold_tooltip(self.form.gate))
+        self.view.rerun.setToolTip(rerun_tooltip(self.form.gate))
         # The slider's fine part reaches three times the gate's default for this model.
         self.view.threshold.set_knee(
             min(1.0, 3 * default_threshold(self.form.variant, self.form.gate))

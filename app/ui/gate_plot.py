@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import pairwise
+from numbers import Real
 
 import numpy as np
 import pyqtgraph as pg
@@ -324,9 +325,10 @@ class GatePlot(QWidget):
                 continue
             label = line.label
             size = label.boundingRect().size()  # pixels: the label is drawn upright, unscaled
-            value = line.value()
-            assert isinstance(value, float)
-            y = box.mapViewToScene(QPointF(0.0, value)).y()
+            value = line.value()  # a number here (a numpy float32 from a MagCache table, too)
+            if not isinstance(value, Real):
+                continue
+            y = box.mapViewToScene(QPointF(0.0, float(value))).y()
             best: tuple[tuple[int, int, int], float, tuple[float, float], QRectF] | None = None
             for order, position in enumerate(LABEL_POSITIONS):
                 x = view.left() + position * view.width()

@@ -257,12 +257,12 @@ class Session:
         what its variant's calibration was made with."""
         request = self.run.request
         if request is None:
-            return lora_calibration_note(self.form.loras, self.form.variant)
+            return lora_calibration_note(self.form.loras, self.form.variant, self.form.gate)
         try:
             variant = request.variant
         except UnknownVariantError:  # a run from the history whose calibration is gone
             variant = None
-        return lora_calibration_note(request.loras, variant)
+        return lora_calibration_note(request.loras, variant, request.gate)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():

@@ -231,6 +231,14 @@ class ThresholdComparer:
     def limits_text(self) -> str:
         return f"{MIN_THRESHOLDS}–{MAX_THRESHOLDS} values between 0 and 1, separated by commas"
 
+    def hint_text(self) -> str:
+        """The view's line under the thresholds: how a comparison runs, naming its gate."""
+        return (
+            f"{self.limits_text()}. Vanilla runs once; each threshold's {self._gate_label()} pass "
+            "resumes from it. Scroll to zoom and drag to pan (all images move together); click an "
+            "image to make its threshold the current one."
+        )
+
     # -- engine events -----------------------------------------------------------------------------
     def handle_event(self, event: EngineEvent | RunSaved | object) -> None:
         if self.run_id is None or getattr(event, "run_id", None) != self.run_id:

@@ -164,11 +164,7 @@ class ThresholdCompareDialog(QDialog):
         self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #b3261e;")
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.hint = QLabel(
-            f"{comparer.limits_text()}. Vanilla runs once; each threshold's TeaCache pass resumes "
-            "from it. Scroll to zoom and drag to pan (all images move together); click an image "
-            "to make its threshold the current one."
-        )
+        self.hint = QLabel(comparer.hint_text())
         self.hint.setWordWrap(True)
         self.hint.setFont(small_font(self.hint.font()))
         mute(self.hint)
@@ -220,6 +216,7 @@ class ThresholdCompareDialog(QDialog):
     # -- actions -----------------------------------------------------------------------------------
     def fill_defaults(self) -> None:
         self.thresholds.setText(self.comparer.default_text())
+        self.hint.setText(self.comparer.hint_text())  # the form's gate may have changed
 
     def start(self) -> int | None:
         return self.comparer.start(self.thresholds.text())
@@ -245,6 +242,7 @@ class ThresholdCompareDialog(QDialog):
         self.cancel_button.setEnabled(busy and c.status is not CompareStatus.cancelling)
         self.error.setText(c.message)
         self.error.setVisible(bool(c.message))
+        self.hint.setText(c.hint_text())
         self._show_status()
         self.about.setText(self._about_text())
         self.about.setVisible(bool(self.about.text()))
