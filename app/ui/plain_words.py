@@ -90,8 +90,13 @@ def run_summary(
         return reused + f" (no picture without {label} to compare with)"
     change = picture_change(ssim, local_diff)
     words = CHANGE_WORDS[change]
-    if change is Change.a_little and ssim >= SSIM_VERY_LITTLE:
-        words = "the picture changed very little overall, but one spot changed visibly"
+    # A visible spot is named whenever the Similarity card names it (``similarity_words``): SSIM
+    # averages one lost object away at any band.
+    if local_diff is not None and local_diff > LOCAL_VISIBLE:
+        if ssim >= SSIM_VERY_LITTLE:
+            words = "the picture changed very little overall, but one spot changed visibly"
+        else:
+            words += ", and one spot changed visibly"
     return f"{reused}; {words}"
 
 
