@@ -213,9 +213,22 @@ class ThresholdComparer:
         self.hardware = saved.hardware
         self.origin = f"the comparison of {friendly_time(entry.created)}"
         self.progress = _finished_text(len(saved.rows), len(saved.thresholds), saved.cancelled)
-        self.picked = None
+        self.warnings = list(entry.warning_messages)  # its notes, as when it ran
+        self.picked = self._shown_index(entry)
         self._changed()
         return True
+
+    def _shown_index(self, entry: HistoryEntry) -> int | None:
+        """The entry the main window shows where it shows this comparison (the History opens
+        its run there first): that one is the current one."""
+        run = self.session.run
+        if run.saved_entry != str(entry.folder) or run.request is None:
+            return None
+        threshold = run.request.threshold
+        return next(
+            (i for i, r in enumerate(self.rows) if r is not None and r.threshold == threshold),
+            None,
+        )
 
     # -- what the view reads -----------------------------------------------------------------------
     def same_skips(self) -> dict[int, int]:

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.report import label_head
 from app.storage.comparisons import ComparisonRow
+from app.ui.plain_words import LOCAL_VISIBLE, similarity_words
 from app.ui.theme import mute, muted, small_font
 from app.ui.threshold_compare_model import CompareStatus, ThresholdComparer
 
@@ -383,6 +384,11 @@ def _row_stats(row: ComparisonRow, note: str) -> str:
     skips = "—" if row.skips is None else f"{row.skips} of {row.steps} skipped"
     ssim = "—" if row.ssim is None else f"{row.ssim:.4f}"
     lines = [f"{skips} · SSIM {ssim}", f"time {_seconds(row.gated_seconds)}"]
+    local = row.local_diff
+    if row.ssim is not None and local is not None and local > LOCAL_VISIBLE:
+        # As the Similarity card says it; one line with the twin's note (the cell holds four).
+        spot = similarity_words(row.ssim, local)
+        note = f"{spot} · {note.replace('same steps skipped as', 'same as')}" if note else spot
     if row.speedup is not None:
         lines[-1] += f" · {row.speedup:.2f}×"
         lines.append(short_label(row.speedup_label))
