@@ -124,6 +124,7 @@ def default_thresholds(
         picked = _from_trace(params, trace, centre, count)
         if picked is not None:
             return picked
+
     # Each default must teach something: none the gate's calibration says cannot skip a step
     # here (the dialog would flag it "cannot skip any step"), unless no threshold can.
     def skips(value: float) -> bool:

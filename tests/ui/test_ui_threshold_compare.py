@@ -308,7 +308,7 @@ def test_a_tile_flags_one_spot_and_a_reopened_comparison_keeps_its_mark_and_note
     rows = [r for r in comparer.rows if r is not None]
     spots = [r.local_diff is not None and r.local_diff > LOCAL_VISIBLE for r in rows]
     assert True in spots and False in spots, [(r.skips, r.local_diff) for r in rows]
-    for cell, row, spot in zip(dialog.cells[1:], rows, spots, strict=True):
+    for cell, spot in zip(dialog.cells[1:], spots, strict=True):
         flagged = "one spot differs" in cell.stats.text()
         assert flagged is spot, cell.stats.text()
     note = next(w for w in comparer.warnings if "0.001" in w)
