@@ -517,6 +517,9 @@ class Session:
             return GatePlotData(f.gate, (), r.vanilla_steps, float(f.threshold), band, None)
         gate = request.gate if request is not None else f.gate
         threshold = request.threshold if request is not None else float(f.threshold)
+        # The threshold the gated steps drawn were decided against: a target search runs other
+        # thresholds than the request's, and shows its chosen one's pass at the end.
+        threshold = next((s.threshold for s in reversed(r.gated_steps) if s is not None), threshold)
         preview = float(f.threshold) if same else None
         band = self._band_reaching(r.band, max(threshold, preview or 0.0))
         return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, band, preview)
