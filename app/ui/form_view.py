@@ -37,6 +37,7 @@ from app.ui.form_model import FormModel
 from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
 from app.ui.observable import Binding, bind
+from app.ui.plain_words import calibration_tooltip, gate_unavailable
 from app.ui.quantize_view import QuantizeControl, bind_quantize
 from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeSpinBox
 from app.ui.theme import caption_font, mute, small_font
@@ -52,23 +53,14 @@ def section(text: str) -> QLabel:
     return label
 
 
-def calibration_text(variant: Variant, gate: str = DEFAULT_GATE) -> str:
-    """Where the gate's numbers for this variant come from (TeaCache's polynomial, MagCache's
-    table), in a few short lines; the reason where the variant has none."""
-    kind = gate_kind(gate)
-    calibration = kind.calibration_of(variant)
-    if calibration is None:
-        return variant.gate_unavailable_reason(gate) or ""
-    return kind.provenance_text(calibration)
-
-
 def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
-    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details. A
-    calibration made with LoRAs says so: it is for that LoRA set only."""
+    """The sidebar's plain line; the fit figures and their source sit under Details
+    (``plain_words.calibration_detail_lines``). A calibration made with LoRAs says so: it is for
+    that LoRA set only."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     if calibration is None:
-        return variant.gate_unavailable_reason(gate) or ""
+        return gate_unavailable(variant, gate) or ""
     scope = variant.calibration_scope
     threshold = kind.default_threshold(calibration)
     if scope is None or threshold is None:
@@ -567,10 +559,10 @@ class FormPanel:
         variant = self.form.variant
         self.view.variant_info.setText(self.session.variant_info())
         gate = self.form.gate
-        # The sidebar's plain line (the fit figures sit under Details); the full text is one
-        # hover away.
+        # The sidebar's plain line; the figures and their source sit under Details (#27 item 24:
+        # the hover held the calibrate command, formulas and commit hashes).
         self.view.calibration.setText(calibration_summary(variant, gate))
-        self.view.calibration.setToolTip(calibration_text(variant, gate))
+        self.view.calibration.setToolTip(calibration_tooltip(gate))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

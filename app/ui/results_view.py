@@ -25,8 +25,9 @@ from app.ui.banner import BannerStack
 from app.ui.form_view import section
 from app.ui.gate_plot import GatePlot
 from app.ui.images import ComparePanel
+from app.ui.plain_words import calibration_detail_lines
 from app.ui.refresh import RefreshScheduler
-from app.ui.run_details import RunDetails, describe_run
+from app.ui.run_details import NO_DETAILS, RunDetails, describe_run
 from app.ui.step_previews import live_image
 from app.ui.timeline import StepTimeline, TimelineLegend
 from app.ui.veil import Veil
@@ -154,6 +155,8 @@ class ResultsView(QWidget):
             r.resumed_from_changed,
             r.origin_changed,
             r.difference_changed,
+            f.variant_id_changed,  # Details before a run: the picked calibration's figures
+            f.gate_changed,
         ):
             signal.connect(lambda *_: refresh.schedule("stats"))
 
@@ -227,6 +230,9 @@ class ResultsView(QWidget):
             local_diff=r.local_diff,
         )
         details = describe_run(r)
+        if not details[1]:  # nothing run (or shown) yet: the picked gate's calibration
+            lines = calibration_detail_lines(self.form.variant, self.form.gate)
+            details = ("", [NO_DETAILS, *lines])
         if details != self._shown_details:  # stats refresh per step during a run: no relayout
             self._shown_details = details
             self.run_details.set_run(*details)

@@ -53,6 +53,7 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
+from app.ui.plain_words import gate_unavailable
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import UnknownVariantError, Variant, all_variants, get_variant
 
@@ -649,7 +650,7 @@ class Session:
         kind = gate_kind(f.gate)
         calibration = kind.calibration_of(f.variant)
         if calibration is None:
-            return f.variant.gate_unavailable_reason(f.gate) or ""
+            return gate_unavailable(f.variant, f.gate) or ""
         params = kind.params(calibration, max(float(f.threshold), 1e-9))
         band = self.gate_band()
         measured = band is not None and band.variant_id == f.variant_id and band.steps == f.steps

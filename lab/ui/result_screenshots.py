@@ -112,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     for index in (len(window.comparer.rows) - 1, 1):
         window.comparer.pick(index)
         shoot(window, f"details-after-pick-{index}")
+    window.resize(1024, 700)
+    for index in (len(window.comparer.rows) - 1, 2):
+        window.comparer.pick(index)
+        shoot(window, f"details-after-pick-{index}-1024x700")
+    window.resize(1600, 1000)
     dialog.close()
     window.close()
     window.shutdown()
