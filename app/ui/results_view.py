@@ -121,6 +121,7 @@ class ResultsView(QWidget):
             r.active_pass_changed,
             r.gated_thumbnails_changed,
             r.vanilla_thumbnails_changed,
+            f.gate_changed,  # before any run the gated row is the picked gate's
         ):
             signal.connect(lambda *_: self._timeline_changed(refresh))
         for signal in (r.gated_preview_changed, r.vanilla_preview_changed):
@@ -143,6 +144,7 @@ class ResultsView(QWidget):
             r.difference_changed,
             r.vanilla_cached_changed,
             r.origin_changed,
+            f.gate_changed,  # the gated image's title, before any run
         ):
             signal.connect(lambda *_: self.refresh_images())
         for signal in (

@@ -183,3 +183,15 @@ def test_every_tooltip_of_a_magcache_result_names_magcache(
     from app.ui.theme import DECISION_HELP
 
     assert not any("TeaCache" in text for text in DECISION_HELP.values())
+
+
+def test_the_timeline_row_names_the_picked_gate_before_a_run(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Picking MagCache before any run left the timeline's gated row labelled "TeaCache"."""
+    window = make_window(FakeEngine())
+    assert window.timeline.gate_name == "TeaCache"
+    pick(window.controls.gate_picker, "magcache")
+    qtbot.waitUntil(lambda: window.timeline.gate_name == "MagCache", timeout=SIGNAL_TIMEOUT_MS)
+    assert window.compare.titles[0].text() == "MagCache"
+    assert window.compare.gated_time_card.caption.text() == "MagCache time"
