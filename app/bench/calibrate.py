@@ -122,6 +122,7 @@ class Capturer:
 
     def capture(self, prompt: str) -> dict[str, Any]:
         from app.engine.events import Pass
+        from app.gate.kinds import observer_params
 
         request = replace(self.config.request, prompt=prompt, threshold=0.0)
         variant = request.variant
@@ -131,7 +132,7 @@ class Capturer:
             Pass.vanilla,
             pipeline,
             request,
-            variant.teacache_params(0.0),
+            observer_params(variant, request.gate, 0.0),
             _ignore,
             self._cancel,
             capture_output=True,
@@ -148,6 +149,11 @@ class Capturer:
             "prompt": prompt,
             # MagCache's calibration data: the residual's magnitude ratio at every step.
             "mag_ratio": [event.mag_ratio for event in result.events],
+            # The first-block probe's: each step's change against the previous steps.
+            "block_changes": [
+                None if event.block_changes is None else list(event.block_changes)
+                for event in result.events
+            ],
             "step": steps,
             "x": xs,
             "y": ys,
@@ -334,7 +340,7 @@ MAGCACHE_MAX_SKIPS = 2
 def magcache_document(
     config: CalibrateConfig,
     chunks: list[dict[str, Any]],
-    base_coefficients: tuple[float, ...],
+    base_coefficients: tuple[float, ...] | None,
     base_range: tuple[float, float] | None,
     teacache_threshold: float | None,
     threshold: float | None,
@@ -365,11 +371,13 @@ def magcache_document(
     return {
         "base_variant": config.request.variant_id,
         "name": config.name,
-        "coefficients": list(base_coefficients),
+        "coefficients": None if base_coefficients is None else list(base_coefficients),
         "calibrated_range": None if base_range is None else list(base_range),
         "default_threshold": teacache_threshold,
         "provenance": {
-            "source": "the base variant's TeaCache fit, unchanged (this file adds MagCache)",
+            "source": "the base variant's TeaCache fit, unchanged (this file adds MagCache)"
+            if base_coefficients is not None
+            else "no TeaCache calibration (this file holds MagCache's)",
         },
         GATE_NAME: {  # the MagCache section (``magcache_from_document`` reads it)
             "ratios": list(table),
@@ -398,5 +406,110 @@ def magcache_document(
             "prompts": list(config.prompts),
         },
         "per_prompt_ratios": traces,
+        "versions": versions,
+    }
+
+
+# The thresholds a probe calibration reports its simulated skips at (the published defaults
+# 0.05 and 0.12 among them: diffusers, nunchaku/krita).
+PROBE_CURVE = (0.03, 0.05, 0.08, 0.12, 0.16, 0.2, 0.3)
+
+
+def probe_document(
+    config: CalibrateConfig,
+    chunks: list[dict[str, Any]],
+    base: Any,
+    threshold: float,
+    versions: dict[str, str],
+) -> dict[str, Any]:
+    """A user calibration that keeps the base variant's TeaCache and MagCache numbers and records
+    the first-block probe's default threshold for this model with its basis: the first block's
+    change measured on every prompt's vanilla run, the probe's skips simulated on those traces at
+    the default and along ``PROBE_CURVE`` (exact along each vanilla trajectory), and where
+    skipping begins. Raises ValueError on missing data."""
+    import statistics
+
+    from app.gate.firstblock import GATE_NAME
+    from app.gate.kinds import FIRSTBLOCK_KIND
+
+    traces = []
+    for chunk in chunks:
+        changes = chunk.get("block_changes")
+        if changes is None:
+            raise ValueError(
+                "these captured prompts predate the first-block probe; rerun with --fresh"
+            )
+        traces.append([None if c is None else tuple(float(x) for x in c) for c in changes])
+    if not any(any(c for c in trace) for trace in traces):
+        raise ValueError("the vanilla runs recorded no first-block change (too few steps?)")
+    calibration = FIRSTBLOCK_KIND.calibration_of(base)
+    params = FIRSTBLOCK_KIND.params(calibration, threshold)
+
+    def skips(at: float) -> list[int]:
+        return [FIRSTBLOCK_KIND.skipped(params.with_threshold(at), trace) for trace in traces]
+
+    curve = []
+    for at in sorted({*PROBE_CURVE, threshold}):
+        found = skips(at)
+        curve.append(
+            {
+                "threshold": at,
+                "median_skipped": statistics.median(found),
+                "min_skipped": min(found),
+                "max_skipped": max(found),
+            }
+        )
+    onsets = [FIRSTBLOCK_KIND.engagement(params, trace).onset_threshold for trace in traces]
+    measured = [o for o in onsets if o is not None]
+    at_default = skips(threshold)
+    steps = config.request.steps
+    size = f"{config.request.width}×{config.request.height}"
+    onset_words = (
+        f"skipping begins at {statistics.median(measured):.3g} (median over the prompts, "
+        f"{min(measured):.3g}–{max(measured):.3g})"
+        if measured
+        else "no step was eligible"
+    )
+    return {
+        "base_variant": config.request.variant_id,
+        "name": config.name,
+        "coefficients": None if base.coefficients is None else list(base.coefficients),
+        "calibrated_range": None if base.calibrated_range is None else list(base.calibrated_range),
+        "default_threshold": base.default_threshold,
+        "provenance": (
+            {"source": "the base variant's TeaCache fit, unchanged (this file adds the probe's)"}
+            if base.coefficients is not None
+            else {"source": "no TeaCache calibration (this file holds the first-block probe's)"}
+        ),
+        GATE_NAME: {  # the probe's section (``firstblock_from_document`` reads it)
+            "default_threshold": threshold,
+            "warmup_steps": params.warmup_steps,
+            "max_consecutive_skips": params.max_consecutive_skips,
+            "provenance": {
+                "source": f"teacache-studio calibrate --gate firstblock, {dt.date.today()}: the "
+                "first block's change measured on this model's vanilla runs",
+                "data_size": f"{len(chunks)} prompts × {steps} steps, {size}, seed "
+                f"{config.request.seed}, guidance {config.request.guidance}",
+                "fit_metric": f"median skipped steps of {steps} at the default, simulated",
+                "fit_value": statistics.median(at_default),
+                "notes": f"at {threshold:g} the probe skips {statistics.median(at_default):g} of "
+                f"{steps} steps (median; {min(at_default)}–{max(at_default)} across the prompts) "
+                f"on these runs' own trajectories; {onset_words}",
+            },
+        },
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "recipe": {
+            "variant": config.request.variant_id,
+            "gate": GATE_NAME,
+            "steps": steps,
+            "size": [config.request.width, config.request.height],
+            "seed": config.request.seed,
+            "guidance": config.request.guidance,
+            "quantize": config.request.quantize,
+            "prompts": list(config.prompts),
+        },
+        "skip_curve": curve,
+        "onsets": onsets,
+        "per_prompt_changes": [[None if c is None else list(c) for c in t] for t in traces],
         "versions": versions,
     }

@@ -156,7 +156,7 @@ def _write_ratio_table(
         document = magcache_document(
             config,
             chunks,
-            tuple(base.coefficients),
+            None if base.coefficients is None else tuple(base.coefficients),
             base.calibrated_range,
             base.default_threshold,
             threshold,
@@ -185,10 +185,51 @@ def _write_ratio_table(
     return 0
 
 
+def _write_probe_trace(
+    args: argparse.Namespace,
+    config: CalibrateConfig,
+    base: Any,
+    chunks: list[dict[str, Any]],
+    variant_id: str,
+    versions: dict[str, str],
+) -> int:
+    """The first-block probe needs no fit: the vanilla runs' first-block changes give its
+    simulated skips on this model, and the default threshold is recorded with them."""
+    from app.bench.calibrate import probe_document
+    from app.variants.user import save_calibration
+
+    threshold = args.threshold
+    if threshold is None:
+        threshold = base.default_threshold_for(args.gate)
+    try:
+        document = probe_document(config, chunks, base, threshold, versions)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    path = save_calibration(document)
+    steps = config.request.steps
+    print(
+        f"{config.request.variant_id}: the first block's change on {len(chunks)} prompts × "
+        f"{steps} steps; {document[args.gate]['provenance']['notes']}"
+    )
+    print("\n| Threshold | Skipped, median (min–max) |\n|---|---|")
+    for row in document["skip_curve"]:
+        mark = " (default)" if row["threshold"] == threshold else ""
+        print(
+            f"| {row['threshold']:g}{mark} | {row['median_skipped']:g} of {steps} "
+            f"({row['min_skipped']}–{row['max_skipped']}) |"
+        )
+    print(
+        f"\nwrote {path}\nselect it with --variant {variant_id} --gate {args.gate} "
+        "(or in the app's variant list)"
+    )
+    return 0
+
+
 # How each calibration method is measured and saved (``GateKind.calibration_method``).
 _WRITERS = {
     CalibrationMethod.polynomial: _write_polynomial,
     CalibrationMethod.ratio_table: _write_ratio_table,
+    CalibrationMethod.probe_trace: _write_probe_trace,
 }
 
 
@@ -269,7 +310,8 @@ def setup(sub: argparse._SubParsersAction) -> None:
         choices=calibrated_gates(),
         default=DEFAULT_GATE,
         help="teacache: fit the polynomial (default); magcache: measure the per-step magnitude "
-        "ratio table",
+        "ratio table; firstblock: measure the first block's change and record the probe's "
+        "default threshold with the skips it gives on these prompts",
     )
     p.add_argument(
         "--retention-ratio",

@@ -275,9 +275,11 @@ def make_request(
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
     previews: bool = False,
-    gate: str = DEFAULT_GATE,
+    gate: str | None = None,
 ) -> GenerationRequest:
-    """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
+    """Validate user input and fill defaults from the registry. Raises ``RequestError``.
+    ``gate`` None: the variant's default for this model (``Variant.default_gate``: TeaCache where
+    it is calibrated for it, else the first-block probe)."""
     from app.variants import UnknownVariantError
 
     try:
@@ -296,6 +298,9 @@ def make_request(
             raise RequestError(str(exc)) from None
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
+    loras = tuple(loras)
+    if gate is None:
+        gate = variant.default_gate(loras, None if model_path is None else str(model_path))
     check_gate_for(variant, gate)
     if threshold is None:
         default = variant.default_threshold_for(gate)

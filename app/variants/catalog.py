@@ -6,14 +6,17 @@ Plain data: no MLX, no mflux, no files read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from app.families import Family
 from app.gate.decision import GateConfigError, TeaCacheParams
 from app.gate.kinds import (
+    DEFAULT_GATE,
     GATE_KINDS,
     TEACACHE_KIND,
+    UNCALIBRATED_GATE,
+    FirstBlockCalibration,
     GateParamsLike,
     MagCacheCalibration,
     TeaCacheCalibration,
@@ -46,6 +49,9 @@ class Variant:
     expected to engage. Every distilled variant states why (``distilled_reason``) and names a
     non-distilled ``base_variant`` to suggest; ``distilled_reason`` is None for the others.
     ``default_threshold`` is None where the gate cannot engage on the default schedule.
+    ``coefficients`` is None where TeaCache has no numbers for the variant (a model of this year
+    with no published fit): such a variant runs MagCache where it has a table, and the
+    first-block probe, which needs no calibration (``default_gate``).
     """
 
     id: str
@@ -55,7 +61,7 @@ class Variant:
     default_steps: int
     default_guidance: float | None  # None: the family takes no guidance value
     default_threshold: float | None  # None: the gate cannot engage on this variant's schedule
-    coefficients: tuple[float, float, float, float, float]
+    coefficients: tuple[float, float, float, float, float] | None
     provenance: Provenance
     hf_repo: str | None
     params_billion: float  # transformer + text encoder + VAE, for the memory estimate
@@ -77,11 +83,16 @@ class Variant:
     model_path: str | None = None
     stored_quantize: int | None = None
     magcache: MagCacheCalibration | None = None  # None: no MagCache table for this variant
+    # The first-block probe's settings measured for this variant (``calibrate --gate
+    # firstblock``); None: the kind's defaults (it needs no calibration).
+    firstblock: FirstBlockCalibration | None = None
 
     # -- the gates' calibrations: each gate kind reads its own (``GateKind.calibration_of``) --
     @property
-    def teacache(self) -> TeaCacheCalibration:
-        """TeaCache's numbers, kept as the variant's own fields (every variant has them)."""
+    def teacache(self) -> TeaCacheCalibration | None:
+        """TeaCache's numbers, kept as the variant's own fields; None without coefficients."""
+        if self.coefficients is None:
+            return None
         return TeaCacheCalibration(
             coefficients=self.coefficients,
             calibrated_range=self.calibrated_range,
@@ -92,12 +103,48 @@ class Variant:
         )
 
     @property
-    def calibrations(self) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
+    def calibrations(
+        self,
+    ) -> dict[str, TeaCacheCalibration | MagCacheCalibration | FirstBlockCalibration]:
         """Each gate's calibration for this variant, by gate name (a calibration names its
-        gate); a gate with none is absent. A kind's calibration of a new type is one more field
-        here (as ``magcache``)."""
-        found = (self.teacache, self.magcache)
+        gate); a gate with none is absent (the probe's kind then gives its defaults). A kind's
+        calibration of a new type is one more field here (as ``magcache``)."""
+        found = (self.teacache, self.magcache, self.firstblock)
         return {c.gate: c for c in found if c is not None}
+
+    def uncalibrated_reason(
+        self, loras: Sequence[object] = (), model_path: str | None = None
+    ) -> str | None:
+        """Why TeaCache has no calibration for the model that would run, in one sentence (the
+        window's note beside the gate), or None where it has one: a variant without TeaCache
+        numbers, a model folder (its weights are not the ones the numbers were fitted on), a LoRA
+        set (it was fitted without them)."""
+        probe = gate_kind(UNCALIBRATED_GATE).label
+        tea = TEACACHE_KIND.label
+        if self.teacache is None:
+            return (
+                f"{self.display_name} has no {tea} calibration, so the {probe} (which needs "
+                "none) is the default"
+            )
+        if self.model_path is not None or model_path is not None:
+            return (
+                f"{tea} was calibrated on the published weights, not this model folder's, so "
+                f"the {probe} (which needs no calibration) is the default"
+            )
+        if loras:
+            these = "this LoRA" if len(loras) == 1 else "these LoRAs"
+            return (
+                f"{tea} was calibrated without {these}, so the {probe} (which needs no "
+                "calibration) is the default"
+            )
+        return None
+
+    def default_gate(self, loras: Sequence[object] = (), model_path: str | None = None) -> str:
+        """The gate a run opens with: TeaCache where it has a calibration for the model that runs
+        (``uncalibrated_reason``), else the first-block probe."""
+        if self.uncalibrated_reason(loras, model_path) is None:
+            return DEFAULT_GATE
+        return UNCALIBRATED_GATE
 
     @property
     def gates(self) -> tuple[str, ...]:
@@ -145,8 +192,12 @@ class Variant:
     def teacache_params(
         self, threshold: float | None = None, **overrides: object
     ) -> TeaCacheParams:
-        """TeaCache's parameters at ``threshold`` (its default where None)."""
-        return TEACACHE_KIND.params(self.teacache, threshold, **overrides)
+        """TeaCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
+        with the reason where the variant has no TeaCache calibration."""
+        calibration = self.teacache
+        if calibration is None:
+            raise GateConfigError(self.gate_unavailable_reason(TEACACHE_KIND.name) or "")
+        return TEACACHE_KIND.params(calibration, threshold, **overrides)
 
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight

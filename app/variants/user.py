@@ -24,6 +24,7 @@ from app import paths
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate.decision import GateConfigError, TeaCacheParams
+from app.gate.kinds import firstblock_from_document
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import (
     Provenance,
@@ -84,26 +85,33 @@ def calibration_path(variant_id: str) -> Path:
 
 
 def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
-    """A copy of ``variant`` that uses coefficients from a user calibration file."""
+    """A copy of ``variant`` that uses the numbers of a user calibration file: its coefficients
+    (null where the base has no TeaCache numbers), and its MagCache and first-block sections
+    where it has them."""
+    coefficients = calibration["coefficients"]
     return replace(
         variant,
-        coefficients=tuple(float(c) for c in calibration["coefficients"]),  # type: ignore[arg-type]
+        coefficients=(
+            None if coefficients is None else tuple(float(c) for c in coefficients)  # type: ignore[arg-type]
+        ),
         calibrated_range=calibrated_range_from_json(calibration.get("calibrated_range")),
         default_threshold=calibration.get("default_threshold", variant.default_threshold),
         provenance=Provenance(**calibration["provenance"]),
         magcache=magcache_from_document(calibration) or variant.magcache,
+        firstblock=firstblock_from_document(calibration) or variant.firstblock,
     )
 
 
 def _check(data: dict[str, Any], source: Path) -> None:
     try:
-        coefficients = tuple(float(c) for c in data["coefficients"])
-        calibrated = data.get("calibrated_range")
-        TeaCacheParams(
-            coefficients=coefficients,
-            rel_l1_thresh=0.0,
-            calibrated_range=None if calibrated is None else tuple(calibrated),  # type: ignore[arg-type]
-        )
+        if data["coefficients"] is not None:  # null: the base has no TeaCache numbers
+            coefficients = tuple(float(c) for c in data["coefficients"])
+            calibrated = data.get("calibrated_range")
+            TeaCacheParams(
+                coefficients=coefficients,
+                rel_l1_thresh=0.0,
+                calibrated_range=None if calibrated is None else tuple(calibrated),  # type: ignore[arg-type]
+            )
         provenance = data["provenance"]
         allowed = {f.name for f in fields(Provenance)}
         if not isinstance(provenance, dict) or not set(provenance) <= allowed:
@@ -111,6 +119,9 @@ def _check(data: dict[str, Any], source: Path) -> None:
         magcache = magcache_from_document(data)
         if magcache is not None:
             magcache.params(0.0)  # validates the table and recipe
+        probe = firstblock_from_document(data)
+        if probe is not None:
+            probe.params()  # validates the threshold and guards
         threshold = data.get("default_threshold")
         if threshold is not None and not (
             math.isfinite(float(threshold)) and 0.0 <= float(threshold) <= 1.0
