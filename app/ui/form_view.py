@@ -383,6 +383,7 @@ class FormPanel:
         self.bindings = bind_form(c, f)
         f.gate_changed.connect(lambda _gate: self.refresh_threshold_hint())
         f.gate_changed.connect(lambda _gate: self.refresh_variant_info())
+        f.gate_note_changed.connect(lambda _note: self.refresh_variant_info())
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self.show_variant)
         f.size_changed.connect(self._show_size)
@@ -486,8 +487,10 @@ class FormPanel:
         self.view.variant_info.setText(self.session.variant_info())
         gate = self.form.gate
         # The sidebar's plain line (the fit figures sit under Details); the full text is one
-        # hover away.
-        self.view.calibration.setText(calibration_summary(variant, gate))
+        # hover away. Where the form opened on the probe because TeaCache has no calibration for
+        # this model, that line says why.
+        note = self.form.gate_note
+        self.view.calibration.setText(note or calibration_summary(variant, gate))
         self.view.calibration.setToolTip(calibration_text(variant, gate))
         self._refresh_download_row()
 

@@ -135,6 +135,9 @@ class GateKind(ABC, Generic[P, C, T]):
     skips_at_onset: ClassVar[bool]  # a threshold equal to the onset skips (the rule uses <=)
     exact_simulation: ClassVar[bool]  # the simulator is exact for a whole run (reads no latents)
     forced_skips: ClassVar[bool] = False  # ``bench --forced-skips`` drives this kind's numbers
+    # Runs without numbers measured on the model that runs: a model folder or a LoRA set leaves
+    # it as valid as on the base model (the first-block probe measures the model itself).
+    calibration_free: ClassVar[bool] = False
     plot: ClassVar[PlotSpec]
     # The engagement notice's words: where the onset comes from and what it is the smallest of.
     onset_source: ClassVar[str]

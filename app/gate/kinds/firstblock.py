@@ -111,6 +111,7 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
     skips_at_onset = False  # skips where the change is strictly below the threshold
     exact_simulation = False  # exact along the vanilla path; a real run drifts after a skip
     forced_skips = True  # ``FirstBlockParams.forced`` forces any pattern (bench --forced-skips)
+    calibration_free = True
     plot = PlotSpec(
         axis_label="first-block change",
         vanilla_legend="first-block change against the previous step",
