@@ -210,7 +210,10 @@ def sweep(
     if quality_only:
         kept = load(out / "compare-demo.json")
         document["command"] = kept["command"]
-        document.update({k: v for k, v in kept.items() if k.startswith("speed")})
+        speed = {k: v for k, v in kept.items() if k.startswith("speed")}
+        if "above_ideal_reason" in kept:  # the kept panel's own excuse travels with it
+            speed["above_ideal_reason"] = kept["above_ideal_reason"]
+        document.update(speed)
     else:
         document.update(measure_speed(texts[:speed_prompts], speed_reps, quiet=quiet))
     out.mkdir(parents=True, exist_ok=True)
@@ -701,6 +704,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_speed(document: dict[str, Any]) -> int:
     over = above_ideal(document)
+    if over and document.get("above_ideal_reason"):  # a kept panel, with its reason recorded
+        print(f"speed panel kept as measured: {document['above_ideal_reason']}", file=sys.stderr)
+        return 0
     if over:
         print(
             "speed rows above what skipping can deliver (the host's load changed between the "
