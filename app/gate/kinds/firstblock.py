@@ -233,8 +233,8 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
     def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
         if not gated:
             return [f"first-block change (vs previous step): {format_figure(step.block_change)}"]
-        return [
-            f"first-block change (vs last computed step): {format_figure(step.block_change)} vs "
+        return [  # ``accumulated``: the change this step compared with the threshold
+            f"first-block change (vs last computed step): {format_figure(step.accumulated)} vs "
             f"threshold {step.threshold:.4g}"
         ]
 
