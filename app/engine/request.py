@@ -122,6 +122,9 @@ class GenerationRequest:
     # step's time, but cost a little wall time; off for benchmarks and calibration.
     previews: bool = False
     gate: str = DEFAULT_GATE  # a gate kind's name (app.gate.kinds.GATES)
+    # Calibration: the vanilla pass also records each step's transformer-output change (a host
+    # sync a step, so such a vanilla is neither cached nor reused as a Generate's timed one).
+    capture_output: bool = False
 
     @property
     def variant(self) -> Variant:
@@ -202,6 +205,16 @@ def check_safetensors(path: Path) -> None:
         raise RequestError(f"the LoRA file {path} is not a readable .safetensors file")
 
 
+def check_lora_file(path: Path) -> None:
+    """Raises ``RequestError`` with one sentence unless ``path`` is an existing .safetensors file
+    with a readable header (what the window checks when a LoRA is picked, and every request)."""
+    if path.suffix.lower() != ".safetensors":
+        raise RequestError(f"a LoRA must be a .safetensors file, got {path}")
+    if not path.is_file():
+        raise RequestError(f"the LoRA file {path} does not exist")
+    check_safetensors(path)
+
+
 def check_loras(
     variant: Variant, loras: Iterable[LoraSpec | tuple[str, float]]
 ) -> tuple[LoraSpec, ...]:
@@ -228,11 +241,7 @@ def check_loras(
     out: list[LoraSpec] = []
     for spec in given:
         path = Path(spec.path).expanduser()
-        if path.suffix.lower() != ".safetensors":
-            raise RequestError(f"a LoRA must be a .safetensors file, got {spec.path}")
-        if not path.is_file():
-            raise RequestError(f"the LoRA file {spec.path} does not exist")
-        check_safetensors(path)
+        check_lora_file(path)
         try:
             scale = float(spec.scale)
         except (TypeError, ValueError):
@@ -247,6 +256,22 @@ def check_loras(
             raise RequestError(f"the LoRA file {path.name} is listed twice")
         out.append(LoraSpec(resolved, scale))
     return tuple(out)
+
+
+def check_prompt(variant: Variant, prompt: str) -> str:
+    """The prompt without surrounding blanks; ``RequestError`` where it is empty or (the embedded
+    demo draws only its own vocabulary) one the demo cannot parse."""
+    prompt = prompt.strip()
+    if not prompt:
+        raise RequestError("the prompt is empty; describe the image you want")
+    if variant.embedded:
+        from app.demo.prompt import PromptError, parse_prompt
+
+        try:
+            parse_prompt(prompt)
+        except PromptError as exc:
+            raise RequestError(str(exc)) from None
+    return prompt
 
 
 def check_gate_for(variant: Variant, gate: object) -> None:
@@ -286,21 +311,13 @@ def make_request(
         variant = get_variant(variant_id)
     except UnknownVariantError as exc:
         raise RequestError(str(exc)) from None
-    prompt = prompt.strip()
-    if not prompt:
-        raise RequestError("the prompt is empty; describe the image you want")
-    if variant.embedded:
-        from app.demo.prompt import PromptError, parse_prompt
-
-        try:
-            parse_prompt(prompt)
-        except PromptError as exc:
-            raise RequestError(str(exc)) from None
+    prompt = check_prompt(variant, prompt)
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
-    loras = tuple(loras)
-    if gate is None:
-        gate = variant.default_gate(loras, None if model_path is None else str(model_path))
+    checked_loras = check_loras(variant, loras)
+    if gate is None:  # the folder as ``_model_folder`` gives it, to match a calibration's scope
+        folder_given = None if model_path is None else str(Path(model_path).expanduser().resolve())
+        gate = variant.default_gate(checked_loras, folder_given)
     check_gate_for(variant, gate)
     if threshold is None:
         default = variant.default_threshold_for(gate)
@@ -351,7 +368,6 @@ def make_request(
                 f"them at {stored} bits, so leave quantize out or set it to {stored}"
             )
         quantize = stored
-    checked_loras = check_loras(variant, loras)
     return GenerationRequest(
         variant_id=variant.id,
         prompt=prompt,

@@ -10,7 +10,6 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -39,9 +38,11 @@ from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
 from app.ui.observable import Binding, bind
 from app.ui.quantize_view import QuantizeControl, bind_quantize
+from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeSpinBox
 from app.ui.theme import caption_font, mute, small_font
 from app.ui.variant_picker import VariantPicker
 from app.variants import Variant, get_variant
+from app.variants.user import SEPARATOR
 
 
 def section(text: str) -> QLabel:
@@ -62,12 +63,23 @@ def calibration_text(variant: Variant, gate: str = DEFAULT_GATE) -> str:
 
 
 def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
-    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details."""
+    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details. A
+    calibration made with LoRAs says so: it is for that LoRA set only."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     if calibration is None:
         return variant.gate_unavailable_reason(gate) or ""
-    return kind.calibration_summary(calibration)
+    scope = variant.calibration_scope
+    threshold = kind.default_threshold(calibration)
+    if scope is None or threshold is None:
+        return kind.calibration_summary(calibration)
+    # A calibration made in this app: its threshold is the one it was given or its base's,
+    # not one measured for it (as the built-in table's are).
+    name = variant.id.rpartition(SEPARATOR)[2]
+    text = f"Your own calibration “{name}”; its default threshold is {threshold:g}."
+    if scope.loras:
+        text += f" Made {scope.lora_words()}: for that LoRA set only."
+    return text + " Figures: Details, under the images."
 
 
 class ThresholdControl(QWidget):
@@ -82,8 +94,7 @@ class ThresholdControl(QWidget):
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, self.STEPS)
         self.slider.setPageStep(50)
-        self.spin = QDoubleSpinBox()
-        self.spin.setRange(0.0, 1.0)
+        self.spin = RangeDoubleSpinBox("The threshold", 0.0, 1.0)
         self.spin.setDecimals(4)
         self.spin.setSingleStep(0.0025)
         self.spin.setKeyboardTracking(False)  # commit on Enter or focus-out, not per keystroke
@@ -183,18 +194,18 @@ class ControlsView(QFrame):
         self.steps_problem.setFont(small_font(self.steps_problem.font()))
         self.steps_problem.setStyleSheet("color: #c62828;")
         self.steps_problem.setVisible(False)
-        self.seed = QSpinBox()
-        self.seed.setRange(0, MAX_SEED)
+        self.seed = RangeSpinBox("The seed", 0, MAX_SEED)
         self.seed.setAccelerated(True)
+        self.seed_note = RangeNote(self.seed)
         self.random_seed = QToolButton()
         self.random_seed.setText("Random")
         self.random_seed.setToolTip("Pick a random seed (Ctrl+R)")
         self.size_combo = QComboBox()
         self.guidance_label = QLabel("Guidance")
-        self.guidance = QDoubleSpinBox()
-        self.guidance.setRange(*GUIDANCE_RANGE)  # the range make_request accepts
+        self.guidance = RangeDoubleSpinBox("Guidance", *GUIDANCE_RANGE)  # make_request's range
         self.guidance.setSingleStep(0.5)
         self.guidance.setDecimals(1)
+        self.guidance_note = RangeNote(self.guidance)
         self.quantize_label = QLabel("Quantization")
         self.quantize = QuantizeControl()
 
@@ -204,6 +215,7 @@ class ControlsView(QFrame):
             "TeaCache skips a step while the accumulated predicted change stays below this value. "
             "0 turns skipping off. The slider is finer near 0, where calibrated thresholds live."
         )
+        self.threshold_note = RangeNote(self.threshold.spin)
         self.threshold_reset = QToolButton()
         self.threshold_reset.setText("Reset")
         self.threshold_reset.setToolTip("Back to this variant's default threshold")
@@ -270,12 +282,16 @@ class ControlsView(QFrame):
         seed_row.addWidget(self.seed, 1)
         seed_row.addWidget(self.random_seed)
         grid.addLayout(seed_row, 2, 1)
-        grid.addWidget(QLabel("Size"), 3, 0)
-        grid.addWidget(self.size_combo, 3, 1)
-        grid.addWidget(self.guidance_label, 4, 0)
-        grid.addWidget(self.guidance, 4, 1)
-        grid.addWidget(self.quantize_label, 5, 0, Qt.AlignmentFlag.AlignTop)
-        grid.addWidget(self.quantize, 5, 1)
+        grid.addWidget(self.seed_note, 3, 1)
+        grid.addWidget(QLabel("Size"), 4, 0)
+        grid.addWidget(self.size_combo, 4, 1)
+        grid.addWidget(self.guidance_label, 5, 0)
+        grid.addWidget(self.guidance, 5, 1)
+        grid.addWidget(self.guidance_note, 6, 1)
+        # The levels' labels ("16-bit · up to 39 GB · cannot load") need the sidebar's width:
+        # beside the label they were cut.
+        grid.addWidget(self.quantize_label, 7, 0, 1, 2)
+        grid.addWidget(self.quantize, 8, 0, 1, 2)
         grid.setColumnStretch(1, 1)
         layout.addLayout(grid)
         layout.addSpacing(10)
@@ -292,11 +308,23 @@ class ControlsView(QFrame):
         threshold_row.addWidget(self.threshold, 1)
         threshold_row.addWidget(self.threshold_reset)
         layout.addLayout(threshold_row)
+        layout.addWidget(self.threshold_note)
         layout.addWidget(self.threshold_hint)
         layout.addWidget(self.rerun)
         self.form_layout = layout  # the window adds the target-quality panel below the rerun box
         layout.addSpacing(10)
-        layout.addWidget(section("Calibration"))
+        calibration_header = QHBoxLayout()
+        calibration_header.addWidget(section("Calibration"))
+        calibration_header.addStretch(1)
+        self.calibrate_button = QToolButton()  # Model ▸ Calibrate This Model…, beside the note
+        self.calibrate_button.setText("Calibrate…")
+        self.calibrate_button.setObjectName("Flat")
+        self.calibrate_button.setToolTip(
+            "Calibrate This Model…: measure this model's own pace (with its LoRAs and "
+            "quantization) for TeaCache and MagCache"
+        )
+        calibration_header.addWidget(self.calibrate_button)
+        layout.addLayout(calibration_header)
         self.calibration = QLabel()
         self.calibration.setWordWrap(True)
         self.calibration.setFont(small_font(self.calibration.font()))

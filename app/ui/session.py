@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from app.engine.calibration import Calibrate
 from app.engine.jobs import Generate, Job
 from app.engine.notices import schedule_check
 from app.engine.request import RequestError, check_steps
@@ -36,6 +37,7 @@ from app.storage.history import (
     gated_caption,
     history_origin,
     lora_captions,
+    report_metadata,
     speedup_caption,
 )
 from app.storage.settings import Settings, SettingsStore
@@ -52,7 +54,7 @@ from app.ui.analysis import (
 )
 from app.ui.defaults import MAX_SEED
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
-from app.variants import Variant, all_variants, get_variant
+from app.variants import UnknownVariantError, Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
     from app.ui.downloads import ModelStore
@@ -63,6 +65,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
 MODEL_FOLDER_NOTICE = "model-folder"
+EXPORT_TITLE = "Cannot export"
+OPEN_TITLE = "Cannot open the saved run"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +232,10 @@ class Session:
             current = self.form.request()
         except RequestError:
             current = None
-        if current is not None and replace(current, resume=request.resume) == request:
+        # How the result was reached (resumed from a cached vanilla, drawn live step by step)
+        # changes none of its figures: a reopened run whose settings match is not stale.
+        how = {"resume": request.resume, "previews": request.previews}
+        if current is not None and replace(current, **how) == request:
             return ""
         what = "run from history" if r.run_id < 0 else "previous run"
         parts = [request.variant_id, f"{request.steps} steps", f"threshold {request.threshold:g}"]
@@ -245,9 +252,16 @@ class Session:
         return f"{what}: " + ", ".join(parts)
 
     def gate_plot_note(self) -> str:
-        """The gate plot's caveat for the shown run's LoRAs (the form's before any run)."""
+        """The gate plot's caveat for the shown run's LoRAs (the form's before any run), against
+        what its variant's calibration was made with."""
         request = self.run.request
-        return lora_calibration_note(request.loras if request is not None else self.form.loras)
+        if request is None:
+            return lora_calibration_note(self.form.loras, self.form.variant)
+        try:
+            variant = request.variant
+        except UnknownVariantError:  # a run from the history whose calibration is gone
+            variant = None
+        return lora_calibration_note(request.loras, variant)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():
@@ -287,12 +301,14 @@ class Session:
     def open_entry(self, entry: HistoryEntry) -> bool:
         """Show a saved run (inputs and results). Refused while a run is going."""
         if self.engine.busy:
-            self.run.fail_locally("wait for the current run to finish before opening another")
+            self.run.fail_locally(
+                "wait for the current run to finish before opening another", title=OPEN_TITLE
+            )
             return False
         try:
             report = entry.report
         except (OSError, ValueError) as exc:
-            self.run.fail_locally(f"could not open the saved run: {exc}")
+            self.run.fail_locally(f"could not read the saved run: {exc}", title=OPEN_TITLE)
             return False
         request = entry.to_request()
         if request is not None:
@@ -313,8 +329,9 @@ class Session:
         return export_name(self.form.gate, self.form.variant_id, int(self.form.seed))
 
     def can_export(self) -> bool:
+        """A finished result is on screen (File ▸ Export is enabled only then)."""
         if self.run.gated_image is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return False
         return True
 
@@ -324,7 +341,7 @@ class Session:
         path written, or None with one clear message where nothing could be written."""
         gated = self.run.gated_image
         if gated is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return None
         saved = self.run.saved_entry
         entry = self.history.get(Path(saved).name) if saved else None
@@ -339,12 +356,17 @@ class Session:
                 metadata=self.export_metadata(),
             )
         except OSError as exc:
-            self.run.fail_locally(f"could not export to {path}: {exc.strerror or exc}")
+            self.run.fail_locally(
+                f"could not export to {path}: {exc.strerror or exc}", title=EXPORT_TITLE
+            )
             return None
 
     def export_metadata(self) -> dict[str, str]:
-        """The shown run's numbers for the PNG's text chunks (its request's, else the form's)."""
+        """The shown run's numbers for the PNG's text chunks: its report's, with the speedup as
+        the card shows it (before the report, the request's, else the form's)."""
         r, f = self.run, self.form
+        if r.report is not None:
+            return report_metadata(r.report, shown_speedup=(r.speedup, r.speedup_label))
         request = r.request
         return export_metadata(
             prompt=request.prompt if request is not None else f.prompt,
@@ -467,6 +489,8 @@ class Session:
         measured (its engagement, the check the engine warned it with) only where that run ran
         this gate: never another result's, nor another gate's."""
         f, r = self.form, self.run
+        if self.steps_problem() is not None:
+            return None  # no schedule to judge: the steps' own sentence is under Steps
         shown = r.request if self.same_schedule else None
         same_gate = shown if shown is not None and shown.gate == f.gate else None
         return schedule_notice(
@@ -496,6 +520,24 @@ class Session:
         preview = float(f.threshold) if same else None
         return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, r.band, preview)
 
+    # -- calibrations ------------------------------------------------------------------------------
+    def adopt_calibration(self, variant_id: str, job: Calibrate) -> bool:
+        """A calibration was just saved (``app.ui.calibrate_model``): select it with the inputs
+        it was measured with (steps, size, seed, guidance, quantization, LoRA set; the prompt
+        stays), its first calibrated gate at its own default threshold, and remember them."""
+        r = job.request
+        if not self.select_variant(variant_id):
+            return False
+        f = self.form
+        f.steps, f.seed, f.size = r.steps, r.seed, (r.width, r.height)
+        if r.guidance is not None:
+            f.guidance = r.guidance
+        f.loras, f.quantize = r.loras, r.quantize
+        f.select_gate(job.gates[0])
+        f.reset_threshold()
+        self.persist_inputs()
+        return True
+
     # -- model folders -----------------------------------------------------------------------------
     def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:
         """Check and remember a local model folder; its variant id (for ``select_variant`` once
@@ -506,6 +548,9 @@ class Session:
             entry = add_model_folder(folder, base_variant)
         except UserFacingError as exc:
             self._folder_notice(str(exc))
+            return None
+        except OSError as exc:  # the list of folders could not be written
+            self._folder_notice(f"could not remember {folder}: {exc.strerror or exc}")
             return None
         self.dismiss(MODEL_FOLDER_NOTICE)
         return entry.variant_id
@@ -572,6 +617,8 @@ class Session:
     def threshold_hint(self) -> str:
         """Eligible steps and where skipping begins, in the picked gate's own numbers."""
         f = self.form
+        if self.steps_problem() is not None:
+            return ""  # the steps' own sentence is the one message
         kind = gate_kind(f.gate)
         calibration = kind.calibration_of(f.variant)
         if calibration is None:

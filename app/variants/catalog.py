@@ -6,8 +6,10 @@ Plain data: no MLX, no mflux, no files read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePath
+from typing import Protocol
 
 from app.families import Family
 from app.gate.decision import GateConfigError, TeaCacheParams
@@ -16,7 +18,6 @@ from app.gate.kinds import (
     GATE_KINDS,
     TEACACHE_KIND,
     UNCALIBRATED_GATE,
-    FirstBlockCalibration,
     GateParamsLike,
     MagCacheCalibration,
     TeaCacheCalibration,
@@ -28,7 +29,9 @@ from app.gate.magcache import MagCacheParams
 from app.gate.provenance import Provenance
 
 __all__ = [
+    "CalibrationScope",
     "Family",
+    "LoraLike",
     "MagCacheCalibration",
     "Provenance",
     "TeaCacheCalibration",
@@ -39,6 +42,43 @@ __all__ = [
     "magcache_from_json",
     "quantize_label",
 ]
+
+
+class LoraLike(Protocol):
+    """A LoRA file as a request names it (``app.engine.request.LoraSpec``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def scale(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationScope:
+    """What a user calibration was measured under, beyond its base variant: the model folder
+    (absolute path; None: the variant's Hugging Face weights), the LoRA set (each file's absolute
+    path and scale) and the quantization (None: full precision). A built-in calibration has none:
+    it was measured on the base weights, without LoRAs."""
+
+    model_path: str | None = None
+    loras: tuple[tuple[str, float], ...] = ()
+    quantize: int | None = None
+
+    def fits(self, model_path: str | None, loras: Iterable[LoraLike]) -> bool:
+        """Measured on these weights with exactly this LoRA set (in any order)."""
+        given = sorted((lora.path, float(lora.scale)) for lora in loras)
+        return model_path == self.model_path and given == sorted(self.loras)
+
+    def lora_words(self) -> str:
+        """ "with LoRA a.safetensors × 1, b.safetensors × 0.5", or "" without LoRAs."""
+        if not self.loras:
+            return ""
+        names = ", ".join(f"{PurePath(path).name} × {scale:g}" for path, scale in self.loras)
+        return f"with LoRA {names}"
+
+
+BUILTIN_SCOPE = CalibrationScope()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +123,9 @@ class Variant:
     model_path: str | None = None
     stored_quantize: int | None = None
     magcache: MagCacheCalibration | None = None  # None: no MagCache table for this variant
-    # The first-block probe's settings measured for this variant (``calibrate --gate
-    # firstblock``); None: the kind's defaults (it needs no calibration).
-    firstblock: FirstBlockCalibration | None = None
+    # What a user calibration was measured under (None: a built-in calibration, measured on the
+    # Hub weights without LoRAs); see ``calibrated_for``.
+    calibration_scope: CalibrationScope | None = None
 
     # -- the gates' calibrations: each gate kind reads its own (``GateKind.calibration_of``) --
     @property
@@ -105,20 +145,21 @@ class Variant:
     @property
     def calibrations(
         self,
-    ) -> dict[str, TeaCacheCalibration | MagCacheCalibration | FirstBlockCalibration]:
+    ) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
         """Each gate's calibration for this variant, by gate name (a calibration names its
-        gate); a gate with none is absent (the probe's kind then gives its defaults). A kind's
-        calibration of a new type is one more field here (as ``magcache``)."""
-        found = (self.teacache, self.magcache, self.firstblock)
+        gate); a gate with none is absent (the first-block probe needs none: its kind gives its
+        defaults). A kind's calibration of a new type is one more field here (as ``magcache``)."""
+        found = (self.teacache, self.magcache)
         return {c.gate: c for c in found if c is not None}
 
     def uncalibrated_reason(
-        self, loras: Sequence[object] = (), model_path: str | None = None
+        self, loras: Iterable[LoraLike] = (), model_path: str | None = None
     ) -> str | None:
         """Why TeaCache has no calibration for the model that would run, in one sentence (the
         window's note beside the gate), or None where it has one: a variant without TeaCache
-        numbers, a model folder (its weights are not the ones the numbers were fitted on), a LoRA
-        set (it was fitted without them)."""
+        numbers, a model folder its numbers were not measured on, a LoRA set they were not
+        measured with (``calibrated_for``: a user calibration made on that folder with that set
+        is one)."""
         probe = gate_kind(UNCALIBRATED_GATE).label
         tea = TEACACHE_KIND.label
         if self.teacache is None:
@@ -126,20 +167,26 @@ class Variant:
                 f"{self.display_name} has no {tea} calibration, so the {probe} (which needs "
                 "none) is the default"
             )
-        if self.model_path is not None or model_path is not None:
+        scope = self.calibration_scope or BUILTIN_SCOPE
+        folder = self.model_path if model_path is None else model_path
+        if folder != scope.model_path:
             return (
-                f"{tea} was calibrated on the published weights, not this model folder's, so "
-                f"the {probe} (which needs no calibration) is the default"
+                f"{tea} was calibrated on other weights than this model folder's, so the "
+                f"{probe} (which needs no calibration) is the default"
             )
-        if loras:
-            these = "this LoRA" if len(loras) == 1 else "these LoRAs"
-            return (
-                f"{tea} was calibrated without {these}, so the {probe} (which needs no "
-                "calibration) is the default"
-            )
+        loras = tuple(loras)
+        if not scope.fits(folder, loras):
+            if not scope.loras:
+                these = "this LoRA" if len(loras) == 1 else "these LoRAs"
+                why = f"{tea} was calibrated without {these}"
+            elif loras:
+                why = f"{tea} was calibrated {scope.lora_words()}, not with this set"
+            else:
+                why = f"{tea} was calibrated {scope.lora_words()}, and this run has none"
+            return f"{why}, so the {probe} (which needs no calibration) is the default"
         return None
 
-    def default_gate(self, loras: Sequence[object] = (), model_path: str | None = None) -> str:
+    def default_gate(self, loras: Iterable[LoraLike] = (), model_path: str | None = None) -> str:
         """The gate a run opens with: TeaCache where it has a calibration for the model that runs
         (``uncalibrated_reason``), else the first-block probe."""
         if self.uncalibrated_reason(loras, model_path) is None:
@@ -153,6 +200,15 @@ class Variant:
         return tuple(
             name for name, kind in GATE_KINDS.items() if kind.calibration_of(self) is not None
         )
+
+    def calibrated_for(self, loras: Iterable[LoraLike] = ()) -> bool:
+        """The gates' numbers were measured on this variant's weights (its model folder, if it
+        is one) with exactly this LoRA set: a model folder's variant borrows its base's numbers
+        and a LoRA changes what the model computes, so neither is "calibrated for" until a user
+        calibration is made with it (``teacache-studio calibrate`` or the window's Calibrate
+        This Model…)."""
+        scope = self.calibration_scope or BUILTIN_SCOPE
+        return scope.fits(self.model_path, loras)
 
     def gate_unavailable_reason(self, gate: str) -> str | None:
         """None where ``gate`` can run on this variant, else one sentence saying why not."""

@@ -195,14 +195,14 @@ def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
     measures it on (eager, and the compiled split where mflux compiles), so the resumed pass takes
     the same first skip. The threshold sits just above the smallest change after a 2-step warm-up
     (the trace's own onset), so the first skip comes after replayed steps."""
-    from app.gate.kinds import FIRSTBLOCK_KIND, FirstBlockCalibration
-    from app.gate.provenance import Provenance
+    from app.gate.kinds import FIRSTBLOCK_KIND
+    from app.gate.kinds import firstblock as probe_kind
 
     variant_id, pipeline, steps, size = shell
     probe_id = f"test-probe-{variant_id}"
-    monkeypatch.setitem(variants.VARIANTS, probe_id, replace(
-        variants.get_variant(variant_id), id=probe_id, distilled=False,
-        firstblock=FirstBlockCalibration(0.1, Provenance("test"), warmup_steps=2)))  # fmt: skip
+    variant = replace(variants.get_variant(variant_id), id=probe_id, distilled=False)
+    monkeypatch.setitem(variants.VARIANTS, probe_id, variant)
+    monkeypatch.setattr(probe_kind, "DEFAULTS", replace(probe_kind.DEFAULTS, warmup_steps=2))
     with common.use_precision(mx.float32):
         engine = Engine(loader=lambda *args: pipeline)
 
@@ -216,7 +216,7 @@ def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
 
         changes = run(0.0, resume=False)["vanilla_block_changes"]
         trace = [None if c is None else tuple(c) for c in changes]
-        params = variants.get_variant(probe_id).params_for("firstblock", 0.1)
+        params = FIRSTBLOCK_KIND.params(FIRSTBLOCK_KIND.calibration_of(variant), 0.1)
         onset = FIRSTBLOCK_KIND.engagement(params, trace).onset_threshold
         assert onset is not None and onset < 0.999  # random weights: measured 0.6–1.0 per step
         threshold = onset * 1.001

@@ -8,7 +8,10 @@ trace. It records every request and the thread each call ran on, caches vanilla 
 ``GenerationRequest.vanilla_key()`` like the real engine, honours cancel within one step, and can
 be held step by step by a test (``StepGate``) instead of sleeping. It runs one request per ``run``,
 as the real engine does, so every kind of job (a Generate, a threshold comparison, a target-quality
-search, a sweep) runs on it through the one job runner (``app.engine.jobs.run_job``).
+search, a sweep, a calibration) runs on it through the one job runner (``app.engine.jobs.run_job``).
+A calibration's vanilla pass (``capture_output``) records the output's change as
+``FAKE_OUTPUT_POLYNOMIAL`` of the signal's and a magnitude ratio of ``fake_mag_ratio``, so a fit
+on its data has a known answer.
 """
 
 from __future__ import annotations
@@ -45,6 +48,18 @@ from app.gate.kinds import kind_of, observer_params
 from app.variants import check_schedule
 
 Trace = Sequence[float | None]
+# The fake's output change for a signal change x on a calibration pass (high → low, through the
+# origin): what a fit of its data must recover.
+FAKE_OUTPUT_POLYNOMIAL = (3.0, -2.0, 0.5, 0.8, 0.0)
+
+
+def fake_output_change(x: float) -> float:
+    return float(np.polyval(FAKE_OUTPUT_POLYNOMIAL, x))
+
+
+def fake_mag_ratio(x: float) -> float:
+    """The residual's magnitude ratio the fake records: smaller where the signal moved more."""
+    return 1.0 - 0.25 * x
 
 
 @dataclass(frozen=True)
@@ -241,7 +256,8 @@ class FakeEngine:
             emit(notice)
 
         key = request.vanilla_key()
-        vanilla = self._vanilla.get(key) if self.cache_vanilla and request.compare_vanilla else None
+        cacheable = self.cache_vanilla and not request.capture_output  # as the real engine
+        vanilla = self._vanilla.get(key) if cacheable and request.compare_vanilla else None
         cached = vanilla is not None
         if request.compare_vanilla:
             if vanilla is not None:
@@ -253,7 +269,7 @@ class FakeEngine:
                 )
             else:
                 vanilla = self._vanilla_pass(run_id, request, observe, trace, emit, cancel, script)
-                if self.cache_vanilla:
+                if cacheable:
                     self._vanilla[key] = vanilla
         # As the real engine: where skipping begins, measured once for the warning and report.
         found = kind.engagement(params, kind.trace(vanilla.steps)) if vanilla is not None else None
@@ -427,8 +443,9 @@ def observed_steps(
     request: GenerationRequest, params: TeaCacheParams, trace: Trace, seconds: float
 ) -> tuple[StepEvent, ...]:
     """What a vanilla (observing) pass records on the scripted rel-L1 trace: each step's
-    prediction, and the first-block probe's changes against each previous step (made up from the
-    trace: the sum of the consecutive changes between the two steps)."""
+    prediction (with a capture's output change and magnitude ratio), and the first-block probe's
+    changes against each previous step (made up from the trace: the sum of the consecutive
+    changes between the two steps)."""
     steps = []
     for index, measured in enumerate(trace):
         predicted: float | None = None
@@ -439,6 +456,7 @@ def observed_steps(
                 predicted = None if math.isnan(value) else value
             if predicted is None:
                 decision = Decision.numerical_miss
+        captured = request.capture_output and measured is not None
         back = [trace[index - k] for k in range(min(index, TRACE_DEPTH))]
         changes = (
             tuple(sum(abs(x or 0.0) for x in back[: k + 1]) for k in range(len(back)))
@@ -455,6 +473,8 @@ def observed_steps(
                 predicted,
                 params.rel_l1_thresh,
                 seconds,
+                output_rel_l1=fake_output_change(measured) if captured else None,  # type: ignore[arg-type]
+                mag_ratio=fake_mag_ratio(measured) if captured else None,  # type: ignore[arg-type]
                 block_change=changes[0] if changes else None,
                 block_changes=changes,
             )

@@ -47,12 +47,8 @@ def test_the_guards_warm_up_the_last_step_and_skips_in_a_row() -> None:
     # Every change is small: warm-up, then at most two skips in a row, the last step computes.
     verdicts = [decide_firstblock(params, state, i, 9, 0.1) for i in range(9)]
     assert letters(verdicts) == "FFSSCSSCF"
-    assert [v.store_residual for v in verdicts] == [True, True, False, False, True] + [
-        False,
-        False,
-        True,
-        False,
-    ]
+    stored = [True, True, False, False, True, False, False, True, False]
+    assert [v.store_residual for v in verdicts] == stored
     assert params.eligible_steps(9) == 6
     off = FirstBlockParams(threshold=0.0)
     assert not off.enabled
@@ -152,4 +148,8 @@ def test_forced_skips_whatever_the_change_for_timing() -> None:
 
 
 class _NoCalibrations:
-    calibrations: dict[str, object] = {}
+    """A variant with no calibration for any gate."""
+
+    @property
+    def calibrations(self) -> dict[str, object]:
+        return {}

@@ -35,8 +35,6 @@ from app.gate.kinds.base import (
 from app.gate.kinds.firstblock import (
     FIRSTBLOCK_KIND,
     FirstBlockCalibration,
-    firstblock_from_document,
-    firstblock_from_json,
 )
 from app.gate.kinds.magcache import (
     MAGCACHE_KIND,
@@ -160,8 +158,6 @@ __all__ = [
     "UnknownGateError",
     "calibrated_gates",
     "check_gate",
-    "firstblock_from_document",
-    "firstblock_from_json",
     "format_threshold",
     "gate_kind",
     "kind_of",

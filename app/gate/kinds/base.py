@@ -46,9 +46,6 @@ class CalibrationMethod(StrEnum):
 
     polynomial = "polynomial"  # (signal change, output change) pairs, a degree-4 fit
     ratio_table = "ratio-table"  # per-step mean magnitude ratios of the residual
-    # the first block's change per step on each prompt: the probe's skips simulated against the
-    # threshold, and the default threshold recorded with that basis
-    probe_trace = "probe-trace"
 
 
 class Calibrated(Protocol):

@@ -1,15 +1,15 @@
 """The first-block probe as a gate kind: each step runs the transformer's first block and compares
 its residual with the last computed step's; where it changed less than the threshold, the rest of
 the stack is skipped (``app.gate.firstblock``). It needs no calibration, so it runs on every
-variant: its "calibration" is the kind's defaults, or a default threshold ``calibrate --gate
-firstblock`` recorded for a variant from its own measured trace."""
+variant: its "calibration" is the kind's defaults, the same for every model (``calibrate`` refuses
+it in one sentence: there is nothing to measure)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from app.gate.decision import Decision, Verdict
 from app.gate.events import StepEvent
@@ -24,7 +24,6 @@ from app.gate.firstblock import (
 from app.gate.firstblock import onset as probe_onset
 from app.gate.kinds.base import (
     Calibrated,
-    CalibrationMethod,
     Candidate,
     GateKind,
     PlotSpec,
@@ -45,9 +44,8 @@ Changes = tuple[float, ...]
 
 @dataclass(frozen=True, slots=True)
 class FirstBlockCalibration:
-    """The probe's settings for a variant: its default threshold and guards, and where the
-    default comes from (the published defaults and the demo's sweep, or a variant's own measured
-    trace from ``calibrate --gate firstblock``)."""
+    """The probe's settings: its default threshold and guards, and where they come from (the
+    published defaults and the demo's sweep)."""
 
     default_threshold: float | None
     provenance: Provenance
@@ -79,23 +77,6 @@ DEFAULTS = FirstBlockCalibration(
 )
 
 
-def firstblock_from_json(data: dict[str, Any]) -> FirstBlockCalibration:
-    """A calibration file's ``firstblock`` block (see ``app.bench.calibrate``)."""
-    threshold = data.get("default_threshold")
-    return FirstBlockCalibration(
-        default_threshold=None if threshold is None else float(threshold),
-        provenance=Provenance(**data["provenance"]),
-        warmup_steps=int(data.get("warmup_steps", DEFAULT_WARMUP_STEPS)),
-        max_consecutive_skips=int(data.get("max_consecutive_skips", DEFAULT_MAX_CONSECUTIVE_SKIPS)),
-    )
-
-
-def firstblock_from_document(document: dict[str, Any]) -> FirstBlockCalibration | None:
-    """A calibration document's probe section (the ``firstblock`` key), or None without one."""
-    section = document.get(GATE_NAME)
-    return None if section is None else firstblock_from_json(section)
-
-
 class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes]):
     name = GATE_NAME
     label = "First-block probe"
@@ -106,7 +87,7 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
     threshold_quantity = "first-block change"
     params_type = FirstBlockParams
     signal = Signal.first_block_residual
-    calibration_method = CalibrationMethod.probe_trace
+    calibration_method = None  # nothing to measure: the defaults serve every model
     fallback_threshold = DEFAULT_THRESHOLD
     skips_at_onset = False  # skips where the change is strictly below the threshold
     exact_simulation = False  # exact along the vanilla path; a real run drifts after a skip
@@ -125,10 +106,8 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
     no_skip_reason = "the first block changes by 1 or more at every step it could skip"
 
     def calibration_of(self, variant: Calibrated) -> FirstBlockCalibration:
-        """The variant's own recorded probe settings, else the kind's defaults: every variant
-        can run the probe."""
-        found = variant.calibrations.get(self.name)
-        return found if isinstance(found, FirstBlockCalibration) else DEFAULTS
+        """The kind's defaults, whatever the variant: every variant can run the probe."""
+        return DEFAULTS
 
     def params(
         self, calibration: FirstBlockCalibration, threshold: float | None = None
