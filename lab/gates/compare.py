@@ -142,9 +142,12 @@ def sweep(
     speed_reps: int = SPEED_REPS,
     quiet: bool = False,
     quality_only: bool = False,
+    only: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The quality rows of every gate, then the speed panel (``quality_only``: the speed panel
-    of the document already in ``out``, kept as it is)."""
+    of the document already in ``out``, kept as it is; ``only``: these lines' quality rows
+    alone, the other lines kept from that document, so adding a gate re-measures just its
+    rows — the kept rows are exact, so they stand while their gates' code is unchanged)."""
     from app.blas import preload_openblas
 
     preload_openblas()
@@ -157,6 +160,8 @@ def sweep(
         "magcache-flux-recipe": (_flux_recipe_variant(), "magcache", FLUX_RECIPE_THRESHOLDS),
         "firstblock": ("demo", "firstblock", FIRSTBLOCK_THRESHOLDS),
     }
+    if only:
+        lines = {name: lines[name] for name in only}
     engine = Engine(vanilla_cache_size=2)
     quality: dict[str, list[dict[str, Any]]] = {name: [] for name in lines}
     started = time.perf_counter()
@@ -207,9 +212,20 @@ def sweep(
         "cpu_seconds": quality_cpu_seconds,
     }
     document["matched"] = matched(document)
+    if only:
+        kept = load(out / "compare-demo.json")
+        for key in ("summary", "quality"):
+            document[key] = {**kept[key], **document[key]}
+        document["command"] = f"{kept['command']}; then {command} --only {' '.join(only)}"
+        document["cpu_seconds"] = kept["cpu_seconds"] + quality_cpu_seconds
+        document["hosts"] = {
+            **kept.get("hosts", {name: kept["host"] for name in kept["quality"]}),
+            **{name: document["host"] for name in only},
+        }
+        document["matched"] = matched(document)
     if quality_only:
         kept = load(out / "compare-demo.json")
-        document["command"] = kept["command"]
+        document["command"] = document["command"] if only else kept["command"]
         speed = {k: v for k, v in kept.items() if k.startswith("speed")}
         if "above_ideal_reason" in kept:  # the kept panel's own excuse travels with it
             speed["above_ideal_reason"] = kept["above_ideal_reason"]
@@ -669,6 +685,14 @@ def main(argv: list[str] | None = None) -> int:
         help="re-measure only the quality rows (exact, any load); the speed panel of the document "
         "in --out is kept",
     )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=tuple(STYLES),
+        default=(),
+        help="re-measure only these lines' quality rows (implies --quality-only); the other "
+        "lines and the speed panel of the document in --out are kept",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="output folder")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
@@ -690,7 +714,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TEACACHE_STUDIO_HOME"] = home
         document = sweep(
             args.prompts, args.speed_prompts, args.out, speed_reps=args.speed_reps,
-            quiet=args.quiet, quality_only=args.quality_only,
+            quiet=args.quiet, quality_only=args.quality_only or bool(args.only),
+            only=tuple(args.only),
         )  # fmt: skip
     for name, rows in document["summary"].items():
         print(name)
