@@ -22,7 +22,7 @@
 #   REPS_qwen_1024=1 STEPS_flux1_1024=10.
 # Resume a case cut off by a call's time limit: carry its .chunks folder back in and set
 #   RESUME_FROM=<folder holding CASE.chunks/>; finished runs are kept, the rest run.
-# Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 4 steps, OUT defaulting to
+# Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 8 steps, OUT defaulting to
 # ./issue17-dry): TINY=1 bash lab/bench/device/issue17.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -96,7 +96,8 @@ for name in "${cases[@]}"; do
   steps=$(eval echo "\${STEPS_$key:-$steps}")
   reps=$(eval echo "\${REPS_$key:-$reps}")
   warm=$(eval echo "\${WARMUP_STEPS_$key:-$warm}")
-  if [ "$TINY" = 1 ]; then size=64x64 steps=4 reps=1 warm=4; fi
+  # 8 steps: past the probe's 4-step warm-up, so its forced skips are timed too
+  if [ "$TINY" = 1 ]; then size=64x64 steps=8 reps=1 warm=4; fi
   also=()
   for gate in $ALSO_GATES; do also+=(--also-gate "$gate"); done
   note="Timing only: random weights ($WEIGHTS size, $DTYPE) and a forced skip pattern (1 skipped after each computed step, from a constant gate polynomial; the first-block probe's from its own forced mode), says nothing about image quality; $steps steps, $reps cold repetition(s), each after a $warm-step warm-up (issue #17/#28 device batch; repetitions and warm-up steps chosen to fit the session's device time)"
