@@ -58,6 +58,7 @@ MAGCACHE_THRESHOLDS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
 FLUX_RECIPE_THRESHOLDS = (0.005, 0.02, 0.05)
 # The published first-block thresholds among them: 0.05 (diffusers), 0.12 (nunchaku, krita).
 FIRSTBLOCK_THRESHOLDS = (0.03, 0.05, 0.08, 0.1, 0.12, 0.16, 0.2, 0.3)
+DIFFUSERS_THRESHOLD = 0.05  # diffusers' FirstBlockCacheConfig default, quoted beside the probe's
 SPEED_THRESHOLDS = {"teacache": (0.1, 0.2), "magcache": (0.01, 0.05), "firstblock": (0.08, 0.12)}
 # The skip counts the gates are compared at (each read off its own curve; ``matched``).
 MATCHED_SKIPS = (4, 6, 8, 10, 12)
@@ -580,6 +581,34 @@ def matched_table(document: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def probe_passage(document: dict[str, Any]) -> Passage:
+    """The README's sentence on the probe at its default and at diffusers' default."""
+    probe = _defaults()["firstblock"]
+    at = _at(document, "firstblock", probe)
+    rows = document["quality"]["firstblock"]
+    per_prompt = [r["skipped"] for r in rows if r["threshold"] == probe]
+    diffusers = _at(document, "firstblock", DIFFUSERS_THRESHOLD)
+    return Passage(
+        "lab/gates/results/compare-demo.json",
+        "at its default {threshold} the probe skips {skips} of {steps} steps (mean; {low} to "
+        "{high} per prompt) with SSIM {ssim} (worst {worst}) and local difference {local} (worst "
+        "{local_worst}); diffusers' {diffusers} skips {diffusers_skips}.",
+        {
+            "threshold": f"{probe:g}",
+            "skips": _skips(at["mean_skipped"]),
+            "steps": str(document["steps"]),
+            "low": str(min(per_prompt)),
+            "high": str(max(per_prompt)),
+            "ssim": fixed(at["mean_ssim"], 3),
+            "worst": fixed(at["min_ssim"], 3),
+            "local": _figure(at.get("mean_local_diff"), 3),
+            "local_worst": _figure(at.get("max_local_diff"), 3),
+            "diffusers": f"{DIFFUSERS_THRESHOLD:g}",
+            "diffusers_skips": _skips(diffusers["mean_skipped"]),
+        },
+    )
+
+
 def readme_figures(
     document: dict[str, Any] | None = None, calibration: dict[str, Any] | None = None
 ) -> list[Block | Passage]:
@@ -599,6 +628,8 @@ def readme_figures(
     provenance = calibration["magcache"]["provenance"]
     return [
         Block("gate-compare-table", source, readme_table(document)),
+        Block("gate-matched-table", source, matched_table(document)),
+        probe_passage(document),
         Passage(
             source,
             "(`uv run python -m lab.gates.compare`, {prompts} prompts neither gate was calibrated "

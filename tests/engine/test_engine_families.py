@@ -187,6 +187,12 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
     assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]
 
 
+# Steps for the probe's resume test where the family's own are too few: the FLUX.2 shell's first
+# block changes by 1.0–1.3 at every step of its 6 after a 2-step warm-up (measured), more than any
+# threshold allows; over 10 steps it dips to 0.90.
+PROBE_STEPS = {"flux2-klein-base-4b": 10}
+
+
 def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
     shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,6 +205,7 @@ def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
     from app.gate.kinds import firstblock as probe_kind
 
     variant_id, pipeline, steps, size = shell
+    steps = PROBE_STEPS.get(variant_id, steps)
     probe_id = f"test-probe-{variant_id}"
     variant = replace(variants.get_variant(variant_id), id=probe_id, distilled=False)
     monkeypatch.setitem(variants.VARIANTS, probe_id, variant)
@@ -218,7 +225,7 @@ def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
         trace = [None if c is None else tuple(c) for c in changes]
         params = FIRSTBLOCK_KIND.params(FIRSTBLOCK_KIND.calibration_of(variant), 0.1)
         onset = FIRSTBLOCK_KIND.engagement(params, trace).onset_threshold
-        assert onset is not None and onset < 0.999  # random weights: measured 0.6–1.0 per step
+        assert onset is not None and onset < 0.999  # random weights: measured 0.6–1.3 per step
         threshold = onset * 1.001
         verdicts = FIRSTBLOCK_KIND.simulate(params.with_threshold(threshold), trace)
         first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)

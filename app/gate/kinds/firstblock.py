@@ -70,7 +70,7 @@ DEFAULTS = FirstBlockCalibration(
         reference="ParaAttention First Block Cache; diffusers FirstBlockCacheConfig; cache-dit "
         "DBCache (warm-up, most skips in a row)",
         notes=f"threshold {DEFAULT_THRESHOLD:g} is nunchaku's and krita-ai-diffusion's, checked "
-        "on the demo's own sweep (lab/gates/firstblock_sweep.py); warm-up "
+        "on the demo's own curve (lab/gates/compare.py, 20 prompts); warm-up "
         f"{DEFAULT_WARMUP_STEPS} steps and at most {DEFAULT_MAX_CONSECUTIVE_SKIPS} skips in a row "
         "are SGLang's cache-dit defaults",
     ),
