@@ -37,14 +37,15 @@ from app.gate.decision import Decision, GateConfigError, Verdict
 GATE_NAME = "firstblock"
 
 # The defaults, each with its basis (the published ones are in
-# /work/shared/research/turn3/peers.md §2; the demo's own sweep is lab/gates/firstblock_sweep.py,
-# its record lab/gates/results/firstblock-sweep.json):
-# - The threshold: the demo's sweep (28 steps, CFG 3, 20 prompts) read at 0.05..0.30. At 0.12
-#   (nunchaku's ``residual_diff_threshold`` and krita-ai-diffusion's one "Dynamic Caching" value)
-#   the probe skips 6–9 of 28 steps with a median SSIM of 0.98 against vanilla (worst 0.96);
-#   diffusers' ``FirstBlockCacheConfig`` default 0.05 skips 0–2 on the demo, whose first block
-#   changes more per step than FLUX.1's. 0.12 is the published value the demo's sweep supports.
-DEFAULT_THRESHOLD = 0.12
+# /work/shared/research/turn3/peers.md §2; the demo's own curve is the probe's line of
+# lab/gates/results/compare-demo.json: 20 prompts neither gate saw, 28 steps, CFG 3):
+# - The threshold: 0.10, what the rule that chose the demo's TeaCache and MagCache defaults
+#   (lab.demo.calibrate.choose_threshold; tests/lab/test_gates_compare.py) picks on that curve:
+#   10.75 of 28 steps skipped (mean), SSIM mean 0.990, worst prompt 0.950. It lies between the
+#   published values: diffusers' ``FirstBlockCacheConfig`` default 0.05 skips 0.8 on the demo
+#   (its first block changes more per step than FLUX.1's), nunchaku's ``residual_diff_threshold``
+#   and krita-ai-diffusion's "Dynamic Caching" 0.12 skip 12.8 with a worst prompt of 0.948.
+DEFAULT_THRESHOLD = 0.1
 # - Warm-up: cache-dit's DBCache warm-up as SGLang ships it (``SGLANG_CACHE_DIT_WARMUP`` 4;
 #   cache-dit itself defaults to 8 of a 28–50-step run, sd.cpp's ``dbcache`` to 8): the first
 #   steps lay out the composition, and their first block changes most.

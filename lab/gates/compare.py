@@ -72,7 +72,7 @@ CALIBRATION = RESULTS / "demo.magcache-calibration.json"
 README_ROWS = (
     ("teacache", (0.06, 0.1, 0.2)),
     ("magcache", (0.005, 0.02, 0.1, 0.3)),
-    ("firstblock", (0.05, 0.08, 0.12, 0.2)),
+    ("firstblock", (0.05, 0.08, 0.1, 0.12, 0.2)),
 )
 GATE_NAMES = {"teacache": "TeaCache", "magcache": "MagCache", "firstblock": "First-block probe"}
 MATCHED_LINES = ("teacache", "magcache", "firstblock")
@@ -228,6 +228,7 @@ def sweep(
         kept = load(out / "compare-demo.json")
         document["command"] = document["command"] if only else kept["command"]
         speed = {k: v for k, v in kept.items() if k.startswith("speed")}
+        speed.setdefault("speed_host", kept["host"])  # the kept panel's machine, not this one
         if "above_ideal_reason" in kept:  # the kept panel's own excuse travels with it
             speed["above_ideal_reason"] = kept["above_ideal_reason"]
         document.update(speed)

@@ -69,8 +69,9 @@ DEFAULTS = FirstBlockCalibration(
         source="no calibration: the first-block probe measures each step on the model itself",
         reference="ParaAttention First Block Cache; diffusers FirstBlockCacheConfig; cache-dit "
         "DBCache (warm-up, most skips in a row)",
-        notes=f"threshold {DEFAULT_THRESHOLD:g} is nunchaku's and krita-ai-diffusion's, checked "
-        "on the demo's own curve (lab/gates/compare.py, 20 prompts); warm-up "
+        notes=f"threshold {DEFAULT_THRESHOLD:g}: the demo's own curve (lab/gates/compare.py, 20 "
+        "prompts) read by the rule that chose its TeaCache default, between diffusers' 0.05 and "
+        "nunchaku's and krita-ai-diffusion's 0.12; warm-up "
         f"{DEFAULT_WARMUP_STEPS} steps and at most {DEFAULT_MAX_CONSECUTIVE_SKIPS} skips in a row "
         "are SGLang's cache-dit defaults",
     ),
@@ -82,7 +83,7 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
     label = "First-block probe"
     threshold_meaning = (
         "First-block probe: how much the model's first block may change, relative to the last "
-        "step that ran in full (0.12 = 12%), before the rest of the model runs again"
+        "step that ran in full (0.1 = 10%), before the rest of the model runs again"
     )
     threshold_quantity = "first-block change"
     params_type = FirstBlockParams
