@@ -183,6 +183,8 @@ def test_a_calibration_under_a_lora_set_keeps_it_and_says_so(
     window.form.loras = (lora,)
     window.form.quantize = 4
     window.form.size = (256, 256)  # the fake's SSIM at 1024² would cost seconds a prompt
+    assert window.form.gate == "firstblock"  # the LoRA moved the form to the probe
+    window.form.select_gate("teacache")  # TeaCache picked under the LoRA: its plot's caveat
     assert "Calibrated without this LoRA" in window.session.gate_plot_note()
     dialog = _open(window, steps=10)
     assert "With LoRA ink.safetensors × 0.75" in dialog.scope.text()
@@ -197,6 +199,8 @@ def test_a_calibration_under_a_lora_set_keeps_it_and_says_so(
     assert window.session.gate_plot_note() == ""  # calibrated for exactly this set
     assert "Made with LoRA ink.safetensors × 0.75" in window.controls.calibration.text()
     window.form.loras = ()
+    assert window.form.gate == "firstblock"  # not calibrated for no LoRA: back on the probe
+    window.form.select_gate("teacache")
     assert "Calibrated with LoRA ink.safetensors × 0.75, not with this set" in (
         window.session.gate_plot_note()
     )
