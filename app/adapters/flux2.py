@@ -25,6 +25,15 @@ Each CFG branch is built inside ``branch_stream`` (two CPU streams when the call
 ``concurrent_branches``, as the demo pipeline does on the CPU; otherwise the default stream).
 
 A kv-cache call (edit pipelines) is passed to the plain transformer, ungated.
+
+The block-0 split (the first-block probe, ``common.probe_stack``): ``_first_block`` embeds the
+caption, builds the rotary embeddings and runs double block 0; its residual is taken on the image
+stream; ``_rest_blocks`` runs double blocks 1.., the concat and the single blocks and returns the
+image tokens the tail reads. Each CFG branch runs its own block 0 (it attends to its caption); the
+conditional branch decides. Where mflux compiles, ``_CompiledProbeFlux2`` is the same split,
+compiled: block 0 in the prelude, the rest in the body, the cached residual in the tail. A vanilla
+(observing) pass records the conditional branch's block-0 residual, through the same split where
+it is compiled.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from app.adapters.common import (
     UNCOND,
     GateState,
     install_predict_factory,
+    probe_stack,
 )
 from app.adapters.compiled import SplitStep, counted_compile, is_compiled
 from app.families.flux2 import FAMILY
@@ -124,6 +134,8 @@ def _branch(
                 kv_cache=None,
                 kv_cache_layer_idx=idx,
             )
+            if idx == 0 and branch == COND and gate.records_first_block:
+                gate.record_first_block(body_hs - pre.hs)  # the probe's vanilla trace
         out = mx.concatenate([body_ehs, body_hs], axis=1)
         mod_single = tr.single_stream_modulation(pre.temb)[0]
         for idx, block in enumerate(tr.single_transformer_blocks):
@@ -141,6 +153,89 @@ def _branch(
     out = out[:, text_len:, ...]
     out = tr.norm_out(out, pre.temb)
     return tr.proj_out(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _FirstBlock:
+    """One branch after double block 0: what the remaining blocks continue from."""
+
+    ehs: mx.array  # the caption stream after block 0
+    hs: mx.array  # the image stream after block 0
+    text_len: int
+    rope: tuple[mx.array, mx.array]
+    mod_txt: Any
+
+
+def _first_block(
+    tr: Flux2Transformer,
+    hs: mx.array,
+    mod_img: Any,
+    temb: mx.array,
+    prompt_embeds: mx.array,
+    latent_ids: mx.array,
+    text_ids: mx.array,
+) -> _FirstBlock:
+    """What must run before the first block (the caption embedding, the rotary embeddings, the
+    caption's modulation), then double block 0 (as ``_branch`` runs it)."""
+    ehs = tr.context_embedder(prompt_embeds)
+    rope = _rotary_embeddings(tr, latent_ids, text_ids)
+    mod_txt = tr.double_stream_modulation_txt(temb)
+    ehs1, hs1 = tr.transformer_blocks[0](
+        hidden_states=hs,
+        encoder_hidden_states=ehs,
+        temb_mod_params_img=mod_img,
+        temb_mod_params_txt=mod_txt,
+        image_rotary_emb=rope,
+        kv_cache=None,
+        kv_cache_layer_idx=0,
+    )
+    return _FirstBlock(ehs1, hs1, ehs.shape[1], rope, mod_txt)
+
+
+def _rest_blocks(
+    tr: Flux2Transformer, first: _FirstBlock, mod_img: Any, temb: mx.array
+) -> mx.array:
+    """Double blocks 1.., the concat, the single blocks: the image tokens the tail reads."""
+    ehs, hs = first.ehs, first.hs
+    for idx, block in enumerate(tr.transformer_blocks):
+        if idx == 0:
+            continue
+        ehs, hs = block(
+            hidden_states=hs,
+            encoder_hidden_states=ehs,
+            temb_mod_params_img=mod_img,
+            temb_mod_params_txt=first.mod_txt,
+            image_rotary_emb=first.rope,
+            kv_cache=None,
+            kv_cache_layer_idx=idx,
+        )
+    out = mx.concatenate([ehs, hs], axis=1)
+    mod_single = tr.single_stream_modulation(temb)[0]
+    for idx, block in enumerate(tr.single_transformer_blocks):
+        out = block(
+            hidden_states=out,
+            temb_mod_params=mod_single,
+            image_rotary_emb=first.rope,
+            kv_cache=None,
+            kv_cache_layer_idx=idx,
+        )
+    return out[:, first.text_len :, ...]
+
+
+def _probe_branch(
+    tr: Flux2Transformer,
+    pre: _Prelude,
+    prompt_embeds: mx.array,
+    latent_ids: mx.array,
+    text_ids: mx.array,
+    gate: LiveGate,
+) -> mx.array:
+    """The conditional branch under the first-block probe (eager)."""
+    first = _first_block(tr, pre.hs, pre.mod_img, pre.temb, prompt_embeds, latent_ids, text_ids)
+    out = probe_stack(
+        gate, pre.hs, first.hs, lambda: _rest_blocks(tr, first, pre.mod_img, pre.temb)
+    )
+    return tr.proj_out(tr.norm_out(out, pre.temb))
 
 
 def _plain(
@@ -303,11 +398,120 @@ def _has_kv_cache(extra: dict[str, Any]) -> bool:
     return any(v is not None for k, v in extra.items() if "kv_cache" in k)
 
 
+class _CompiledProbeFlux2(_CompiledFlux2):
+    """The split-compiled step with the stack split after the conditional branch's double block 0
+    (app/adapters/compiled.py), built once per generation: the first-block probe's, and a vanilla
+    (observing) pass's, which records that block's residual beside TeaCache's signal (one
+    compiled layout for both, so a probe pass resumed from vanilla replays what it would have
+    computed).
+
+    1. ``prelude`` (compiled): ``_CompiledFlux2``'s, and the conditional branch's caption
+       embedding, rotary embeddings and double block 0: ``(hs, temb, mod_img, ehs1, hs1,
+       signal)``, the signal block 0's residual on the image stream (``hs1 - hs``) for the probe,
+       TeaCache's for an observer. As for TeaCache, it and the gate's measurement are built at the
+       previous step's end and evaluated in its sync: the decision costs no sync of its own;
+    2. ``body`` (compiled): the conditional branch's remaining blocks, the unconditional branch's
+       whole stack, the heads and CFG; the probe's conditional residual over block 0's output,
+       an observer's and every unconditional one over the stack's input; or
+    3. ``tail`` (compiled): the heads of block 0's output + the cached residual (the
+       unconditional branch: its input + its cached residual), and CFG. A skipped step runs only
+       what the decision reads (the prelude and block 0) and this tail.
+    """
+
+    def __init__(self, tr: Flux2Transformer, state: GateState) -> None:
+        SplitStep.__init__(self, state)
+        self.tr = tr
+        self.probes = state.gate.probes_first_block
+        self.records = state.gate.records_first_block
+        self._prelude_fn = counted_compile("probe_prelude", self._probe_prelude, state.traces)
+        self.body = counted_compile("probe_body", self._probe_body, state.traces)
+        self.tail = counted_compile("tail", self._probe_tail, state.traces)
+
+    def prelude(self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]) -> Any:
+        return self._prelude_fn(latents, timestep, inputs[0], inputs[1], inputs[2])
+
+    def _probe_prelude(
+        self,
+        latents: mx.array,
+        timestep: mx.array,
+        latent_ids: mx.array,
+        prompt_embeds: mx.array,
+        text_ids: mx.array,
+    ) -> tuple[Any, ...]:
+        tr = self.tr
+        pre = _prelude(tr, latents, timestep)
+        first = _first_block(tr, pre.hs, pre.mod_img, pre.temb, prompt_embeds, latent_ids, text_ids)
+        signal = first.hs - pre.hs if self.probes else _signal(tr, pre)
+        return pre.hs, pre.temb, pre.mod_img, first.ehs, first.hs, signal
+
+    def _probe_body(
+        self,
+        hs: mx.array,
+        temb: mx.array,
+        mod_img: Any,
+        ehs1: mx.array,
+        hs1: mx.array,
+        latent_ids: mx.array,
+        prompt_embeds: mx.array,
+        text_ids: mx.array,
+        negative_prompt_embeds: mx.array | None,
+        negative_text_ids: mx.array | None,
+        guidance: float,
+    ) -> tuple[mx.array, ...]:
+        tr = self.tr
+        # Recomputed here as ``_first_block`` computes them (cheap, and no arrays across calls).
+        rope = _rotary_embeddings(tr, latent_ids, text_ids)
+        first = _FirstBlock(ehs1, hs1, ehs1.shape[1], rope, tr.double_stream_modulation_txt(temb))
+        cond = _rest_blocks(tr, first, mod_img, temb)
+        noise = self._head(cond, temb)
+        residual = cond - (hs1 if self.probes else hs)
+        if negative_prompt_embeds is None or negative_text_ids is None:
+            return noise, residual
+        uncond = self._branch_body(
+            hs, temb, mod_img, negative_prompt_embeds, latent_ids, negative_text_ids
+        )
+        negative_noise = self._head(uncond, temb)
+        return negative_noise + guidance * (noise - negative_noise), residual, uncond - hs
+
+    def _probe_tail(
+        self,
+        hs: mx.array,
+        hs1: mx.array,
+        temb: mx.array,
+        cond: mx.array,
+        uncond: mx.array | None,
+        guidance: float,
+    ) -> mx.array:
+        noise = self._head(hs1 + cond, temb)
+        if uncond is None:
+            return noise
+        negative_noise = self._head(hs + uncond, temb)
+        return negative_noise + guidance * (noise - negative_noise)
+
+    def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+        if self.records:  # an observer: the probe's trace (it never skips)
+            self.gate.record_first_block(pre[4] - pre[0])
+        noise, *residuals = self.body(*pre[:5], *inputs)
+        if store:
+            self.keep(residuals)
+        return noise
+
+    def skip(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array:
+        cond, uncond = self.residuals(cfg=inputs[3] is not None)
+        return self.tail(pre[0], pre[4], pre[1], cond, uncond, inputs[5])
+
+
 def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Callable[..., mx.array]]:
     def factory(transformer: Flux2Transformer) -> Callable[..., mx.array]:
         own = state.own_factory(transformer) if state.own_factory is not None else None
-        split = _CompiledFlux2(transformer, state) if is_compiled(own) else None
         gate = state.gate
+        split: _CompiledFlux2 | None = None
+        if is_compiled(own):
+            # The stack split after block 0 where the gate reads that block (the probe) or
+            # records it (a vanilla pass): one compiled layout for both, so a probe pass resumed
+            # from vanilla replays what it would have computed.
+            probed = gate.probes_first_block or gate.records_first_block
+            split = (_CompiledProbeFlux2 if probed else _CompiledFlux2)(transformer, state)
 
         def predict(
             latents: mx.array,
@@ -361,11 +565,18 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
                     state.record(noise)
                 return noise
             pre = _prelude(transformer, latents, timestep)
-            verdict = gate.decide(_signal(transformer, pre))
-            with branch_stream(0):
-                noise = _branch(
-                    transformer, pre, prompt_embeds, latent_ids, text_ids, gate, verdict, COND
-                )
+            if gate.probes_first_block:  # the first-block probe: split after block 0
+                with branch_stream(0):
+                    noise = _probe_branch(
+                        transformer, pre, prompt_embeds, latent_ids, text_ids, gate
+                    )
+                verdict = gate.decide(None)  # the conditional branch's, for the other branch
+            else:
+                verdict = gate.decide(_signal(transformer, pre))
+                with branch_stream(0):
+                    noise = _branch(
+                        transformer, pre, prompt_embeds, latent_ids, text_ids, gate, verdict, COND
+                    )
             if negative_prompt_embeds is not None and negative_text_ids is not None:
                 with branch_stream(1):
                     negative_noise = _branch(

@@ -25,6 +25,16 @@ Re-walk of mflux 0.24.0 ``ZImageTransformer.__call__`` and ``ZImage._predict``:
 
 A gate that reads no signal (MagCache) skips a step with the noise refiner and the tail only:
 no layer 0, no caption.
+
+The block-0 split (the first-block probe, ``common.probe_stack``): the prelude above already ends
+with main layer 0 (``first``); the probe reads its residual on the image tokens (``[:, :x_len]``
+of ``first − unified``, which TeaCache reads over every token), ``_rest_layers`` runs layers 1..,
+and the cached residual is the rest's (``out − first``). The unconditional branch reads the same
+verdict and keeps TeaCache's residual. Where mflux compiles, the probe runs ``_CompiledZImage``'s
+prelude and body (so a computed step is the vanilla pass's) and its tail on ``first``'s image
+tokens: like TeaCache, its signal and measurement are built in the previous step's sync, and a
+skipped step runs the prelude with layer 0 (what the decision reads) and the tail. A vanilla
+(observing) pass records the same image-token residual.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from app.adapters.common import (
     UNCOND,
     GateState,
     install_predict_factory,
+    probe_stack,
 )
 from app.adapters.compiled import SplitStep, counted_compile, is_compiled
 from app.families.z_image import FAMILY
@@ -193,6 +204,14 @@ def _body(
     return out
 
 
+def _rest_layers(tr: ZImageTransformer, s: _Stream, first: mx.array) -> mx.array:
+    """Main layers 1.. from layer 0's output (the probe's remaining blocks)."""
+    out = first
+    for index in range(1, len(tr.layers)):
+        out = _layer(tr, index, s, out)
+    return out
+
+
 def _plain(transformer: ZImageTransformer, kw: dict[str, Any]) -> mx.array:
     """mflux's predict body, eager (no gate)."""
     noise = transformer(
@@ -231,6 +250,8 @@ class _CompiledZImage(SplitStep):
     def __init__(self, tr: ZImageTransformer, state: GateState) -> None:
         super().__init__(state)
         self.tr = tr
+        self.probes = state.gate.probes_first_block
+        self.records = state.gate.records_first_block
         self._cond: _Caption | None = None
         self._uncond: _Caption | None = None
         self._size = (0, 0, 0)
@@ -289,7 +310,10 @@ class _CompiledZImage(SplitStep):
         unified = mx.concatenate([x_cond, cap_emb], axis=1)
         attn_mask = mx.ones((1, unified.shape[1]), dtype=mx.bool_)
         first = tr.layers[0](x=unified, attn_mask=attn_mask, freqs_cis=freqs_cis, t_emb=t_emb)
-        return t_emb, x_cond, x_uncond, first, first - unified
+        signal = first - unified
+        if self.probes:  # the probe reads the image tokens
+            signal = signal[:, : x_cond.shape[1]]
+        return t_emb, x_cond, x_uncond, first, signal
 
     def _main_layers(
         self, unified: mx.array, freqs_cis: mx.array, t_emb: mx.array, first: mx.array | None
@@ -336,16 +360,14 @@ class _CompiledZImage(SplitStep):
         unified = mx.concatenate([x_cond, cond[0]], axis=1)
         out_cond = self._main_layers(unified, cond[1], t_emb, first)[:, :x_len]
         noise = self._head(out_cond, t_emb, x_size)
+        # The probe's conditional residual is over layer 0's output, TeaCache's over its input.
+        residual = out_cond - (first[:, :x_len] if self.probes and first is not None else x_cond)
         if uncond is None or x_uncond is None:
-            return noise, out_cond - x_cond
+            return noise, residual
         unified = mx.concatenate([x_uncond, uncond[0]], axis=1)
         out_uncond = self._main_layers(unified, uncond[1], t_emb, None)[:, :x_len]
         negative_noise = self._head(out_uncond, t_emb, x_size)
-        return (
-            noise + guidance * (noise - negative_noise),
-            out_cond - x_cond,
-            out_uncond - x_uncond,
-        )
+        return noise + guidance * (noise - negative_noise), residual, out_uncond - x_uncond
 
     def _tail(
         self,
@@ -357,7 +379,8 @@ class _CompiledZImage(SplitStep):
         guidance: float,
         x_size: tuple[int, int, int],
     ) -> mx.array:
-        noise = self._head(x_cond + cond, t_emb, x_size)
+        # ``x_cond``: the image tokens' input, or layer 0's output over every token (the probe).
+        noise = self._head(x_cond[:, : cond.shape[1]] + cond, t_emb, x_size)
         if x_uncond is None or uncond is None:
             return noise
         return noise + guidance * (noise - self._head(x_uncond + uncond, t_emb, x_size))
@@ -383,6 +406,8 @@ class _CompiledZImage(SplitStep):
         )
 
     def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+        if self.records:  # an observer: the probe's trace on the image tokens (it never skips)
+            self.gate.record_first_block(pre[4][:, : pre[1].shape[1]])
         noise, *residuals = self.body_outputs(pre, inputs)
         if store:
             self.keep(residuals)
@@ -391,7 +416,9 @@ class _CompiledZImage(SplitStep):
     def skip(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array:
         x_uncond = self._x_uncond(pre, inputs)
         cond, uncond = self.residuals(cfg=x_uncond is not None)
-        return self.tail(pre[0], pre[1], cond, x_uncond, uncond, inputs[3], self._size)
+        # The probe's conditional residual is over layer 0's output (its image tokens).
+        base = pre[3] if self.probes else pre[1]
+        return self.tail(pre[0], base, cond, x_uncond, uncond, inputs[3], self._size)
 
 
 def make_predict_factory(
@@ -442,10 +469,24 @@ def make_predict_factory(
             x_cond = _image(transformer, latents, t_emb, text_encodings, cond_caption.x_freqs_cis)
             cond = _stream(transformer, x_cond, cond_caption, t_emb)
             first = _layer(transformer, 0, cond, cond.unified)
-            verdict = gate.decide(first - cond.unified)  # never computed for a gate that reads none
-            noise = _tail(
-                transformer, cond, _body(transformer, cond, gate, verdict, COND, first), x_size
-            )
+            if gate.probes_first_block:  # the probe: the rest of the stack, or its residual
+                out = probe_stack(
+                    gate,
+                    cond.unified,
+                    first,
+                    lambda: _rest_layers(transformer, cond, first),
+                    signal=(first - cond.unified)[:, : cond.x_len],
+                )
+                noise = _tail(transformer, cond, out, x_size)
+                verdict = gate.decide(None)  # the conditional branch's, for the other branch
+            else:
+                # Never computed for a gate that reads none.
+                verdict = gate.decide(first - cond.unified)
+                if gate.records_first_block:  # the probe's vanilla trace
+                    gate.record_first_block((first - cond.unified)[:, : cond.x_len])
+                noise = _tail(
+                    transformer, cond, _body(transformer, cond, gate, verdict, COND, first), x_size
+                )
             if negative_encodings is not None:
                 caption = captions.of(latents, negative_encodings)
                 x_uncond = (

@@ -300,9 +300,11 @@ def make_request(
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
     previews: bool = False,
-    gate: str = DEFAULT_GATE,
+    gate: str | None = None,
 ) -> GenerationRequest:
-    """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
+    """Validate user input and fill defaults from the registry. Raises ``RequestError``.
+    ``gate`` None: the variant's default for this model (``Variant.default_gate``: TeaCache where
+    it is calibrated for it, else the first-block probe)."""
     from app.variants import UnknownVariantError
 
     try:
@@ -312,6 +314,10 @@ def make_request(
     prompt = check_prompt(variant, prompt)
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
+    checked_loras = check_loras(variant, loras)
+    if gate is None:  # the folder as ``_model_folder`` gives it, to match a calibration's scope
+        folder_given = None if model_path is None else str(Path(model_path).expanduser().resolve())
+        gate = variant.default_gate(checked_loras, folder_given)
     check_gate_for(variant, gate)
     if threshold is None:
         default = variant.default_threshold_for(gate)
@@ -362,7 +368,6 @@ def make_request(
                 f"them at {stored} bits, so leave quantize out or set it to {stored}"
             )
         quantize = stored
-    checked_loras = check_loras(variant, loras)
     return GenerationRequest(
         variant_id=variant.id,
         prompt=prompt,

@@ -477,7 +477,10 @@ def lora_calibration_note(
     built-in one was made on the base model without LoRAs; a user calibration made with a LoRA
     set (``Variant.calibration_scope``) is for that set only. Nothing where it was made with
     exactly these LoRAs. It names ``gate``'s calibration (the run's), in words true of any kind's
-    (a polynomial for one, a table for another)."""
+    (a polynomial for one, a table for another). Nothing for a kind that needs no calibration
+    (the first-block probe measures the model as it runs)."""
+    if gate_kind(gate).calibration_free:
+        return ""
     if variant is not None and variant.calibrated_for(loras):
         return ""
     scope = variant.calibration_scope if variant is not None else None

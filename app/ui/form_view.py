@@ -451,6 +451,7 @@ class FormPanel:
         self.bindings = bind_form(c, f)
         f.gate_changed.connect(lambda _gate: self.refresh_threshold_hint())
         f.gate_changed.connect(lambda _gate: self.refresh_variant_info())
+        f.gate_note_changed.connect(lambda _note: self.refresh_variant_info())
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self.show_variant)
         f.size_changed.connect(self._show_size)
@@ -560,8 +561,10 @@ class FormPanel:
         self.view.variant_info.setText(self.session.variant_info())
         gate = self.form.gate
         # The sidebar's plain line; the figures and their source sit under Details (#27 item 24:
-        # the hover held the calibrate command, formulas and commit hashes).
-        self.view.calibration.setText(calibration_summary(variant, gate))
+        # the hover held the calibrate command, formulas and commit hashes). Where the form opened
+        # on the probe because TeaCache has no calibration for this model, that line says why.
+        note = self.form.gate_note
+        self.view.calibration.setText(note or calibration_summary(variant, gate))
         self.view.calibration.setToolTip(calibration_tooltip(gate))
         self._refresh_download_row()
 

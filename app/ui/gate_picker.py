@@ -1,8 +1,10 @@
-"""The gate picker (TeaCache / MagCache) and its plain-words hint; the hint text is Qt-free.
+"""The gate picker (every registered kind: TeaCache, MagCache, the first-block probe) and its
+plain-words hint; the hint text is Qt-free.
 
-A variant without a MagCache table keeps the MagCache item visible but disabled, with the reason
-as its tooltip (``Variant.gate_unavailable_reason``), so the choice and how to unlock it are both
-in view.
+A variant without a gate's calibration (a MagCache table, TeaCache numbers) keeps that item
+visible but disabled, with the reason as its tooltip (``Variant.gate_unavailable_reason``), so
+the choice and how to unlock it are both in view. The first-block probe needs no calibration: it
+is enabled on every variant.
 """
 
 from __future__ import annotations

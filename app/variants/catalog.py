@@ -14,8 +14,10 @@ from typing import Protocol
 from app.families import Family
 from app.gate.decision import GateConfigError, TeaCacheParams
 from app.gate.kinds import (
+    DEFAULT_GATE,
     GATE_KINDS,
     TEACACHE_KIND,
+    UNCALIBRATED_GATE,
     GateParamsLike,
     MagCacheCalibration,
     TeaCacheCalibration,
@@ -87,6 +89,9 @@ class Variant:
     expected to engage. Every distilled variant states why (``distilled_reason``) and names a
     non-distilled ``base_variant`` to suggest; ``distilled_reason`` is None for the others.
     ``default_threshold`` is None where the gate cannot engage on the default schedule.
+    ``coefficients`` is None where TeaCache has no numbers for the variant (a model of this year
+    with no published fit): such a variant runs MagCache where it has a table, and the
+    first-block probe, which needs no calibration (``default_gate``).
     """
 
     id: str
@@ -96,7 +101,7 @@ class Variant:
     default_steps: int
     default_guidance: float | None  # None: the family takes no guidance value
     default_threshold: float | None  # None: the gate cannot engage on this variant's schedule
-    coefficients: tuple[float, float, float, float, float]
+    coefficients: tuple[float, float, float, float, float] | None
     provenance: Provenance
     hf_repo: str | None
     params_billion: float  # transformer + text encoder + VAE, for the memory estimate
@@ -124,8 +129,10 @@ class Variant:
 
     # -- the gates' calibrations: each gate kind reads its own (``GateKind.calibration_of``) --
     @property
-    def teacache(self) -> TeaCacheCalibration:
-        """TeaCache's numbers, kept as the variant's own fields (every variant has them)."""
+    def teacache(self) -> TeaCacheCalibration | None:
+        """TeaCache's numbers, kept as the variant's own fields; None without coefficients."""
+        if self.coefficients is None:
+            return None
         return TeaCacheCalibration(
             coefficients=self.coefficients,
             calibrated_range=self.calibrated_range,
@@ -136,12 +143,55 @@ class Variant:
         )
 
     @property
-    def calibrations(self) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
+    def calibrations(
+        self,
+    ) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
         """Each gate's calibration for this variant, by gate name (a calibration names its
-        gate); a gate with none is absent. A kind's calibration of a new type is one more field
-        here (as ``magcache``)."""
+        gate); a gate with none is absent (the first-block probe needs none: its kind gives its
+        defaults). A kind's calibration of a new type is one more field here (as ``magcache``)."""
         found = (self.teacache, self.magcache)
         return {c.gate: c for c in found if c is not None}
+
+    def uncalibrated_reason(
+        self, loras: Iterable[LoraLike] = (), model_path: str | None = None
+    ) -> str | None:
+        """Why TeaCache has no calibration for the model that would run, in one sentence (the
+        window's note beside the gate), or None where it has one: a variant without TeaCache
+        numbers, a model folder its numbers were not measured on, a LoRA set they were not
+        measured with (``calibrated_for``: a user calibration made on that folder with that set
+        is one)."""
+        probe = gate_kind(UNCALIBRATED_GATE).label
+        tea = TEACACHE_KIND.label
+        if self.teacache is None:
+            return (
+                f"{self.display_name} has no {tea} calibration, so the {probe} (which needs "
+                "none) is the default"
+            )
+        scope = self.calibration_scope or BUILTIN_SCOPE
+        folder = self.model_path if model_path is None else model_path
+        if folder != scope.model_path:
+            return (
+                f"{tea} was calibrated on other weights than this model folder's, so the "
+                f"{probe} (which needs no calibration) is the default"
+            )
+        loras = tuple(loras)
+        if not scope.fits(folder, loras):
+            if not scope.loras:
+                these = "this LoRA" if len(loras) == 1 else "these LoRAs"
+                why = f"{tea} was calibrated without {these}"
+            elif loras:
+                why = f"{tea} was calibrated {scope.lora_words()}, not with this set"
+            else:
+                why = f"{tea} was calibrated {scope.lora_words()}, and this run has none"
+            return f"{why}, so the {probe} (which needs no calibration) is the default"
+        return None
+
+    def default_gate(self, loras: Iterable[LoraLike] = (), model_path: str | None = None) -> str:
+        """The gate a run opens with: TeaCache where it has a calibration for the model that runs
+        (``uncalibrated_reason``), else the first-block probe."""
+        if self.uncalibrated_reason(loras, model_path) is None:
+            return DEFAULT_GATE
+        return UNCALIBRATED_GATE
 
     @property
     def gates(self) -> tuple[str, ...]:
@@ -200,8 +250,12 @@ class Variant:
     def teacache_params(
         self, threshold: float | None = None, **overrides: object
     ) -> TeaCacheParams:
-        """TeaCache's parameters at ``threshold`` (its default where None)."""
-        return TEACACHE_KIND.params(self.teacache, threshold, **overrides)
+        """TeaCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
+        with the reason where the variant has no TeaCache calibration."""
+        calibration = self.teacache
+        if calibration is None:
+            raise GateConfigError(self.gate_unavailable_reason(TEACACHE_KIND.name) or "")
+        return TEACACHE_KIND.params(calibration, threshold, **overrides)
 
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight

@@ -227,17 +227,26 @@ FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "max_consecutive_skips": 1}
 def conditions() -> dict[str, Callable[[], Any]]:
     """Gate factories: None for untouched mflux, threshold 0, a forced skip pattern (TeaCache:
     a constant polynomial), and MagCache's forced pattern (a flat table: every step after the
-    retained ones skips, one at a time; 4 steps: ``FSCS``)."""
+    retained ones skips, one at a time; 4 steps: ``FSCS``), and the first-block probe's forced
+    mode (``FSCF``)."""
     from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
+    from app.gate.firstblock import FirstBlockParams
+    from app.gate.live import FirstBlockGate
 
     def magcache() -> MagCacheGate:
         return MagCacheGate(MagCacheParams(ratios=(1.0,) * 4, threshold=0.5, **MAG_FORCED))
+
+    def probe() -> FirstBlockGate:
+        return FirstBlockGate(
+            FirstBlockParams(threshold=1.0, warmup_steps=1, max_consecutive_skips=1, forced=True)
+        )
 
     return {
         "vanilla": lambda: None,
         "gate_off": lambda: TeaCacheGate(TeaCacheParams(OFF_COEFFICIENTS, rel_l1_thresh=0.0)),
         "forced_skips": lambda: TeaCacheGate(TeaCacheParams(rel_l1_thresh=0.5, **FORCED)),
         "magcache_forced": magcache,
+        "probe_forced": probe,
     }
 
 

@@ -19,6 +19,8 @@ import pytest
 
 from app.adapters import flux2, install_gate, shells, z_image
 from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
+from app.gate.firstblock import FirstBlockParams
+from app.gate.live import FirstBlockGate
 from tests.fakes import probes
 
 pytestmark = pytest.mark.usefixtures("float32", "compiled")  # tests/adapters/conftest.py
@@ -32,6 +34,9 @@ TEACACHE = TeaCacheParams(
 MAGCACHE = MagCacheParams(
     ratios=(1.0,) * STEPS, threshold=0.5, retention_ratio=0.2, max_consecutive_skips=1
 )
+
+# The probe's forced mode: one warm-up step, then skip / compute in turn, the last computed.
+PROBE = FirstBlockParams(threshold=1.0, warmup_steps=1, max_consecutive_skips=1, forced=True)
 
 
 @pytest.fixture
@@ -114,6 +119,68 @@ def test_z_image_magcache_skips_without_layer_zero_or_the_caption(
     # Skipped steps: the noise refiner and the tail; no layer 0, no caption.
     assert blocks["calls"] == STEPS * refiners + computed * 2 * layers
     assert context["calls"] == 2 * len(tr.context_refiner)  # once per branch, per generation
+
+
+@pytest.mark.usefixtures("eager_parts")
+def test_flux2_probe_skips_with_block_zero_and_the_tail_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first-block probe's skipped step runs what its decision reads (the prelude with the
+    conditional branch's double block 0) and the tail; no TeaCache signal, no other block."""
+    pipeline = shells.flux2_shell("flux2-klein-base-4b")
+    tr = pipeline.transformer
+    first = _count(monkeypatch, type(tr.transformer_blocks[0]), tr.transformer_blocks[0])
+    singles = _count(monkeypatch, type(tr.single_transformer_blocks[0]))
+    signals: Counter[str] = Counter()
+    original_signal = flux2._signal
+
+    def counting_signal(*args: Any) -> mx.array:
+        signals["calls"] += 1
+        return original_signal(*args)
+
+    monkeypatch.setattr(flux2, "_signal", counting_signal)
+    gate = FirstBlockGate(PROBE)
+    parts = _gated(pipeline, gate)
+    assert gate.pattern == "FSCSCSCF" and gate.skipped == 3
+    computed = STEPS - gate.skipped
+    assert parts == {
+        "probe_prelude": STEPS,
+        "measure": STEPS - 1,  # built with each later step's prelude, at the step before's end
+        "probe_body": computed,
+        "tail": gate.skipped,
+    }
+    assert signals["calls"] == 0  # the probe reads its block, not TeaCache's signal
+    # Block 0 once a step for the decision, and the unconditional branch's where the body runs.
+    assert first["calls"] == STEPS + computed
+    assert singles["calls"] == computed * 2 * len(tr.single_transformer_blocks)
+
+
+@pytest.mark.usefixtures("eager_parts")
+def test_z_image_probe_skips_with_layer_zero_and_the_tail_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mflux.models.z_image.model.z_image_transformer.transformer_block import (
+        ZImageTransformerBlock,
+    )
+
+    pipeline = shells.z_image_shell("z-image")
+    tr = pipeline.transformer
+    blocks = _count(monkeypatch, ZImageTransformerBlock)
+    gate = FirstBlockGate(PROBE)
+    parts = _gated(pipeline, gate)
+    assert gate.pattern == "FSCSCSCF" and gate.skipped == 3
+    computed = STEPS - gate.skipped
+    assert parts == {
+        "caption": 2,
+        "prelude": STEPS,
+        "measure": STEPS - 1,
+        "body": computed,
+        "tail": gate.skipped,
+    }
+    refiners, layers = len(tr.noise_refiner), len(tr.layers)
+    # Every step: the shared noise refiner and layer 0 (the decision's); computed steps: the
+    # conditional branch's layers 1.. and the unconditional branch's every layer.
+    assert blocks["calls"] == STEPS * (refiners + 1) + computed * (2 * layers - 1)
 
 
 @pytest.mark.usefixtures("eager_parts")

@@ -90,6 +90,7 @@ def test_recovers_a_known_polynomial_and_the_registry_loads_it() -> None:
     path = save_calibration(document)
     assert path.parent == calibrations_dir()
     variant = get_variant("demo+synthetic")
+    assert variant.coefficients is not None
     np.testing.assert_allclose(variant.coefficients, KNOWN, atol=COEFFICIENTS_ATOL)
     assert variant.default_threshold == 0.12
     assert variant.calibrated_range == tuple(document["x_range"])

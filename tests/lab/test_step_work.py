@@ -2,8 +2,9 @@
 step of mflux's own loop. Counts are deterministic, so they are asserted exactly: threshold 0 adds
 no host sync and no graph node over untouched mflux (FLUX.1, Qwen-Image: the families whose
 gate off / vanilla read 0.96 / 0.97 on the H200), and every step of the split-compiled path
-(FLUX.2, Z-Image; TeaCache and MagCache) syncs once, the step's latents: the gate's decision reads
-a measurement evaluated with the previous step's latents (#30; it synced twice before)."""
+(FLUX.2, Z-Image; TeaCache, MagCache and the first-block probe) syncs once, the step's latents:
+the gate's decision reads a measurement evaluated with the previous step's latents (#30; it
+synced twice before)."""
 
 from __future__ import annotations
 
@@ -64,11 +65,13 @@ def test_a_split_compiled_step_adds_no_sync_to_mfluxs_one_latents_eval(
 
     # mflux's compiled predict (M3 and later, CUDA), so the gated step is the split-compiled one.
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: False))
-    counted = _counted(family, ("vanilla", "forced_skips", "magcache_forced"))
+    counted = _counted(family, ("vanilla", "forced_skips", "magcache_forced", "probe_forced"))
     forced, magcache = counted["forced_skips"], counted["magcache_forced"]
+    probe = counted["probe_forced"]
     assert "".join(s.decision for s in forced) == "FSCF"
     assert "".join(s.decision for s in magcache) == "FSCS"
-    for run in (forced, magcache):
+    assert "".join(s.decision for s in probe) == "FSCF"
+    for run in (forced, magcache, probe):
         assert all(s.syncs == s.evals == 1 and s.conversions == 0 for s in run)
         assert all(s.idle_evals == 1 for s in run[1:])  # mflux's own eval: nothing left to run
     assert all(s.syncs == 1 for s in counted["vanilla"])
@@ -77,6 +80,9 @@ def test_a_split_compiled_step_adds_no_sync_to_mfluxs_one_latents_eval(
     # MagCache decides from its table: a skipped step builds no signal and no next prelude.
     assert 0 < magcache[1].nodes < skipped.nodes
     assert magcache[3].nodes == magcache[1].nodes
+    # The first-block probe's skipped step: its prelude with the first block (what it decides
+    # on, built at the step before's end) and the tail, a fraction of its computed step.
+    assert 0 < probe[1].nodes < probe[2].nodes / 2
 
 
 def test_a_read_of_a_measurement_not_yet_evaluated_is_counted_as_a_sync() -> None:

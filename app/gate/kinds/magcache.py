@@ -76,7 +76,7 @@ def magcache_from_document(document: dict) -> MagCacheCalibration | None:
     return None if section is None else magcache_from_json(section)
 
 
-class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration]):
+class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     name = GATE_NAME
     label = "MagCache"
     threshold_meaning = (

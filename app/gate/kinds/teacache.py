@@ -54,7 +54,7 @@ class TeaCacheCalibration:
     gate: ClassVar[str] = GATE_NAME
 
 
-class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration]):
+class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
     name = GATE_NAME
     label = "TeaCache"
     threshold_meaning = (
