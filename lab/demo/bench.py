@@ -36,6 +36,7 @@ def one_process(
     guidance: float | None = None,
     resources: Path | None = None,
     serial_cfg: bool = False,
+    decode: str = "seamless",
 ) -> dict[str, Any]:
     from app.blas import preload_openblas
 
@@ -46,6 +47,8 @@ def one_process(
 
     pipe = load_demo_pipeline(variant, resources)
     pipe.concurrent_cfg = not serial_cfg
+    if decode == "pca":  # the per-patch decode shipped before the seamless decoder
+        pipe.vae.decoder = None  # type: ignore[attr-defined]
     load_seconds = time.perf_counter() - t0
     guidance = demo_guidance(variant) if guidance is None else guidance
     times = []
@@ -69,6 +72,7 @@ def one_process(
         "computed": steps,
         "openblas": blas,
         "cfg_branches": "serial" if serial_cfg else "concurrent where guidance > 1 on the CPU",
+        "decode": decode,
     }
 
 
@@ -87,13 +91,21 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="both CFG branches on one stream, OpenBLAS as loaded (the path before concurrency)",
     )
+    parser.add_argument(
+        "--decode",
+        choices=["seamless", "pca"],
+        default="seamless",
+        help="the shipped seamless decoder, or the PCA codec's per-patch decode shipped before it",
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or get_variant(args.variant).default_steps
     if args.child:
-        result = one_process(args.variant, steps, args.guidance, args.resources, args.serial_cfg)
+        result = one_process(
+            args.variant, steps, args.guidance, args.resources, args.serial_cfg, args.decode
+        )
         print(dumps_json(result))
         return
     reps = []
@@ -109,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
                 *(["--guidance", str(args.guidance)] if args.guidance is not None else []),
                 *(["--resources", str(args.resources)] if args.resources is not None else []),
                 *(["--serial-cfg"] if args.serial_cfg else []),
+                "--decode",
+                args.decode,
                 "--steps",
                 str(steps),
             ],
@@ -126,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         "prompt": PROMPT,
         "weights": str(args.resources) if args.resources is not None else "shipped",
         "cfg_branches": reps[0]["cfg_branches"],
+        "decode": args.decode,
         "reps": reps,
         "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
         "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
