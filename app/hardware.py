@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+REPO_ROOT = Path(__file__).resolve().parent.parent  # app/hardware.py → the repository
 
 
 def _run(command: list[str], cwd: Path | None = None) -> str | None:
@@ -44,11 +44,36 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def ram_bytes() -> int | None:
+def physical_memory_bytes() -> int | None:
+    """Total physical memory (Linux and macOS through sysconf); None where unknown."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page_size = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
         return None
+    if pages <= 0 or page_size <= 0:
+        return None
+    return int(pages) * int(page_size)
+
+
+def on_mac() -> bool:
+    return sys.platform == "darwin"
+
+
+def os_name() -> str:
+    """The operating system as a sentence names it: "macOS", "Linux"."""
+    return "macOS" if on_mac() else (platform.system() or "the system")
+
+
+def this_machine() -> str:
+    """What the window calls the computer it runs on: "this Mac" on a Mac, else "this machine"."""
+    return "this Mac" if on_mac() else "this machine"
+
+
+def memory_gb_text(memory_gb: float) -> str:
+    """A machine's memory as people say it, the one figure every message shows: 16, or 23.5
+    where it is not whole."""
+    return f"{round(memory_gb, 1):g}"
 
 
 def usable_cores() -> int:
@@ -95,7 +120,7 @@ def _app_version() -> str:
 
 
 def host_info() -> dict[str, Any]:
-    ram = ram_bytes()
+    ram = physical_memory_bytes()
     return {
         "cpu": cpu_name(),
         "machine": platform.machine(),

@@ -46,15 +46,24 @@ def local_window(height: int, width: int) -> int:
     return min(height, width, max(LOCAL_WINDOW_MIN, min(height, width) // LOCAL_WINDOW_FRACTION))
 
 
-def local_difference(a: np.ndarray, b: np.ndarray) -> LocalDifference:
-    """The mean absolute difference of the worst ``local_window`` square of two same-shape 8-bit
-    images, on a 0–1 scale. Per pixel the largest difference over the RGB channels counts (not
-    luminance): a red object replaced by an equally bright green one is a lost object too."""
+def difference_image(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The difference of two same-shape 8-bit images, the one definition the app has of it: per
+    pixel, the largest absolute difference over the RGB channels (not luminance: a red object
+    replaced by an equally bright green one is a lost object too), float32 H×W on the 0–255
+    scale. The window draws it as the difference view; ``local_difference`` averages it over the
+    worst window."""
     if a.shape != b.shape:
         raise ValueError(f"images differ in shape: {a.shape} against {b.shape}")
-    diff = np.abs(a.astype(np.int16) - b.astype(np.int16)).astype(np.float64) / 255.0
+    diff = np.abs(a.astype(np.int16) - b.astype(np.int16))
     if diff.ndim == 3:
         diff = diff.max(axis=-1)
+    return np.ascontiguousarray(diff, dtype=np.float32)
+
+
+def local_difference(a: np.ndarray, b: np.ndarray) -> LocalDifference:
+    """The mean of ``difference_image`` over the worst ``local_window`` square of two same-shape
+    8-bit images, on a 0–1 scale."""
+    diff = difference_image(a, b).astype(np.float64) / 255.0
     height, width = diff.shape
     size = local_window(height, width)
     # Window sums from the integral image: every window position, stride 1.

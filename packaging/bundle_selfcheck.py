@@ -1,9 +1,10 @@
 """Self-check that runs inside the built bundle (a second executable beside the app).
 
 One real MLX operation on the default device (the GPU through Metal on macOS), which libmlx
-was loaded and whether ``mlx.metallib`` sits beside it, the OpenBLAS preload on Linux, and the
-app's own resource lookup. Prints one JSON object; exits 0 only when every check passed.
-``packaging/verify_bundle.py`` runs it. Usage: ``teacache-studio-selfcheck [--allow-cpu]``.
+was loaded and whether ``mlx.metallib`` sits beside it, the OpenBLAS preload on Linux, the
+app's own resource lookup and its family registry. Prints one JSON object; exits 0 only when
+every check passed. ``packaging/verify_bundle.py`` runs it. Usage:
+``teacache-studio-selfcheck [--allow-cpu]``.
 """
 
 from __future__ import annotations
@@ -64,18 +65,22 @@ def _mlx_check(allow_cpu: bool) -> dict[str, Any]:
 
 
 def _resources_check() -> dict[str, Any]:
+    from app.families import FAMILIES
     from app.paths import DEMO_DIR, RESOURCES_DIR
     from app.variants import DEMO_DIR as VARIANTS_DEMO_DIR
-    from app.variants import get_variant
+    from app.variants import VARIANTS, get_variant
 
     result: dict[str, Any] = {
         "resources_dir": str(RESOURCES_DIR),
         "demo_files": sorted(path.name for path in DEMO_DIR.glob("*")) if DEMO_DIR.is_dir() else [],
         "variants_demo_dir": str(VARIANTS_DEMO_DIR),
         "variants_demo_dir_exists": VARIANTS_DEMO_DIR.is_dir(),
+        # the family registry walks its package: frozen, that walk must still find every module
+        "families": list(FAMILIES),
+        "variant_families": sorted({v.family.id for v in VARIANTS.values()}),
     }
     # Reads resources/demo/demo.calibration.json the way the app does.
-    params = get_variant("demo").gate_params()
+    params = get_variant("demo").teacache_params()
     result["demo_gate_coefficients"] = len(params.coefficients)
     return result
 
@@ -120,6 +125,12 @@ def main(argv: list[str]) -> int:
             failures.append(
                 f"app.variants looks for the demo in a missing folder: "
                 f"{resources['variants_demo_dir']}"
+            )
+        unregistered = sorted(set(resources["variant_families"]) - set(resources["families"]))
+        if unregistered:
+            failures.append(
+                f"the family registry found {resources['families']} in the bundle, not "
+                f"{', '.join(unregistered)}"
             )
     except Exception as exc:
         failures.append(f"resource lookup failed: {type(exc).__name__}: {exc}")

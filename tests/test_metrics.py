@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.metrics import local_difference, local_window, ssim
+from app.metrics import difference_image, local_difference, local_window, ssim
 
 SIDE = 128
 
@@ -59,3 +59,13 @@ def test_the_window_grows_with_the_image_and_shapes_must_match() -> None:
     assert local_window(8, 8) == 8
     with pytest.raises(ValueError, match="differ in shape"):
         local_difference(np.zeros((4, 4, 3), np.uint8), np.zeros((4, 5, 3), np.uint8))
+
+
+def test_the_difference_image_is_the_largest_channel_per_pixel() -> None:
+    a = np.zeros((2, 2, 3), np.uint8)
+    b = a.copy()
+    b[0, 0] = (10, 200, 30)  # green changed most
+    b[1, 1] = (0, 0, 7)
+    drawn = difference_image(a, b)
+    assert drawn.dtype == np.float32 and drawn.shape == (2, 2)
+    assert drawn.tolist() == [[200.0, 0.0], [0.0, 7.0]]

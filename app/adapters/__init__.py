@@ -1,7 +1,8 @@
-"""Per-family mflux adapters that put a ``TeaCacheGate`` between a transformer's body and tail.
+"""Per-family mflux adapters that put a ``LiveGate`` between a transformer's body and tail.
 
-``install_gate(pipeline, gate)`` picks the adapter for the pipeline's family; the returned
-installation is a context manager whose exit restores the pipeline exactly::
+``install_gate(pipeline, gate)`` picks the adapter of the pipeline's family (by mflux class, from
+``app.families``); the returned installation is a context manager whose exit restores the
+pipeline exactly::
 
     with install_gate(pipeline, gate):
         pipeline.generate_image(...)
@@ -16,7 +17,8 @@ from typing import Any
 
 from app.adapters.base import GateLifecycle, Installation
 from app.adapters.common import AdapterError, AlreadyInstalledError, UnsupportedPipelineError
-from app.gate import TeaCacheGate
+from app.families import FAMILIES, Family, load
+from app.gate import LiveGate
 
 __all__ = [
     "AdapterError",
@@ -28,46 +30,33 @@ __all__ = [
     "install_gate",
 ]
 
-SUPPORTED = "FLUX.1 (Flux1), FLUX.2 Klein (Flux2Klein), Z-Image (ZImage), Qwen-Image (QwenImage)"
+
+def _mflux_families() -> list[tuple[type, Family]]:
+    """(mflux's pipeline class, its family) for every mflux family: imports mflux."""
+    return [(f.mflux.pipeline(), f) for f in FAMILIES.values() if f.mflux is not None]
 
 
-def _families() -> list[tuple[type, str]]:
-    from mflux.models.flux.variants.txt2img.flux import Flux1
-    from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
-    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
-    from mflux.models.z_image.variants.z_image import ZImage
-
-    return [(Flux1, "flux1"), (Flux2Klein, "flux2"), (ZImage, "z-image"), (QwenImage, "qwen-image")]
-
-
-def detect_family(pipeline: Any) -> str:
-    """The adapter family of an mflux pipeline (by class), or ``UnsupportedPipelineError``."""
-    for cls, family in _families():
-        if isinstance(pipeline, cls):
-            return family
+def detect_family(pipeline: Any) -> Family:
+    """The family of an mflux pipeline: the first class in its MRO that is a family's pipeline
+    class (its own before a base's), or ``UnsupportedPipelineError``."""
+    families = _mflux_families()
+    by_class = dict(families)
+    for cls in type(pipeline).__mro__:
+        if cls in by_class:
+            return by_class[cls]
+    supported = ", ".join(f"{f.display_name} ({cls.__name__})" for cls, f in families)
     raise UnsupportedPipelineError(
-        f"TeaCache has no adapter for {type(pipeline).__name__}; supported: {SUPPORTED}"
+        f"TeaCache has no adapter for {type(pipeline).__name__}; supported: {supported}"
     )
 
 
-def _installer(family: str) -> Callable[[Any, TeaCacheGate], Installation]:
-    if family == "flux1":
-        from app.adapters import flux1
-
-        return flux1.install
-    if family == "flux2":
-        from app.adapters import flux2
-
-        return flux2.install
-    if family == "z-image":
-        from app.adapters import z_image
-
-        return z_image.install
-    from app.adapters import qwen_image
-
-    return qwen_image.install
+def _installer(family: Family) -> Callable[[Any, LiveGate], Installation]:
+    """The ``install`` of the family's adapter module (``Family.adapter``)."""
+    if family.adapter is None:
+        raise UnsupportedPipelineError(f"TeaCache has no adapter for {family.display_name}")
+    return load(family.adapter).install
 
 
-def install_gate(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install_gate(pipeline: Any, gate: LiveGate) -> Installation:
     """Install ``gate`` on ``pipeline`` (transactional: on any error nothing is left behind)."""
     return _installer(detect_family(pipeline))(pipeline, gate)

@@ -8,7 +8,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from app.gate import TeaCacheGate
+from app.gate import LiveGate
 
 Rollback = Callable[[], None]
 
@@ -25,7 +25,7 @@ class GateLifecycle:
     adapter can tell a new generation's first call from a stale one after an interrupted run.
     """
 
-    def __init__(self, gate: TeaCacheGate) -> None:
+    def __init__(self, gate: LiveGate) -> None:
         self.gate = gate
         self.active = False
         self.generation = 0
@@ -87,7 +87,7 @@ class Installation:
     fails half-way can call ``remove()`` and leave the pipeline as it found it.
     """
 
-    def __init__(self, pipeline: Any, gate: TeaCacheGate, family: str = "") -> None:
+    def __init__(self, pipeline: Any, gate: LiveGate, family: str = "") -> None:
         self.pipeline = pipeline
         self.gate = gate
         self.family = family

@@ -12,7 +12,8 @@ import mlx.core as mx
 from mflux.models.common.config.model_config import ModelConfig
 
 from app.adapters.base import GateLifecycle, Installation
-from app.gate import TeaCacheGate
+from app.families import Family
+from app.gate import LiveGate
 
 COND = "cond"
 UNCOND = "uncond"
@@ -35,7 +36,7 @@ class GateState:
     """What a gated forward needs at call time. A plain object, never an ``nn.Module`` attribute
     value that MLX would file as a child (arrays there would become parameters)."""
 
-    gate: TeaCacheGate
+    gate: LiveGate
     lifecycle: GateLifecycle
     # The pipeline's own ``_predict`` factory (mflux's staticmethod, or an instance override such
     # as the demo's eager one), for the predict-factory families: called at threshold 0 and
@@ -67,10 +68,9 @@ class GateState:
 
 def install_class_swap(
     pipeline: Any,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     *,
-    family: str,
-    model_name: str,
+    family: Family,
     expected: type,
     gated_base: type,
 ) -> Installation:
@@ -80,14 +80,14 @@ def install_class_swap(
     transformer = getattr(pipeline, "transformer", None)
     if isinstance(transformer, gated_base):
         raise AlreadyInstalledError(
-            f"a TeaCache gate is already installed on this {model_name} model"
+            f"a TeaCache gate is already installed on this {family.short_name} model"
         )
     if type(transformer) is not expected:
         raise UnsupportedPipelineError(
-            f"the {model_name} adapter expects mflux's {expected.__name__}, "
+            f"the {family.short_name} adapter expects mflux's {expected.__name__}, "
             f"found {type(transformer).__name__}"
         )
-    installation = Installation(pipeline, gate, family=family)
+    installation = Installation(pipeline, gate, family=family.id)
     try:
         lifecycle = GateLifecycle(gate)
         state = GateState(gate, lifecycle)
@@ -106,10 +106,9 @@ def install_class_swap(
 
 def install_predict_factory(
     pipeline: Any,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     *,
-    family: str,
-    model_name: str,
+    family: Family,
     make_factory: Callable[[GateState], Any],
 ) -> Installation:
     """Install a gate as an instance-level ``_predict`` factory (FLUX.2, Z-Image): mflux builds
@@ -118,10 +117,10 @@ def install_predict_factory(
     current = vars(pipeline).get("_predict")
     if current is not None and hasattr(current, "teacache_state"):
         raise AlreadyInstalledError(
-            f"a TeaCache gate is already installed on this {model_name} model"
+            f"a TeaCache gate is already installed on this {family.short_name} model"
         )
     own_factory = pipeline._predict  # the instance override if any, else the class's staticmethod
-    installation = Installation(pipeline, gate, family=family)
+    installation = Installation(pipeline, gate, family=family.id)
     try:
         lifecycle = GateLifecycle(gate)
         state = GateState(gate, lifecycle, own_factory=own_factory)

@@ -24,7 +24,8 @@ from mflux.models.flux.model.flux_transformer.transformer import Transformer
 
 from app.adapters.base import Installation
 from app.adapters.common import COND, GateState, install_class_swap
-from app.gate import TeaCacheGate
+from app.families.flux1 import FAMILY
+from app.gate import LiveGate
 
 
 class GatedFlux1Transformer(Transformer):
@@ -109,12 +110,11 @@ class GatedFlux1Transformer(Transformer):
         return noise
 
 
-def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_class_swap(
         pipeline,
         gate,
-        family="flux1",
-        model_name="FLUX.1",
+        family=FAMILY,
         expected=Transformer,
         gated_base=GatedFlux1Transformer,
     )

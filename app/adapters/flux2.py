@@ -47,7 +47,8 @@ from app.adapters.common import (
     install_predict_factory,
 )
 from app.adapters.compiled import counted_compile, is_compiled
-from app.gate import TeaCacheGate, Verdict
+from app.families.flux2 import FAMILY
+from app.gate import LiveGate, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ def _branch(
     prompt_embeds: mx.array,
     latent_ids: mx.array,
     text_ids: mx.array,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     verdict: Verdict,
     branch: str,
 ) -> mx.array:
@@ -356,7 +357,5 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
     return factory
 
 
-def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    return install_predict_factory(
-        pipeline, gate, family="flux2", model_name="FLUX.2", make_factory=make_predict_factory
-    )
+def install(pipeline: Any, gate: LiveGate) -> Installation:
+    return install_predict_factory(pipeline, gate, family=FAMILY, make_factory=make_predict_factory)

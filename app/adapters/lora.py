@@ -11,27 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.adapters import detect_family
+from app.adapters import AdapterError, detect_family
 
 
 def lora_mapping(pipeline: Any) -> list[Any]:
-    """mflux's LoRA key mapping for the pipeline's family."""
+    """mflux's LoRA key mapping for the pipeline's family (``Family.mflux.lora_mapping``)."""
     family = detect_family(pipeline)
-    if family == "flux1":
-        from mflux.models.flux.weights.flux_lora_mapping import FluxLoRAMapping
-
-        return FluxLoRAMapping.get_mapping()
-    if family == "flux2":
-        from mflux.models.flux2.weights.flux2_lora_mapping import Flux2LoRAMapping
-
-        return Flux2LoRAMapping.get_mapping()
-    if family == "z-image":
-        from mflux.models.z_image.weights.z_image_lora_mapping import ZImageLoRAMapping
-
-        return ZImageLoRAMapping.get_mapping()
-    from mflux.models.qwen.weights.qwen_lora_mapping import QwenLoRAMapping
-
-    return QwenLoRAMapping.get_mapping()
+    mapping = family.require_mflux().lora_mapping
+    if mapping is None:
+        raise AdapterError(f"mflux has no LoRA mapping for {family.display_name}")
+    return mapping().get_mapping()
 
 
 def apply_loras(pipeline: Any, paths: Sequence[str], scales: Sequence[float]) -> None:

@@ -14,8 +14,9 @@ preview of the final latents, bit for bit.
 
 The picture. The demo decodes exactly (its PCA codec is a single small matrix product: the
 pipeline's ``decode_preview``). Real families project the latent to RGB with a published linear
-factor table per latent space (below, each with its source), at the latent's resolution (H/8), on
-the device, then one small transfer of a uint8 thumbnail of at most ``MAX_SIDE`` pixels.
+factor table per latent space (``app.families.latent_rgb``, each with its source; the family's
+module names its table), at the latent's resolution (H/8), on the device, then one small
+transfer of a uint8 thumbnail of at most ``MAX_SIDE`` pixels.
 
 Timing: the work runs inside ``gate.untimed()``, so no step's seconds include it. No step waits on
 a preview either: a step's thumbnail graph is queued with ``mx.async_eval`` right after the step
@@ -38,100 +39,14 @@ from typing import Any, cast
 import mlx.core as mx
 import numpy as np
 
-from app.gate import TeaCacheGate
+from app.families import Family
+from app.gate import LiveGate
 
 MAX_SIDE = 256  # a thumbnail's long side at most; 2048-pixel images project at 256 already
 
 # (packed x0, height, width) → uint8 RGB: on the host, or a lazy device array the previewer
 # evaluates asynchronously and transfers one step later
 Decode = Callable[[mx.array, int, int], "np.ndarray | mx.array"]
-
-# -- published latent→RGB factors -----------------------------------------------------------------
-# Source of all three tables: ComfyUI, comfy/latent_formats.py, commit
-# 9a9a69fd745de98e89b0f1a629cd3bc43d513a42 (github.com/Comfy-Org/ComfyUI), classes ``Flux``,
-# ``Flux2`` and ``Wan21``: ``rgb = latent · factors + bias`` on the sampler's latent space, then
-# (rgb + 1) / 2 clipped to [0, 1]. The sampler's space there is the one mflux's loop holds:
-# FLUX.1 and Z-Image shifted and scaled (``Flux.process_in``; ComfyUI's ZImage model uses the Flux
-# format, comfy/supported_models.py ``Lumina2.latent_format``), FLUX.2 BatchNorm-normalized and
-# 2×2-patchified (``Flux2.process_in`` is the identity; its ``latent_rgb_factors_reshape`` is
-# mflux's ``Flux2VAE._unpatchify_latents``), Qwen-Image's Wan-2.1 latents normalized by the
-# per-channel mean and std that ``Wan21.process_in`` uses and mflux's ``QwenVAE`` undoes.
-
-FLUX1_FACTORS = (  # 16 channels (FLUX.1, Z-Image)
-    (-0.0346, 0.0244, 0.0681),
-    (0.0034, 0.0210, 0.0687),
-    (0.0275, -0.0668, -0.0433),
-    (-0.0174, 0.0160, 0.0617),
-    (0.0859, 0.0721, 0.0329),
-    (0.0004, 0.0383, 0.0115),
-    (0.0405, 0.0861, 0.0915),
-    (-0.0236, -0.0185, -0.0259),
-    (-0.0245, 0.0250, 0.1180),
-    (0.1008, 0.0755, -0.0421),
-    (-0.0515, 0.0201, 0.0011),
-    (0.0428, -0.0012, -0.0036),
-    (0.0817, 0.0765, 0.0749),
-    (-0.1264, -0.0522, -0.1103),
-    (-0.0280, -0.0881, -0.0499),
-    (-0.1262, -0.0982, -0.0778),
-)
-FLUX1_BIAS = (-0.0329, -0.0718, -0.0851)
-
-FLUX2_FACTORS = (  # 32 channels (FLUX.2), after unpatchifying the 128 packed ones
-    (0.0058, 0.0113, 0.0073),
-    (0.0495, 0.0443, 0.0836),
-    (-0.0099, 0.0096, 0.0644),
-    (0.2144, 0.3009, 0.3652),
-    (0.0166, -0.0039, -0.0054),
-    (0.0157, 0.0103, -0.0160),
-    (-0.0398, 0.0902, -0.0235),
-    (-0.0052, 0.0095, 0.0109),
-    (-0.3527, -0.2712, -0.1666),
-    (-0.0301, -0.0356, -0.0180),
-    (-0.0107, 0.0078, 0.0013),
-    (0.0746, 0.0090, -0.0941),
-    (0.0156, 0.0169, 0.0070),
-    (-0.0034, -0.0040, -0.0114),
-    (0.0032, 0.0181, 0.0080),
-    (-0.0939, -0.0008, 0.0186),
-    (0.0018, 0.0043, 0.0104),
-    (0.0284, 0.0056, -0.0127),
-    (-0.0024, -0.0022, -0.0030),
-    (0.1207, -0.0026, 0.0065),
-    (0.0128, 0.0101, 0.0142),
-    (0.0137, -0.0072, -0.0007),
-    (0.0095, 0.0092, -0.0059),
-    (0.0000, -0.0077, -0.0049),
-    (-0.0465, -0.0204, -0.0312),
-    (0.0095, 0.0012, -0.0066),
-    (0.0290, -0.0034, 0.0025),
-    (0.0220, 0.0169, -0.0048),
-    (-0.0332, -0.0457, -0.0468),
-    (-0.0085, 0.0389, 0.0609),
-    (-0.0076, 0.0003, -0.0043),
-    (-0.0111, -0.0460, -0.0614),
-)
-FLUX2_BIAS = (-0.0329, -0.0718, -0.0851)
-
-WAN21_FACTORS = (  # 16 channels (Qwen-Image's Wan-2.1 VAE)
-    (-0.1299, -0.1692, 0.2932),
-    (0.0671, 0.0406, 0.0442),
-    (0.3568, 0.2548, 0.1747),
-    (0.0372, 0.2344, 0.1420),
-    (0.0313, 0.0189, -0.0328),
-    (0.0296, -0.0956, -0.0665),
-    (-0.3477, -0.4059, -0.2925),
-    (0.0166, 0.1902, 0.1975),
-    (-0.0412, 0.0267, -0.1364),
-    (-0.1293, 0.0740, 0.1636),
-    (0.0680, 0.3019, 0.1128),
-    (0.0032, 0.0581, 0.0639),
-    (-0.1251, 0.0927, 0.1699),
-    (0.0060, -0.0633, 0.0005),
-    (0.3477, 0.2275, 0.2950),
-    (0.1984, 0.0913, 0.1861),
-)
-WAN21_BIAS = (-0.1835, -0.0868, -0.3360)
 
 
 def clean_prediction(latents: mx.array, noise: mx.array, sigma: mx.array) -> mx.array:
@@ -175,59 +90,24 @@ def to_thumbnail(rgb: mx.array) -> mx.array:
     return mx.round(unit * 255).astype(mx.uint8)
 
 
-def _unpack_flux1(latents: mx.array, height: int, width: int) -> mx.array:
-    from mflux.models.flux.latent_creator.flux_latent_creator import FluxLatentCreator
-
-    return FluxLatentCreator.unpack_latents(latents, height, width)
-
-
-def _unpack_flux2(latents: mx.array, height: int, width: int) -> mx.array:
-    from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCreator
-    from mflux.models.flux2.model.flux2_vae.vae import Flux2VAE
-
-    packed = Flux2LatentCreator.unpack_latents(latents, height, width)  # (1, 128, H/16, W/16)
-    return Flux2VAE._unpatchify_latents(packed)  # (1, 32, H/8, W/8)
-
-
-def _unpack_z_image(latents: mx.array, height: int, width: int) -> mx.array:
-    from mflux.models.z_image.latent_creator.z_image_latent_creator import ZImageLatentCreator
-
-    return ZImageLatentCreator.unpack_latents(latents, height, width)
-
-
-def _unpack_qwen(latents: mx.array, height: int, width: int) -> mx.array:
-    from mflux.models.qwen.latent_creator.qwen_latent_creator import QwenLatentCreator
-
-    return QwenLatentCreator.unpack_latents(latents, height, width)
-
-
-# (mflux's unpacking, factors, bias, channels per 2×2 packed token or None where not packed so)
-_FAMILY_PROJECTIONS: dict[
-    str, tuple[Callable[..., mx.array], tuple[Any, ...], tuple[float, ...], int | None]
-]
-_FAMILY_PROJECTIONS = {
-    "flux1": (_unpack_flux1, FLUX1_FACTORS, FLUX1_BIAS, 16),
-    "flux2": (_unpack_flux2, FLUX2_FACTORS, FLUX2_BIAS, 32),
-    "z-image": (_unpack_z_image, FLUX1_FACTORS, FLUX1_BIAS, None),
-    "qwen-image": (_unpack_qwen, WAN21_FACTORS, WAN21_BIAS, 16),
-}
-
-
-def family_projection(family: str) -> Callable[[mx.array, int, int], mx.array]:
-    """The linear preview of one family's loop latents. The result is the lazy uint8 thumbnail on
-    the device (``to_host`` makes it an image).
+def family_projection(family: Family) -> Callable[[mx.array, int, int], mx.array]:
+    """The linear preview of one family's loop latents (``Family.preview``: mflux's unpacking and
+    a published factor table, ``app.families.latent_rgb``). The result is the lazy uint8
+    thumbnail on the device (``to_host`` makes it an image).
 
     Packed families (tokens of ``channels`` × 2 × 2 values, mflux's ``unpack_latents`` layout)
     project the tokens directly — one (tokens, 4·C) × (4·C, 12) matrix product — and rearrange
     only the 3-channel result: the same sums as unpacking first, without copying the whole
     latent twice. Anything else unpacks with mflux's helper, then projects."""
-    unpack, factors, bias, channels = _FAMILY_PROJECTIONS[family]
+    preview = family.require_preview()
+    channels = preview.packed_channels
 
     def decode(latents: mx.array, height: int, width: int) -> mx.array:
         h, w = height // 16, width // 16
         if channels is not None and latents.shape == (1, h * w, channels * 4):
-            return project_packed_to_rgb(latents, h, w, factors, bias)
-        return project_to_rgb(unpack(latents, height, width), factors, bias)
+            return project_packed_to_rgb(latents, h, w, preview.factors, preview.bias)
+        unpacked = preview.unpack(latents, height, width)
+        return project_to_rgb(unpacked, preview.factors, preview.bias)
 
     return decode
 
@@ -297,7 +177,7 @@ class StepPreviewer:
         decode: Decode,
         on_preview: Callable[[int, np.ndarray], None],
         *,
-        gate: TeaCacheGate | None = None,
+        gate: LiveGate | None = None,
         reuse: Callable[[int], np.ndarray | None] | None = None,
     ) -> None:
         self.decode = decode

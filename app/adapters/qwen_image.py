@@ -26,7 +26,8 @@ from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import Qwen
 
 from app.adapters.base import Installation
 from app.adapters.common import GateState, install_class_swap
-from app.gate import TeaCacheGate
+from app.families.qwen_image import FAMILY
+from app.gate import LiveGate
 
 
 class GatedQwenTransformer(QwenTransformer):
@@ -113,12 +114,11 @@ class GatedQwenTransformer(QwenTransformer):
         return noise
 
 
-def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
+def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_class_swap(
         pipeline,
         gate,
-        family="qwen-image",
-        model_name="Qwen-Image",
+        family=FAMILY,
         expected=QwenTransformer,
         gated_base=GatedQwenTransformer,
     )

@@ -7,6 +7,8 @@ initializer would set (mflux-internals §4.2): a transformer with random weights
 tests, the real dimensions for GPU timing), prompt embeddings injected where mflux looks for
 them (prompt cache or an instance override of the encode step), and a stub VAE. The real
 ``generate_image()`` then runs end to end: the same loop, scheduler and callbacks as a real model.
+Every builder takes ``(model_name, *, dims, prompts, dtype, seed)``; a family names its builder and
+its tiny and real dimensions (``Family.random_weights``), and ``random_weight_shell`` builds one.
 
 ``ModelConfig.precision`` is a class attribute mflux reads at call time; hold
 ``app.adapters.common.use_precision`` around both the build and the generation (float32 for CPU
@@ -23,6 +25,35 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
+
+from app.families import Family, load
+from app.families.flux1 import FLUX1_DEV, FLUX1_TINY, Flux1Dims
+from app.families.flux2 import FLUX2_KLEIN_4B, FLUX2_TINY, Flux2Dims
+from app.families.qwen_image import QWEN_FULL, QWEN_TINY, QwenDims
+from app.families.z_image import Z_IMAGE_FULL, Z_IMAGE_TINY, ZImageDims
+
+# The families' dimensions, tiny and real, are theirs (app.families); named here too for callers.
+__all__ = [
+    "DEFAULT_PROMPT",
+    "FLUX1_DEV",
+    "FLUX1_TINY",
+    "FLUX2_KLEIN_4B",
+    "FLUX2_TINY",
+    "QWEN_FULL",
+    "QWEN_TINY",
+    "Z_IMAGE_FULL",
+    "Z_IMAGE_TINY",
+    "Flux1Dims",
+    "Flux2Dims",
+    "QwenDims",
+    "StubVAE",
+    "ZImageDims",
+    "flux1_shell",
+    "flux2_shell",
+    "qwen_shell",
+    "random_weight_shell",
+    "z_image_shell",
+]
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 
@@ -112,29 +143,38 @@ def _model_config(name: str) -> Any:
     return ModelConfig.from_name(model_name=name)
 
 
+def random_weight_shell(
+    family: Family,
+    model_name: str | None = None,
+    *,
+    full: bool = False,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    """A shell of ``family`` (``Family.random_weights``: its builder and dimensions) for mflux's
+    ``model_name`` (the family's default where None): ``full`` at the real dimensions, else tiny.
+    ``FamilyError`` where the family has no shell."""
+    spec = family.require_random_weights()
+    builder = load(spec.builder)
+    return builder(
+        model_name or spec.model_name,
+        dims=spec.full if full else spec.tiny,
+        prompts=prompts,
+        dtype=dtype,
+        seed=seed,
+    )
+
+
 # ---------------------------------------------------------------------------------------------
-# FLUX.1 (dev, schnell, Krea): hidden size 3072 is hard-coded, only block counts are free.
-
-
-@dataclass(frozen=True)
-class Flux1Dims:
-    joint_blocks: int
-    single_blocks: int
-
-
-# The smallest FLUX.1 mflux builds: one block of each kind, still at the hard-coded 3072 width
-# (546M parameters, 1.1 GB in bfloat16).
-FLUX1_TINY = Flux1Dims(1, 1)
-# FLUX.1 dev / schnell / Krea dev as their weights define them: 19 joint + 38 single blocks,
-# 3072 wide, 24 heads × 128 (about 11.9B parameters, 24 GB in bfloat16).
-FLUX1_DEV = Flux1Dims(19, 38)
+# FLUX.1 (dev, schnell, Krea): hidden size 3072 is hard-coded, only block counts are free
+# (``Flux1Dims``).
 
 
 def flux1_shell(
     model_name: str = "dev",
     *,
-    joint_blocks: int = 1,
-    single_blocks: int = 1,
+    dims: Flux1Dims = FLUX1_TINY,
     prompts: Sequence[str] = (DEFAULT_PROMPT,),
     text_tokens: int = 16,
     dtype: mx.Dtype = mx.float32,
@@ -151,8 +191,8 @@ def flux1_shell(
     mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = Transformer(
         model_config=model_config,
-        num_transformer_blocks=joint_blocks,
-        num_single_transformer_blocks=single_blocks,
+        num_transformer_blocks=dims.joint_blocks,
+        num_single_transformer_blocks=dims.single_blocks,
     )
     _init_weights(transformer, seed, dtype)
     pipeline.transformer = transformer
@@ -167,32 +207,7 @@ def flux1_shell(
 
 
 # ---------------------------------------------------------------------------------------------
-# FLUX.2 Klein: fully parametric.
-
-
-@dataclass(frozen=True)
-class Flux2Dims:
-    num_layers: int
-    num_single_layers: int
-    num_attention_heads: int
-    attention_head_dim: int
-    joint_attention_dim: int
-    axes_dims_rope: tuple[int, ...]
-
-    def kwargs(self) -> dict[str, Any]:
-        return {
-            "num_layers": self.num_layers,
-            "num_single_layers": self.num_single_layers,
-            "num_attention_heads": self.num_attention_heads,
-            "attention_head_dim": self.attention_head_dim,
-            "joint_attention_dim": self.joint_attention_dim,
-            "axes_dims_rope": self.axes_dims_rope,
-        }
-
-
-FLUX2_TINY = Flux2Dims(2, 2, 4, 32, 64, (8, 8, 8, 8))
-# FLUX.2 Klein 4B exactly as mflux builds it (ModelConfig.flux2_klein_4b().transformer_overrides).
-FLUX2_KLEIN_4B = Flux2Dims(5, 20, 24, 128, 7680, (32, 32, 32, 32))
+# FLUX.2 Klein: fully parametric (``Flux2Dims``).
 
 
 class _Flux2Prompts:
@@ -249,31 +264,7 @@ def flux2_shell(
 
 
 # ---------------------------------------------------------------------------------------------
-# Z-Image (base and Turbo): fully parametric.
-
-
-@dataclass(frozen=True)
-class ZImageDims:
-    dim: int
-    n_layers: int
-    n_refiner_layers: int
-    n_heads: int
-    cap_feat_dim: int
-    axes_dims: tuple[int, ...]
-
-    def kwargs(self) -> dict[str, Any]:
-        return {
-            "dim": self.dim,
-            "n_layers": self.n_layers,
-            "n_refiner_layers": self.n_refiner_layers,
-            "n_heads": self.n_heads,
-            "cap_feat_dim": self.cap_feat_dim,
-            "axes_dims": list(self.axes_dims),
-        }
-
-
-Z_IMAGE_TINY = ZImageDims(128, 4, 1, 4, 64, (8, 12, 12))
-Z_IMAGE_FULL = ZImageDims(3840, 30, 2, 30, 2560, (32, 48, 48))
+# Z-Image (base and Turbo): fully parametric (``ZImageDims``).
 
 
 class _ZImagePrompts:
@@ -325,32 +316,11 @@ def z_image_shell(
 
 
 # ---------------------------------------------------------------------------------------------
-# Qwen-Image: parametric except head_dim = 128 (rope axes are hard-coded to 16 + 56 + 56).
-
-
-@dataclass(frozen=True)
-class QwenDims:
-    num_layers: int
-    num_attention_heads: int
-    joint_attention_dim: int
-
-    def kwargs(self) -> dict[str, Any]:
-        return {
-            "num_layers": self.num_layers,
-            "num_attention_heads": self.num_attention_heads,
-            "attention_head_dim": 128,
-            "joint_attention_dim": self.joint_attention_dim,
-        }
-
-
-QWEN_TINY = QwenDims(2, 1, 64)
-# Qwen-Image (2512) as mflux builds it: QwenTransformer's defaults, 60 blocks, 24 heads × 128
-# (3072 wide), joint attention 3584 (Qwen2.5-VL's hidden size); about 20B parameters, 41 GB in
-# bfloat16.
-QWEN_FULL = QwenDims(60, 24, 3584)
+# Qwen-Image: parametric except head_dim = 128 (``QwenDims``).
 
 
 def qwen_shell(
+    model_name: str = "qwen-image",
     *,
     dims: QwenDims = QWEN_TINY,
     prompts: Sequence[str] = (DEFAULT_PROMPT,),
@@ -362,7 +332,7 @@ def qwen_shell(
     from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransformer
     from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
 
-    pipeline = _base_shell(QwenImage, _model_config("qwen-image"))
+    pipeline = _base_shell(QwenImage, _model_config(model_name))
     pipeline.tokenizers = {"qwen": None}
     pipeline.text_encoder = None
     mx.random.seed(seed)  # the modules' own init (biases) draws from the global key

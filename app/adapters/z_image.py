@@ -36,7 +36,8 @@ from app.adapters.common import (
     install_predict_factory,
 )
 from app.adapters.compiled import counted_compile, is_compiled
-from app.gate import TeaCacheGate, Verdict
+from app.families.z_image import FAMILY
+from app.gate import LiveGate, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +111,7 @@ def _tail(tr: ZImageTransformer, s: _Stream, out: mx.array) -> mx.array:
 def _body(
     tr: ZImageTransformer,
     s: _Stream,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     verdict: Verdict,
     branch: str,
     first: mx.array | None,
@@ -342,7 +343,5 @@ def make_predict_factory(
     return factory
 
 
-def install(pipeline: Any, gate: TeaCacheGate) -> Installation:
-    return install_predict_factory(
-        pipeline, gate, family="z-image", model_name="Z-Image", make_factory=make_predict_factory
-    )
+def install(pipeline: Any, gate: LiveGate) -> Installation:
+    return install_predict_factory(pipeline, gate, family=FAMILY, make_factory=make_predict_factory)

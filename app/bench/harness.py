@@ -16,14 +16,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.stats import speedups, spread, step_costs, summarize_condition
 from app.bench.table import bench_markdown
-from app.bench.worker import CONDITIONS, WorkerSpec, parse_result
+from app.bench.worker import CONDITIONS, WorkerSpec, parse_result, request_recipe
+from app.engine.request import GenerationRequest
 from app.hardware import host_info
 
 REPORT_SCHEMA = 1
@@ -50,25 +51,19 @@ def self_command() -> list[str]:
 
 
 class WorkerFailed(RuntimeError):
-    """A worker subprocess exited without a result; the message is its last error line."""
+    """A chunk ended without a result (a worker subprocess, or a pass of the in-process sweep);
+    the message is its last error line."""
 
 
 @dataclass(frozen=True, slots=True)
 class BenchConfig:
-    variant: str
-    prompt: str
-    seed: int
-    steps: int
-    width: int
-    height: int
-    threshold: float
-    guidance: float | None = None
-    quantize: int | None = None
-    loras: tuple[tuple[str, float], ...] = ()  # (path, scale)
-    model_path: str | None = None  # a local model folder (--model-path)
+    """One benchmark: the request ``generate`` would run (its threshold and gate: the ``gated``
+    condition's) and how the bench repeats and times it."""
+
+    request: GenerationRequest
     reps: int = 3
     warmup: int = 1
-    warmup_steps: int | None = None  # None: warm-up generations run ``steps`` steps
+    warmup_steps: int | None = None  # None: warm-up generations run the request's steps
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
     random_weights: str | None = None
@@ -76,22 +71,11 @@ class BenchConfig:
     conditions: tuple[str, ...] = CONDITIONS
     label: str | None = None  # how to read the numbers, e.g. "timing only: forced skip pattern"
     extra: dict[str, Any] = field(default_factory=dict)
-    gate: str = "teacache"
 
     def spec(self, condition: str, rep: int, image_path: str | None = None) -> WorkerSpec:
         return WorkerSpec(
-            variant=self.variant,
-            condition=condition,
-            prompt=self.prompt,
-            seed=self.seed,
-            steps=self.steps,
-            width=self.width,
-            height=self.height,
-            threshold=self.threshold,
-            guidance=self.guidance,
-            quantize=self.quantize,
-            loras=self.loras,
-            model_path=self.model_path,
+            self.request,
+            condition,
             coefficients=self.coefficients,
             max_consecutive_skips=self.max_consecutive_skips,
             random_weights=self.random_weights,
@@ -100,15 +84,23 @@ class BenchConfig:
             warmup_steps=self.warmup_steps,
             rep=rep,
             image_path=image_path,
-            gate=self.gate,
         )
 
     def settings(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["coefficients"] = None if self.coefficients is None else list(self.coefficients)
-        data["conditions"] = list(self.conditions)
-        data["loras"] = [list(lora) for lora in self.loras]  # as JSON reads it back
-        return data
+        """The recipe as the report (and the chunk folder's plan) records it."""
+        return {
+            **request_recipe(self.request),
+            "reps": self.reps,
+            "warmup": self.warmup,
+            "warmup_steps": self.warmup_steps,
+            "coefficients": None if self.coefficients is None else list(self.coefficients),
+            "max_consecutive_skips": self.max_consecutive_skips,
+            "random_weights": self.random_weights,
+            "dtype": self.dtype,
+            "conditions": list(self.conditions),
+            "label": self.label,
+            "extra": dict(self.extra),
+        }
 
 
 def plan_chunks(reps: int, conditions: Sequence[str] = CONDITIONS) -> list[tuple[int, str]]:
@@ -192,7 +184,7 @@ def run_bench(
     bar = tqdm(
         total=len(plan),
         initial=done,
-        desc=f"bench {config.variant}",
+        desc=f"bench {config.request.variant_id}",
         unit="run",
         file=sys.stderr,
         disable=not progress,
@@ -243,7 +235,9 @@ def build_report(
         "isolation": ISOLATION,
         "warmup_policy": WARMUP_POLICY.format(
             warmup=config.warmup,
-            warmup_steps=config.steps if config.warmup_steps is None else config.warmup_steps,
+            warmup_steps=(
+                config.request.steps if config.warmup_steps is None else config.warmup_steps
+            ),
         ),
         "hardware": {**host, "runtime": runtime},
         "conditions": conditions,

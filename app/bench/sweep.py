@@ -17,15 +17,19 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from app.bench.chunks import ChunkStore, write_json_atomic
-from app.bench.harness import ChunkedOutcome, Runner, subprocess_runner
-from app.bench.worker import WorkerSpec
+from app.bench.harness import ChunkedOutcome, Runner, WorkerFailed, subprocess_runner
+from app.bench.worker import WorkerSpec, request_recipe
+from app.engine.report import RunReport
+from app.engine.request import GenerationRequest
+from app.gate.kinds import DEFAULT_GATE
 from app.hardware import host_info
 from app.metrics import ssim
 
@@ -38,46 +42,34 @@ NOT_MEASURED = (
 
 @dataclass(frozen=True, slots=True)
 class SweepConfig:
-    variant: str
-    prompt: str
-    seed: int
-    steps: int
-    width: int
-    height: int
+    """One sweep: the request (its threshold unused: each run takes one of ``thresholds``) and how
+    the sweep repeats and times it."""
+
+    request: GenerationRequest
     thresholds: tuple[float, ...]
-    guidance: float | None = None
-    quantize: int | None = None
-    loras: tuple[tuple[str, float], ...] = ()  # (path, scale)
-    model_path: str | None = None  # a local model folder (--model-path)
     reps: int = 1
     warmup: int = 1
     timing: str = "isolated"
-    gate: str = "teacache"
 
     def settings(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["thresholds"] = list(self.thresholds)
-        data["loras"] = [list(lora) for lora in self.loras]  # as JSON reads it back
-        return data
+        """The recipe as the report (and the chunk folder's plan) records it."""
+        recipe = request_recipe(self.request)
+        del recipe["threshold"]
+        return {
+            **recipe,
+            "thresholds": list(self.thresholds),
+            "reps": self.reps,
+            "warmup": self.warmup,
+            "timing": self.timing,
+        }
 
     def spec(self, condition: str, threshold: float, rep: int, image: Path | None) -> WorkerSpec:
         return WorkerSpec(
-            variant=self.variant,
-            condition=condition,
-            prompt=self.prompt,
-            seed=self.seed,
-            steps=self.steps,
-            width=self.width,
-            height=self.height,
-            threshold=threshold,
-            guidance=self.guidance,
-            quantize=self.quantize,
-            loras=self.loras,
-            model_path=self.model_path,
+            replace(self.request, threshold=threshold),
+            condition,
             warmup=self.warmup,
             rep=rep,
             image_path=None if image is None else str(image),
-            gate=self.gate,
         )
 
 
@@ -121,37 +113,48 @@ def run_sweep(
     bar = tqdm(
         total=len(plan),
         initial=done,
-        desc=f"sweep {config.variant}",
+        desc=f"sweep {config.request.variant_id}",
         unit="run",
         file=sys.stderr,
         disable=not progress,
     )
-    ran = 0
-    in_process = _InProcess(config) if config.timing == "none" else None
+    pending = [item for item in plan if not store.done(chunk_name(*item))]
+    if max_chunks is not None:
+        pending = pending[:max_chunks]  # a deliberate, resumable stop
     runner = runner or subprocess_runner(log_dir=store.directory / "logs")
+
+    def image_for(rep: int, condition: str, threshold: float) -> Path | None:
+        return images / image_name(condition, threshold) if rep == 0 else None
+
+    def keep(item: tuple[int, str, float], result: dict[str, Any]) -> None:
+        nonlocal done
+        store.save(chunk_name(*item), result)
+        done += 1
+        bar.update(1)
+        bar.set_postfix_str(
+            f"{_label(*item[1:])}: {result['skipped']}/{result['active_steps']} skipped"
+        )
+
     try:
-        for rep, condition, threshold in plan:
-            key = chunk_name(rep, condition, threshold)
-            if store.done(key):
-                continue
-            if max_chunks is not None and ran >= max_chunks:
-                break
-            label = "vanilla" if condition == "vanilla" else f"threshold {threshold:g}"
-            bar.set_postfix_str(f"{label} rep {rep}")
-            image = images / image_name(condition, threshold) if rep == 0 else None
-            if in_process is not None:
-                result = in_process.run(condition, threshold, image)
-            else:
-                result = runner(config.spec(condition, threshold, rep, image))
-            store.save(key, result)
-            ran += 1
-            done += 1
-            bar.update(1)
-            bar.set_postfix_str(f"{label}: {result['skipped']}/{result['active_steps']} skipped")
+        if config.timing == "none":
+            in_process = _InProcess(config)
+            try:
+                in_process.run(
+                    [(c, t, image_for(r, c, t)) for r, c, t in pending],
+                    lambda index, result: keep(pending[index], result),
+                )
+            finally:
+                in_process.close()
+        else:
+            for rep, condition, threshold in pending:
+                bar.set_postfix_str(f"{_label(condition, threshold)} rep {rep}")
+                image = image_for(rep, condition, threshold)
+                keep(
+                    (rep, condition, threshold),
+                    runner(config.spec(condition, threshold, rep, image)),
+                )
     finally:
         bar.close()
-        if in_process is not None:
-            in_process.close()
     if done < len(plan):
         return ChunkedOutcome(None, done, len(plan), store.directory)
     results = {chunk_name(*item): store.load(chunk_name(*item)) or {} for item in plan}
@@ -165,8 +168,14 @@ def run_sweep(
     return ChunkedOutcome(report, done, len(plan), store.directory)
 
 
+def _label(condition: str, threshold: float) -> str:
+    return "vanilla" if condition == "vanilla" else f"threshold {threshold:g}"
+
+
 class _InProcess:
-    """``--timing none``: the engine's own fast path (vanilla cached, gated passes resumed)."""
+    """``--timing none``: the pending chunks as one ``ThresholdSweep`` job (the vanilla chunk at
+    threshold 0, whose gated pass replays every vanilla step), run by the one job runner on the
+    engine's fast path (vanilla cached, gated passes resumed)."""
 
     def __init__(self, config: SweepConfig) -> None:
         from app.blas import preload_openblas
@@ -177,72 +186,73 @@ class _InProcess:
         self.config = config
         self.engine = Engine()
 
-    def run(self, condition: str, threshold: float, image: Path | None) -> dict[str, Any]:
+    def run(
+        self,
+        items: Sequence[tuple[str, float, Path | None]],
+        on_result: Callable[[int, dict[str, Any]], None],
+    ) -> None:
+        """Run every (condition, threshold, image) in order; ``on_result`` gets each chunk's
+        result as it finishes. Raises ``WorkerFailed`` where a pass failed."""
         import threading
 
-        from PIL import Image
-
         from app.engine import events as ev
-        from app.engine.request import make_request
+        from app.engine.jobs import ThresholdSweep, run_job
 
-        request = make_request(
-            self.config.variant,
-            self.config.prompt,
-            seed=self.config.seed,
-            steps=self.config.steps,
-            threshold=threshold,
-            size=(self.config.width, self.config.height),
-            guidance=self.config.guidance,
-            quantize=self.config.quantize,
-            loras=self.config.loras,
-            compare_vanilla=True,
-            resume=True,
-            gate=self.config.gate,
-        )
-        outcome: dict[str, Any] = {}
-        pictures: dict[str, np.ndarray] = {}
+        if not items:
+            return
+        sweep = ThresholdSweep(self.config.request, tuple(t for _, t, _ in items))
+        finished: list[int] = []
+        failures: list[str] = []
 
         def emit(event: object) -> None:
-            if isinstance(event, ev.PassFinished):
-                pictures[event.which.value] = event.image
-            elif isinstance(event, ev.RunFinished):
-                outcome["report"] = event.report.to_json()
+            if isinstance(event, ev.SweepEntryDone):
+                on_result(event.index, _chunk_result(*items[event.index], event.report))
+                finished.append(event.index)
             elif isinstance(event, ev.RunFailed):
-                outcome["error"] = event.message
+                failures.append(event.message)
+            elif isinstance(event, ev.SweepFinished) and event.failure is not None:
+                failures.append(event.failure)
 
-        self.engine.run(1, request, emit, threading.Event())
-        if "error" in outcome:
-            raise RuntimeError(str(outcome["error"]))
-        report = outcome["report"]
-        from app.engine.report import longest_skip_streak
-
-        if condition == "vanilla":
-            pattern = str(report["vanilla_pattern"])
-            picture = pictures.get("vanilla")
-            skipped = 0
-        else:
-            pattern = str(report["pattern"])
-            picture = pictures.get("gated")
-            skipped = int(report["skipped"])  # type: ignore[arg-type]
-        if image is not None and picture is not None:
-            Image.fromarray(picture).save(image)
-        return {
-            "condition": condition,
-            "threshold": threshold,
-            "rep": 0,
-            "pattern": pattern,
-            "skipped": skipped,
-            "computed": len(pattern) - skipped,
-            "active_steps": len(pattern),
-            "longest_skip_streak": longest_skip_streak(pattern),
-            "loop_seconds": None,
-            "image": None if image is None else str(image),
-            "resumed_from_step": report.get("resumed_from_step"),
-            "max_abs_diff": report.get("max_abs_diff") if condition == "gated" else 0.0,
-        }
+        run_job(self.engine, 1, sweep, emit, threading.Event())
+        if failures:
+            condition, threshold, _ = items[len(finished)]
+            raise WorkerFailed(f"{_label(condition, threshold)} failed: {failures[0]}")
 
     def close(self) -> None:
         self.engine.close()
+
+
+def _chunk_result(
+    condition: str, threshold: float, image: Path | None, report: RunReport
+) -> dict[str, Any]:
+    """One in-process chunk as the subprocess worker reports one (no time: not measured)."""
+    from PIL import Image
+
+    from app.engine.report import longest_skip_streak
+
+    vanilla = report.vanilla
+    if vanilla is None:
+        raise RuntimeError("a sweep pass ran without its vanilla pass")
+    if condition == "vanilla":
+        pattern, picture, skipped = vanilla.pattern, vanilla.image, 0
+    else:
+        pattern, picture, skipped = report.gated.pattern, report.gated.image, report.gated.skipped
+    if image is not None:
+        Image.fromarray(picture).save(image)
+    return {
+        "condition": condition,
+        "threshold": threshold,
+        "rep": 0,
+        "pattern": pattern,
+        "skipped": skipped,
+        "computed": len(pattern) - skipped,
+        "active_steps": len(pattern),
+        "longest_skip_streak": longest_skip_streak(pattern),
+        "loop_seconds": None,
+        "image": None if image is None else str(image),
+        "resumed_from_step": report.gated.resumed_from,
+        "max_abs_diff": report.max_abs_diff if condition == "gated" else 0.0,
+    }
 
 
 def _load_rgb(path: str | Path | None) -> np.ndarray | None:
@@ -334,7 +344,7 @@ def sweep_markdown(report: dict[str, Any]) -> str:
         f"{recipe['width']}×{recipe['height']}",
         "",
         f"- Prompt: “{recipe['prompt']}”, seed {recipe['seed']}",
-        f"- Gate: {recipe.get('gate', 'teacache')}",
+        f"- Gate: {recipe.get('gate', DEFAULT_GATE)}",
         f"- Timing: {report['timing']}",
         f"- SSIM: {report['ssim_basis']}",
         f"- Vanilla loop: {_fmt(report['vanilla']['loop_seconds'], '.3f', ' s')}",

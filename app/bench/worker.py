@@ -27,8 +27,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from app.engine.request import GenerationRequest, generate_kwargs
 
 RESULT_PREFIX = "::BENCH_RESULT::"
 CONDITIONS = ("vanilla", "gate_off", "gated")
@@ -37,34 +39,25 @@ WORKER_SCHEMA = 1
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpec:
-    """Everything one chunk needs; plain data so it crosses the process boundary as JSON."""
+    """Everything one chunk needs; plain data so it crosses the process boundary as JSON. The
+    request is what ``generate`` would run (its threshold and gate: the ``gated`` condition's);
+    the rest is how the bench runs and times it."""
 
-    variant: str
+    request: GenerationRequest
     condition: str
-    prompt: str
-    seed: int
-    steps: int
-    width: int
-    height: int
-    threshold: float
-    guidance: float | None = None
-    quantize: int | None = None
-    loras: tuple[tuple[str, float], ...] = ()  # (path, scale), applied by mflux's loader
-    model_path: str | None = None  # a local model folder instead of the Hub's weights
     # Replace the variant's polynomial (a forced skip pattern for timing on random weights).
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
     random_weights: str | None = None  # "tiny" | "full": an mflux shell with random weights
     dtype: str | None = None  # "float32" | "bfloat16"; None: the pipeline's own
     warmup: int = 1
-    # Steps of each warm-up generation (None: ``steps``). A short warm-up still traces and
+    # Steps of each warm-up generation (None: the request's). A short warm-up still traces and
     # JIT-compiles everything once (with a forced pattern, 4 steps run F, S, C, F: prelude,
     # body and skip tail) and saves device time on large models.
     warmup_steps: int | None = None
     rep: int = 0
     image_path: str | None = None  # save the timed generation's image here (PNG)
     extra: dict[str, Any] = field(default_factory=dict)
-    gate: str = "teacache"  # the gated condition's rule: "teacache" or "magcache"
 
     def __post_init__(self) -> None:
         if self.condition not in CONDITIONS:
@@ -75,33 +68,54 @@ class WorkerSpec:
     def to_json(self) -> str:
         from app.fileio.jsonio import dumps_json
 
-        return dumps_json(asdict(self), sort_keys=True)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["request"] = self.request.as_dict()
+        return dumps_json(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> WorkerSpec:
         data = json.loads(text)
+        data["request"] = GenerationRequest.from_dict(data["request"])
         if data.get("coefficients") is not None:
             data["coefficients"] = tuple(data["coefficients"])
-        data["loras"] = tuple((str(path), float(scale)) for path, scale in data.get("loras", ()))
         return cls(**data)
 
 
-def gate_params(spec: WorkerSpec):  # -> GateParams | MagCacheParams
-    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0."""
+def request_recipe(request: GenerationRequest) -> dict[str, Any]:
+    """The request as the flat recipe keys the bench's and the sweep's reports (and their chunk
+    folders' settings) have always held."""
+    return {
+        "variant": request.variant_id,
+        "prompt": request.prompt,
+        "seed": request.seed,
+        "steps": request.steps,
+        "width": request.width,
+        "height": request.height,
+        "threshold": request.threshold,
+        "guidance": request.guidance,
+        "quantize": request.quantize,
+        "loras": [[lora.path, lora.scale] for lora in request.loras],  # as JSON reads it back
+        "model_path": request.model_path,
+        "gate": request.gate,
+    }
+
+
+def gate_params(spec: WorkerSpec):  # -> GateParamsLike
+    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0, and
+    ``coefficients`` (``--forced-skips``) force a pattern through TeaCache's polynomial."""
     from dataclasses import replace
 
-    from app.gate import GateParams
-    from app.variants import get_variant
+    from app.gate import TeaCacheParams
 
-    variant = get_variant(spec.variant)
+    request = spec.request
+    variant = request.variant
     if spec.condition == "gate_off":
-        return variant.gate_params(0.0)
-    if spec.gate != "teacache" and spec.coefficients is None:
-        return variant.params_for(spec.gate, spec.threshold)
-    if spec.coefficients is not None:
-        params = GateParams(coefficients=spec.coefficients, rel_l1_thresh=spec.threshold)
-    else:
-        params = variant.gate_params(spec.threshold)
+        return variant.teacache_params(0.0)
+    params: Any = (
+        TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=request.threshold)
+        if spec.coefficients is not None
+        else variant.params_for(request.gate, request.threshold)
+    )
     if spec.max_consecutive_skips is not None:
         params = replace(params, max_consecutive_skips=spec.max_consecutive_skips)
     return params
@@ -179,37 +193,32 @@ def _precision(spec: WorkerSpec) -> Iterator[None]:
 def load_pipeline(spec: WorkerSpec) -> Any:
     """The pipeline the app itself would load (the engine's loader), or a random-weight shell."""
     import threading
+    from dataclasses import replace
 
     from app.engine.engine import default_loader
-    from app.engine.request import make_request
     from app.variants import get_variant
     from app.variants.user import split_user_variant_id
 
-    variant = get_variant(spec.variant)
+    variant = spec.request.variant
     if spec.random_weights is not None:
         from app.adapters.lora import apply_loras
 
         pipeline = _random_weight_pipeline(spec, variant)
-        apply_loras(pipeline, [path for path, _ in spec.loras], [s for _, s in spec.loras])
+        loras = spec.request.loras
+        apply_loras(pipeline, [lora.path for lora in loras], [lora.scale for lora in loras])
         return pipeline
     # A user calibration (``demo+mycal``) runs the weights of its base variant.
     parts = split_user_variant_id(variant.id)
     base = get_variant(parts[0]) if parts else variant
-    request = make_request(
-        base.id,
-        spec.prompt,
-        seed=spec.seed,
-        steps=spec.steps,
-        size=(spec.width, spec.height),
-        guidance=spec.guidance,
-        quantize=spec.quantize,
-        loras=spec.loras,
-        model_path=spec.model_path,
-    )
+    request = replace(spec.request, variant_id=base.id)
     return default_loader(base, request, lambda event: None, threading.Event())
 
 
-RANDOM_WEIGHT_FAMILIES = "FLUX.1, FLUX.2, Z-Image and Qwen-Image"
+def random_weight_families() -> str:
+    """The families a random-weight shell exists for, in words: "FLUX.1, … and Qwen-Image"."""
+    from app.families import family_names
+
+    return family_names(lambda f: f.random_weights is not None, "and")
 
 
 def _random_weight_pipeline(spec: WorkerSpec, variant: Any) -> Any:
@@ -219,49 +228,19 @@ def _random_weight_pipeline(spec: WorkerSpec, variant: Any) -> Any:
     import mlx.core as mx
 
     from app.adapters import shells
-    from app.variants import Family
 
     dtype = {"float32": mx.float32, "bfloat16": mx.bfloat16, None: mx.float32}[spec.dtype]
-    full = spec.random_weights == "full"
-    if variant.family is Family.flux1:
-        blocks = shells.FLUX1_DEV if full else shells.FLUX1_TINY
-        return shells.flux1_shell(
-            variant.mflux_name or "dev",
-            joint_blocks=blocks.joint_blocks,
-            single_blocks=blocks.single_blocks,
-            prompts=[spec.prompt],
-            dtype=dtype,
+    if variant.family.random_weights is None:
+        raise ValueError(
+            f"random weights are available for {random_weight_families()} only, not {variant.id}"
         )
-    if variant.family is Family.flux2:
-        dims = shells.FLUX2_KLEIN_4B if full else shells.FLUX2_TINY
-        return shells.flux2_shell(
-            variant.mflux_name or "flux2-klein-4b", dims=dims, prompts=[spec.prompt], dtype=dtype
-        )
-    if variant.family is Family.z_image:
-        dims = shells.Z_IMAGE_FULL if full else shells.Z_IMAGE_TINY
-        return shells.z_image_shell(
-            variant.mflux_name or "z-image", dims=dims, prompts=[spec.prompt], dtype=dtype
-        )
-    if variant.family is Family.qwen_image:
-        return shells.qwen_shell(
-            dims=shells.QWEN_FULL if full else shells.QWEN_TINY, prompts=[spec.prompt], dtype=dtype
-        )
-    raise ValueError(
-        f"random weights are available for {RANDOM_WEIGHT_FAMILIES} only, not {variant.id}"
+    return shells.random_weight_shell(
+        variant.family,
+        variant.mflux_name,
+        full=spec.random_weights == "full",
+        prompts=[spec.request.prompt],
+        dtype=dtype,
     )
-
-
-def _generate_kwargs(spec: WorkerSpec) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        "seed": spec.seed,
-        "prompt": spec.prompt,
-        "num_inference_steps": spec.steps,
-        "height": spec.height,
-        "width": spec.width,
-    }
-    if spec.guidance is not None:
-        kwargs["guidance"] = spec.guidance
-    return kwargs
 
 
 def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
@@ -284,7 +263,7 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
         pipeline.callbacks.register(timer)  # after the adapter's lifecycle: its begin() runs first
         try:
             started = time.perf_counter()
-            result = pipeline.generate_image(**_generate_kwargs(spec))
+            result = pipeline.generate_image(**generate_kwargs(spec.request))
             wall = time.perf_counter() - started
         finally:
             _unregister(pipeline, timer)
@@ -348,7 +327,11 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         load_seconds = time.perf_counter() - started
         load_peak = int(mx.get_peak_memory())
         first: dict[str, Any] | None = None
-        warm_spec = spec if spec.warmup_steps is None else replace(spec, steps=spec.warmup_steps)
+        warm_spec = (
+            spec
+            if spec.warmup_steps is None
+            else replace(spec, request=replace(spec.request, steps=spec.warmup_steps))
+        )
         for _ in range(spec.warmup):
             warm = generate_once(pipeline, warm_spec)
             warm.pop("_image", None)
@@ -362,17 +345,18 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         compile_estimate = None
     else:
         compile_estimate = first["loop_seconds"] - warm_loop_estimate(timed, first["pattern"])
-    from app.gate import GateParams
+    from app.gate.kinds import kind_of
 
     params = gate_params(spec) if spec.condition != "vanilla" else None
+    fields = kind_of(params).report_fields(params) if params is not None else {}
     return {
         "schema": WORKER_SCHEMA,
-        "variant": spec.variant,
+        "variant": spec.request.variant_id,
         "condition": spec.condition,
         "rep": spec.rep,
         "gate": None if params is None else params.gate,
         "threshold": None if params is None else params.threshold,
-        "coefficients": list(params.coefficients) if isinstance(params, GateParams) else None,
+        "coefficients": list(fields["coefficients"]) if "coefficients" in fields else None,
         "load_seconds": load_seconds,
         "load_peak_memory_bytes": load_peak,
         "warmup_generations": spec.warmup,

@@ -6,14 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.bench.worker import random_weight_families
+from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import add_gate_argument, add_lora_argument, lora_args, parse_size_arg
 from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.gate.kinds import gate_kind
 from app.variants.catalog import QUANTIZE_LEVELS
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 FORCED_THRESHOLD = 0.5
-RANDOM_WEIGHT_FAMILIES = ("flux1", "flux2", "z-image", "qwen-image")
 
 
 def forced_coefficients(skips_per_compute: int) -> tuple[float, ...]:
@@ -84,7 +86,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.forced_skips is not None:
         if threshold is not None:
             raise UserError("--forced-skips sets its own threshold; leave out --threshold")
-        if args.gate != "teacache":
+        if not gate_kind(args.gate).forced_skips:
             raise UserError("--forced-skips drives the TeaCache polynomial; leave out --gate")
         coefficients = forced_coefficients(args.forced_skips)
         threshold = FORCED_THRESHOLD
@@ -93,10 +95,8 @@ def _bench(args: argparse.Namespace) -> int:
     request = make_recipe_request(args, threshold)
     if args.random_weights and request.model_path is not None:
         raise UserError("--random-weights builds its own weights; leave out --model-path")
-    if args.random_weights and request.variant.family.value not in RANDOM_WEIGHT_FAMILIES:
-        raise UserError(
-            "--random-weights works for FLUX.1, FLUX.2, Z-Image and Qwen-Image variants only"
-        )
+    if args.random_weights and request.variant.family.random_weights is None:
+        raise UserError(f"--random-weights works for {random_weight_families()} variants only")
     if request.threshold <= 0:
         print(
             f"warning: threshold 0 for {request.variant_id} — the gated condition cannot skip "
@@ -115,17 +115,7 @@ def _bench(args: argparse.Namespace) -> int:
     if label is None and args.random_weights:
         label = "Timing only: random weights"
     config = BenchConfig(
-        variant=request.variant_id,
-        prompt=request.prompt,
-        seed=request.seed,
-        steps=request.steps,
-        width=request.width,
-        height=request.height,
-        threshold=request.threshold,
-        guidance=request.guidance,
-        quantize=request.quantize,
-        loras=tuple((lora.path, lora.scale) for lora in request.loras),
-        model_path=request.model_path,
+        request,
         reps=args.reps,
         warmup=args.warmup,
         warmup_steps=args.warmup_steps,
@@ -134,7 +124,6 @@ def _bench(args: argparse.Namespace) -> int:
         random_weights=args.random_weights,
         dtype=args.dtype,
         label=label,
-        gate=request.gate,
     )
     out = Path(args.out or f"bench-{request.variant_id}.json")
     if out.suffix != ".json":
@@ -160,19 +149,9 @@ def _bench(args: argparse.Namespace) -> int:
         ) from None
     except KeyboardInterrupt:
         kept = len(list(chunks_dir(out).glob("rep*.json")))
-        print(
-            f"teacache-studio: interrupted; {kept} finished run(s) kept in {chunks_dir(out)} — "
-            "rerun the same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return interrupted(f"{kept} finished run(s)", chunks_dir(out))
     if outcome.report is None:
-        print(
-            f"stopped after {outcome.done} of {outcome.total} runs (kept in {outcome.chunks}); "
-            "rerun the same command to resume",
-            file=sys.stderr,
-        )
-        return 0
+        return stopped_early(outcome.done, outcome.total, "runs", outcome.chunks)
     print(out.with_suffix(".md").read_text(encoding="utf-8"))
     print(f"wrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
     return 0
@@ -206,8 +185,8 @@ def setup(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--random-weights",
         choices=("tiny", "full"),
-        help="time a weight-less mflux shell with random weights (FLUX.1, FLUX.2, Z-Image, "
-        "Qwen-Image): full = the real dimensions, tiny = CPU-sized",
+        help="time a weight-less mflux shell with random weights "
+        f"({random_weight_families()}): full = the real dimensions, tiny = CPU-sized",
     )
     p.add_argument(
         "--dtype",

@@ -12,10 +12,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli.errors import UserError
 from app.cli.generate import add_request_arguments, request_from_args
+
+if TYPE_CHECKING:
+    from app.engine.comparison import ComparisonResult, ThresholdComparison
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -62,13 +65,13 @@ def _compare(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
-def _run(comparison: Any) -> tuple[Any, bool]:
+def _run(comparison: ThresholdComparison) -> tuple[ComparisonResult, bool]:
     from app.blas import preload_openblas
 
     preload_openblas()
     from app.engine import events as ev
-    from app.engine.batch import run_comparison
     from app.engine.engine import Engine
+    from app.engine.jobs import run_job
 
     cancel = threading.Event()
     errors: list[str] = []
@@ -87,7 +90,7 @@ def _run(comparison: Any) -> tuple[Any, bool]:
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # stop after this step
     engine = Engine()
     try:
-        result = run_comparison(engine, 1, comparison, emit, cancel)
+        result = run_job(engine, 1, comparison, emit, cancel)
     finally:
         engine.close()
         signal.signal(signal.SIGINT, previous)

@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING
 
 from app.cli.errors import UserError
 from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.gate.kinds import DEFAULT_GATE, GATE_KINDS
 from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
     import numpy as np
 
     from app.cli.outdir import OutputFolder
+    from app.engine.jobs import Generate
     from app.engine.report import RunReport, TargetProbe
     from app.engine.request import GenerationRequest, QualityTarget
+    from app.engine.target import QualitySearch
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -69,13 +72,13 @@ def lora_args(args: argparse.Namespace) -> list[tuple[str, float]]:
 
 
 def add_gate_argument(p: argparse.ArgumentParser) -> None:
+    meanings = "; ".join(f"{name} — {kind.threshold_words}" for name, kind in GATE_KINDS.items())
     p.add_argument(
         "--gate",
-        choices=("teacache", "magcache"),
-        default="teacache",
-        help="which step-skipping rule decides (default teacache); the threshold means: "
-        "teacache — predicted output change to let pile up; magcache — accumulated magnitude "
-        "drift to tolerate",
+        choices=tuple(GATE_KINDS),
+        default=DEFAULT_GATE,
+        help=f"which step-skipping rule decides (default {DEFAULT_GATE}); the threshold means: "
+        + meanings.replace("%", "%%"),
     )
 
 
@@ -97,7 +100,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "guidance": args.guidance,
         "quantize": args.quantize,
         "loras": lora_args(args),
-        "gate": getattr(args, "gate", "teacache"),
+        "gate": getattr(args, "gate", None) or DEFAULT_GATE,
     }
     values.update(overrides)
     variant_id, values["model_path"] = resolve_model_path(args.variant, args.model_path)
@@ -108,33 +111,30 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
 
 
 def run_headless(
-    request: GenerationRequest,
+    job: Generate | QualitySearch,
     *,
     progress: bool = True,
     previews: dict[str, dict[int, np.ndarray]] | None = None,
 ) -> RunReport:
-    """Run one request on this thread through the real engine; raise UserError on failure.
-    ``previews`` (where the request asks for them) receives each reported pass's step thumbnails
-    by index (``app.cli.previews``)."""
+    """Run one job (a Generate or a target search) on this thread through the real engine;
+    raise UserError on failure. ``previews`` (where the request asks for them) receives each
+    reported pass's step thumbnails by index (``app.cli.previews``)."""
     from app.blas import preload_openblas
 
     preload_openblas()
     from app.cli.previews import PreviewCollector
     from app.engine import events as ev
     from app.engine.engine import Engine
+    from app.engine.jobs import run_job
 
     collector = PreviewCollector()
-    finished: list[RunReport] = []
     errors: list[str] = []
-    warned: set[str] = set()
 
     def emit(event: object) -> None:
         if previews is not None:
             collector.on_event(event)
         if isinstance(event, ev.RunWarning) and progress:
-            if event.message not in warned:  # a target search's passes repeat them
-                warned.add(event.message)
-                print(f"warning: {event.message}", file=sys.stderr)
+            print(f"warning: {event.message}", file=sys.stderr)
         elif isinstance(event, ev.LoadProgress) and progress:
             print(event.message, file=sys.stderr)
         elif isinstance(event, ev.PassStarted) and progress:
@@ -145,8 +145,6 @@ def run_headless(
                 f"target search {event.index + 1}/{event.max_passes}: " + probe_line(event.probe),
                 file=sys.stderr,
             )
-        elif isinstance(event, ev.RunFinished):
-            finished.append(event.report)
         elif isinstance(event, ev.RunFailed):
             errors.append(event.message)
         elif isinstance(event, ev.RunCancelled):
@@ -154,14 +152,14 @@ def run_headless(
 
     engine = Engine()
     try:
-        engine.run(1, request, emit, threading.Event())
+        report = run_job(engine, 1, job, emit, threading.Event())
     finally:
         engine.close()
-    if errors or not finished:
+    if errors or report is None:
         raise UserError(errors[0] if errors else "the engine reported no result", exit_code=1)
     if previews is not None:  # with a target search: the chosen threshold's pass only
-        previews.update(collector.chosen(finished[0]))
-    return finished[0]
+        previews.update(collector.chosen(report))
+    return report
 
 
 def probe_line(probe: TargetProbe) -> str:
@@ -195,27 +193,32 @@ def target_from_args(args: argparse.Namespace) -> QualityTarget | None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from PIL import Image
+    from app.engine.jobs import Generate
+    from app.engine.target import QualitySearch
 
     target = target_from_args(args)
     request = request_from_args(
         args, compare_vanilla=True, resume=args.resume, previews=args.previews
     )
-    if target is not None:
-        from dataclasses import replace
-
-        request = replace(request, target=target)
+    # With a target: search from the variant's default threshold for it.
+    job = Generate(request) if target is None else QualitySearch(request, target)
     from app.cli.outdir import output_folder
     from app.fileio.jsonio import write_json_atomic
+    from app.gate.kinds import gate_kind
+    from app.storage.history import report_metadata, write_png
 
     out = Path(args.out)
     with output_folder(out) as folder:  # checked before the model loads; removed if we fail
         thumbnails: dict[str, dict[int, np.ndarray]] = {}
-        report = run_headless(request, previews=thumbnails)
+        report = run_headless(job, previews=thumbnails)
         try:
-            Image.fromarray(report.gated.image).save(folder.track("gated.png"))
+            # Each PNG carries the run's figures, as mflux's own outputs carry theirs.
+            metadata = report_metadata(report)
+            gated = {**metadata, "image": gate_kind(report.request.gate).label}
+            write_png(folder.track("gated.png"), report.gated.image, gated)
             if report.vanilla is not None:
-                Image.fromarray(report.vanilla.image).save(folder.track("vanilla.png"))
+                vanilla = {**metadata, "image": "Vanilla"}
+                write_png(folder.track("vanilla.png"), report.vanilla.image, vanilla)
             document = report.to_json()
             if request.previews:
                 document["previews"] = write_previews(folder, thumbnails)

@@ -42,7 +42,7 @@ def _variants(args: argparse.Namespace) -> int:
     for v in variants.values():
         thresh = "—" if v.default_threshold is None else f"{v.default_threshold:.2f}"
         lines.append(
-            f"{v.id:<{width}}  {v.family.value:<11} {v.default_steps:>5}  {thresh:>9}  "
+            f"{v.id:<{width}}  {v.family.id:<11} {v.default_steps:>5}  {thresh:>9}  "
             f"{'yes' if v.distilled else 'no'}"
         )
     return _write("\n".join(lines) + "\n")

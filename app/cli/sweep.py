@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from app.cli.bench import add_recipe_arguments, make_recipe_request
+from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 
 
@@ -47,21 +48,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from app.bench.sweep import SweepConfig, run_sweep
 
     config = SweepConfig(
-        variant=request.variant_id,
-        prompt=request.prompt,
-        seed=request.seed,
-        steps=request.steps,
-        width=request.width,
-        height=request.height,
-        thresholds=thresholds,
-        guidance=request.guidance,
-        quantize=request.quantize,
-        loras=tuple((lora.path, lora.scale) for lora in request.loras),
-        model_path=request.model_path,
-        reps=args.reps,
-        warmup=args.warmup,
-        timing=args.timing,
-        gate=request.gate,
+        request, thresholds, reps=args.reps, warmup=args.warmup, timing=args.timing
     )
     out = Path(args.out or f"sweep-{request.variant_id}")
     from app.cli.outdir import output_folder
@@ -80,19 +67,9 @@ def _sweep(args: argparse.Namespace) -> int:
             exit_code=1,
         ) from None
     except KeyboardInterrupt:
-        print(
-            f"teacache-studio: interrupted; finished runs kept in {out / 'chunks'} — rerun the "
-            "same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return interrupted("finished runs", out / "chunks")
     if outcome.report is None:
-        print(
-            f"stopped after {outcome.done} of {outcome.total} runs (kept in {outcome.chunks}); "
-            "rerun the same command to resume",
-            file=sys.stderr,
-        )
-        return 0
+        return stopped_early(outcome.done, outcome.total, "runs", outcome.chunks)
     print((out / "sweep.md").read_text(encoding="utf-8"))
     print(
         f"wrote {out / 'sweep.json'}, {out / 'sweep.md'}, {out / 'sweep.png'} and "

@@ -133,42 +133,9 @@ class PCACodec:
         )
 
 
-def fit_pca(images: np.ndarray, channels: int = CHANNELS, per_channel: bool = False) -> PCACodec:
-    """Closed-form fit on (N, H, W, 3) images in [0, 1]."""
-    patches = patchify(images.astype(np.float64) * 2.0 - 1.0).reshape(-1, PATCH * PATCH * 3)
-    mean = patches.mean(0)
-    centred = patches - mean
-    cov = centred.T @ centred / len(centred)
-    eigvals, eigvecs = np.linalg.eigh(cov)
-    order = np.argsort(eigvals)[::-1]
-    eigvals, eigvecs = eigvals[order], eigvecs[:, order]
-    # Deterministic sign: largest-magnitude entry of each component positive.
-    signs = np.sign(eigvecs[np.abs(eigvecs).argmax(0), np.arange(eigvecs.shape[1])])
-    eigvecs = eigvecs * signs
-    basis = eigvecs[:, :channels]
-    kept = float(eigvals[:channels].sum() / eigvals.sum())
-    if per_channel:
-        scale = np.sqrt(eigvals[:channels])
-    else:
-        scale = np.array([np.sqrt(eigvals[:channels].mean())])
-    return PCACodec(
-        mean.astype(np.float32), basis.astype(np.float32), scale.astype(np.float32), kept
-    )
-
-
 def load_codec(path: Path) -> PCACodec:
     import mlx.core as mx
 
     tensors = mx.load(str(path))
     assert isinstance(tensors, dict)
     return PCACodec.from_tensors({k: np.array(v) for k, v in tensors.items()})
-
-
-def save_codec(codec: PCACodec, path: Path) -> None:
-    import mlx.core as mx
-
-    mx.save_safetensors(
-        str(path),
-        {k: mx.array(v) for k, v in codec.tensors().items()},
-        metadata={"format": "teacache-studio demo PCA codec"},
-    )

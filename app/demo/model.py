@@ -161,20 +161,6 @@ def text_ids(context: mx.array) -> mx.array:
     return Flux2PromptEncoder.prepare_text_ids(context[:1])
 
 
-def parameter_count(model: nn.Module) -> int:
-    return sum(_array(v).size for _, v in tree_flatten(model.parameters()))
-
-
-def save_weights(
-    model: DemoModel,
-    path: Path,
-    metadata: dict[str, str] | None = None,
-    dtype: mx.Dtype = mx.float16,
-) -> None:
-    weights = {k: _array(v).astype(dtype) for k, v in tree_flatten(model.parameters())}
-    mx.save_safetensors(str(path), weights, metadata=metadata or {})
-
-
 def load_weights(model: DemoModel, paths: list[Path] | Path) -> DemoModel:
     """Load (float16 or float32) safetensors into ``model`` as float32; several files merge."""
     return _load(model, read_weights(paths))
@@ -184,23 +170,6 @@ def _load(model: DemoModel, weights: dict[str, mx.array]) -> DemoModel:
     model.load_weights([(k, v.astype(mx.float32)) for k, v in weights.items()], strict=True)
     mx.eval(model.parameters())
     return model
-
-
-def round_to_float16(model: nn.Module) -> None:
-    """Make the in-memory weights exactly what the float16 file will hold."""
-    model.update(_tree_map(lambda v: v.astype(mx.float16).astype(mx.float32), model.parameters()))
-    mx.eval(model.parameters())
-
-
-def _tree_map(fn: Any, tree: Any) -> Any:
-    from mlx.utils import tree_map
-
-    return tree_map(fn, tree)
-
-
-def _array(value: Any) -> mx.array:
-    assert isinstance(value, mx.array)
-    return value
 
 
 def read_config(resources: Path = DEMO_DIR) -> dict[str, Any]:

@@ -266,8 +266,4 @@ def load_demo_pipeline(variant_id: str, resources: Path | None = None) -> DemoFl
     return pipe
 
 
-def latent_tokens(height: int, width: int) -> int:
-    return (height // PATCH) * (width // PATCH)
-
-
 assert GRID * PATCH == 128

@@ -1,5 +1,5 @@
 """Compare thresholds: one request, 4–8 thresholds, one vanilla pass and a gated pass per threshold
-resumed from it (issue #20). Plain data and the checks on it; ``app.engine.batch`` runs it.
+resumed from it (issue #20). Plain data and the checks on it; ``app.engine.jobs`` runs it (a job).
 
 Qt-free and MLX-free. Every check raises ``RequestError`` with one sentence for the user.
 """
@@ -13,8 +13,7 @@ from dataclasses import dataclass, replace
 
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, RequestError
-from app.gate import Decision
-from app.gate.gates import TEACACHE, AnyGateParams, engagement_of, simulate_gate
+from app.gate.kinds import DEFAULT_GATE, GateParamsLike, gate_kind, kind_of
 from app.variants import Variant
 
 MIN_THRESHOLDS = 4
@@ -105,7 +104,7 @@ def default_thresholds(
     *,
     around: float | None = None,
     count: int = DEFAULT_COUNT,
-    gate: str = TEACACHE,
+    gate: str = DEFAULT_GATE,
 ) -> tuple[float, ...]:
     """``count`` thresholds around ``around`` (else the variant's default).
 
@@ -117,7 +116,7 @@ def default_thresholds(
     simulation is exact from its table and ``steps``."""
     count = max(MIN_THRESHOLDS, min(MAX_THRESHOLDS, count))
     centre = around if around is not None and around > 0 else _fallback_centre(variant, gate)
-    if gate != TEACACHE:
+    if gate_kind(gate).exact_simulation:  # reads no trace: exact from its calibration
         trace = [None] * steps
     if trace is not None and len(trace) == steps:
         params = variant.params_for(gate, max(centre, 1e-9))
@@ -138,25 +137,28 @@ def default_thresholds(
     return check_thresholds(values)
 
 
-def _fallback_centre(variant: Variant, gate: str = TEACACHE) -> float:
-    if gate != TEACACHE:
-        return variant.default_threshold_for(gate) or 0.1
-    if variant.default_threshold is not None:
-        return variant.default_threshold
-    if variant.min_predicted_change is not None:  # a distilled schedule: just above its floor
-        return min(1.0, variant.min_predicted_change * 1.2)
+def _fallback_centre(variant: Variant, gate: str = DEFAULT_GATE) -> float:
+    default = variant.default_threshold_for(gate)
+    if default is not None:
+        return default
+    kind = gate_kind(gate)
+    calibration = kind.calibration_of(variant)
+    floor = (
+        None if calibration is None else kind.calibration_floor(calibration, variant.default_steps)
+    )
+    if floor is not None:  # a distilled schedule: just above its floor
+        return min(1.0, floor * 1.2)
     return 0.1
 
 
-def _skips(params: AnyGateParams, trace: Sequence[float | None], threshold: float) -> int:
-    verdicts = simulate_gate(params.with_threshold(threshold), trace)
-    return sum(v.decision is Decision.skipped for v in verdicts)
+def _skips(params: GateParamsLike, trace: Sequence[float | None], threshold: float) -> int:
+    return kind_of(params).skipped(params.with_threshold(threshold), trace)
 
 
 def _from_trace(
-    params: AnyGateParams, trace: Sequence[float | None], centre: float, count: int
+    params: GateParamsLike, trace: Sequence[float | None], centre: float, count: int
 ) -> tuple[float, ...] | None:
-    onset = engagement_of(params, trace).onset_threshold
+    onset = kind_of(params).engagement(params, trace).onset_threshold
     if onset is None or onset >= 1.0:
         return None
     onset = max(onset, 1e-6)  # a MagCache ratio of exactly 1 drifts by 0

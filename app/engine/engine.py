@@ -18,8 +18,9 @@ Timing: both passes of one Generate are timed under the same conditions. Before 
 pass of a (model, size, guidance) the engine runs a discarded warm-up generation of
 ``WARMUP_STEPS`` steps with a forced computed/skipped/computed pattern, so one-time costs (kernel
 JIT, allocator growth, stream creation, lazy imports) land on neither pass; the vanilla pass does
-not capture outputs (only calibration asks for that); a cached vanilla's time is rescaled to the
-gated pass's conditions (``app.engine.timing``).
+not capture outputs (only calibration asks for that). The report's speedup is never above the
+ideal by more than the run's own measured spread: a cached vanilla is re-timed to this run's
+computed steps, and so is a measured ratio the load pushed above the ideal (``app.engine.timing``).
 """
 
 from __future__ import annotations
@@ -54,22 +55,14 @@ from app.engine.events import (
     StepPreview,
 )
 from app.engine.loader import MEMORY_WARNING, load_pipeline, memory_warning
-from app.engine.notices import engagement_warning
+from app.engine.notices import engagement_warning, schedule_warnings
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
-from app.engine.request import GenerationRequest
-from app.engine.timing import WARMUP_STEPS, load_factor, warmup_params
-from app.gate import (
-    AnyGateParams,
-    Decision,
-    GateParams,
-    StepEvent,
-    TeaCacheGate,
-    engagement_of,
-    make_gate,
-    simulate_gate,
-)
-from app.variants import Family, Variant, check_schedule
+from app.engine.request import GenerationRequest, generate_kwargs
+from app.engine.timing import WARMUP_STEPS, warmup_params
+from app.gate import Decision, Engagement, LiveGate, StepEvent, TeaCacheGate
+from app.gate.kinds import GateParamsLike, kind_of, make_gate, observer_params
+from app.variants import Variant, check_schedule
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +72,10 @@ Loader = Callable[[Variant, GenerationRequest, Emit, threading.Event], Any]
 
 
 @dataclass(slots=True)
-class PassResult:
+class PassOutcome:
+    """One pass as the engine ran it, MLX arrays included (final latents, recorded outputs for a
+    resumed pass); ``app.engine.report.PassResult`` is its plain-data summary in the report."""
+
     image: np.ndarray
     final_latents: mx.array
     events: list[StepEvent]
@@ -192,7 +188,8 @@ class Engine:
         quiet_mflux_progress()
         self._loader = loader or default_loader
         self._pipelines: OrderedDict[PipelineKey, Any] = OrderedDict()
-        self._vanilla: OrderedDict[tuple[object, ...], PassResult] = OrderedDict()
+        self._embedded: set[PipelineKey] = set()  # the demos' pipelines: tiny, they stay loaded
+        self._vanilla: OrderedDict[tuple[object, ...], PassOutcome] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
         self._clock = clock  # every step time and pass time is read from it (tests fake it)
         self._warmup_steps = warmup_steps
@@ -203,14 +200,7 @@ class Engine:
         self, run_id: int, request: GenerationRequest, emit: Emit, cancel: threading.Event
     ) -> None:
         try:
-            if request.target is not None:  # a quality target: search the threshold
-                from app.engine.target import search_target
-
-                report = search_target(
-                    request, lambda r, e: self.generate(run_id, r, e, cancel), emit, run_id
-                )
-            else:
-                report = self.generate(run_id, request, emit, cancel)
+            report = self.generate(run_id, request, emit, cancel)
         except Cancelled:
             emit(RunCancelled(run_id, None))
         except UserFacingError as exc:
@@ -231,6 +221,7 @@ class Engine:
 
     def close(self) -> None:
         self._pipelines.clear()
+        self._embedded.clear()
         self._vanilla.clear()
         self._warm.clear()
         mx.clear_cache()
@@ -250,18 +241,18 @@ class Engine:
         if cancel.is_set():
             raise Cancelled
         params = variant.params_for(request.gate, request.threshold)
-        # The vanilla pass observes with TeaCache's numbers whichever gate runs: it records both
-        # gates' traces, so its cache stays valid across a gate switch.
-        observe_params = variant.gate_params(
-            request.threshold if params.gate == "teacache" else None
-        )
+        # The vanilla pass's observer records every gate's trace whichever gate runs, so its
+        # cache stays valid across a gate switch.
+        observe_params = observer_params(variant, request.gate, request.threshold)
         warmup_seconds = self.warm_up(pipeline, request, cancel, emit)
 
-        vanilla: PassResult | None = None
+        vanilla: PassOutcome | None = None
         vanilla_cached = False
         if request.compare_vanilla:
             key = request.vanilla_key()
-            vanilla = self._vanilla.get(key)
+            # A calibration's vanilla records the output's change too (a host sync a step): it
+            # is neither taken from the cache nor left in it for a Generate to time against.
+            vanilla = None if request.capture_output else self._vanilla.get(key)
             if vanilla is not None and request.previews and not vanilla.previews:
                 vanilla = None  # cached without previews: run it again to show its steps
             vanilla_cached = vanilla is not None
@@ -283,16 +274,28 @@ class Engine:
                 )
             else:
                 vanilla = self.run_pass(
-                    run_id, Pass.vanilla, pipeline, request, observe_params, emit, cancel
+                    run_id,
+                    Pass.vanilla,
+                    pipeline,
+                    request,
+                    observe_params,
+                    emit,
+                    cancel,
+                    capture_output=request.capture_output,
                 )
-                self._vanilla[key] = vanilla
+                if not request.capture_output:
+                    self._vanilla[key] = vanilla
                 while len(self._vanilla) > self._vanilla_cache_size:
                     self._vanilla.popitem(last=False)
-            if (
-                variant.distilled
-                or not check_schedule(variant, request.steps, gate=request.gate).can_skip
-            ):
-                emit(engagement_warning(run_id, params, vanilla.trace))
+        # Where skipping begins on this vanilla trace: measured once, for the warning and the
+        # report alike.
+        kind = kind_of(params)
+        found = kind.engagement(params, kind.trace(vanilla.events)) if vanilla else None
+        if found is not None and (
+            variant.distilled
+            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+        ):
+            emit(engagement_warning(run_id, params, found))
 
         resume = (
             vanilla is not None
@@ -311,9 +314,6 @@ class Engine:
             cancel,
             resume_from=vanilla if resume else None,
         )
-        factor = None
-        if vanilla is not None and vanilla_cached:
-            factor = load_factor(vanilla.events, gated.events, gated.resumed_from or 0)
         return build_report(
             request,
             params,
@@ -321,7 +321,7 @@ class Engine:
             gated,
             vanilla_cached=vanilla_cached,
             warmup_seconds=warmup_seconds,
-            load_factor=factor,
+            engagement=found,
         )
 
     def warm_up(
@@ -350,7 +350,7 @@ class Engine:
         with install_gate(pipeline, gate):
             pipeline.callbacks.register(observer)
             try:
-                pipeline.generate_image(**generate_kwargs(pipeline, warm_request))
+                pipeline.generate_image(**generate_kwargs(warm_request))
             finally:
                 _unregister(pipeline, observer)
         self._warm.add(key)
@@ -365,7 +365,7 @@ class Engine:
             return self._pipelines[key]
         if not variant.embedded:
             # Real models are large: keep only one resident (the demos are tiny and stay).
-            for other in [k for k in self._pipelines if not str(k[0]).startswith("demo")]:
+            for other in [k for k in self._pipelines if k not in self._embedded]:
                 del self._pipelines[other]
                 self._warm = {w for w in self._warm if w[: len(other)] != other}
             self._vanilla.clear()
@@ -374,6 +374,8 @@ class Engine:
         started = time.perf_counter()
         pipeline = self._loader(variant, request, emit, cancel)
         self._pipelines[key] = pipeline
+        if variant.embedded:
+            self._embedded.add(key)
         emit(ModelReady(variant.id, time.perf_counter() - started))
         return pipeline
 
@@ -383,13 +385,13 @@ class Engine:
         which: Pass,
         pipeline: Any,
         request: GenerationRequest,
-        params: AnyGateParams,
+        params: GateParamsLike,
         emit: Emit,
         cancel: threading.Event,
-        resume_from: PassResult | None = None,
+        resume_from: PassOutcome | None = None,
         *,
         capture_output: bool = False,
-    ) -> PassResult:
+    ) -> PassOutcome:
         """One timed pass. ``capture_output`` (vanilla only; calibration data) adds a host sync
         per step, so a Generate's vanilla pass leaves it off: both passes then do the same work
         per computed step."""
@@ -441,7 +443,7 @@ class Engine:
                 # installed after the adapter, so it wraps the adapter's own seam
                 undo_seam = record_and_replay(pipeline, outputs if observe else None, replay)
                 started = self._clock()
-                result = pipeline.generate_image(**generate_kwargs(pipeline, request))
+                result = pipeline.generate_image(**generate_kwargs(request))
                 wall = self._clock() - started
             finally:
                 if undo_seam is not None:
@@ -453,7 +455,7 @@ class Engine:
             raise RuntimeError("the pipeline finished without reporting its final latents")
         image = to_uint8_rgb(result.image)
         loop_seconds = sum(e.seconds for e in events)
-        outcome = PassResult(
+        outcome = PassOutcome(
             image,
             observer.final_latents,
             events,
@@ -470,10 +472,10 @@ class Engine:
 
 def _previewer(
     pipeline: Any,
-    gate: TeaCacheGate,
+    gate: LiveGate,
     previews: list[np.ndarray],
     events: list[StepEvent],
-    resume_from: PassResult | None,
+    resume_from: PassOutcome | None,
     replay: Replay | None,
     run_id: int,
     which: Pass,
@@ -497,7 +499,9 @@ def _previewer(
     return StepPreviewer(preview_decoder(pipeline), on_preview, gate=gate, reuse=reuse)
 
 
-def _plan_resume(params: AnyGateParams, vanilla: PassResult) -> tuple[Replay, dict[int, StepEvent]]:
+def _plan_resume(
+    params: GateParamsLike, vanilla: PassOutcome
+) -> tuple[Replay, dict[int, StepEvent]]:
     """Replay vanilla up to (not including) the last computed step before the first skip.
 
     The simulator is exact up to the first skip, so its verdicts are the gated run's verdicts for
@@ -505,7 +509,8 @@ def _plan_resume(params: AnyGateParams, vanilla: PassResult) -> tuple[Replay, di
     the re-seeding step at ``until`` runs for real, and only its telemetry is taken from the
     simulation (the live gate sees it as a fresh seed).
     """
-    verdicts = simulate_gate(params, vanilla.trace)
+    kind = kind_of(params)
+    verdicts = kind.simulate(params, kind.trace(vanilla.events))
     first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
     num_steps = len(vanilla.events)
     until = num_steps if first_skip is None else first_skip - 1
@@ -534,62 +539,19 @@ def latents_digest(latents: mx.array) -> str:
     return hashlib.sha256(np.asarray(latents).tobytes()).hexdigest()
 
 
-def generate_kwargs(pipeline: Any, request: GenerationRequest) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        "seed": request.seed,
-        "prompt": request.prompt,
-        "num_inference_steps": request.steps,
-        "height": request.height,
-        "width": request.width,
-    }
-    if request.guidance is not None:
-        kwargs["guidance"] = request.guidance
-    return kwargs
-
-
-def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunWarning]:
-    check = check_schedule(
-        variant,
-        request.steps,
-        request.threshold if request.threshold > 0 else None,
-        gate=request.gate,
-    )
-    if check.can_skip and not variant.distilled:
-        return []
-    if request.threshold <= 0 and not variant.distilled:
-        return []
-    message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
-    if check.suggestion:
-        message += f" Instead: {check.suggestion}."
-    return [
-        RunWarning(
-            0,
-            "distilled" if variant.distilled else "schedule",
-            message,
-            {
-                "eligible_steps": check.eligible_steps,
-                "can_skip": check.can_skip,
-                "min_predicted_change": variant.min_predicted_change,
-                "threshold": request.threshold,
-                "suggestion": check.suggestion,
-            },
-        )
-    ]
-
-
 def build_report(
     request: GenerationRequest,
-    params: AnyGateParams,
-    vanilla: PassResult | None,
-    gated: PassResult,
+    params: GateParamsLike,
+    vanilla: PassOutcome | None,
+    gated: PassOutcome,
     *,
     vanilla_cached: bool = False,
     warmup_seconds: float | None = None,
-    load_factor: float | None = None,
+    engagement: Engagement | None = None,
 ) -> RunReport:
     """The engine's side of the report: what needs MLX (digests, the latent difference) and the
-    gate's numbers; ``reports.measure_run`` measures SSIM and speedup."""
-    engagement_found: reports.Engagement | None = None
+    gate's numbers (``engagement``: where skipping begins on the vanilla trace, measured by the
+    caller); ``reports.measure_run`` measures SSIM and speedup."""
     max_abs_diff: float | None = None
     if vanilla is not None:
         max_abs_diff = float(
@@ -600,25 +562,19 @@ def build_report(
                 )
             )
         )
-        onset = engagement_of(params, vanilla.trace)
-        engagement_found = reports.Engagement(
-            onset.eligible_steps, onset.onset_threshold, onset.onset_step
-        )
     return reports.measure_run(
         request,
         _summarise(gated),
         _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
         max_abs_diff=max_abs_diff,
-        engagement=engagement_found,
-        coefficients=tuple(params.coefficients) if isinstance(params, GateParams) else (),
-        calibrated_range=params.calibrated_range if isinstance(params, GateParams) else None,
+        engagement=engagement,
+        **kind_of(params).report_fields(params),
         versions=versions(),
         warmup_seconds=warmup_seconds,
-        load_factor=load_factor,
     )
 
 
-def _summarise(result: PassResult, *, cached: bool = False) -> reports.PassResult:
+def _summarise(result: PassOutcome, *, cached: bool = False) -> reports.PassResult:
     return reports.PassResult(
         image=result.image,
         steps=tuple(result.events),
@@ -642,7 +598,7 @@ def pipeline_key(variant: Variant, request: GenerationRequest) -> PipelineKey:
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
-    if variant.family is Family.demo:
+    if variant.embedded:  # the demo: its weights ship with the app
         from app.demo.pipeline import load_demo_pipeline
 
         pipeline = load_demo_pipeline(

@@ -8,10 +8,12 @@ from enum import StrEnum
 
 import numpy as np
 
+from app.engine.calibration import CalibrationResult, PromptCapture
 from app.engine.comparison import ComparisonResult
 from app.engine.report import RunReport, TargetProbe
 from app.gate.decision import Decision
 from app.gate.events import StepEvent
+from app.gate.simulator import Engagement
 
 
 class Pass(StrEnum):
@@ -72,12 +74,15 @@ class PassFinished:
 
 @dataclass(frozen=True, slots=True)
 class RunWarning:
-    """An inline, non-fatal notice (the distilled-schedule banner, an untested mflux...)."""
+    """An inline, non-fatal notice (the distilled-schedule banner, an untested mflux...).
+    ``details`` are its words for the history; what the window computes with travels typed
+    (``engagement``: where skipping begins on this run, on an engagement warning)."""
 
     run_id: int
     kind: str
     message: str
     details: dict[str, object] = field(default_factory=dict)
+    engagement: Engagement | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,48 @@ class ComparisonFinished:
     result: ComparisonResult
 
 
+@dataclass(frozen=True, slots=True)
+class SweepEntryDone:
+    """One threshold of an in-process sweep (``app.engine.jobs.ThresholdSweep``) finished
+    (``index`` in the sweep's threshold order)."""
+
+    run_id: int
+    index: int
+    report: RunReport
+
+
+@dataclass(frozen=True, slots=True)
+class SweepFinished:
+    """A sweep's terminal event once at least one entry finished: the finished entries, in order,
+    and why it stopped early (cancel, or a pass's failure message) where it did."""
+
+    run_id: int
+    reports: tuple[RunReport, ...]
+    cancelled: bool = False
+    failure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationProgress:
+    """A calibration measured one more prompt (``index`` in the job's prompt order); ``done`` of
+    ``total`` prompts are measured now (a resumed command's earlier ones included)."""
+
+    run_id: int
+    index: int
+    done: int
+    total: int
+    capture: PromptCapture
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationFinished:
+    """A calibration's terminal event once its file is written (a cancel or a failure before
+    that ends with ``RunCancelled``/``RunFailed`` and writes nothing)."""
+
+    run_id: int
+    result: CalibrationResult
+
+
 EngineEvent = (
     LoadProgress
     | ModelReady
@@ -141,4 +188,8 @@ EngineEvent = (
     | RunFailed
     | ComparisonEntryDone
     | ComparisonFinished
+    | SweepEntryDone
+    | SweepFinished
+    | CalibrationProgress
+    | CalibrationFinished
 )

@@ -1,23 +1,24 @@
 """Building a real mflux pipeline: the memory check, then mflux's own constructor.
 
-The model is built by mflux's constructor (``Flux1``, ``Flux2Klein``, ``ZImage``, ``QwenImage``)
-from a local folder, so everything mflux does on load — weight mapping, quantization, tokenizers —
-is mflux's. The folder comes from ``app.variants.weights`` (download, verification). What this
-module adds: the memory check before loading (refused only where the weights alone cannot fit;
+The model is built by mflux's constructor (its family's class, ``app.families``) from a local
+folder, so everything mflux does on load — weight mapping, quantization, tokenizers — is mflux's.
+The folder comes from ``app.variants.weights`` (download, verification). What this module adds:
+the memory check before loading (refused only where the weights alone cannot fit;
 ``memory_warning`` where the estimated peak, an upper bound, is over the machine's memory), and
 one ``LoadError`` sentence for whatever mflux raises.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app import hardware
 from app.errors import DownloadCancelled
-from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
+from app.hardware import memory_gb_text, physical_memory_bytes
+from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
 from app.variants.folders import ModelFolderError, check_folder
 from app.variants.weights import (
     LoadError,
@@ -48,38 +49,12 @@ def model_config(variant: Variant) -> Any:
 
 
 def pipeline_class(variant: Variant) -> Any:
-    """mflux's pipeline class for the variant's family."""
+    """mflux's pipeline class for the variant's family (``Family.mflux``)."""
     require_real(variant)
-    if variant.family is Family.flux1:
-        from mflux.models.flux.variants.txt2img.flux import Flux1
-
-        return Flux1
-    if variant.family is Family.flux2:
-        from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
-
-        return Flux2Klein
-    if variant.family is Family.z_image:
-        from mflux.models.z_image.variants.z_image import ZImage
-
-        return ZImage
-    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
-
-    return QwenImage
+    return variant.family.require_mflux().pipeline()
 
 
 # -- memory -----------------------------------------------------------------------------------
-
-
-def physical_memory_bytes() -> int | None:
-    """Total physical memory (Linux and macOS through sysconf); None where unknown."""
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES")
-        page_size = os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-    if pages <= 0 or page_size <= 0:
-        return None
-    return int(pages) * int(page_size)
 
 
 # A choice fits "with headroom" when its realistic need (``Variant.realistic_memory_gb``) leaves
@@ -100,11 +75,6 @@ def fits_with_headroom(need_gb: float, have_gb: float) -> bool:
 def weights_fit(variant: Variant, quantize: int | None, have_gb: float) -> bool:
     """The weights at ``quantize`` plus ``OS_FLOOR_GB`` fit in ``have_gb``: loading can work."""
     return variant.weights_gb(quantize) + OS_FLOOR_GB <= have_gb
-
-
-def _gb(have_gb: float) -> str:
-    """A machine's memory as people say it: 16, or 10.5 where it is not whole."""
-    return f"{round(have_gb, 1):g}"
 
 
 def _choices() -> list[int | None]:
@@ -175,7 +145,7 @@ def check_memory(
     raise NotEnoughMemoryError(
         f"{variant.display_name} at {quantize_label(quantize)} cannot load on this machine: its "
         f"weights alone need {variant.weights_gb(quantize):.1f} GB plus {OS_FLOOR_GB} GB for "
-        f"macOS and the app, and it has {_gb(have_gb)} GB; {advice}"
+        f"{hardware.os_name()} and the app, and it has {memory_gb_text(have_gb)} GB; {advice}"
     )
 
 
@@ -203,9 +173,9 @@ def memory_warning(
         advice = f" {fix}-bit quantization (up to {fix_peak:.1f} GB) {verdict}."
     return (
         f"{variant.display_name} at {quantize_label(quantize)} at {width} × {height} may need up "
-        f"to {peak:.1f} GB and this machine has {_gb(have_gb)} GB: that figure is an upper bound "
-        "measured with MLX on CUDA, so macOS may swap or the run may stop with an out-of-memory "
-        f"message.{advice}"
+        f"to {peak:.1f} GB and this machine has {memory_gb_text(have_gb)} GB: that figure is an "
+        f"upper bound measured with MLX on CUDA, so {hardware.os_name()} may swap or the run may "
+        f"stop with an out-of-memory message.{advice}"
     )
 
 

@@ -4,18 +4,24 @@ The engine builds a ``RunReport`` once (``measure_run``: SSIM and speedup are co
 nowhere else) and sends it as the payload of ``RunFinished``. The window, ``teacache-studio
 generate`` and the history all read this object; ``to_json`` writes the keys report.json and
 run.json have always held. ``speedup_label`` is the one function that says how a speedup was
-measured. Qt-free and MLX-free.
+measured; ``RunReport.from_json`` reads that object back (the history and a saved threshold
+comparison read a run this way, never field by field). Qt-free and MLX-free.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
-from app.engine.request import GenerationRequest, QualityTarget
-from app.gate import Decision, StepEvent
+from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
+from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
+from app.gate import Decision, Engagement, StepEvent
+from app.gate.kinds import DEFAULT_GATE, recorded_gate
 from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
@@ -36,7 +42,8 @@ class PassResult:
     latents_sha256: str | None = None
     peak_memory_bytes: int | None = None
     resumed_from: int | None = None  # gated: steps before this one were replayed from vanilla
-    measured_at: datetime = field(default_factory=_now)
+    # When the pass was timed (None: not known, a run saved before the time was recorded).
+    measured_at: datetime | None = field(default_factory=_now)
     cached: bool = False  # vanilla reused from the engine's cache (measured at ``measured_at``)
 
     @property
@@ -58,15 +65,6 @@ class PassResult:
     @property
     def replayed_steps(self) -> int:
         return replayed_steps(self.resumed_from, len(self.steps))
-
-
-@dataclass(frozen=True, slots=True)
-class Engagement:
-    """Where skipping begins on the vanilla trace of this run."""
-
-    eligible_steps: int
-    onset_threshold: float | None
-    onset_step: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +124,8 @@ class RunReport:
     vanilla: PassResult | None = None
     ssim: float | None = None
     max_abs_diff: float | None = None
+    # Where skipping begins on this run's vanilla trace (the engine measures it once: the same
+    # object rides in its engagement warning).
     engagement: Engagement | None = None
     coefficients: tuple[float, ...] = ()
     calibrated_range: tuple[float, float] | None = None
@@ -133,13 +133,25 @@ class RunReport:
     engine: str = "mflux"
     # The untimed warm-up before the first timed pass of this model and shape (None: warm).
     warmup_seconds: float | None = None
-    # A cached vanilla was timed under another moment's load: gated/vanilla step time over the
-    # steps both passes computed (``app.engine.timing.load_factor``); None when not rescaled.
-    load_factor: float | None = None
     # The worst window of the gated-vs-vanilla difference image (``app.metrics``): SSIM averages
     # over the image and can stay high while one object is lost.
     local_diff: LocalDifference | None = None
     target_search: TargetSearch | None = None  # set on a target run (``app.engine.target``)
+
+    @property
+    def speedup_figure(self) -> Speedup | None:
+        """The speedup and how it was arrived at (``app.engine.timing.measure_speedup``)."""
+        v, g = self.vanilla, self.gated
+        if v is None:
+            return None
+        return measure_speedup(
+            v.steps,
+            v.loop_seconds,
+            g.steps,
+            g.loop_seconds,
+            replayed=g.replayed_steps,
+            vanilla_cached=v.cached,
+        )
 
     @property
     def speedup_unscaled(self) -> float | None:
@@ -148,33 +160,26 @@ class RunReport:
 
     @property
     def rescaled(self) -> bool:
-        return self.vanilla_cached and self.load_factor is not None
+        figure = self.speedup_figure
+        return figure is not None and figure.retimed
 
     @property
     def speedup(self) -> float | None:
-        """Vanilla over gated; with a cached vanilla, both re-timed to this run's load."""
-        plain = self.speedup_unscaled
-        if plain is None or not self.rescaled or self.vanilla is None:
-            return plain
-        factor = self.load_factor or 1.0
-        g = self.gated
-        replayed = sum(s.seconds for s in g.steps if s.index < g.replayed_steps)
-        gated_now = (g.loop_seconds - replayed) + factor * replayed
-        return factor * self.vanilla.loop_seconds / gated_now if gated_now > 0 else None
+        """Vanilla over gated, never above the ideal by more than the run's measured spread:
+        1.00 with nothing skipped; re-timed to this run's computed steps with a cached vanilla
+        or where the load changed during the run (``app.engine.timing``)."""
+        figure = self.speedup_figure
+        return None if figure is None else figure.value
 
     @property
     def speedup_basis(self) -> str:
-        if self.vanilla is None:
-            return ""
-        if not self.vanilla_cached:
-            return "both passes measured in this run"
-        if self.rescaled:
-            return "cached vanilla, re-timed to this run's load by the steps both passes computed"
-        return "cached vanilla, not re-timed (no step computed by both passes)"
+        figure = self.speedup_figure
+        return "" if figure is None else figure.basis
 
     @property
     def speedup_estimated(self) -> bool:
-        return self.speedup is not None and (self.gated.replayed_steps > 0 or self.rescaled)
+        figure = self.speedup_figure
+        return figure is not None and (self.gated.replayed_steps > 0 or figure.retimed)
 
     @property
     def vanilla_cached(self) -> bool:
@@ -182,16 +187,19 @@ class RunReport:
 
     @property
     def speedup_label(self) -> str:
-        if self.speedup is None:
+        figure, vanilla = self.speedup_figure, self.vanilla
+        if figure is None or vanilla is None:
             return ""
-        vanilla = self.vanilla
         return speedup_label(
+            figure,
             replayed_steps=self.gated.replayed_steps,
-            steps=len(self.gated.steps),
-            vanilla_cached=self.vanilla_cached,
-            vanilla_measured_at=vanilla.measured_at if vanilla is not None else None,
-            load_factor=self.load_factor if self.rescaled else None,
+            vanilla_cached=vanilla.cached,
+            vanilla_measured_at=vanilla.measured_at,
         )
+
+    @property
+    def local_diff_value(self) -> float | None:
+        return self.local_diff.value if self.local_diff is not None else None
 
     def to_json(self) -> dict[str, object]:
         """The report.json / run.json ``report`` object (the keys they always had, and more)."""
@@ -234,20 +242,20 @@ class RunReport:
                     "vanilla_wall_seconds": v.wall_seconds,
                     "vanilla_pattern": v.pattern,
                     "vanilla_trace": v.trace,
+                    "vanilla_step_seconds": [s.seconds for s in v.steps],
                     "vanilla_mag_ratios": [s.mag_ratio for s in v.steps],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,
-                    "vanilla_measured_at": v.measured_at.isoformat(timespec="seconds"),
+                    "vanilla_measured_at": (
+                        v.measured_at.isoformat(timespec="seconds") if v.measured_at else None
+                    ),
                     "ssim": self.ssim,
                     "max_abs_diff": self.max_abs_diff,
                     "local_diff": self.local_diff.value if self.local_diff else None,
                     "local_diff_window": _window(self.local_diff),
-                    "speedup": self.speedup,
                     "speedup_unscaled": self.speedup_unscaled,
-                    "speedup_basis": self.speedup_basis,
-                    "load_factor": self.load_factor,
                     "speedup_estimated": self.speedup_estimated,
-                    "speedup_label": self.speedup_label,
+                    **speedup_json(self.speedup_figure, self.speedup_label),
                 }
             )
         out["warmup_seconds"] = self.warmup_seconds
@@ -260,6 +268,231 @@ class RunReport:
         if self.target_search is not None:
             out.update(self.target_search.to_json())
         return out
+
+    @classmethod
+    def from_json(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        gated_image: np.ndarray,
+        vanilla_image: np.ndarray | None = None,
+        vanilla_steps: Sequence[StepEvent] | None = None,
+        request: GenerationRequest | None = None,
+    ) -> RunReport:
+        """The report ``to_json`` wrote, read back with the run's images (saved beside it as
+        PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them whole
+        (the history does); else they are rebuilt from the JSON's per-step vanilla record
+        (decisions, trace, magnitude ratios and step times: what the report reads). ``request``
+        defaults to the one the JSON records, as it ran (not checked again: a record, not a
+        new request). Raises ``ValueError`` (one sentence) where a figure it needs is missing.
+
+        The speedup and its label are derived again, as for a live report, never copied."""
+        if request is None:
+            request = _request_from_json(data)
+        rows = data.get("steps_detail")
+        if not isinstance(rows, list):
+            raise ValueError("the report has no per-step record (steps_detail)")
+        try:
+            steps = tuple(step_from_json(row, len(rows)) for row in rows)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"the report's step record is malformed ({exc})") from None
+        gated_seconds = _float(data.get("gated_seconds"))
+        if gated_seconds is None:
+            raise ValueError("the report has no gated time (gated_seconds)")
+        gated = PassResult(
+            gated_image,
+            steps,
+            gated_seconds,
+            wall_seconds=_float(data.get("gated_wall_seconds")),
+            latents_sha256=_str(data.get("gated_latents_sha256")),
+            peak_memory_bytes=_int(data.get("gated_peak_memory_bytes")),
+            resumed_from=_int(data.get("resumed_from_step")),
+            measured_at=None,
+        )
+        vanilla = None
+        vanilla_seconds = _float(data.get("vanilla_seconds"))
+        if vanilla_image is not None and vanilla_seconds is not None:
+            vanilla = PassResult(
+                vanilla_image,
+                tuple(vanilla_steps) if vanilla_steps is not None else _vanilla_steps(data),
+                vanilla_seconds,
+                wall_seconds=_float(data.get("vanilla_wall_seconds")),
+                latents_sha256=_str(data.get("vanilla_latents_sha256")),
+                measured_at=_time(data.get("vanilla_measured_at")),
+                cached=data.get("vanilla_cached") is True,
+            )
+        local = _float(data.get("local_diff"))
+        window = data.get("local_diff_window")
+        local_diff = None
+        if local is not None and isinstance(window, Mapping):
+            x, y, size = (_int(window.get(k)) for k in ("x", "y", "size"))
+            if x is not None and y is not None and size is not None:
+                local_diff = LocalDifference(local, x, y, size)
+        calibrated = data.get("calibrated_range")
+        versions = data.get("versions")
+        return cls(
+            request=request,
+            gated=gated,
+            vanilla=vanilla,
+            ssim=_float(data.get("ssim")),
+            max_abs_diff=_float(data.get("max_abs_diff")),
+            engagement=_engagement_from_json(data.get("engagement")),
+            coefficients=tuple(
+                float(c) for c in data.get("coefficients") or () if _float(c) is not None
+            ),
+            calibrated_range=(
+                (float(calibrated[0]), float(calibrated[1]))
+                if isinstance(calibrated, list | tuple)
+                and len(calibrated) == 2
+                and all(_float(v) is not None for v in calibrated)
+                else None
+            ),
+            versions=(
+                {str(k): str(v) for k, v in versions.items()}
+                if isinstance(versions, Mapping)
+                else {}
+            ),
+            engine=str(data.get("engine") or "mflux"),
+            warmup_seconds=_float(data.get("warmup_seconds")),
+            local_diff=local_diff,
+            target_search=_target_search_from_json(data, request.threshold),
+        )
+
+
+def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
+    """One ``StepEvent.as_dict`` row read back (``num_steps`` where the row does not say)."""
+    return StepEvent(
+        index=int(row["index"]),
+        num_steps=int(row.get("num_steps", num_steps)),
+        decision=Decision(row["decision"]),
+        rel_l1=_float(row.get("rel_l1")),
+        predicted=_float(row.get("predicted")),
+        accumulated=_float(row.get("accumulated")),
+        threshold=float(row.get("threshold", 0.0)),
+        seconds=float(row.get("seconds", 0.0)),
+        output_rel_l1=_float(row.get("output_rel_l1")),
+        gate=recorded_gate(row.get("gate")),
+        mag_ratio=_float(row.get("mag_ratio")),
+    )
+
+
+def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
+    """The vanilla pass's steps from ``to_json``'s per-step vanilla keys (no prediction: a
+    vanilla pass computes every step)."""
+    pattern = str(data.get("vanilla_pattern") or "")
+    n = len(pattern)
+
+    def column(key: str) -> list[object]:
+        values = data.get(key)
+        return list(values) if isinstance(values, list) and len(values) == n else [None] * n
+
+    trace, seconds = column("vanilla_trace"), column("vanilla_step_seconds")
+    ratios = column("vanilla_mag_ratios")
+    letters = {d.letter: d for d in Decision}
+    return tuple(
+        StepEvent(
+            index=i,
+            num_steps=n,
+            decision=letters[letter],
+            rel_l1=_float(trace[i]),
+            predicted=None,
+            accumulated=None,
+            threshold=0.0,
+            seconds=_float(seconds[i]) or 0.0,
+            mag_ratio=_float(ratios[i]),
+        )
+        for i, letter in enumerate(pattern)
+    )
+
+
+def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
+    """The request a report records (``to_json``'s keys), as it ran."""
+    try:
+        loras = tuple(
+            LoraSpec(str(row["path"]), float(row["scale"])) for row in data.get("loras") or ()
+        )
+        return GenerationRequest(
+            variant_id=str(data["variant"]),
+            prompt=str(data["prompt"]),
+            seed=int(data["seed"]),
+            steps=int(data["steps"]),
+            threshold=float(data["threshold"]),
+            width=int(data["width"]),
+            height=int(data["height"]),
+            guidance=_float(data.get("guidance")),
+            quantize=_int(data.get("quantize")),
+            loras=loras,
+            model_path=_str(data.get("model_path")),
+            gate=str(data.get("gate") or DEFAULT_GATE),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the report does not record its request ({exc})") from None
+
+
+def _engagement_from_json(data: object) -> Engagement | None:
+    if not isinstance(data, Mapping) or _int(data.get("eligible_steps")) is None:
+        return None
+    return Engagement(
+        _int(data.get("eligible_steps")) or 0,
+        _float(data.get("onset_threshold")),
+        _int(data.get("onset_step")),
+    )
+
+
+def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> TargetSearch | None:
+    rows = data.get("target_search")
+    min_ssim = _float(data.get("target_ssim"))
+    if not isinstance(rows, list) or min_ssim is None:
+        return None
+    probes = tuple(
+        TargetProbe(
+            threshold=float(row["threshold"]),
+            skipped=int(row["skipped"]),
+            pattern=str(row.get("pattern") or ""),
+            ssim=_float(row.get("ssim")),
+            local_diff=_float(row.get("local_diff")),
+            met=row.get("met") is True,
+            predicted_skipped=_int(row.get("predicted_skipped")),
+        )
+        for row in rows
+        if isinstance(row, Mapping) and _float(row.get("threshold")) is not None
+    )
+    chosen = next(
+        (float(row["threshold"]) for row in rows if isinstance(row, Mapping) and row.get("chosen")),
+        threshold,
+    )
+    return TargetSearch(
+        target=QualityTarget(min_ssim, _float(data.get("target_max_local_diff"))),
+        probes=probes,
+        chosen_threshold=chosen,
+        met=data.get("target_met") is True,
+        note=str(data.get("target_note") or ""),
+        complete=data.get("target_complete") is not False,
+    )
+
+
+def _float(value: object) -> float | None:
+    """A JSON number as a float (never a bool; NaN and infinities are not figures)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def measure_run(
@@ -274,7 +507,6 @@ def measure_run(
     versions: dict[str, str] | None = None,
     engine: str = "mflux",
     warmup_seconds: float | None = None,
-    load_factor: float | None = None,
 ) -> RunReport:
     """The one place two passes become a result: SSIM is measured here (off the GUI thread)."""
     similarity = compare_images(gated.image, vanilla.image) if vanilla is not None else None
@@ -291,7 +523,6 @@ def measure_run(
         versions=versions or {},
         engine=engine,
         warmup_seconds=warmup_seconds,
-        load_factor=load_factor,
         local_diff=local,
     )
 
@@ -331,18 +562,80 @@ def replayed_steps(resumed_from: int | None, steps: int) -> int:
     return 0 if resumed_from is None else max(0, min(resumed_from, steps))
 
 
+def speedup_json(figure: Speedup | None, label: str) -> dict[str, object]:
+    """The speedup's keys in report.json: the figure, its label, how it was obtained, the ideal
+    it is held to, the spread of the step ratios it used and the two times it is the ratio of."""
+    if figure is None:
+        return {"speedup": None, "speedup_label": label, "speedup_kind": None, "speedup_basis": ""}
+    return {
+        "speedup": figure.value,
+        "speedup_label": label,
+        "speedup_kind": figure.kind.value,
+        "speedup_basis": figure.basis,
+        "speedup_ideal": figure.ideal,
+        "speedup_spread": figure.spread,
+        "speedup_vanilla_seconds": figure.vanilla_seconds,
+        "speedup_gated_seconds": figure.gated_seconds,
+    }
+
+
 def speedup_label(
+    figure: Speedup,
+    *,
+    replayed_steps: int = 0,
+    vanilla_cached: bool = False,
+    vanilla_measured_at: datetime | None = None,
+) -> str:
+    """The one full label of a speedup, the same in the window, its tooltip, report.json, the
+    history and every export. Its first clause says what the figure is ("measured", "nothing
+    skipped", "estimate (k of n steps replayed)", "re-timed estimate"); a re-timed figure ends
+    with the two times it is the ratio of, since they are not the times measured."""
+    if figure.kind is SpeedupKind.nothing_skipped:
+        return "nothing skipped"
+    replayed = f" ({replayed_steps} of {figure.steps} steps replayed)" if replayed_steps else ""
+    cached = ""
+    if vanilla_cached:
+        cached = "vanilla cached"
+        if vanilla_measured_at is not None:
+            cached += f" at {vanilla_measured_at:%H:%M}"
+    if figure.kind is SpeedupKind.measured:
+        return f"estimate{replayed}" if replayed else "measured"
+    if figure.kind is SpeedupKind.not_retimed:
+        first = f"estimate{replayed}" if replayed else "estimate"
+        return f"{first}, {cached or 'vanilla cached'}, not re-timed (no step computed in this run)"
+    parts = [f"re-timed estimate{replayed}"]
+    steps_at = "steps at this run's mean computed-step time"
+    if figure.kind is SpeedupKind.bounded:
+        parts.append(
+            f"the measured {figure.measured:.2f}× was above the ideal {figure.ideal:.2f}× "
+            f"by more than its ±{_percent(min(figure.spread, MAX_TOLERANCE))} spread (the load "
+            "changed during the run)"
+        )
+    else:
+        steps_at += f" (±{_percent(figure.spread)})"
+    if cached:
+        parts.append(cached)
+    parts.append(
+        f"{steps_at}: {_seconds(figure.vanilla_seconds)} ÷ {_seconds(figure.gated_seconds)}"
+    )
+    return ", ".join(parts)
+
+
+def label_head(label: str) -> str:
+    """A speedup label's first clause ("measured", "nothing skipped", "re-timed estimate (3 of
+    28 steps replayed)"): what a figure shown without its full label must still say."""
+    return label.split(", ")[0]
+
+
+def legacy_speedup_label(
     *,
     replayed_steps: int,
     steps: int,
     vanilla_cached: bool,
     vanilla_measured_at: datetime | None = None,
-    load_factor: float | None = None,
 ) -> str:
-    """What a speedup figure is: "measured" when both passes ran in full now; an "estimate" when
-    gated steps were replayed from the vanilla trajectory (their time is vanilla's) or a cached
-    vanilla's time was re-timed to this run's load; and where the vanilla time came from the
-    cache, when it was measured."""
+    """The label of a history entry saved before labels were written (its speedup was the plain
+    ratio of the two loop times)."""
     if replayed_steps > 0:
         label = f"estimate ({replayed_steps} of {steps} steps replayed)"
     elif not vanilla_cached:
@@ -353,12 +646,16 @@ def speedup_label(
         cached = "vanilla cached"
         if vanilla_measured_at is not None:
             cached += f", measured {vanilla_measured_at:%H:%M}"
-        if load_factor is not None:
-            cached += f", re-timed to this run's load (×{load_factor:.2f})"
-            if not label:
-                label = "estimate"
         label = f"{label}, {cached}" if label else cached
     return label
+
+
+def _percent(fraction: float) -> str:
+    return "<1%" if fraction < 0.005 else f"{fraction:.0%}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3g} s"
 
 
 def longest_skip_streak(pattern: str) -> int:

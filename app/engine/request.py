@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
+from app.families import family_names
+from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
@@ -33,7 +36,7 @@ DEFAULT_MIN_SSIM = 0.97
 # The worst 16 × 16 window's mean difference (0–1, largest RGB channel per pixel) that a target
 # run accepts by default. Basis: lab/target/results/local-diff-survey.json (demo, the 10 prompts
 # of its threshold sweep at thresholds 0.05–0.3, seed 42, plus the issue's lost-circle case; 55
-# runs on AMD EPYC CPU): ordinary drift measured 0.004–0.165 in 47 of them; lost or reshaped
+# runs on AMD EPYC CPU): ordinary drift measured 0.004–0.162 in 47 of them; lost or reshaped
 # objects 0.39–0.83 (the lost circle 0.82–0.83 at thresholds 0.1–0.3, SSIM 0.906–0.938; two
 # striped squares 0.75 at SSIM 0.945 and 0.39 at 0.921). Two runs in between are not inspected:
 # 0.21 (SSIM 0.967) and 0.285 (SSIM 0.972). 0.25 sits in the gap: above all 47, below every loss.
@@ -118,10 +121,10 @@ class GenerationRequest:
     # Live step previews (StepPreview events): never change the numbers and are charged to no
     # step's time, but cost a little wall time; off for benchmarks and calibration.
     previews: bool = False
-    # Search the threshold for this quality instead (``app.engine.target``); ``threshold`` is
-    # then where the search starts. The finished report's request holds the chosen threshold.
-    target: QualityTarget | None = None
-    gate: str = "teacache"  # "teacache" or "magcache" (app.gate.GATES)
+    gate: str = DEFAULT_GATE  # a gate kind's name (app.gate.kinds.GATES)
+    # Calibration: the vanilla pass also records each step's transformer-output change (a host
+    # sync a step, so such a vanilla is neither cached nor reused as a Generate's timed one).
+    capture_output: bool = False
 
     @property
     def variant(self) -> Variant:
@@ -147,6 +150,32 @@ class GenerationRequest:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationRequest:
+        """The request ``as_dict`` wrote (plain data, not checked again: use ``make_request`` for
+        user input)."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        values["loras"] = tuple(
+            lora if isinstance(lora, LoraSpec) else LoraSpec(str(lora["path"]), lora["scale"])
+            for lora in values.get("loras", ())
+        )
+        return cls(**values)
+
+
+def generate_kwargs(request: GenerationRequest) -> dict[str, Any]:
+    """The request as mflux's ``generate_image`` arguments (every family takes these names)."""
+    kwargs: dict[str, Any] = {
+        "seed": request.seed,
+        "prompt": request.prompt,
+        "num_inference_steps": request.steps,
+        "height": request.height,
+        "width": request.width,
+    }
+    if request.guidance is not None:
+        kwargs["guidance"] = request.guidance
+    return kwargs
 
 
 def check_steps(variant: Variant, steps: object) -> None:
@@ -176,6 +205,16 @@ def check_safetensors(path: Path) -> None:
         raise RequestError(f"the LoRA file {path} is not a readable .safetensors file")
 
 
+def check_lora_file(path: Path) -> None:
+    """Raises ``RequestError`` with one sentence unless ``path`` is an existing .safetensors file
+    with a readable header (what the window checks when a LoRA is picked, and every request)."""
+    if path.suffix.lower() != ".safetensors":
+        raise RequestError(f"a LoRA must be a .safetensors file, got {path}")
+    if not path.is_file():
+        raise RequestError(f"the LoRA file {path} does not exist")
+    check_safetensors(path)
+
+
 def check_loras(
     variant: Variant, loras: Iterable[LoraSpec | tuple[str, float]]
 ) -> tuple[LoraSpec, ...]:
@@ -186,10 +225,15 @@ def check_loras(
     ]
     if not given:
         return ()
-    if variant.embedded:
+    if not variant.family.supports_lora:
+        what = (
+            "is the built-in demo model, not an mflux model,"
+            if variant.embedded
+            else f"is a {variant.family.display_name} model, which mflux has no LoRA mapping for,"
+        )
         raise RequestError(
-            f"{variant.id} is the built-in demo model, not an mflux model, and takes no LoRA; "
-            "choose a FLUX.1, FLUX.2, Z-Image or Qwen-Image variant"
+            f"{variant.id} {what} and takes no LoRA; "
+            f"choose a {family_names(lambda f: f.supports_lora, 'or')} variant"
         )
     if len(given) > MAX_LORAS:
         raise RequestError(f"at most {MAX_LORAS} LoRA files at once, got {len(given)}")
@@ -197,11 +241,7 @@ def check_loras(
     out: list[LoraSpec] = []
     for spec in given:
         path = Path(spec.path).expanduser()
-        if path.suffix.lower() != ".safetensors":
-            raise RequestError(f"a LoRA must be a .safetensors file, got {spec.path}")
-        if not path.is_file():
-            raise RequestError(f"the LoRA file {spec.path} does not exist")
-        check_safetensors(path)
+        check_lora_file(path)
         try:
             scale = float(spec.scale)
         except (TypeError, ValueError):
@@ -218,10 +258,24 @@ def check_loras(
     return tuple(out)
 
 
+def check_prompt(variant: Variant, prompt: str) -> str:
+    """The prompt without surrounding blanks; ``RequestError`` where it is empty or (the embedded
+    demo draws only its own vocabulary) one the demo cannot parse."""
+    prompt = prompt.strip()
+    if not prompt:
+        raise RequestError("the prompt is empty; describe the image you want")
+    if variant.embedded:
+        from app.demo.prompt import PromptError, parse_prompt
+
+        try:
+            parse_prompt(prompt)
+        except PromptError as exc:
+            raise RequestError(str(exc)) from None
+    return prompt
+
+
 def check_gate_for(variant: Variant, gate: object) -> None:
     """Raises ``RequestError`` with one sentence where ``gate`` is unknown or uncalibrated."""
-    from app.gate.gates import UnknownGateError, check_gate
-
     try:
         check_gate(gate)
     except UnknownGateError as exc:
@@ -246,7 +300,7 @@ def make_request(
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
     previews: bool = False,
-    gate: str = "teacache",
+    gate: str = DEFAULT_GATE,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
     from app.variants import UnknownVariantError
@@ -255,16 +309,7 @@ def make_request(
         variant = get_variant(variant_id)
     except UnknownVariantError as exc:
         raise RequestError(str(exc)) from None
-    prompt = prompt.strip()
-    if not prompt:
-        raise RequestError("the prompt is empty; describe the image you want")
-    if variant.embedded:
-        from app.demo.prompt import PromptError, parse_prompt
-
-        try:
-            parse_prompt(prompt)
-        except PromptError as exc:
-            raise RequestError(str(exc)) from None
+    prompt = check_prompt(variant, prompt)
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
     check_gate_for(variant, gate)

@@ -19,230 +19,162 @@ Where nothing with skips met the target (or the schedule cannot skip at all), th
 one more resumed pass that replays every step, so its result is vanilla's. Cancel keeps what
 finished: the best of the passes done so far is the result (``TargetSearch.complete`` False).
 
-Qt-free. The passes run through a ``PassRunner`` (the engine's ``generate`` in the app), so that a
-batch of thresholds (compare-thresholds) can share it.
+Qt-free. ``QualitySearch`` is the job and ``SearchPlan`` its plan: the one job runner
+(``app.engine.jobs``) runs the passes through the engine's ``run``, as it runs a Generate or a
+threshold comparison, so the scripted fake engine runs a search too.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from app.engine.events import Pass, PassFinished, PassStarted, TargetProbed
-from app.engine.protocol import Cancelled, Emit
+from app.engine.events import (
+    Pass,
+    PassFinished,
+    PassStarted,
+    RunCancelled,
+    RunFinished,
+    TargetProbed,
+)
+from app.engine.protocol import Emit, PassesOutcome
 from app.engine.report import RunReport, TargetProbe, TargetSearch
 from app.engine.request import GenerationRequest, QualityTarget
-from app.gate import Decision, simulate
-from app.gate.decision import predict_change
-from app.gate.gates import MAGCACHE, AnyGateParams, simulate_gate
-from app.gate.magcache import MagCacheParams
+from app.gate.kinds import Candidate, GateParamsLike, gate_kind, kind_of
 
-# Which passes run on the engine: (request, emit) → the finished two-pass report.
-PassRunner = Callable[[GenerationRequest, Emit], RunReport]
-THRESHOLD_DECIMALS = 4  # what the window's threshold entry holds; candidates are rounded to it
+
+def candidates(params: GateParamsLike, trace: Sequence[float | None]) -> list[Candidate]:
+    """The simulator's skip patterns on ``trace`` as threshold intervals, in threshold order, that
+    skip at least one step: the gate's kind walks its own rule (``GateKind.candidates``)."""
+    return kind_of(params).candidates(params, trace)
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """One interval of the threshold axis with one simulated skip pattern, and the threshold
-    tried for it (inside the interval, at the entry's precision)."""
+class QualitySearch:
+    """A target-quality search as a job (``app.engine.jobs``): ``request.threshold`` is where the
+    search starts (the window's slider, the variant's default on the command line)."""
 
-    threshold: float
-    low: float  # the interval is (low, high] (TeaCache) or [low, high) (MagCache: ``low_closed``)
-    high: float
-    predicted_skipped: int
-    pattern: str
-    low_closed: bool = False
-
-    def holds(self, threshold: float) -> bool:
-        if self.low_closed:
-            return self.low <= threshold < self.high
-        return self.low < threshold <= self.high
+    request: GenerationRequest
+    target: QualityTarget
 
 
-def candidates(params: AnyGateParams, trace: Sequence[float | None]) -> list[Candidate]:
-    """The simulator's skip patterns on ``trace`` as threshold intervals, in threshold order, that
-    skip at least one step. A step skips where its accumulated prediction is below the threshold,
-    so the pattern only changes where the threshold passes the accumulated prediction of a step
-    the gate computed: walking from one such value to the next visits every pattern once.
-    MagCache (exact from its table and ``len(trace)``) is walked the same way on its error."""
-    if isinstance(params, MagCacheParams):
-        return _magcache_candidates(params, len(trace))
-    found: list[Candidate] = []
-    low = 0.0
-    while low < 1.0:
-        probe = math.nextafter(low, math.inf)
-        verdicts = simulate(replace(params, rel_l1_thresh=probe), trace)
-        # The smallest accumulated prediction ≥ the threshold of a step the gate could skip.
-        above = [
-            v.accumulated
-            for v in verdicts
-            if v.decision is Decision.computed
-            and v.accumulated is not None
-            and v.accumulated >= probe
-            and v.rel_l1 is not None
-            and not predict_change(params, v.rel_l1)[1]
-        ]
-        high = min(min(above), 1.0) if above else 1.0
-        skipped = sum(v.decision is Decision.skipped for v in verdicts)
-        if skipped:
-            threshold = _inside(low, high)
-            if threshold is not None:
-                pattern = "".join(v.decision.letter for v in verdicts)
-                found.append(Candidate(threshold, low, high, skipped, pattern))
-        if not above:
-            break
-        low = high
-    return found
+class SearchPlan:
+    """The search as a plan over resumed passes (``app.engine.jobs.run_job`` runs it): the first
+    pass at the starting threshold, then the bisection over the candidates, then (where nothing
+    with skips met the target) threshold 0. Ends with ``RunFinished`` (the chosen threshold's
+    report with its ``target_search``), ``RunCancelled`` where no pass finished (or cancel stopped
+    the pass at threshold 0) or ``RunFailed`` where a pass failed."""
 
+    def __init__(self, job: QualitySearch, run_id: int, emit: Emit) -> None:
+        self.request, self.target = job.request, job.target
+        self.run_id, self.emit = run_id, emit
+        self.reports: list[RunReport] = []
+        self.probes: list[TargetProbe] = []
+        self.planned: list[Candidate] = []
+        # Bisection over the candidates' indices: lo met (−1: threshold 0, met by definition),
+        # hi did not (len: beyond the last).
+        self.lo, self.hi = -1, 0
+        self.mid: int | None = None  # the candidate the pass now running checks
+        self.predicted: int | None = None  # the simulator's skips for that pass
+        self.zero_asked = False  # the closing pass at threshold 0 was planned
+        self.nothing_met = ""  # the note where nothing met (written before the pass at 0)
 
-def _magcache_candidates(params: MagCacheParams, steps: int) -> list[Candidate]:
-    """MagCache skips a step while its accumulated error is ≤ the threshold, so its pattern is
-    constant on [one computed step's error, the next): walk those values upwards. Steps computed
-    for the K limit give a boundary where nothing changes; equal neighbours are merged."""
-    found: list[Candidate] = []
-    trace: list[float | None] = [None] * steps
-    low = 0.0
-    while low < 1.0:
-        probe = max(low, math.nextafter(0.0, 1.0))
-        verdicts = simulate_gate(params.with_threshold(probe), trace)
-        above = [
-            v.accumulated
-            for v in verdicts
-            if v.decision is Decision.computed
-            and v.accumulated is not None
-            and v.accumulated > probe
-        ]
-        high = min(min(above), 1.0) if above else 1.0
-        skipped = sum(v.decision is Decision.skipped for v in verdicts)
-        pattern = "".join(v.decision.letter for v in verdicts)
-        if found and found[-1].pattern == pattern:  # the same pattern continues
-            last = found[-1]
-            found[-1] = replace(
-                last, high=high, threshold=_inside_closed(last.low, high) or last.threshold
-            )
-        elif skipped:
-            threshold = _inside_closed(low, high)
-            if threshold is not None:
-                found.append(Candidate(threshold, low, high, skipped, pattern, low_closed=True))
-        if not above:
-            break
-        low = high
-    return found
+    def next_request(self, done: Sequence[RunReport]) -> GenerationRequest | None:
+        base = self.request
+        if not done:  # at threshold 0 the gated pass can replay every vanilla step
+            return replace(base, resume=base.resume or base.threshold == 0)
+        if self.zero_asked:
+            return None
+        if self.hi - self.lo > 1 and len(self.probes) < self.target.max_passes:
+            self.mid = (self.lo + self.hi) // 2
+            candidate = self.planned[self.mid]
+            self.predicted = candidate.predicted_skipped
+            return replace(base, threshold=candidate.threshold, resume=True)
+        self.mid = None
+        if _best(self.probes) is not None:
+            return None
+        self.nothing_met = _nothing_met(base, self.target, self.probes, self.planned)
+        if any(p.threshold == 0 for p in self.probes):
+            return None
+        # Replays every vanilla step: vanilla's image, no transformer call.
+        self.zero_asked, self.predicted = True, 0
+        return replace(base, threshold=0.0, resume=True)
 
-
-def _inside_closed(low: float, high: float) -> float | None:
-    """A threshold in [low, high) with ``THRESHOLD_DECIMALS`` decimals, near the middle."""
-    scale = 10**THRESHOLD_DECIMALS
-    middle = round((low + high) / 2, THRESHOLD_DECIMALS)
-    if low <= middle < high or (high >= 1.0 and middle == 1.0):
-        return middle
-    smallest = math.ceil(low * scale) / scale
-    return smallest if low <= smallest < high else None
-
-
-def _inside(low: float, high: float) -> float | None:
-    """A threshold in (low, high] with ``THRESHOLD_DECIMALS`` decimals, near the middle (both
-    ends keep a margin for the drift after the first skip), or None where the interval is
-    narrower than the entry's precision."""
-    scale = 10**THRESHOLD_DECIMALS
-    middle = round((low + high) / 2, THRESHOLD_DECIMALS)
-    if low < middle <= high:
-        return middle
-    smallest = math.floor(low * scale + 1) / scale
-    return smallest if low < smallest <= high else None
-
-
-def search_target(
-    request: GenerationRequest, run_pass: PassRunner, emit: Emit, run_id: int
-) -> RunReport:
-    """Run the search for ``request.target``; returns the chosen threshold's report with its
-    ``target_search``. ``Cancelled`` propagates only when no pass had finished."""
-    target = request.target
-    if target is None:
-        raise ValueError("search_target needs a request with a quality target")
-    base = replace(request, target=None)
-    reports: list[RunReport] = []
-    probes: list[TargetProbe] = []
-    planned: list[Candidate] = []
-
-    def measure(threshold: float, predicted: int | None, resume: bool) -> bool:
-        report = run_pass(replace(base, threshold=threshold, resume=resume), emit)
+    def on_report(self, index: int, report: RunReport) -> None:
         local = report.local_diff.value if report.local_diff is not None else None
         probe = TargetProbe(
-            threshold=threshold,
+            threshold=report.request.threshold,
             skipped=report.gated.skipped,
             pattern=report.gated.pattern,
             ssim=report.ssim,
             local_diff=local,
-            met=target.met_by(report.ssim, local),
-            predicted_skipped=predicted,
+            met=self.target.met_by(report.ssim, local),
+            predicted_skipped=self.predicted,
         )
-        reports.append(report)
-        probes.append(probe)
-        emit(TargetProbed(run_id, probe, len(probes) - 1, target.max_passes))
-        return probe.met
-
-    complete = True
-    try:
-        # At threshold 0 the gated pass can replay every vanilla step: only vanilla costs.
-        first_met = measure(base.threshold, None, base.resume or base.threshold == 0)
-        vanilla = reports[0].vanilla
-        params = request.variant.params_for(request.gate, max(base.threshold, 1e-9))
-        planned = candidates(params, vanilla.trace) if vanilla is not None else []
-        # Bisection over the candidates' indices: lo met (−1: threshold 0, met by definition),
-        # hi did not (len: beyond the last). The first pass narrows it where it falls inside.
-        lo, hi = -1, len(planned)
-        start = _index_of(planned, base.threshold)
-        if start is not None and reports[0].gated.skipped > 0:
-            lo, hi = (start, hi) if first_met else (lo, start)
-        while hi - lo > 1 and len(probes) < target.max_passes:
-            mid = (lo + hi) // 2
-            candidate = planned[mid]
-            if measure(candidate.threshold, candidate.predicted_skipped, True):
-                lo = mid
+        self.reports.append(report)
+        self.probes.append(probe)
+        self.emit(TargetProbed(self.run_id, probe, len(self.probes) - 1, self.target.max_passes))
+        if index == 0:
+            self._plan_candidates(report, probe.met)
+        elif self.mid is not None:
+            if probe.met:
+                self.lo = self.mid
             else:
-                hi = mid
-    except Cancelled:
-        if not probes:
-            raise
-        complete = False
+                self.hi = self.mid
 
-    best = _best(probes)
-    if best is None:
-        if not complete:
-            raise Cancelled
-        note = _nothing_met(request, target, probes, planned)
-        zero = next((i for i, p in enumerate(probes) if p.threshold == 0), None)
-        if zero is None:  # replays every vanilla step: vanilla's image, no transformer call
-            measure(0.0, 0, True)
-        chosen = len(probes) - 1 if zero is None else zero
-    else:
-        chosen = best
-        p = probes[chosen]
-        note = (
-            f"Threshold {p.threshold:g} skips {p.skipped} of {request.steps} steps with SSIM "
-            f"{p.ssim:.4f} and local difference {_fmt(p.local_diff)}: the most skips of "
-            f"{len(probes)} tried that met {target.describe()}."
+    def _plan_candidates(self, first: RunReport, first_met: bool) -> None:
+        """The candidates on the first pass's vanilla trace; the first pass narrows the
+        bisection where its threshold falls inside one of them and skipped something."""
+        request = self.request
+        vanilla = first.vanilla
+        params = request.variant.params_for(request.gate, max(request.threshold, 1e-9))
+        trace = gate_kind(request.gate).trace(vanilla.steps) if vanilla is not None else []
+        self.planned = candidates(params, trace) if vanilla is not None else []
+        self.lo, self.hi = -1, len(self.planned)
+        start = _index_of(self.planned, request.threshold)
+        if start is not None and first.gated.skipped > 0:
+            self.lo, self.hi = (start, self.hi) if first_met else (self.lo, start)
+
+    def finish(self, outcome: PassesOutcome) -> RunReport | None:
+        run_id, probes, target = self.run_id, self.probes, self.target
+        if outcome.failure is not None:
+            self.emit(outcome.failure)
+            return None
+        complete = not outcome.cancelled
+        best = _best(probes)
+        if not probes or (best is None and not complete):
+            self.emit(RunCancelled(run_id, None))
+            return None
+        if best is None:
+            note = self.nothing_met
+            chosen = next(i for i, p in enumerate(probes) if p.threshold == 0)
+        else:
+            chosen = best
+            p = probes[chosen]
+            note = (
+                f"Threshold {p.threshold:g} skips {p.skipped} of {self.request.steps} steps with "
+                f"SSIM {p.ssim:.4f} and local difference {_fmt(p.local_diff)}: the most skips of "
+                f"{len(probes)} tried that met {target.describe()}."
+            )
+            if not complete:
+                note = f"Cancelled after {len(probes)} passes; the best of those: " + note
+        chosen_report = self.reports[chosen]
+        if chosen != len(self.reports) - 1:
+            # Show the chosen pass again (the last one shown was another threshold's).
+            g = chosen_report.gated
+            self.emit(PassStarted(run_id, Pass.gated, len(g.steps), resumed_from=g.resumed_from))
+            self.emit(PassFinished(run_id, Pass.gated, g.image, g.loop_seconds, g.steps))
+        search = TargetSearch(
+            target=target,
+            probes=tuple(probes),
+            chosen_threshold=probes[chosen].threshold,
+            met=best is not None,
+            note=note,
+            complete=complete,
         )
-        if not complete:
-            note = f"Cancelled after {len(probes)} passes; the best of those: " + note
-    chosen_report = reports[chosen]
-    if chosen != len(reports) - 1:
-        # Show the chosen pass again (the last one shown was another threshold's).
-        g = chosen_report.gated
-        emit(PassStarted(run_id, Pass.gated, len(g.steps), resumed_from=g.resumed_from))
-        emit(PassFinished(run_id, Pass.gated, g.image, g.loop_seconds, g.steps))
-    search = TargetSearch(
-        target=target,
-        probes=tuple(probes),
-        chosen_threshold=probes[chosen].threshold,
-        met=best is not None,
-        note=note,
-        complete=complete,
-    )
-    return replace(chosen_report, target_search=search)
+        report = replace(chosen_report, target_search=search)
+        self.emit(RunFinished(run_id, report))
+        return report
 
 
 def _index_of(planned: Sequence[Candidate], threshold: float) -> int | None:
@@ -268,9 +200,7 @@ def _nothing_met(
         why = (
             "a distilled schedule changes too much between its few steps"
             if variant.distilled
-            else "MagCache's table drifts by 1 or more at every step it could skip"
-            if request.gate == MAGCACHE
-            else "every predicted change is at or above 1 on this schedule"
+            else gate_kind(request.gate).no_skip_reason
         )
         return (
             f"Threshold 0 (no skipping): no threshold skips a step of {variant.display_name} "

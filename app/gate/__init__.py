@@ -1,9 +1,10 @@
 """The gate kernel (TeaCache and MagCache): pure MLX, no Qt, no mflux.
 
-The decision rule (``decision``), the telemetry record (``events``) and the simulator
-(``simulator``) are plain Python; only the live gate (``live``) needs MLX. Its names are loaded on
-first use, so ``import app.variants`` (which reads ``app.gate.decision``) and the command line stay
-free of MLX — and MLX is imported only after ``app.blas.preload_openblas()`` had its chance.
+The decision rules (``decision``, ``magcache``), the telemetry record (``events``), the simulator
+(``simulator``) and the registry of gate kinds (``kinds``) are plain Python; only the live gates
+(``live``) need MLX. Their names are loaded on first use, so ``import app.variants`` (which reads
+``app.gate.decision``) and the command line stay free of MLX — and MLX is imported only after
+``app.blas.preload_openblas()`` had its chance.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from app.gate.decision import (
     DEFAULT_MAX_CONSECUTIVE_SKIPS,
     Decision,
     GateConfigError,
-    GateParams,
+    TeaCacheParams,
     Verdict,
     decide,
     poly_eval,
@@ -22,48 +23,49 @@ from app.gate.decision import (
     prediction_floor,
 )
 from app.gate.events import StepEvent
-from app.gate.gates import (
-    GATE_LABELS,
+from app.gate.kinds import (
+    DEFAULT_GATE,
+    GATE_KINDS,
     GATES,
-    MAGCACHE,
-    TEACACHE,
-    THRESHOLD_MEANINGS,
-    AnyGateParams,
+    GateKind,
+    GateParamsLike,
     UnknownGateError,
     check_gate,
-    engagement_of,
-    simulate_gate,
+    gate_kind,
+    kind_of,
+    make_gate,
 )
 from app.gate.magcache import MagCacheParams, simulate_magcache
 from app.gate.simulator import Engagement, engagement, pattern, simulate, skip_curve
 
 if TYPE_CHECKING:
-    from app.gate.live import MagCacheGate, TeaCacheGate, make_gate, rel_l1, rel_l1_pair
+    from app.gate.live import LiveGate, MagCacheGate, TeaCacheGate, rel_l1, rel_l1_pair
 
-_LIVE_NAMES = frozenset({"MagCacheGate", "TeaCacheGate", "make_gate", "rel_l1", "rel_l1_pair"})
+_LIVE_NAMES = frozenset({"LiveGate", "MagCacheGate", "TeaCacheGate", "rel_l1", "rel_l1_pair"})
 
 __all__ = [
+    "DEFAULT_GATE",
     "DEFAULT_MAX_CONSECUTIVE_SKIPS",
     "GATES",
-    "GATE_LABELS",
-    "MAGCACHE",
-    "TEACACHE",
-    "THRESHOLD_MEANINGS",
-    "AnyGateParams",
+    "GATE_KINDS",
     "Decision",
     "Engagement",
     "GateConfigError",
-    "GateParams",
+    "GateKind",
+    "GateParamsLike",
+    "LiveGate",
     "MagCacheGate",
     "MagCacheParams",
     "StepEvent",
     "TeaCacheGate",
+    "TeaCacheParams",
     "UnknownGateError",
     "Verdict",
     "check_gate",
     "decide",
     "engagement",
-    "engagement_of",
+    "gate_kind",
+    "kind_of",
     "make_gate",
     "pattern",
     "poly_eval",
@@ -72,7 +74,6 @@ __all__ = [
     "rel_l1",
     "rel_l1_pair",
     "simulate",
-    "simulate_gate",
     "simulate_magcache",
     "skip_curve",
 ]

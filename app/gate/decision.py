@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import ClassVar
 
 DEFAULT_MAX_CONSECUTIVE_SKIPS = 8
+GATE_NAME = "teacache"
 
 
 class Decision(StrEnum):
@@ -42,7 +43,7 @@ class GateConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class GateParams:
+class TeaCacheParams:
     """Everything that decides the gate's behaviour, validated on construction.
 
     ``coefficients`` is the degree-4 rescaling polynomial stored high → low (numpy ``poly1d``
@@ -57,7 +58,7 @@ class GateParams:
     max_consecutive_skips: int = DEFAULT_MAX_CONSECUTIVE_SKIPS
     calibrated_range: tuple[float, float] | None = None
 
-    gate: ClassVar[str] = "teacache"
+    gate: ClassVar[str] = GATE_NAME
 
     def __post_init__(self) -> None:
         try:
@@ -95,7 +96,7 @@ class GateParams:
         """The threshold under the name every gate's parameters share."""
         return self.rel_l1_thresh
 
-    def with_threshold(self, threshold: float) -> GateParams:
+    def with_threshold(self, threshold: float) -> TeaCacheParams:
         return replace(self, rel_l1_thresh=threshold)
 
     def in_forced_window(self, index: int, num_steps: int) -> bool:
@@ -127,7 +128,7 @@ def poly_eval(coefficients: tuple[float, ...], x: float) -> float:
     return acc
 
 
-def predict_change(params: GateParams, rel_l1: float) -> tuple[float, bool]:
+def predict_change(params: TeaCacheParams, rel_l1: float) -> tuple[float, bool]:
     """The predicted body-output change for a measured signal change, and whether it lies above
     the calibrated range (which forces a compute). Non-finite results are returned as NaN."""
     x = rel_l1
@@ -145,7 +146,7 @@ def predict_change(params: GateParams, rel_l1: float) -> tuple[float, bool]:
     return max(0.0, value), above
 
 
-def prediction_floor(params: GateParams) -> float:
+def prediction_floor(params: TeaCacheParams) -> float:
     """The smallest change the gate can predict for any measured change it would price.
 
     Priced inputs are ``[low, high]`` of the calibrated range (below it is clamped, above it always
@@ -235,7 +236,7 @@ class GateScalars:
 
 
 def decide(
-    params: GateParams,
+    params: TeaCacheParams,
     state: GateScalars,
     index: int,
     num_steps: int,

@@ -7,7 +7,7 @@ change of the transformer output, both between consecutive steps of vanilla runs
 a degree-4 polynomial fitted either freely or through the origin (poly(0) = 0: no input change
 predicts no output change), reported with R² and a held-out R² from a fit on part of the prompts.
 
-Coefficients are stored high → low (``numpy.polyval`` order), as ``GateParams`` reads them.
+Coefficients are stored high → low (``numpy.polyval`` order), as ``TeaCacheParams`` reads them.
 """
 
 from __future__ import annotations
@@ -100,20 +100,6 @@ def fit(
         x_range=(float(xs.min()), float(xs.max())),
         y_range=(float(ys.min()), float(ys.max())),
     )
-
-
-def fit_both(
-    x: Sequence[float] | np.ndarray,
-    y: Sequence[float] | np.ndarray,
-    *,
-    groups: Sequence[int] | np.ndarray | None = None,
-    heldout: Sequence[int] = (),
-    degree: int = DEGREE,
-) -> dict[str, PolynomialFit]:
-    return {
-        mode: fit(x, y, mode=mode, groups=groups, heldout=heldout, degree=degree)
-        for mode in ("free", "origin")
-    }
 
 
 def choose(fits: dict[str, PolynomialFit]) -> PolynomialFit:

@@ -1,4 +1,4 @@
-"""The live TeaCache gate: MLX arrays in, one decision per denoising step out.
+"""The live gates: MLX arrays in, one decision per denoising step out.
 
 A model adapter drives it once per step::
 
@@ -21,29 +21,32 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import cast
+from typing import Any, cast
 
 import mlx.core as mx
 
+from app.gate.decision import GATE_NAME as TEACACHE_NAME
 from app.gate.decision import (
     Decision,
     GateConfigError,
-    GateParams,
     GateScalars,
+    TeaCacheParams,
     Verdict,
     decide,
     predict_change,
 )
 from app.gate.events import StepEvent
+from app.gate.magcache import GATE_NAME as MAGCACHE_NAME
 from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
 
 __all__ = [
+    "LiveGate",
     "MagCacheGate",
     "StepEvent",
     "TeaCacheGate",
     "magnitude_ratio",
-    "make_gate",
     "rel_l1",
     "rel_l1_pair",
 ]
@@ -72,32 +75,28 @@ def rel_l1(current: mx.array, previous: mx.array) -> float:
     return value if math.isfinite(value) else math.nan
 
 
-class TeaCacheGate:
-    """One generation's gate. ``observe=True`` measures the signal (and, with
-    ``capture_output``, the output change) on every step but never skips: the vanilla trace.
-    An observing gate also measures the body residual's magnitude ratio (``StepEvent.mag_ratio``,
-    conditional branch), so one vanilla pass serves both gates' simulators and calibrations."""
+class LiveGate(ABC):
+    """What every live gate shares, whatever decides: the residual cache (one per CFG branch),
+    the per-step ``StepEvent``s, the step clock and the lifecycle. A kind's subclass sets
+    ``gate_name`` and implements ``decide`` (and ``needs_signal``); the adapters drive any
+    ``LiveGate`` the same way, through decide / store_residual / reuse / end_step."""
 
-    gate_name = "teacache"
+    gate_name = ""
+    observe = False  # an observing gate measures every step and never skips (vanilla passes)
+    capture_output = False  # an observer that also records the output's change (calibration)
 
     def __init__(
         self,
-        params: GateParams,
+        params: Any,
         *,
         on_step: Callable[[StepEvent], None] | None = None,
-        observe: bool = False,
-        capture_output: bool = False,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.params = params
-        self.observe = observe
-        self.capture_output = capture_output
         self._on_step = on_step
         self._clock = clock
         self.events: list[StepEvent] = []
         self.num_steps = 0
-        self._scalars = GateScalars()
-        self._anchor: mx.array | None = None
         self._previous_output: mx.array | None = None
         self._residuals: dict[str, mx.array] = {}
         self._unevaluated: list[mx.array] = []
@@ -118,7 +117,6 @@ class TeaCacheGate:
         self.release()
         self.events = []
         self.num_steps = num_steps
-        self._scalars = GateScalars()
         self._index = 0
         self._pending = None
         self._pending_output = None
@@ -128,14 +126,14 @@ class TeaCacheGate:
 
     def release(self) -> None:
         """Drop every cached array (called after the loop, before the VAE decode)."""
-        self._anchor = None
         self._previous_output = None
         self._residuals.clear()
         self._unevaluated = []
 
     @property
+    @abstractmethod
     def needs_signal(self) -> bool:
-        return self.params.enabled or self.observe
+        """Whether the adapter must build this step's signal and take the gated path."""
 
     @property
     def step_index(self) -> int:
@@ -146,42 +144,10 @@ class TeaCacheGate:
         return tuple(self._residuals)
 
     # -- per step -----------------------------------------------------------------------------
+    @abstractmethod
     def decide(self, signal: mx.array | None) -> Verdict:
-        """Decide the current step. Call once per step, before the body."""
-        if self._pending is not None:
-            return self._pending  # a second transformer call in the same step (CFG pairing)
-        measured: float | None = None
-        if signal is not None and self.needs_signal:
-            if self._anchor is not None:
-                measured = rel_l1(signal, self._anchor)  # also materialises ``signal``
-            else:
-                mx.eval(signal)  # a lazy anchor would pin its whole graph until the next step
-            # Consecutive-delta anchoring: the anchor is always the previous step's signal, also
-            # after a numerical miss, so the measured trace is the vanilla trace and the
-            # simulator replays this gate step for step.
-            self._anchor = signal
-        if self.observe:
-            verdict = self._observe_verdict(measured)
-        else:
-            verdict = decide(self.params, self._scalars, self._index, self.num_steps, measured)
-            if not verdict.store_residual and verdict.decision.computes:
-                # Forced trailing steps and numerical misses: nothing may reuse what is cached.
-                self._residuals.clear()
-        self._pending = verdict
-        return verdict
-
-    def _observe_verdict(self, measured: float | None) -> Verdict:
-        # store_residual: observing keeps the previous residual to measure the magnitude ratio.
-        if measured is None:
-            return Verdict(self._index, Decision.computed, store_residual=True)
-        if not math.isfinite(measured):
-            return Verdict(self._index, Decision.numerical_miss, measured, store_residual=True)
-        predicted, _ = predict_change(self.params, measured)
-        if math.isnan(predicted):
-            return Verdict(self._index, Decision.numerical_miss, measured, store_residual=True)
-        return Verdict(
-            self._index, Decision.computed, measured, predicted, predicted, store_residual=True
-        )
+        """Decide the current step. Call once per step, before the body; a second call in the
+        same step (CFG pairing) returns the same verdict."""
 
     def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
         verdict = self._pending
@@ -279,25 +245,97 @@ class TeaCacheGate:
         return sum(e.decision.computes for e in self.events)
 
 
-class MagCacheGate(TeaCacheGate):
-    """MagCache behind the same protocol: the residual cache, the lifecycle, ``reuse`` and the
-    per-step events are TeaCache's (inherited, so the adapters drive either gate unchanged); only
-    the decision differs. It reads no signal: ``decide`` ignores the array the adapter passes
-    (MLX is lazy, so an unread signal is never computed on the eager paths). Never observes: the
-    vanilla pass is a TeaCache observer, which records both gates' traces."""
+class TeaCacheGate(LiveGate):
+    """TeaCache's live gate: the signal's rel-L1 change against the previous step, priced by the
+    polynomial. ``observe=True`` measures the signal (and, with ``capture_output``, the output
+    change) on every step but never skips: the vanilla trace. An observing gate also measures the
+    body residual's magnitude ratio (``StepEvent.mag_ratio``, conditional branch), so one vanilla
+    pass serves every gate's simulator and calibration."""
 
-    gate_name = "magcache"
+    gate_name = TEACACHE_NAME
+    params: TeaCacheParams
 
     def __init__(
         self,
-        params: MagCacheParams,  # type: ignore[override]
+        params: TeaCacheParams,
+        *,
+        on_step: Callable[[StepEvent], None] | None = None,
+        observe: bool = False,
+        capture_output: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(params, on_step=on_step, clock=clock)
+        self.observe = observe
+        self.capture_output = capture_output
+        self._scalars = GateScalars()
+        self._anchor: mx.array | None = None
+
+    def begin(self, num_steps: int) -> None:
+        super().begin(num_steps)
+        self._scalars = GateScalars()
+
+    def release(self) -> None:
+        super().release()
+        self._anchor = None
+
+    @property
+    def needs_signal(self) -> bool:
+        return self.params.enabled or self.observe
+
+    def decide(self, signal: mx.array | None) -> Verdict:
+        if self._pending is not None:
+            return self._pending  # a second transformer call in the same step (CFG pairing)
+        measured: float | None = None
+        if signal is not None and self.needs_signal:
+            if self._anchor is not None:
+                measured = rel_l1(signal, self._anchor)  # also materialises ``signal``
+            else:
+                mx.eval(signal)  # a lazy anchor would pin its whole graph until the next step
+            # Consecutive-delta anchoring: the anchor is always the previous step's signal, also
+            # after a numerical miss, so the measured trace is the vanilla trace and the
+            # simulator replays this gate step for step.
+            self._anchor = signal
+        if self.observe:
+            verdict = self._observe_verdict(measured)
+        else:
+            verdict = decide(self.params, self._scalars, self._index, self.num_steps, measured)
+            if not verdict.store_residual and verdict.decision.computes:
+                # Forced trailing steps and numerical misses: nothing may reuse what is cached.
+                self._residuals.clear()
+        self._pending = verdict
+        return verdict
+
+    def _observe_verdict(self, measured: float | None) -> Verdict:
+        # store_residual: observing keeps the previous residual to measure the magnitude ratio.
+        if measured is None:
+            return Verdict(self._index, Decision.computed, store_residual=True)
+        if not math.isfinite(measured):
+            return Verdict(self._index, Decision.numerical_miss, measured, store_residual=True)
+        predicted, _ = predict_change(self.params, measured)
+        if math.isnan(predicted):
+            return Verdict(self._index, Decision.numerical_miss, measured, store_residual=True)
+        return Verdict(
+            self._index, Decision.computed, measured, predicted, predicted, store_residual=True
+        )
+
+
+class MagCacheGate(LiveGate):
+    """MagCache's live gate: the residual cache, the lifecycle, ``reuse`` and the per-step events
+    are every live gate's; only the decision differs. It reads no signal: ``decide`` ignores the
+    array the adapter passes (MLX is lazy, so an unread signal is never computed on the eager
+    paths). Never observes: the vanilla pass's observer records every kind's trace."""
+
+    gate_name = MAGCACHE_NAME
+    params: MagCacheParams
+
+    def __init__(
+        self,
+        params: MagCacheParams,
         *,
         on_step: Callable[[StepEvent], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        # The base class is given a placeholder TeaCache parameter set it never reads.
-        super().__init__(_UNUSED_TEACACHE, on_step=on_step, clock=clock)
-        self.params = params  # type: ignore[assignment]
+        super().__init__(params, on_step=on_step, clock=clock)
         self._mag = MagCacheScalars()
         self._table: tuple[float, ...] = ()
 
@@ -317,24 +355,3 @@ class MagCacheGate(TeaCacheGate):
         verdict = decide_magcache(self.params, self._mag, self._index, self.num_steps, self._table)
         self._pending = verdict
         return verdict
-
-
-_UNUSED_TEACACHE = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.0)
-
-
-def make_gate(
-    params: GateParams | MagCacheParams,
-    *,
-    on_step: Callable[[StepEvent], None] | None = None,
-    observe: bool = False,
-    capture_output: bool = False,
-    clock: Callable[[], float] = time.perf_counter,
-) -> TeaCacheGate:
-    """The live gate for ``params``: a ``MagCacheGate`` for MagCache parameters, else TeaCache."""
-    if isinstance(params, MagCacheParams):
-        if observe:
-            raise GateConfigError("a vanilla (observe) pass is recorded by the TeaCache gate")
-        return MagCacheGate(params, on_step=on_step, clock=clock)
-    return TeaCacheGate(
-        params, on_step=on_step, observe=observe, capture_output=capture_output, clock=clock
-    )

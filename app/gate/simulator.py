@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from app.gate.decision import Decision, GateParams, GateScalars, Verdict, decide, predict_change
+from app.gate.decision import Decision, GateScalars, TeaCacheParams, Verdict, decide, predict_change
 
 
-def simulate(params: GateParams, trace: Sequence[float | None]) -> list[Verdict]:
+def simulate(params: TeaCacheParams, trace: Sequence[float | None]) -> list[Verdict]:
     """One verdict per step of ``trace`` (its length is the step count)."""
     state = GateScalars()
     num_steps = len(trace)
@@ -57,7 +57,7 @@ class Engagement:
         return self.onset_threshold is not None and self.onset_threshold < 1.0
 
 
-def engagement(params: GateParams, trace: Sequence[float | None]) -> Engagement:
+def engagement(params: TeaCacheParams, trace: Sequence[float | None]) -> Engagement:
     """Before the first skip every eligible step starts from an empty accumulator, so the first
     skip happens at the eligible step with the smallest prediction as soon as the threshold
     exceeds that prediction. Found by replaying the trace at a vanishing threshold."""
@@ -79,7 +79,7 @@ def engagement(params: GateParams, trace: Sequence[float | None]) -> Engagement:
 
 
 def skip_curve(
-    params: GateParams, trace: Sequence[float | None], thresholds: Sequence[float]
+    params: TeaCacheParams, trace: Sequence[float | None], thresholds: Sequence[float]
 ) -> list[tuple[float, int, str]]:
     """(threshold, skipped steps, pattern) per threshold — approximate after the first skip."""
     rows = []

@@ -10,8 +10,7 @@ whose image is ``compare-<i>.png``. Written through ``HistoryStore.save``: one a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,8 @@ import numpy as np
 from PIL import Image
 
 from app.engine.comparison import ComparisonResult
-from app.engine.report import PassResult, RunReport
-from app.storage.history import (
-    HistoryEntry,
-    HistoryStore,
-    RunRecord,
-    encode_png,
-    step_from_dict,
-)
+from app.engine.report import RunReport
+from app.storage.history import HistoryEntry, HistoryStore, RunRecord, encode_png
 
 KIND = "comparison"
 
@@ -120,7 +113,7 @@ def save_comparison(
     shown = representative(result)
     record = RunRecord.from_report(result.reports[shown], warnings)
     rows = [ComparisonRow.from_report(r) for r in result.reports]
-    files = {image_name(i): encode_png(r.gated.image, record) for i, r in enumerate(result.reports)}
+    files = {image_name(i): encode_png(r.gated.image, r) for i, r in enumerate(result.reports)}
     same = same_skips(rows)
     table = []
     for i, (row, report) in enumerate(zip(rows, result.reports, strict=True)):
@@ -197,6 +190,19 @@ def _row(raw: Any, entry: HistoryEntry, vanilla: np.ndarray | None) -> Compariso
     if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
         raise ValueError("a comparison entry names no image")
     image = _read_png(entry.folder / name)
+    data = raw.get("report")
+    if isinstance(data, dict):
+        try:
+            report = RunReport.from_json(
+                data,
+                gated_image=image,
+                vanilla_image=vanilla,
+                vanilla_steps=entry.step_events("vanilla"),
+            )
+        except ValueError:
+            pass  # an incomplete report: the row's own figures below
+        else:
+            return ComparisonRow.from_report(report)
     steps = raw.get("steps")
     return ComparisonRow(
         threshold=float(raw["threshold"]),
@@ -210,57 +216,7 @@ def _row(raw: Any, entry: HistoryEntry, vanilla: np.ndarray | None) -> Compariso
         speedup_label=str(raw.get("speedup_label") or ""),
         resumed_from=_int(raw.get("resumed_from")),
         pattern=str(raw.get("pattern") or ""),
-        report=_report(raw.get("report"), entry, image, vanilla),
     )
-
-
-def _report(
-    data: object, entry: HistoryEntry, image: np.ndarray, vanilla_image: np.ndarray | None
-) -> RunReport | None:
-    """The saved report of one row, rebuilt (for showing it as the current run); None where
-    the saved report is incomplete or the request no longer resolves."""
-    request = entry.to_request()
-    if not isinstance(data, dict) or request is None or not _number(data.get("threshold")):
-        return None
-    try:
-        request = replace(request, threshold=float(data["threshold"]))
-        rows = data.get("steps_detail") or []
-        steps = tuple(step_from_dict(row, len(rows)) for row in rows)
-        gated = PassResult(
-            image,
-            steps,
-            float(data["gated_seconds"]),
-            wall_seconds=_float(data.get("gated_wall_seconds")),
-            latents_sha256=_str(data.get("gated_latents_sha256")),
-            resumed_from=_int(data.get("resumed_from_step")),
-        )
-        vanilla = None
-        if vanilla_image is not None and _number(data.get("vanilla_seconds")):
-            measured = _str(data.get("vanilla_measured_at"))
-            vanilla = PassResult(
-                vanilla_image,
-                entry.step_events("vanilla"),
-                float(data["vanilla_seconds"]),
-                latents_sha256=_str(data.get("vanilla_latents_sha256")),
-                cached=data.get("vanilla_cached") is True,
-            )
-            if measured:
-                vanilla = replace(vanilla, measured_at=datetime.fromisoformat(measured))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return RunReport(
-        request,
-        gated,
-        vanilla,
-        ssim=_float(data.get("ssim")),
-        max_abs_diff=_float(data.get("max_abs_diff")),
-        load_factor=_float(data.get("load_factor")),
-        warmup_seconds=_float(data.get("warmup_seconds")),
-    )
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _read_png(path: Path) -> np.ndarray:

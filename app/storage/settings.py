@@ -18,6 +18,7 @@ from app import paths
 from app.engine.request import LORA_SCALE_RANGE
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
+from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
 from app.variants import DEFAULT_VARIANT, QUANTIZE_LEVELS
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,12 @@ _FORMER_DEFAULTS: dict[str, dict[str, tuple[float, ...]]] = {
 @dataclass
 class Settings:
     last_variant: str = DEFAULT_VARIANT
+    # The gate picked last; a variant without its calibration opens on its own first gate.
+    last_gate: str = DEFAULT_GATE
     last_prompt: str = ""  # empty: the window shows its default prompt
     prompt_history: list[str] = field(default_factory=list)  # newest first
-    thresholds: dict[str, float] = field(default_factory=dict)  # per variant id
+    # Per variant id (TeaCache) or "<variant>@<gate>" (``GateKind.threshold_key``).
+    thresholds: dict[str, float] = field(default_factory=dict)
     steps: dict[str, int] = field(default_factory=dict)  # per variant id
     sizes: dict[str, list[int]] = field(default_factory=dict)  # per variant id: [width, height]
     guidance: dict[str, float] = field(default_factory=dict)  # per variant id
@@ -136,6 +140,15 @@ def _lora(value: object) -> list[object]:
         raise _Invalid("expected [path, scale]")
     # A file that has gone since is kept and reported at Generate, in the request check's words.
     return [_str(value[0]), _float(*LORA_SCALE_RANGE)(value[1])]
+
+
+def _gate(value: object) -> str:
+    try:
+        return check_gate(value)
+    except UnknownGateError as exc:
+        raise _Invalid(str(exc)) from None
+
+
 def _quantize(value: object) -> int:
     bits = _int(0, 8)(value)
     if bits not in (0, *QUANTIZE_LEVELS):
@@ -145,6 +158,7 @@ def _quantize(value: object) -> int:
 
 _VALIDATORS: dict[str, Validator] = {
     "last_variant": _str,
+    "last_gate": _gate,
     "last_prompt": _str,
     "prompt_history": _list_of(_str),
     "thresholds": _dict_of(_float(0.0, 1.0)),

@@ -1,4 +1,4 @@
-"""Qt-free numbers behind the window: the difference image, where skipping begins, and the
+"""Qt-free numbers behind the window: the difference view's image, where skipping begins, and the
 distilled-schedule notice. SSIM and speedup are the engine's ``RunReport``'s (app.engine.report)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from enum import StrEnum
 import numpy as np
 
 from app.engine.request import LoraSpec
-from app.gate import Decision, StepEvent
-from app.gate.decision import prediction_floor
-from app.gate.simulator import engagement, skip_curve
+from app.gate import Decision, Engagement, StepEvent
+from app.gate.kinds import DEFAULT_GATE, AnyGateKind, format_threshold, gate_kind
+from app.metrics import difference_image
 from app.ui.defaults import default_threshold
-from app.variants import VARIANTS, Variant, check_schedule
+from app.variants import VARIANTS, ScheduleCheck, Variant, check_schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class RunAnalysis:
     the ``RunReport``'s; this is only the picture of where the images differ)."""
 
     run_id: int
-    difference: np.ndarray | None  # float32 H×W, mean absolute difference over channels (0–255)
+    difference: np.ndarray | None  # float32 H×W, 0–255 (``app.metrics.difference_image``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +35,11 @@ class RunSaved:
 
 
 def difference_map(gated: np.ndarray, vanilla: np.ndarray) -> np.ndarray | None:
-    """Mean absolute difference over channels, float32 H×W on the 0–255 scale."""
+    """The difference view's image: ``app.metrics.difference_image`` (the local difference's
+    own measure, so the view and the number agree), or None where the shapes differ."""
     if gated.shape != vanilla.shape:
         return None
-    diff = np.abs(gated.astype(np.float32) - vanilla.astype(np.float32))
-    return np.ascontiguousarray(diff.mean(axis=-1) if diff.ndim == 3 else diff, dtype=np.float32)
+    return difference_image(gated, vanilla)
 
 
 def count_skips(steps: Sequence[StepEvent | None]) -> int:
@@ -48,19 +48,21 @@ def count_skips(steps: Sequence[StepEvent | None]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EngagementBand:
-    """Where skipping begins on one vanilla trace, for the gate plot and the banner."""
+    """Where skipping begins on one vanilla trace for one gate, for the gate plot and the
+    banner."""
 
     variant_id: str
     steps: int
     eligible_steps: int
-    onset: float | None  # any threshold strictly above this skips at least one step
+    onset: float | None  # a threshold above this (at or above: ``skips_at_onset``) skips a step
     onset_step: int | None
     saturation: float | None  # the smallest threshold reaching the most skips on the sweep
     max_skips: int
     curve: tuple[tuple[float, int], ...] = field(default_factory=tuple)
+    gate: str = DEFAULT_GATE
 
     def engages_at(self, threshold: float) -> bool:
-        return self.onset is not None and threshold > self.onset
+        return gate_kind(self.gate).engages(threshold, self.onset)
 
     def predicted_skips(self, threshold: float) -> int:
         best = 0
@@ -75,21 +77,22 @@ def engagement_band(
     variant: Variant,
     threshold: float,
     vanilla_steps: Sequence[StepEvent | None],
-    gate: str = "teacache",
+    gate: str = DEFAULT_GATE,
 ) -> EngagementBand | None:
-    if gate != "teacache":
-        return magcache_band(variant, threshold, len(vanilla_steps))
-    trace = [s.rel_l1 if s is not None else None for s in vanilla_steps]
-    if not trace or all(t is None for t in trace):
+    """The gate's band on this vanilla run: its own trace (``GateKind.trace``; MagCache reads
+    only the step count, exact for every run of this many steps)."""
+    kind = gate_kind(gate)
+    calibration = kind.calibration_of(variant)
+    trace = kind.trace(vanilla_steps)
+    if calibration is None or not kind.traced(trace):
         return None
-    probe = variant.gate_params(max(threshold, 1e-9))
-    found = engagement(probe, trace)
+    probe = kind.params(calibration, max(threshold, 1e-9))
+    found = kind.engagement(probe, trace)
     top = 1.0
     if found.onset_threshold is not None:
         top = min(1.0, max(found.onset_threshold * 3.0, threshold * 1.5, 0.05))
     grid = [float(t) for t in np.linspace(0.0, top, 121)]
-    rows = skip_curve(probe, trace, grid)
-    curve = tuple((t, skips) for t, skips, _ in rows)
+    curve = tuple((t, kind.skipped(probe.with_threshold(t), trace)) for t in grid)
     max_skips = max((skips for _, skips in curve), default=0)
     saturation = next((t for t, skips in curve if skips == max_skips), None) if max_skips else None
     return EngagementBand(
@@ -101,54 +104,8 @@ def engagement_band(
         saturation,
         max_skips,
         curve,
+        gate,
     )
-
-
-def magcache_band(variant: Variant, threshold: float, steps: int) -> EngagementBand | None:
-    """MagCache's band from its table (its decisions read nothing else: exact for every run of
-    this many steps). Its rule skips at a threshold equal to the onset (``<=``); the band's
-    ``engages_at`` (strictly above) differs from it only at that one value."""
-    from app.gate.decision import Decision
-    from app.gate.magcache import onset, simulate_magcache
-
-    if variant.magcache is None or steps < 2:
-        return None
-    probe = variant.magcache.params(max(threshold, 1e-9))
-    eligible, first, first_step = onset(probe, steps)
-    top = 1.0 if first is None else min(1.0, max(first * 3.0, threshold * 1.5, 0.05))
-    curve = tuple(
-        (
-            t,
-            sum(
-                v.decision is Decision.skipped
-                for v in simulate_magcache(probe.with_threshold(t), steps)
-            ),
-        )
-        for t in (float(x) for x in np.linspace(0.0, top, 121))
-    )
-    max_skips = max((k for _, k in curve), default=0)
-    saturation = next((t for t, k in curve if k == max_skips), None) if max_skips else None
-    return EngagementBand(
-        variant.id, steps, eligible, first, first_step, saturation, max_skips, curve
-    )
-
-
-def magcache_hint(variant: Variant, steps: int, threshold: float) -> str:
-    """The threshold hint under MagCache: eligible steps and where skipping begins, both read
-    from the table (exact for any run of this many steps)."""
-    from app.gate.magcache import onset
-
-    if variant.magcache is None:
-        return variant.gate_unavailable_reason("magcache") or ""
-    params = variant.magcache.params(max(threshold, 1e-9))
-    eligible, first, step = onset(params, steps)
-    text = (
-        f"{eligible} of {steps} steps are MagCache-eligible (the first "
-        f"{params.first_eligible(steps)} always compute)."
-    )
-    if first is not None and step is not None:
-        text += f" From its table, skipping begins at {first:.4g} (step {step + 1})."
-    return text
 
 
 class NoticeKind(StrEnum):
@@ -224,32 +181,45 @@ def schedule_notice(
     steps: int,
     threshold: float,
     measured: EngagementBand | None = None,
-    engine_details: dict[str, object] | None = None,
+    engagement: Engagement | None = None,
+    run_check: ScheduleCheck | None = None,
+    gate: str = DEFAULT_GATE,
 ) -> Notice | None:
     """The yellow banner when (variant, steps) cannot engage at this threshold, with the real cause
     (no eligible step, or every prediction at or above the threshold; threshold 0 has its own
     banner) and only fixes that the gate simulation or the variant's calibration says would skip a
-    step. Before a run the numbers come from ``check_schedule``; after a run from the engine's
-    ``RunWarning`` details and the vanilla trace of the same variant and steps."""
+    step. Before a run the numbers come from ``check_schedule``; after a run from the shown run of
+    the same variant and steps: where skipping begins on its vanilla trace (``engagement``, the
+    engine's, and ``measured``, the window's band) and the check the engine warned with before it
+    (``run_check``: ``app.engine.notices.schedule_check`` of its request). Every number is
+    ``gate``'s: ``measured``, ``engagement`` and ``run_check`` must come from a band and a run of
+    that gate (a band of another gate is ignored)."""
+    kind = gate_kind(gate)
     if threshold <= 0.0:
         return Notice(
             NoticeKind.info,
             "Skipping is off",
-            "A threshold of 0 turns TeaCache off: the gated pass computes every step, like "
+            f"A threshold of 0 turns {kind.label} off: the gated pass computes every step, like "
             "vanilla.",
             key="schedule",
         )
-    check = check_schedule(variant, steps, threshold)
-    if measured is not None and (measured.variant_id != variant.id or measured.steps != steps):
+    check = check_schedule(variant, steps, threshold, gate=gate)
+    if measured is not None and (
+        measured.variant_id != variant.id or measured.steps != steps or measured.gate != gate
+    ):
         measured = None
-    details = engine_details or {}
-    onset_reported = "onset_threshold" in details or "smallest_predicted" in details
-    engine_onset = _number(details.get("onset_threshold", details.get("smallest_predicted")))
-    eligible = _integer(details.get("eligible_steps"))
-    eligible = check.eligible_steps if eligible is None else eligible
+    onset_reported = engagement is not None
+    engine_onset = engagement.onset_threshold if engagement is not None else None
+    eligible = (
+        engagement.eligible_steps
+        if engagement is not None
+        else run_check.eligible_steps
+        if run_check is not None
+        else check.eligible_steps
+    )
     measured_blocks = measured is not None and not measured.engages_at(threshold)
-    engine_blocks = details.get("can_skip") is False or (
-        onset_reported and (engine_onset is None or engine_onset >= threshold)
+    engine_blocks = (run_check is not None and not run_check.can_skip) or (
+        onset_reported and not kind.engages(threshold, engine_onset)
     )
     # A trace of this very schedule (the engine's, or the last vanilla run's) is exact up to the
     # first skip, so where one exists it decides; the calibration and the polynomial only stand in
@@ -263,7 +233,7 @@ def schedule_notice(
     # The smallest prediction each source knows of, most direct first: the engine's and the last
     # vanilla run's are exact on a trace of these steps (the simulator's onset); the calibration's
     # was measured at the variant's default steps; the polynomial's floor bounds every trace.
-    calibration_min = _calibration_min(variant, steps)
+    calibration_min = _calibration_min(variant, steps, gate)
     evidence: list[tuple[float, str]] = []
     if engine_onset is not None:
         evidence.append((engine_onset, "measured by the engine on this run"))
@@ -273,7 +243,7 @@ def schedule_notice(
     if not traced_here and calibration_min is not None:
         evidence.append((calibration_min, "from the variant's calibration data"))
     if not traced_here and floor is not None:
-        evidence.append((floor, "the lowest TeaCache's calibrated formula ever predicts"))
+        evidence.append((floor, kind.floor_source))
 
     parts = [
         f"{eligible} of {steps} steps could be skipped at all (the first and last are always "
@@ -292,11 +262,12 @@ def schedule_notice(
             "is the step count, not the threshold."
         )
     else:
-        blocking = next(((v, src) for v, src in evidence if v >= threshold), None)
+        blocking = next(((v, src) for v, src in evidence if not kind.engages(threshold, v)), None)
         if blocking is not None:
             parts.append(
-                f"Every predicted change is at or above the threshold {fmt(threshold)}: the "
-                f"smallest is {fmt(blocking[0])} ({blocking[1]}), so no step can be skipped."
+                f"Every {kind.onset_quantity} is {_at_or_above(kind)} the threshold "
+                f"{fmt(threshold)}: the smallest is {fmt(blocking[0])} ({blocking[1]}), so no "
+                "step can be skipped."
             )
         elif (onset_reported and engine_onset is None) or (
             measured is not None and measured.onset is None
@@ -310,11 +281,12 @@ def schedule_notice(
     if variant.distilled and variant.distilled_reason:
         parts.append(f"Why: {variant.distilled_reason.replace('`', '')}.")
     base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
-    if variant.default_threshold is None:
-        own = default_threshold(variant)
+    base_default = base.default_threshold_for(gate) if base is not None else None
+    if variant.default_threshold_for(gate) is None:
+        own = default_threshold(variant, gate)
         lender = (
             f", borrowed from {base.display_name}"
-            if base is not None and base.default_threshold is not None
+            if base is not None and base_default is not None
             else ""
         )
         parts.append(
@@ -324,7 +296,7 @@ def schedule_notice(
 
     actions: list[NoticeAction] = []
     advice: list[str] = []
-    if base is not None and base.default_threshold is not None:
+    if base is not None and base_default is not None:
         # The base variant's calibrated threshold skips at its default steps (why it was chosen).
         advice.append(f"use {base.display_name} at {base.default_steps} steps")
         actions.append(NoticeAction(f"Use {base.display_name}", BannerFix.use_variant(base.id)))
@@ -335,7 +307,7 @@ def schedule_notice(
             advice.append(f"raise the threshold to {suggested:.4f}")
             fix = BannerFix.use_threshold(suggested)
             actions.append(NoticeAction(f"Threshold {suggested:.4f}", fix))
-    more_steps = steps_that_skip(variant, steps, threshold) if blocked else None
+    more_steps = steps_that_skip(variant, steps, threshold, gate) if blocked else None
     if more_steps is not None:
         advice.append(f"use {more_steps} steps")
         actions.append(NoticeAction(f"Use {more_steps} steps", BannerFix.use_steps(more_steps)))
@@ -347,24 +319,30 @@ def schedule_notice(
         title = f"{variant.display_name} at {steps} steps has no step the gate may skip"
     elif blocking is not None:
         title = (
-            f"No step can be skipped at threshold {fmt(threshold)}: every prediction is above it"
+            f"No step can be skipped at threshold {fmt(threshold)}: every {kind.onset_noun} is "
+            "above it"
         )
     else:
         title = f"No step can be skipped at threshold {fmt(threshold)}"
-    suggestion = details.get("suggestion") or check.suggestion
+    suggestion = (run_check.suggestion if run_check is not None else None) or check.suggestion
     extra = f"check_schedule: {check.reason}" + (
         f"\nsuggestion: {suggestion}" if suggestion else ""
     )
-    kind = NoticeKind.warning if blocked else NoticeKind.info
-    return Notice(kind, title, " ".join(parts), extra, tuple(actions), "schedule")
+    notice_kind = NoticeKind.warning if blocked else NoticeKind.info
+    return Notice(notice_kind, title, " ".join(parts), extra, tuple(actions), "schedule")
 
 
-def _calibration_min(variant: Variant, steps: int) -> float | None:
-    """The calibration's smallest measured prediction, which holds for the steps it was measured
-    at (the variant's default steps) only: other step counts change by other amounts per step."""
-    if variant.min_predicted_change is None or steps != variant.default_steps:
-        return None
-    return variant.min_predicted_change
+def _calibration_min(variant: Variant, steps: int, gate: str = DEFAULT_GATE) -> float | None:
+    """The calibration's smallest measured onset, which holds for the steps it was measured at
+    (the variant's default steps) only: other step counts change by other amounts per step."""
+    kind = gate_kind(gate)
+    calibration = kind.calibration_of(variant)
+    return None if calibration is None else kind.calibration_floor(calibration, steps)
+
+
+def _at_or_above(kind: AnyGateKind) -> str:
+    """A threshold equal to the onset skips where the rule compares with <= (MagCache)."""
+    return "above" if kind.skips_at_onset else "at or above"
 
 
 def _skipping_threshold(traced: Sequence[float | None], floor: float | None) -> float | None:
@@ -384,44 +362,43 @@ def _skipping_threshold(traced: Sequence[float | None], floor: float | None) -> 
     return candidate if candidate <= 1.0 else None
 
 
-def steps_that_skip(variant: Variant, steps: int, threshold: float) -> int | None:
+def steps_that_skip(
+    variant: Variant, steps: int, threshold: float, gate: str = DEFAULT_GATE
+) -> int | None:
     """The step count a 'Use N steps' fix offers, or None when no step count is known to skip.
 
     The only other schedule the app has evidence for is the variant's default steps N, measured by
-    its calibration. A fix to N is offered when N differs from ``steps``, leaves at least one
-    eligible step, and the calibration says N steps skip at ``threshold``: the calibration's
-    smallest measured prediction is below it (before the first skip each eligible step compares
-    its own prediction with the threshold, so that step skips), or, where no smallest prediction
-    is stored, ``threshold`` is at least the calibrated default (chosen because it skips at N)
-    and above the polynomial's floor (at or below it nothing can skip on any trace). More steps
-    than N are never suggested: nothing measured them."""
+    its calibration. A fix to N is offered when N differs from ``steps`` and the gate's
+    calibration says N steps skip at ``threshold`` (``GateKind.calibration_says_skips``: for
+    TeaCache its smallest measured prediction below it, or where none is stored, ``threshold`` at
+    least the calibrated default and above the polynomial's floor; for MagCache its table, exactly).
+    More steps than N are never suggested: nothing measured them."""
     n = variant.default_steps
-    params = variant.gate_params(threshold)
-    if n == steps or params.eligible_steps(n) <= 0 or threshold <= prediction_floor(params):
+    kind = gate_kind(gate)
+    calibration = kind.calibration_of(variant)
+    if n == steps or calibration is None:
         return None
-    if variant.min_predicted_change is not None:
-        return n if variant.min_predicted_change < threshold else None
-    default = variant.default_threshold
-    return n if default is not None and threshold >= default else None
+    return n if kind.calibration_says_skips(calibration, n, threshold) else None
 
 
-def fmt(value: float) -> str:
-    """Thresholds and predicted changes: four significant decimals where values are small."""
-    return f"{value:.4f}" if abs(value) < 0.1 else f"{value:.3f}"
+fmt = format_threshold  # thresholds and predicted changes, as the kinds write them
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def lora_calibration_note(loras: Sequence[LoraSpec]) -> str:
-    """The gate plot's caveat under LoRAs: the variant's polynomial was fitted on the base model."""
+def lora_calibration_note(loras: Sequence[LoraSpec], variant: Variant | None = None) -> str:
+    """The gate plot's caveat for a LoRA set the variant's calibration was not made with: a
+    built-in one was fitted on the base model without LoRAs; a user calibration made with a LoRA
+    set (``Variant.calibration_scope``) is for that set only. Nothing where it was made with
+    exactly these LoRAs."""
+    if variant is not None and variant.calibrated_for(loras):
+        return ""
+    scope = variant.calibration_scope if variant is not None else None
+    made_with = scope.lora_words() if scope is not None else ""
+    if made_with:
+        names = ", ".join(lora.label() for lora in loras) or "no LoRA"
+        return (
+            f"Calibrated {made_with}, not with this set ({names}): weigh the skips against "
+            "SSIM, or calibrate this model again with it."
+        )
     if not loras:
         return ""
     names = ", ".join(lora.label() for lora in loras)

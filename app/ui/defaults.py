@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from app.engine.request import MAX_SIDE
-from app.variants import VARIANTS, Family, Variant
+from app.gate.kinds import DEFAULT_GATE, gate_kind
+from app.variants import VARIANTS, Variant
 
 # The first-run prompt: inside the demo model's vocabulary, so the first Generate on a fresh
 # machine draws something recognisable offline.
@@ -11,35 +12,24 @@ DEFAULT_PROMPT = "two red circles and a blue star on a yellow background"
 
 MAX_SEED = 2**31 - 1  # the seed box is a 32-bit signed QSpinBox
 
-# The threshold slider's value for a variant with no default and no base variant to borrow from.
-FALLBACK_THRESHOLD = 0.2
-# MagCache's thresholds are an order smaller (the published recipes use 0.06 and 0.24).
-FALLBACK_THRESHOLDS = {"teacache": FALLBACK_THRESHOLD, "magcache": 0.05}
 
-
-def default_threshold(variant: Variant, gate: str = "teacache") -> float:
+def default_threshold(variant: Variant, gate: str = DEFAULT_GATE) -> float:
     """The threshold field's default and what Reset sets: the variant's for this gate, else its
-    base variant's (so a distilled variant's banner can compare real numbers), else a typical
-    value."""
+    base variant's (so a distilled variant's banner can compare real numbers), else the gate's
+    typical value (``GateKind.fallback_threshold``: their scales differ)."""
     own = variant.default_threshold_for(gate)
     if own is not None:
         return own
     base = VARIANTS.get(variant.base_variant) if variant.base_variant else None
     if base is not None and base.default_threshold_for(gate) is not None:
         return float(base.default_threshold_for(gate))  # type: ignore[arg-type]
-    return FALLBACK_THRESHOLDS.get(gate, FALLBACK_THRESHOLD)
-
-
-_SIZES: dict[Family, tuple[tuple[int, int], ...]] = {
-    Family.demo: ((128, 128),),  # the demo model is trained at one size
-}
-_GENERAL_SIZES = ((1024, 1024), (768, 768), (512, 512), (1024, 768), (768, 1024), (1344, 768))
+    return gate_kind(gate).fallback_threshold
 
 
 def size_presets(variant: Variant) -> list[tuple[int, int]]:
-    """The variant's default size first, then common sizes for its family."""
+    """The variant's default size first, then its family's sizes (``Family.sizes``)."""
     sizes = [variant.default_size]
-    for size in _SIZES.get(variant.family, _GENERAL_SIZES):
+    for size in variant.family.sizes:
         if size not in sizes:
             sizes.append(size)
     return sizes

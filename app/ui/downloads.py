@@ -8,7 +8,6 @@ for the download itself, with progress and cancel. Tests pass a fake store.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.errors import DownloadCancelled
+from app.errors import DownloadCancelled, UserFacingError
 from app.variants import Variant
 
 log = logging.getLogger(__name__)
@@ -38,10 +37,12 @@ class DefaultModelStore:
     def __init__(self) -> None:
         self._loading: Any = None
         self._status: dict[str, bool] = {}
-        try:
-            self._loading = importlib.import_module("app.variants.weights")
+        try:  # a build without the Hub client still opens, with the embedded model only
+            from app.variants import weights
         except ImportError:
             log.info("app.variants.weights is not available: real models cannot be downloaded")
+        else:
+            self._loading = weights
 
     def is_available(self, variant: Variant) -> bool:
         if variant.embedded:
@@ -119,7 +120,10 @@ class _DownloadWorker(QObject):
                 outcome = "cancelled"
         except DownloadCancelled:
             outcome = "cancelled"
-        except Exception as exc:  # shown inline
+        except UserFacingError as exc:  # expected (offline, gated, disk full): one line, inline
+            log.warning("download of %s failed: %s", self._variant.id, exc)
+            outcome = "cancelled" if self._cancel.is_set() else str(exc)
+        except Exception as exc:  # a bug: its traceback goes to the log; shown inline
             log.exception("download of %s failed", self._variant.id)
             outcome = "cancelled" if self._cancel.is_set() else (str(exc) or type(exc).__name__)
         self.done.emit(self._variant.id, outcome)

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
-from app.gate.gates import GATE_LABELS, GATES, THRESHOLD_MEANINGS
+from app.gate.kinds import GATE_KINDS, GATES
 from app.ui.theme import mute, small_font
 from app.variants import Variant
 
@@ -25,10 +25,10 @@ class GatePicker(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.combo = QComboBox()
-        for gate in GATES:
-            self.combo.addItem(GATE_LABELS[gate], gate)
+        for gate, kind in GATE_KINDS.items():
+            self.combo.addItem(kind.label, gate)
             self.combo.setItemData(
-                self.combo.count() - 1, THRESHOLD_MEANINGS[gate], Qt.ItemDataRole.ToolTipRole
+                self.combo.count() - 1, kind.threshold_meaning, Qt.ItemDataRole.ToolTipRole
             )
         self.meaning = QLabel()
         self.meaning.setWordWrap(True)
@@ -46,7 +46,8 @@ class GatePicker(QWidget):
         index = self.combo.findData(gate)
         if index >= 0 and index != self.combo.currentIndex():
             self.combo.setCurrentIndex(index)
-        self.meaning.setText(THRESHOLD_MEANINGS.get(gate, ""))
+        kind = GATE_KINDS.get(gate)
+        self.meaning.setText(kind.threshold_meaning if kind is not None else "")
 
     def current_gate(self) -> str:
         return str(self.combo.currentData())
@@ -59,7 +60,7 @@ class GatePicker(QWidget):
             item = model.item(row)
             reason = variant.gate_unavailable_reason(gate)
             item.setEnabled(reason is None)
-            item.setToolTip(THRESHOLD_MEANINGS[gate] if reason is None else reason)
+            item.setToolTip(GATE_KINDS[gate].threshold_meaning if reason is None else reason)
 
     def is_enabled(self, gate: str) -> bool:
         model = self.combo.model()

@@ -9,7 +9,7 @@ Right: simulated skips against the threshold on the same trace.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,6 +18,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.gate import Decision, StepEvent
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.analysis import EngagementBand
 from app.ui.theme import BAND_COLOUR, DECISION_COLOURS, THRESHOLD_COLOUR, muted, small_font
 
@@ -46,7 +47,7 @@ class GatePlot(QWidget):
             widget.setMinimumHeight(PLOT_MIN_HEIGHT)
         item = _plot_item(self.plot)
         item.setLabel("bottom", "step")
-        item.setLabel("left", "predicted change")
+        item.setLabel("left", gate_kind(DEFAULT_GATE).plot.axis_label)
         item.showGrid(x=False, y=True, alpha=0.15)
         curve_item = _plot_item(self.curve_plot)
         curve_item.setLabel("bottom", "threshold")
@@ -155,7 +156,7 @@ class GatePlot(QWidget):
         layout.addWidget(self.note)
         layout.addLayout(plots, 1)
         self._threshold = 0.0
-        self._gate = "teacache"
+        self._gate = DEFAULT_GATE
         self._legend_colours: tuple[str, str] | None = None
         self._band: EngagementBand | None = None
         self._apply_palette()
@@ -176,8 +177,11 @@ class GatePlot(QWidget):
         threshold: float,
         band: EngagementBand | None,
         preview: float | None = None,
+        *,
+        gate: str | None = None,
     ) -> None:
-        """``threshold`` is the run's; ``preview`` the slider's, drawn dotted when it differs."""
+        """``threshold`` is the run's; ``preview`` the slider's, drawn dotted when it differs.
+        ``gate`` names the rule whose terms the plot draws (default: the gated steps' own)."""
         self._threshold = threshold
         show_preview = preview is not None and abs(preview - threshold) > 1e-9
         self.preview_line.setVisible(show_preview)
@@ -186,21 +190,16 @@ class GatePlot(QWidget):
             self.preview_line.setValue(preview)
             self.curve_preview.setValue(preview)
         self._band = band
-        gate = next((s.gate for s in gated if s is not None), "teacache")
+        if gate is None:
+            gate = next((s.gate for s in gated if s is not None), DEFAULT_GATE)
+        kind = gate_kind(gate)
         if gate != self._gate:
             self._gate = gate
-            label = "accumulated error" if gate == "magcache" else "predicted change"
-            _plot_item(self.plot).setLabel("left", label)
+            _plot_item(self.plot).setLabel("left", kind.plot.axis_label)
             if self._legend_colours is not None:
                 self.legend.setText(legend_html(*self._legend_colours, gate=gate))
-        if gate == "magcache":
-            # MagCache's counterpart of "predicted change": the error a first reuse would add,
-            # |1 − measured magnitude ratio| on the vanilla run.
-            vx, vy = _series(vanilla, "mag_ratio")
-            vy = [abs(1.0 - y) for y in vy]
-        else:
-            vx, vy = _series(vanilla, "predicted")
-        gx, gy = _series(gated, "accumulated")
+        vx, vy = _series(vanilla, kind.plot_value)
+        gx, gy = _series(gated, lambda step: step.accumulated)
         self.vanilla_curve.setData(vx, vy)
         self.gated_curve.setData(gx, gy)
         brushes = [
@@ -292,7 +291,7 @@ def _plot_item(widget: pg.PlotWidget) -> pg.PlotItem:
     return item
 
 
-def legend_html(text: str, secondary: str, *, gate: str = "teacache") -> str:
+def legend_html(text: str, secondary: str, *, gate: str = DEFAULT_GATE) -> str:
     def swatch(colour: str, glyph: str) -> str:
         return f'<span style="color:{colour}; font-weight:700">{glyph}</span>'
 
@@ -300,11 +299,8 @@ def legend_html(text: str, secondary: str, *, gate: str = "teacache") -> str:
         swatch(DECISION_COLOURS[d], "●")
         for d in (Decision.computed, Decision.skipped, Decision.numerical_miss)
     )
-    vanilla, gated = (
-        ("first-reuse error |1 − magnitude ratio| per step", "MagCache: accumulated error")
-        if gate == "magcache"
-        else ("predicted change per step", "TeaCache: accumulated prediction")
-    )
+    plot = gate_kind(gate).plot
+    vanilla, gated = plot.vanilla_legend, plot.gated_legend
     items = [
         f"{swatch(secondary, '—•')} vanilla: {vanilla}",
         f"{swatch(text, '—')}{dots} {gated} (dot = decision)",
@@ -321,12 +317,14 @@ def _nice_spacing(span: float, max_ticks: int) -> float:
     return float(max(1.0, span / max_ticks))
 
 
-def _series(steps: Sequence[StepEvent | None], field: str) -> tuple[list[int], list[float]]:
+def _series(
+    steps: Sequence[StepEvent | None], value_of: Callable[[StepEvent], float | None]
+) -> tuple[list[int], list[float]]:
     xs, ys = [], []
     for step in steps:
         if step is None:
             continue
-        value = getattr(step, field)
+        value = value_of(step)
         if value is None or not np.isfinite(value):
             continue
         xs.append(step.index + 1)

@@ -34,14 +34,28 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
+from app.gate.kinds import DEFAULT_GATE
 from app.storage.history import write_png
-from app.ui.plain_words import CHANGE_WORDS, picture_change
+from app.ui.plain_words import similarity_words
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
 
 SPEEDUP_TOOLTIP = "Vanilla time ÷ TeaCache time"
+NOTHING_SKIPPED_NOTE = (
+    "both passes did the same work, so the ratio of their times (the two cards) is timing noise"
+)
+
+
+def speedup_tooltip(label: str) -> str:
+    """The speedup card's tooltip: what the figure divides, then its one full label (which ends
+    with the times a re-timed figure is the ratio of)."""
+    if not label:
+        return SPEEDUP_TOOLTIP
+    if label == "nothing skipped":
+        return f"{SPEEDUP_TOOLTIP}: nothing skipped, so 1.00×; {NOTHING_SKIPPED_NOTE}"
+    return f"{SPEEDUP_TOOLTIP}: {label}"
 
 
 class StatCard(QFrame):
@@ -314,20 +328,25 @@ class ComparePanel(QWidget):
         h, w = rgb.shape[:2]
         return QImage(rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
 
+    def pane_name(self, index: int) -> str:
+        """The pane's name in menus, file names and metadata: the gated one is the gate's."""
+        return self.gate_name if index == 0 else IMAGE_NAMES[index]
+
     def suggested_name(self, index: int) -> str:
+        """``<gate>-<variant>-s<seed>-<pane>.png``: the gate first, as the side-by-side export."""
         meta = self._metadata()
-        stem = f"teacache-{meta.get('variant', 'image')}"
+        stem = f"{meta.get('gate', DEFAULT_GATE)}-{meta.get('variant', 'image')}"
         if "seed" in meta:
             stem += f"-s{meta['seed']}"
-        return f"{stem}-{IMAGE_NAMES[index].lower()}.png"
+        return f"{stem}-{self.pane_name(index).lower()}.png"
 
     def image_menu(self, index: int) -> QMenu:
         """Save Image…, Copy Image; disabled while the pane has no image."""
         menu = QMenu(self)
         has_image = self._arrays[index] is not None
-        save = menu.addAction(f"Save {IMAGE_NAMES[index]} Image…")
+        save = menu.addAction(f"Save {self.pane_name(index)} Image…")
         save.triggered.connect(lambda: self.save_image(index))
-        copy = menu.addAction(f"Copy {IMAGE_NAMES[index]} Image")
+        copy = menu.addAction(f"Copy {self.pane_name(index)} Image")
         copy.triggered.connect(lambda: self.copy_image(index))
         for action in (save, copy):
             action.setEnabled(has_image)
@@ -345,7 +364,7 @@ class ComparePanel(QWidget):
             if not name:
                 return None
             path = Path(name)
-        meta = {**self._metadata(), "image": IMAGE_NAMES[index]}
+        meta = {**self._metadata(), "image": self.pane_name(index)}
         try:
             written = write_png(path, rgb, meta)
         except OSError as exc:
@@ -359,7 +378,7 @@ class ComparePanel(QWidget):
         if image is None:
             return False
         QGuiApplication.clipboard().setImage(image)
-        self.message.emit(f"Copied the {IMAGE_NAMES[index]} image")
+        self.message.emit(f"Copied the {self.pane_name(index)} image")
         return True
 
     def drag_data(self, index: int) -> QMimeData | None:
@@ -369,7 +388,7 @@ class ComparePanel(QWidget):
         if image is None or rgb is None:
             return None
         folder = Path(tempfile.gettempdir()) / "teacache-studio-drag"
-        meta = {**self._metadata(), "image": IMAGE_NAMES[index]}
+        meta = {**self._metadata(), "image": self.pane_name(index)}
         try:
             path = write_png(folder / self.suggested_name(index), rgb, meta)
         except OSError:
@@ -452,7 +471,7 @@ class ComparePanel(QWidget):
         )
         label = speedup_label if speedup is not None else ""
         self.speedup_card.set("—" if speedup is None else f"{speedup:.2f}×", label)
-        self.speedup_card.setToolTip(f"{SPEEDUP_TOOLTIP}: {label}" if label else SPEEDUP_TOOLTIP)
+        self.speedup_card.setToolTip(speedup_tooltip(label))
         fraction = f"{skips / steps:.0%} of steps" if skips is not None and steps else ""
         self.skips_card.set("—" if skips is None else f"{skips} of {steps}", fraction)
 
@@ -477,6 +496,8 @@ def _resume_note(resumed_from: int | None, steps: int) -> str:
     # Plain words here; "resumed from step k" and the rest sit under Details (app.ui.plain_words).
     if resumed_from >= steps:
         return "every step shared with vanilla"
+    if resumed_from == 1:
+        return "first step shared with vanilla"
     return f"first {resumed_from} steps shared with vanilla"
 
 
@@ -487,13 +508,6 @@ def _seconds(value: float | None) -> str:
 
 
 def _ssim_note(value: float, local_diff: float | None = None) -> str:
-    """SSIM's word, unless one spot differs more than the default local bound: an image can be
-    "visually identical" on average with one object gone. Short: the card row must fit 1024 px
+    """The card's word (``plain_words.similarity_words``). Short: the card row must fit 1024 px
     (the figure itself is in the card's tooltip)."""
-    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
-
-    if local_diff is not None and local_diff > DEFAULT_MAX_LOCAL_DIFF:
-        return f"one spot differs ({local_diff:.2f})"
-    # The summary line's band for SSIM alone (app.ui.plain_words), so the two never disagree.
-    return CHANGE_WORDS[picture_change(value)].removeprefix("the picture ").removeprefix("is ")
-
+    return similarity_words(value, local_diff)

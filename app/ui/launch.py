@@ -60,9 +60,9 @@ def launch(
         app = QApplication(list(argv) if argv is not None else sys.argv[:1])
     configure_application(app)
 
-    from app.ui.window import MainWindow
+    from app.ui.window import open_window
 
-    window = MainWindow(engine_factory or default_engine_factory())
+    window = open_window(engine_factory or default_engine_factory())
     restore_hooks = install_excepthooks(window)
     try:
         if not headless:
@@ -198,7 +198,7 @@ def _run_headless(app, window, screenshot: str | None) -> int:
     from PySide6.QtCore import QTimer
 
     from app.ui.defaults import DEFAULT_PROMPT
-    from app.ui.viewmodel import RunStatus
+    from app.ui.run_model import RunStatus
 
     outcome: dict[str, object] = {"code": 1}
 

@@ -1,5 +1,6 @@
 """The run in plain words: one summary line an artist reads ("TeaCache reused 10 of 28 steps; the
-picture changed very little"), and the technical figures the "Details" disclosure holds.
+picture changed very little", naming the gate that ran), and the technical figures the "Details"
+disclosure holds.
 
 Qt-free. The picture's wording comes from two figures the run's report already has: SSIM (the whole
 picture) and the local difference (``RunReport.local_diff``, ``app.metrics``: the worst window's
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 
 # SSIM bands, from lab/ui/results/summary-bands.png and .json (`python -m lab.ui.summary_bands`:
 # the demo at 28 steps, 3 prompts × thresholds 0.1, 0.2, 0.3, 0.5, 1.0, vanilla | TeaCache |
@@ -68,18 +70,24 @@ def picture_change(ssim: float, local_diff: float | None = None) -> Change:
 
 
 def run_summary(
-    skips: int | None, steps: int, ssim: float | None, local_diff: float | None = None
+    skips: int | None,
+    steps: int,
+    ssim: float | None,
+    local_diff: float | None = None,
+    gate: str = DEFAULT_GATE,
 ) -> str:
-    """One sentence for the window after a run; "" while there is nothing to say."""
+    """One sentence for the window after a run, naming the gate that ran; "" while there is
+    nothing to say."""
     if skips is None or steps <= 0:
         return ""
+    label = gate_kind(gate).label
     reused = (
-        f"TeaCache reused {skips} of {steps} steps"
+        f"{label} reused {skips} of {steps} steps"
         if skips
-        else f"TeaCache reused none of the {steps} steps"
+        else f"{label} reused none of the {steps} steps"
     )
     if ssim is None:
-        return reused + " (no picture without TeaCache to compare with)"
+        return reused + f" (no picture without {label} to compare with)"
     change = picture_change(ssim, local_diff)
     words = CHANGE_WORDS[change]
     if change is Change.a_little and ssim >= SSIM_VERY_LITTLE:
@@ -89,8 +97,9 @@ def run_summary(
 
 def short_summary(summary: str) -> str:
     """The same sentence for a narrow window: "10 of 28 steps reused; changed very little"."""
-    text = summary.replace("TeaCache reused none of the ", "none of the ")
-    text = text.replace("TeaCache reused ", "").replace(" steps;", " steps reused;", 1)
+    _, reused, rest = summary.partition(" reused ")  # after the gate's name
+    text = rest if reused else summary
+    text = text.replace(" steps;", " steps reused;", 1)
     text = text.replace("; the picture is ", "; ").replace("; the picture ", "; ")
     return text.replace(" overall, but", ", but")
 
@@ -103,8 +112,8 @@ class DetailFacts:
     local_diff: float | None = None
     max_abs_diff: float | None = None  # final latents, gated against vanilla
     threshold: float | None = None
-    coefficients: tuple[float, ...] = ()
-    calibrated_range: tuple[float, float] | None = None
+    gate: str = DEFAULT_GATE  # the gate that ran: names the threshold and the gated latents
+    calibration_lines: tuple[str, ...] = ()  # the gate's own figures (``GateKind``)
     calibration: str = ""  # provenance, e.g. "fit on 10 prompts × 28 steps, R² 0.98 …"
     resumed_from: int | None = None
     steps: int = 0
@@ -123,23 +132,17 @@ def detail_lines(facts: DetailFacts) -> list[str]:
         )
     if facts.max_abs_diff is not None:
         lines.append(f"Latent max |gated − vanilla|: {facts.max_abs_diff:.4g}")
+    kind = gate_kind(facts.gate)
     if facts.threshold is not None:
-        lines.append(f"Threshold (rel-L1 accumulation): {facts.threshold:g}")
-    if facts.coefficients:
-        poly = " + ".join(
-            f"{c:.4g}·x^{len(facts.coefficients) - 1 - i}" for i, c in enumerate(facts.coefficients)
-        )
-        lines.append(f"Polynomial: {poly.replace('·x^0', '')}")
-    if facts.calibrated_range is not None:
-        low, high = facts.calibrated_range
-        lines.append(f"Calibrated rel-L1 range: {low:.4g} – {high:.4g}")
+        lines.append(f"Threshold ({kind.label}, {kind.threshold_quantity}): {facts.threshold:g}")
+    lines += facts.calibration_lines
     if facts.calibration:
         lines.append(f"Calibration: {facts.calibration}")
     resumed = _resume_line(facts.resumed_from, facts.steps)
     if resumed:
         lines.append(resumed)
     if facts.latents_sha256:
-        lines.append(f"Final latents SHA-256 (TeaCache): {facts.latents_sha256}")
+        lines.append(f"Final latents SHA-256 ({kind.label}): {facts.latents_sha256}")
     if facts.vanilla_latents_sha256:
         lines.append(f"Final latents SHA-256 (vanilla): {facts.vanilla_latents_sha256}")
     return lines
@@ -154,3 +157,14 @@ def _resume_line(resumed_from: int | None, steps: int) -> str:
         f"Resume: steps 1–{resumed_from} replayed from vanilla; "
         f"resumed from step {resumed_from + 1}"
     )
+
+
+def similarity_words(ssim: float, local_diff: float | None = None) -> str:
+    """The Similarity card's word for a run, which the History row repeats: SSIM's band
+    ("identical", "changed very little" …), unless one spot differs more than the default local
+    bound ("one spot differs (0.83)"): an image can be identical on average with one object
+    gone."""
+    if local_diff is not None and local_diff > LOCAL_VISIBLE:
+        return f"one spot differs ({local_diff:.2f})"
+    # The summary line's band for SSIM alone, so the two never disagree.
+    return CHANGE_WORDS[picture_change(ssim)].removeprefix("the picture ").removeprefix("is ")

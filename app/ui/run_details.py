@@ -8,10 +8,11 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
-from app.ui.controls import calibration_text
+from app.gate.kinds import gate_kind
 from app.ui.plain_words import DetailFacts, detail_lines, run_summary, short_summary
+from app.ui.run_model import RunModel
 from app.ui.theme import monospace_digits, mute, small_font
-from app.ui.viewmodel import RunModel
+from app.variants import UnknownVariantError, Variant
 
 DETAILS_TITLE = "Details"
 NO_DETAILS = "No run yet."
@@ -169,28 +170,32 @@ class RunDetails(QWidget):
 
 
 def describe_run(run: RunModel) -> tuple[str, list[str]]:
-    """The summary line and the Details lines of the shown run; nothing until it has finished."""
-    if not run.finished:
+    """The summary line and the Details lines of the shown result (its report's figures, the
+    calibration of its variant); nothing until it has finished."""
+    report = run.report
+    if not run.finished or report is None:
         return "", []
-    request, report = run.request, run.report
-    steps = request.steps if request is not None else len(run.gated_steps)
-    summary = run_summary(run.skips, steps, run.ssim, run.local_diff)
-    variant = request.variant if request is not None else None
+    request = report.request
+    steps = request.steps
+    gated, vanilla = report.gated, report.vanilla
+    kind = gate_kind(request.gate)  # the gate that ran: its name, its own calibration
+    summary = run_summary(gated.skipped, steps, report.ssim, report.local_diff_value, kind.name)
+    try:
+        variant: Variant | None = request.variant
+    except UnknownVariantError:  # a reopened run of a variant since removed
+        variant = None
+    calibration = kind.calibration_of(variant) if variant is not None else None
     facts = DetailFacts(
-        ssim=run.ssim,
-        local_diff=run.local_diff,
-        max_abs_diff=report.max_abs_diff if report is not None else None,
-        threshold=request.threshold if request is not None else None,
-        coefficients=tuple(variant.coefficients) if variant is not None else (),
-        calibrated_range=variant.calibrated_range if variant is not None else None,
-        calibration=calibration_text(variant) if variant is not None else "",
-        resumed_from=run.resumed_from,
+        ssim=report.ssim,
+        local_diff=report.local_diff_value,
+        max_abs_diff=report.max_abs_diff,
+        threshold=request.threshold,
+        gate=kind.name,
+        calibration_lines=tuple(kind.calibration_lines(calibration)) if calibration else (),
+        calibration=kind.provenance_text(calibration) if calibration else "",
+        resumed_from=gated.resumed_from,
         steps=steps,
-        latents_sha256=report.gated.latents_sha256 if report is not None else None,
-        vanilla_latents_sha256=(
-            report.vanilla.latents_sha256
-            if report is not None and report.vanilla is not None
-            else None
-        ),
+        latents_sha256=gated.latents_sha256,
+        vanilla_latents_sha256=vanilla.latents_sha256 if vanilla is not None else None,
     )
     return summary, detail_lines(facts)

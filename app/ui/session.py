@@ -13,47 +13,72 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from app.engine.request import GenerationRequest, RequestError, check_steps
+from app.engine.calibration import Calibrate
+from app.engine.jobs import Generate, Job
+from app.engine.notices import schedule_check
+from app.engine.request import RequestError, check_steps
+from app.engine.target import QualitySearch
 from app.errors import UserFacingError
+from app.gate import StepEvent
+from app.gate.kinds import gate_kind
 from app.storage.history import (
     HistoryEntry,
     HistoryStore,
     export_entry,
     export_metadata,
+    export_name,
     export_side_by_side,
+    friendly_time,
+    gated_caption,
+    history_origin,
     lora_captions,
+    report_metadata,
     speedup_caption,
 )
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import (
     BannerFix,
+    EngagementBand,
     FixKind,
     Notice,
     NoticeAction,
     NoticeKind,
-    fmt,
+    engagement_band,
     lora_calibration_note,
-    magcache_hint,
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
-from app.ui.memory import MEMORY_NOTICE, memory_notice
-from app.variants import Variant, all_variants, get_variant
+from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
+from app.variants import UnknownVariantError, Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
-    from app.engine.events import EngineEvent
     from app.ui.downloads import ModelStore
-    from app.ui.quality import QualityModel
-    from app.ui.viewmodel import FormModel, RunModel
+    from app.ui.form_model import FormModel
+    from app.ui.quality_model import QualityModel
+    from app.ui.run_model import RunModel
 
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
 MODEL_FOLDER_NOTICE = "model-folder"
+EXPORT_TITLE = "Cannot export"
+OPEN_TITLE = "Cannot open the saved run"
+
+
+@dataclass(frozen=True, slots=True)
+class GatePlotData:
+    """What the gate plot draws (``Session.gate_plot_data``)."""
+
+    gate: str
+    gated: Sequence[StepEvent | None]
+    vanilla: Sequence[StepEvent | None]
+    threshold: float
+    band: EngagementBand | None
+    preview: float | None  # the inputs' threshold, drawn dotted where it differs
 
 
 class EngineLink(Protocol):
@@ -62,7 +87,7 @@ class EngineLink(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def submit(self, request: GenerationRequest) -> int | None: ...
+    def submit(self, job: Job) -> int | None: ...
 
     def cancel(self) -> bool: ...
 
@@ -108,11 +133,13 @@ class Session:
         self.settings_store = settings_store
         self.history = history
         self.model_store = model_store
-        self._started = started
-        self.quality = quality  # target-quality mode (``app.ui.quality``), where the window has it
+        self.started = started  # told the id of each run it starts (the window signals it)
+        self.quality = quality  # target-quality mode (``app.ui.quality_model``)
         self._shut_down = False
         self._stopped = False
         self._dismissed: set[str] = set()
+        # The picked gate's band when the shown run ran another (``gate_band``), memoised.
+        self._gate_band: tuple[object, EngagementBand | None] | None = None
         self.startup_notices: list[Notice] = [
             Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
             for i, w in enumerate(settings_store.warnings)
@@ -138,9 +165,9 @@ class Session:
         same_vanilla = previous is not None and previous.vanilla_key() == request.vanilla_key()
         request = replace(request, resume=same_vanilla)
         target = self.quality.target() if self.quality is not None else None
-        if target is not None:  # search from the slider's threshold for this quality
-            request = replace(request, target=target)
-        run_id = self.engine.submit(request)
+        # With a quality target, search from the slider's threshold for it.
+        job = Generate(request) if target is None else QualitySearch(request, target)
+        run_id = self.engine.submit(job)
         if run_id is None:
             return None
         self.settings.remember_prompt(request.prompt)
@@ -150,14 +177,15 @@ class Session:
         self.run.begin(run_id, request)
         if target is not None and self.quality is not None:
             self.quality.begin(run_id)
-        if self._started is not None:
-            self._started(run_id)
+        if self.started is not None:
+            self.started(run_id)
         return run_id
 
-    def apply_target_result(self, event: EngineEvent) -> None:
+    def apply_target_result(self, event: object) -> None:
         """A target search finished: its result is the chosen threshold's run, so the slider
         moves there and the run's request becomes that threshold's (the result then matches the
-        inputs). Called before the run model applies the same event."""
+        inputs). Called before the run model shows the same event's report
+        (``app.ui.event_router``)."""
         from app.engine.events import RunFinished
 
         if not isinstance(event, RunFinished) or event.run_id != self.run.run_id:
@@ -204,7 +232,10 @@ class Session:
             current = self.form.request()
         except RequestError:
             current = None
-        if current is not None and replace(current, resume=request.resume) == request:
+        # How the result was reached (resumed from a cached vanilla, drawn live step by step)
+        # changes none of its figures: a reopened run whose settings match is not stale.
+        how = {"resume": request.resume, "previews": request.previews}
+        if current is not None and replace(current, **how) == request:
             return ""
         what = "run from history" if r.run_id < 0 else "previous run"
         parts = [request.variant_id, f"{request.steps} steps", f"threshold {request.threshold:g}"]
@@ -221,9 +252,16 @@ class Session:
         return f"{what}: " + ", ".join(parts)
 
     def gate_plot_note(self) -> str:
-        """The gate plot's caveat for the shown run's LoRAs (the form's before any run)."""
+        """The gate plot's caveat for the shown run's LoRAs (the form's before any run), against
+        what its variant's calibration was made with."""
         request = self.run.request
-        return lora_calibration_note(request.loras if request is not None else self.form.loras)
+        if request is None:
+            return lora_calibration_note(self.form.loras, self.form.variant)
+        try:
+            variant = request.variant
+        except UnknownVariantError:  # a run from the history whose calibration is gone
+            variant = None
+        return lora_calibration_note(request.loras, variant)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():
@@ -263,24 +301,37 @@ class Session:
     def open_entry(self, entry: HistoryEntry) -> bool:
         """Show a saved run (inputs and results). Refused while a run is going."""
         if self.engine.busy:
-            self.run.fail_locally("wait for the current run to finish before opening another")
+            self.run.fail_locally(
+                "wait for the current run to finish before opening another", title=OPEN_TITLE
+            )
+            return False
+        try:
+            report = entry.report
+        except (OSError, ValueError) as exc:
+            self.run.fail_locally(f"could not read the saved run: {exc}", title=OPEN_TITLE)
             return False
         request = entry.to_request()
         if request is not None:
             self.form.apply_request(request)
-        try:
-            self.run.show_entry(entry, request)
-        except (OSError, ValueError) as exc:
-            self.run.fail_locally(f"could not open the saved run: {exc}")
-            return False
+        self.run.show(
+            report,
+            history_origin(entry.created),
+            saved_entry=str(entry.folder),
+            phase=f"Opened from history · {friendly_time(entry.created)}",
+        )
         return True
 
     def suggested_export_name(self) -> str:
-        return f"teacache-{self.form.variant_id}-s{self.form.seed}.png"
+        """The shown run's file name (the inputs' before any run): the gate that ran first."""
+        request = self.run.request
+        if request is not None:
+            return export_name(request.gate, request.variant_id, request.seed)
+        return export_name(self.form.gate, self.form.variant_id, int(self.form.seed))
 
     def can_export(self) -> bool:
+        """A finished result is on screen (File ▸ Export is enabled only then)."""
         if self.run.gated_image is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return False
         return True
 
@@ -290,7 +341,7 @@ class Session:
         path written, or None with one clear message where nothing could be written."""
         gated = self.run.gated_image
         if gated is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return None
         saved = self.run.saved_entry
         entry = self.history.get(Path(saved).name) if saved else None
@@ -305,12 +356,17 @@ class Session:
                 metadata=self.export_metadata(),
             )
         except OSError as exc:
-            self.run.fail_locally(f"could not export to {path}: {exc.strerror or exc}")
+            self.run.fail_locally(
+                f"could not export to {path}: {exc.strerror or exc}", title=EXPORT_TITLE
+            )
             return None
 
     def export_metadata(self) -> dict[str, str]:
-        """The shown run's numbers for the PNG's text chunks (its request's, else the form's)."""
+        """The shown run's numbers for the PNG's text chunks: its report's, with the speedup as
+        the card shows it (before the report, the request's, else the form's)."""
         r, f = self.run, self.form
+        if r.report is not None:
+            return report_metadata(r.report, shown_speedup=(r.speedup, r.speedup_label))
         request = r.request
         return export_metadata(
             prompt=request.prompt if request is not None else f.prompt,
@@ -318,6 +374,7 @@ class Session:
             variant=request.variant_id if request is not None else f.variant_id,
             steps=request.steps if request is not None else int(f.steps),
             threshold=request.threshold if request is not None else float(f.threshold),
+            gate=request.gate if request is not None else f.gate,
             skips=r.skips,
             ssim=r.ssim,
             gated_seconds=r.gated_seconds,
@@ -334,7 +391,8 @@ class Session:
         request = r.request
         skips = f"{r.skips}/{len(r.gated_steps)} skipped" if r.skips is not None else ""
         threshold = request.threshold if request is not None else self.form.threshold
-        gated = f"TeaCache  t={threshold:.4g}  {skips}"
+        gate = request.gate if request is not None else self.form.gate
+        gated = gated_caption(gate, threshold, skips)
         if r.gated_seconds is not None:
             gated += f"  {r.gated_seconds:.2f} s"
         vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")
@@ -411,16 +469,74 @@ class Session:
             self.form.steps,
         )
 
-    def schedule_notice(self) -> Notice | None:
+    def gate_band(self) -> EngagementBand | None:
+        """The shown run's band for the picker's gate: the run's own where it ran that gate,
+        else the picked gate's on the run's vanilla steps (a vanilla pass records every gate's
+        trace), so nothing about one gate is read off another's numbers."""
         f, r = self.form, self.run
-        same = self.same_schedule
+        band, request = r.band, r.request
+        if band is None or band.gate == f.gate or request is None:
+            return band
+        key = (band, request.variant_id, f.gate, float(f.threshold))
+        if self._gate_band is None or self._gate_band[0] != key:
+            found = engagement_band(request.variant, float(f.threshold), r.vanilla_steps, f.gate)
+            self._gate_band = (key, found)
+        return self._gate_band[1]
+
+    def schedule_notice(self) -> Notice | None:
+        """The schedule banner for the inputs, in the picked gate's numbers: after a run of the
+        same variant and steps, its own band on the shown run's vanilla steps, and what the run
+        measured (its engagement, the check the engine warned it with) only where that run ran
+        this gate: never another result's, nor another gate's."""
+        f, r = self.form, self.run
+        if self.steps_problem() is not None:
+            return None  # no schedule to judge: the steps' own sentence is under Steps
+        shown = r.request if self.same_schedule else None
+        same_gate = shown if shown is not None and shown.gate == f.gate else None
         return schedule_notice(
             f.variant,
             int(f.steps),
             float(f.threshold),
-            measured=r.band if same else None,
-            engine_details=r.engine_details if same else None,
+            measured=self.gate_band() if shown is not None else None,
+            engagement=r.engagement if same_gate is not None else None,
+            run_check=schedule_check(same_gate) if same_gate is not None else None,
+            gate=f.gate,
         )
+
+    def gate_plot_data(self) -> GatePlotData:
+        """What the gate plot draws: the shown run in its gate's terms, with the inputs'
+        threshold as a what-if line on the same vanilla run; where the picker holds another gate
+        (and no run is going), that gate's own trace, band and threshold instead (the other
+        gate's gated row is on another scale, so it is left out)."""
+        f, r = self.form, self.run
+        request = r.request
+        same = self.same_schedule
+        if request is not None and request.gate != f.gate and same and not r.busy:
+            return GatePlotData(
+                f.gate, (), r.vanilla_steps, float(f.threshold), self.gate_band(), None
+            )
+        gate = request.gate if request is not None else f.gate
+        threshold = request.threshold if request is not None else float(f.threshold)
+        preview = float(f.threshold) if same else None
+        return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, r.band, preview)
+
+    # -- calibrations ------------------------------------------------------------------------------
+    def adopt_calibration(self, variant_id: str, job: Calibrate) -> bool:
+        """A calibration was just saved (``app.ui.calibrate_model``): select it with the inputs
+        it was measured with (steps, size, seed, guidance, quantization, LoRA set; the prompt
+        stays), its first calibrated gate at its own default threshold, and remember them."""
+        r = job.request
+        if not self.select_variant(variant_id):
+            return False
+        f = self.form
+        f.steps, f.seed, f.size = r.steps, r.seed, (r.width, r.height)
+        if r.guidance is not None:
+            f.guidance = r.guidance
+        f.loras, f.quantize = r.loras, r.quantize
+        f.select_gate(job.gates[0])
+        f.reset_threshold()
+        self.persist_inputs()
+        return True
 
     # -- model folders -----------------------------------------------------------------------------
     def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:
@@ -432,6 +548,9 @@ class Session:
             entry = add_model_folder(folder, base_variant)
         except UserFacingError as exc:
             self._folder_notice(str(exc))
+            return None
+        except OSError as exc:  # the list of folders could not be written
+            self._folder_notice(f"could not remember {folder}: {exc.strerror or exc}")
             return None
         self.dismiss(MODEL_FOLDER_NOTICE)
         return entry.variant_id
@@ -496,19 +615,19 @@ class Session:
         self._dismissed.discard(SCHEDULE_NOTICE)
 
     def threshold_hint(self) -> str:
+        """Eligible steps and where skipping begins, in the picked gate's own numbers."""
         f = self.form
-        band = self.run.band
-        if f.gate != "teacache":
-            return magcache_hint(f.variant, int(f.steps), float(f.threshold))
-        params = f.variant.gate_params(max(float(f.threshold), 1e-9))
-        eligible = params.eligible_steps(int(f.steps))
-        text = f"{eligible} of {f.steps} steps may be skipped (never the first or last)."
-        if band is not None and band.variant_id == f.variant_id and band.steps == f.steps:
-            if band.onset is not None and band.onset < 1.0:
-                text += f" On the last vanilla run, skipping begins above {fmt(band.onset)}."
-            else:
-                text += " On the last vanilla run, no threshold skips a step."
-        return text
+        if self.steps_problem() is not None:
+            return ""  # the steps' own sentence is the one message
+        kind = gate_kind(f.gate)
+        calibration = kind.calibration_of(f.variant)
+        if calibration is None:
+            return f.variant.gate_unavailable_reason(f.gate) or ""
+        params = kind.params(calibration, max(float(f.threshold), 1e-9))
+        band = self.gate_band()
+        measured = band is not None and band.variant_id == f.variant_id and band.steps == f.steps
+        onset = band.onset if band is not None else None
+        return kind.threshold_hint(params, int(f.steps), measured=measured, onset=onset)
 
     # -- model availability and downloads ----------------------------------------------------------
     def is_available(self, variant_id: str) -> bool:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QWidge
 
 from app.engine.events import Pass
 from app.gate import Decision, StepEvent
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.step_previews import StepThumbnailPopup
 from app.ui.theme import DECISION_COLOURS, DECISION_HELP, DECISION_LABELS, muted, small_font
 
@@ -63,29 +64,17 @@ def paint_cell(
 
 
 def describe_step(step: StepEvent, which: Pass) -> str:
-    magcache = step.gate == "magcache"
-    gated_name = "MagCache pass" if magcache else "TeaCache pass"
-    pass_name = gated_name if which is Pass.gated else "Vanilla pass"
+    """The step's tooltip, in the figures of the gate that decided it (``GateKind.step_lines``;
+    a vanilla step is its observer's)."""
+    kind = gate_kind(step.gate)
+    gated = which is Pass.gated
+    pass_name = kind.pass_name if gated else "Vanilla pass"
     lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · {pass_name}"]
-    if which is Pass.gated:
+    if gated:
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
-    if magcache:
-        lines.append(f"magnitude ratio (from the table): {_fmt(step.predicted)}")
-        lines.append(
-            f"accumulated error: {_fmt(step.accumulated)} vs threshold {step.threshold:.4g}"
-        )
-        lines.append(f"step time: {step.seconds * 1000:.1f} ms")
-        return "<br>".join(lines)
-    lines.append(f"rel-L1 (gate signal change): {_fmt(step.rel_l1)}")
-    lines.append(f"predicted output change: {_fmt(step.predicted)}")
-    if which is Pass.gated:
-        lines.append(f"accumulated: {_fmt(step.accumulated)} vs threshold {step.threshold:.4g}")
+    lines += kind.step_lines(step, gated)
     lines.append(f"step time: {step.seconds * 1000:.1f} ms")
     return "<br>".join(lines)
-
-
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4f}"
 
 
 class StepTimeline(QWidget):
@@ -95,7 +84,9 @@ class StepTimeline(QWidget):
         self._vanilla: tuple[StepEvent | None, ...] = ()
         self._resumed_from: int | None = None
         self._vanilla_cached = False
-        self.gate_name = "TeaCache"  # the gated row's label: the gate that ran it
+        self.gate_name = gate_kind(
+            DEFAULT_GATE
+        ).label  # the gated row's label: the gate that ran it
         self._active: Pass | None = None
         self._previews: dict[Pass, tuple[np.ndarray | None, ...]] = {}
         self.thumbnail_popup = StepThumbnailPopup(self)

@@ -2,9 +2,10 @@
 
 ``EngineHost`` (GUI thread) owns a ``QThread`` and an ``EngineWorker`` moved onto it, wired like
 superqt's ``new_worker_qthread``. The worker builds the engine on its own thread through a factory
-(MLX streams are thread-local) and runs every generation there. Events cross back through one
-queued signal. Cancel is a ``threading.Event`` handed to ``engine.run``: the worker's event loop is
-blocked while it generates, so a queued "cancel" slot would arrive too late.
+(MLX streams are thread-local) and runs every job there through the one job runner
+(``app.engine.jobs.run_job``). Events cross back through one queued signal. Cancel is a
+``threading.Event`` handed to the runner: the worker's event loop is blocked while it generates,
+so a queued "cancel" slot would arrive too late.
 
 After a run the worker (still off the GUI thread) computes the difference image, saves the engine's
 ``RunReport`` to the history and only then forwards ``RunFinished``, so closing the window can
@@ -27,9 +28,9 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
-from app.engine.batch import run_comparison
-from app.engine.comparison import ComparisonResult, ThresholdComparison
+from app.engine.comparison import ComparisonResult
 from app.engine.events import (
+    CalibrationFinished,
     ComparisonFinished,
     EngineEvent,
     RunCancelled,
@@ -37,8 +38,8 @@ from app.engine.events import (
     RunFinished,
     RunWarning,
 )
+from app.engine.jobs import Job, run_job
 from app.engine.protocol import EngineProtocol
-from app.engine.request import GenerationRequest
 from app.storage.history import HistoryEntry, RunRecord
 from app.ui.analysis import RunAnalysis, RunSaved, difference_map
 
@@ -48,7 +49,7 @@ EngineFactory = Callable[[], EngineProtocol]
 SaveRun = Callable[[RunRecord], HistoryEntry]
 # A threshold comparison's finished entries and its warnings → its one history entry.
 SaveComparison = Callable[[ComparisonResult, tuple[dict[str, object], ...]], HistoryEntry]
-TERMINAL = (RunFinished, RunCancelled, RunFailed, ComparisonFinished)
+TERMINAL = (RunFinished, RunCancelled, RunFailed, ComparisonFinished, CalibrationFinished)
 DRAIN_BUDGET_MS = 8  # GUI time spent applying engine events before yielding to the event loop
 # Imported on the engine thread as soon as it starts (SSIM, the engine with MLX, the demo pipeline
 # with mflux), so that the first generation does not pay for them while the GUI waits on the GIL.
@@ -63,7 +64,7 @@ class _Collector:
     """One run's warnings (saved with it) and whether it has ended."""
 
     run_id: int
-    request: GenerationRequest | ThresholdComparison
+    job: Job
     warnings: list[RunWarning] = field(default_factory=list)
     terminal: EngineEvent | None = None
 
@@ -104,18 +105,12 @@ class EngineWorker(QObject):
         self.warmed_up.emit(time.perf_counter() - started)
 
     @Slot(int, object, object)
-    def run(
-        self, run_id: int, request: GenerationRequest | ThresholdComparison, cancel: threading.Event
-    ) -> None:
-        collector = _Collector(run_id, request)
+    def run(self, run_id: int, job: Job, cancel: threading.Event) -> None:
+        collector = _Collector(run_id, job)
         try:
             if self._engine is None:
                 self._engine = self._factory()
-            relay = functools.partial(self._relay, collector)
-            if isinstance(request, ThresholdComparison):
-                run_comparison(self._engine, run_id, request, relay, cancel)
-            else:
-                self._engine.run(run_id, request, relay, cancel)
+            run_job(self._engine, run_id, job, functools.partial(self._relay, collector), cancel)
         except Exception as exc:  # the UI must see every failure
             log.exception("engine run %s failed", run_id)
             self._relay(collector, RunFailed(run_id, _one_line(exc), traceback.format_exc()))
@@ -158,7 +153,7 @@ class EngineWorker(QObject):
                 self._save_finished_comparison(c, event)
                 self.relayed.emit(event)
                 return
-            case RunCancelled() | RunFailed():
+            case RunCancelled() | RunFailed() | CalibrationFinished():
                 c.terminal = event
         self.relayed.emit(event)
 
@@ -259,9 +254,10 @@ class EngineHost(QObject):
     def engine_thread(self) -> QThread:
         return self._thread
 
-    def submit(self, request: GenerationRequest | ThresholdComparison) -> int | None:
-        """Start a run (or a threshold comparison: one run of several passes); returns its id,
-        or None while another run is in flight (or after close)."""
+    def submit(self, job: Job) -> int | None:
+        """Start a job (a Generate, a target search or a threshold comparison: one run of one or
+        more passes, ``app.engine.jobs``); returns its id, or None while another run is in flight
+        (or after close)."""
         if self._current is not None or self._closed:
             return None
         run_id = self._next_id
@@ -269,7 +265,7 @@ class EngineHost(QObject):
         self._current = run_id
         self._cancel = threading.Event()
         self.busy_changed.emit(True)
-        self._run_requested.emit(run_id, request, self._cancel)
+        self._run_requested.emit(run_id, job, self._cancel)
         return run_id
 
     def cancel(self) -> bool:

@@ -1,6 +1,7 @@
 """The variant registry: one entry per model variant the app can run, with the gate's numbers.
 
-- ``catalog``: what a variant is (``Family``, ``Provenance``, ``Variant``, ``UnknownVariantError``);
+- ``catalog``: what a variant is (``Provenance``, ``Variant``, ``UnknownVariantError``); its
+  ``Family`` comes from ``app.families``;
 - ``builtin``: the built-in table; ``user``: the user's calibration files, each a variant;
 - ``registry``: ``VARIANTS``, ``get_variant``, ``all_variants`` over both;
 - ``schedule``: ``check_schedule``, "can this schedule skip at all?";
@@ -13,11 +14,11 @@ variants and answer "can this schedule skip at all?" instantly and without weigh
 
 from __future__ import annotations
 
+from app.families import Family
 from app.paths import DEMO_DIR
 from app.variants.builtin import DEMO_GUIDANCE
 from app.variants.catalog import (
     QUANTIZE_LEVELS,
-    Family,
     MagCacheCalibration,
     Provenance,
     UnknownVariantError,

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from app.families import demo, flux1, flux2, qwen_image, z_image
 from app.paths import DEMO_DIR
 from app.variants.catalog import (
-    Family,
     MagCacheCalibration,
     Provenance,
     Variant,
     calibrated_range_from_json,
-    magcache_from_json,
+    magcache_from_document,
 )
 
 _UPSTREAM_FLUX1 = (498.651651244, -283.781631, 55.8554382, -3.82021401, 0.264230861)
@@ -89,7 +89,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="flux1-dev",
             display_name="FLUX.1 dev",
-            family=Family.flux1,
+            family=flux1.FAMILY,
             distilled=False,
             default_steps=25,
             default_guidance=3.5,
@@ -109,7 +109,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="flux1-schnell",
             display_name="FLUX.1 schnell",
-            family=Family.flux1,
+            family=flux1.FAMILY,
             distilled=True,
             distilled_reason=(
                 f"{_STEP_DISTILLED}; at its 4-step default only 2 steps are gate-eligible and the "
@@ -129,7 +129,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="flux1-krea-dev",
             display_name="FLUX.1 Krea dev",
-            family=Family.flux1,
+            family=flux1.FAMILY,
             distilled=False,
             default_steps=28,
             default_guidance=4.5,
@@ -159,7 +159,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="flux2-klein-4b",
             display_name="FLUX.2 Klein 4B",
-            family=Family.flux2,
+            family=flux2.FAMILY,
             distilled=True,
             distilled_reason=(
                 f"{_STEP_DISTILLED}; measured body-output change 0.261–1.008 between adjacent steps"
@@ -189,7 +189,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="flux2-klein-9b",
             display_name="FLUX.2 Klein 9B",
-            family=Family.flux2,
+            family=flux2.FAMILY,
             distilled=True,
             distilled_reason=(
                 f"{_STEP_DISTILLED}; the origin fit predicts above 0.20 over the whole observed "
@@ -221,7 +221,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="flux2-klein-base-4b",
             display_name="FLUX.2 Klein base 4B",
-            family=Family.flux2,
+            family=flux2.FAMILY,
             distilled=False,
             default_steps=50,
             default_guidance=4.0,
@@ -243,7 +243,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="flux2-klein-base-9b",
             display_name="FLUX.2 Klein base 9B",
-            family=Family.flux2,
+            family=flux2.FAMILY,
             distilled=False,
             default_steps=50,
             default_guidance=4.0,
@@ -264,7 +264,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="z-image",
             display_name="Z-Image",
-            family=Family.z_image,
+            family=z_image.FAMILY,
             distilled=False,
             default_steps=50,
             default_guidance=4.0,
@@ -285,7 +285,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="z-image-turbo",
             display_name="Z-Image Turbo",
-            family=Family.z_image,
+            family=z_image.FAMILY,
             distilled=True,
             distilled_reason=f"{_STEP_DISTILLED} and guidance-distilled (9 steps, no CFG)",
             default_steps=9,
@@ -305,7 +305,7 @@ def _builtin() -> list[Variant]:
         Variant(
             id="qwen-image",
             display_name="Qwen-Image",
-            family=Family.qwen_image,
+            family=qwen_image.FAMILY,
             distilled=False,
             default_steps=50,
             default_guidance=4.0,
@@ -346,7 +346,7 @@ def _demo_variants() -> list[Variant]:
             Variant(
                 id=variant_id,
                 display_name="Demo shapes" if not distilled else "Demo shapes turbo",
-                family=Family.demo,
+                family=demo.FAMILY,
                 distilled=distilled,
                 distilled_reason=(
                     "distilled from `demo` to 4 steps on mflux's sigmas (1, 0.955, 0.875, 0.70); "
@@ -370,11 +370,7 @@ def _demo_variants() -> list[Variant]:
                 embedded=True,
                 base_variant="demo" if distilled else None,
                 min_predicted_change=calibration.get("min_predicted_change"),
-                magcache=(
-                    magcache_from_json(calibration["magcache"])
-                    if "magcache" in calibration
-                    else None
-                ),
+                magcache=magcache_from_document(calibration),
             )
         )
     return variants

@@ -1,4 +1,5 @@
-"""What a model variant is: its family, the provenance of its gate numbers, and the variant itself.
+"""What a model variant is: its family (``app.families``), the provenance of its gate numbers, and
+the variant itself.
 
 Plain data: no MLX, no mflux, no files read.
 """
@@ -7,79 +8,75 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+from pathlib import PurePath
+from typing import Protocol
 
-from app.gate.decision import GateConfigError, GateParams
-from app.gate.gates import GATE_LABELS, MAGCACHE, TEACACHE, AnyGateParams, check_gate
+from app.families import Family
+from app.gate.decision import GateConfigError, TeaCacheParams
+from app.gate.kinds import (
+    GATE_KINDS,
+    TEACACHE_KIND,
+    GateParamsLike,
+    MagCacheCalibration,
+    TeaCacheCalibration,
+    gate_kind,
+    magcache_from_document,
+    magcache_from_json,
+)
 from app.gate.magcache import MagCacheParams
+from app.gate.provenance import Provenance
+
+__all__ = [
+    "CalibrationScope",
+    "Family",
+    "LoraLike",
+    "MagCacheCalibration",
+    "Provenance",
+    "TeaCacheCalibration",
+    "UnknownVariantError",
+    "Variant",
+    "calibrated_range_from_json",
+    "magcache_from_document",
+    "magcache_from_json",
+    "quantize_label",
+]
 
 
-class Family(StrEnum):
-    flux1 = "flux1"
-    flux2 = "flux2"
-    z_image = "z-image"
-    qwen_image = "qwen-image"
-    demo = "demo"
+class LoraLike(Protocol):
+    """A LoRA file as a request names it (``app.engine.request.LoraSpec``)."""
 
     @property
-    def display_name(self) -> str:
-        return _FAMILY_NAMES[self]
+    def path(self) -> str: ...
 
-
-_FAMILY_NAMES = {
-    Family.flux1: "FLUX.1",
-    Family.flux2: "FLUX.2 Klein",
-    Family.z_image: "Z-Image",
-    Family.qwen_image: "Qwen-Image",
-    Family.demo: "Embedded demo",
-}
+    @property
+    def scale(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
-class Provenance:
-    source: str
-    fit_metric: str | None = None
-    fit_value: float | None = None
-    data_size: str | None = None
-    reference: str | None = None
-    notes: str | None = None
+class CalibrationScope:
+    """What a user calibration was measured under, beyond its base variant: the model folder
+    (absolute path; None: the variant's Hugging Face weights), the LoRA set (each file's absolute
+    path and scale) and the quantization (None: full precision). A built-in calibration has none:
+    it was measured on the base weights, without LoRAs."""
+
+    model_path: str | None = None
+    loras: tuple[tuple[str, float], ...] = ()
+    quantize: int | None = None
+
+    def fits(self, model_path: str | None, loras: Iterable[LoraLike]) -> bool:
+        """Measured on these weights with exactly this LoRA set (in any order)."""
+        given = sorted((lora.path, float(lora.scale)) for lora in loras)
+        return model_path == self.model_path and given == sorted(self.loras)
+
+    def lora_words(self) -> str:
+        """ "with LoRA a.safetensors × 1, b.safetensors × 0.5", or "" without LoRAs."""
+        if not self.loras:
+            return ""
+        names = ", ".join(f"{PurePath(path).name} × {scale:g}" for path, scale in self.loras)
+        return f"with LoRA {names}"
 
 
-@dataclass(frozen=True, slots=True)
-class MagCacheCalibration:
-    """A variant's MagCache table and its recipe (threshold, retention share, K), with provenance.
-
-    ``default_threshold`` is None where the gate should stay off by default (distilled schedules).
-    """
-
-    ratios: tuple[float, ...]
-    default_threshold: float | None
-    retention_ratio: float
-    max_consecutive_skips: int
-    provenance: Provenance
-    always_compute: tuple[int, ...] = ()
-
-    def params(self, threshold: float | None = None) -> MagCacheParams:
-        thresh = self.default_threshold if threshold is None else threshold
-        return MagCacheParams(
-            ratios=self.ratios,
-            threshold=0.0 if thresh is None else thresh,
-            retention_ratio=self.retention_ratio,
-            max_consecutive_skips=self.max_consecutive_skips,
-            always_compute=self.always_compute,
-        )
-
-
-def magcache_from_json(data: dict) -> MagCacheCalibration:
-    """A calibration file's ``magcache`` block (see ``app.bench.calibrate``)."""
-    return MagCacheCalibration(
-        ratios=tuple(float(r) for r in data["ratios"]),
-        default_threshold=data.get("default_threshold"),
-        retention_ratio=float(data["retention_ratio"]),
-        max_consecutive_skips=int(data["max_consecutive_skips"]),
-        provenance=Provenance(**data["provenance"]),
-        always_compute=tuple(int(i) for i in data.get("always_compute", ())),
-    )
+BUILTIN_SCOPE = CalibrationScope()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,56 +118,88 @@ class Variant:
     model_path: str | None = None
     stored_quantize: int | None = None
     magcache: MagCacheCalibration | None = None  # None: no MagCache table for this variant
+    # What a user calibration was measured under (None: a built-in calibration, measured on the
+    # Hub weights without LoRAs); see ``calibrated_for``.
+    calibration_scope: CalibrationScope | None = None
+
+    # -- the gates' calibrations: each gate kind reads its own (``GateKind.calibration_of``) --
+    @property
+    def teacache(self) -> TeaCacheCalibration:
+        """TeaCache's numbers, kept as the variant's own fields (every variant has them)."""
+        return TeaCacheCalibration(
+            coefficients=self.coefficients,
+            calibrated_range=self.calibrated_range,
+            default_threshold=self.default_threshold,
+            provenance=self.provenance,
+            min_predicted_change=self.min_predicted_change,
+            measured_steps=self.default_steps,
+        )
+
+    @property
+    def calibrations(self) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
+        """Each gate's calibration for this variant, by gate name (a calibration names its
+        gate); a gate with none is absent. A kind's calibration of a new type is one more field
+        here (as ``magcache``)."""
+        found = (self.teacache, self.magcache)
+        return {c.gate: c for c in found if c is not None}
 
     @property
     def gates(self) -> tuple[str, ...]:
-        """The gates this variant has calibrations for (TeaCache always: its coefficients)."""
-        return (TEACACHE, MAGCACHE) if self.magcache is not None else (TEACACHE,)
+        """The gates that can run on this variant (in the registry's order: the first is its
+        default)."""
+        return tuple(
+            name for name, kind in GATE_KINDS.items() if kind.calibration_of(self) is not None
+        )
+
+    def calibrated_for(self, loras: Iterable[LoraLike] = ()) -> bool:
+        """The gates' numbers were measured on this variant's weights (its model folder, if it
+        is one) with exactly this LoRA set: a model folder's variant borrows its base's numbers
+        and a LoRA changes what the model computes, so neither is "calibrated for" until a user
+        calibration is made with it (``teacache-studio calibrate`` or the window's Calibrate
+        This Model…)."""
+        scope = self.calibration_scope or BUILTIN_SCOPE
+        return scope.fits(self.model_path, loras)
 
     def gate_unavailable_reason(self, gate: str) -> str | None:
         """None where ``gate`` can run on this variant, else one sentence saying why not."""
-        check_gate(gate)
+        kind = gate_kind(gate)
         if gate in self.gates:
             return None
         if self.distilled:
             return (
-                f"{self.display_name} has no {GATE_LABELS[gate]} calibration: it is "
+                f"{self.display_name} has no {kind.label} calibration: it is "
                 "step-distilled, so no step is expected to be skippable"
             )
         return (
-            f"{self.display_name} has no {GATE_LABELS[gate]} calibration yet; make one with "
+            f"{self.display_name} has no {kind.label} calibration yet; make one with "
             f"`teacache-studio calibrate --variant {self.id} --gate {gate}`"
         )
 
     def default_threshold_for(self, gate: str) -> float | None:
-        if gate == MAGCACHE:
-            return None if self.magcache is None else self.magcache.default_threshold
-        return self.default_threshold
+        kind = gate_kind(gate)
+        calibration = kind.calibration_of(self)
+        return None if calibration is None else kind.default_threshold(calibration)
 
-    def params_for(self, gate: str, threshold: float | None = None) -> AnyGateParams:
+    def params_for(self, gate: str, threshold: float | None = None) -> GateParamsLike:
         """The gate's parameters at ``threshold`` (the gate's default where None)."""
-        reason = self.gate_unavailable_reason(gate)
-        if reason is not None:
-            raise GateConfigError(reason)
-        if gate == MAGCACHE and self.magcache is not None:
-            return self.magcache.params(threshold)
-        return self.gate_params(threshold)
+        kind = gate_kind(gate)
+        calibration = kind.calibration_of(self)
+        if calibration is None:
+            raise GateConfigError(self.gate_unavailable_reason(gate) or "")
+        return kind.params(calibration, threshold)
 
     def magcache_params(self, threshold: float | None = None) -> MagCacheParams:
         """MagCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
         with the reason where the variant has no table."""
         if self.magcache is None:
-            raise GateConfigError(self.gate_unavailable_reason(MAGCACHE) or "")
+            raise GateConfigError(self.gate_unavailable_reason(MagCacheCalibration.gate) or "")
         return self.magcache.params(threshold)
 
-    def gate_params(self, threshold: float | None = None, **overrides: object) -> GateParams:
-        thresh = self.default_threshold if threshold is None else threshold
-        return GateParams(
-            coefficients=self.coefficients,
-            rel_l1_thresh=0.0 if thresh is None else thresh,
-            calibrated_range=self.calibrated_range,
-            **overrides,  # type: ignore[arg-type]
-        )
+    def teacache_params(
+        self, threshold: float | None = None, **overrides: object
+    ) -> TeaCacheParams:
+        """TeaCache's parameters at ``threshold`` (its default where None)."""
+        return TEACACHE_KIND.params(self.teacache, threshold, **overrides)
 
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight
@@ -188,14 +217,14 @@ class Variant:
 
     def working_gb(self, size: tuple[int, int] | None = None, *, upper: bool = True) -> float:
         """Working memory of one generation at ``size`` (default: the variant's own size): the
-        upper bound measured on CUDA (``ACTIVATION_GB_PER_MEGAPIXEL``), or with ``upper=False``
-        the realistic figure the default quantization is chosen by (``REALISTIC_WORKING_SHARE``
-        of it). Never below ``MIN_WORKING_GB``."""
+        upper bound measured on CUDA (the family's ``activation_gb_per_megapixel``), or with
+        ``upper=False`` the realistic figure the default quantization is chosen by
+        (``REALISTIC_WORKING_SHARE`` of it). Never below ``MIN_WORKING_GB``."""
         if self.embedded:
             return 0.5
         width, height = size if size is not None else self.default_size
         share = 1.0 if upper else REALISTIC_WORKING_SHARE
-        per_megapixel = ACTIVATION_GB_PER_MEGAPIXEL[self.family] * share
+        per_megapixel = self.family.activation_gb_per_megapixel * share
         return max(per_megapixel * width * height / 1024**2, MIN_WORKING_GB)
 
     def memory_estimate_gb(
@@ -213,7 +242,7 @@ class Variant:
 
     def summary(self) -> dict[str, object]:
         data = asdict(self)
-        data["family"] = self.family.value
+        data["family"] = self.family.id
         data["weights_gb"] = {
             quantize_label(q, short=True): round(self.weights_gb(q), 1)
             for q in (None, *sorted(QUANTIZE_LEVELS, reverse=True))
@@ -236,7 +265,8 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
     None: 2.0,
     **{bits: bits / 8 + 4 / _GROUP_SIZE for bits in QUANTIZE_LEVELS},
 }
-# Working memory of one generation per megapixel of image, by family: the peak memory minus the
+# Working memory of one generation per megapixel of image, by family (each ``app.families``
+# module's ``activation_gb_per_megapixel``): the peak memory minus the
 # memory after loading, measured at 1024 × 1024 in bf16 on the H200 with full-size random
 # weights (resources/benchmarks/<variant>-1024-random-h200.json: max of the three conditions'
 # peak_memory_bytes minus runs[0].load_peak_memory_bytes), the larger of two batches (the first
@@ -246,13 +276,6 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
 # 512 × 512 Klein 4B measured 3.7 GB where a quarter of 14.4 is 3.6, so linear scaling holds.
 # MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be
 # the VAE decode at full resolution or CUDA's allocator, not the transformer; a Mac may need less.
-ACTIVATION_GB_PER_MEGAPIXEL: dict[Family, float] = {
-    Family.flux1: 8.1,  # FLUX.1 dev
-    Family.flux2: 14.8,  # Klein 4B (the 9B has wider blocks: likely more)
-    Family.z_image: 11.7,  # Z-Image
-    Family.qwen_image: 5.1,  # Qwen-Image
-    Family.demo: 0.0,
-}
 # The working memory the default quantization is chosen by: half the CUDA measurement above. No
 # Apple-silicon measurement exists yet; the CUDA figure is a peak over the denoising loop and the
 # VAE decode at full resolution under MLX CUDA's allocator, and Black Forest Labs states FLUX.2

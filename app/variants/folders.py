@@ -16,7 +16,10 @@ Data only: no MLX, no mflux at import.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
 import re
 import struct
 from dataclasses import dataclass, replace
@@ -24,10 +27,13 @@ from pathlib import Path
 
 from app import paths
 from app.errors import UserFacingError
+from app.families import FAMILIES, Family
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.variants.builtin import BUILTIN_VARIANTS
-from app.variants.catalog import QUANTIZE_LEVELS, Family, Variant, quantize_label
+from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
+
+log = logging.getLogger(__name__)
 
 SEPARATOR = "@"
 SCHEMA = 1
@@ -40,20 +46,6 @@ class ModelFolderError(UserFacingError):
 
 # -- what a folder holds ------------------------------------------------------------------------
 
-# A transformer's weight names tell the family apart, in mflux's own names (``mflux-save``) and in
-# the Hugging Face (diffusers) names alike: these prefixes are the same in both.
-_FAMILY_KEYS: tuple[tuple[Family, tuple[str, ...]], ...] = (
-    (Family.flux2, ("time_guidance_embed.", "double_stream_modulation_img.")),
-    (Family.flux1, ("time_text_embed.text_embedder.",)),
-    (Family.z_image, ("cap_embedder.", "all_x_embedder.")),
-    (Family.qwen_image, ("img_in.", "txt_in.")),
-)
-# FLUX.2 Klein sizes by their double-stream block count (mflux's ModelConfig: 4B has 5, 9B 8).
-_KLEIN_BY_LAYERS = {
-    5: ("flux2-klein-4b", "flux2-klein-base-4b"),
-    8: ("flux2-klein-9b", "flux2-klein-base-9b"),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class FolderInfo:
@@ -62,7 +54,8 @@ class FolderInfo:
     family: Family | None  # None: no transformer weights recognised
     candidates: tuple[str, ...]  # base variant ids the files fit; one means detected
     quantize: int | None  # stored quantization (mflux-save); None: 16-bit weights
-    size_bytes: int
+    size_bytes: int  # 0 where the folder has no transformer/ (it is not sized)
+    has_transformer: bool = False  # a transformer/ folder: a model's layout, readable or not
 
     @property
     def detected(self) -> str | None:
@@ -88,7 +81,11 @@ def _transformer_keys(folder: Path) -> tuple[dict[str, list[int]], dict[str, str
     """Weight name → shape, and the files' metadata, over the transformer's safetensors."""
     shapes: dict[str, list[int]] = {}
     metadata: dict[str, str] = {}
-    for file in sorted((folder / "transformer").glob("*.safetensors")):
+    try:
+        files = sorted((folder / "transformer").glob("*.safetensors"))
+    except OSError:
+        return shapes, metadata
+    for file in files:
         try:
             header = _header(file)
         except (OSError, ValueError):
@@ -108,48 +105,82 @@ def _stored_quantize(metadata: dict[str, str]) -> int | None:
     return None
 
 
+def _family(keys: dict[str, list[int]]) -> Family | None:
+    """The family whose weight names these are (``Family.folders``), first in the registry's
+    order; None where no family's names are there."""
+    return next(
+        (f for f in FAMILIES.values() if f.folders is not None and f.folders.matches(keys)), None
+    )
+
+
 def _candidates(family: Family, keys: dict[str, list[int]]) -> tuple[str, ...]:
     members = tuple(v.id for v in BUILTIN_VARIANTS.values() if v.family is family)
-    if family is Family.flux1:
-        guided = any(k.startswith("time_text_embed.guidance_embedder.") for k in keys)
-        return tuple(v for v in members if (v != "flux1-schnell") == guided)
-    if family is Family.flux2:
-        blocks = {k.split(".")[1] for k in keys if k.startswith("transformer_blocks.")}
-        return _KLEIN_BY_LAYERS.get(len(blocks), members)
-    return members
+    return members if family.folders is None else family.folders.fits(members, keys)
+
+
+def _size_on_disk(root: Path) -> int:
+    """The bytes of every file under ``root``; what cannot be read is left out."""
+    total = 0
+    for parent, _dirs, files in os.walk(root):  # errors while listing are skipped
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(parent, name)).st_size
+    return total
 
 
 def inspect_folder(folder: str | Path) -> FolderInfo:
-    """What the folder holds, from its file names and headers; never raises for its contents."""
+    """What the folder holds, from its file names and headers; never raises for its contents
+    (what cannot be read counts as absent). Only a folder with a ``transformer/`` folder is
+    sized: any other folder holds no model, and adding up a home folder or a disk file by file
+    takes minutes."""
     root = Path(folder).expanduser()
-    mflux_save = any(root.glob("*/0.safetensors"))
-    keys, metadata = _transformer_keys(root)
-    family = next(
-        (fam for fam, prefixes in _FAMILY_KEYS if any(k.startswith(prefixes) for k in keys)),
-        None,
-    )
-    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
+    try:
+        is_model = (root / "transformer").is_dir()
+        mflux_save = is_model and any(root.glob("*/0.safetensors"))
+    except OSError:
+        is_model = mflux_save = False
+    keys, metadata = _transformer_keys(root) if is_model else ({}, {})
+    family = _family(keys)
     return FolderInfo(
         path=root,
         layout="mflux-save" if mflux_save else "Hugging Face snapshot",
         family=family,
         candidates=() if family is None else _candidates(family, keys),
         quantize=_stored_quantize(metadata),
-        size_bytes=size,
+        size_bytes=_size_on_disk(root) if is_model else 0,
+        has_transformer=is_model,
     )
 
 
-def check_folder(folder: str | Path, variant: Variant) -> FolderInfo:
+def check_folder(
+    folder: str | Path, variant: Variant, info: FolderInfo | None = None
+) -> FolderInfo:
     """The folder's info when it holds a complete, readable copy of ``variant``'s family; one
     sentence otherwise: ``ModelFolderError`` (no model, another family or variant) or
-    ``app.variants.weights.IncompleteSnapshotError`` (files missing or damaged)."""
+    ``app.variants.weights.IncompleteSnapshotError`` (files missing or damaged); a folder that
+    cannot be read is a ``ModelFolderError`` too. ``info``: the folder's ``inspect_folder``,
+    where the caller has read it already."""
+    root = Path(folder).expanduser()
+    try:
+        return _check_folder(root, variant, info)
+    except OSError as exc:  # a folder (or a file in it) this user may not read
+        raise ModelFolderError(unreadable(root, exc)) from None
+
+
+def unreadable(root: Path, exc: OSError) -> str:
+    """One sentence for a folder the system refused to read."""
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(root) else ""
+    return f"{root} cannot be read: {exc.strerror or exc}{where}"
+
+
+def _check_folder(root: Path, variant: Variant, info: FolderInfo | None) -> FolderInfo:
     from app.variants.weights import IncompleteSnapshotError, snapshot_problems
 
-    root = Path(folder).expanduser()
     if not root.is_dir():
         raise ModelFolderError(f"the model folder {root} does not exist or is not a folder")
-    info = inspect_folder(root)
-    if info.family is None and not (root / "transformer").is_dir():
+    if info is None or info.path != root:
+        info = inspect_folder(root)
+    if info.family is None and not info.has_transformer:
         raise ModelFolderError(
             f"{root} holds no model: a model folder has a transformer/ folder beside vae/ and "
             "the text encoder (an mflux-save output or a Hugging Face snapshot)"
@@ -202,13 +233,13 @@ def folders_file() -> Path:
     return paths.data_dir() / "model_folders.json"
 
 
-def model_folders() -> list[ModelFolder]:
-    """The remembered folders; an unreadable list reads as empty (it is rewritten on the next
-    add), entries whose base variant is gone are left out."""
+def _remembered() -> list[ModelFolder]:
+    """Every entry of the list as written, usable here or not; an unreadable list reads as empty
+    (it is rewritten on the next add)."""
     try:
         data = json.loads(folders_file().read_text(encoding="utf-8"))
         rows = data["folders"] if isinstance(data, dict) else []
-        folders = [
+        return [
             ModelFolder(
                 name=str(r["name"]),
                 path=str(r["path"]),
@@ -220,7 +251,29 @@ def model_folders() -> list[ModelFolder]:
         ]
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    return [f for f in folders if f.base_variant in BUILTIN_VARIANTS]
+
+
+_noted: set[ModelFolder] = set()  # stale entries already logged by this process
+
+
+def model_folders() -> list[ModelFolder]:
+    """The remembered folders this version can offer. An entry whose base variant it does not
+    know (renamed, removed, or from a newer version) is skipped with a note in the log, once per
+    process, and kept in the list, so a version that knows it offers it again."""
+    usable = []
+    for folder in _remembered():
+        if folder.base_variant in BUILTIN_VARIANTS:
+            usable.append(folder)
+        elif folder not in _noted:
+            _noted.add(folder)
+            log.warning(
+                "model folder %r (%s) is left out: it holds %r, which this version does not "
+                "know; the entry is kept",
+                folder.name,
+                folder.path,
+                folder.base_variant,
+            )
+    return usable
 
 
 def _save(folders: list[ModelFolder]) -> None:
@@ -265,7 +318,7 @@ def add_model_folder(folder: str | Path, base_variant: str | None = None) -> Mod
     if base is None or base.embedded:
         raise ModelFolderError(f"{base_variant!r} is not a model variant a folder can hold")
     info = check_folder(root, base)
-    existing = model_folders()
+    existing = _remembered()
     for f in existing:
         if Path(f.path) == root and f.base_variant == base_variant:
             return f
@@ -282,7 +335,7 @@ def add_model_folder(folder: str | Path, base_variant: str | None = None) -> Mod
 
 def remove_model_folder(variant_id: str) -> bool:
     """Forget a folder (its files stay where they are); False when it was not listed."""
-    existing = model_folders()
+    existing = _remembered()
     kept = [f for f in existing if f.variant_id != variant_id]
     if len(kept) == len(existing):
         return False
@@ -316,4 +369,3 @@ def user_folder_variant(variant_id: str) -> Variant | None:
 
 def is_folder_variant_id(variant_id: str) -> bool:
     return SEPARATOR in variant_id
-

@@ -44,7 +44,7 @@ from huggingface_hub.errors import IncompleteSnapshotError as HubIncompleteSnaps
 from tqdm.auto import tqdm
 
 from app.errors import DownloadCancelled, UserFacingError
-from app.variants.catalog import Family, Variant
+from app.variants.catalog import Variant
 
 _MAX_HEADER = 100 * 1024 * 1024  # a safetensors JSON header is kilobytes; more means garbage
 
@@ -209,21 +209,8 @@ def require_real(variant: Variant) -> None:
 
 
 def _weight_definition(variant: Variant) -> Any:
-    if variant.family is Family.flux1:
-        from mflux.models.flux.weights.flux_weight_definition import FluxWeightDefinition
-
-        return FluxWeightDefinition
-    if variant.family is Family.flux2:
-        from mflux.models.flux2.weights.flux2_weight_definition import Flux2KleinWeightDefinition
-
-        return Flux2KleinWeightDefinition
-    if variant.family is Family.z_image:
-        from mflux.models.z_image.weights.z_image_weight_definition import ZImageWeightDefinition
-
-        return ZImageWeightDefinition
-    from mflux.models.qwen.weights.qwen_weight_definition import QwenWeightDefinition
-
-    return QwenWeightDefinition
+    """mflux's weight definition of the variant's family (``FamilyError`` where it has none)."""
+    return variant.family.require_mflux().weight_definition()
 
 
 def download_patterns(variant: Variant) -> list[str]:

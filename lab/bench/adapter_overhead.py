@@ -53,7 +53,7 @@ OFF_COEFFICIENTS = (0.0, 0.0, 0.0, 0.0, 1.0)
 @dataclass(frozen=True)
 class Condition:
     name: str
-    gate: dict[str, Any] | None  # GateParams keywords (+ "observe"); None: no adapter
+    gate: dict[str, Any] | None  # TeaCacheParams keywords (+ "observe"); None: no adapter
     eager_vanilla: bool = False
 
 
@@ -126,14 +126,14 @@ def _eager_vanilla(enabled: bool) -> Iterator[None]:
 
 def run_once(pipeline: Any, condition: Condition, kwargs: dict[str, Any]) -> dict[str, Any]:
     from app.adapters import common, install_gate
-    from app.gate import GateParams, TeaCacheGate
+    from app.gate import TeaCacheGate, TeaCacheParams
 
     gate = None
     context: Any = nullcontext()
     if condition.gate is not None:
         spec = dict(condition.gate)
         observe = bool(spec.pop("observe", False))
-        gate = TeaCacheGate(GateParams(**spec), observe=observe)
+        gate = TeaCacheGate(TeaCacheParams(**spec), observe=observe)
         context = install_gate(pipeline, gate)
     timer = StepTimer()
     with _eager_vanilla(condition.eager_vanilla), context, common.attached(pipeline, timer):
@@ -213,8 +213,7 @@ def _build(
     if family == "flux1":
         return shells.flux1_shell(
             "dev",
-            joint_blocks=blocks[0],
-            single_blocks=blocks[1],
+            dims=shells.Flux1Dims(*blocks),
             text_tokens=text_tokens,
             dtype=dtype,
         ), f"FLUX.1 dev transformer, {blocks[0]} joint + {blocks[1]} single blocks at 3072"

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
     from PySide6.QtGui import QGuiApplication
 
-    from app.ui.viewmodel import RunStatus
+    from app.ui.run_model import RunStatus
 
     warm_up_seconds = wait_until_warm(app, window, args.timeout)
 
@@ -168,20 +168,20 @@ def open_window(engine: str = "real", variant: str = "demo", steps: int | None =
     from PySide6.QtWidgets import QApplication
 
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.window import MainWindow
+    from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication([])
     configure_application(app)
     if engine == "fake":
-        from tests.fakes.engine import FakeEngine, FakeScript
+        from lab.bench.paced_engine import PacedEngine
 
         def factory() -> Any:
-            return FakeEngine(FakeScript(step_seconds=0.03, load_seconds=0.5))
+            return PacedEngine(step_seconds=0.03, load_seconds=0.5)
     elif engine == "random-demo":
         factory = random_demo_engine_factory(Path(tempfile.mkdtemp(prefix="teacache-demo-")))
     else:
         factory = default_engine_factory()
-    window = MainWindow(factory, shutdown_timeout_ms=60_000)
+    window = open_window(factory, shutdown_timeout_ms=60_000)
     window.resize(1320, 860)
     window.show()
     window.form.select_variant(variant)
@@ -253,8 +253,9 @@ def write_random_demo_weights(folder: Path, seed: int = 0) -> Path:
     decoder."""
     import mlx.core as mx
 
-    from app.demo.model import CODEC_FILE, DECODER_FILE, VARIANT_FILES, DemoModel, save_weights
+    from app.demo.model import CODEC_FILE, DECODER_FILE, VARIANT_FILES, DemoModel
     from app.paths import DEMO_DIR
+    from lab.demo.export import save_weights
 
     folder.mkdir(parents=True, exist_ok=True)
     mx.random.seed(seed)

@@ -20,12 +20,73 @@ graph nodes to run: ``lab.bench.step_work.graph_nodes``)::
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
 import types
+from pathlib import Path
 from typing import Any
 
+from lab.readme_figures import Passage, fixed
+
 STEPS = 8
+# The H200 run the README quotes: this command's printout, with the command as its first line.
+H200 = Path(__file__).parent / "results" / "preview-phase-h200.txt"
+MODE_LINE = re.compile(
+    r"^\s+(?P<mode>\w+)\s+previewer host\s+(?P<host_ms>[\d.]+) ms/step, loop wall\s+"
+    r"(?P<wall_ms>[\d.]+) ms/step \((?P<over_ms>[+-][\d.]+) over off\), waiting transfers "
+    r"(?P<waits>[\d.]+)/step$"
+)
+
+
+def mode_line(name: str, host: float, wall: float, over: float, waits: float) -> str:
+    """One mode's line of the printout (seconds in, milliseconds shown)."""
+    return (
+        f"  {name:8s} previewer host {host * 1000:6.3f} ms/step, loop wall "
+        f"{wall * 1000:6.2f} ms/step ({over * 1000:+.2f} over off), "
+        f"waiting transfers {waits:.2f}/step"
+    )
+
+
+def parse(text: str) -> dict[str, dict[str, float]]:
+    """Mode → its figures (``host_ms``, ``wall_ms``, ``over_ms``, ``waits``), read back from the
+    printout (``mode_line``); other lines are left alone."""
+    modes: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        match = MODE_LINE.match(line)
+        if match:
+            modes[match["mode"]] = {
+                k: float(v) for k, v in match.groupdict().items() if k != "mode"
+            }
+    return modes
+
+
+def readme_figures() -> list[Passage]:
+    """The in-process figures the README quotes from the H200 run, the queued preview's added
+    wall time also as a share of the cold benchmark's Klein 4B computed step."""
+    from lab.bench import previews
+
+    modes = parse(H200.read_text(encoding="utf-8"))
+    step_ms = (
+        previews.load(previews.H200)["summary"]["median_computed_step_seconds_previews_off"] * 1000
+    )
+    queued, blocking = modes["queued"], modes["blocking"]
+    return [
+        Passage(
+            "lab/bench/results/preview-phase-h200.txt",
+            "a queued preview adds {over} ms of wall time per step, {share}% of a Klein 4B "
+            "computed step.",
+            {
+                "over": fixed(queued["over_ms"], 2),
+                "share": fixed(queued["over_ms"] / step_ms * 100, 1),
+            },
+        ),
+        Passage(
+            "lab/bench/results/preview-phase-h200.txt",
+            "(counted: {queued} waiting transfers per step, was {blocking};",
+            {"queued": f"{queued['waits']:g}", "blocking": f"{blocking['waits']:g}"},
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from app.adapters import previews
+    from app.families import get_family
     from lab.bench.step_work import graph_nodes
 
     waits = [0]
@@ -54,11 +116,12 @@ def main(argv: list[str] | None = None) -> int:
 
     tokens = (args.size // 16) ** 2
     transformer = mx.random.normal((128, 128)) * 0.05
-    queued = previews.family_projection("flux2")
+    flux2 = get_family("flux2").require_preview()
+    queued = previews.family_projection(get_family("flux2"))
 
     def blocking(latents: mx.array, height: int, width: int) -> np.ndarray:
-        unpacked = previews._unpack_flux2(latents, height, width)
-        thumbnail = previews.project_to_rgb(unpacked, previews.FLUX2_FACTORS, previews.FLUX2_BIAS)
+        unpacked = flux2.unpack(latents, height, width)
+        thumbnail = previews.project_to_rgb(unpacked, flux2.factors, flux2.bias)
         return counting_to_host(thumbnail)
 
     class Scheduler:
@@ -108,11 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         host = statistics.median(h for h, _, _ in runs)
         wall = statistics.median(w for _, w, _ in runs)
         syncs = max(s for _, _, s in runs)
-        print(
-            f"  {name:8s} previewer host {host * 1000:6.3f} ms/step, loop wall "
-            f"{wall * 1000:6.2f} ms/step ({(wall - wall_off) * 1000:+.2f} over off), "
-            f"waiting transfers {syncs:.2f}/step"
-        )
+        print(mode_line(name, host, wall, wall - wall_off, syncs))
     return 0
 
 

@@ -41,37 +41,46 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.fileio.jsonio import dumps_json
+from lab.readme_figures import Passage, count_word, fixed
+
+if TYPE_CHECKING:
+    from app.bench.worker import WorkerSpec
 
 SCHEMA = 1
 FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "threshold": 0.5, "max_consecutive_skips": 1}
 PROMPT = "red circle"  # in the demo's vocabulary; the random-weight shells embed any prompt
 
 
-def _spec(args: argparse.Namespace) -> dict[str, Any]:
+def _spec(args: argparse.Namespace) -> WorkerSpec:
+    from app.bench.worker import WorkerSpec
+    from app.engine.request import GenerationRequest
     from app.variants import get_variant
 
     variant = get_variant(args.variant)
     width, height = args.size or variant.default_size
     forced = args.random_weights is not None
-    return {
-        "variant": variant.id,
-        "condition": "gated",
-        "prompt": PROMPT,
-        "seed": args.seed,
-        "steps": args.steps or variant.default_steps,
-        "width": width,
-        "height": height,
-        "threshold": FORCED["threshold"] if forced else (variant.default_threshold or 0.1),
-        "guidance": variant.default_guidance,
-        "coefficients": FORCED["coefficients"] if forced else None,
-        "max_consecutive_skips": FORCED["max_consecutive_skips"] if forced else None,
-        "random_weights": args.random_weights,
-        "dtype": args.dtype,
-        "warmup_steps": args.warmup_steps,
-    }
+    request = GenerationRequest(
+        variant_id=variant.id,
+        prompt=PROMPT,
+        seed=args.seed,
+        steps=args.steps or variant.default_steps,
+        threshold=FORCED["threshold"] if forced else (variant.default_threshold or 0.1),
+        width=width,
+        height=height,
+        guidance=variant.default_guidance,
+    )
+    return WorkerSpec(
+        request,
+        "gated",
+        coefficients=FORCED["coefficients"] if forced else None,
+        max_consecutive_skips=FORCED["max_consecutive_skips"] if forced else None,
+        random_weights=args.random_weights,
+        dtype=args.dtype,
+        warmup_steps=args.warmup_steps,
+    )
 
 
 # -- one cold process --------------------------------------------------------------------------
@@ -86,10 +95,11 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
     from app.adapters import install_gate
     from app.adapters.common import attached
     from app.adapters.previews import StepPreviewer, preview_decoder
-    from app.bench.worker import WorkerSpec, _generate_kwargs, _precision, gate_params
+    from app.bench.worker import WorkerSpec, _precision, gate_params
     from app.bench.worker import load_pipeline as load_bench_pipeline
     from app.engine.engine import quiet_mflux_progress
-    from app.gate import Decision, GateParams, TeaCacheGate
+    from app.engine.request import generate_kwargs
+    from app.gate import Decision, TeaCacheGate, TeaCacheParams
 
     quiet_mflux_progress()
     spec = WorkerSpec.from_json(spec_json)
@@ -124,11 +134,11 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
 
         def generate(steps: int, with_previews: bool) -> tuple[TeaCacheGate, LoopClock]:
             params = gate_params(spec)
-            assert isinstance(params, GateParams)  # it times TeaCache's forced pattern
+            assert isinstance(params, TeaCacheParams)  # it times TeaCache's forced pattern
             gate = TimedGate(params)
             clock = LoopClock()
             previewer = StepPreviewer(decode, keep_shape, gate=gate)
-            kwargs = {**_generate_kwargs(spec), "num_inference_steps": steps}
+            kwargs = {**generate_kwargs(spec.request), "num_inference_steps": steps}
             with install_gate(pipeline, gate), attached(pipeline, clock):
                 if with_previews:
                     with attached(pipeline, previewer):
@@ -137,11 +147,12 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
                     pipeline.generate_image(**kwargs)
             return gate, clock
 
-        generate(spec.warmup_steps or spec.steps, True)
+        steps = spec.request.steps
+        generate(spec.warmup_steps or steps, True)
         preview_seconds.clear()
         mx.synchronize()
-        gate, clock = generate(spec.steps, previews)
-    if len(preview_seconds) == spec.steps + 1:  # the after-loop pick-up is the last step's
+        gate, clock = generate(steps, previews)
+    if len(preview_seconds) == steps + 1:  # the after-loop pick-up is the last step's
         preview_seconds[-2:] = [preview_seconds[-2] + preview_seconds[-1]]
     events = gate.events
     computed = [e.seconds for e in events[1:] if e.decision is not Decision.skipped]
@@ -164,8 +175,8 @@ def run_once(spec_json: str, previews: bool) -> dict[str, Any]:
 
 
 # -- the driver ----------------------------------------------------------------------------------
-def _subprocess(spec: dict[str, Any], previews: bool) -> dict[str, Any]:
-    command = [sys.executable, "-m", "lab.bench.previews", "--worker", dumps_json(spec)]
+def _subprocess(spec: WorkerSpec, previews: bool) -> dict[str, Any]:
+    command = [sys.executable, "-m", "lab.bench.previews", "--worker", spec.to_json()]
     if previews:
         command.append("--worker-previews")
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -204,6 +215,106 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+RESULTS = Path(__file__).parent / "results"
+H200 = RESULTS / "previews-h200-flux2-1024.json"
+# The first design (each thumbnail waited for inside its step), measured at f039930 and
+# superseded in the file above by the queued design; kept byte for byte from that commit.
+H200_BLOCKING = RESULTS / "previews-h200-flux2-1024-blocking.json"
+DEMO_CPU = RESULTS / "previews-demo-cpu.json"
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def _signed(value: float) -> str:
+    return ("+" if value >= 0 else "\u2212") + fixed(abs(value), 1)
+
+
+def _listed(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
+def wall_differences_ms(report: dict[str, Any]) -> list[float]:
+    """Per repetition, previews on minus off: the loop's wall time per step (ms), in rep order."""
+    steps = report["spec"]["steps"]
+    by_rep: dict[int, dict[bool, float]] = {}
+    for r in report["runs"]:
+        by_rep.setdefault(r["rep"], {})[r["previews"]] = r["loop_wall_seconds"]
+    return [_ms(pair[True] - pair[False]) / steps for _, pair in sorted(by_rep.items())]
+
+
+def readme_figures() -> list[Passage]:
+    """The README's preview costs: the H200's (and the first design's) and the demo CPU's."""
+    h200, blocking, cpu = load(H200), load(H200_BLOCKING), load(DEMO_CPU)
+    summary, old = h200["summary"], blocking["summary"]
+    step = summary["median_computed_step_seconds_previews_off"]
+    pairs = wall_differences_ms(h200)
+    median_pair = statistics.median(pairs)
+    spread = [_ms(r["median_computed_step_seconds"]) for r in h200["runs"]]
+    source = "lab/bench/results/previews-h200-flux2-1024.json"
+    return [
+        Passage(
+            source,
+            "`lab/bench/results/previews-h200-flux2-1024.json`, {reps} repetitions, {steps} steps, "
+            "{skipped} skipped): a preview costs **{ms} ms per step, {share}% of a computed "
+            "step** ({step} ms).",
+            {
+                "reps": str(h200["reps"]),
+                "steps": str(h200["spec"]["steps"]),
+                "skipped": "/".join(str(n) for n in summary["skipped"]),
+                "ms": fixed(_ms(summary["median_preview_seconds"]), 2),
+                "share": fixed(summary["preview_fraction_of_computed_step"] * 100, 1),
+                "step": fixed(_ms(step), 1),
+            },
+        ),
+        Passage(
+            "lab/bench/results/previews-h200-flux2-1024-blocking.json",
+            "The first design waited for each thumbnail ({ms} ms, {share}%);",
+            {
+                "ms": fixed(_ms(old["median_preview_seconds"]), 2),
+                "share": fixed(old["preview_fraction_of_computed_step"] * 100, 2),
+            },
+        ),
+        Passage(
+            source,
+            "the computed step's median with previews on is {on} ms against {off} ms off (cold "
+            "processes, within their {low}–{high} ms spread), and the loop's wall time per step "
+            "differs by {pairs} ms in the {count} on/off pairs (median {median} ms, {share}% of a "
+            "computed step)",
+            {
+                "on": fixed(_ms(summary["median_computed_step_seconds_previews_on"]), 1),
+                "off": fixed(_ms(step), 1),
+                "low": fixed(min(spread), 1),
+                "high": fixed(max(spread), 1),
+                "pairs": _listed([_signed(p) for p in pairs]),
+                "count": count_word(len(pairs)),
+                "median": _signed(median_pair),
+                "share": fixed(median_pair / _ms(step) * 100, 1),
+            },
+        ),
+        Passage(
+            "lab/bench/results/previews-demo-cpu.json",
+            "({cpu}, {cores} cores, shared; `lab/bench/results/previews-demo-cpu.json`, median of "
+            "{reps}, {skipped} of {steps} steps skipped): {ms} ms per step, {share}% of a computed "
+            "step;",
+            {
+                "cpu": cpu["hardware"]["cpu"],
+                "cores": str(cpu["hardware"]["cores"]),
+                "reps": str(cpu["reps"]),
+                "skipped": "/".join(str(n) for n in cpu["summary"]["skipped"]),
+                "steps": str(cpu["spec"]["steps"]),
+                "ms": fixed(_ms(cpu["summary"]["median_preview_seconds"]), 1),
+                "share": fixed(cpu["summary"]["preview_fraction_of_computed_step"] * 100, 1),
+            },
+        ),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     from app.cli.generate import parse_size_arg
     from app.hardware import host_info
@@ -223,11 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-previews", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        spec = json.loads(args.worker)
-        spec["coefficients"] = spec["coefficients"] and tuple(spec["coefficients"])
-        from app.bench.worker import WorkerSpec
-
-        result = run_once(WorkerSpec(**spec).to_json(), args.worker_previews)
+        result = run_once(args.worker, args.worker_previews)
         print(dumps_json(result))
         return 0
     spec = _spec(args)
@@ -253,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema": SCHEMA,
         "what": "live step previews: per-step cost against the gated step (issue #20)",
         "label": args.label,
-        "spec": spec,
+        "spec": json.loads(spec.to_json()),
         "reps": args.reps,
         "hardware": host_info(),
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -198,7 +198,7 @@ def tiny_case(family: str) -> tuple[Any, dict[str, Any]]:
     from app.adapters import shells
 
     if family == "flux1":
-        return shells.flux1_shell("dev", joint_blocks=1, single_blocks=1), {
+        return shells.flux1_shell("dev", dims=shells.Flux1Dims(1, 1)), {
             "num_inference_steps": 4, "height": 64, "width": 64, "guidance": 3.5,
         }  # fmt: skip
     if family == "flux2":
@@ -222,12 +222,12 @@ FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "max_consecutive_skips": 1}
 
 def conditions() -> dict[str, Callable[[], Any]]:
     """Gate factories: None for untouched mflux, threshold 0, and a forced skip pattern."""
-    from app.gate import GateParams, TeaCacheGate
+    from app.gate import TeaCacheGate, TeaCacheParams
 
     return {
         "vanilla": lambda: None,
-        "gate_off": lambda: TeaCacheGate(GateParams(OFF_COEFFICIENTS, rel_l1_thresh=0.0)),
-        "forced_skips": lambda: TeaCacheGate(GateParams(rel_l1_thresh=0.5, **FORCED)),
+        "gate_off": lambda: TeaCacheGate(TeaCacheParams(OFF_COEFFICIENTS, rel_l1_thresh=0.0)),
+        "forced_skips": lambda: TeaCacheGate(TeaCacheParams(rel_l1_thresh=0.5, **FORCED)),
     }
 
 

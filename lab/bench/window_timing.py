@@ -9,12 +9,22 @@ back what the window shows (speedup, its label) and the per-step times the engin
 
 After each window process, a fresh ``teacache-studio generate`` process runs the very request the
 window ran (same engine, same observe-mode vanilla through the adapter, same untimed warm-up): the
-command line the window's step time is held to (``cli_*_step_ms``, target ≤ 1.15×). Window and
-``generate`` runs alternate, so a change in the machine's load touches both alike. Then the
-cold-subprocess ``teacache-studio bench`` measures the same request (``--bench-reps`` repetitions
-per condition, each a fresh process after a discarded warm-up generation): its speedup is the one
-the window's is held to (``bench_speedup``, target within ±15%), and its step times, whose vanilla
-is untouched mflux without the adapter, are kept as ``bench_*_step_ms`` for reference.
+command line the window is held to: its speedup within ±7% of ``generate``'s median for the same
+request in every run (``cli_speedup_ratio``), its step times ≤ 1.15× ``generate``'s
+(``cli_*_step_ms``), and no window run labelled "measured" above the run's ideal (active /
+computed steps) by more than its own measured spread (``label_ok``; the report then re-times the
+figure and says why, ``app.engine.timing``). Window and ``generate`` runs alternate, so a change in
+the machine's load touches both alike. Then the cold-subprocess ``teacache-studio bench`` measures
+the same request (``--bench-reps`` repetitions per condition, each a fresh process after a
+discarded warm-up generation): its speedup (``bench_speedup``, ``speedup_ratio`` per run) and its
+step times, whose vanilla is untouched mflux without the adapter (``bench_*_step_ms``), are kept
+for reference.
+
+Why a window pass can run slower than ``generate``'s: each window run records, per pass, the wall
+time, the process's CPU time and the GUI thread's CPU time (``passes``), and every step's time
+(``vanilla_step_seconds``, ``gated_step_seconds``; ``generate``'s from its report.json), so a
+cost that lands on one pass (GUI work while it runs, or a one-time cost in its first steps) shows
+where it lands.
 
     uv run python -m lab.bench.window_timing --runs 5 --bench-reps 3 --out window-timing.json
 
@@ -38,15 +48,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.engine.timing import MAX_TOLERANCE
 from app.fileio.jsonio import dumps_json
+from lab.readme_figures import Block, Passage, fixed
 
 RESULT_PREFIX = "::WINDOW_TIMING::"
 # The request: the window's first-run defaults for the demo (its prompt, seed 42, the variant's
 # steps, threshold, guidance and size), which the bench runs too.
 VARIANT = "demo"
 SEED = 42
-RATIO_BAND = (0.85, 1.15)
+RATIO_BAND = (0.85, 1.15)  # the window's speedup against the bench's: shown, not a target
+CLI_RATIO_BAND = (0.93, 1.07)  # the window's speedup against `generate`'s (issue #30): the target
 STEP_RATIO_LIMIT = 1.15
+FIRST_STEPS = 3  # a one-time cost in a pass shows as excess in its first steps
+RESULTS = Path(__file__).parent / "results"
+# The README's table and its first reading; then the re-check with live previews on.
+TABLE_RUN = RESULTS / "window-timing-linux-2core.json"
+PREVIEWS_RUN = RESULTS / "window-timing-linux-2core-previews.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +154,7 @@ def child(timeout: float) -> int:
     window.form.prompt = DEFAULT_PROMPT
     window.form.seed = SEED
     warm = wait_until_warm(app, window, timeout)
+    passes = watch_passes(window.host.event_received)
     started = time.perf_counter()
     gui_cpu, process_cpu = time.thread_time(), time.process_time()
     status = generate_and_wait(app, window, timeout)
@@ -148,10 +167,20 @@ def child(timeout: float) -> int:
     gated = [s for s in run.gated_steps if s is not None]
     vanilla = [s for s in run.vanilla_steps if s is not None]
     resumed = run.resumed_from or 0
+    report = run.report
+    figure = report.speedup_figure if report is not None else None
     result = {
         "status": str(status),
         "window_speedup": run.speedup,
         "window_label": label,
+        "speedup_label": run.speedup_label,
+        "speedup_kind": None if figure is None else figure.kind.value,
+        "speedup_ideal": None if figure is None else figure.ideal,
+        "speedup_spread": None if figure is None else figure.spread,
+        "speedup_unscaled": None if report is None else report.speedup_unscaled,
+        "passes": passes,
+        "vanilla_step_seconds": [s.seconds for s in vanilla],
+        "gated_step_seconds": [s.seconds for s in gated],
         "window_gated_step_ms": _gated_step_ms(gated, resumed),
         "window_vanilla_step_ms": _ms(run.vanilla_seconds, len(vanilla)),
         "window_gated_seconds": run.gated_seconds,
@@ -183,6 +212,32 @@ def child(timeout: float) -> int:
     window.close()
     print(RESULT_PREFIX + dumps_json(result), flush=True)
     return 0 if status is not None and str(status).endswith("finished") else 1
+
+
+def watch_passes(events: Any) -> dict[str, dict[str, float]]:
+    """Per pass of the next run, filled in as its events reach the GUI (``events``: the
+    window's engine-event signal): wall seconds, the process's CPU seconds and the GUI thread's
+    CPU seconds from ``PassStarted`` to ``PassFinished`` (the GUI thread receives both, so its
+    own CPU time is read there)."""
+    from app.engine.events import PassFinished, PassStarted
+
+    passes: dict[str, dict[str, float]] = {}
+    marks: dict[str, tuple[float, float, float]] = {}
+
+    def watch(event: object) -> None:
+        now = (time.perf_counter(), time.process_time(), time.thread_time())
+        if isinstance(event, PassStarted) and not event.cached:
+            marks[event.which.value] = now
+        elif isinstance(event, PassFinished) and event.which.value in marks:
+            wall, cpu, gui = marks.pop(event.which.value)
+            passes[event.which.value] = {
+                "wall_seconds": round(now[0] - wall, 4),
+                "process_cpu_seconds": round(now[1] - cpu, 4),
+                "gui_thread_cpu_seconds": round(now[2] - gui, 4),
+            }
+
+    events.connect(watch)
+    return passes
 
 
 # -- the command line: `generate`, the same request in a fresh process --
@@ -232,6 +287,12 @@ def cli_result(report: dict[str, Any]) -> dict[str, Any]:
     return {
         "cli_speedup": report.get("speedup"),
         "cli_speedup_label": report.get("speedup_label"),
+        "speedup_kind": report.get("speedup_kind"),
+        "speedup_ideal": report.get("speedup_ideal"),
+        "speedup_spread": report.get("speedup_spread"),
+        "speedup_unscaled": report.get("speedup_unscaled"),
+        "vanilla_step_seconds": report.get("vanilla_step_seconds"),
+        "gated_step_seconds": [s["seconds"] for s in detail],
         "cli_gated_step_ms": _gated_step_ms_from(
             pattern, [s["seconds"] for s in detail], report.get("resumed_from_step") or 0
         ),
@@ -292,21 +353,30 @@ def summarise(
     # The command line the window is held to: the medians over the cold `generate` runs.
     cli_gated = _median([r["cli_gated_step_ms"] for r in cli_runs])
     cli_vanilla = _median([r["cli_vanilla_step_ms"] for r in cli_runs])
+    cli_speedup = _median([r["cli_speedup"] for r in cli_runs])
     for run in runs:
         ws, wg, wv = (
             run["window_speedup"],
             run["window_gated_step_ms"],
             run["window_vanilla_step_ms"],
         )
-        run["speedup_ratio"] = _ratio(ws, bench_speedup)
+        run["speedup_ratio"] = _ratio(ws, bench_speedup)  # reference, not a target
+        run["cli_speedup_ratio"] = _ratio(ws, cli_speedup)
         run["gated_step_ratio"] = _ratio(wg, cli_gated)
         run["vanilla_step_ratio"] = _ratio(wv, cli_vanilla)
         run["gated_step_ratio_vs_bench"] = _ratio(wg, bench_gated)  # reference, not a target
         run["vanilla_step_ratio_vs_bench"] = _ratio(wv, bench_vanilla)
-    low, high = RATIO_BAND
+        run["label_ok"] = label_ok(run)
+        run["vanilla_first_steps_excess"] = first_steps_excess(run.get("vanilla_step_seconds"))
+    for cli in cli_runs:
+        cli["label_ok"] = label_ok({**cli, "window_speedup": cli["cli_speedup"],
+                                    "speedup_label": cli["cli_speedup_label"]})  # fmt: skip
+        cli["vanilla_first_steps_excess"] = first_steps_excess(cli.get("vanilla_step_seconds"))
+    low, high = CLI_RATIO_BAND
     speedup_ok = all(
-        r["speedup_ratio"] is not None and low <= r["speedup_ratio"] <= high for r in runs
+        r["cli_speedup_ratio"] is not None and low <= r["cli_speedup_ratio"] <= high for r in runs
     )
+    labels_ok = all(r["label_ok"] for r in runs + cli_runs)
     steps_ok = all(
         (r["gated_step_ratio"] or 99) <= STEP_RATIO_LIMIT
         and (r["vanilla_step_ratio"] or 99) <= STEP_RATIO_LIMIT
@@ -326,8 +396,15 @@ def summarise(
             "window's",
             "bench_*_step_ms": "the bench's (vanilla: untouched mflux, no adapter); reference only",
             "bench_speedup": "bench: median vanilla (untouched mflux) over median gated loop",
-            "targets": f"speedup_ratio (window / bench_speedup) within {RATIO_BAND}; "
-            f"step ratios (window / cli) <= {STEP_RATIO_LIMIT}",
+            "targets": f"cli_speedup_ratio (window / cli_speedup_median) within "
+            f"{CLI_RATIO_BAND} in every run; step ratios (window / cli) <= {STEP_RATIO_LIMIT}; "
+            "label_ok in every window and generate run (never 'measured' above the ideal by "
+            "more than the run's speedup_spread)",
+            "speedup_ratio": "window / bench_speedup (reference)",
+            "passes": "per window pass: wall, process CPU and GUI-thread CPU seconds, "
+            "PassStarted to PassFinished as the GUI receives them",
+            "vanilla_first_steps_excess": f"mean of the vanilla pass's first {FIRST_STEPS} step "
+            "times over the median of the rest, minus 1: a one-time cost shows here",
         },
         "bench_speedup": _round(bench_speedup, 3),
         "bench_ideal_speedup": _round(bench["speedup"]["ideal"], 3),
@@ -350,14 +427,193 @@ def summarise(
         "window_speedup_median": _round(_median([r["window_speedup"] for r in runs]), 3),
         "meets_speedup_target": speedup_ok,
         "meets_step_time_target": steps_ok,
-        "meets_targets": speedup_ok and steps_ok,
+        "meets_label_target": labels_ok,
+        "meets_targets": speedup_ok and steps_ok and labels_ok,
         "runs": runs,
         "cli_runs": cli_runs,
         "bench": {k: bench[k] for k in ("command", "recipe", "conditions", "speedup", "runs")},
     }
 
 
+# -- the README's figures -------------------------------------------------------------------------
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(path: Path) -> str:
+    return f"lab/bench/results/{path.name}"
+
+
+def _range(values: list[float], digits: int = 1) -> str:
+    return f"{fixed(min(values), digits)}–{fixed(max(values), digits)}"
+
+
+def readme_table(report: dict[str, Any]) -> str:
+    """The README's table: the window's median (and range) beside `generate`'s and the bench's."""
+    runs = report["runs"]
+    labels = {r["window_label"].split(" ", 1)[-1] for r in runs}
+    labelled = f', every run labelled "{labels.pop()}"' if len(labels) == 1 else ""
+    gated = [r["window_gated_step_ms"] for r in runs]
+    vanilla = [r["window_vanilla_step_ms"] for r in runs]
+    speedups = [r["window_speedup"] for r in runs]
+    return "\n".join(
+        [
+            f"| | window (median of {len(runs)}, range) | `generate` (median of "
+            f"{len(report['cli_runs'])}) | bench |",
+            "|---|---|---|---|",
+            f"| gated computed step | {fixed(report['window_gated_step_ms_median'], 1)} ms "
+            f"({_range(gated)}) | {fixed(report['cli_gated_step_ms'], 1)} ms | "
+            f"{fixed(report['bench_gated_step_ms'], 1)} ms |",
+            f"| vanilla step | {fixed(report['window_vanilla_step_ms_median'], 1)} ms "
+            f"({_range(vanilla)}) | {fixed(report['cli_vanilla_step_ms'], 1)} ms | "
+            f"{fixed(report['bench_vanilla_step_ms'], 1)} ms (untouched mflux) |",
+            f"| speedup | {fixed(report['window_speedup_median'], 2)}× ({_range(speedups, 2)})"
+            f"{labelled} | {fixed(report['cli_speedup_median'], 2)}× | "
+            f"{fixed(report['bench_speedup'], 2)}× "
+            f"(ideal {fixed(report['bench_ideal_speedup'], 2)}×) |",
+        ]
+    )
+
+
+def _runs_listed(numbers: list[int]) -> str:
+    words = [str(n) for n in numbers]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def readme_figures() -> list[Block | Passage]:
+    table, previews = load(TABLE_RUN), load(PREVIEWS_RUN)
+    runs = table["runs"]
+    request = table["request"]
+    hardware = table["hardware"]
+    low, high = RATIO_BAND
+    missed = [r["run"] for r in runs if not low <= r["speedup_ratio"] <= high]
+    worst_gated = max(runs, key=lambda r: r["gated_step_ratio"])
+    slow_vanilla = [r["vanilla_step_ratio"] for r in runs if r["vanilla_step_ratio"] > 1.05]
+    slow_gated = [r for r in runs if r["gated_step_ratio"] > 1.05]
+    width, height = request["size"]
+    p_runs = previews["runs"]
+    loads = [x for x in previews["bench_host_load_average"] if x is not None]
+    return [
+        Block("window-timing-table", _source(TABLE_RUN), readme_table(table)),
+        Passage(
+            _source(TABLE_RUN),
+            "(`uv run python -m lab.bench.window_timing --runs {runs} --bench-reps {reps} --out "
+            "lab/bench/results/window-timing-linux-2core.json`: the real window offscreen with "
+            "the real demo engine in {runs} fresh processes,",
+            {"runs": str(len(runs)), "reps": str(table["bench"]["recipe"]["reps"])},
+        ),
+        Passage(
+            _source(TABLE_RUN),
+            "demo, {steps} steps, threshold {threshold}, guidance {guidance}, {width}×{height}, "
+            "seed {seed}; {skipped} of {steps} steps skipped in every run; {cpu}, {cores} cores, "
+            "MLX CPU with OpenBLAS):",
+            {
+                "steps": str(request["steps"]),
+                "threshold": f"{request['threshold']:g}",
+                "guidance": f"{request['guidance']:g}",
+                "width": str(width),
+                "height": str(height),
+                "seed": str(request["seed"]),
+                "skipped": str(table["skipped"]),
+                "cpu": hardware["cpu"],
+                "cores": str(hardware["cores"]),
+            },
+        ),
+        Passage(
+            _source(TABLE_RUN),
+            "the window's median gated step is {gated}× the command line's and its median "
+            "vanilla step {vanilla}× (target ≤ {limit}×), but single runs reach {worst}× (gated, "
+            "run {worst_run}) and {worst_vanilla}× (vanilla); the speedup's ratio to the bench is "
+            "{ratios} per run (target {low}–{high}), missed by runs {missed}. The bench itself "
+            "read {bench}× this hour, above the {ideal}× that skipping {skipped} of {steps} steps "
+            "can give at most:",
+            {
+                "gated": fixed(
+                    table["window_gated_step_ms_median"] / table["cli_gated_step_ms"], 2
+                ),
+                "vanilla": fixed(
+                    table["window_vanilla_step_ms_median"] / table["cli_vanilla_step_ms"], 2
+                ),
+                "limit": fixed(STEP_RATIO_LIMIT, 2),
+                "worst": fixed(worst_gated["gated_step_ratio"], 2),
+                "worst_run": str(worst_gated["run"]),
+                "worst_vanilla": fixed(max(r["vanilla_step_ratio"] for r in runs), 2),
+                "ratios": _range([r["speedup_ratio"] for r in runs], 2),
+                "low": fixed(low, 2),
+                "high": fixed(high, 2),
+                "missed": _runs_listed(missed) if missed else "none",
+                "bench": fixed(table["bench_speedup"], 2),
+                "ideal": fixed(table["bench_ideal_speedup"], 2),
+                "skipped": str(table["skipped"]),
+                "steps": str(table["steps"]),
+            },
+        ),
+        Passage(
+            _source(TABLE_RUN),
+            "its vanilla pass is more than 5% slower than `generate`'s in {slow} of {runs} runs "
+            "(by up to {most}%), its gated pass in {slow_gated} of {runs}.",
+            {
+                "slow": str(len(slow_vanilla)),
+                "runs": str(len(runs)),
+                "most": fixed((max(slow_vanilla, default=1.0) - 1) * 100, 0),
+                "slow_gated": str(len(slow_gated)),
+            },
+        ),
+        Passage(
+            _source(PREVIEWS_RUN),
+            "`uv run python -m lab.bench.window_timing --runs {runs} --bench-reps {reps} --out "
+            "lab/bench/results/window-timing-linux-2core-previews.json` (same request, {skipped} "
+            "of {steps} skipped in every run, {cpu}, {cores} cores, host load {load_low}–"
+            "{load_high}): window speedup median {window}×, `generate` {cli}×, bench {bench}× "
+            "(ideal {ideal}×); window gated step {gated} ms against `generate`'s {cli_gated} ms "
+            "({ratio}×), vanilla {vanilla} against {cli_vanilla} ms.",
+            {
+                "runs": str(len(p_runs)),
+                "reps": str(previews["bench"]["recipe"]["reps"]),
+                "skipped": str(previews["skipped"]),
+                "steps": str(previews["steps"]),
+                "cpu": previews["hardware"]["cpu"],
+                "cores": str(previews["hardware"]["cores"]),
+                "load_low": fixed(min(loads), 1),
+                "load_high": fixed(max(loads), 1),
+                "window": fixed(previews["window_speedup_median"], 2),
+                "cli": fixed(previews["cli_speedup_median"], 2),
+                "bench": fixed(previews["bench_speedup"], 2),
+                "ideal": fixed(previews["bench_ideal_speedup"], 2),
+                "gated": fixed(previews["window_gated_step_ms_median"], 1),
+                "cli_gated": fixed(previews["cli_gated_step_ms"], 1),
+                "ratio": fixed(
+                    previews["window_gated_step_ms_median"] / previews["cli_gated_step_ms"], 2
+                ),
+                "vanilla": fixed(previews["window_vanilla_step_ms_median"], 1),
+                "cli_vanilla": fixed(previews["cli_vanilla_step_ms"], 1),
+            },
+        ),
+    ]
+
+
 # -- helpers --
+def label_ok(run: dict[str, Any]) -> bool:
+    """False where a run labelled "measured" shows more than its ideal × (1 + its spread), the
+    spread counted up to ``MAX_TOLERANCE`` as the engine counts it."""
+    speedup, ideal = run.get("window_speedup"), run.get("speedup_ideal")
+    if run.get("speedup_label") != "measured" or speedup is None or ideal is None:
+        return True
+    spread = min(run.get("speedup_spread") or 0.0, MAX_TOLERANCE)
+    return speedup <= ideal * (1 + spread) + 1e-9
+
+
+def first_steps_excess(seconds: list[float] | None) -> float | None:
+    """How much longer the first ``FIRST_STEPS`` steps of a vanilla pass took than the median of
+    the rest (0.1: 10% longer)."""
+    if not seconds or len(seconds) <= 2 * FIRST_STEPS:
+        return None
+    rest = statistics.median(seconds[FIRST_STEPS:])
+    return _round(statistics.fmean(seconds[:FIRST_STEPS]) / rest - 1, 3) if rest > 0 else None
+
+
 def _gated_step_ms(steps: list[Any], resumed_from: int) -> float | None:
     return _gated_step_ms_from(
         "".join(s.decision.letter for s in steps), [s.seconds for s in steps], resumed_from
@@ -401,7 +657,8 @@ def _load_average() -> float | None:
 def _run_line(r: dict[str, Any]) -> str:
     return (
         f"run {r['run']}: window {r['window_speedup'] and round(r['window_speedup'], 2)}× "
-        f"[{r['window_label']}] · {r['skipped']} of {r['steps']} skipped · gated step "
+        f"[{r.get('speedup_label') or r['window_label']}] · {r['skipped']} of {r['steps']} "
+        "skipped · gated step "
         f"{r['window_gated_step_ms']} ms · vanilla step {r['window_vanilla_step_ms']} ms · "
         f"load {r['host_load_average_before']}"
     )

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.fileio.jsonio import dumps_json
-from app.gate.fit import PolynomialFit, choose, fit_both, minimum_on
+from app.gate.fit import PolynomialFit, choose, fit, minimum_on
 from app.metrics import ssim
 from lab.demo.reports import write_json
 from lab.demo.scenes import caption, scene_from_seed
@@ -73,9 +73,9 @@ def capture_pairs(
 ) -> list[list[dict[str, float | int]]]:
     """Per prompt, per step ≥ 1: {index, x (signal rel-L1), y (output rel-L1)}."""
     from app.adapters import install_gate
-    from app.gate import GateParams, TeaCacheGate
+    from app.gate import TeaCacheGate, TeaCacheParams
 
-    observe = GateParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
+    observe = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
     out = []
     for text in texts:
         gate = TeaCacheGate(observe, observe=True, capture_output=True)
@@ -95,7 +95,10 @@ def fit_pairs(per_prompt: list[list[dict[str, float | int]]]) -> dict[str, Polyn
     x = [p["x"] for pairs in per_prompt for p in pairs]
     y = [p["y"] for pairs in per_prompt for p in pairs]
     groups = [i for i, pairs in enumerate(per_prompt) for _ in pairs]
-    return fit_both(x, y, groups=groups, heldout=[h for h in HELDOUT if h < len(per_prompt)])
+    heldout = [h for h in HELDOUT if h < len(per_prompt)]
+    return {
+        mode: fit(x, y, mode=mode, groups=groups, heldout=heldout) for mode in ("free", "origin")
+    }
 
 
 def _uint8(result: Any) -> np.ndarray:
@@ -206,7 +209,7 @@ def run(
     resources: Path, n_calibration: int = 12, n_sweep: int = 10, results: Path = DEMO_RESULTS
 ) -> dict[str, Any]:
     from app.demo.pipeline import load_demo_pipeline
-    from app.gate import GateParams, simulate
+    from app.gate import TeaCacheParams, simulate
 
     summary: dict[str, Any] = {}
     cal_prompts = prompts(CALIBRATION_SEED_BASE, n_calibration)
@@ -219,7 +222,7 @@ def run(
     pairs = capture_pairs(pipe, cal_prompts, 28, guidance)
     fits = fit_pairs(pairs)
     chosen = choose(fits)
-    params = GateParams(
+    params = TeaCacheParams(
         coefficients=chosen.coefficients, rel_l1_thresh=0.0, calibrated_range=chosen.x_range
     )
     rows = sweep(pipe, params, sweep_prompts, 28, guidance=guidance)
@@ -278,7 +281,7 @@ def run(
     turbo_pairs = capture_pairs(turbo, cal_prompts, 4, turbo_guidance)
     turbo_fits = fit_pairs(turbo_pairs)
     turbo_chosen = choose(turbo_fits)
-    turbo_params = GateParams(
+    turbo_params = TeaCacheParams(
         coefficients=turbo_chosen.coefficients,
         rel_l1_thresh=0.5,
         calibrated_range=turbo_chosen.x_range,

@@ -60,9 +60,9 @@ def log(message: str) -> None:
 
 
 def fit_codec_command(args: argparse.Namespace) -> None:
-    from app.demo.codec import fit_pca, save_codec
     from app.demo.model import CODEC_FILE
     from app.paths import DEMO_DIR
+    from lab.demo.export import fit_pca, save_codec
     from lab.demo.scenes import render_batch, scene_from_seed
 
     t0 = time.perf_counter()
@@ -521,7 +521,8 @@ def train_turbo(
     import mlx.core as mx
     from mlx.utils import tree_map
 
-    from app.demo.model import DemoModel, round_to_float16
+    from app.demo.model import DemoModel
+    from lab.demo.export import round_to_float16
 
     # The teacher is the shipped demo: EMA weights rounded to float16. The EMA then becomes the
     # student's, so on-policy targets need the teacher frozen beside it (the same arrays: an
@@ -775,7 +776,8 @@ def save_variant(
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    from app.demo.model import VARIANT_FILES, save_weights
+    from app.demo.model import VARIANT_FILES
+    from lab.demo.export import save_weights
 
     save_weights(model, folder / VARIANT_FILES[variant], metadata)
     if out is not None:
@@ -792,18 +794,12 @@ def run_all(args: argparse.Namespace) -> None:
     import mlx.core as mx
 
     from app.demo.codec import load_codec
-    from app.demo.model import (
-        CODEC_FILE,
-        DECODER_FILE,
-        DemoModel,
-        parameter_count,
-        read_weights,
-        single_layers_in,
-    )
-    from app.demo.model import round_to_float16 as round16
+    from app.demo.model import CODEC_FILE, DECODER_FILE, DemoModel, read_weights, single_layers_in
     from app.paths import DEMO_DIR
     from lab.demo.data import build_pool
     from lab.demo.evaluate import contact_sheet
+    from lab.demo.export import parameter_count
+    from lab.demo.export import round_to_float16 as round16
 
     work: Path = args.work
     out: Path | None = args.out
@@ -902,11 +898,11 @@ def write_config_command(args: argparse.Namespace) -> None:
         TEXT_CONFIG,
         TRANSFORMER_CONFIG,
         VARIANT_FILES,
-        parameter_count,
         read_weights,
         single_layers_in,
     )
     from app.paths import DEMO_DIR
+    from lab.demo.export import parameter_count
 
     folder = args.resources or DEMO_DIR
     files = {}

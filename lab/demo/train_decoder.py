@@ -457,8 +457,9 @@ def train_command(args: argparse.Namespace) -> None:
 
     from app.demo.codec import load_codec
     from app.demo.decoder import SeamlessDecoder
-    from app.demo.model import CODEC_FILE, parameter_count, round_to_float16
+    from app.demo.model import CODEC_FILE
     from app.paths import DEMO_DIR
+    from lab.demo.export import parameter_count, round_to_float16
 
     t_start = time.perf_counter()
     mx.random.seed(args.seed)

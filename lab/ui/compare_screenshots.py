@@ -31,14 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.ui.comparison import CompareStatus
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.window import MainWindow
+    from app.ui.threshold_compare_model import CompareStatus
+    from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     configure_application(app)
-    window = MainWindow(default_engine_factory())
+    window = open_window(default_engine_factory())
     window.form.select_variant("demo")
     window.form.steps = args.steps
     window.form.seed = 42

@@ -38,12 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.window import MainWindow
+    from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     configure_application(app)
-    window = MainWindow(default_engine_factory())
+    window = open_window(default_engine_factory())
     sizes = SIZES
     if args.size:
         w, h = (int(v) for v in args.size.split("x"))

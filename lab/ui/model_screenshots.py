@@ -32,6 +32,7 @@ def tiny_klein_folder(root: Path) -> Path:
         shell = shells.flux2_shell(
             "flux2-klein-4b", dims=shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
         )
+
     def quantizable(_path: str, module: nn.Module) -> bool:
         weight = getattr(module, "weight", None)
         return hasattr(module, "to_quantized") and weight is not None and weight.shape[-1] % 64 == 0
@@ -60,13 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.model_folders import AddModelFolderDialog
-    from app.ui.window import MainWindow
+    from app.ui.model_folders_view import AddModelFolderDialog
+    from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     configure_application(app)
-    window = MainWindow(default_engine_factory())
+    window = open_window(default_engine_factory())
     window.form.memory_bytes = 24 * GB
     window.session.select_variant("flux1-dev")
     window.form.quantize = None
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"saved {path}", flush=True)
     dialog = AddModelFolderDialog(window, str(folder))
     dialog.show()
+    while dialog.shown_check is None or dialog.shown_check.folder != str(folder):  # off-thread
+        app.processEvents()
     for _ in range(20):
         app.processEvents()
     path = args.out / "add-model-folder.png"

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.engine import events as ev
     from app.engine.engine import Engine
     from app.engine.request import make_request
-    from app.ui.analysis import difference_map
+    from app.metrics import difference_image
     from app.ui.plain_words import picture_change, run_summary
 
     engine = Engine()
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                 engine.run(len(rows) + 1, request, finished.append, threading.Event())
                 report = next(e for e in finished if isinstance(e, ev.RunFinished)).report
                 assert report.vanilla is not None and report.ssim is not None
-                diff = difference_map(report.gated.image, report.vanilla.image)
+                diff = difference_image(report.gated.image, report.vanilla.image)
                 assert diff is not None
                 local_max = float(diff.max())
                 assert report.local_diff is not None

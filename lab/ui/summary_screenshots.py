@@ -27,12 +27,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from app.ui.defaults import DEFAULT_PROMPT
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.window import MainWindow
+    from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     configure_application(app)
-    window = MainWindow(default_engine_factory())
+    window = open_window(default_engine_factory())
     window.resize(*SIZES[0])
     window.form.select_variant("demo")
     window.form.prompt = DEFAULT_PROMPT

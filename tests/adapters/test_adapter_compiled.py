@@ -20,11 +20,11 @@ import mlx.core as mx
 import pytest
 
 from app.adapters import common, install_gate, shells
-from app.gate import GateParams, TeaCacheGate
+from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
-OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
-ONE_SKIP = GateParams(
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+ONE_SKIP = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0),
     rel_l1_thresh=0.5,
     max_consecutive_skips=1,
@@ -36,13 +36,13 @@ RUN = {"num_inference_steps": 8, "height": 128, "width": 128, "guidance": 4.0}
 # Relative L1 of the final latents, mean|observed − vanilla| / mean|vanilla|, the observe-mode
 # (split-compiled, every step computed) run against mflux's compiled vanilla.
 # Basis: measured on the project's Linux x86-64 CPU box (2 cores, mlx-cpu 0.32.2 with OpenBLAS
-# preloaded, mflux 0.24.0) with `python tests/test_adapter_compiled.py 10`: the tiny float32
-# shells below (RUN: CFG g=4, 8 steps, 128²), seeds 0–9: observe mode was bit-identical to the
-# compiled vanilla for both families (max |Δ| 0) and threshold 0 bit-exact. The gates are kept at
-# what the eager gated path measured against compiled vanilla before the split (FLUX.2 4.7e-7,
-# Z-Image 2.5e-6, ~4× below each gate), so a fusion change in a later MLX does not fail this
-# test while a real change does: one skipped step in the same runs moves the latents by at least
-# 3.7e-4 (FLUX.2) and 1.3e-2 (Z-Image), over two orders of magnitude above each gate.
+# preloaded, mflux 0.24.0) with `uv run python -m tests.adapters.test_adapter_compiled 10`: the tiny
+# float32 shells below (RUN: CFG g=4, 8 steps, 128²), seeds 0–9: observe mode was bit-identical to
+# the compiled vanilla for both families (max |Δ| 0) and threshold 0 bit-exact. The gates are kept
+# at what the eager gated path measured against compiled vanilla before the split (FLUX.2 4.7e-7,
+# Z-Image 2.5e-6, ~4× below each gate), so a fusion change in a later MLX does not fail this test
+# while a real change does: one skipped step in the same runs moves the latents by at least 3.7e-4
+# (FLUX.2) and 1.3e-2 (Z-Image), over two orders of magnitude above each gate.
 TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5}
 SMALLEST_REAL_CHANGE = {"flux2": 3.7e-4, "z-image": 1.3e-2}
 
@@ -92,7 +92,7 @@ def test_gated_eager_path_within_measured_tolerance_of_compiled_vanilla(
     assert _rel_l1(runs["one_skip"], vanilla) >= SMALLEST_REAL_CHANGE[family] / 2
 
 
-if __name__ == "__main__":  # re-measure the basis: python tests/test_adapter_compiled.py [seeds]
+if __name__ == "__main__":  # re-measure: python -m tests.adapters.test_adapter_compiled [seeds]
     import os
     import sys
 

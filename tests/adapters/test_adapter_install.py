@@ -21,11 +21,11 @@ from app.adapters import (
     install_gate,
     shells,
 )
-from app.gate import GateParams, TeaCacheGate
+from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
-OFF = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
-ON = GateParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5)
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+ON = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5)
 
 BUILDERS: dict[str, Callable[[], Any]] = {
     "flux2": shells.flux2_shell,
@@ -44,7 +44,7 @@ def pipeline(request: pytest.FixtureRequest) -> Any:
 
 def test_dispatch_by_pipeline_class(pipeline: Any) -> None:
     expected = {"Flux2Klein": "flux2", "ZImage": "z-image", "QwenImage": "qwen-image"}
-    assert detect_family(pipeline) == expected[type(pipeline).__name__]
+    assert detect_family(pipeline).id == expected[type(pipeline).__name__]
 
 
 def test_unsupported_pipelines_are_refused_with_one_clear_message() -> None:
@@ -56,7 +56,7 @@ def test_unsupported_pipelines_are_refused_with_one_clear_message() -> None:
 
 @pytest.mark.parametrize("params", [OFF, ON], ids=["threshold-0", "enabled"])
 def test_install_then_remove_restores_the_pipeline_exactly(
-    pipeline: Any, params: GateParams
+    pipeline: Any, params: TeaCacheParams
 ) -> None:
     before = probes.pipeline_snapshot(pipeline)
     gate = TeaCacheGate(params)
@@ -73,7 +73,7 @@ def test_install_then_remove_restores_the_pipeline_exactly(
         with pytest.raises(AlreadyInstalledError):
             install_gate(pipeline, TeaCacheGate(params))
         probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
-        assert installation.family == detect_family(pipeline)
+        assert installation.family == detect_family(pipeline).id
     assert probes.pipeline_snapshot(pipeline) == before
 
 

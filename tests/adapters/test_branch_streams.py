@@ -120,7 +120,7 @@ def test_concurrent_branches_match_serial_ones_byte_for_byte(
     def gate() -> TeaCacheGate | None:
         if threshold is None:
             return None
-        return TeaCacheGate(get_variant("demo").gate_params(threshold=threshold))
+        return TeaCacheGate(get_variant("demo").teacache_params(threshold=threshold))
 
     concurrent_gate = gate()
     concurrent = _final_latents(demo, 3.0, concurrent_gate)

@@ -21,12 +21,12 @@ from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import common, install_gate, shells
 from app.adapters.compiled import is_compiled
-from app.gate import GateParams, TeaCacheGate
+from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
 # Zero coefficients predict no change: every eligible step skips up to the streak cap, a fixed
 # pattern on random weights ("FSCSCSCF" over 8 steps, 3 skips).
-ALTERNATE = GateParams(
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 PATTERN = "FSCSCSCF"
@@ -37,13 +37,13 @@ NO_CFG = {**CFG, "guidance": 1.0}
 # Relative L1 of the final latents, mean|compiled − eager| / mean|eager|, both gated with the
 # forced pattern above (3 skipped steps of 8; the same pattern asserted on both sides).
 # Basis: measured on the project's Linux x86-64 CPU box (2 cores, mlx-cpu 0.32.2 with OpenBLAS
-# preloaded, mflux 0.24.0) with `python tests/test_compiled_gate_split.py 10`: tiny float32
-# shells, 128², CFG g=4 and g=1, seeds 0–9 (20 runs per family, pattern FSCSCSCF in every one).
-# FLUX.2 max 4.5e-7 (max |Δ| 3.6e-6), Z-Image max 2.3e-6 (max |Δ| 1.3e-5): the size of mflux's
-# own compiled-vs-eager vanilla gap in the same runs (FLUX.2 4.4e-7, Z-Image 2.5e-6). The gates
-# sit ~4× above the measured noise; the skips themselves move the latents by at least 8.2e-4
-# (FLUX.2) and 2.0e-2 (Z-Image) against vanilla in the same runs, over two orders of magnitude
-# above each gate.
+# preloaded, mflux 0.24.0) with `uv run python -m tests.adapters.test_compiled_gate_split 10`: tiny
+# float32 shells, 128², CFG g=4 and g=1, seeds 0–9 (20 runs per family, pattern FSCSCSCF in every
+# one). FLUX.2 max 4.5e-7 (max |Δ| 3.6e-6), Z-Image max 2.3e-6 (max |Δ| 1.3e-5): the size of mflux's
+# own compiled-vs-eager vanilla gap in the same runs (FLUX.2 4.4e-7, Z-Image 2.5e-6). The gates sit
+# ~4× above the measured noise; the skips themselves move the latents by at least 8.2e-4 (FLUX.2)
+# and 2.0e-2 (Z-Image) against vanilla in the same runs, over two orders of magnitude above each
+# gate.
 TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5}
 SMALLEST_SKIP_EFFECT = {"flux2": 8e-4, "z-image": 2e-2}
 
@@ -62,8 +62,20 @@ def _compiled_mflux(compiled: bool) -> None:
     AppleSiliconUtil.is_m1_or_m2 = staticmethod(lambda: not compiled)  # type: ignore[method-assign]
 
 
+_DONE: dict[tuple[object, ...], dict[str, Any]] = {}
+
+
 def _runs(family: str, seed: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Gated eager, gated compiled (twice, with trace counts), and the compiled vanilla."""
+    """Gated eager, gated compiled (twice, with trace counts), and the compiled vanilla: each
+    case once per test process (a fresh shell every time, so the result does not depend on which
+    test asked first); the tolerance and trace-count tests read the same generations."""
+    key = (family, seed, *sorted(kwargs.items()))
+    if key not in _DONE:
+        _DONE[key] = _generate_cases(family, seed, kwargs)
+    return _DONE[key]
+
+
+def _generate_cases(family: str, seed: int, kwargs: dict[str, Any]) -> dict[str, Any]:
     pipeline = BUILDERS[family](seed)
     out: dict[str, Any] = {}
     for mode in ("eager", "compiled"):
@@ -109,7 +121,7 @@ def test_compiled_gated_within_measured_tolerance_of_eager_gated(
 def test_compiled_functions_trace_once_per_generation_not_per_step(
     family: str, kwargs: dict[str, Any]
 ) -> None:
-    runs = _runs(family, 1, kwargs)
+    runs = _runs(family, 0, kwargs)
     assert runs["compiled_skips"] == 3  # the tail ran on 3 steps, the body on 5
     assert runs["compiled_traces"] == {"prelude": 1, "body": 1, "tail": 1}
     # mflux builds predict once per generation, and so do we: one more trace each, not one per
@@ -140,7 +152,7 @@ def test_demo_pipeline_never_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
     demo = load_demo_pipeline("demo")
     assert not is_compiled(demo._predict(demo.transformer))
     run = {"num_inference_steps": 6, "height": 128, "width": 128, "guidance": 3.0, "seed": 0}
-    for params in (ALTERNATE, GateParams(coefficients=(0.0,) * 5, rel_l1_thresh=0.0)):
+    for params in (ALTERNATE, TeaCacheParams(coefficients=(0.0,) * 5, rel_l1_thresh=0.0)):
         gate = TeaCacheGate(params)
         with install_gate(demo, gate):
             demo.generate_image(prompt="a red circle on a blue background", **run)
@@ -148,7 +160,7 @@ def test_demo_pipeline_never_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
         assert gate.skipped == (2 if params is ALTERNATE else 0)
 
 
-if __name__ == "__main__":  # re-measure the basis: python tests/test_compiled_gate_split.py [seeds]
+if __name__ == "__main__":  # re-measure: python -m tests.adapters.test_compiled_gate_split [seeds]
     import os
     import sys
 

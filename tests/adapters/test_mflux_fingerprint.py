@@ -4,7 +4,8 @@ The adapters copy parts of mflux's forward passes and lean on private seams (``_
 ``_apply_*`` helpers, the callback registry, prompt-cache keys). An mflux upgrade that changes any
 of them could silently change numbers, so each is pinned here by a hash of its source. When one
 fails: read the new source, update the adapter named in the message (and its parity tests) if the
-behaviour changed, then refresh the hash (``python tests/test_mflux_fingerprint.py`` prints them).
+behaviour changed, then refresh the hash (``uv run python -m tests.adapters.test_mflux_fingerprint``
+prints them).
 """
 
 from __future__ import annotations

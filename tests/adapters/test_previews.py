@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from app.adapters import common, install_gate, previews, shells
-from app.gate import Decision, GateParams, TeaCacheGate
+from app.families import get_family, latent_rgb
+from app.gate import Decision, TeaCacheGate, TeaCacheParams
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
@@ -28,7 +29,7 @@ STEPS = 5
 # 1e-4 absolute is that bound with two orders of margin on these O(1) shells.
 DERIVED_ATOL = 1e-4
 # ALTERNATE: a decision rule that skips every other eligible step (max one in a row).
-ALTERNATE = GateParams(
+ALTERNATE = TeaCacheParams(
     coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
 )
 
@@ -181,18 +182,19 @@ def test_family_projection_matches_a_numpy_derivation(family: str) -> None:
         packed = rng.standard_normal((1, h * w, 128)).astype(np.float32)
         # mflux's FLUX.2 packing: channel-major 2×2 patches (ComfyUI's Flux2 reshape)
         latent = _unpatchify_2x2(packed, h, w, 32)
-        factors, bias = previews.FLUX2_FACTORS, previews.FLUX2_BIAS
+        factors, bias = latent_rgb.FLUX2_FACTORS, latent_rgb.FLUX2_BIAS
     elif family == "z-image":
         packed = rng.standard_normal((16, 1, height // 8, width // 8)).astype(np.float32)
         latent = packed[:, 0]
-        factors, bias = previews.FLUX1_FACTORS, previews.FLUX1_BIAS
+        factors, bias = latent_rgb.FLUX1_FACTORS, latent_rgb.FLUX1_BIAS
     else:
         packed = rng.standard_normal((1, h * w, 64)).astype(np.float32)
         latent = _unpatchify_2x2(packed, h, w, 16)
         qwen = family == "qwen-image"
-        factors = previews.WAN21_FACTORS if qwen else previews.FLUX1_FACTORS
-        bias = previews.WAN21_BIAS if qwen else previews.FLUX1_BIAS
-    got = previews.to_host(previews.family_projection(family)(mx.array(packed), height, width))
+        factors = latent_rgb.WAN21_FACTORS if qwen else latent_rgb.FLUX1_FACTORS
+        bias = latent_rgb.WAN21_BIAS if qwen else latent_rgb.FLUX1_BIAS
+    projection = previews.family_projection(get_family(family))
+    got = previews.to_host(projection(mx.array(packed), height, width))
     want = _expected(latent, factors, bias)
     assert got.shape == want.shape == (height // 8, width // 8, 3)
     # float32 sums in a different order: a value at a .5 boundary may round the other way
@@ -228,8 +230,8 @@ def test_each_factor_table_is_for_the_latent_space_mflux_holds() -> None:
                  3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160]  # fmt: skip
     np.testing.assert_array_equal(QwenVAE.LATENTS_MEAN, np.array(wan21_mean, dtype=np.float32))
     np.testing.assert_array_equal(QwenVAE.LATENTS_STD, np.array(wan21_std, dtype=np.float32))
-    assert len(previews.FLUX1_FACTORS) == 16 and len(previews.WAN21_FACTORS) == 16
-    assert len(previews.FLUX2_FACTORS) == 32  # the unpatchified FLUX.2 latent
+    assert len(latent_rgb.FLUX1_FACTORS) == 16 and len(latent_rgb.WAN21_FACTORS) == 16
+    assert len(latent_rgb.FLUX2_FACTORS) == 32  # the unpatchified FLUX.2 latent
 
 
 def test_a_steps_preview_is_queued_and_picked_up_at_the_next_steps_end(flux2: Any) -> None:

@@ -17,6 +17,7 @@ from app.bench.harness import BenchConfig, build_report, plan_chunks, run_bench
 from app.bench.stats import ideal_speedup, speedups, spread, summarize_condition
 from app.bench.table import bench_markdown
 from app.bench.worker import WorkerSpec
+from app.engine.request import GenerationRequest
 
 STEPS = 10
 GATED_PATTERN = "FSCSCSCSCF"  # 4 skipped of 10 active → ideal 10/6
@@ -41,10 +42,10 @@ def fake_result(spec: WorkerSpec) -> dict[str, Any]:
     loop = TIMES[(spec.condition, spec.rep)]
     return {
         "schema": 1,
-        "variant": spec.variant,
+        "variant": spec.request.variant_id,
         "condition": spec.condition,
         "rep": spec.rep,
-        "threshold": spec.threshold if spec.condition == "gated" else 0.0,
+        "threshold": spec.request.threshold if spec.condition == "gated" else 0.0,
         "load_seconds": 0.5,
         "load_peak_memory_bytes": 1000,
         "warmup_generations": spec.warmup,
@@ -88,19 +89,17 @@ HOST = {
 }
 
 
-def config(**overrides: Any) -> BenchConfig:
-    values: dict[str, Any] = dict(
-        variant="demo",
+def config(threshold: float = 0.2) -> BenchConfig:
+    request = GenerationRequest(
+        variant_id="demo",
         prompt="a red circle on a blue background",
         seed=1,
         steps=STEPS,
+        threshold=threshold,
         width=128,
         height=128,
-        threshold=0.2,
-        reps=3,
     )
-    values.update(overrides)
-    return BenchConfig(**values)
+    return BenchConfig(request, reps=3)
 
 
 def test_plan_is_rep_outer_alternating_direction() -> None:
@@ -170,7 +169,8 @@ def test_spread_and_ideal_edge_cases() -> None:
 
 def test_unstable_patterns_are_reported_not_hidden() -> None:
     runs = [
-        fake_result(WorkerSpec("demo", "gated", "p", 1, STEPS, 8, 8, 0.2, rep=r)) for r in range(2)
+        fake_result(WorkerSpec(GenerationRequest("demo", "p", 1, STEPS, 0.2, 8, 8), "gated", rep=r))
+        for r in range(2)
     ]
     runs[1] = {**runs[1], "pattern": "FSCCCSCSCF", "skipped": 3, "computed": 7}
     summary = summarize_condition(runs)

@@ -15,6 +15,7 @@ from mlx.utils import tree_flatten
 
 from app.adapters import shells
 from app.bench.worker import WorkerSpec, _random_weight_pipeline, warm_loop_estimate
+from app.engine.request import GenerationRequest, LoraSpec
 from app.variants import get_variant
 
 
@@ -55,18 +56,16 @@ def test_bfloat16_build_never_holds_a_float32_copy() -> None:
 
 
 def _spec(variant: str) -> WorkerSpec:
-    return WorkerSpec(
-        variant=variant,
-        condition="gated",
+    request = GenerationRequest(
+        variant_id=variant,
         prompt="a red circle on a blue background",
         seed=0,
         steps=4,
+        threshold=0.5,
         width=64,
         height=64,
-        threshold=0.5,
-        random_weights="tiny",
-        dtype="float32",
     )
+    return WorkerSpec(request, "gated", random_weights="tiny", dtype="float32")
 
 
 def test_worker_builds_tiny_flux1_and_qwen_shells() -> None:
@@ -111,8 +110,9 @@ def test_a_workers_lora_survives_the_process_boundary_and_is_baked_into_the_shel
     base = _random_weight_pipeline(plain, get_variant("flux2-klein-base-4b"))
     path = tmp_path / "style.safetensors"
     updates = fake_lora.write_lora(path, base.transformer, fake_lora.FLUX2_TARGETS)
-    spec = WorkerSpec.from_json(replace(plain, loras=((str(path), 0.5),)).to_json())
-    assert spec.loras == ((str(path), 0.5),)
+    with_lora = replace(plain.request, loras=(LoraSpec(str(path), 0.5),))
+    spec = WorkerSpec.from_json(replace(plain, request=with_lora).to_json())
+    assert spec.request.loras == (LoraSpec(str(path), 0.5),)
     patched = load_pipeline(spec)
     for module_path, update in updates.items():
         before = fake_lora.module_at(base.transformer, module_path).weight

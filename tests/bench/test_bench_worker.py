@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.bench.worker import RESULT_PREFIX, WorkerSpec, parse_result
+from app.engine.request import GenerationRequest, make_request
 from app.variants import get_variant
 
 STEPS = 8
@@ -25,16 +26,19 @@ ENV = {**os.environ, "MLX_DISABLE_COMPILE": "1", "TQDM_DISABLE": "1"}
 
 
 def spec(condition: str) -> WorkerSpec:
-    return WorkerSpec(
-        variant="flux2-klein-base-4b",
-        condition=condition,
+    request = GenerationRequest(
+        variant_id="flux2-klein-base-4b",
         prompt="a red circle on a blue background",
         seed=3,
         steps=STEPS,
+        threshold=0.5,
         width=64,
         height=64,
-        threshold=0.5,
         guidance=1.0,
+    )
+    return WorkerSpec(
+        request,
+        condition,
         coefficients=FORCED,
         random_weights="tiny",
         dtype="float32",
@@ -172,17 +176,8 @@ def test_bad_input_is_one_line_and_exit_2(
 @pytest.mark.slow
 def test_demo_worker_loads_the_app_pipeline_and_saves_the_image(tmp_path: Path) -> None:
     image = tmp_path / "gated.png"
-    demo = WorkerSpec(
-        variant="demo",
-        condition="gated",
-        prompt="a red circle on a blue background",
-        seed=42,
-        steps=6,
-        width=128,
-        height=128,
-        threshold=0.5,
-        image_path=str(image),
-    )
+    request = make_request("demo", "a red circle on a blue background", steps=6, threshold=0.5)
+    demo = WorkerSpec(request, "gated", image_path=str(image))
     done = run_cli("bench", "--worker", demo.to_json())
     assert done.returncode == 0, done.stderr
     result = parse_result(done.stdout)

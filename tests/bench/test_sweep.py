@@ -14,6 +14,7 @@ from app.bench.sweep import NOT_MEASURED, SweepConfig, plan_sweep, run_sweep
 from app.bench.worker import WorkerSpec
 from app.cli.errors import UserError
 from app.cli.sweep import parse_thresholds
+from app.engine.request import GenerationRequest
 
 STEPS = 12
 BASE = np.random.default_rng(0).integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
@@ -31,14 +32,13 @@ class FakeWorker:
         self.calls: list[tuple[int, str, float]] = []
 
     def __call__(self, spec: WorkerSpec) -> dict[str, Any]:
-        self.calls.append((spec.rep, spec.condition, spec.threshold))
+        threshold = spec.request.threshold
+        self.calls.append((spec.rep, spec.condition, threshold))
         vanilla = spec.condition == "vanilla"
-        pattern = "C" * STEPS if vanilla else pattern_for(spec.threshold)
+        pattern = "C" * STEPS if vanilla else pattern_for(threshold)
         skipped = pattern.count("S")
         if spec.image_path:
-            noise = (
-                np.zeros_like(BASE) if vanilla else np.full_like(BASE, int(spec.threshold * 100))
-            )
+            noise = np.zeros_like(BASE) if vanilla else np.full_like(BASE, int(threshold * 100))
             Image.fromarray(np.clip(BASE.astype(int) + noise, 0, 255).astype(np.uint8)).save(
                 spec.image_path
             )
@@ -58,18 +58,18 @@ class FakeWorker:
 
 
 def config(**overrides: Any) -> SweepConfig:
-    values: dict[str, Any] = dict(
-        variant="demo",
+    request = GenerationRequest(
+        variant_id="demo",
         prompt="a red circle on a blue background",
         seed=7,
         steps=STEPS,
+        threshold=0.0,
         width=32,
         height=32,
-        thresholds=(0.1, 0.2, 0.3),
-        reps=2,
     )
+    values: dict[str, Any] = dict(thresholds=(0.1, 0.2, 0.3), reps=2)
     values.update(overrides)
-    return SweepConfig(**values)
+    return SweepConfig(request, **values)
 
 
 def test_plan_vanilla_once_per_rep_then_thresholds() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.calibrate import DEMO_PROMPTS
 from app.cli.main import main
+from app.engine.calibration import DEMO_PROMPTS
 from app.gate import simulate_magcache
 from app.variants import get_variant
 from app.variants.user import calibrations_dir
@@ -86,9 +86,10 @@ def test_bench_passes_the_gate_to_its_workers(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(SystemExit):
         main(["bench", "--variant", "demo", "--gate", "magcache", "--reps", "1"])
     config = seen["config"]
-    assert config.gate == "magcache"
-    assert config.threshold == get_variant("demo").magcache.default_threshold  # type: ignore[union-attr]
-    assert config.spec("gated", 0).gate == "magcache"
+    assert config.request.gate == "magcache"
+    magcache = get_variant("demo").magcache
+    assert magcache is not None and config.request.threshold == magcache.default_threshold
+    assert config.spec("gated", 0).request.gate == "magcache"
 
 
 @pytest.mark.slow

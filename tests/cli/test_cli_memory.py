@@ -48,6 +48,7 @@ def shell_constructor(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str
         yield made
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_weights_that_cannot_fit_are_refused_in_one_sentence_before_loading(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -57,6 +58,7 @@ def test_weights_that_cannot_fit_are_refused_in_one_sentence_before_loading(
     folder = write_snapshot(tmp_path / "klein", KLEIN)
     # 4-bit weights: 4.2 GB, plus the 1.5 GB floor, on a 5 GB machine.
     monkeypatch.setattr(loader, "physical_memory_bytes", lambda: 5 * GB)
+    # 1, as for missing weights or no network: the machine lacks something (2: a wrong command)
     assert _generate(folder, tmp_path / "out", 4) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert not any("may need up to" in line for line in err)
@@ -70,6 +72,7 @@ def test_weights_that_cannot_fit_are_refused_in_one_sentence_before_loading(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_a_peak_over_memory_is_a_warning_line_and_the_run_goes_ahead(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

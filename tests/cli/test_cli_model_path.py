@@ -89,6 +89,7 @@ def test_bench_and_sweep_carry_the_folder_to_their_workers(tmp_path: Path) -> No
 
     from app.bench.harness import BenchConfig
     from app.bench.sweep import SweepConfig
+    from app.bench.worker import WorkerSpec
     from app.cli.bench import make_recipe_request
 
     folder = write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell"))
@@ -106,20 +107,12 @@ def test_bench_and_sweep_carry_the_folder_to_their_workers(tmp_path: Path) -> No
     )
     request = make_recipe_request(args)
     assert request.variant_id == "flux1-schnell" and request.model_path == str(folder.resolve())
-    common_fields = {
-        "variant": request.variant_id,
-        "prompt": PROMPT,
-        "seed": 1,
-        "steps": 4,
-        "width": 128,
-        "height": 128,
-        "quantize": 4,
-        "model_path": request.model_path,
-    }
-    spec = BenchConfig(threshold=0.1, **common_fields).spec("gated", 0)  # type: ignore[arg-type]
-    assert spec.model_path == request.model_path
-    sweep = SweepConfig(thresholds=(0.1,), **common_fields)  # type: ignore[arg-type]
-    assert sweep.spec("gated", 0.1, 0, None).model_path == request.model_path
+    spec = BenchConfig(request).spec("gated", 0)
+    assert spec.request.model_path == request.model_path
+    assert WorkerSpec.from_json(spec.to_json()).request.model_path == request.model_path
+    assert BenchConfig(request).settings()["model_path"] == request.model_path
+    sweep = SweepConfig(request, thresholds=(0.1,))
+    assert sweep.spec("gated", 0.1, 0, None).request.model_path == request.model_path
 
 
 def test_random_weights_and_a_folder_do_not_go_together(

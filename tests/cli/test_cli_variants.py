@@ -42,7 +42,7 @@ def check_rows(rows: object) -> None:
     for row in rows:
         assert set(row) >= REQUIRED, row["id"]
         variant = VARIANTS[row["id"]]
-        assert row["family"] == variant.family.value
+        assert row["family"] == variant.family.id
         assert row["distilled"] is variant.distilled
         assert isinstance(row["default_steps"], int) and row["default_steps"] > 0
         threshold = row["default_threshold"]

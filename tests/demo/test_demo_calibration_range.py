@@ -25,4 +25,7 @@ def test_shipped_range_is_the_pairs_exact_min_and_max(variant: str) -> None:
     shipped = json.loads((DEMO_DIR / f"{variant}.calibration.json").read_text("utf-8"))
     assert shipped["calibrated_range"] == [min(xs), max(xs)]  # float equality: no rounding
     # ... and that is the range the gate runs with.
-    assert get_variant(variant).gate_params(threshold=0.1).calibrated_range == (min(xs), max(xs))
+    assert get_variant(variant).teacache_params(threshold=0.1).calibrated_range == (
+        min(xs),
+        max(xs),
+    )

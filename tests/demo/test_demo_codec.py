@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.demo.codec import CHANNELS, PATCH, fit_pca, load_codec, patchify, unpatchify
+from app.demo.codec import CHANNELS, PATCH, load_codec, patchify, unpatchify
 from app.demo.model import CODEC_FILE
 from app.paths import DEMO_DIR
 from lab.demo import scenes as S
@@ -34,7 +34,11 @@ def test_patch_order_matches_flux2_packed_latents() -> None:
 def test_shipped_codec_round_trip_error_is_bounded() -> None:
     codec = load_codec(DEMO_DIR / CODEC_FILE)
     assert codec.basis.shape == (PATCH * PATCH * 3, CHANNELS)
-    assert np.allclose(codec.basis.T @ codec.basis, np.eye(CHANNELS), atol=1e-4)
+    # Orthonormal as float32 stores it: each Gram entry is a 768-term float32 dot product, whose
+    # worst-case rounding is 768 × 6e-8 ≈ 4.6e-5 (measured 4.8e-7; 1.3e-8 in float64); a basis
+    # that is not orthonormal is off by far more.
+    gram_atol = 1e-4
+    assert np.allclose(codec.basis.T @ codec.basis, np.eye(CHANNELS), atol=gram_atol)
     assert codec.explained_variance >= EXPLAINED_VARIANCE_FLOOR
     images = S.render_batch([S.scene_from_seed(2_000_000 + i) for i in range(48)])
     latents = codec.encode(images)
@@ -43,17 +47,6 @@ def test_shipped_codec_round_trip_error_is_bounded() -> None:
     decoded = codec.decode(latents)
     mse = float(((np.clip(decoded, -1, 1) - (images * 2 - 1)) ** 2).mean())
     assert mse < ROUND_TRIP_MSE_BOUND
-
-
-def test_fit_is_deterministic_and_per_channel_scaling_whitens() -> None:
-    images = S.render_batch([S.scene_from_seed(i) for i in range(24)])
-    a, b = fit_pca(images), fit_pca(images)
-    assert np.array_equal(a.basis, b.basis) and np.array_equal(a.scale, b.scale)
-    whitened = fit_pca(images, per_channel=True)
-    std = whitened.encode(images).reshape(-1, CHANNELS).std(0)
-    # Scales fitted on these very images: measured within 2e-6 of 1 (float32 rounding of the
-    # std). 1e-4 leaves 50x that; the unwhitened channels' stds span 0.07–8.3.
-    assert np.allclose(std, 1.0, atol=1e-4)
 
 
 def test_deblock_ramps_small_patch_steps_and_keeps_edges() -> None:

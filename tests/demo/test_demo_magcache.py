@@ -14,7 +14,7 @@ import pytest
 
 from app.demo.pipeline import DemoFlux2Klein
 from app.engine.notices import engagement_warning
-from app.gate import Decision, make_gate, simulate_magcache
+from app.gate import Decision, kind_of, make_gate, simulate_magcache
 from app.gate.magcache import onset
 from app.variants import get_variant
 from lab.demo.calibrate import SWEEP_SEED_BASE, prompts, ssim
@@ -72,7 +72,8 @@ def test_turbo_is_off_by_default_and_its_table_says_where_skipping_begins(
         gate = make_gate(variant.magcache_params(threshold))
         _run(turbo_pipeline, prompt, 4, gate)
         assert (gate.skipped > 0) is skips, (threshold, gate.pattern)
-        notice = engagement_warning(0, variant.magcache_params(threshold), [None] * 4)
+        params = variant.magcache_params(threshold)
+        notice = engagement_warning(0, params, kind_of(params).engagement(params, [None] * 4))
         assert notice.details["onset_threshold"] == first
         expected = "the gate skips on this schedule" if skips else "nothing is skipped"
         assert expected in notice.message, notice.message

@@ -7,15 +7,9 @@ import hashlib
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from app.demo.model import (
-    CODEC_FILE,
-    DECODER_FILE,
-    VARIANT_FILES,
-    load_model,
-    parameter_count,
-    read_config,
-)
+from app.demo.model import CODEC_FILE, DECODER_FILE, VARIANT_FILES, load_model, read_config
 from app.paths import DEMO_DIR
+from lab.demo.export import parameter_count
 
 MAX_TOTAL_BYTES = 50 * 1000 * 1000  # the "weights under 50 MB"
 

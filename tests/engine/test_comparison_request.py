@@ -67,15 +67,17 @@ def test_defaults_from_a_trace_each_skip_a_different_number_of_steps() -> None:
     trace = default_trace(request)
     values = default_thresholds(demo, 28, trace, around=0.1)
     assert len(values) == 6
-    skips = [n for _t, n, _p in skip_curve(demo.gate_params(0.1), trace, values)]
+    skips = [n for _t, n, _p in skip_curve(demo.teacache_params(0.1), trace, values)]
     assert len(set(skips)) == len(skips) and min(skips) > 0  # all distinct, all engage
-    _t, around, _p = skip_curve(demo.gate_params(0.1), trace, [0.1])[0]
+    _t, around, _p = skip_curve(demo.teacache_params(0.1), trace, [0.1])[0]
     assert around in skips  # the user's threshold's band is among them
 
 
 def test_magcache_defaults_each_skip_a_different_number_of_steps() -> None:
     from app.gate import Decision
-    from app.gate.gates import simulate_gate
+    from app.gate.kinds import gate_kind
+
+    simulate_gate = gate_kind("magcache").simulate
 
     demo = get_variant("demo")
     around = demo.default_threshold_for("magcache")

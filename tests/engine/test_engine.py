@@ -139,11 +139,11 @@ def test_resumed_gated_pass_is_bit_exact_with_a_full_gated_pass(
     # Re-seeded at step 0: nothing was replayed; the speedup is still an estimate, because the
     # cached vanilla's time was re-timed to this run's load (and the label says so).
     assert resumed_report["replayed_steps"] == 0
-    assert resumed_report["load_factor"] is not None
+    assert resumed_report["speedup_kind"] == "re-timed"
     assert resumed_report["speedup_estimated"] is True
     label = str(resumed_report["speedup_label"])
-    assert label.startswith("estimate, vanilla cached, measured ")
-    assert "re-timed to this run's load" in label
+    assert label.startswith("re-timed estimate, vanilla cached at ")
+    assert "steps at this run's mean computed-step time" in label
     assert "replayed" not in label
 
 
@@ -166,7 +166,7 @@ def test_resume_replays_steps_before_the_first_skip(
     engine = _engine(shell)
     trace = _run(engine, _request(variant.id, 0.0))[-1].report.to_json()["vanilla_trace"]
     threshold = 0.2 - trace[STEPS // 2] + 1e-6
-    verdicts = simulate(variant.gate_params(threshold), trace)
+    verdicts = simulate(variant.teacache_params(threshold), trace)
     first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
     assert first_skip >= 3, f"shell trace changed shape: {trace}"
 
@@ -181,15 +181,17 @@ def test_resume_replays_steps_before_the_first_skip(
     replayed = first_skip - 1
     measured_at = resumed_report.vanilla.measured_at if resumed_report.vanilla else None
     assert measured_at is not None and resumed_report.vanilla_cached
-    factor = resumed_report.load_factor
-    assert factor is not None  # the cached vanilla is re-timed to this run's load
-    assert resumed_report.speedup_label == (
-        f"estimate ({replayed} of {STEPS} steps replayed), "
-        f"vanilla cached, measured {measured_at:%H:%M}, re-timed to this run's load (×{factor:.2f})"
+    figure = resumed_report.speedup_figure
+    assert figure is not None and figure.retimed  # the cached vanilla is re-timed to this run
+    assert resumed_report.speedup_label.startswith(
+        f"re-timed estimate ({replayed} of {STEPS} steps replayed), "
+        f"vanilla cached at {measured_at:%H:%M}, steps at this run's mean computed-step time (±"
     )
-    assert full_report.speedup_label == (
-        f"estimate, vanilla cached, measured {measured_at:%H:%M}, "
-        f"re-timed to this run's load (×{full_report.load_factor:.2f})"
+    assert resumed_report.speedup_label.endswith(
+        f": {figure.vanilla_seconds:.3g} s ÷ {figure.gated_seconds:.3g} s"
+    )
+    assert full_report.speedup_label.startswith(
+        f"re-timed estimate, vanilla cached at {measured_at:%H:%M}, "
     )
 
 

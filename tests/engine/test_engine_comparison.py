@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from app.engine import events as ev
-from app.engine.batch import run_comparison, run_resumed_passes
 from app.engine.comparison import ThresholdComparison
 from app.engine.engine import Engine
+from app.engine.jobs import run_job, run_resumed_passes
 from app.engine.request import make_request
+from tests.fakes.engine import FakeEngine
 
 PROMPT = "a red circle on a blue background"
 STEPS = 12
@@ -38,7 +39,7 @@ def test_comparison_computes_vanilla_once_and_each_entry_equals_a_separate_run(
     engine.close()  # no vanilla cached from another test
     seen: list[Any] = []
     comparison = ThresholdComparison(_base(), THRESHOLDS)
-    result = run_comparison(engine, 5, comparison, seen.append, threading.Event())
+    result = run_job(engine, 5, comparison, seen.append, threading.Event())
 
     assert result is not None and result.complete and not result.cancelled
     vanilla_starts = [
@@ -89,7 +90,7 @@ def test_cancel_after_two_entries_keeps_both(engine: Engine) -> None:
         if isinstance(event, ev.ComparisonEntryDone) and event.index == 1:
             cancel.set()
 
-    result = run_comparison(engine, 3, ThresholdComparison(_base(), THRESHOLDS), emit, cancel)
+    result = run_job(engine, 3, ThresholdComparison(_base(), THRESHOLDS), emit, cancel)
     assert result is not None and result.cancelled and not result.complete
     assert [r.request.threshold for r in result.reports] == list(THRESHOLDS[:2])
     assert isinstance(seen[-1], ev.ComparisonFinished)
@@ -107,10 +108,30 @@ def test_cancel_during_the_first_entry_is_a_plain_cancel(engine: Engine) -> None
         if isinstance(event, ev.StepDone) and event.step.index == 2:
             cancel.set()
 
-    result = run_comparison(engine, 4, ThresholdComparison(_base(), THRESHOLDS), emit, cancel)
+    result = run_job(engine, 4, ThresholdComparison(_base(), THRESHOLDS), emit, cancel)
     assert result is None
     assert isinstance(seen[-1], ev.RunCancelled)
     assert not any(isinstance(e, ev.ComparisonEntryDone | ev.ComparisonFinished) for e in seen)
+
+
+def test_a_cancel_after_the_last_entry_leaves_the_comparison_complete() -> None:
+    """Cancel pressed as the last entry finishes: nothing was stopped, so nothing is labelled
+    cancelled (the window, the history and ``compare`` all read ``cancelled`` from here)."""
+    cancel = threading.Event()
+    seen: list[Any] = []
+
+    def emit(event: Any) -> None:
+        seen.append(event)
+        if isinstance(event, ev.ComparisonEntryDone) and event.index == len(THRESHOLDS) - 1:
+            cancel.set()
+
+    engine = FakeEngine()
+    result = run_job(engine, 2, ThresholdComparison(_base(), THRESHOLDS), emit, cancel)
+    assert cancel.is_set()
+    assert result is not None and result.complete and not result.cancelled
+    assert [r.request.threshold for r in result.reports] == list(THRESHOLDS)
+    assert isinstance(seen[-1], ev.ComparisonFinished) and not seen[-1].result.cancelled
+    assert len(engine.requests) == len(THRESHOLDS)
 
 
 def test_a_failing_pass_keeps_the_finished_entries() -> None:
@@ -128,7 +149,7 @@ def test_a_failing_pass_keeps_the_finished_entries() -> None:
         def close(self) -> None: ...
 
     seen: list[Any] = []
-    result = run_comparison(
+    result = run_job(
         FailsOnThird(), 1, ThresholdComparison(_base(), THRESHOLDS), seen.append, threading.Event()
     )
     assert result is not None and result.failure == "out of memory: try a smaller size"

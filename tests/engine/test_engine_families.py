@@ -12,9 +12,9 @@ the split-compiled one), and a scripted polynomial engages the gate (skips > 0) 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import mlx.core as mx
 import pytest
@@ -27,23 +27,40 @@ from app.engine.engine import Engine
 from app.engine.request import make_request
 
 PROMPT = shells.DEFAULT_PROMPT
-# variant id, shell builder, steps: FLUX.1 keeps its real 3072 width, so it runs fewer steps.
-FAMILIES: list[tuple[str, Callable[[], Any], int]] = [
-    ("flux1-dev", lambda: shells.flux1_shell("dev"), 4),
-    ("flux1-schnell", lambda: shells.flux1_shell("schnell", seed=3), 4),
-    ("flux2-klein-base-4b", lambda: shells.flux2_shell("flux2-klein-base-4b"), 6),
-    ("z-image", lambda: shells.z_image_shell("z-image"), 6),
-    ("qwen-image", lambda: shells.qwen_shell(), 6),
-]
+# variant id → shell builder, steps, image size. FLUX.1 keeps its real 3072 width (545 M
+# parameters), so it runs fewer steps on fewer tokens (64² pixels: 16 image tokens beside the 16
+# text tokens); the oracles here (bit-exactness, a scripted pattern) hold at any size.
+FAMILIES: dict[str, tuple[Callable[[], Any], int, tuple[int, int]]] = {
+    "flux1-dev": (lambda: shells.flux1_shell("dev"), 4, (64, 64)),
+    "flux1-schnell": (lambda: shells.flux1_shell("schnell", seed=3), 4, (64, 64)),
+    "flux2-klein-base-4b": (lambda: shells.flux2_shell("flux2-klein-base-4b"), 6, (128, 128)),
+    "z-image": (lambda: shells.z_image_shell("z-image"), 6, (128, 128)),
+    "qwen-image": (lambda: shells.qwen_shell(), 6, (128, 128)),
+}
 
 
-def _run(
-    variant_id: str,
-    build: Callable[[], Any],
-    steps: int,
-    threshold: float,
-    monkeypatch: pytest.MonkeyPatch,
-) -> dict[str, Any]:
+class Shell(NamedTuple):
+    variant_id: str
+    pipeline: Any
+    steps: int
+    size: tuple[int, int]
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def shell(request: pytest.FixtureRequest) -> Iterator[Shell]:
+    """One shell per family for the module: pytest groups the tests by family and drops a shell
+    when the next family starts. Building FLUX.1's (545 M parameters at the real 3072 width)
+    takes about 15 s, and every test leaves the pipeline as it found it: the engine takes its
+    seams out again (asserted in the resume test) and each test makes its own engine."""
+    variant_id: str = request.param
+    build, steps, size = FAMILIES[variant_id]
+    with common.use_precision(mx.float32):
+        pipeline = build()
+    yield Shell(variant_id, pipeline, steps, size)
+
+
+def _run(shell: Shell, threshold: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    variant_id, pipeline, steps, size = shell
     base = variants.get_variant(variant_id)
     # A constant prediction of 0.01 per step: at 0.05 the gate must skip (scripted engagement).
     scripted = replace(
@@ -56,10 +73,9 @@ def _run(
     )
     monkeypatch.setitem(variants.VARIANTS, scripted.id, scripted)
     with common.use_precision(mx.float32):
-        pipeline = build()
         engine = Engine(loader=lambda *args: pipeline)
         request = make_request(
-            scripted.id, PROMPT, seed=1, steps=steps, threshold=threshold, size=(128, 128)
+            scripted.id, PROMPT, seed=1, steps=steps, threshold=threshold, size=size
         )
         seen: list[Any] = []
         engine.run(1, request, seen.append, threading.Event())
@@ -67,12 +83,12 @@ def _run(
     return seen[-1].report.to_json()
 
 
-@pytest.mark.parametrize(("variant_id", "build", "steps"), FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_threshold_zero_matches_vanilla_bit_for_bit(
-    variant_id: str, build: Callable[[], Any], steps: int, monkeypatch: pytest.MonkeyPatch
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: True))  # eager
-    report = _run(variant_id, build, steps, 0.0, monkeypatch)
+    report = _run(shell, 0.0, monkeypatch)
+    steps = shell.steps
     assert report["skipped"] == 0
     assert report["max_abs_diff"] == 0.0
     assert report["gated_latents_sha256"] == report["vanilla_latents_sha256"]
@@ -88,34 +104,30 @@ def test_threshold_zero_matches_vanilla_bit_for_bit(
 COMPILED_MAX_ABS_DIFF = {"flux2-klein-base-4b": 1e-5, "z-image": 2e-5}
 
 
-@pytest.mark.parametrize(
-    ("variant_id", "build", "steps"),
-    [f for f in FAMILIES if f[0] in COMPILED_MAX_ABS_DIFF],
-    ids=[f[0] for f in FAMILIES if f[0] in COMPILED_MAX_ABS_DIFF],
-)
+@pytest.mark.parametrize("shell", list(COMPILED_MAX_ABS_DIFF), indirect=True)
 def test_threshold_zero_matches_vanilla_within_tolerance_on_the_compiled_path(
-    variant_id: str, build: Callable[[], Any], steps: int, monkeypatch: pytest.MonkeyPatch
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: False))  # compiled
-    report = _run(variant_id, build, steps, 0.0, monkeypatch)
+    report = _run(shell, 0.0, monkeypatch)
+    variant_id = shell.variant_id
     assert report["skipped"] == 0
     assert report["max_abs_diff"] <= COMPILED_MAX_ABS_DIFF[variant_id]
 
 
-@pytest.mark.parametrize(("variant_id", "build", "steps"), FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_scripted_gate_engages_on_every_family(
-    variant_id: str, build: Callable[[], Any], steps: int, monkeypatch: pytest.MonkeyPatch
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    report = _run(variant_id, build, steps, 0.05, monkeypatch)
+    report = _run(shell, 0.05, monkeypatch)
+    steps = shell.steps
     # 0.01 per step stays under 0.05 for four steps in a row: all of them between the ends skip
     assert report["pattern"] == "F" + "S" * (steps - 2) + "F"
     assert report["skipped"] == steps - 2
     assert report["max_abs_diff"] > 0.0
 
 
-@pytest.mark.parametrize(("variant_id", "build", "steps"), FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_resume_from_vanilla_is_bit_exact_on_every_family(
-    variant_id: str, build: Callable[[], Any], steps: int, monkeypatch: pytest.MonkeyPatch
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The threshold-only re-run resumes from the cached vanilla trajectory (predict-level replay
     for FLUX.2/Z-Image, call-level for FLUX.1 and Qwen-Image's two calls per step) and must equal
@@ -123,6 +135,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
     """
     from app.gate import Decision, simulate
 
+    variant_id, pipeline, steps, size = shell
     base = variants.get_variant(variant_id)
     scripted_id = f"test-resume-{variant_id}"
 
@@ -133,7 +146,6 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
 
     script((0.0, 0.0, 0.0, 0.0, 0.01))
     with common.use_precision(mx.float32):
-        pipeline = build()
         engine = Engine(loader=lambda *args: pipeline)
 
         def run(threshold: float, resume: bool) -> dict[str, Any]:
@@ -143,7 +155,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
                 seed=1,
                 steps=steps,
                 threshold=threshold,
-                size=(128, 128),
+                size=size,
                 resume=resume,
             )
             seen: list[Any] = []
@@ -160,7 +172,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
         script((0.0, 0.0, -k, 2 * k * x1, c - k * x1 * x1))
         later = min(c - k * (x - x1) ** 2 for x in trace[2 : steps - 1])
         threshold = (c + later) / 2
-        verdicts = simulate(variants.get_variant(scripted_id).gate_params(threshold), trace)
+        verdicts = simulate(variants.get_variant(scripted_id).teacache_params(threshold), trace)
         first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
         assert first_skip >= 2
 
@@ -172,3 +184,21 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
     assert resumed["resumed_from_step"] == first_skip - 1
     assert resumed["pattern"] == full["pattern"]
     assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]
+
+
+def test_one_real_model_stays_loaded_beside_the_embedded_demos() -> None:
+    """Real models are large: loading one drops the other real one, while the embedded demos
+    (tiny) stay, whatever their ids."""
+    loads: list[str] = []
+
+    def loader(variant: Any, request: Any, emit: Any, cancel: Any) -> object:
+        loads.append(variant.id)
+        return object()
+
+    engine = Engine(loader=loader)
+    cancel = threading.Event()
+    for variant_id in ("demo", "flux1-dev", "demo-turbo", "z-image", "demo", "flux1-dev"):
+        variant = variants.get_variant(variant_id)
+        request = make_request(variant_id, "a red circle", size=variant.default_size)
+        engine.pipeline(variant, request, lambda event: None, cancel)
+    assert loads == ["demo", "flux1-dev", "demo-turbo", "z-image", "flux1-dev"]

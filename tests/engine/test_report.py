@@ -4,15 +4,23 @@ says exactly what was measured (issue #22)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.engine.report import PassResult, RunReport, measure_run, speedup_label
-from app.engine.request import make_request
-from app.gate import Decision, StepEvent
+from app.engine.report import (
+    PassResult,
+    RunReport,
+    TargetProbe,
+    TargetSearch,
+    legacy_speedup_label,
+    measure_run,
+)
+from app.engine.request import QualityTarget, make_request
+from app.gate import Decision, Engagement, StepEvent
 from app.storage.history import META_FILE, HistoryStore, RunRecord
 
 STEPS = 8
@@ -61,10 +69,19 @@ def test_replayed_steps_make_an_estimate_that_says_how_many(replayed: int) -> No
     assert report.speedup_estimated
 
 
-def test_a_cached_vanilla_says_so_and_when_it_was_measured() -> None:
-    assert _report(cached=True).speedup_label == "vanilla cached, measured 14:02"
+RETIMED = "steps at this run's mean computed-step time (±<1%): 0.8 s ÷ 0.8 s"
+
+
+def test_a_cached_vanilla_says_so_when_it_was_measured_and_the_times_it_was_re_timed_to() -> None:
+    # Every step of these passes took 0.1 s: re-timed, vanilla's 8 steps and the gated pass's 8
+    # (its skips cost a computed step here) are both 0.8 s, and the label says so.
+    cached = _report(cached=True)
+    assert cached.speedup_label == f"re-timed estimate, vanilla cached at 14:02, {RETIMED}"
+    assert cached.speedup == pytest.approx(1.0) and cached.speedup_estimated
     both = _report(cached=True, resumed_from=2)
-    assert both.speedup_label == "estimate (2 of 8 steps replayed), vanilla cached, measured 14:02"
+    assert both.speedup_label == (
+        f"re-timed estimate (2 of 8 steps replayed), vanilla cached at 14:02, {RETIMED}"
+    )
 
 
 def test_no_vanilla_no_speedup_no_label() -> None:
@@ -93,8 +110,12 @@ def test_json_keeps_the_report_keys_and_carries_the_label() -> None:
         "vanilla_seconds", "vanilla_pattern", "vanilla_trace", "speedup", "max_abs_diff",
     } <= set(data)  # fmt: skip
     assert (data["skipped"], data["pattern"], data["longest_skip_streak"]) == (3, "FCSSCSCF", 2)
-    label = "estimate (3 of 8 steps replayed), vanilla cached, measured 14:02"
+    label = f"re-timed estimate (3 of 8 steps replayed), vanilla cached at 14:02, {RETIMED}"
     assert data["speedup_label"] == label
+    assert (data["speedup_kind"], data["speedup_ideal"]) == ("re-timed", 8 / 5)
+    assert (data["speedup_vanilla_seconds"], data["speedup_gated_seconds"]) == pytest.approx(
+        (0.8, 0.8)
+    )
     assert data["vanilla_measured_at"] == "2026-03-01T14:02:31+01:00"
     json.dumps(data)  # plain JSON, no numpy or datetime left
 
@@ -118,6 +139,7 @@ def test_old_history_files_without_a_label_still_read_and_get_the_right_one(
     # As written before the label existed: "estimated" whenever the pass had resumed at all.
     for key in ("speedup_label", "vanilla_measured_at"):
         del meta["result"][key]
+    del meta["report"]["speedup_label"]
     meta["result"]["speedup_estimated"] = True
     (entry.folder / META_FILE).write_text(json.dumps(meta))
     [old] = HistoryStore(tmp_path).entries()
@@ -130,9 +152,104 @@ def test_old_history_files_without_a_label_still_read_and_get_the_right_one(
     assert older.speedup_label == "estimate (2 of 8 steps replayed), vanilla cached"
 
 
-def test_the_label_function_alone() -> None:
-    assert speedup_label(replayed_steps=0, steps=28, vanilla_cached=False) == "measured"
-    assert speedup_label(replayed_steps=5, steps=28, vanilla_cached=False) == (
+def test_the_legacy_label_function_alone() -> None:
+    assert legacy_speedup_label(replayed_steps=0, steps=28, vanilla_cached=False) == "measured"
+    assert legacy_speedup_label(replayed_steps=5, steps=28, vanilla_cached=False) == (
         "estimate (5 of 28 steps replayed)"
     )
-    assert speedup_label(replayed_steps=0, steps=28, vanilla_cached=True) == "vanilla cached"
+    assert legacy_speedup_label(replayed_steps=0, steps=28, vanilla_cached=True) == (
+        "vanilla cached"
+    )
+
+
+def _full_report() -> RunReport:
+    """Every field a report can carry: a cached vanilla re-timed, replayed steps, a local
+    difference, the engagement and a target search."""
+    request = make_request("demo", "two red circles", steps=STEPS, threshold=0.1)
+    rng = np.random.default_rng(5)
+    gated_image = rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
+    vanilla_image = rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
+    gated = PassResult(
+        gated_image,
+        _steps("FCSSCSCF", 0.1),
+        0.5,
+        wall_seconds=0.6,
+        latents_sha256="ab" * 32,
+        peak_memory_bytes=1234,
+        resumed_from=2,
+    )
+    vanilla = PassResult(
+        vanilla_image,
+        _steps("CCCCCCCC", 0.1),
+        0.8,
+        wall_seconds=0.9,
+        latents_sha256="cd" * 32,
+        measured_at=AT_14_02,
+        cached=True,
+    )
+    measured = measure_run(
+        request,
+        gated,
+        vanilla,
+        max_abs_diff=4.5,
+        engagement=Engagement(6, 0.0295, 3),
+        coefficients=(1.0, -2.0, 0.5),
+        calibrated_range=(0.01, 0.4),
+        versions={"mlx": "0.1"},
+        warmup_seconds=0.25,
+    )
+    probe = TargetProbe(0.1, 3, "FCSSCSCF", measured.ssim, 0.2, True, predicted_skipped=3)
+    search = TargetSearch(QualityTarget(0.5, 0.25), (probe,), 0.1, True, "kept 0.1")
+    return replace(measured, target_search=search)
+
+
+def test_from_json_reads_back_what_to_json_wrote() -> None:
+    report = _full_report()
+    assert report.local_diff is not None and report.engagement is not None  # all filled
+    assert report.rescaled and report.gated.replayed_steps == 2
+    data = json.loads(json.dumps(report.to_json()))  # through a file's text
+    assert report.vanilla is not None
+    back = RunReport.from_json(
+        data,
+        gated_image=report.gated.image,
+        vanilla_image=report.vanilla.image,
+        vanilla_steps=report.vanilla.steps,
+    )
+    assert back.to_json() == report.to_json()
+    assert back.request == report.request
+    assert back.gated.steps == report.gated.steps and back.vanilla is not None
+    assert back.vanilla.steps == report.vanilla.steps
+    assert back.local_diff == report.local_diff and back.engagement == report.engagement
+    assert back.target_search == report.target_search
+    # Derived again, never copied: the label names the re-timing, the figure is re-timed.
+    assert back.speedup == pytest.approx(report.speedup)
+    assert "re-timed" in back.speedup_label and back.speedup_label == report.speedup_label
+    # Without the vanilla steps kept whole, the JSON's per-step vanilla record is enough.
+    alone = RunReport.from_json(
+        data, gated_image=report.gated.image, vanilla_image=report.vanilla.image
+    )
+    assert alone.to_json() == report.to_json() and alone.speedup_label == report.speedup_label
+
+
+def test_from_json_says_what_is_missing() -> None:
+    data = _full_report().to_json()
+    image = np.zeros((32, 32, 3), np.uint8)
+    for key, words in (("gated_seconds", "gated time"), ("steps_detail", "per-step record")):
+        broken = {k: v for k, v in data.items() if k != key}
+        with pytest.raises(ValueError, match=words):
+            RunReport.from_json(broken, gated_image=image)
+    with pytest.raises(ValueError, match="request"):
+        RunReport.from_json({**data, "seed": "x"}, gated_image=image)
+
+
+def test_a_history_entry_reads_its_report_back_whole(tmp_path: Path) -> None:
+    report = _full_report()
+    HistoryStore(tmp_path).save(RunRecord.from_report(report))
+    [entry] = HistoryStore(tmp_path).entries()
+    assert entry.report.to_json() == report.to_json()
+    assert entry.speedup_label == report.speedup_label  # the full label, re-timing included
+    assert (entry.skips, entry.ssim, entry.local_diff) == (
+        report.gated.skipped,
+        report.ssim,
+        report.local_diff_value,
+    )

@@ -1,5 +1,6 @@
 """The target-quality search (``app.engine.target``): the simulator's candidates, and the search
-on the demo through the real engine (resumed passes, measured SSIM and local difference)."""
+on the demo through the one job runner and the real engine (resumed passes, measured SSIM and
+local difference). The same search on the scripted fake engine: ``tests/engine/test_jobs.py``."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import pytest
 
 from app.engine.engine import Engine
 from app.engine.events import RunCancelled, RunFinished, TargetProbed
+from app.engine.jobs import run_job
 from app.engine.report import RunReport
-from app.engine.request import GenerationRequest, QualityTarget, make_request
-from app.engine.target import candidates
+from app.engine.request import QualityTarget, make_request
+from app.engine.target import QualitySearch, candidates
 from app.gate import simulate
 from app.gate.simulator import pattern
 from app.variants import get_variant
+from lab.target import readme_examples
 
 # The issue's case: at threshold 0.1 the demo loses one red circle (measured 2026-12-01 on this
 # build: SSIM 0.938, worst-window difference 0.83, 10 of 28 steps skipped).
@@ -25,7 +28,7 @@ LOST_CIRCLE = "two red circles and a blue star on a yellow background"
 LOST_CIRCLE_SEED = 701103987
 
 
-def _run(engine: Engine, request: GenerationRequest, cancel_after: int | None = None) -> list[Any]:
+def _run(engine: Engine, search: QualitySearch, cancel_after: int | None = None) -> list[Any]:
     events: list[Any] = []
     cancel = threading.Event()
 
@@ -34,8 +37,23 @@ def _run(engine: Engine, request: GenerationRequest, cancel_after: int | None = 
         if isinstance(event, TargetProbed) and event.index + 1 == cancel_after:
             cancel.set()
 
-    engine.run(1, request, emit, cancel)
+    run_job(engine, 1, search, emit, cancel)
     return events
+
+
+def _is_the_readme_example(search: Any, gate: str) -> None:
+    """The README's example of this search (``lab.target.readme_examples``, the same request
+    through the CLI) is this search: the same passes, thresholds and patterns, and the measured
+    figures equal at the 4 decimals the README prints (drift there shows in the README)."""
+    tried = readme_examples.load(gate)["report"]["target_search"]
+    assert [(p.threshold, p.skipped, p.pattern, p.met) for p in search.probes] == [
+        (t["threshold"], t["skipped"], t["pattern"], t["met"]) for t in tried
+    ]
+    shown = 5e-5  # half a unit of the README's last decimal
+    assert [p.ssim for p in search.probes] == pytest.approx([t["ssim"] for t in tried], abs=shown)
+    assert [p.local_diff for p in search.probes] == pytest.approx(
+        [t["local_diff"] for t in tried], abs=shown
+    )
 
 
 def _report(events: list[Any]) -> RunReport:
@@ -47,7 +65,7 @@ def _report(events: list[Any]) -> RunReport:
 def test_candidates_visit_every_simulated_pattern_once_in_threshold_order() -> None:
     rng = np.random.default_rng(3)
     trace: list[float | None] = [None, *rng.uniform(0.01, 0.4, 27).tolist()]
-    params = get_variant("demo").gate_params(0.1)
+    params = get_variant("demo").teacache_params(0.1)
     found = candidates(params, trace)
     assert len(found) > 3
     thresholds = [c.threshold for c in found]
@@ -76,10 +94,8 @@ def engine() -> Any:
 
 def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: Engine) -> None:
     target = QualityTarget(min_ssim=0.97)
-    request = replace(
-        make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, threshold=0.1), target=target
-    )
-    events = _run(engine, request)
+    request = make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, threshold=0.1)
+    events = _run(engine, QualitySearch(request, target))
     report = _report(events)
     search = report.target_search
     assert search is not None and search.complete and search.met
@@ -92,7 +108,10 @@ def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: En
     assert first.ssim is not None and first.ssim < 0.97
     assert first.local_diff is not None and first.local_diff > 0.5
     # The chosen result: its report is the chosen threshold's, measured, and engaged.
-    assert report.request.threshold == search.chosen_threshold and report.request.target is None
+    assert report.request.threshold == search.chosen_threshold
+    assert replace(report.request, resume=False) == replace(
+        request, threshold=report.request.threshold
+    )
     assert report.gated.skipped > 0  # engagement
     assert report.ssim is not None and report.ssim >= target.min_ssim
     assert report.local_diff is not None and target.max_local_diff is not None
@@ -110,6 +129,10 @@ def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: En
     assert json["target_ssim"] == 0.97 and json["threshold"] == search.chosen_threshold
     assert len(json["target_search"]) == len(probes)  # type: ignore[arg-type]
     assert sum(p["chosen"] for p in json["target_search"]) >= 1  # type: ignore[union-attr]
+    # The README's example (its committed record): the same 5 passes, so the pass count is pinned
+    # and dropping the first pass's narrowing fails here (M10; on the fake engine, both sides of
+    # the narrowing: tests/engine/test_jobs.py).
+    _is_the_readme_example(search, "teacache")
 
 
 def test_a_target_nothing_meets_keeps_threshold_zero_and_says_which_came_closest(
@@ -117,10 +140,8 @@ def test_a_target_nothing_meets_keeps_threshold_zero_and_says_which_came_closest
 ) -> None:
     # Identical images only: SSIM 1 and no local difference at all.
     target = QualityTarget(min_ssim=1.0, max_local_diff=0.0, max_passes=2)
-    request = replace(
-        make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, threshold=0.1), target=target
-    )
-    report = _report(_run(engine, request))
+    request = make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, threshold=0.1)
+    report = _report(_run(engine, QualitySearch(request, target)))
     search = report.target_search
     assert search is not None and not search.met
     assert report.request.threshold == 0 and report.gated.skipped == 0
@@ -130,10 +151,8 @@ def test_a_target_nothing_meets_keeps_threshold_zero_and_says_which_came_closest
 
 
 def test_a_distilled_variant_reports_zero_skips_and_why(engine: Engine) -> None:
-    request = replace(
-        make_request("demo-turbo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED), target=QualityTarget()
-    )
-    report = _report(_run(engine, request))
+    request = make_request("demo-turbo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED)
+    report = _report(_run(engine, QualitySearch(request, QualityTarget())))
     search = report.target_search
     assert search is not None and not search.met
     assert report.gated.skipped == 0 and report.request.threshold == 0
@@ -145,23 +164,23 @@ def test_a_distilled_variant_reports_zero_skips_and_why(engine: Engine) -> None:
 
 def test_cancel_keeps_the_best_of_the_passes_that_finished(engine: Engine) -> None:
     # Start where the target is met (threshold 0.069 skips 5 with SSIM 0.998 on this case).
-    request = replace(
-        make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, threshold=0.069),
-        target=QualityTarget(),
-    )
-    report = _report(_run(engine, request, cancel_after=1))
+    request = make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, threshold=0.069)
+    search_job = QualitySearch(request, QualityTarget())
+    report = _report(_run(engine, search_job, cancel_after=1))
     search = report.target_search
     assert search is not None and not search.complete
     assert len(search.probes) == 1 and search.probes[0].met
     assert report.request.threshold == 0.069 and report.gated.skipped > 0
     assert search.note.startswith("Cancelled after 1 passes")
     # Cancelling before any pass finished cancels the run.
-    events = _run(engine, replace(request, threshold=0.1), cancel_after=1)
+    events = _run(engine, replace(search_job, request=replace(request, threshold=0.1)), 1)
     assert isinstance(events[-1], RunCancelled)
 
 
 def test_magcache_candidates_are_its_exact_patterns_in_threshold_order() -> None:
-    from app.gate.gates import simulate_gate
+    from app.gate.kinds import gate_kind
+
+    simulate_gate = gate_kind("magcache").simulate
 
     params = get_variant("demo").params_for("magcache", 0.02)
     steps: list[float | None] = [None] * 28  # MagCache reads only the step count
@@ -183,7 +202,7 @@ def test_magcache_candidates_are_its_exact_patterns_in_threshold_order() -> None
 def test_a_magcache_target_search_meets_the_target_with_skips(engine: Engine) -> None:
     target = QualityTarget(min_ssim=0.97)
     base = make_request("demo", LOST_CIRCLE, seed=LOST_CIRCLE_SEED, gate="magcache")
-    report = _report(_run(engine, replace(base, target=target)))
+    report = _report(_run(engine, QualitySearch(base, target)))
     search = report.target_search
     assert search is not None and search.complete
     assert report.request.gate == "magcache"
@@ -194,3 +213,4 @@ def test_a_magcache_target_search_meets_the_target_with_skips(engine: Engine) ->
     assert report.gated.skipped > 0  # engagement
     assert report.ssim is not None and report.ssim >= target.min_ssim
     assert all(p.skipped <= report.gated.skipped for p in search.probes if p.met)
+    _is_the_readme_example(search, "magcache")

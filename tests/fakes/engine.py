@@ -6,7 +6,12 @@ plausible one from a rel-L1 trace through the real gate rule (``app.gate.simulat
 decisions, predictions and accumulations it reports are the ones the live gate would take on that
 trace. It records every request and the thread each call ran on, caches vanilla results by
 ``GenerationRequest.vanilla_key()`` like the real engine, honours cancel within one step, and can
-be held step by step by a test (``StepGate``) instead of sleeping.
+be held step by step by a test (``StepGate``) instead of sleeping. It runs one request per ``run``,
+as the real engine does, so every kind of job (a Generate, a threshold comparison, a target-quality
+search, a sweep, a calibration) runs on it through the one job runner (``app.engine.jobs.run_job``).
+A calibration's vanilla pass (``capture_output``) records the output's change as
+``FAKE_OUTPUT_POLYNOMIAL`` of the signal's and a magnitude ratio of ``fake_mag_ratio``, so a fit
+on its data has a known answer.
 """
 
 from __future__ import annotations
@@ -37,11 +42,23 @@ from app.engine.notices import engagement_warning
 from app.engine.protocol import Emit
 from app.engine.report import PassResult, RunReport, measure_run
 from app.engine.request import GenerationRequest, make_request
-from app.gate import Decision, GateParams, StepEvent, predict_change
-from app.gate.simulator import simulate
+from app.gate import Decision, StepEvent, TeaCacheParams, predict_change
+from app.gate.kinds import kind_of, observer_params
 from app.variants import check_schedule
 
 Trace = Sequence[float | None]
+# The fake's output change for a signal change x on a calibration pass (high → low, through the
+# origin): what a fit of its data must recover.
+FAKE_OUTPUT_POLYNOMIAL = (3.0, -2.0, 0.5, 0.8, 0.0)
+
+
+def fake_output_change(x: float) -> float:
+    return float(np.polyval(FAKE_OUTPUT_POLYNOMIAL, x))
+
+
+def fake_mag_ratio(x: float) -> float:
+    """The residual's magnitude ratio the fake records: smaller where the signal moved more."""
+    return 1.0 - 0.25 * x
 
 
 @dataclass(frozen=True)
@@ -62,6 +79,7 @@ class FakeScript:
     events: Sequence[EngineEvent] | None = None  # replayed verbatim (run_id rewritten)
     step_seconds: float = 0.0
     skipped_step_fraction: float = 0.08  # a skipped step costs this share of a computed one
+    vanilla_step_factor: float = 1.0  # vanilla's steps cost this many computed gated steps (load)
     load_seconds: float = 0.0
     failure: FakeFailure | None = None
     warnings: Sequence[RunWarning] = ()
@@ -224,7 +242,11 @@ class FakeEngine:
         )
         if len(trace) != request.steps:
             raise ValueError(f"scripted trace has {len(trace)} steps, the request {request.steps}")
-        params = variant.gate_params(request.threshold)
+        # The run's gate decides; the vanilla pass observes with the observer's numbers (its
+        # predictions), as the real engine's does.
+        params = variant.params_for(request.gate, request.threshold)
+        observe = observer_params(variant, request.gate, request.threshold)
+        kind = kind_of(params)
 
         for warning in script.warnings:
             emit(replace(warning, run_id=run_id))
@@ -233,7 +255,8 @@ class FakeEngine:
             emit(notice)
 
         key = request.vanilla_key()
-        vanilla = self._vanilla.get(key) if self.cache_vanilla and request.compare_vanilla else None
+        cacheable = self.cache_vanilla and not request.capture_output  # as the real engine
+        vanilla = self._vanilla.get(key) if cacheable and request.compare_vanilla else None
         cached = vanilla is not None
         if request.compare_vanilla:
             if vanilla is not None:
@@ -244,13 +267,18 @@ class FakeEngine:
                     )
                 )
             else:
-                vanilla = self._vanilla_pass(run_id, request, params, trace, emit, cancel, script)
-                if self.cache_vanilla:
+                vanilla = self._vanilla_pass(run_id, request, observe, trace, emit, cancel, script)
+                if cacheable:
                     self._vanilla[key] = vanilla
-            if variant.distilled or not check_schedule(variant, request.steps).can_skip:
-                emit(engagement_warning(run_id, params, vanilla.trace))
+        # As the real engine: where skipping begins, measured once for the warning and report.
+        found = kind.engagement(params, kind.trace(vanilla.steps)) if vanilla is not None else None
+        if found is not None and (
+            variant.distilled
+            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+        ):
+            emit(engagement_warning(run_id, params, found))
 
-        verdicts = simulate(params, trace)
+        verdicts = kind.simulate(params, trace)
         # As the real engine: replay vanilla up to the last computed step before the first skip;
         # replayed steps are emitted at once and keep vanilla's step times.
         until: int | None = None
@@ -270,8 +298,9 @@ class FakeEngine:
                 verdict.rel_l1,
                 verdict.predicted,
                 verdict.accumulated,
-                params.rel_l1_thresh,
+                params.threshold,
                 seconds,
+                gate=params.gate,
             )
             if vanilla is not None and until is not None and verdict.index < until:
                 step = replace(step, seconds=vanilla.steps[verdict.index].seconds)
@@ -288,13 +317,14 @@ class FakeEngine:
         emit(PassFinished(run_id, Pass.gated, image, gated_seconds, tuple(steps)))
         gated = PassResult(image, tuple(steps), gated_seconds, resumed_from=until)
         summary = vanilla.summary(cached=cached) if vanilla is not None else None
-        emit(RunFinished(run_id, measure_run(request, gated, summary, engine="fake")))
+        report = measure_run(request, gated, summary, engagement=found, engine="fake")
+        emit(RunFinished(run_id, report))
 
     def _vanilla_pass(
         self,
         run_id: int,
         request: GenerationRequest,
-        params: GateParams,
+        params: TeaCacheParams,
         trace: Trace,
         emit: Emit,
         cancel: threading.Event,
@@ -314,6 +344,7 @@ class FakeEngine:
                     predicted = None if math.isnan(value) else value
                 if predicted is None:
                     decision = Decision.numerical_miss
+            captured = request.capture_output and measured is not None
             step = StepEvent(
                 index,
                 request.steps,
@@ -322,7 +353,9 @@ class FakeEngine:
                 predicted,
                 predicted,
                 params.rel_l1_thresh,
-                script.step_seconds,
+                script.step_seconds * script.vanilla_step_factor,
+                output_rel_l1=fake_output_change(measured) if captured else None,  # type: ignore[arg-type]
+                mag_ratio=fake_mag_ratio(measured) if captured else None,  # type: ignore[arg-type]
             )
             steps.append(step)
             emit(StepDone(run_id, Pass.vanilla, step))
@@ -361,19 +394,29 @@ def minimal_report(
     vanilla_cached: bool = False,
     vanilla_measured_at: datetime | None = None,
 ) -> RunReport:
-    """A small typed report for scripted runs and view-model tests: flat grey images, every step
-    computed, the given timings."""
+    """A small typed report for scripted runs and view-model tests: flat grey images, the given
+    timings. The gated pass skips every other step between its forced first and last (FSF, FSCF,
+    FSCSCF, …); its computed steps share ``gated_seconds`` and its skips cost nothing, so its
+    ideal is steps / computed, and a vanilla time at most the ideal × ``gated_seconds`` reads as
+    measured."""
     request = request or make_request("demo", "a red star", steps=3)
     n = request.steps
+    pattern = "F" + "".join("S" if i % 2 else "C" for i in range(1, n - 1)) + "F"
+    computed = sum(c != "S" for c in pattern)
+
+    def step(i: int, letter: str, seconds: float) -> StepEvent:
+        decision = {"F": Decision.forced, "C": Decision.computed, "S": Decision.skipped}[letter]
+        return StepEvent(i, n, decision, None, None, None, request.threshold, seconds)
+
     steps = tuple(
-        StepEvent(i, n, Decision.computed, None, None, None, request.threshold, gated_seconds / n)
-        for i in range(n)
+        step(i, c, 0.0 if c == "S" else gated_seconds / computed) for i, c in enumerate(pattern)
     )
     image = np.full((request.height, request.width, 3), 128, np.uint8)
     gated = PassResult(image, steps, gated_seconds, resumed_from=resumed_from)
     vanilla = None
     if vanilla_seconds is not None:
-        vanilla = PassResult(image, steps, vanilla_seconds, cached=vanilla_cached)
+        vanilla_steps = tuple(step(i, "C", vanilla_seconds / n) for i in range(n))
+        vanilla = PassResult(image, vanilla_steps, vanilla_seconds, cached=vanilla_cached)
         if vanilla_measured_at is not None:
             vanilla = replace(vanilla, measured_at=vanilla_measured_at)
     return RunReport(request, gated, vanilla, ssim=1.0 if vanilla else None, engine="fake")
@@ -387,7 +430,10 @@ def schedule_warning(run_id: int, request: GenerationRequest) -> RunWarning | No
     """The pre-run notice, with the kinds and detail keys the real engine uses."""
     variant = request.variant
     check = check_schedule(
-        variant, request.steps, request.threshold if request.threshold > 0 else None
+        variant,
+        request.steps,
+        request.threshold if request.threshold > 0 else None,
+        gate=request.gate,
     )
     if (check.can_skip and not variant.distilled) or (
         request.threshold <= 0 and not variant.distilled

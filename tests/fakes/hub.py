@@ -1,5 +1,6 @@
 """A stand-in for ``huggingface_hub.snapshot_download`` (hub 1.x style) and tiny snapshots laid
-out as mflux's weight definitions expect, for the weights and loader tests."""
+out as mflux's weight definitions expect, for the weights and loader tests; with the fixtures both
+use (``online``, ``hub``), registered for every test by ``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -10,26 +11,43 @@ from typing import Any
 
 import httpx
 import mlx.core as mx
+import pytest
 
-from app.variants import Family, get_variant, weights
+from app.variants import get_variant, weights
 
 KLEIN = get_variant("flux2-klein-4b")
+
+
+@pytest.fixture
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hub counts as reachable (the session runs with ``HF_HUB_OFFLINE=1``)."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(weights, "_hub_offline", lambda: False)
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
+    """``weights.snapshot_download`` replaced by a ``FakeHub`` with its cache in ``tmp_path``."""
+    fake = FakeHub(tmp_path / "cache")
+    monkeypatch.setattr(weights, "snapshot_download", fake)
+    return fake
+
 
 # -- tiny snapshots -------------------------------------------------------------------------------
 
 
 # One weight name per family that app.variants.folders recognises the family by.
 _FAMILY_KEY = {
-    Family.flux1: "time_text_embed.text_embedder.linear_1.weight",
-    Family.flux2: "time_guidance_embed.linear_1.weight",
-    Family.z_image: "cap_embedder.1.weight",
-    Family.qwen_image: "img_in.weight",
+    "flux1": "time_text_embed.text_embedder.linear_1.weight",
+    "flux2": "time_guidance_embed.linear_1.weight",
+    "z-image": "cap_embedder.1.weight",
+    "qwen-image": "img_in.weight",
 }
 
 
 def transformer_keys(variant: Any) -> list[str]:
-    keys = [_FAMILY_KEY[variant.family]]
-    if variant.family is Family.flux1 and variant.id != "flux1-schnell":
+    keys = [_FAMILY_KEY[variant.family.id]]
+    if variant.family.id == "flux1" and variant.id != "flux1-schnell":
         keys.append("time_text_embed.guidance_embedder.linear_1.weight")  # dev and Krea dev
     return keys
 

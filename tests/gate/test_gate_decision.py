@@ -10,7 +10,7 @@ from app.gate import (
     DEFAULT_MAX_CONSECUTIVE_SKIPS,
     Decision,
     GateConfigError,
-    GateParams,
+    TeaCacheParams,
     Verdict,
     decide,
     poly_eval,
@@ -25,11 +25,11 @@ KLEIN_BASE = (-1841.022165607874, 848.4417137572868, -131.3554469956159, 8.17950
 KLEIN_BASE_RANGE = (0.028261, 0.219845)
 
 
-def params(thresh: float = 0.1, **kw: object) -> GateParams:
-    return GateParams(coefficients=kw.pop("coefficients", IDENTITY), rel_l1_thresh=thresh, **kw)  # type: ignore[arg-type]
+def params(thresh: float = 0.1, **kw: object) -> TeaCacheParams:
+    return TeaCacheParams(coefficients=kw.pop("coefficients", IDENTITY), rel_l1_thresh=thresh, **kw)  # type: ignore[arg-type]
 
 
-def letters(p: GateParams, trace: list[float | None]) -> str:
+def letters(p: TeaCacheParams, trace: list[float | None]) -> str:
     return "".join(v.decision.letter for v in simulate(p, trace))
 
 
@@ -69,11 +69,11 @@ def test_defaults_match_the_documented_rule() -> None:
 def test_bad_parameters_raise_a_config_error(kwargs: dict[str, object]) -> None:
     base: dict[str, object] = {"coefficients": IDENTITY, "rel_l1_thresh": 0.1}
     with pytest.raises(GateConfigError):
-        GateParams(**{**base, **kwargs})  # type: ignore[arg-type]
+        TeaCacheParams(**{**base, **kwargs})  # type: ignore[arg-type]
 
 
 def test_parameters_are_normalised_to_floats() -> None:
-    p = GateParams(coefficients=[0, 0, 0, 1, 0], rel_l1_thresh=1, calibrated_range=[0, 1])  # type: ignore[arg-type]
+    p = TeaCacheParams(coefficients=[0, 0, 0, 1, 0], rel_l1_thresh=1, calibrated_range=[0, 1])  # type: ignore[arg-type]
     assert p.coefficients == IDENTITY and all(type(c) is float for c in p.coefficients)
     assert type(p.rel_l1_thresh) is float
     assert p.calibrated_range == (0.0, 1.0)
@@ -103,13 +103,15 @@ def test_overflowing_polynomial_predicts_nan() -> None:
 # -- calibrated range: exact priced values (research §3.4 / §6) ------------------------------------
 
 
-def klein(thresh: float) -> GateParams:
+def klein(thresh: float) -> TeaCacheParams:
     return params(thresh, coefficients=KLEIN_BASE, calibrated_range=KLEIN_BASE_RANGE)
 
 
 def test_below_range_delta_is_priced_at_the_range_floor() -> None:
     floor_price = poly_eval(KLEIN_BASE, KLEIN_BASE_RANGE[0])
-    assert floor_price == pytest.approx(0.144226, abs=1e-6)
+    # poly_eval at the range floor 0.028261 is 0.1442259266…: written to 6 decimals, so half a
+    # unit of the last one (mlx-teacache's calibration notes print it as 0.144).
+    assert floor_price == pytest.approx(0.144226, abs=5e-7)
     assert predict_change(klein(0.1), 0.0035) == (floor_price, False)
     # Unclamped the polynomial would price 0.0035 at about 0.027 and skip at 0.10.
     assert poly_eval(KLEIN_BASE, 0.0035) < 0.1

@@ -13,7 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.gate import Decision, GateParams, StepEvent, TeaCacheGate, Verdict, rel_l1, simulate
+from app.gate import (
+    Decision,
+    LiveGate,
+    StepEvent,
+    TeaCacheGate,
+    TeaCacheParams,
+    Verdict,
+    rel_l1,
+    simulate,
+)
 from app.gate.live import rel_l1_pair
 
 IDENTITY = (0.0, 0.0, 0.0, 1.0, 0.0)
@@ -51,7 +60,7 @@ def latents(i: int) -> mx.array:
 
 
 def drive(
-    gate: TeaCacheGate,
+    gate: LiveGate,
     signals: Sequence[mx.array],
     *,
     cfg: bool = False,
@@ -95,7 +104,7 @@ def assert_events_match(events: Sequence[StepEvent], verdicts: Sequence[Verdict]
         assert same(e.accumulated, v.accumulated), (e, v)
 
 
-def vanilla_trace(params: GateParams, signals: Sequence[mx.array]) -> list[float | None]:
+def vanilla_trace(params: TeaCacheParams, signals: Sequence[mx.array]) -> list[float | None]:
     """The trace an observe-mode (vanilla) pass records: what the app feeds the simulator."""
     events = drive(TeaCacheGate(params, observe=True), signals)
     assert all(e.decision.computes for e in events)
@@ -124,7 +133,7 @@ def test_live_gate_agrees_with_the_simulator(
     calibrated_range: tuple[float, float] | None,
     cfg: bool,
 ) -> None:
-    params = GateParams(IDENTITY, threshold, skip_first, skip_last, cap, calibrated_range)
+    params = TeaCacheParams(IDENTITY, threshold, skip_first, skip_last, cap, calibrated_range)
     signals = signals_for(changes)
     trace = vanilla_trace(params, signals)
     # The synthetic signals measure the changes asked for (float32 rounding aside).
@@ -141,7 +150,7 @@ def test_live_gate_agrees_with_the_simulator(
 def test_a_transient_non_finite_signal_is_replayed_exactly() -> None:
     """After a numerical miss the live gate keeps measuring against the previous signal, as the
     vanilla trace does, so the simulator reproduces the misses step for step."""
-    params = GateParams(IDENTITY, 0.5)
+    params = TeaCacheParams(IDENTITY, 0.5)
     signals = signals_for([0.01, 0.01, INF, 0.01, 0.01, 0.01, 0.01])
     trace = vanilla_trace(params, signals)
     assert [t is not None and math.isnan(t) for t in trace] == [False] * 3 + [True] * 2 + [
@@ -153,7 +162,7 @@ def test_a_transient_non_finite_signal_is_replayed_exactly() -> None:
 
 
 def test_skipped_steps_rebuild_the_output_from_the_last_computed_residual() -> None:
-    params = GateParams(IDENTITY, 0.5)
+    params = TeaCacheParams(IDENTITY, 0.5)
     outputs: list[mx.array] = []
     events = drive(TeaCacheGate(params), signals_for([0.12] * 6), outputs=outputs)
     assert "".join(e.decision.letter for e in events) == "FSSSSCF"
@@ -169,7 +178,7 @@ def test_skipped_steps_rebuild_the_output_from_the_last_computed_residual() -> N
 
 
 def make_gate(threshold: float = 0.5, **kw: object) -> TeaCacheGate:
-    return TeaCacheGate(GateParams(IDENTITY, threshold), **kw)  # type: ignore[arg-type]
+    return TeaCacheGate(TeaCacheParams(IDENTITY, threshold), **kw)  # type: ignore[arg-type]
 
 
 def test_cfg_shares_one_decision_and_keeps_one_residual_per_branch() -> None:
@@ -310,14 +319,17 @@ def test_threshold_zero_observe_mode_measures_but_never_skips() -> None:
     events = drive(gate, signals_for([0.0, 0.2, 0.0]))
     assert gate.pattern == "CCCC"
     assert events[0].rel_l1 is None
-    assert [e.rel_l1 for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=1e-6)
-    assert [e.predicted for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=1e-6)
+    # float32 signals and reduction: measured 4.0e-8 off at 0.2 (about 8 float32 ulps of 1.0).
+    float32_abs = 1e-6
+    assert [e.rel_l1 for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=float32_abs)
+    assert [e.predicted for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=float32_abs)
     # It keeps the previous residual to measure MagCache's magnitude ratio (never to reuse it):
     # body(x) − x = x + 1 with x = 0.25·i everywhere, so the ratio is (0.25i + 1)/(0.25(i−1) + 1).
     assert gate.cached_branches == ("cond",)
     assert events[0].mag_ratio is None
     expected = [(0.25 * i + 1) / (0.25 * (i - 1) + 1) for i in range(1, 4)]
-    assert [e.mag_ratio for e in events[1:]] == pytest.approx(expected, rel=1e-6)
+    # A float32 ratio of float32 means: measured 6.8e-8 relative.
+    assert [e.mag_ratio for e in events[1:]] == pytest.approx(expected, rel=float32_abs)
 
 
 # -- rel-L1 ----------------------------------------------------------------------------------------
@@ -330,7 +342,8 @@ def test_rel_l1_reduces_in_float32(dtype: mx.Dtype) -> None:
     previous = mx.ones((70_000,), dtype=dtype)
     current = mx.full((70_000,), 1.5, dtype=dtype)
     assert rel_l1_pair(current, previous).dtype == mx.float32
-    assert rel_l1(current, previous) == pytest.approx(0.5, rel=1e-6)
+    # 70 000 × 0.5 = 35 000 and 70 000 × 1 are exact in float32 (below 2²⁴): measured exactly 0.5.
+    assert rel_l1(current, previous) == 0.5
 
 
 def test_rel_l1_matches_a_float64_reference() -> None:
@@ -385,9 +398,10 @@ def test_step_events_are_live_and_timed_with_the_injected_clock() -> None:
         Decision.forced,
     ]
     skipped, computed = received[1], received[2]
+    # signals_for builds the change in float32: measured 2.7e-7 relative (1e-5 ≈ 80 ulps).
     assert skipped.rel_l1 == pytest.approx(0.1, rel=1e-5)
     assert skipped.predicted == skipped.rel_l1 and skipped.accumulated == skipped.predicted
-    assert computed.accumulated == pytest.approx(0.55, rel=1e-5)
+    assert computed.accumulated == pytest.approx(0.55, rel=1e-5)  # measured 4.5e-8 relative
     assert gate.events == received
     assert (gate.skipped, gate.computed, gate.pattern) == (1, 3, "FSCF")
     assert received[1].as_dict() == {

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from app.gate import (
     Decision,
-    GateParams,
+    TeaCacheParams,
     Verdict,
     engagement,
     poly_eval,
@@ -46,12 +46,14 @@ def traces(draw: st.DrawFn, values: st.SearchStrategy[float] = changes) -> list[
 
 
 @st.composite
-def gate_params(draw: st.DrawFn, coefficients: st.SearchStrategy = tame_coefficients) -> GateParams:
+def gate_params(
+    draw: st.DrawFn, coefficients: st.SearchStrategy = tame_coefficients
+) -> TeaCacheParams:
     calibrated_range = None
     if draw(st.booleans()):
         lo, hi = sorted(draw(st.lists(changes, min_size=2, max_size=2, unique=True)))
         calibrated_range = (lo, hi)
-    return GateParams(
+    return TeaCacheParams(
         coefficients=draw(coefficients),
         rel_l1_thresh=draw(st.floats(0.0, 1.0)),
         skip_first=draw(st.integers(0, 4)),
@@ -73,7 +75,7 @@ def longest_streak(verdicts: list[Verdict]) -> int:
     return best
 
 
-def spec_decisions(p: GateParams, trace: list[float | None]) -> list[tuple[str, float | None]]:
+def spec_decisions(p: TeaCacheParams, trace: list[float | None]) -> list[tuple[str, float | None]]:
     """The rule as issue 2 states it, written independently of ``app.gate.decision``."""
     n = len(trace)
     if p.rel_l1_thresh == 0:
@@ -111,20 +113,22 @@ def spec_decisions(p: GateParams, trace: list[float | None]) -> list[tuple[str, 
 
 
 @given(gate_params(coefficients=coefficient_tuples), traces(any_change))
-def test_kernel_matches_the_written_rule(p: GateParams, trace: list[float | None]) -> None:
+def test_kernel_matches_the_written_rule(p: TeaCacheParams, trace: list[float | None]) -> None:
     verdicts = simulate(p, trace)
     assert [(v.decision.letter, v.accumulated) for v in verdicts] == spec_decisions(p, trace)
     assert [v.index for v in verdicts] == list(range(len(trace)))
 
 
 @given(gate_params(coefficients=coefficient_tuples), traces(any_change))
-def test_threshold_zero_never_skips_nor_measures(p: GateParams, trace: list[float | None]) -> None:
+def test_threshold_zero_never_skips_nor_measures(
+    p: TeaCacheParams, trace: list[float | None]
+) -> None:
     verdicts = simulate(replace(p, rel_l1_thresh=0.0), trace)
     assert all(v == Verdict(v.index, Decision.computed) for v in verdicts)
 
 
 @given(gate_params(), traces(any_change))
-def test_protected_windows_are_honoured(p: GateParams, trace: list[float | None]) -> None:
+def test_protected_windows_are_honoured(p: TeaCacheParams, trace: list[float | None]) -> None:
     assume(p.enabled)
     n = len(trace)
     for v in simulate(p, trace):
@@ -136,20 +140,20 @@ def test_protected_windows_are_honoured(p: GateParams, trace: list[float | None]
 
 
 @given(gate_params(), traces())
-def test_skip_cap_holds(p: GateParams, trace: list[float | None]) -> None:
+def test_skip_cap_holds(p: TeaCacheParams, trace: list[float | None]) -> None:
     assert longest_streak(simulate(p, trace)) <= p.max_consecutive_skips
 
 
 @given(traces(), st.integers(1, 10))
 def test_skip_cap_is_reached_when_nothing_changes(trace: list[float | None], cap: int) -> None:
-    p = GateParams((0.0, 0.0, 0.0, 0.0, 0.0), 0.5, max_consecutive_skips=cap)
+    p = TeaCacheParams((0.0, 0.0, 0.0, 0.0, 0.0), 0.5, max_consecutive_skips=cap)
     verdicts = simulate(p, trace)
     assert longest_streak(verdicts) == min(cap, p.eligible_steps(len(trace)))
 
 
 @given(gate_params(), traces(any_change))
 def test_skips_only_below_threshold_and_inside_range(
-    p: GateParams, trace: list[float | None]
+    p: TeaCacheParams, trace: list[float | None]
 ) -> None:
     previous_total = 0.0
     for v in simulate(p, trace):
@@ -167,7 +171,7 @@ def test_skips_only_below_threshold_and_inside_range(
 
 
 @given(gate_params(), traces(any_change))
-def test_every_computed_step_is_explained(p: GateParams, trace: list[float | None]) -> None:
+def test_every_computed_step_is_explained(p: TeaCacheParams, trace: list[float | None]) -> None:
     """A step that reached the polynomial and computed did so for a stated reason."""
     verdicts = simulate(p, trace)
     for v in verdicts:
@@ -190,7 +194,7 @@ def _streak_before(verdicts: list[Verdict], index: int) -> int:
 
 @given(gate_params(coefficients=coefficient_tuples), traces(any_change))
 def test_non_finite_changes_are_misses_and_never_skip(
-    p: GateParams, trace: list[float | None]
+    p: TeaCacheParams, trace: list[float | None]
 ) -> None:
     assume(p.enabled)
     verdicts = simulate(p, trace)
@@ -207,7 +211,7 @@ def test_non_finite_changes_are_misses_and_never_skip(
 
 
 @given(gate_params(), traces())
-def test_eligible_steps_matches_the_simulator(p: GateParams, trace: list[float | None]) -> None:
+def test_eligible_steps_matches_the_simulator(p: TeaCacheParams, trace: list[float | None]) -> None:
     assume(p.enabled)
     evaluated = sum(v.predicted is not None for v in simulate(p, trace))
     # Finite, non-overflowing traces: every eligible step evaluates the polynomial.
@@ -220,7 +224,7 @@ def test_eligible_steps_matches_the_simulator(p: GateParams, trace: list[float |
 @settings(max_examples=200)
 @given(gate_params(), traces(st.one_of(changes, st.just(math.nan))), st.floats(0.0, 1.0))
 def test_engagement_onset_is_exact(
-    p: GateParams, trace: list[float | None], threshold: float
+    p: TeaCacheParams, trace: list[float | None], threshold: float
 ) -> None:
     onset = engagement(p, trace)
     skipped = _skips(p, trace, threshold)
@@ -237,7 +241,7 @@ def test_engagement_onset_is_exact(
 
 @given(gate_params(), traces(st.one_of(changes, st.just(math.nan))))
 def test_first_skip_just_above_onset_is_at_the_onset_step(
-    p: GateParams, trace: list[float | None]
+    p: TeaCacheParams, trace: list[float | None]
 ) -> None:
     onset = engagement(p, trace)
     assume(onset.onset_threshold is not None and onset.can_engage)
@@ -250,14 +254,14 @@ def test_first_skip_just_above_onset_is_at_the_onset_step(
     assert all(v.decision is not Decision.skipped for v in at_onset)
 
 
-def _skips(p: GateParams, trace: list[float | None], threshold: float) -> int:
+def _skips(p: TeaCacheParams, trace: list[float | None], threshold: float) -> int:
     return sum(
         v.decision is Decision.skipped for v in simulate(replace(p, rel_l1_thresh=threshold), trace)
     )
 
 
 @given(gate_params(), traces())
-def test_engagement_counts_the_eligible_steps(p: GateParams, trace: list[float | None]) -> None:
+def test_engagement_counts_the_eligible_steps(p: TeaCacheParams, trace: list[float | None]) -> None:
     assert engagement(p, trace).eligible_steps == p.eligible_steps(len(trace))
 
 
@@ -268,7 +272,7 @@ def test_skip_curve_on_a_hand_computed_trace() -> None:
     #   0.05: 0.1 alone reaches it, nothing skips;      0.15: skip (0.1), compute (0.2), ...
     #   0.25: skip (0.1), skip (0.2), compute (0.3);    1.0: 0.1 … 0.4 all stay under it.
     # Threshold 0 disables the gate: every step computes, none is even forced.
-    p = GateParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.5)
+    p = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.5)
     trace: list[float | None] = [None, 0.1, 0.1, 0.1, 0.1, 0.1]
     assert skip_curve(p, trace, [0.0, 0.05, 0.15, 0.25, 1.0]) == [
         (0.0, 0, "CCCCCC"),
@@ -282,7 +286,7 @@ def test_skip_curve_on_a_hand_computed_trace() -> None:
 @settings(deadline=None)  # prediction_floor's first call imports numpy
 @given(gate_params(), traces(), st.lists(st.floats(0.0, 1.0), max_size=5))
 def test_skip_curve_rows_are_consistent_and_floor_bound(
-    p: GateParams, trace: list[float | None], thresholds: list[float]
+    p: TeaCacheParams, trace: list[float | None], thresholds: list[float]
 ) -> None:
     # Properties that do not replay the gate: one row per threshold in order, a letter per step,
     # the count is the pattern's S letters, and a threshold at or below the prediction floor (found
@@ -302,7 +306,7 @@ def test_skip_curve_rows_are_consistent_and_floor_bound(
 
 @settings(max_examples=300, deadline=None)  # the first call imports numpy
 @given(gate_params(small_coefficients), st.lists(st.floats(0.0, 3.0), min_size=1, max_size=50))
-def test_no_priced_change_is_predicted_below_the_floor(p: GateParams, xs: list[float]) -> None:
+def test_no_priced_change_is_predicted_below_the_floor(p: TeaCacheParams, xs: list[float]) -> None:
     floor = prediction_floor(p)
     assert floor >= 0.0
     for x in xs:
@@ -313,7 +317,7 @@ def test_no_priced_change_is_predicted_below_the_floor(p: GateParams, xs: list[f
 
 @settings(max_examples=150, deadline=None)
 @given(gate_params())
-def test_the_floor_is_attained(p: GateParams) -> None:
+def test_the_floor_is_attained(p: TeaCacheParams) -> None:
     """Dense sampling of the priced interval finds nothing below the floor and, on a bounded
     interval, comes close to it (with near-vanishing coefficients the floor may fall back to 0)."""
     floor = prediction_floor(p)
@@ -327,7 +331,9 @@ def test_the_floor_is_attained(p: GateParams) -> None:
 
 @settings(deadline=None)
 @given(gate_params(), traces())
-def test_skip_streaks_are_bounded_by_the_floor(p: GateParams, trace: list[float | None]) -> None:
+def test_skip_streaks_are_bounded_by_the_floor(
+    p: TeaCacheParams, trace: list[float | None]
+) -> None:
     """k consecutive skips accumulate at least k × floor, which must stay under the threshold."""
     floor = prediction_floor(p)
     streak = longest_streak(simulate(p, trace))

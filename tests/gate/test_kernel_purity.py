@@ -1,5 +1,6 @@
-"""Layering: the gate kernel loads no Qt and no mflux; the registry (and so the command line's
-``variants``) loads not even MLX. Checked in fresh interpreters, where nothing is imported yet."""
+"""Layering: the gate kernel loads no Qt and no mflux; the registries of variants and families
+(and so the command line's ``variants``) load not even MLX. Checked in fresh interpreters, where
+nothing is imported yet."""
 
 from __future__ import annotations
 
@@ -55,10 +56,12 @@ def test_gate_kernel_imports_neither_qt_nor_mflux(statement: str) -> None:
     "statement",
     [
         "import app.variants",
+        "from app.families import FAMILIES, family_names; family_names(bool, 'and')",
         "from app.variants import VARIANTS, check_schedule; "
         "check_schedule(VARIANTS['flux1-dev'], 25)",
         "import app.gate",
-        "from app.gate import GateParams, decide, simulate, engagement, skip_curve, StepEvent",
+        "from app.gate import TeaCacheParams, decide, simulate, engagement, skip_curve, StepEvent",
+        "from app.gate.kinds import GATE_KINDS, gate_kind; gate_kind('magcache').label",
         "from app.cli.main import build_parser; build_parser().parse_args(['variants'])",
     ],
 )
@@ -89,13 +92,29 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", sorted(GATE_DIR.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(GATE_DIR.rglob("*.py")), ids=lambda p: str(p.relative_to(GATE_DIR))
+)
 def test_no_gate_module_mentions_qt_or_mflux(path: Path) -> None:
     """Static check, including imports inside functions that a fresh import would not run."""
     assert not _imported_modules(path) & {*QT, *MFLUX}
 
 
-@pytest.mark.parametrize("name", ["decision.py", "events.py", "simulator.py"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "decision.py",
+        "events.py",
+        "simulator.py",
+        "magcache.py",
+        "provenance.py",
+        # the registry of kinds: a kind names its live class, imported on first use only
+        "kinds/__init__.py",
+        "kinds/base.py",
+        "kinds/teacache.py",
+        "kinds/magcache.py",
+    ],
+)
 def test_pure_gate_modules_never_import_mlx(name: str) -> None:
     assert "mlx" not in _imported_modules(GATE_DIR / name)
 

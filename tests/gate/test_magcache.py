@@ -9,10 +9,10 @@ import math
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from app.gate import Decision, GateConfigError, MagCacheGate, make_gate, simulate_gate
+from app.gate import Decision, GateConfigError, MagCacheGate, kind_of, make_gate
 from app.gate.magcache import (
     MagCacheParams,
     mean_ratio_table,
@@ -132,8 +132,8 @@ def test_rule_matches_the_reference_forward(
 ) -> None:
     protected = (len(table) // 2,) if protect else ()
     params = MagCacheParams(tuple(table), threshold, retention, k, protected)
-    if params.first_eligible(steps) < 1:
-        return  # the reference would read an unset residual at step 0 (the app computes there)
+    # The reference would read an unset residual at step 0 (the app computes there).
+    assume(params.first_eligible(steps) >= 1)
     reference = ReferenceForward(table, threshold, k, retention, steps, protected)
     expected = [reference.step() for _ in range(steps)]
     verdicts = simulate_magcache(params, steps)
@@ -173,7 +173,7 @@ def test_live_gate_agrees_with_the_simulator(
     assert [e.accumulated for e in events] == [v.accumulated for v in verdicts]
     assert [e.predicted for e in events] == [v.predicted for v in verdicts]
     assert all(e.gate == "magcache" and e.rel_l1 is None for e in events)
-    assert simulate_gate(params, [None] * steps) == verdicts
+    assert kind_of(params).simulate(params, [None] * steps) == verdicts
 
 
 def test_a_skipped_step_reuses_the_last_computed_residual() -> None:

@@ -1,4 +1,4 @@
-"""The GPU overhead benchmark (app/bench/adapter_overhead.py), dry-run on tiny CPU shells:
+"""The GPU overhead benchmark (lab/bench/adapter_overhead.py), dry-run on tiny CPU shells:
 structure, skip counts next to the times, and the ratios it reports. No timing is asserted."""
 
 from __future__ import annotations

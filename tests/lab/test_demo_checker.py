@@ -167,6 +167,8 @@ def test_patch_seam_ratio_sees_a_patch_grid(truth: tuple[list[S.Scene], np.ndarr
     offsets = rng.uniform(-0.03, 0.03, size=(len(images), 8, 8, 3)).astype(np.float32)
     tiled = np.clip(images + np.repeat(np.repeat(offsets, 16, axis=1), 16, axis=2), 0, 1)
     assert patch_seam_ratio(tiled) > 1.5 * patch_seam_ratio(images)
+    # Truncating to uint8 moves a pixel by under one step (1/255, 0.4% of the range): measured
+    # 0.035% on these scenes, where a patch grid raises the ratio by over 50%.
     assert patch_seam_ratio((images * 255).astype(np.uint8)) == pytest.approx(
-        patch_seam_ratio(images), rel=0.05
+        patch_seam_ratio(images), rel=4e-3
     )

@@ -1,4 +1,4 @@
-"""Uncertainty of the demo evaluation figures (app/demo/compare.py)."""
+"""Uncertainty of the demo evaluation figures (lab/demo/compare.py)."""
 
 from __future__ import annotations
 

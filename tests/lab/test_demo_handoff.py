@@ -1,4 +1,6 @@
-"""The turbo hand-off diagnostic (app/demo/handoff.py) on the shipped weights, 4 prompts (~10 s)."""
+"""The turbo hand-off diagnostic (lab/demo/handoff.py) on the shipped weights, 4 prompts.
+
+Research, not a guard of the app: the ``lab_slow`` step (``uv run pytest -m lab_slow``; .ci/run)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from lab.demo.evaluate import eval_prompts, sample_batch
 from lab.demo.handoff import handoff_latents
 
 N = 4
+
+pytestmark = pytest.mark.lab_slow  # research on the shipped weights: its own CI step
 
 
 @pytest.fixture(scope="module")

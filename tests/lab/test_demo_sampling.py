@@ -1,4 +1,4 @@
-"""The sampling sweep (app/demo/sampling.py): its rows are the evaluation's, setting for setting."""
+"""The sampling sweep (lab/demo/sampling.py): its rows are the evaluation's, setting for setting."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The demo trainer's numerics: bfloat16 compute against float32, the CFG teacher, and the
-on-policy turbo distillation (its pairs and its mixing into the batches)."""
+on-policy turbo distillation (its pairs and its mixing into the batches). Training-scale work, so
+the ``lab_slow`` step (``uv run pytest -m lab_slow``; .ci/run), not the default run."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from app.demo.model import (
 from app.paths import DEMO_DIR
 from lab.demo.scenes import MAX_TOKENS, caption, render_batch, scene_from_seed, tokenize
 from lab.demo.train import Trainer, teacher_velocity
+
+pytestmark = pytest.mark.lab_slow  # minutes of training-scale work: its own CI step
 
 # bfloat16 keeps 8 mantissa bits (relative rounding 2^-9 ≈ 0.2% per operand). On two training
 # scenes (``_scene_batch``), one step's loss differed by 0.40% relative on the CPU through the
@@ -235,7 +238,8 @@ def test_a_grown_model_starts_as_the_shipped_one_and_its_added_blocks_learn() ->
 
 
 def test_growing_refuses_to_shrink_and_files_load_at_their_own_depth(tmp_path: Path) -> None:
-    from app.demo.model import grow_single_blocks, read_weights, save_weights
+    from app.demo.model import grow_single_blocks, read_weights
+    from lab.demo.export import save_weights
 
     deep = DemoModel(6)
     save_weights(deep, tmp_path / "deep.safetensors")

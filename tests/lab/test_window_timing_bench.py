@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
-from lab.bench.window_timing import _gated_step_ms_from, cli_result, summarise
+from lab.bench.window_timing import (
+    _gated_step_ms_from,
+    cli_result,
+    first_steps_excess,
+    label_ok,
+    summarise,
+    watch_passes,
+)
 
 
 def test_gated_step_time_is_the_median_of_computed_steps_that_really_ran() -> None:
@@ -117,3 +125,57 @@ def test_a_run_outside_a_target_fails_the_summary(
     assert report["meets_speedup_target"] is speedup_ok
     assert report["meets_step_time_target"] is steps_ok
     assert not report["meets_targets"]
+
+
+def test_the_window_is_held_to_generate_within_7_percent() -> None:
+    clis = [_cli(100.0, 100.0)]  # generate: 0.4 s / 0.202 s
+    cli_speedup = clis[0]["cli_speedup"]
+    inside, outside = _run(1.06 * cli_speedup, 100.0, 100.0), _run(1.08 * cli_speedup, 100, 100)
+    report = summarise([inside], _bench(vanilla=0.4, gated=0.2), clis)
+    assert report["runs"][0]["cli_speedup_ratio"] == 1.06 and report["meets_speedup_target"]
+    report = summarise([inside, outside], _bench(vanilla=0.4, gated=0.2), clis)
+    assert report["runs"][1]["cli_speedup_ratio"] == 1.08 and not report["meets_speedup_target"]
+
+
+@pytest.mark.parametrize(
+    ("speedup", "label", "spread", "ok"),
+    [
+        (2.1, "measured", 0.0, False),  # 5% above an ideal of 2 with no spread: not "measured"
+        (2.1, "measured", 0.06, True),  # within the run's own measured spread
+        (2.1, "re-timed estimate, …", 0.0, True),  # labelled an estimate with its reason
+        (1.9, "measured", 0.0, True),
+    ],
+)
+def test_a_run_labelled_measured_above_its_ideal_fails_the_label_target(
+    speedup: float, label: str, spread: float, ok: bool
+) -> None:
+    run = {**_run(2.0, 100.0, 100.0), "window_speedup": speedup, "speedup_label": label,
+           "speedup_ideal": 2.0, "speedup_spread": spread}  # fmt: skip
+    assert label_ok(run) is ok
+    report = summarise([run], _bench(vanilla=0.4, gated=0.2), [_cli(100.0, 100.0)])
+    assert report["meets_label_target"] is ok
+    assert report["meets_targets"] is (ok and report["meets_speedup_target"])
+
+
+def test_a_one_time_cost_shows_in_the_first_steps_excess() -> None:
+    assert first_steps_excess([0.13, 0.13, 0.13] + [0.1] * 25) == pytest.approx(0.3)
+    assert first_steps_excess([0.1] * 28) == pytest.approx(0.0)
+    assert first_steps_excess([0.1] * 4) is None
+
+
+def test_passes_are_watched_from_the_events_the_gui_receives() -> None:
+    from app.engine.events import Pass, PassFinished, PassStarted
+
+    class Signal:
+        def connect(self, slot: Any) -> None:
+            self.slot = slot
+
+    signal = Signal()
+    passes = watch_passes(signal)
+    image = np.zeros((2, 2, 3), np.uint8)
+    signal.slot(PassStarted(1, Pass.vanilla, 4, cached=True))  # a cached vanilla: not timed
+    signal.slot(PassStarted(1, Pass.gated, 4))
+    signal.slot(PassFinished(1, Pass.gated, image, 0.1, ()))
+    assert set(passes) == {"gated"}
+    assert set(passes["gated"]) == {"wall_seconds", "process_cpu_seconds", "gui_thread_cpu_seconds"}
+    assert all(v >= 0 for v in passes["gated"].values())

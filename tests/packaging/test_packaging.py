@@ -824,6 +824,9 @@ def test_selfcheck_runs_a_real_mlx_operation_from_source() -> None:
     assert report["mlx"]["matmul_ok"] is True
     assert report["frozen"] is False
     assert "demo.calibration.json" in report["resources"]["demo_files"]
+    # the family registry found every family a built-in variant names
+    assert set(report["resources"]["variant_families"]) <= set(report["resources"]["families"])
+    assert report["resources"]["families"][0] == "demo"
 
 
 def test_resources_dir_from_source_is_the_one_locator_everyone_uses() -> None:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "packaging" / "linux" / "build_and_smoke.sh"
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.bundle,  # minutes: its own CI step (.ci/run), left out of the default run
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux bundle"),
     pytest.mark.skipif(shutil.which("uv") is None, reason="the build script runs uv"),
 ]

@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.batch import run_comparison
 from app.engine.comparison import ComparisonResult, ThresholdComparison
+from app.engine.jobs import run_job
 from app.engine.request import make_request
 from app.storage.comparisons import (
+    ComparisonRow,
     image_name,
     is_comparison,
     load_comparison,
+    same_skips,
     save_comparison,
 )
 from app.storage.history import HistoryStore, RunRecord, export_entry
@@ -32,7 +34,7 @@ def _result(cancel_after: int | None = None) -> ComparisonResult:
         if cancel_after is not None and getattr(event, "index", -1) == cancel_after - 1:
             cancel.set()
 
-    result = run_comparison(FakeEngine(), 1, ThresholdComparison(base, THRESHOLDS), emit, cancel)
+    result = run_job(FakeEngine(), 1, ThresholdComparison(base, THRESHOLDS), emit, cancel)
     assert result is not None
     return result
 
@@ -114,3 +116,43 @@ def test_a_failed_write_leaves_no_entry(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(OSError):
         save_comparison(store, _result(), hardware="")
     assert list(tmp_path.iterdir()) == []
+
+
+def _row(threshold: float, pattern: str) -> ComparisonRow:
+    skips = pattern.count("S")
+    return ComparisonRow(
+        threshold, None, skips, len(pattern), None, None, None, None, "", pattern=pattern
+    )
+
+
+def test_same_skips_names_the_first_earlier_row_with_the_same_pattern() -> None:
+    rows = [
+        _row(0.05, "FCCF"),
+        _row(0.1, "FSCF"),
+        _row(0.15, "FCCF"),
+        _row(0.2, "FSCF"),
+        _row(0.25, "FCCF"),
+        _row(0.3, ""),  # not run: no pattern, never a twin
+    ]
+    assert same_skips(rows) == {2: 0, 3: 1, 4: 0}
+    assert same_skips(rows[:2]) == {}
+
+
+def test_each_saved_png_carries_its_own_runs_figures(tmp_path: Path) -> None:
+    """The history's PNGs carry their run's metadata like generate's (#27, "Also"); each
+    comparison tile its own threshold and skips, not the representative's."""
+    from PIL import Image
+
+    from app.storage.history import GATED_FILE
+
+    entry = save_comparison(HistoryStore(tmp_path), _result(), hardware="Test CPU")
+    result_rows = load_comparison(entry).rows
+    for i, row in enumerate(result_rows):
+        with Image.open(entry.folder / image_name(i)) as image:
+            text = dict(image.text)  # type: ignore[attr-defined]
+        assert float(text["threshold"]) == row.threshold == THRESHOLDS[i]
+        assert text["skips"] == str(row.skips)
+        assert text.get("speedup_label", "") == row.speedup_label
+    with Image.open(entry.folder / GATED_FILE) as image:
+        shown = dict(image.text)  # type: ignore[attr-defined]
+    assert float(shown["threshold"]) == 0.1 and shown["variant"] == "demo"

@@ -8,7 +8,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 from ui_support import FakeModelStore, WindowFactory
 
-from app.ui.window import MainWindow
+from app.ui.window import MainWindow, open_window
 from tests.fakes.engine import FakeEngine
 
 
@@ -16,9 +16,9 @@ from tests.fakes.engine import FakeEngine
 def _fixed_machine_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """The window reads this machine's memory for its quantization default and memory banner;
     tests see one fixed 64 GB machine, so what they assert does not depend on the host."""
-    from app.ui import viewmodel
+    from app.ui import form_model
 
-    monkeypatch.setattr(viewmodel, "physical_memory_bytes", lambda: 64 * 1024**3)
+    monkeypatch.setattr(form_model, "physical_memory_bytes", lambda: 64 * 1024**3)
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def make_window(qtbot: QtBot) -> Iterator[WindowFactory]:
         factory: Callable[[], object] | None = None,
     ) -> MainWindow:
         chosen = engine if engine is not None else FakeEngine()
-        window = MainWindow(
+        window = open_window(
             factory or (lambda: chosen),  # type: ignore[arg-type, return-value]
             model_store=store or FakeModelStore(),
             shutdown_timeout_ms=10_000,
@@ -61,7 +61,7 @@ def make_real_window(qtbot: QtBot) -> Iterator[Callable[[int], MainWindow]]:
     windows: list[MainWindow] = []
 
     def make(steps: int) -> MainWindow:
-        window = MainWindow(real_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
+        window = open_window(real_engine, model_store=FakeModelStore(), shutdown_timeout_ms=60_000)
         qtbot.addWidget(window)
         window.show()
         window.form.select_variant("demo")

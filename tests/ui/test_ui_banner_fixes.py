@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.gate import Decision, StepEvent
+from app.gate import Decision, Engagement, StepEvent
 from app.gate.simulator import simulate
 from app.ui.analysis import (
     FixKind,
@@ -56,9 +56,9 @@ def test_turbo_at_its_form_threshold_offers_no_step_count() -> None:
 def test_no_eligible_step_is_named_as_the_cause() -> None:
     """At 2 steps the banner blamed a smallest prediction of 0.029 below the threshold 0.113."""
     turbo = get_variant("demo-turbo")
-    details: dict[str, object] = {"eligible_steps": 0, "onset_threshold": 0.029}
-    for measured_details in (None, details):
-        notice = schedule_notice(turbo, 2, 0.113, engine_details=measured_details)
+    measured = Engagement(eligible_steps=0, onset_threshold=0.029, onset_step=None)
+    for engagement in (None, measured):
+        notice = schedule_notice(turbo, 2, 0.113, engagement=engagement)
         assert notice is not None and notice.kind is NoticeKind.warning
         assert "no step is eligible" in notice.message
         assert "0.0290" not in notice.message and "smallest" not in notice.message
@@ -107,7 +107,7 @@ def test_every_offered_fix_would_skip(variant: Variant) -> None:
             for n in _fixes(notice, FixKind.steps):
                 offered += 1
                 assert isinstance(n, int) and n != steps
-                assert variant.gate_params(threshold).eligible_steps(n) > 0
+                assert variant.teacache_params(threshold).eligible_steps(n) > 0
                 after = schedule_notice(variant, n, threshold)
                 assert after is None or after.kind is NoticeKind.info, (steps, threshold, n)
             for t in _fixes(notice, FixKind.threshold):
@@ -147,7 +147,7 @@ def test_threshold_fix_from_a_measured_trace_skips_on_that_trace() -> None:
     assert notice is not None and notice.kind is NoticeKind.warning
     assert "measured on the last vanilla run" in notice.message
     (suggested,) = _fixes(notice, FixKind.threshold)
-    params = demo.gate_params(blocked_at)
+    params = demo.teacache_params(blocked_at)
     skipped = [v for v in simulate(replace(params, rel_l1_thresh=suggested), trace)]
     assert any(v.decision is Decision.skipped for v in skipped)
     assert not any(v.decision is Decision.skipped for v in simulate(params, trace))

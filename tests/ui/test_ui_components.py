@@ -23,7 +23,7 @@ from app.engine.events import (
     StepDone,
 )
 from app.engine.request import make_request
-from app.gate import Decision, StepEvent
+from app.gate import Decision, Engagement, StepEvent
 from app.ui.analysis import (
     BannerFix,
     FixKind,
@@ -35,8 +35,8 @@ from app.ui.analysis import (
 from app.ui.banner import Banner
 from app.ui.launch import launch
 from app.ui.observable import Prop, bind
+from app.ui.run_model import RunModel, RunStatus
 from app.ui.timeline import StepTimeline
-from app.ui.viewmodel import RunModel, RunStatus
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, minimal_report
 
@@ -117,8 +117,9 @@ def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:
     for i, d in enumerate((Decision.forced, Decision.skipped, Decision.forced)):
         model.handle_event(StepDone(7, Pass.gated, _step(i, 3, d)))
     assert model.skips == 1
-    model.handle_event(RunWarning(7, "engagement", "m", {"onset_threshold": 0.3}))
-    assert model.engine_details == {"onset_threshold": 0.3}
+    found = Engagement(eligible_steps=1, onset_threshold=0.3, onset_step=1)
+    model.handle_event(RunWarning(7, "engagement", "m", {"onset_threshold": 0.3}, found))
+    assert model.engagement == found
     assert model.notices == ()  # folded into the schedule banner
     model.handle_event(RunWarning(7, "other", "something else"))
     assert [n.key for n in model.notices] == ["other"]
@@ -140,10 +141,11 @@ def test_run_model_cancel(qtbot: QtBot) -> None:
 
 
 def test_speedup_of_a_resumed_pass_is_flagged_as_an_estimate() -> None:
-    plain = minimal_report(gated_seconds=1.0, vanilla_seconds=2.0)
-    assert (plain.speedup, plain.speedup_estimated) == (2.0, False)
-    resumed = minimal_report(gated_seconds=1.0, vanilla_seconds=2.0, resumed_from=2)
-    assert (resumed.speedup, resumed.speedup_estimated) == (2.0, True)
+    # 3 steps, 1 skipped: at most 1.5× (the ideal)
+    plain = minimal_report(gated_seconds=1.0, vanilla_seconds=1.5)
+    assert (plain.speedup, plain.speedup_estimated) == (1.5, False)
+    resumed = minimal_report(gated_seconds=1.0, vanilla_seconds=1.5, resumed_from=2)
+    assert (resumed.speedup, resumed.speedup_estimated) == (1.5, True)
     alone = minimal_report(gated_seconds=1.0, vanilla_seconds=None)
     assert (alone.speedup, alone.speedup_estimated) == (None, False)
 
@@ -226,7 +228,7 @@ def test_signal_timeout_is_generous() -> None:
 
 
 def test_threshold_control_is_finer_near_zero_and_exact_in_its_entry(qtbot: QtBot) -> None:
-    from app.ui.controls import ThresholdControl
+    from app.ui.form_view import ThresholdControl
 
     control = ThresholdControl()
     qtbot.addWidget(control)

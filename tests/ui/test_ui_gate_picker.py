@@ -6,9 +6,10 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 from ui_support import WindowFactory, run_to_end
 
-from app.gate import THRESHOLD_MEANINGS
+from app.gate.kinds import gate_kind
+from app.ui.form_model import ui_default_threshold
 from app.ui.gate_picker import GatePicker
-from app.ui.viewmodel import RunStatus, ui_default_threshold
+from app.ui.run_model import RunStatus
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine
 
@@ -28,7 +29,7 @@ def test_picking_magcache_changes_the_threshold_meaning_and_the_request(
     picker = window.controls.gate_picker
     form = window.form
     assert form.variant_id == "demo" and form.gate == "teacache"
-    assert picker.meaning.text() == THRESHOLD_MEANINGS["teacache"]
+    assert picker.meaning.text() == gate_kind("teacache").threshold_meaning
     assert picker.is_enabled("magcache")  # the demo ships a MagCache table
     teacache_threshold = form.threshold
 
@@ -36,7 +37,7 @@ def test_picking_magcache_changes_the_threshold_meaning_and_the_request(
         pick(picker, "magcache")
     assert form.gate == "magcache"
     assert form.threshold == ui_default_threshold(get_variant("demo"), "magcache")
-    assert picker.meaning.text() == THRESHOLD_MEANINGS["magcache"]
+    assert picker.meaning.text() == gate_kind("magcache").threshold_meaning
     assert "accumulated magnitude drift" in picker.meaning.text()
     assert "MagCache-eligible" in window.controls.threshold_hint.text()
 

@@ -12,7 +12,7 @@ from ui_support import WindowFactory, run_to_end
 
 from app.ui.gate_plot import PLOT_MIN_HEIGHT
 from app.ui.images import IMAGES_MIN_HEIGHT
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 
 SIZES = ((1024, 700), (1600, 1000))

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.gate.kinds import TEACACHE_KIND, TeaCacheCalibration
+from app.gate.provenance import Provenance
 from app.ui.plain_words import (
     LOCAL_VISIBLE,
     SSIM_A_LITTLE,
@@ -105,8 +107,16 @@ def test_detail_lines_hold_the_technical_figures() -> None:
             local_diff=0.0988,
             max_abs_diff=0.0123,
             threshold=0.1,
-            coefficients=(1.0, -2.0, 0.5, 0.25, 0.01),
-            calibrated_range=(0.03, 0.2),
+            calibration_lines=tuple(
+                TEACACHE_KIND.calibration_lines(
+                    TeaCacheCalibration(
+                        coefficients=(1.0, -2.0, 0.5, 0.25, 0.01),
+                        calibrated_range=(0.03, 0.2),
+                        default_threshold=0.1,
+                        provenance=Provenance("fit on 12 prompts"),
+                    )
+                )
+            ),
             calibration="fit on 12 prompts. Fit quality: R² 0.42.",
             resumed_from=4,
             steps=28,

@@ -1,23 +1,28 @@
-"""Target quality in the window: the toggle and its bounds reach the request (fake engine), and
-on the real demo the search is listed as it runs, the slider is set to the chosen threshold and
-the result shown is that threshold's run."""
+"""Target quality in the window, on the scripted fake engine (the one job runner runs a search on
+it as on the real engine): the toggle and its bounds make the run a search for that target, the
+search is listed as it runs, the slider is set to the chosen threshold and the result shown is
+that threshold's run. The search's real numbers on the demo: ``tests/engine/test_target.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from pytestqt.qtbot import QtBot
-from ui_support import run_to_end
+from ui_support import SIGNAL_TIMEOUT_MS, run_to_end
 
 from app.engine.events import TargetProbed
+from app.engine.report import TargetSearch
 from app.engine.request import QualityTarget
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 
-REAL_TIMEOUT_MS = 300_000
-STEPS = 12  # short for the CPU; the demo skips at 12 steps (tests/ui/test_ui_real_engine.py)
+STEPS = 12
+
+
+def _searched(window: MainWindow) -> TargetSearch | None:
+    report = window.run.report
+    assert report is not None
+    return report.target_search
 
 
 def test_the_toggle_and_bounds_go_into_the_request(qtbot: QtBot, make_window) -> None:
@@ -26,31 +31,31 @@ def test_the_toggle_and_bounds_go_into_the_request(qtbot: QtBot, make_window) ->
     panel = window.quality_panel
     assert not panel.toggle.isChecked() and not panel.bounds.isVisible()
     assert run_to_end(qtbot, window) is RunStatus.finished
-    assert engine.requests[-1].target is None  # off: the slider's threshold, as always
+    # Off: one pass at the slider's threshold, as always, and no search.
+    assert len(engine.requests) == 1 and _searched(window) is None
+    assert engine.requests[-1].threshold == window.form.threshold
 
     panel.toggle.click()
     assert window.quality.enabled and panel.bounds.isVisible()
     assert panel.min_ssim.value() == pytest.approx(0.97)  # the issue's default
     panel.min_ssim.setValue(0.95)
     panel.max_local_diff.setValue(0.3)
+    start, before = window.form.threshold, len(engine.requests)
     assert run_to_end(qtbot, window) is RunStatus.finished
-    assert engine.requests[-1].target == QualityTarget(0.95, 0.3)
-    assert engine.requests[-1].threshold == window.form.threshold  # where the search starts
+    search = _searched(window)
+    assert search is not None and search.target == QualityTarget(0.95, 0.3)
+    assert engine.requests[before].threshold == start  # where the search starts
 
     panel.toggle.click()
+    before = len(engine.requests)
     assert run_to_end(qtbot, window) is RunStatus.finished
-    assert engine.requests[-1].target is None
+    assert len(engine.requests) == before + 1 and _searched(window) is None
 
 
-@pytest.fixture
-def real_window(make_real_window: Callable[[int], MainWindow]) -> MainWindow:
-    return make_real_window(STEPS)
-
-
-@pytest.mark.slow
-def test_real_search_is_listed_and_sets_the_slider(qtbot: QtBot, real_window: MainWindow) -> None:
-    window = real_window
-    window.form.threshold = 0.3  # loose: 9 of 12 skipped, SSIM 0.76, misses 0.97
+def test_the_search_is_listed_and_sets_the_slider(qtbot: QtBot, make_window) -> None:
+    window: MainWindow = make_window(FakeEngine())
+    window.form.steps = STEPS
+    window.form.threshold = 0.3  # loose: 8 of 12 skipped on the fake's trace, SSIM 0.82
     window.quality_panel.toggle.click()
     seen: list[int] = []  # rows listed while the search runs
     window.host.event_received.connect(
@@ -58,7 +63,7 @@ def test_real_search_is_listed_and_sets_the_slider(qtbot: QtBot, real_window: Ma
             seen.append(len(window.quality_panel.rows())) if isinstance(e, TargetProbed) else None
         )
     )
-    with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
+    with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None
     assert blocker.args == [RunStatus.finished], window.run.error
     assert seen and seen == list(range(1, len(seen) + 1))  # one more row per finished pass
@@ -83,3 +88,43 @@ def test_real_search_is_listed_and_sets_the_slider(qtbot: QtBot, real_window: Ma
     assert best.ssim is not None and best.ssim >= 0.97
     assert window.run.local_diff is not None
     assert model.note and "Searching" not in model.note
+
+
+def test_only_the_chosen_threshold_is_marked_where_several_met_the_target(qtbot: QtBot) -> None:
+    """The README's TeaCache search (its committed record): four thresholds meet the target and
+    one is chosen. Only that row carries ✓ and bold; the others that met carry no mark, the one
+    that missed carries ✗ — as the rows arrive and once the run ends."""
+    import numpy as np
+
+    from app.engine.events import RunFinished
+    from app.engine.report import PassResult, RunReport, TargetProbe, TargetSearch
+    from app.engine.request import make_request
+    from app.ui.quality_model import QualityModel
+    from app.ui.quality_view import QualityPanel
+    from lab.target import readme_examples
+
+    record = readme_examples.load("teacache")["report"]
+    probes = tuple(
+        TargetProbe(t["threshold"], t["skipped"], t["pattern"], t["ssim"], t["local_diff"],
+                    t["met"], t["predicted_skipped"])
+        for t in record["target_search"]
+    )  # fmt: skip
+    chosen = record["threshold"]
+    assert sum(p.met for p in probes) >= 2 and any(not p.met for p in probes)  # the scenario
+    model = QualityModel()
+    panel = QualityPanel(model)
+    qtbot.addWidget(panel)
+    model.begin(7)
+    for index, probe in enumerate(probes):
+        model.handle_event(TargetProbed(7, probe, index, 8))
+        assert not any(row[0].startswith("✓") for row in panel.rows())  # nothing chosen yet
+    request = make_request("demo", record["prompt"], seed=record["seed"], threshold=chosen)
+    search = TargetSearch(QualityTarget(0.97), probes, chosen, True, record["target_note"])
+    gated = PassResult(np.zeros((8, 8, 3), np.uint8), (), 1.0)
+    model.handle_event(RunFinished(7, RunReport(request, gated, target_search=search)))
+
+    marks = [row[0].split(" ")[0] if " " in row[0] else "" for row in panel.rows()]
+    expected = ["✓" if p.threshold == chosen else ("" if p.met else "✗") for p in probes]
+    assert marks == expected and marks.count("✓") == 1
+    bold = [panel.tried.topLevelItem(i).font(0).bold() for i in range(len(probes))]  # type: ignore[union-attr]
+    assert bold == [p.threshold == chosen for p in probes]

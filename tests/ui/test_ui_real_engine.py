@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.events import Pass
 from app.gate import Decision
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 from app.variants import check_schedule
 

@@ -6,9 +6,9 @@ import pytest
 from pytestqt.qtbot import QtBot
 from ui_support import WindowFactory, run_to_end
 
-import app.ui.window as window_module
+import app.ui.refresh as refresh_module
 from app.engine.events import Pass, StepDone
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from tests.fakes.engine import FakeEngine
 
 
@@ -16,7 +16,7 @@ def test_the_timeline_follows_its_run_cadence_and_paints_the_final_state_at_once
     qtbot: QtBot, make_window: WindowFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A cadence far longer than the run: every repaint during it but the first must wait.
-    monkeypatch.setitem(window_module.SLOW_REFRESHES, "timeline", 60_000)
+    monkeypatch.setitem(refresh_module.SLOW_REFRESHES, "timeline", 60_000)
     engine = FakeEngine()
     window = make_window(engine)
     busy_at_paint: list[bool] = []

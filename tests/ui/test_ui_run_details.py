@@ -8,7 +8,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.storage.settings import SettingsStore
 from app.ui.plain_words import CHANGE_WORDS, picture_change, short_summary
-from app.ui.viewmodel import RunStatus
+from app.ui.run_model import RunStatus
 from tests.fakes.engine import FakeEngine
 
 TECHNICAL = ("SSIM", "R²", "rel-L1", "SHA-256", "Polynomial", "sigma")

@@ -14,40 +14,47 @@ import pytest
 from PIL import Image
 from ui_support import FakeModelStore
 
+from app.engine.comparison import ThresholdComparison
 from app.engine.events import EngineEvent, RunFinished
+from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import GenerationRequest
 from app.storage.history import HistoryStore, RunRecord
 from app.storage.settings import SettingsStore
 from app.ui.analysis import BannerFix, FixKind, NoticeKind
+from app.ui.form_model import FormModel
+from app.ui.run_model import RunModel, RunStatus
 from app.ui.session import Session
-from app.ui.viewmodel import FormModel, RunModel, RunStatus
 from app.variants import Variant
 from tests.fakes.engine import FakeEngine, FakeScript
 
 
 @dataclass
 class FakeEngineLink:
-    """``EngineLink`` for tests: takes one request at a time; ``finish`` runs it on the fake."""
+    """``EngineLink`` for tests: takes one job at a time; ``finish`` runs it on the fake through
+    the one job runner. ``submitted`` lists each job's request, ``jobs`` the jobs."""
 
     # Timed steps (a millisecond each), so that the passes have a speedup to label.
     engine: FakeEngine = field(default_factory=lambda: FakeEngine(FakeScript(step_seconds=0.001)))
     deliver: list[RunModel] = field(default_factory=list)
-    pending: tuple[int, GenerationRequest] | None = None
+    pending: tuple[int, Job] | None = None
     cancel_event: threading.Event | None = None
     next_id: int = 1
     closed: bool = False
     submitted: list[GenerationRequest] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
 
     @property
     def busy(self) -> bool:
         return self.pending is not None
 
-    def submit(self, request: GenerationRequest) -> int | None:
+    def submit(self, job: Job) -> int | None:
         if self.pending is not None or self.closed:
             return None
         run_id, self.next_id = self.next_id, self.next_id + 1
-        self.pending = (run_id, request)
-        self.submitted.append(request)
+        self.pending = (run_id, job)
+        self.jobs.append(job)
+        ladder = isinstance(job, ThresholdComparison | ThresholdSweep)
+        self.submitted.append(job.base if ladder else job.request)
         self.cancel_event = threading.Event()
         return run_id
 
@@ -63,10 +70,10 @@ class FakeEngineLink:
 
     def finish(self, save: HistoryStore | None = None) -> list[EngineEvent]:
         assert self.pending is not None and self.cancel_event is not None
-        (run_id, request), cancel = self.pending, self.cancel_event
+        (run_id, job), cancel = self.pending, self.cancel_event
         self.pending, self.cancel_event = None, None
         events: list[EngineEvent] = []
-        self.engine.run(run_id, request, events.append, cancel)
+        run_job(self.engine, run_id, job, events.append, cancel)
         for event in events:
             if save is not None and isinstance(event, RunFinished):
                 save.save(RunRecord.from_report(event.report))
@@ -137,7 +144,9 @@ def test_generate_submits_the_inputs_once_and_begins_the_run(rig: Rig) -> None:
     run_id = rig.session.generate()
     assert run_id == 1 and rig.started == [1]
     assert rig.link.pending is not None
-    request = rig.link.pending[1]
+    job = rig.link.pending[1]
+    assert isinstance(job, Generate)  # no quality target: one Generate
+    request = job.request
     # A first run times both passes in full: no resume, so its speedup is measured.
     assert request == replace(rig.form.request(), resume=False)
     assert (request.variant_id, request.prompt, request.resume) == ("demo", "a red star", False)
@@ -213,8 +222,14 @@ def test_a_threshold_rerun_reuses_vanilla_and_the_label_says_what_was_measured(r
     replayed = report.gated.replayed_steps
     assert replayed > 0
     at = f"{report.vanilla.measured_at:%H:%M}"
-    expected = f"estimate ({replayed} of 28 steps replayed), vanilla cached, measured {at}"
-    assert rig.run.speedup_label == expected
+    # The cached vanilla is re-timed to this run's computed steps, and the label ends with the
+    # two times the figure is the ratio of.
+    expected = (
+        f"re-timed estimate ({replayed} of 28 steps replayed), vanilla cached at {at}, "
+        "steps at this run's mean computed-step time (±"
+    )
+    assert rig.run.speedup_label.startswith(expected)
+    assert rig.run.speedup_label == report.speedup_label
     assert rig.run.speedup_estimated
 
 
@@ -276,6 +291,20 @@ def test_shutdown_saves_the_inputs_and_stops_everything_once(rig: Rig) -> None:
 def test_the_session_module_imports_no_qt() -> None:
     code = (
         "import sys, app.ui.session; "
+        "sys.exit(any(m.split('.')[0] == 'PySide6' for m in sys.modules))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["event_router", "threshold_compare_model", "quantize_model", "plain_words", "calibrate_model"],
+)
+def test_the_qt_free_state_of_the_window_imports_no_qt(module: str) -> None:
+    """The Qt-free halves of the window (docs/architecture.md, the ui/ module map) stay so."""
+    code = (
+        f"import sys, app.ui.{module}; "
         "sys.exit(any(m.split('.')[0] == 'PySide6' for m in sys.modules))"
     )
     root = Path(__file__).resolve().parents[2]
@@ -370,3 +399,23 @@ def test_banners_of_the_old_selection_go_when_it_changes(rig: Rig) -> None:
     assert rig.form.variant_id == "demo"
     assert rig.run.error is None
     assert all("not downloaded" not in n.title for n in rig.session.notices())
+
+
+def test_steps_below_the_minimum_are_one_sentence_not_a_schedule_banner_too(rig: Rig) -> None:
+    """Steps = 1 also raised the yellow "Demo shapes at 1 steps has no step the gate may skip"
+    banner and the hint "0 of 1 steps may be skipped" (#27 item 17): the steps' own sentence,
+    under Steps, is the one message until Generate is pressed."""
+    rig.form.steps = 1
+    assert rig.session.steps_problem() == "Steps must be at least 2 for demo, got 1."
+    assert rig.session.notices() == ()
+    assert rig.session.threshold_hint() == ""
+    rig.form.steps = 2  # valid again, with nothing to skip: the schedule banner says so
+    assert [n.key for n in rig.session.notices()] == ["schedule"]
+    assert "1 steps" not in rig.session.threshold_hint()
+
+
+def test_a_count_of_one_is_singular() -> None:
+    from app.ui.images import _resume_note
+
+    assert _resume_note(1, 28) == "first step shared with vanilla"
+    assert _resume_note(5, 28) == "first 5 steps shared with vanilla"

@@ -18,11 +18,11 @@ from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-import app.ui.window as window_module
+import app.ui.refresh as refresh_module
 from app.engine.events import Pass
 from app.gate import Decision
+from app.ui.run_model import RunStatus
 from app.ui.step_previews import fit_preview
-from app.ui.viewmodel import RunStatus
 from app.ui.window import MainWindow
 
 pytestmark = [pytest.mark.slow]
@@ -34,7 +34,7 @@ STEPS = 16
 def window(
     make_real_window: Callable[[int], MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> MainWindow:
-    monkeypatch.setitem(window_module.SLOW_REFRESHES, "previews", 0)
+    monkeypatch.setitem(refresh_module.SLOW_REFRESHES, "previews", 0)
     win = make_real_window(STEPS)
     win.form.threshold = 0.3  # loose: this schedule skips (asserted below)
     return win

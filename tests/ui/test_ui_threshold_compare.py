@@ -11,10 +11,10 @@ from ui_support import WindowFactory
 
 from app.engine.events import RunFinished
 from app.storage.comparisons import is_comparison, load_comparison
-from app.ui.comparison import CompareStatus
-from app.ui.history_browser import entry_summary
-from app.ui.threshold_compare import CELL_MIN, ThresholdCompareDialog, best_columns
-from app.ui.viewmodel import RunStatus
+from app.ui.history_view import entry_summary
+from app.ui.run_model import RunStatus
+from app.ui.threshold_compare_model import CompareStatus
+from app.ui.threshold_compare_view import CELL_MIN, ThresholdCompareDialog, best_columns
 from tests.fakes.engine import FakeEngine, FakeScript, StepGate
 
 THRESHOLDS = "0.3, 0.05, 0.2, 0.1"  # out of order on purpose: the view sorts them
@@ -206,3 +206,70 @@ def test_the_grid_keeps_images_as_large_as_the_window_allows() -> None:
     assert best_columns(7, 996, 570) == 4  # 1024 × 700
     assert best_columns(5, 2400, 400) == 5  # wide and low: one row
     assert best_columns(4, 400, 2000) == 1  # narrow and tall: one column
+
+
+def test_picking_an_entry_waits_while_a_generate_runs(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """An entry picked during a Generate would overwrite the form and the result mid-run: refused
+    with one sentence, nothing changed; once the run ends the same pick goes through."""
+    gate = StepGate()
+    gate.open()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _dialog(window)
+    comparer = window.comparer
+    dialog.thresholds.setText(THRESHOLDS)
+    dialog.start()
+    qtbot.waitUntil(lambda: comparer.status is CompareStatus.finished, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: not window.host.busy, timeout=FINISH_MS)
+
+    gate.hold()
+    window.form.threshold = 0.15  # not one of the entries
+    assert window.session.generate() is not None
+    qtbot.waitUntil(lambda: gate.waiting_at is not None, timeout=FINISH_MS)
+    assert window.run.busy
+    shown = window.run.request
+    qtbot.mouseClick(dialog.cells[3].use_button, Qt.MouseButton.LeftButton)  # t = 0.2
+    assert comparer.picked is None
+    assert comparer.message == "wait for the current run to finish before picking an entry"
+    assert dialog.error.isVisibleTo(dialog) and dialog.error.text() == comparer.message
+    assert window.form.threshold == pytest.approx(0.15)  # the form the run started from
+    assert window.run.request is shown and window.run.busy
+
+    gate.open()
+    qtbot.waitUntil(lambda: not window.run.busy, timeout=FINISH_MS)
+    qtbot.mouseClick(dialog.cells[3].use_button, Qt.MouseButton.LeftButton)
+    assert comparer.picked == 2 and window.form.threshold == pytest.approx(0.2)
+
+
+def test_an_entry_that_skipped_the_same_steps_names_the_first_such_threshold(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Two patterns alternating over five thresholds: each repeat names the *first* threshold
+    with its pattern (0.05 or 0.1), not merely the entry before it."""
+    import numpy as np
+
+    from app.storage.comparisons import ComparisonRow
+
+    window = make_window(FakeEngine())
+    dialog = _dialog(window)
+    comparer = window.comparer
+    thresholds = (0.05, 0.1, 0.2, 0.3, 0.4)
+    patterns = ("FCSCCCCCCF", "FCSCSCSCCF", "FCSCCCCCCF", "FCSCSCSCCF", "FCSCCCCCCF")
+    image = np.zeros((128, 128, 3), np.uint8)
+    comparer.base = window.form.request()
+    comparer.thresholds = thresholds
+    comparer.rows = [
+        ComparisonRow(t, image, p.count("S"), STEPS, 0.99, 1.0, 2.0, 2.0, "measured", pattern=p)
+        for t, p in zip(thresholds, patterns, strict=True)
+    ]
+    comparer.status = CompareStatus.opened
+    dialog.refresh()
+    notes = [cell.stats.text().splitlines()[-1] for cell in dialog.cells[1:]]
+    assert [n if n.startswith("same steps") else "" for n in notes] == [
+        "",
+        "",
+        "same steps skipped as t = 0.05",
+        "same steps skipped as t = 0.1",
+        "same steps skipped as t = 0.05",
+    ]

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.engine.events import RunFinished, StepDone
+from app.engine.jobs import Generate
 from app.engine.request import make_request
 from app.ui.defaults import DEFAULT_PROMPT
 from app.ui.worker import EngineHost
@@ -31,7 +32,7 @@ def test_a_run_completes_while_the_gui_thread_is_busy(qtbot: QtBot) -> None:
     host.event_received.connect(delivered.append)
     try:
         qtbot.waitUntil(lambda: host.warm, timeout=10_000)
-        assert host.submit(make_request("demo", DEFAULT_PROMPT)) is not None
+        assert host.submit(Generate(make_request("demo", DEFAULT_PROMPT))) is not None
         # The GUI thread now blocks without running its event loop (as a long repaint would):
         # the engine thread must still run every step and relay every event to the end.
         assert finished.wait(timeout=30), "the engine thread waited for the GUI thread"

@@ -5,6 +5,7 @@ tiny random-weight shells (``mflux-save``'s layout) or laid out as Hugging Face 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import mlx.core as mx
@@ -13,6 +14,7 @@ import pytest
 from app.adapters import common, shells
 from app.engine.request import RequestError, make_request
 from app.variants import all_variants, get_variant, weights
+from app.variants.catalog import UnknownVariantError
 from app.variants.folders import (
     ModelFolderError,
     add_model_folder,
@@ -143,9 +145,7 @@ def test_a_request_for_a_folder_carries_its_path_and_stored_quantization(
     base = make_request("flux2-klein-4b", "a cat", size=(128, 128), quantize=4)
     assert request.vanilla_key() != base.vanilla_key()
     # The same folder given as a path (the command line's --model-path) is the same run.
-    by_path = make_request(
-        "flux2-klein-4b", "a cat", size=(128, 128), model_path=saved["klein-q4"]
-    )
+    by_path = make_request("flux2-klein-4b", "a cat", size=(128, 128), model_path=saved["klein-q4"])
     assert by_path.quantize == 4 and by_path.model_path == request.model_path
     with pytest.raises(RequestError, match="holds 4-bit weights"):
         make_request(entry.variant_id, "a cat", size=(128, 128), quantize=8)
@@ -161,3 +161,83 @@ def test_an_unreadable_list_reads_as_empty_and_is_rewritten(saved: dict[str, Pat
     assert model_folders() == []
     add_model_folder(saved["qwen"])
     assert [f.name for f in model_folders()] == ["qwen"]
+
+
+def test_a_folder_whose_base_variant_is_gone_is_skipped_with_a_note_and_kept(
+    saved: dict[str, Path], caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A remembered entry whose base this version does not know (renamed, removed, or written by
+    a newer version): listing variants skips it with one note instead of a KeyError, and adding
+    or removing another folder keeps it in the list."""
+    from app.cli.main import main
+
+    qwen = add_model_folder(saved["qwen"])
+    stored = json.loads(folders_file().read_text(encoding="utf-8"))
+    gone = {**stored["folders"][0], "name": "old", "base_variant": "flux9-gone"}
+    stored["folders"].insert(0, gone)
+    folders_file().write_text(json.dumps(stored), encoding="utf-8")
+
+    with caplog.at_level("WARNING", logger="app.variants.folders"):
+        assert [f.variant_id for f in model_folders()] == [qwen.variant_id]
+        listed = all_variants()
+        assert main(["variants"]) == 0
+    assert qwen.variant_id in listed and "flux9-gone@old" not in listed
+    assert "flux9-gone@old" not in capsys.readouterr().out
+    notes = [r.getMessage() for r in caplog.records if "flux9-gone" in r.getMessage()]
+    assert len(notes) == 1 and notes[0].startswith("model folder 'old' (")  # once, not per call
+    assert "left out" in notes[0] and "the entry is kept" in notes[0]
+    with pytest.raises(UnknownVariantError):
+        get_variant("flux9-gone@old")
+
+    # Nothing the user made is lost: the entry survives a remove and an add of others.
+    assert remove_model_folder(qwen.variant_id)
+    add_model_folder(saved["klein-q4"], "flux2-klein-4b")
+    names = [f["name"] for f in json.loads(folders_file().read_text(encoding="utf-8"))["folders"]]
+    assert names == ["old", "klein-q4"]
+
+
+def test_a_folder_without_a_transformer_is_not_sized_file_by_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typing "/" in Add Model Folder once added up every file on the disk (#27 item 3): a
+    folder with no transformer/ holds no model, so nothing under it is walked."""
+    (tmp_path / "photos" / "2026").mkdir(parents=True)
+    (tmp_path / "photos" / "2026" / "a.jpg").write_bytes(b"x" * 4096)
+
+    def no_walk(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a folder that is not a model was walked")
+
+    monkeypatch.setattr(Path, "rglob", no_walk)
+    monkeypatch.setattr("os.walk", no_walk)
+    info = inspect_folder(tmp_path)
+    assert (info.family, info.size_bytes, info.has_transformer) == (None, 0, False)
+
+
+def test_a_folder_that_cannot_be_read_is_one_folder_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PermissionError inside the folder (a /proc entry, another user's files) is the
+    folder's problem in one line, not an exception (#27 item 3)."""
+    folder = write_snapshot(tmp_path / "klein", KLEIN)
+
+    def denied(*_args: object) -> list[str]:
+        raise PermissionError(13, "Permission denied", str(folder / "vae"))
+
+    monkeypatch.setattr(weights, "snapshot_problems", denied)
+    with pytest.raises(ModelFolderError) as caught:
+        check_folder(folder, KLEIN)
+    assert str(caught.value) == f"{folder} cannot be read: Permission denied ({folder / 'vae'})"
+    # Sizing leaves out what it may not read instead of failing.
+    monkeypatch.undo()
+    readable = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    configs = sum(p.stat().st_size for p in folder.rglob("config.json"))
+    real_stat = os.stat
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).endswith("config.json"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", stat)
+    info = inspect_folder(folder)
+    assert info.family is KLEIN.family and info.size_bytes == readable - configs > 0

@@ -9,28 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from app.variants import QUANTIZE_LEVELS, VARIANTS, Family
-from app.variants.catalog import (
-    _BYTES_PER_PARAM,
-    ACTIVATION_GB_PER_MEGAPIXEL,
-    MIN_WORKING_GB,
-    REALISTIC_WORKING_SHARE,
-)
+from app.families import FAMILIES, Family
+from app.variants import QUANTIZE_LEVELS, VARIANTS
+from app.variants.catalog import _BYTES_PER_PARAM, MIN_WORKING_GB, REALISTIC_WORKING_SHARE
 
 ROOT = Path(__file__).resolve().parents[2]
-MEASURED = {  # the variant each family's working memory was measured on
-    Family.flux1: "flux1-dev",
-    Family.flux2: "flux2-klein-4b",
-    Family.z_image: "z-image",
-    Family.qwen_image: "qwen-image",
-}
+# the families whose working memory was measured, each on the variant it names
+MEASURED = [f for f in FAMILIES.values() if f.memory_measured_on is not None]
 
 
-@pytest.mark.parametrize("family", list(MEASURED), ids=str)
+@pytest.mark.parametrize("family", MEASURED, ids=lambda f: f.id)
 def test_working_memory_per_megapixel_is_the_measured_one(family: Family) -> None:
     # The larger of the two H200 batches (an upper bound): the current one and the first, whose
     # JSONs are kept as the basis (FLUX.1 dev read 6.3 then 8.1 GB, Klein 4B 14.8 then 14.4).
-    name = f"{MEASURED[family]}-1024-random-h200"
+    name = f"{family.memory_measured_on}-1024-random-h200"
     measured = []
     for path in (
         ROOT / f"resources/benchmarks/{name}.json",
@@ -41,7 +33,7 @@ def test_working_memory_per_megapixel_is_the_measured_one(family: Family) -> Non
         peak = max(c["peak_memory_bytes"] for c in report["conditions"].values())
         loaded = report["runs"][0]["load_peak_memory_bytes"]
         measured.append(round((peak - loaded) / 1024**3, 1))
-    assert ACTIVATION_GB_PER_MEGAPIXEL[family] == max(measured)
+    assert family.activation_gb_per_megapixel == max(measured)
 
 
 def test_bytes_per_weight_follow_mflux_group_size() -> None:

@@ -27,19 +27,6 @@ DEV = get_variant("flux1-dev")
 KLEIN_PIN = weights.pinned_revision("black-forest-labs/FLUX.2-klein-4B")
 
 
-@pytest.fixture
-def online(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(weights, "_hub_offline", lambda: False)
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
-    fake = FakeHub(tmp_path / "cache")
-    monkeypatch.setattr(weights, "snapshot_download", fake)
-    return fake
-
-
 def test_a_complete_snapshot_passes(tmp_path: Path) -> None:
     root = write_snapshot(tmp_path / "snap")
     assert weights.snapshot_problems(root, KLEIN) == []

@@ -234,9 +234,9 @@ def profile_loop(pipe: Any, split_cls: type, run: dict[str, Any]) -> dict[str, A
     inside mflux's own loop (see the module docstring)."""
     from app.adapters import install_gate
     from app.bench.worker import _LoopTimer
-    from app.gate import GateParams, TeaCacheGate
+    from app.gate import TeaCacheGate, TeaCacheParams
 
-    forced = GateParams(
+    forced = TeaCacheParams(
         coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
     )
     run = {"seed": 0, "prompt": shells.DEFAULT_PROMPT, **run}

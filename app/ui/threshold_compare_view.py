@@ -1,7 +1,7 @@
 """The comparison view: the vanilla reference and one cell per threshold, side by side, with skips
 "k of n", SSIM and time under each, zoom and pan linked across every image. Click an image (or
 its "Use" button) to make that threshold the current one. Layout and wiring only: every action is
-``app.ui.comparison.ThresholdComparer``'s."""
+``app.ui.threshold_compare_model.ThresholdComparer``'s."""
 
 from __future__ import annotations
 
@@ -26,9 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.report import label_head
 from app.storage.comparisons import ComparisonRow
-from app.ui.comparison import CompareStatus, ThresholdComparer
 from app.ui.theme import mute, muted, small_font
+from app.ui.threshold_compare_model import CompareStatus, ThresholdComparer
 
 CELL_MIN = QSize(170, 150)  # below this the grid scrolls instead of squeezing the images
 STATS_LINES = 4  # the numbers under each image
@@ -393,9 +394,10 @@ def _row_stats(row: ComparisonRow, note: str) -> str:
 
 
 def short_label(label: str) -> str:
-    """The label's first clause ("measured", "estimate (3 of 28 steps replayed)"); the cell's
-    tooltip carries all of it."""
-    return label.split(", ")[0]
+    """The label's first clause ("measured", "re-timed estimate (3 of 28 steps replayed)"): it
+    says whether the figure is the ratio of the times shown; the cell's tooltip carries all of
+    it."""
+    return label_head(label)
 
 
 def _vanilla_stats(row: ComparisonRow | None) -> str:

@@ -37,7 +37,9 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
+from app.engine.jobs import Job
 from app.engine.request import GenerationRequest, RequestError
+from app.gate.kinds import gate_kind
 from app.hardware import hardware_label
 from app.storage.comparisons import ComparisonRow, load_comparison, same_skips, save_comparison
 from app.storage.history import HistoryEntry, HistoryStore, friendly_time
@@ -53,7 +55,7 @@ class ComparisonEngineLink(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def submit(self, request: GenerationRequest | ThresholdComparison) -> int | None: ...
+    def submit(self, job: Job) -> int | None: ...
 
     def cancel(self) -> bool: ...
 
@@ -120,7 +122,7 @@ class ThresholdComparer:
         if current is not None and shown is not None:
             complete = run.vanilla_steps and all(s is not None for s in run.vanilla_steps)
             if shown.vanilla_key() == current.vanilla_key() and complete:
-                trace = [s.rel_l1 for s in run.vanilla_steps if s is not None]
+                trace = gate_kind(form.gate).trace(run.vanilla_steps)
         values = default_thresholds(
             form.variant, int(form.steps), trace, around=float(form.threshold), gate=form.gate
         )
@@ -182,7 +184,7 @@ class ThresholdComparer:
         self.session.form.apply_request(replace(self.base, threshold=row.threshold))
         if row.report is not None:
             where = self.origin or "this comparison"
-            self.session.run.show_report(row.report, f"{where}, t={row.threshold:g}")
+            self.session.run.show(row.report, f"{where}, t={row.threshold:g}")
         self.picked = index
         self._changed()
         return True
@@ -221,6 +223,11 @@ class ThresholdComparer:
         rows = [r if r is not None else _EMPTY for r in self.rows]
         return same_skips(rows)
 
+    def _gate_label(self) -> str:
+        """The gate the comparison runs (its base request's)."""
+        gate = self.base.gate if self.base is not None else self.session.form.gate
+        return gate_kind(gate).label
+
     def limits_text(self) -> str:
         return f"{MIN_THRESHOLDS}–{MAX_THRESHOLDS} values between 0 and 1, separated by commas"
 
@@ -231,14 +238,14 @@ class ThresholdComparer:
         match event:
             case PassStarted():
                 index = self._running_index()
-                what = "vanilla" if event.which is Pass.vanilla else "TeaCache"
+                what = "vanilla" if event.which is Pass.vanilla else self._gate_label()
                 if event.cached:
                     self.progress = f"{self._entry_label(index)} · vanilla from the cache"
                 else:
                     self.progress = f"{self._entry_label(index)} · {what} pass"
             case StepDone():
                 index = self._running_index()
-                what = "vanilla" if event.which is Pass.vanilla else "TeaCache"
+                what = "vanilla" if event.which is Pass.vanilla else self._gate_label()
                 step = event.step
                 self.progress = (
                     f"{self._entry_label(index)} · {what} step {step.index + 1} of {step.num_steps}"

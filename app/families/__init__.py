@@ -1,0 +1,80 @@
+"""The model families: one module per family, each holding all the app knows of it.
+
+A family module (``flux1``, ``flux2``, ``z_image``, ``qwen_image``, ``demo``) defines ``FAMILY``,
+a ``Family`` (``app.families.spec``): label and order, mflux's classes, the gate's adapter,
+latent unpacking and preview projection, the random-weight shell and real dimensions, model-folder
+detection, memory per megapixel. Every other package asks this registry; none spells a family
+out. Adding a family is one module here (found by walking this package), its variants' rows in
+``app.variants.builtin`` and its tests (``tests/families/`` checks the module is complete).
+
+Data only: importing this package imports neither MLX nor mflux.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from app.families.spec import (
+    GENERAL_SIZES,
+    Family,
+    FamilyError,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    UnknownFamilyError,
+    join_names,
+    load,
+)
+
+__all__ = [
+    "FAMILIES",
+    "GENERAL_SIZES",
+    "Family",
+    "FamilyError",
+    "FolderDetection",
+    "LatentPreview",
+    "Mflux",
+    "RandomWeights",
+    "UnknownFamilyError",
+    "family_names",
+    "get_family",
+    "join_names",
+    "load",
+]
+
+
+def _discover() -> dict[str, Family]:
+    """Every module of this package that defines ``FAMILY``, in the picker's order."""
+    found: list[Family] = []
+    for module in pkgutil.iter_modules(__path__):
+        family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
+        if isinstance(family, Family):
+            found.append(family)
+    by_id: dict[str, Family] = {}
+    for family in sorted(found, key=lambda f: (f.order, f.id)):
+        if family.id in by_id:
+            raise FamilyError(f"two family modules define the family {family.id!r}")
+        by_id[family.id] = family
+    return by_id
+
+
+FAMILIES: Mapping[str, Family] = MappingProxyType(_discover())
+
+
+def get_family(family_id: str) -> Family:
+    """The family with this id; ``UnknownFamilyError`` naming the known ones otherwise."""
+    try:
+        return FAMILIES[family_id]
+    except KeyError:
+        raise UnknownFamilyError(
+            f"unknown model family {family_id!r}; known: {', '.join(FAMILIES)}"
+        ) from None
+
+
+def family_names(has: Callable[[Family], bool], conjunction: str) -> str:
+    """The short names of the families that ``has``, in order: "FLUX.1, FLUX.2 and Z-Image"."""
+    return join_names([f.short_name for f in FAMILIES.values() if has(f)], conjunction)

@@ -1,0 +1,159 @@
+"""What a model family is: everything the app knows of one family of models, as one value.
+
+Plain data and small functions: importing this module or any family module imports no MLX and
+no mflux. A family names
+
+- mflux's classes through its own small functions that import them on first call (``Mflux``), so
+  pyright checks each import and PyInstaller collects each module;
+- this app's modules that carry its integration (the gate's adapter, the random-weight shell
+  builder) by dotted path, loaded with ``load`` by the layer they belong to (``app.adapters``),
+  so the families sit below every other package and import none of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import mlx.core as mx
+
+Size = tuple[int, int]
+RGBFactors = tuple[tuple[float, float, float], ...]
+# The sizes the window offers after a variant's own, where a family states no others.
+GENERAL_SIZES: tuple[Size, ...] = (
+    (1024, 1024),
+    (768, 768),
+    (512, 512),
+    (1024, 768),
+    (768, 1024),
+    (1344, 768),
+)
+
+
+class FamilyError(LookupError):
+    """A family lacks what was asked of it (an mflux class, a preview, random weights)."""
+
+
+class UnknownFamilyError(FamilyError, KeyError):
+    """No family has this id (or no family's mflux class is this pipeline's)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True, eq=False)
+class Mflux:
+    """mflux's classes for the family, each imported on first call."""
+
+    pipeline: Callable[[], type]  # the text-to-image pipeline class, mflux's constructor
+    weight_definition: Callable[[], type]  # its download patterns and tokenizers
+    lora_mapping: Callable[[], type] | None  # its LoRA key mapping (``get_mapping()``); None: none
+
+
+@dataclass(frozen=True, eq=False)
+class LatentPreview:
+    """A live step preview by a linear latent→RGB projection (``app.adapters.previews``)."""
+
+    # mflux's unpacking of the loop's latents: (latents, height, width) → (1, C, H/8, W/8)
+    unpack: Callable[[mx.array, int, int], mx.array]
+    factors: RGBFactors  # C rows of (r, g, b): ``rgb = latent · factors + bias``, in [-1, 1]
+    bias: tuple[float, float, float]
+    # Channels of one 2×2-packed token (mflux's ``unpack_latents`` layout), projected without
+    # unpacking; None where the loop's latents are not packed so.
+    packed_channels: int | None
+
+
+@dataclass(frozen=True, eq=False)
+class RandomWeights:
+    """A weight-less shell of mflux's own classes with random weights (``bench --random-weights``
+    and the tests): ``builder(model_name, *, dims, prompts, dtype, seed)`` → a pipeline."""
+
+    builder: str  # "module:function", in app.adapters
+    model_name: str  # mflux's model name where a variant names none
+    tiny: Any  # dimensions for CPU tests and dry runs
+    full: Any  # the real dimensions, for timing on a GPU
+
+
+@dataclass(frozen=True, eq=False)
+class FolderDetection:
+    """How a model folder's transformer weights show the family (mflux-save and Hugging Face
+    names alike): some name starts with one of ``prefixes`` and none with one of ``without``."""
+
+    prefixes: tuple[str, ...]
+    without: tuple[str, ...] = ()
+    # (the family's built-in variant ids, weight name → shape) → the ids the weights fit;
+    # None: any of them
+    candidates: Callable[[tuple[str, ...], Mapping[str, Sequence[int]]], tuple[str, ...]] | None = (
+        None
+    )
+
+    def matches(self, keys: Mapping[str, Sequence[int]]) -> bool:
+        return any(k.startswith(self.prefixes) for k in keys) and not (
+            self.without and any(k.startswith(self.without) for k in keys)
+        )
+
+    def fits(self, members: tuple[str, ...], keys: Mapping[str, Sequence[int]]) -> tuple[str, ...]:
+        return members if self.candidates is None else self.candidates(members, keys)
+
+
+@dataclass(frozen=True, eq=False)
+class Family:
+    """One model family. ``None`` entries are what the family does not have; only the embedded
+    demo may lack the mflux ones (``tests/families/test_contract.py``)."""
+
+    id: str  # the one spelling: a variant's "family", the history, ``variants --json``
+    display_name: str  # the picker's header and messages ("FLUX.2 Klein")
+    short_name: str  # in sentences that list families ("FLUX.2")
+    order: int  # the picker's order, ascending
+    # Working memory of one generation per megapixel, an upper bound measured on MLX CUDA (see
+    # ``app.variants.catalog.Variant.working_gb``), read from the committed H200 report of
+    # ``memory_measured_on`` (resources/benchmarks/<variant>-1024-random-h200.json)
+    activation_gb_per_megapixel: float
+    memory_measured_on: str | None
+    mflux: Mflux | None  # None: not an mflux model (the embedded demo)
+    adapter: str | None  # the module in app.adapters whose ``install(pipeline, gate)`` gates it
+    preview: LatentPreview | None  # None: the pipeline decodes its own previews (the demo)
+    random_weights: RandomWeights | None
+    folders: FolderDetection | None  # None: no model folders of this family
+    sizes: tuple[Size, ...] = GENERAL_SIZES  # offered after a variant's own size
+
+    def __repr__(self) -> str:
+        return f"Family({self.id!r})"
+
+    @property
+    def supports_lora(self) -> bool:
+        return self.mflux is not None and self.mflux.lora_mapping is not None
+
+    def require_mflux(self) -> Mflux:
+        if self.mflux is None:
+            raise FamilyError(f"{self.display_name} is not an mflux model")
+        return self.mflux
+
+    def require_preview(self) -> LatentPreview:
+        if self.preview is None:
+            raise FamilyError(f"{self.display_name} has no latent preview projection")
+        return self.preview
+
+    def require_random_weights(self) -> RandomWeights:
+        if self.random_weights is None:
+            raise FamilyError(f"{self.display_name} has no random-weight shell")
+        return self.random_weights
+
+
+def load(path: str) -> Any:
+    """The object a dotted path names: ``"package.module"`` or ``"package.module:attr.attr"``."""
+    module_name, _, attributes = path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for name in attributes.split(".") if attributes else ():
+        target = getattr(target, name)
+    return target
+
+
+def join_names(names: Sequence[str], conjunction: str) -> str:
+    """``["A", "B", "C"]`` → "A, B and C" (or "or")."""
+    if len(names) <= 1:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} {conjunction} {names[-1]}"

@@ -1,0 +1,299 @@
+"""What a gate kind is: everything the app knows about one decision rule, in one object.
+
+A kind names its rule (``name``, ``label``), says what its threshold means in plain words, builds
+its parameters from its own calibration (``calibration_of`` reads the variant's calibration for
+this gate), simulates a vanilla trace, finds where skipping begins, lists the target search's
+candidates, builds its live gate, and words its figures for the plot, the timeline, the Details,
+exports and the history. Every module outside ``app/gate`` asks the registry
+(``app.gate.kinds``) instead of branching on a gate's name.
+
+Plain Python: no MLX until ``make_live`` (the live gates are imported on first use).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+
+from app.gate.decision import Decision, Verdict
+from app.gate.events import StepEvent
+from app.gate.simulator import Engagement
+
+if TYPE_CHECKING:  # the live gates import MLX
+    from app.gate.live import LiveGate
+
+THRESHOLD_DECIMALS = 4  # what the window's threshold entry holds; candidates are rounded to it
+
+
+class Signal(StrEnum):
+    """What a kind's live gate reads from the adapter on each step: the adapter builds it only
+    for a kind that asks (``LiveGate.needs_signal``), so an unread signal costs nothing."""
+
+    none = "none"  # decides from a table and the step index (MagCache)
+    modulated_input = "modulated-input"  # the family's signal before block 0 (TeaCache)
+
+
+class CalibrationMethod(StrEnum):
+    """How ``teacache-studio calibrate`` measures a kind's calibration from vanilla runs."""
+
+    polynomial = "polynomial"  # (signal change, output change) pairs, a degree-4 fit
+    ratio_table = "ratio-table"  # per-step mean magnitude ratios of the residual
+
+
+class Calibrated(Protocol):
+    """What a kind reads from a variant: its calibration for each gate that has one."""
+
+    @property
+    def calibrations(self) -> Mapping[str, object]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PlotSpec:
+    """What the gate plot draws for a kind: the y axis, and the legend of its two series (the
+    vanilla run's value per step from ``GateKind.plot_value``, the gated pass's ``accumulated``
+    against the threshold line)."""
+
+    axis_label: str
+    vanilla_legend: str
+    gated_legend: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFacts:
+    """A schedule's answer for one kind, weight-free: the eligible steps, and the floor (no
+    threshold at or below it skips where ``GateKind.skips_at_onset`` is False, none below it
+    where True); None where no eligible step can ever skip."""
+
+    eligible: int
+    floor: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One interval of the threshold axis with one simulated skip pattern, and the threshold
+    tried for it (inside the interval, at the entry's precision)."""
+
+    threshold: float
+    low: float  # the interval is (low, high], or [low, high) where ``low_closed``
+    high: float
+    predicted_skipped: int
+    pattern: str
+    low_closed: bool = False
+
+    def holds(self, threshold: float) -> bool:
+        if self.low_closed:
+            return self.low <= threshold < self.high
+        return self.low < threshold <= self.high
+
+
+class GateParamsLike(Protocol):
+    """What every kind's parameters share (the engine, reports and notices read only this)."""
+
+    gate: ClassVar[str]
+
+    @property
+    def threshold(self) -> float: ...
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def with_threshold(self, threshold: float) -> Any: ...
+
+    def eligible_steps(self, num_steps: int) -> int: ...
+
+
+P = TypeVar("P")
+C = TypeVar("C")
+
+
+class GateKind(ABC, Generic[P, C]):
+    """One decision rule. Subclasses set the class attributes and implement the methods."""
+
+    name: ClassVar[str]  # as typed on the command line, stored in requests and history
+    label: ClassVar[str]  # as shown: the picker, captions, the summary line
+    threshold_meaning: ClassVar[str]  # the picker's hint line and the command line's help
+    threshold_quantity: ClassVar[str]  # what the threshold is compared with, for Details
+    params_type: ClassVar[type]
+    signal: ClassVar[Signal]
+    calibration_method: ClassVar[CalibrationMethod | None]  # None: runs on defaults alone
+    fallback_threshold: ClassVar[float]  # where neither a variant nor its base has a default
+    skips_at_onset: ClassVar[bool]  # a threshold equal to the onset skips (the rule uses <=)
+    exact_simulation: ClassVar[bool]  # the simulator is exact for a whole run (reads no latents)
+    forced_skips: ClassVar[bool] = False  # ``bench --forced-skips`` drives this kind's numbers
+    plot: ClassVar[PlotSpec]
+    # The engagement notice's words: where the onset comes from and what it is the smallest of.
+    onset_source: ClassVar[str]
+    onset_quantity: ClassVar[str]
+    onset_noun: ClassVar[str]  # the same, short and plural-able: "every prediction is above it"
+    floor_source: ClassVar[str]  # the banner's words for ``ScheduleFacts.floor``
+    no_default_reason: ClassVar[str]  # a calibration without a default threshold
+    no_skip_reason: ClassVar[str]  # a target search that found no threshold that skips
+
+    # -- calibration and parameters ----------------------------------------------------------
+    def calibration_of(self, variant: Calibrated) -> C | None:
+        """The variant's calibration for this gate; None where it has none."""
+        found = variant.calibrations.get(self.name)
+        return found  # type: ignore[return-value]
+
+    @abstractmethod
+    def params(self, calibration: C, threshold: float | None = None) -> P:
+        """The parameters at ``threshold`` (the calibration's default where None; off where it
+        has none)."""
+
+    @abstractmethod
+    def default_threshold(self, calibration: C) -> float | None: ...
+
+    def threshold_key(self, variant_id: str) -> str:
+        """Where the window's settings remember this gate's threshold for a variant."""
+        return f"{variant_id}@{self.name}"
+
+    def report_fields(self, params: P) -> dict[str, Any]:
+        """The parameters a run report records beside the gate's name and threshold."""
+        return {}
+
+    # -- traces and simulation ---------------------------------------------------------------
+    @abstractmethod
+    def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
+        """This kind's signal on a vanilla run's steps (what its simulator reads)."""
+
+    @abstractmethod
+    def traced(self, trace: Sequence[float | None]) -> bool:
+        """Whether ``trace`` carries what the simulator needs."""
+
+    @abstractmethod
+    def simulate(self, params: P, trace: Sequence[float | None]) -> list[Verdict]: ...
+
+    @abstractmethod
+    def engagement(self, params: P, trace: Sequence[float | None]) -> Engagement:
+        """Where skipping begins on ``trace`` (the onset and its step)."""
+
+    @abstractmethod
+    def candidates(self, params: P, trace: Sequence[float | None]) -> list[Candidate]:
+        """The simulator's skip patterns on ``trace`` as threshold intervals, in threshold
+        order, that skip at least one step (the target search bisects over them)."""
+
+    def engages(self, threshold: float, onset: float | None) -> bool:
+        """Whether ``threshold`` skips at least one step where skipping begins at ``onset``."""
+        if onset is None:
+            return False
+        return threshold >= onset if self.skips_at_onset else threshold > onset
+
+    def skipped(self, params: P, trace: Sequence[float | None]) -> int:
+        return sum(v.decision is Decision.skipped for v in self.simulate(params, trace))
+
+    @abstractmethod
+    def live_class(self) -> type[LiveGate]: ...
+
+    def make_live(
+        self,
+        params: P,
+        *,
+        on_step: Callable[[StepEvent], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> LiveGate:
+        return self.live_class()(params, on_step=on_step, clock=clock)  # type: ignore[call-arg]
+
+    # -- the weight-free schedule check --------------------------------------------------------
+    @abstractmethod
+    def schedule(self, params: P, steps: int) -> ScheduleFacts: ...
+
+    @abstractmethod
+    def no_eligible_reason(self, params: P, steps: int) -> str: ...
+
+    @abstractmethod
+    def floor_reason(self, params: P, steps: int, floor: float) -> str:
+        """Why ``params.threshold`` at or below (or below) ``floor`` cannot skip a step."""
+
+    @abstractmethod
+    def eligible_reason(self, eligible: int, steps: int) -> str: ...
+
+    def calibration_blocks(self, calibration: C, threshold: float) -> str | None:
+        """On a distilled schedule: the calibration's own evidence that ``threshold`` cannot
+        skip, as a sentence; None where it has none."""
+        return None
+
+    def calibration_floor(self, calibration: C, steps: int) -> float | None:
+        """The smallest onset the calibration measured at ``steps`` steps, if it records one."""
+        return None
+
+    @abstractmethod
+    def calibration_says_skips(self, calibration: C, steps: int, threshold: float) -> bool:
+        """Whether the calibration is evidence that ``steps`` steps skip at ``threshold``."""
+
+    # -- words -----------------------------------------------------------------------------------
+    @property
+    def threshold_words(self) -> str:
+        """What the threshold means, without the gate's name (the command line's help)."""
+        return self.threshold_meaning.removeprefix(f"{self.label}: ")
+
+    @property
+    def pass_name(self) -> str:
+        return f"{self.label} pass"
+
+    def caption(self, threshold: float | None) -> str:
+        """The gated image's name in captions and history rows: "MagCache t=0.02"."""
+        return self.label if threshold is None else f"{self.label} t={threshold:.4g}"
+
+    @abstractmethod
+    def plot_value(self, step: StepEvent) -> float | None:
+        """The gate plot's vanilla series: this kind's comparable value on one vanilla step."""
+
+    @abstractmethod
+    def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
+        """The timeline tooltip's figures for one step (after its title and decision)."""
+
+    @abstractmethod
+    def calibration_lines(self, calibration: C) -> list[str]:
+        """Details: the calibration's own figures (a polynomial, a table's recipe)."""
+
+    @abstractmethod
+    def provenance_text(self, calibration: C) -> str:
+        """Where the calibration's numbers come from, in a few short sentences (Details, the
+        calibration box's tooltip)."""
+
+    @abstractmethod
+    def calibration_summary(self, calibration: C) -> str:
+        """The sidebar's one plain line about the calibration."""
+
+    @abstractmethod
+    def threshold_hint(
+        self, params: P, steps: int, *, measured: bool = False, onset: float | None = None
+    ) -> str:
+        """The hint under the threshold: eligible steps, and where skipping begins. ``measured``:
+        a vanilla run of this schedule exists, and ``onset`` is where skipping began on it."""
+
+
+def format_threshold(value: float) -> str:
+    """Thresholds and predicted changes: four significant decimals where values are small."""
+    return f"{value:.4f}" if abs(value) < 0.1 else f"{value:.3f}"
+
+
+def format_figure(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def inside_open_low(low: float, high: float) -> float | None:
+    """A threshold in (low, high] with ``THRESHOLD_DECIMALS`` decimals, near the middle (both
+    ends keep a margin for the drift after the first skip), or None where the interval is
+    narrower than the entry's precision."""
+    scale = 10**THRESHOLD_DECIMALS
+    middle = round((low + high) / 2, THRESHOLD_DECIMALS)
+    if low < middle <= high:
+        return middle
+    smallest = math.floor(low * scale + 1) / scale
+    return smallest if low < smallest <= high else None
+
+
+def inside_closed_low(low: float, high: float) -> float | None:
+    """A threshold in [low, high) with ``THRESHOLD_DECIMALS`` decimals, near the middle."""
+    scale = 10**THRESHOLD_DECIMALS
+    middle = round((low + high) / 2, THRESHOLD_DECIMALS)
+    if low <= middle < high or (high >= 1.0 and middle == 1.0):
+        return middle
+    smallest = math.ceil(low * scale) / scale
+    return smallest if low <= smallest < high else None

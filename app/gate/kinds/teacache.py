@@ -1,0 +1,300 @@
+"""TeaCache as a gate kind: a degree-4 polynomial of the change of the family's modulated
+block-0 input predicts the output's change; steps are reused while the accumulated prediction
+stays below the threshold (``app.gate.decision``)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from app.gate.decision import (
+    GATE_NAME,
+    Decision,
+    TeaCacheParams,
+    Verdict,
+    predict_change,
+    prediction_floor,
+)
+from app.gate.events import StepEvent
+from app.gate.kinds.base import (
+    Calibrated,
+    CalibrationMethod,
+    Candidate,
+    GateKind,
+    PlotSpec,
+    ScheduleFacts,
+    Signal,
+    format_figure,
+    format_threshold,
+    inside_open_low,
+)
+from app.gate.provenance import Provenance
+from app.gate.simulator import Engagement, engagement, simulate
+
+if TYPE_CHECKING:
+    from app.gate.live import LiveGate
+
+
+@dataclass(frozen=True, slots=True)
+class TeaCacheCalibration:
+    """A variant's TeaCache numbers: the polynomial (high → low), the signal range it was fitted
+    on, its default threshold (None: the gate cannot engage on the default schedule), where they
+    come from, and the smallest predicted change seen on the calibration data at
+    ``measured_steps`` (the variant's default steps) where one was measured."""
+
+    coefficients: tuple[float, ...]
+    calibrated_range: tuple[float, float] | None
+    default_threshold: float | None
+    provenance: Provenance
+    min_predicted_change: float | None = None
+    measured_steps: int | None = None
+
+    gate: ClassVar[str] = GATE_NAME
+
+
+class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration]):
+    name = GATE_NAME
+    label = "TeaCache"
+    threshold_meaning = (
+        "TeaCache: how much predicted change in the model's output to let pile up before a "
+        "step is computed again"
+    )
+    threshold_quantity = "rel-L1 accumulation"
+    params_type = TeaCacheParams
+    signal = Signal.modulated_input
+    calibration_method = CalibrationMethod.polynomial
+    fallback_threshold = 0.2
+    skips_at_onset = False  # skips while the accumulated prediction is strictly below
+    exact_simulation = False  # exact up to the first skip (the signal follows the latents)
+    forced_skips = True  # a constant polynomial forces any pattern (bench --forced-skips)
+    plot = PlotSpec(
+        axis_label="predicted change",
+        vanilla_legend="predicted change per step",
+        gated_legend="TeaCache: accumulated prediction",
+    )
+    onset_source = "Measured on this run"
+    onset_quantity = "predicted change"
+    onset_noun = "prediction"
+    floor_source = "the lowest TeaCache's calibrated formula ever predicts"
+    no_default_reason = "the gate is not calibrated"
+    no_skip_reason = "every predicted change is at or above 1 on this schedule"
+
+    def calibration_of(self, variant: Calibrated) -> TeaCacheCalibration | None:
+        found = variant.calibrations.get(self.name)
+        return found if isinstance(found, TeaCacheCalibration) else None
+
+    def params(
+        self, calibration: TeaCacheCalibration, threshold: float | None = None, **overrides: Any
+    ) -> TeaCacheParams:
+        thresh = calibration.default_threshold if threshold is None else threshold
+        return TeaCacheParams(
+            coefficients=calibration.coefficients,
+            rel_l1_thresh=0.0 if thresh is None else thresh,
+            calibrated_range=calibration.calibrated_range,
+            **overrides,
+        )
+
+    def default_threshold(self, calibration: TeaCacheCalibration) -> float | None:
+        return calibration.default_threshold
+
+    def threshold_key(self, variant_id: str) -> str:
+        return variant_id  # settings written before there was a second gate
+
+    def report_fields(self, params: TeaCacheParams) -> dict[str, Any]:
+        return {
+            "coefficients": tuple(params.coefficients),
+            "calibrated_range": params.calibrated_range,
+        }
+
+    # -- traces and simulation ---------------------------------------------------------------
+    def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
+        return [s.rel_l1 if s is not None else None for s in steps]
+
+    def traced(self, trace: Sequence[float | None]) -> bool:
+        return any(t is not None for t in trace)
+
+    def simulate(self, params: TeaCacheParams, trace: Sequence[float | None]) -> list[Verdict]:
+        return simulate(params, trace)
+
+    def engagement(self, params: TeaCacheParams, trace: Sequence[float | None]) -> Engagement:
+        return engagement(params.with_threshold(max(params.threshold, 0.01)), trace)
+
+    def candidates(self, params: TeaCacheParams, trace: Sequence[float | None]) -> list[Candidate]:
+        """A step skips where its accumulated prediction is below the threshold, so the pattern
+        only changes where the threshold passes the accumulated prediction of a step the gate
+        computed: walking from one such value to the next visits every pattern once."""
+        found: list[Candidate] = []
+        low = 0.0
+        while low < 1.0:
+            probe = math.nextafter(low, math.inf)
+            verdicts = simulate(replace(params, rel_l1_thresh=probe), trace)
+            # The smallest accumulated prediction ≥ the threshold of a step the gate could skip.
+            above = [
+                v.accumulated
+                for v in verdicts
+                if v.decision is Decision.computed
+                and v.accumulated is not None
+                and v.accumulated >= probe
+                and v.rel_l1 is not None
+                and not predict_change(params, v.rel_l1)[1]
+            ]
+            high = min(min(above), 1.0) if above else 1.0
+            skipped = sum(v.decision is Decision.skipped for v in verdicts)
+            if skipped:
+                threshold = inside_open_low(low, high)
+                if threshold is not None:
+                    pattern = "".join(v.decision.letter for v in verdicts)
+                    found.append(Candidate(threshold, low, high, skipped, pattern))
+            if not above:
+                break
+            low = high
+        return found
+
+    def live_class(self) -> type[LiveGate]:
+        from app.gate.live import TeaCacheGate
+
+        return TeaCacheGate
+
+    def make_observer(
+        self,
+        params: TeaCacheParams,
+        *,
+        on_step: Callable[[StepEvent], None] | None = None,
+        capture_output: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> LiveGate:
+        """The vanilla pass's gate: measures every step and never skips (``observe``)."""
+        from app.gate.live import TeaCacheGate
+
+        return TeaCacheGate(
+            params, on_step=on_step, observe=True, capture_output=capture_output, clock=clock
+        )
+
+    # -- the weight-free schedule check --------------------------------------------------------
+    def schedule(self, params: TeaCacheParams, steps: int) -> ScheduleFacts:
+        return ScheduleFacts(params.eligible_steps(steps), prediction_floor(params))
+
+    def no_eligible_reason(self, params: TeaCacheParams, steps: int) -> str:
+        return (
+            f"{steps} steps leave no gate-eligible step (the first and last steps always compute)"
+        )
+
+    def floor_reason(self, params: TeaCacheParams, steps: int, floor: float) -> str:
+        where = "inside its calibrated range" if params.calibrated_range else "for any change"
+        return (
+            f"the polynomial never predicts a change below {floor:.3f} {where}, so threshold "
+            f"{params.threshold:g} cannot skip any step; use a threshold above {floor:.3f}"
+        )
+
+    def eligible_reason(self, eligible: int, steps: int) -> str:
+        return f"{eligible} of {steps} steps are gate-eligible"
+
+    def calibration_blocks(self, calibration: TeaCacheCalibration, threshold: float) -> str | None:
+        floor = calibration.min_predicted_change
+        if floor is None or floor < threshold:
+            return None
+        return (
+            f"distilled schedule: the smallest predicted change measured is {floor:.3f}, "
+            f"at or above the threshold {threshold:g}, so no step can be skipped"
+        )
+
+    def calibration_floor(self, calibration: TeaCacheCalibration, steps: int) -> float | None:
+        """The smallest measured prediction holds for the steps it was measured at only: other
+        step counts change by other amounts per step."""
+        if steps != calibration.measured_steps:
+            return None
+        return calibration.min_predicted_change
+
+    def calibration_says_skips(
+        self, calibration: TeaCacheCalibration, steps: int, threshold: float
+    ) -> bool:
+        """The calibration measured its own steps: its smallest prediction below ``threshold``
+        (before the first skip each eligible step compares its own prediction with the
+        threshold, so that step skips), or, where none is stored, ``threshold`` at least the
+        calibrated default (chosen because it skips there) and above the polynomial's floor."""
+        params = self.params(calibration, threshold)
+        if params.eligible_steps(steps) <= 0 or threshold <= prediction_floor(params):
+            return False
+        if calibration.min_predicted_change is not None:
+            return calibration.min_predicted_change < threshold
+        default = calibration.default_threshold
+        return default is not None and threshold >= default
+
+    # -- words ---------------------------------------------------------------------------------
+    def plot_value(self, step: StepEvent) -> float | None:
+        return step.predicted
+
+    def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
+        lines = [
+            f"rel-L1 (gate signal change): {format_figure(step.rel_l1)}",
+            f"predicted output change: {format_figure(step.predicted)}",
+        ]
+        if gated:
+            lines.append(
+                f"accumulated: {format_figure(step.accumulated)} vs threshold {step.threshold:.4g}"
+            )
+        return lines
+
+    def calibration_lines(self, calibration: TeaCacheCalibration) -> list[str]:
+        lines: list[str] = []
+        coefficients = calibration.coefficients
+        if coefficients:
+            poly = " + ".join(
+                f"{c:.4g}·x^{len(coefficients) - 1 - i}" for i, c in enumerate(coefficients)
+            )
+            lines.append(f"Polynomial: {poly.replace('·x^0', '')}")
+        if calibration.calibrated_range is not None:
+            low, high = calibration.calibrated_range
+            lines.append(f"Calibrated rel-L1 range: {low:.4g} – {high:.4g}")
+        return lines
+
+    def provenance_text(self, calibration: TeaCacheCalibration) -> str:
+        p = calibration.provenance
+        lines = [p.source.rstrip(".") + "."]
+        if p.fit_metric and p.fit_value is not None:
+            lines.append(f"Fit quality: {p.fit_metric} {p.fit_value:g}.")
+        if p.data_size:
+            lines.append(f"Data: {p.data_size}.")
+        if p.notes:
+            lines.append(p.notes[:1].upper() + p.notes[1:].rstrip(".") + ".")
+        if calibration.calibrated_range is not None:
+            lo, hi = calibration.calibrated_range
+            lines.append(f"Signal changes outside {lo:.3f}–{hi:.3f} always compute.")
+        return " ".join(lines)
+
+    def calibration_summary(self, calibration: TeaCacheCalibration) -> str:
+        own = calibration.default_threshold
+        if own is None:
+            return (
+                "This model has no threshold measured for it; TeaCache's guesses may be off. "
+                "Figures: Details, under the images."
+            )
+        return (
+            f"TeaCache was tuned for this model; {own:g} is its measured threshold. "
+            "Figures: Details, under the images."
+        )
+
+    def threshold_hint(
+        self,
+        params: TeaCacheParams,
+        steps: int,
+        *,
+        measured: bool = False,
+        onset: float | None = None,
+    ) -> str:
+        eligible = params.eligible_steps(steps)
+        text = f"{eligible} of {steps} steps may be skipped (never the first or last)."
+        if measured:
+            if onset is not None and onset < 1.0:
+                text += (
+                    f" On the last vanilla run, skipping begins above {format_threshold(onset)}."
+                )
+            else:
+                text += " On the last vanilla run, no threshold skips a step."
+        return text
+
+
+TEACACHE_KIND = TeaCacheKind()

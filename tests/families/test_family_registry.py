@@ -1,0 +1,287 @@
+"""The family registry's contract: every family module is registered and complete, its lazy names
+resolve to mflux's real classes, and nothing that lacks an entry falls through to another family.
+
+A new family fails here until its module is complete and its mflux classes are listed in
+``MFLUX_CLASSES`` below (imported directly, so the check does not trust the module's own imports).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mflux.models.flux.variants.txt2img.flux import Flux1
+from mflux.models.flux.weights.flux_lora_mapping import FluxLoRAMapping
+from mflux.models.flux.weights.flux_weight_definition import FluxWeightDefinition
+from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
+from mflux.models.flux2.weights.flux2_lora_mapping import Flux2LoRAMapping
+from mflux.models.flux2.weights.flux2_weight_definition import Flux2KleinWeightDefinition
+from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
+from mflux.models.qwen.weights.qwen_lora_mapping import QwenLoRAMapping
+from mflux.models.qwen.weights.qwen_weight_definition import QwenWeightDefinition
+from mflux.models.z_image.variants.z_image import ZImage
+from mflux.models.z_image.weights.z_image_lora_mapping import ZImageLoRAMapping
+from mflux.models.z_image.weights.z_image_weight_definition import ZImageWeightDefinition
+from mlx import nn
+
+import app.families
+from app.families import (
+    FAMILIES,
+    Family,
+    FamilyError,
+    UnknownFamilyError,
+    family_names,
+    get_family,
+    load,
+)
+from app.variants.builtin import BUILTIN_VARIANTS
+
+ROOT = Path(__file__).resolve().parents[2]
+SUPPORT_MODULES = {"spec", "latent_rgb"}  # app/families modules that are not a family
+# (pipeline, weight definition, LoRA mapping) per mflux family, imported here independently
+MFLUX_CLASSES: dict[str, tuple[type, type, type | None]] = {
+    "flux1": (Flux1, FluxWeightDefinition, FluxLoRAMapping),
+    "flux2": (Flux2Klein, Flux2KleinWeightDefinition, Flux2LoRAMapping),
+    "z-image": (ZImage, ZImageWeightDefinition, ZImageLoRAMapping),
+    "qwen-image": (QwenImage, QwenWeightDefinition, QwenLoRAMapping),
+}
+
+
+def _members(family: Family) -> list[Any]:
+    return [v for v in BUILTIN_VARIANTS.values() if v.family is family]
+
+
+def _embedded(family: Family) -> bool:
+    """A family of models that ship with the app (the demo): no Hub, no mflux weights."""
+    return all(v.embedded for v in _members(family))
+
+
+MFLUX_FAMILIES = [f for f in FAMILIES.values() if not _embedded(f)]
+
+
+# -- registration ---------------------------------------------------------------------------------
+
+
+def test_every_module_of_the_package_is_a_registered_family() -> None:
+    names = {m.name for m in pkgutil.iter_modules(app.families.__path__)}
+    assert names >= SUPPORT_MODULES
+    for name in sorted(names - SUPPORT_MODULES):
+        module = importlib.import_module(f"app.families.{name}")
+        family = getattr(module, "FAMILY", None)
+        assert isinstance(family, Family), f"app/families/{name}.py defines no FAMILY"
+        assert FAMILIES[family.id] is family
+    assert len(FAMILIES) == len(names - SUPPORT_MODULES)
+
+
+def test_ids_labels_and_order_are_unique_and_the_order_is_the_pickers() -> None:
+    families = list(FAMILIES.values())
+    assert len({f.display_name for f in families}) == len(families)
+    assert len({f.short_name for f in families}) == len(families)
+    assert len({f.order for f in families}) == len(families)
+    assert [f.order for f in families] == sorted(f.order for f in families)
+    # the picker's order, as the window has shown it
+    assert list(FAMILIES) == ["demo", "flux1", "flux2", "z-image", "qwen-image"]
+
+
+def test_every_family_has_variants_and_one_kind_of_them() -> None:
+    for family in FAMILIES.values():
+        members = _members(family)
+        assert members, f"{family.id} has no built-in variant"
+        assert len({v.embedded for v in members}) == 1, f"{family.id} mixes embedded and Hub"
+
+
+# -- completeness -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_every_mflux_family_has_every_entry(family: Family) -> None:
+    assert family.mflux is not None and family.mflux.lora_mapping is not None
+    assert family.adapter is not None
+    assert family.preview is not None
+    assert family.random_weights is not None
+    assert family.folders is not None and family.folders.prefixes
+    assert family.sizes
+    # memory: measured (tests/variants/test_memory_estimate.py reads the report it names)
+    assert family.activation_gb_per_megapixel > 0
+    assert family.memory_measured_on in {v.id for v in _members(family)}
+
+
+def test_only_the_embedded_family_lacks_the_mflux_entries() -> None:
+    embedded = [f for f in FAMILIES.values() if _embedded(f)]
+    assert [f.id for f in embedded] == ["demo"]
+    demo = embedded[0]
+    assert demo.mflux is None and demo.adapter is None and demo.random_weights is None
+    assert demo.folders is None and not demo.supports_lora
+    assert demo.sizes == ((128, 128),)  # the demo model is trained at one size
+
+
+# -- the lazy names -----------------------------------------------------------------------------
+
+
+def test_the_mflux_classes_are_listed_for_every_mflux_family() -> None:
+    assert set(MFLUX_CLASSES) == {f.id for f in MFLUX_FAMILIES}
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_lazy_names_resolve_to_mfluxs_real_classes(family: Family) -> None:
+    pipeline, weights, lora = MFLUX_CLASSES[family.id]
+    mflux = family.require_mflux()
+    assert mflux.pipeline() is pipeline
+    assert mflux.weight_definition() is weights
+    assert (mflux.lora_mapping() if mflux.lora_mapping else None) is lora
+    assert "transformer/*.safetensors" in weights.get_download_patterns()
+    if lora is not None:
+        assert lora.get_mapping()  # mflux's own key mapping, non-empty
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_the_adapter_is_a_module_of_the_adapters_layer_with_an_install(family: Family) -> None:
+    assert family.adapter is not None and family.adapter.startswith("app.adapters.")
+    module = load(family.adapter)
+    assert callable(module.install)
+    assert list(inspect.signature(module.install).parameters) == ["pipeline", "gate"]
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_the_shell_builder_takes_the_shared_keywords_and_both_sizes(family: Family) -> None:
+    spec = family.require_random_weights()
+    assert spec.builder.startswith("app.adapters.")
+    builder = load(spec.builder)
+    parameters = inspect.signature(builder).parameters
+    assert next(iter(parameters)) == "model_name"
+    assert {"dims", "prompts", "dtype", "seed"} <= set(parameters)
+    assert type(spec.tiny) is type(spec.full) and spec.tiny != spec.full
+    assert isinstance(parameters["dims"].default, type(spec.tiny))
+    # the default model is one mflux knows, and one of the family's variants runs it
+    from mflux.models.common.config.model_config import ModelConfig
+
+    assert ModelConfig.from_name(model_name=spec.model_name) is not None
+    assert spec.model_name in {v.mflux_name for v in _members(family)}
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_the_preview_table_matches_the_latent_channels(family: Family) -> None:
+    preview = family.require_preview()
+    assert all(len(row) == 3 for row in preview.factors) and len(preview.bias) == 3
+    assert preview.packed_channels in (None, len(preview.factors))
+    assert callable(preview.unpack)
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_a_folder_with_the_familys_weight_names_is_detected_as_that_family(
+    family: Family,
+) -> None:
+    from app.variants import folders
+
+    assert family.folders is not None
+    members = tuple(v.id for v in _members(family))
+    for prefix in family.folders.prefixes:
+        keys = {f"{prefix}weight": [4, 4]}
+        assert folders._family(keys) is family
+        assert set(folders._candidates(family, keys)) <= set(members)
+
+
+# -- no family stands in for another ------------------------------------------------------------
+
+
+def test_an_unknown_family_id_is_one_clear_error() -> None:
+    with pytest.raises(UnknownFamilyError) as raised:
+        get_family("flux9")
+    assert str(raised.value) == (
+        "unknown model family 'flux9'; known: demo, flux1, flux2, z-image, qwen-image"
+    )
+
+
+def test_a_family_without_an_entry_raises_instead_of_borrowing_anothers() -> None:
+    """What ended in an ``else`` that meant Qwen-Image now asks the family, and a family without
+    the entry says so."""
+    from app.adapters import UnsupportedPipelineError, _installer, previews, shells
+    from app.engine import loader
+    from app.variants import get_variant, weights
+
+    bare = replace(get_family("qwen-image"), id="bare", mflux=None, adapter=None, preview=None)
+    bare = replace(bare, random_weights=None, folders=None)
+    variant = replace(get_variant("qwen-image"), family=bare)
+    with pytest.raises(FamilyError, match="Qwen-Image is not an mflux model"):
+        loader.pipeline_class(variant)
+    with pytest.raises(FamilyError, match="not an mflux model"):
+        weights._weight_definition(variant)
+    with pytest.raises(FamilyError, match="no latent preview"):
+        previews.family_projection(bare)
+    with pytest.raises(FamilyError, match="no random-weight shell"):
+        shells.random_weight_shell(bare)
+    with pytest.raises(UnsupportedPipelineError, match="no adapter for Qwen-Image"):
+        _installer(bare)
+
+
+def test_a_pipeline_is_its_own_familys_even_when_it_subclasses_another() -> None:
+    from app.adapters import UnsupportedPipelineError, detect_family
+
+    class Derived(QwenImage):  # a family's class is found in the pipeline's MRO
+        pass
+
+    assert detect_family(Derived.__new__(Derived)) is get_family("qwen-image")
+    assert detect_family(Flux2Klein.__new__(Flux2Klein)) is get_family("flux2")
+    with pytest.raises(UnsupportedPipelineError, match=r"no adapter for Module; supported: "):
+        detect_family(nn.Module())
+
+
+def test_family_lists_in_sentences_come_from_the_registry() -> None:
+    assert family_names(lambda f: f.supports_lora, "or") == "FLUX.1, FLUX.2, Z-Image or Qwen-Image"
+    assert family_names(lambda f: f.random_weights is not None, "and") == (
+        "FLUX.1, FLUX.2, Z-Image and Qwen-Image"
+    )
+
+
+# -- no family spelled out elsewhere ------------------------------------------------------------
+
+
+def _family_comparisons(file: Path, root: Path = ROOT) -> list[str]:
+    """Comparisons that mention a family and hold a string constant or a family module's
+    ``FAMILY``: a family spelled out (``variant.family.id == "flux1"``, ``family is
+    flux1.FAMILY``) instead of asked of the registry."""
+    source = file.read_text(encoding="utf-8")
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        parts = list(ast.walk(node))
+        names = [n.id for n in parts if isinstance(n, ast.Name)]
+        names += [n.attr for n in parts if isinstance(n, ast.Attribute)]
+        spelled = any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in parts)
+        spelled = spelled or "FAMILY" in names  # a family module's constant: ``is flux1.FAMILY``
+        if spelled and any("family" in name.lower() for name in names):
+            text = ast.get_source_segment(source, node)
+            found.append(f"{file.relative_to(root)}:{node.lineno}: {text}")
+    return found
+
+
+def test_no_module_outside_the_registry_compares_a_family_to_a_name() -> None:
+    offenders = [
+        line
+        for file in sorted((ROOT / "app").rglob("*.py"))
+        if "families" not in file.relative_to(ROOT / "app").parts[:1]
+        for line in _family_comparisons(file)
+    ]
+    assert not offenders, offenders
+
+
+def test_the_comparison_finder_finds_one(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'if variant.family.id == "flux1":\n    pass\n'
+        "if v.family is family:\n    pass\n"
+        "if v.family is z_image.FAMILY:\n    pass\n"
+        'if family in ("flux1", "flux2"):\n    pass\n'
+    )
+    assert [line.split(": ", 1)[1] for line in _family_comparisons(sample, tmp_path)] == [
+        'variant.family.id == "flux1"',
+        "v.family is z_image.FAMILY",
+        'family in ("flux1", "flux2")',
+    ]

@@ -1,0 +1,194 @@
+"""The registry of gate kinds (``app.gate.kinds``): every kind answers everything the app asks of a
+gate, and nothing outside ``app/gate`` branches on a gate's name or parameter type (an AST check
+over ``app/``, with its own positive controls)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from app.gate import Decision, LiveGate
+from app.gate.kinds import (
+    DEFAULT_GATE,
+    GATE_KINDS,
+    GATES,
+    OBSERVER,
+    AnyGateKind,
+    UnknownGateError,
+    calibrated_gates,
+    check_gate,
+    gate_kind,
+    kind_of,
+    make_gate,
+    observer_params,
+)
+from app.gate.kinds.base import PlotSpec, Signal
+from app.variants import get_variant
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "app"
+GATE_DIR = APP / "gate"
+PARAM_TYPES = {kind.params_type.__name__ for kind in GATE_KINDS.values()}
+
+KINDS = pytest.mark.parametrize("kind", list(GATE_KINDS.values()), ids=list(GATE_KINDS))
+
+
+def test_the_registry_is_keyed_by_each_kinds_own_name() -> None:
+    assert tuple(GATE_KINDS) == GATES and GATES[0] == DEFAULT_GATE
+    for name, kind in GATE_KINDS.items():
+        assert kind.name == name and kind.params_type.gate == name  # type: ignore[attr-defined]
+        assert gate_kind(name) is kind and check_gate(name) == name
+    assert OBSERVER is GATE_KINDS[DEFAULT_GATE]
+    with pytest.raises(UnknownGateError, match="choose one of: teacache, magcache"):
+        gate_kind("firstblock")
+    assert len({kind.label for kind in GATE_KINDS.values()}) == len(GATE_KINDS)
+    keys = {kind.threshold_key("demo") for kind in GATE_KINDS.values()}
+    assert len(keys) == len(GATE_KINDS)  # each gate's threshold is remembered apart
+    assert set(calibrated_gates()) <= set(GATES)
+
+
+@KINDS
+def test_each_kind_answers_everything_the_app_asks(kind: AnyGateKind) -> None:
+    """On the demo (which has every shipped kind's calibration): parameters, their kind, the
+    simulator, onset, candidates, the live gate and the words, all from the kind alone."""
+    demo = get_variant("demo")
+    assert kind.name in demo.gates
+    assert kind.label and kind.threshold_meaning.startswith(f"{kind.label}: ")
+    assert kind.threshold_words and kind.threshold_quantity and kind.pass_name.endswith(" pass")
+    assert isinstance(kind.plot, PlotSpec) and kind.plot.axis_label
+    assert isinstance(kind.signal, Signal)
+    assert kind.onset_source and kind.onset_quantity and kind.no_skip_reason
+    calibration = kind.calibration_of(demo)
+    assert calibration is not None
+    threshold = kind.default_threshold(calibration)
+    assert threshold is not None and 0 < threshold < 1
+    params = kind.params(calibration, threshold)
+    assert kind_of(params) is kind and params.threshold == threshold
+    assert demo.params_for(kind.name, threshold) == params
+    assert kind.params(calibration, 0.0).enabled is False
+
+    steps = 28  # a smooth made-up signal trace (MagCache reads only its length)
+    trace = [None, *(0.05 + 0.001 * i for i in range(1, steps))]
+    verdicts = kind.simulate(params, trace)
+    assert len(verdicts) == steps
+    assert kind.skipped(params, trace) == sum(v.decision is Decision.skipped for v in verdicts)
+    onset = kind.engagement(params, trace)
+    assert onset.onset_threshold is not None
+    assert kind.engages(onset.onset_threshold, onset.onset_threshold) is kind.skips_at_onset
+    found = kind.candidates(params, trace)
+    assert found and [c.threshold for c in found] == sorted(c.threshold for c in found)
+    for candidate in found:
+        simulated = kind.simulate(params.with_threshold(candidate.threshold), trace)
+        assert "".join(v.decision.letter for v in simulated) == candidate.pattern
+
+    facts = kind.schedule(params, steps)
+    assert facts.eligible == params.eligible_steps(steps) and facts.floor is not None
+    assert kind.no_eligible_reason(params, 2) and kind.eligible_reason(facts.eligible, steps)
+    assert kind.calibration_says_skips(calibration, steps, 0.9)
+
+    assert kind.provenance_text(calibration) and kind.calibration_summary(calibration)
+    assert kind.threshold_hint(params, steps).startswith(f"{facts.eligible} of {steps} steps")
+    assert kind.caption(threshold) == f"{kind.label} t={threshold:.4g}"
+
+
+@KINDS
+def test_each_kind_builds_its_own_live_gate(kind: AnyGateKind) -> None:
+    params = get_variant("demo").params_for(kind.name)
+    gate = make_gate(params)
+    assert isinstance(gate, LiveGate) and isinstance(gate, kind.live_class())
+    assert gate.gate_name == kind.name and not gate.observe
+
+
+def test_the_observer_records_the_vanilla_pass_whichever_gate_runs() -> None:
+    demo = get_variant("demo")
+    for name in GATES:
+        params = observer_params(demo, name, 0.05)
+        observer = make_gate(params, observe=True)
+        assert observer.observe and observer.gate_name == OBSERVER.name
+        # its own threshold where it is the gate that runs, else its calibration's default
+        expected = 0.05 if name == OBSERVER.name else demo.default_threshold_for(OBSERVER.name)
+        assert params.threshold == expected
+    with pytest.raises(ValueError, match="vanilla"):
+        make_gate(demo.params_for("magcache"), observe=True)
+
+
+# -- no branch on a gate's name outside app/gate ---------------------------------------------------
+
+
+CONSTANTS = {name.upper() for name in GATE_KINDS}  # MAGCACHE, TEACACHE: a name by another name
+
+
+def _names_a_gate(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value in GATE_KINDS
+    if isinstance(node, ast.Name | ast.Attribute):
+        return (node.id if isinstance(node, ast.Name) else node.attr) in CONSTANTS
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_names_a_gate(element) for element in node.elts)
+    return False
+
+
+def _type_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+    }
+
+
+def _is_gate_branch(node: ast.AST) -> bool:
+    if isinstance(node, ast.Compare):
+        return any(_names_a_gate(o) for o in (node.left, *node.comparators))
+    if isinstance(node, ast.MatchValue):
+        return _names_a_gate(node.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "isinstance" and len(node.args) == 2:
+            return bool(_type_names(node.args[1]) & PARAM_TYPES)
+        return False
+    if isinstance(node, ast.Dict):
+        return any(_names_a_gate(k) for k in node.keys)
+    return False
+
+
+def gate_branches(source: str) -> list[int]:
+    """Lines that compare with a gate's name (``==``, ``!=``, ``in``, ``match``), test a gate's
+    parameter type with ``isinstance``, or key a table by gate names."""
+    nodes = ast.walk(ast.parse(source))
+    return [getattr(node, "lineno", 0) for node in nodes if _is_gate_branch(node)]
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ('if gate == "magcache":\n    pass\n', 1),
+        ('x = "teacache" != request.gate\n', 1),
+        ('ok = gate in ("teacache", "magcache")\n', 1),
+        ("if params.gate == MAGCACHE:\n    pass\n", 1),
+        ("if gate != gates.TEACACHE:\n    pass\n", 1),
+        ('match gate:\n    case "magcache":\n        pass\n', 2),
+        ("if isinstance(params, MagCacheParams):\n    pass\n", 1),
+        ("ok = isinstance(params, (app.gate.TeaCacheParams, int))\n", 1),
+        ('LABELS = {"teacache": "TeaCache"}\n', 1),
+    ],
+)
+def test_the_check_sees_a_gate_branch(source: str, line: int) -> None:
+    assert gate_branches(source) == [line]
+
+
+def test_the_check_leaves_lookups_alone() -> None:
+    source = (
+        "kind = gate_kind(request.gate)\n"
+        "label = kind.label if kind.skips_at_onset else ''\n"
+        'data["teacache"] = blob  # the PNG chunk named after the app\n'
+    )
+    assert gate_branches(source) == []
+
+
+def test_no_module_outside_app_gate_branches_on_a_gate() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(APP.rglob("*.py"))
+        if GATE_DIR not in path.parents
+        for line in gate_branches(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, "ask app.gate.kinds instead: " + ", ".join(offenders)
