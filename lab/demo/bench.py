@@ -93,9 +93,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--decode",
-        choices=["seamless", "pca"],
+        choices=["seamless", "pca", "both"],
         default="seamless",
-        help="the shipped seamless decoder, or the PCA codec's per-patch decode shipped before it",
+        help="the shipped seamless decoder, or the PCA codec's per-patch decode shipped before it;"
+        " both: a cold process of each in turn per repetition (pca first), so a busy machine "
+        "weighs on both alike",
     )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
@@ -108,8 +110,10 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(dumps_json(result))
         return
+    decodes = ["pca", "seamless"] if args.decode == "both" else [args.decode]
     reps = []
-    for _ in range(args.reps):
+    for _ in range(args.reps * len(decodes)):
+        decode = decodes[len(reps) % len(decodes)]
         result = subprocess.run(
             [
                 sys.executable,
@@ -122,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
                 *(["--resources", str(args.resources)] if args.resources is not None else []),
                 *(["--serial-cfg"] if args.serial_cfg else []),
                 "--decode",
-                args.decode,
+                decode,
                 "--steps",
                 str(steps),
             ],
@@ -142,8 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         "cfg_branches": reps[0]["cfg_branches"],
         "decode": args.decode,
         "reps": reps,
-        "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
-        "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
+        **_medians([r for r in reps if r["decode"] == decodes[-1]]),
         "skipped": 0,
         "machine": {
             "platform": platform.platform(),
@@ -151,7 +154,20 @@ def main(argv: list[str] | None = None) -> None:
             "cpus": __import__("os").cpu_count(),
         },
     }
+    if len(decodes) > 1:
+        by_decode = {d: _medians([r for r in reps if r["decode"] == d]) for d in decodes}
+        report["by_decode"] = by_decode
+        report["seamless_over_pca"] = {
+            key: by_decode["seamless"][key] / by_decode["pca"][key] for key in by_decode["pca"]
+        }
     emit_json(report, args.out)
+
+
+def _medians(reps: list[dict[str, Any]]) -> dict[str, float]:
+    return {
+        "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
+        "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
+    }
 
 
 if __name__ == "__main__":

@@ -229,7 +229,10 @@ def evaluate_pipeline(
     """Score ``n`` eval prompts (from prompt ``first``, each with its index as seed) through
     ``load_demo_pipeline(variant).generate_image``. ``decode``: one of :data:`DECODES` — the
     shipped seamless decoder, or the PCA codec's per-patch decode shipped before it, plain or
-    with its deblocking filter (to measure what each changes; the latents are the same)."""
+    with its deblocking filter (to measure what each changes; the latents are the same).
+
+    With the seamless decoder the report also scores the very same final latents through the PCA
+    codec's per-patch decode (``pca_decode``): before and after on one sampling run."""
     from dataclasses import replace
 
     from app.demo.pipeline import load_demo_pipeline
@@ -241,6 +244,8 @@ def evaluate_pipeline(
         pipe.vae.decoder = None  # type: ignore[attr-defined]
     if decode == "pca-deblocked":
         pipe.vae.codec = replace(pipe.vae.codec, deblocked=True)  # type: ignore[attr-defined]
+    recorder = FinalLatents(pipe.vae)
+    pipe.vae = recorder  # type: ignore[assignment]
     steps = steps or get_variant(variant).default_steps
     prompts = eval_prompts(n, first)
     images, seconds = [], []
@@ -269,7 +274,32 @@ def evaluate_pipeline(
         median_seconds=float(np.median(seconds)),
         patch_seam_ratio=patch_seam_ratio(pictures),
     )
+    if decode == "seamless":
+        latents = mx.concatenate(recorder.latents, axis=0)
+        before = to_uint8(mx.clip(recorder.vae.codec.decode(latents, xp=mx) / 2 + 0.5, 0.0, 1.0))
+        scored = score_images(before, prompts)
+        report["pca_decode"] = {
+            "what": "the same final latents through the PCA codec's per-patch decode, shipped "
+            "before the seamless decoder",
+            "scores": scored["scores"],
+            "shape_seen_as": scored["shape_seen_as"],
+            "patch_seam_ratio": patch_seam_ratio(before),
+        }
     return report
+
+
+class FinalLatents:
+    """The pipeline's decode side, passed through, keeping each final latent grid it decodes as
+    packed tokens (B, h·w, 128)."""
+
+    def __init__(self, vae: Any) -> None:
+        self.vae = vae
+        self.latents: list[mx.array] = []
+
+    def decode_packed_latents(self, packed: mx.array, tiling_config: Any = None) -> mx.array:
+        batch, channels, h, w = packed.shape
+        self.latents.append(packed.transpose(0, 2, 3, 1).reshape(batch, h * w, channels))
+        return self.vae.decode_packed_latents(packed, tiling_config)
 
 
 def contact_sheet(images: np.ndarray, columns: int = 8) -> np.ndarray:

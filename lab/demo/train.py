@@ -968,6 +968,11 @@ def write_config_command(args: argparse.Namespace) -> None:
             "parameters": parameters,
             "device": args.device,
         }
+    elif (folder / CONFIG_FILE).exists():
+        # Files changed, not the models: the record of the runs behind the weights stays.
+        previous = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        if "training" in previous:
+            config["training"] = previous["training"]
     (folder / CONFIG_FILE).write_text(dumps_json(config, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {folder / CONFIG_FILE}")
 

@@ -449,6 +449,44 @@ def fit_command(args: argparse.Namespace) -> None:
     log(
         f"fit {n_model} model pairs, {n_clean} clean: {time.perf_counter() - t0:.0f} s → {args.out}"
     )
+    if args.report is not None:
+        from app.demo.decoder import load_decoder
+
+        shipped = load_decoder(args.out)  # the float16 file, as the app loads it
+        heldout = load_pairs(args.work / "heldout")
+        pca = PCADecoder(codec)
+        report = {
+            "command": "python -m lab.demo.train_decoder " + " ".join(args.argv),
+            "model_pairs": {
+                v: len(load_pairs(args.work / "pairs", (v,))["latents"])
+                for v in ("demo", "demo-turbo")
+            },
+            "clean_pairs": n_clean,
+            "heldout_pairs": len(heldout["latents"]),
+            "blocks": args.blocks,
+            "ridge": args.ridge,
+            "clean_weight": args.clean_weight,
+            "bytes": args.out.stat().st_size,
+            "heldout": {
+                "pca": pair_metrics(decode_all(pca, heldout["latents"]), heldout["targets"]),
+                "seamless": pair_metrics(
+                    decode_all(shipped, heldout["latents"]), heldout["targets"]
+                ),
+            },
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        write_json(args.report, report)
+        log(f"wrote {args.report}: held out {report['heldout']}")
+
+
+class PCADecoder:
+    """The PCA codec's per-patch decode behind the decoder's call signature."""
+
+    def __init__(self, codec: Any) -> None:
+        self.codec = codec
+
+    def __call__(self, latents: mx.array, height: int, width: int) -> mx.array:
+        return self.codec.decode(latents, height, width, xp=mx)
 
 
 def train_command(args: argparse.Namespace) -> None:
@@ -692,6 +730,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--solo", type=float, default=0.0, help="fit: each painting alone")
     parser.add_argument("--edge", action="store_true", help="fit: pad the token grid by its edge")
     parser.add_argument("--report-every", type=int, default=250)
+    parser.add_argument("--report", type=Path, default=None, help="fit: write its record here")
     parser.add_argument(
         "--decoder", type=Path, default=None, help="score: decoder file (none: PCA)"
     )

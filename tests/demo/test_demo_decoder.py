@@ -87,9 +87,11 @@ def test_a_token_changes_only_pixels_within_its_reach() -> None:
 
 
 # Measured 2026-12-02 on 48 held-out renders (seeds 2,000,000+, as test_demo_codec's round trip):
-# the shipped decoder on their clean PCA encodings, against the renders.
-CLEAN_MAE_BOUND = 0.0
-CLEAN_SEAM_BOUND = 0.0
+# the shipped decoder on their clean PCA encodings, against the renders: mean absolute error
+# 2.27/255 (the PCA per-patch decode 1.58), patch-seam ratio 1.10 (the renders themselves 1.14, the
+# PCA decode 1.75, so the seam bound fails for a per-patch decode).
+CLEAN_MAE_BOUND = 2.5
+CLEAN_SEAM_BOUND = 1.2
 
 
 def test_shipped_decoder_loads_float16_weights_as_float32() -> None:

@@ -82,7 +82,7 @@ def test_shipped_evaluations_ran_at_the_variants_defaults(name: str) -> None:
         variant.default_steps,
         variant.default_guidance,
     )
-    assert result["decode"] == "plain" and "generate_image" in result["sampler"]
+    assert result["decode"] == "seamless" and "generate_image" in result["sampler"]
 
 
 def test_demo_meets_the_issues_bars() -> None:
