@@ -400,10 +400,20 @@ def solve_paintings(
     return paintings
 
 
+def float16_weights(module: nn.Module) -> dict[str, mx.array]:
+    """The module's parameters as the float16 arrays its file holds."""
+    from mlx.utils import tree_flatten
+
+    weights = {}
+    for key, value in tree_flatten(module.parameters()):
+        assert isinstance(value, mx.array)
+        weights[key] = value.astype(mx.float16)
+    return weights
+
+
 def fit_command(args: argparse.Namespace) -> None:
     """The closed-form decoder: paintings from :func:`solve_paintings`, residual blocks that add
     nothing yet (``train --init`` refines them)."""
-    from mlx.utils import tree_flatten
 
     from app.demo.codec import load_codec
     from app.demo.decoder import SeamlessDecoder
@@ -444,7 +454,7 @@ def fit_command(args: argparse.Namespace) -> None:
     decoder.head.weight = mx.array(flat[:, :-1].astype(np.float32))
     decoder.head.bias = mx.array(flat[:, -1].astype(np.float32))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    weights = {k: v.astype(mx.float16) for k, v in tree_flatten(decoder.parameters())}
+    weights = float16_weights(decoder)
     mx.save_safetensors(str(args.out), weights, metadata={"format": DECODER_FORMAT})
     log(
         f"fit {n_model} model pairs, {n_clean} clean: {time.perf_counter() - t0:.0f} s → {args.out}"
@@ -491,7 +501,7 @@ class PCADecoder:
 
 def train_command(args: argparse.Namespace) -> None:
     import mlx.optimizers as optim
-    from mlx.utils import tree_flatten
+    from mlx.nn.utils import value_and_grad
 
     from app.demo.codec import load_codec
     from app.demo.decoder import SeamlessDecoder
@@ -541,7 +551,7 @@ def train_command(args: argparse.Namespace) -> None:
 
     @partial(mx.compile, inputs=state, outputs=state)
     def step(latents: mx.array, targets: mx.array) -> mx.array:
-        loss, grads = nn.value_and_grad(decoder, loss_fn)(decoder, latents, targets)
+        loss, grads = value_and_grad(decoder, loss_fn)(decoder, latents, targets)
         optimizer.update(decoder, grads)
         return loss
 
@@ -584,7 +594,7 @@ def train_command(args: argparse.Namespace) -> None:
     clean_check = pair_metrics(decode_all(decoder, extra_latents[:256]), extra_targets[:256])
     log(f"float16: held out {final}; clean encodings {clean_check}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    weights = {k: v.astype(mx.float16) for k, v in tree_flatten(decoder.parameters())}
+    weights = float16_weights(decoder)
     mx.save_safetensors(
         str(args.out),
         weights,
