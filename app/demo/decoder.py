@@ -15,10 +15,11 @@ renders 1.6). This decoder replaces only that last step:
   construction: no token's contribution starts or stops at a boundary. (Where only one window
   reaches, the outer 8 pixels of the image, the blend is normalised by the weight that is there.)
 
-Trained in ``lab/demo/train_decoder.py`` on what the shipped models actually produce, against the
-clean scene (reasoning and measurements: ``lab/demo/training/README.md``). It is a few small
-convolutions and one matrix product, a few milliseconds on the CPU, so step previews decode with
-it exactly as the final image does.
+Fitted in ``lab/demo/train_decoder.py`` on what the shipped models actually produce, against the
+clean scene (reasoning and measurements: ``lab/demo/training/README.md``). The residual blocks
+are optional (the shipped file has none: its closed-form fit left them adding zero), so the
+decode is one matrix product, about a millisecond on the CPU, and step previews decode with it
+exactly as the final image does.
 """
 
 from __future__ import annotations
