@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
             "platform": platform.platform(),
             "processor": platform.processor(),
             "cpus": __import__("os").cpu_count(),
+            "load_average_1_5_15_min_at_end": list(__import__("os").getloadavg()),
         },
     }
     if len(decodes) > 1:
@@ -160,7 +161,33 @@ def main(argv: list[str] | None = None) -> None:
         report["seamless_over_pca"] = {
             key: by_decode["seamless"][key] / by_decode["pca"][key] for key in by_decode["pca"]
         }
+        report["decode_milliseconds"] = decode_milliseconds(args.variant)
     emit_json(report, args.out)
+
+
+def decode_milliseconds(variant: str, reps: int = 200) -> dict[str, float]:
+    """Median wall time of the final decode alone (one 128×128 picture: the latents handed over
+    as ``generate_image`` hands them, to the [−1, 1] pixels evaluated), each decode in turn, in
+    this process: what the decoder adds to a generation, measurable on a busy machine where a
+    whole generation's time moves by more than that."""
+    from app.blas import preload_openblas
+
+    preload_openblas()
+    import mlx.core as mx
+
+    from app.demo.pipeline import load_demo_pipeline
+
+    vae = load_demo_pipeline(variant).vae
+    decoder = vae.decoder  # type: ignore[attr-defined]
+    packed = mx.random.normal((1, 128, 8, 8), key=mx.random.key(0))
+    times: dict[str, list[float]] = {"pca": [], "seamless": []}
+    for _ in range(reps):
+        for name, chosen in (("pca", None), ("seamless", decoder)):
+            vae.decoder = chosen  # type: ignore[attr-defined]
+            t = time.perf_counter()
+            mx.eval(vae.decode_packed_latents(packed))
+            times[name].append(1000 * (time.perf_counter() - t))
+    return {name: float(np.median(values)) for name, values in times.items()}
 
 
 def _medians(reps: list[dict[str, Any]]) -> dict[str, float]:
