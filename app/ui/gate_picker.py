@@ -12,6 +12,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
 from app.gate.kinds import GATE_KINDS, GATES
+from app.ui.plain_words import gate_unavailable
 from app.ui.theme import mute, small_font
 from app.variants import Variant
 
@@ -58,7 +59,7 @@ class GatePicker(QWidget):
         assert isinstance(model, QStandardItemModel)
         for row, gate in enumerate(GATES):
             item = model.item(row)
-            reason = variant.gate_unavailable_reason(gate)
+            reason = gate_unavailable(variant, gate)
             item.setEnabled(reason is None)
             item.setToolTip(GATE_KINDS[gate].threshold_meaning if reason is None else reason)
 

@@ -160,8 +160,10 @@ class Variant:
         scope = self.calibration_scope or BUILTIN_SCOPE
         return scope.fits(self.model_path, loras)
 
-    def gate_unavailable_reason(self, gate: str) -> str | None:
-        """None where ``gate`` can run on this variant, else one sentence saying why not."""
+    def gate_unavailable_reason(self, gate: str, remedy: str | None = None) -> str | None:
+        """None where ``gate`` can run on this variant, else one sentence saying why not.
+        ``remedy`` says how to make a calibration where the command line's does not fit (the
+        window has its own Calibrate)."""
         kind = gate_kind(gate)
         if gate in self.gates:
             return None
@@ -170,10 +172,10 @@ class Variant:
                 f"{self.display_name} has no {kind.label} calibration: it is "
                 "step-distilled, so no step is expected to be skippable"
             )
-        return (
-            f"{self.display_name} has no {kind.label} calibration yet; make one with "
-            f"`teacache-studio calibrate --variant {self.id} --gate {gate}`"
+        remedy = (
+            remedy or f"make one with `teacache-studio calibrate --variant {self.id} --gate {gate}`"
         )
+        return f"{self.display_name} has no {kind.label} calibration yet; {remedy}"
 
     def default_threshold_for(self, gate: str) -> float | None:
         kind = gate_kind(gate)

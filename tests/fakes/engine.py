@@ -83,6 +83,9 @@ class FakeScript:
     load_seconds: float = 0.0
     failure: FakeFailure | None = None
     warnings: Sequence[RunWarning] = ()
+    # At this many skips or more the gated image loses a 32-px patch (one object gone): a large
+    # local difference beside a small SSIM change, as the walk's lost red circle.
+    spot_after_skips: int | None = None
 
 
 class StepGate:
@@ -313,6 +316,8 @@ class FakeEngine:
         skips = sum(s.decision is Decision.skipped for s in steps)
         base = vanilla.image if vanilla is not None else synthetic_image(request)
         image = perturb(base, request.seed, skips)
+        if script.spot_after_skips is not None and skips >= script.spot_after_skips:
+            image[:32, :32] = 255 - image[:32, :32]
         gated_seconds = sum(s.seconds for s in steps)
         emit(PassFinished(run_id, Pass.gated, image, gated_seconds, tuple(steps)))
         gated = PassResult(image, tuple(steps), gated_seconds, resumed_from=until)

@@ -186,6 +186,33 @@ class GateKind(ABC, Generic[P, C]):
     def skipped(self, params: P, trace: Sequence[float | None]) -> int:
         return sum(v.decision is Decision.skipped for v in self.simulate(params, trace))
 
+    def smallest_engaging(self, onset: float) -> float | None:
+        """The smallest threshold the entry can hold (``THRESHOLD_DECIMALS``) that skips where
+        skipping begins at ``onset``; None above 1."""
+        scale = 10**THRESHOLD_DECIMALS
+        if self.skips_at_onset:
+            value = math.ceil(onset * scale - 1e-6) / scale
+        else:
+            value = math.floor(onset * scale + 1e-6) / scale
+        while not self.engages(value, onset):  # float rounding at the last decimal
+            value = round(value + 1 / scale, THRESHOLD_DECIMALS)
+        return value if value <= 1.0 else None
+
+    def format_onset(self, onset: float) -> str:
+        """An onset at the entry's decimals, rounded to the side that keeps "skipping begins
+        above X" (or "at X") true: the entry's value next to it is the first that skips."""
+        scale = 10**THRESHOLD_DECIMALS
+        if self.skips_at_onset:
+            value = math.ceil(onset * scale - 1e-6) / scale
+        else:
+            value = math.floor(onset * scale + 1e-6) / scale
+        return f"{value:.{THRESHOLD_DECIMALS}f}"
+
+    def onset_words(self, onset: float) -> str:
+        """Where skipping begins, in the words every view uses: "skipping begins above 0.2765"."""
+        where = "at" if self.skips_at_onset else "above"
+        return f"skipping begins {where} {self.format_onset(onset)}"
+
     @abstractmethod
     def live_class(self) -> type[LiveGate]: ...
 
