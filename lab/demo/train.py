@@ -467,26 +467,18 @@ def integrate(
     keep: list[float] | None = None,
 ) -> Any:
     """Euler from ``sigmas[0]`` down ``sigmas`` with :func:`guided_velocity`. Returns the states
-    at the sigmas in ``keep`` stacked on axis 1 (default: only the last state, unstacked).
-
-    In float32, as the pipeline and :func:`lab.demo.evaluate.sample_batch` sample: the transformer
-    casts its timestep embedding to mflux's global ``ModelConfig.precision``, bfloat16 unless
-    something set it (a :class:`Trainer` does, for good), so without this block the result
-    depended on whether a Trainer had been built earlier in the process."""
+    at the sigmas in ``keep`` stacked on axis 1 (default: only the last state, unstacked)."""
     import mlx.core as mx
 
-    from app.demo.pipeline import float32_precision
-
-    with float32_precision():
-        velocity = guided_velocity(model, tokens, x.shape[1], guidance)
-        wanted = set(keep or [])
-        states = [x] if sigmas[0] in wanted else []
-        for s0, s1 in itertools.pairwise(sigmas):
-            v = velocity(x, s0)
-            x = x + (s1 - s0) * v
-            mx.eval(x)
-            if s1 in wanted:
-                states.append(x)
+    velocity = guided_velocity(model, tokens, x.shape[1], guidance)
+    wanted = set(keep or [])
+    states = [x] if sigmas[0] in wanted else []
+    for s0, s1 in itertools.pairwise(sigmas):
+        v = velocity(x, s0)
+        x = x + (s1 - s0) * v
+        mx.eval(x)
+        if s1 in wanted:
+            states.append(x)
     return mx.stack(states, axis=1) if keep is not None else x
 
 
