@@ -1,8 +1,8 @@
-"""Screenshots of the window after one demo generation at its defaults (the prompt, seed 42, 28
-steps, TeaCache at its default threshold), for the README: the whole window at 1600×1000
-(``main-window.png``), then the three images (TeaCache, vanilla, difference) zoomed to 100 % and
-200 % (one image pixel on one, and on 2×2, screen pixels; ``zoom-100.png``, ``zoom-200.png``,
-each image centred in its view), as a user would scroll to look for a patch grid. Real demo
+"""Screenshots of the window's three images (TeaCache, vanilla, difference) after one demo
+generation at its defaults (the prompt, seed 42, 28 steps, TeaCache at its default threshold),
+zoomed to 100 % and 200 % (one image pixel on one, and on 2×2, screen pixels; ``demo-zoom-100.png``
+and ``demo-zoom-200.png``, each image centred in its view), as a user would zoom in to look for a
+patch grid. The whole window for the README is ``lab.ui.main_window_screenshot``'s. Real demo
 engine, a real window: run it under a display (Xvfb)::
 
     Xvfb :58 -screen 0 1600x1000x24 &
@@ -51,10 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         widget.grab().save(str(path))  # type: ignore[attr-defined]
         print(f"saved {path}", flush=True)
 
-    def whole() -> None:
-        save(window, "main-window.png")
-        zoom(0)
-
     def zoom(index: int) -> None:
         if index >= len(ZOOMS):
             window.close()
@@ -71,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         def grab() -> None:
-            save(panel.view, f"zoom-{100 * factor}.png")
+            save(panel.view, f"demo-zoom-{100 * factor}.png")
             zoom(index + 1)
 
         QTimer.singleShot(600, grab)
 
-    window.run_ended.connect(lambda _status: QTimer.singleShot(600, whole))
+    window.run_ended.connect(lambda _status: QTimer.singleShot(600, lambda: zoom(0)))
     QTimer.singleShot(300, window.session.generate)
     app.exec()
     window.shutdown()
