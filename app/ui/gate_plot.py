@@ -39,6 +39,7 @@ PLOT_MIN_HEIGHT = 160
 PLOT_MIN_VIEW_HEIGHT = 120
 # Where a line's label may sit along it (the fraction of the view's width), the first preferred.
 LABEL_POSITIONS = (0.98, 0.02, *(i / 20 for i in range(19, 0, -1)))
+_Segment = tuple[float, float, float, float]  # a line between two dots: x0, y0, x1, y1 (pixels)
 
 
 class GatePlot(QWidget):
@@ -309,7 +310,7 @@ class GatePlot(QWidget):
         if view.width() <= 1 or view.height() <= 1:
             return
         points: list[QPointF] = []  # the dots
-        lines: list[QPointF] = []  # points along the lines between them (a lighter cost)
+        lines: list[_Segment] = []  # the lines drawn between them (a lighter cost)
         for item in (self.vanilla_curve, self.gated_curve):
             xs, ys = item.getData()
             if xs is None or ys is None:
@@ -318,7 +319,7 @@ class GatePlot(QWidget):
                 box.mapViewToScene(QPointF(float(x), float(y))) for x, y in zip(xs, ys, strict=True)
             ]
             points += dots
-            lines += [a + (b - a) * f for a, b in pairwise(dots) for f in (0.25, 0.5)]
+            lines += [(a.x(), a.y(), b.x(), b.y()) for a, b in pairwise(dots)]
         taken: list[QRectF] = []
         for line in (self.threshold_line, self.onset_line, self.preview_line):
             if not line.isVisible():
@@ -339,7 +340,8 @@ class GatePlot(QWidget):
                     )  # fmt: skip
                     outside = 0 if view.contains(rect) else 1
                     covered = 10 * sum(rect.contains(p) for p in points)
-                    covered += sum(rect.contains(p) for p in lines)
+                    sides = (rect.left(), rect.top(), rect.right(), rect.bottom())
+                    covered += sum(_crosses(sides, segment) for segment in lines)
                     covered += 1000 * sum(rect.intersects(other) for other in taken)
                     score = (outside, covered, order)
                     if best is None or score < best[0]:
@@ -445,3 +447,28 @@ def _series(
         xs.append(step.index + 1)
         ys.append(float(value))
     return xs, ys
+
+
+def _crosses(rect: tuple[float, float, float, float], segment: _Segment) -> bool:
+    """Whether a line between two dots passes through a label's rectangle (left, top, right,
+    bottom): Liang-Barsky clipping after a bounding-box test. Sampling points along the line
+    missed a steep one (the turn-4 walk: "t = 0.1" with a line through it)."""
+    left, top, right, bottom = rect
+    x0, y0, x1, y1 = segment
+    if max(x0, x1) < left or min(x0, x1) > right or max(y0, y1) < top or min(y0, y1) > bottom:
+        return False  # also false for NaN (an unmeasured step draws no line)
+    dx, dy = x1 - x0, y1 - y0
+    start, end = 0.0, 1.0
+    for p, q in ((-dx, x0 - left), (dx, right - x0), (-dy, y0 - top), (dy, bottom - y0)):
+        if p == 0.0:
+            if q < 0.0:
+                return False
+            continue
+        t = q / p
+        if p < 0.0:
+            start = max(start, t)
+        else:
+            end = min(end, t)
+        if start > end:
+            return False
+    return True

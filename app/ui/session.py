@@ -488,20 +488,26 @@ class Session:
     def schedule_notice(self) -> Notice | None:
         """The schedule banner for the inputs, in the picked gate's numbers: after a run of the
         same variant and steps, its own band on the shown run's vanilla steps, and what the run
-        measured (its engagement, the check the engine warned it with) only where that run ran
-        this gate: never another result's, nor another gate's."""
+        measured (its engagement) only where that run ran this gate, and the check the engine
+        warned it with only at that run's threshold: never another result's, nor another
+        gate's, nor another threshold's."""
         f, r = self.form, self.run
         if self.steps_problem() is not None:
             return None  # no schedule to judge: the steps' own sentence is under Steps
         shown = r.request if self.same_schedule else None
         same_gate = shown if shown is not None and shown.gate == f.gate else None
+        # The engine's check judged that run's threshold: at another one (a fix just applied)
+        # it says nothing, and the run's trace decides.
+        same_threshold = (
+            same_gate if same_gate is not None and same_gate.threshold == f.threshold else None
+        )
         return schedule_notice(
             f.variant,
             int(f.steps),
             float(f.threshold),
             measured=self.gate_band() if shown is not None else None,
             engagement=r.engagement if same_gate is not None else None,
-            run_check=schedule_check(same_gate) if same_gate is not None else None,
+            run_check=schedule_check(same_threshold) if same_threshold is not None else None,
             gate=f.gate,
         )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.ui.analysis import FixKind, NoticeAction
+from app.ui.analysis import FixKind, NoticeAction, NoticeKind
 from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 
@@ -100,3 +100,26 @@ def test_every_offered_fix_does_what_it_says(
                 assert "guess" in action.label.lower()
                 _measured_fix_skips(qtbot, window)
     assert offered > 0
+
+
+@pytest.mark.parametrize(
+    "case", [CASES[0], CASES[4]], ids=lambda c: f"{c.variant}-{c.gate}-{c.steps}-{c.threshold}"
+)
+def test_the_banner_after_a_fix_judges_the_new_threshold(
+    qtbot: QtBot, make_real_window: Callable[[int], MainWindow], case: Case
+) -> None:
+    """The turn-4 walk: after a run at 0.1 that skipped nothing, demo-turbo's measured fix
+    "Threshold 0.2766" was clicked; before the next run the banner said "No step can be skipped
+    at threshold 0.277" and offered "Threshold 0.2766", the value already set (the check the
+    engine warned the 0.1 run with was read as if it held for 0.2766). The run then skipped 1."""
+    window = make_real_window(case.steps)
+    case.set_up(window)
+    assert _finish(qtbot, window) == 0  # on purpose: this threshold cannot skip here
+    measured = [a for a in _fixes(window) if a.fix.kind is FixKind.threshold and not a.guess]
+    assert measured, "after a run the banner offers a threshold measured on it"
+    window.session.apply_fix(measured[0].fix)
+    notice = window.session.schedule_notice()
+    if notice is not None:
+        assert notice.kind is not NoticeKind.warning, notice.title
+        assert not [a for a in notice.actions if a.fix.kind is FixKind.threshold], notice.title
+    assert _finish(qtbot, window) > 0, measured[0].label

@@ -6,10 +6,11 @@ run. Geometry, not pixels: rectangles in scene coordinates."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import pytest
 from pyqtgraph import ViewBox
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QLineF, QPointF, QRectF
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -94,6 +95,31 @@ def _data_points(plot: GatePlot) -> list[QPointF]:
     return points
 
 
+def _data_segments(plot: GatePlot) -> list[QLineF]:
+    """The lines drawn between each curve's consecutive dots, in scene coordinates."""
+    box = _view_box(plot.plot)
+    segments = []
+    for item in (plot.vanilla_curve, plot.gated_curve):
+        xs, ys = item.getData()
+        if xs is None or ys is None:
+            continue
+        dots = [
+            box.mapViewToScene(QPointF(float(x), float(y))) for x, y in zip(xs, ys, strict=True)
+        ]
+        segments += [QLineF(a, b) for a, b in pairwise(dots)]
+    return segments
+
+
+def _crosses(rect: QRectF, segment: QLineF) -> bool:
+    """Whether a drawn line passes through the rectangle: an end inside, or an edge cut."""
+    if rect.contains(segment.p1()) or rect.contains(segment.p2()):
+        return True
+    corners = (rect.topLeft(), rect.topRight(), rect.bottomRight(), rect.bottomLeft())
+    edges = [QLineF(a, b) for a, b in zip(corners, (*corners[1:], corners[0]), strict=True)]
+    bounded = QLineF.IntersectionType.BoundedIntersection
+    return any(segment.intersects(edge)[0] == bounded for edge in edges)
+
+
 def _check_labels(plot: GatePlot, *, off_data: bool) -> None:
     view = _view_rect(plot)
     points = _data_points(plot)
@@ -110,6 +136,10 @@ def _check_labels(plot: GatePlot, *, off_data: bool) -> None:
         if off_data:
             on_data = [p for p in points if rect.contains(p)]
             assert on_data == [], (name, rect, on_data)
+            # The turn-4 walk: no dot under "t = 0.1", but the line from step 26 to 27 ran
+            # through it (and at 1024×700 the one from step 12 to 13 through "t = 0.15").
+            crossed = [seg for seg in _data_segments(plot) if _crosses(rect, seg)]
+            assert crossed == [], (name, rect, crossed)
     assert not any(a.intersects(b) for i, a in enumerate(rects) for b in rects[i + 1 :])
     assert plot.onset_line.label.toPlainText().startswith("skipping begins above 0.")
 
