@@ -1,0 +1,168 @@
+"""FLUX.3 Image Klein (distilled and base): a gated ``predict``, eager as mflux's own.
+
+mflux 0.24.0 builds ``predict = self._predict(self.transformer)`` once per generation and does not
+compile it (its RoPE angles are built on the host in float64, ``Flux3PosEmbed``), so the adapter
+sets an instance attribute ``_predict`` (mflux's keyword signature) whose closure keeps the gate
+outside the transformer:
+
+- at threshold 0 (and outside a generation, and for edits) it calls mflux's own predict untouched;
+- otherwise it re-walks ``Flux3Transformer.__call__`` and ``_Flux3KleinCore._predict`` on the
+  text-to-image path (no image conditioning).
+
+Re-walk of mflux 0.24.0 ``Flux3Transformer.__call__``:
+
+- prelude: the time embeddings (the image's at ``t``, the context's at 0; a flow map adds the
+  target time's to both), the image stream's per-mode modulation, ``x_embedders["image"]``;
+- signal: block 0's modulated image input, ``(1 + scale) · norm(x) + shift`` of
+  ``mode_blocks["image"][0]``. The per-mode stage attends within each stream, so the image stream
+  never sees the caption before the single stream: the signal is caption-independent and one
+  decision serves both CFG branches exactly;
+- body (per branch): the caption embedding, the per-mode stage (image and text streams), the single
+  stream over ``[image, text]`` with per-token modulation; the residual is kept over the image
+  tokens only (``out[:, :N] − x``), all the tail reads, one per branch (``"cond"``/``"uncond"``);
+- tail: ``norm_out`` with the image's time embedding, ``proj_out``; the base checkpoint's CFG
+  combines ``u + g·(c − u)`` in float32, as mflux does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mflux.models.common.config.model_config import ModelConfig
+from mflux.models.flux3.model.flux3_transformer.flux3_transformer import Flux3Transformer
+
+from app.adapters.base import Installation
+from app.adapters.common import COND, UNCOND, GateState, install_predict_factory
+from app.families.flux3 import FAMILY
+from app.gate import LiveGate, Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class _Prelude:
+    x: mx.array  # the embedded image tokens
+    vec_image: mx.array  # the image's time embedding (the tail's too)
+    vec_context: mx.array  # the text's (time 0)
+    mod_image: tuple[mx.array, mx.array, mx.array]  # the image stream's per-mode modulation
+
+
+def _prelude(
+    tr: Flux3Transformer, latents: mx.array, timestep: mx.array, target: mx.array | None
+) -> _Prelude:
+    # Verbatim from Flux3Transformer.__call__ (text-to-image: no image_cond stream).
+    if tr.flow_map != (target is not None):
+        raise ValueError("target_timestep is required by, and only by, a flow-map transformer")
+    vec_image = tr.timestep_embedder(timestep)
+    vec_context = tr.timestep_embedder(mx.zeros_like(timestep))
+    if tr.flow_map:
+        assert tr.target_timestep_embedder is not None and target is not None
+        target_vec = tr.target_timestep_embedder(target)
+        vec_image, vec_context = vec_image + target_vec, vec_context + target_vec
+    mod_image = tr.early_stream_modulations["image"](vec_image)
+    x = tr.x_embedders["image"](latents.astype(ModelConfig.precision))
+    return _Prelude(x=x, vec_image=vec_image, vec_context=vec_context, mod_image=mod_image)
+
+
+def _signal(tr: Flux3Transformer, pre: _Prelude) -> mx.array:
+    shift, scale, _ = pre.mod_image
+    return (1 + scale) * tr.mode_blocks["image"][0].norm(pre.x) + shift
+
+
+def _body(
+    tr: Flux3Transformer, pre: _Prelude, latent_ids: mx.array, tokens: mx.array, ids: mx.array
+) -> mx.array:
+    """One branch's stack, as mflux runs it; returns the image tokens of the single stream."""
+    dtype = ModelConfig.precision
+    num_image = pre.x.shape[1]
+    mod_txt = tr.early_stream_modulations["txt"](pre.vec_context)
+    single_image = tr.single_stream_modulations["image"](pre.vec_image)
+    single_txt = tr.single_stream_modulations["txt"](pre.vec_context)
+    image, txt = pre.x, tr.context_embedder(tokens.astype(dtype))
+    rotary_image, rotary_txt = tr.pos_embed(latent_ids), tr.pos_embed(ids)
+    for depth in range(len(tr.txt_mode_blocks)):
+        image = tr.mode_blocks["image"][depth](image, rotary_image, pre.mod_image)
+        txt = tr.txt_mode_blocks[depth](txt, rotary_txt, mod_txt)
+    x = mx.concatenate([image, txt], axis=1)
+    single_rotary = tr.pos_embed(mx.concatenate([latent_ids, ids], axis=0))
+    widths = ((single_image, image.shape[1]), (single_txt, txt.shape[1]))
+    single_mod = tuple(
+        mx.concatenate(
+            [mx.broadcast_to(mod[i], (x.shape[0], length, x.shape[-1])) for mod, length in widths],
+            axis=1,
+        )
+        for i in range(3)
+    )
+    for block in tr.single_transformer_blocks:
+        x = block(x, single_rotary, single_mod)
+    return x[:, :num_image]
+
+
+def _branch(
+    tr: Flux3Transformer,
+    pre: _Prelude,
+    latent_ids: mx.array,
+    tokens: mx.array,
+    ids: mx.array,
+    gate: LiveGate,
+    verdict: Verdict,
+    branch: str,
+) -> mx.array:
+    if verdict.decision.computes:
+        out = _body(tr, pre, latent_ids, tokens, ids)
+        if verdict.store_residual:
+            gate.store_residual(out, pre.x, branch)
+    else:
+        out = gate.reuse(pre.x, branch)
+    return tr.proj_out(tr.norm_out(out, pre.vec_image))
+
+
+def make_predict_factory(state: GateState) -> Callable[[Flux3Transformer], Callable[..., mx.array]]:
+    def factory(transformer: Flux3Transformer) -> Callable[..., mx.array]:
+        own = state.own_factory(transformer) if state.own_factory is not None else None
+
+        def predict(**kw: Any) -> mx.array:
+            gate = state.gate
+            cond = kw.get("cond_tokens")
+            edit = cond is not None and cond.shape[1] > 0
+            if not state.gating or edit or not gate.needs_signal:
+                # Outside a generation, an edit's reference images, threshold 0: mflux's own.
+                assert own is not None
+                if state.gating and not edit:
+                    gate.decide(None)
+                noise = own(**kw)
+                if state.gating and not edit:
+                    state.record(noise)
+                return noise
+            pre = _prelude(transformer, kw["latents"], kw["timestep"], kw["target_timestep"])
+            verdict = gate.decide(_signal(transformer, pre))
+            latent_ids = kw["latent_ids"]
+            velocity = _branch(
+                transformer, pre, latent_ids, kw["text_tokens"], kw["text_ids"], gate, verdict, COND
+            )
+            if kw["uncond_tokens"] is not None:
+                unconditional = _branch(
+                    transformer,
+                    pre,
+                    latent_ids,
+                    kw["uncond_tokens"],
+                    kw["uncond_ids"],
+                    gate,
+                    verdict,
+                    UNCOND,
+                ).astype(mx.float32)
+                velocity = unconditional + kw["guidance"] * (
+                    velocity.astype(mx.float32) - unconditional
+                )
+            state.record(velocity)
+            return velocity
+
+        return predict
+
+    factory.teacache_state = state  # type: ignore[attr-defined]  # marks an installed gate
+    return factory
+
+
+def install(pipeline: Any, gate: LiveGate) -> Installation:
+    return install_predict_factory(pipeline, gate, family=FAMILY, make_factory=make_predict_factory)
