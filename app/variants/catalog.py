@@ -46,6 +46,9 @@ class Variant:
     expected to engage. Every distilled variant states why (``distilled_reason``) and names a
     non-distilled ``base_variant`` to suggest; ``distilled_reason`` is None for the others.
     ``default_threshold`` is None where the gate cannot engage on the default schedule.
+    ``coefficients`` is None where TeaCache has no numbers for the variant (a model of this year
+    with no published fit): such a variant runs MagCache where it has a table, and the
+    first-block probe, which needs no calibration (``default_gate``).
     """
 
     id: str
@@ -55,7 +58,7 @@ class Variant:
     default_steps: int
     default_guidance: float | None  # None: the family takes no guidance value
     default_threshold: float | None  # None: the gate cannot engage on this variant's schedule
-    coefficients: tuple[float, float, float, float, float]
+    coefficients: tuple[float, float, float, float, float] | None
     provenance: Provenance
     hf_repo: str | None
     params_billion: float  # transformer + text encoder + VAE, for the memory estimate
@@ -80,8 +83,10 @@ class Variant:
 
     # -- the gates' calibrations: each gate kind reads its own (``GateKind.calibration_of``) --
     @property
-    def teacache(self) -> TeaCacheCalibration:
-        """TeaCache's numbers, kept as the variant's own fields (every variant has them)."""
+    def teacache(self) -> TeaCacheCalibration | None:
+        """TeaCache's numbers, kept as the variant's own fields; None without coefficients."""
+        if self.coefficients is None:
+            return None
         return TeaCacheCalibration(
             coefficients=self.coefficients,
             calibrated_range=self.calibrated_range,
@@ -145,8 +150,12 @@ class Variant:
     def teacache_params(
         self, threshold: float | None = None, **overrides: object
     ) -> TeaCacheParams:
-        """TeaCache's parameters at ``threshold`` (its default where None)."""
-        return TEACACHE_KIND.params(self.teacache, threshold, **overrides)
+        """TeaCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
+        with the reason where the variant has no TeaCache calibration."""
+        calibration = self.teacache
+        if calibration is None:
+            raise GateConfigError(self.gate_unavailable_reason(TEACACHE_KIND.name) or "")
+        return TEACACHE_KIND.params(calibration, threshold, **overrides)
 
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight
