@@ -80,7 +80,9 @@ _STEP_DISTILLED = "step-distilled: a few large strides, each changing the output
 # This year's models (issue #29): no published TeaCache or MagCache calibration exists for them;
 # the first-block probe needs none, and ``calibrate`` makes a TeaCache or MagCache one.
 _UNCALIBRATED = "no calibration published for this model"
-_UNMEASURED = "measured per run: the first-block probe compares each step's first block with the last"
+_UNMEASURED = (
+    "measured per run: the first-block probe compares each step's first block with the last"
+)
 
 
 def _uncalibrated(variant_id: str, name: str) -> Provenance:
