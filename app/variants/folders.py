@@ -75,10 +75,13 @@ def _header(path: Path) -> dict[str, object]:
 
 
 def _transformer_keys(folder: Path) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """Weight name → shape, and the files' metadata, over the transformer's safetensors."""
+    """Weight name → shape, and the files' metadata, over the transformer's safetensors: those
+    in transformer/, or at the root where a family keeps its transformer there (Krea 2 Turbo's
+    single file, and an mflux-save of it)."""
     shapes: dict[str, list[int]] = {}
     metadata: dict[str, str] = {}
-    for file in sorted((folder / "transformer").glob("*.safetensors")):
+    files = sorted((folder / "transformer").glob("*.safetensors"))
+    for file in files or sorted(folder.glob("*.safetensors")):
         try:
             header = _header(file)
         except (OSError, ValueError):
@@ -140,8 +143,9 @@ def check_folder(folder: str | Path, variant: Variant) -> FolderInfo:
     info = inspect_folder(root)
     if info.family is None and not (root / "transformer").is_dir():
         raise ModelFolderError(
-            f"{root} holds no model: a model folder has a transformer/ folder beside vae/ and "
-            "the text encoder (an mflux-save output or a Hugging Face snapshot)"
+            f"{root} holds no model: a model folder has a transformer/ folder (Krea 2: its "
+            "weights at the top) beside vae/ and the text encoder (an mflux-save output or a "
+            "Hugging Face snapshot)"
         )
     if info.family is not None and info.family is not variant.family:
         raise ModelFolderError(
