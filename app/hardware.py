@@ -56,6 +56,26 @@ def physical_memory_bytes() -> int | None:
     return int(pages) * int(page_size)
 
 
+def on_mac() -> bool:
+    return sys.platform == "darwin"
+
+
+def os_name() -> str:
+    """The operating system as a sentence names it: "macOS", "Linux"."""
+    return "macOS" if on_mac() else (platform.system() or "the system")
+
+
+def this_machine() -> str:
+    """What the window calls the computer it runs on: "this Mac" on a Mac, else "this machine"."""
+    return "this Mac" if on_mac() else "this machine"
+
+
+def memory_gb_text(memory_gb: float) -> str:
+    """A machine's memory as people say it, the one figure every message shows: 16, or 23.5
+    where it is not whole."""
+    return f"{round(memory_gb, 1):g}"
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))  # type: ignore[attr-defined]

@@ -53,3 +53,20 @@ def turbo_pipeline() -> DemoFlux2Klein:
     from app.demo.pipeline import load_demo_pipeline
 
     return load_demo_pipeline("demo-turbo")
+
+
+@pytest.fixture
+def on_a_mac(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The messages name the operating system they run on ("macOS", "this Mac"); tests that
+    assert the Mac's wording pin the platform, so they read the same on a Linux CI machine."""
+    from app import hardware
+
+    monkeypatch.setattr(hardware, "on_mac", lambda: True)
+
+
+@pytest.fixture
+def on_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app import hardware
+
+    monkeypatch.setattr(hardware, "on_mac", lambda: False, raising=False)
+    monkeypatch.setattr(hardware.platform, "system", lambda: "Linux")

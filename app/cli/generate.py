@@ -193,8 +193,6 @@ def target_from_args(args: argparse.Namespace) -> QualityTarget | None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from PIL import Image
-
     from app.engine.jobs import Generate
     from app.engine.target import QualitySearch
 
@@ -206,15 +204,21 @@ def _generate(args: argparse.Namespace) -> int:
     job = Generate(request) if target is None else QualitySearch(request, target)
     from app.cli.outdir import output_folder
     from app.fileio.jsonio import write_json_atomic
+    from app.gate.kinds import gate_kind
+    from app.storage.history import report_metadata, write_png
 
     out = Path(args.out)
     with output_folder(out) as folder:  # checked before the model loads; removed if we fail
         thumbnails: dict[str, dict[int, np.ndarray]] = {}
         report = run_headless(job, previews=thumbnails)
         try:
-            Image.fromarray(report.gated.image).save(folder.track("gated.png"))
+            # Each PNG carries the run's figures, as mflux's own outputs carry theirs.
+            metadata = report_metadata(report)
+            gated = {**metadata, "image": gate_kind(report.request.gate).label}
+            write_png(folder.track("gated.png"), report.gated.image, gated)
             if report.vanilla is not None:
-                Image.fromarray(report.vanilla.image).save(folder.track("vanilla.png"))
+                vanilla = {**metadata, "image": "Vanilla"}
+                write_png(folder.track("vanilla.png"), report.vanilla.image, vanilla)
             document = report.to_json()
             if request.previews:
                 document["previews"] = write_previews(folder, thumbnails)

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app import hardware
 from app.errors import DownloadCancelled
-from app.hardware import physical_memory_bytes
+from app.hardware import memory_gb_text, physical_memory_bytes
 from app.variants.catalog import QUANTIZE_LEVELS, Variant, quantize_label
 from app.variants.folders import ModelFolderError, check_folder
 from app.variants.weights import (
@@ -74,11 +75,6 @@ def fits_with_headroom(need_gb: float, have_gb: float) -> bool:
 def weights_fit(variant: Variant, quantize: int | None, have_gb: float) -> bool:
     """The weights at ``quantize`` plus ``OS_FLOOR_GB`` fit in ``have_gb``: loading can work."""
     return variant.weights_gb(quantize) + OS_FLOOR_GB <= have_gb
-
-
-def _gb(have_gb: float) -> str:
-    """A machine's memory as people say it: 16, or 10.5 where it is not whole."""
-    return f"{round(have_gb, 1):g}"
 
 
 def _choices() -> list[int | None]:
@@ -149,7 +145,7 @@ def check_memory(
     raise NotEnoughMemoryError(
         f"{variant.display_name} at {quantize_label(quantize)} cannot load on this machine: its "
         f"weights alone need {variant.weights_gb(quantize):.1f} GB plus {OS_FLOOR_GB} GB for "
-        f"macOS and the app, and it has {_gb(have_gb)} GB; {advice}"
+        f"{hardware.os_name()} and the app, and it has {memory_gb_text(have_gb)} GB; {advice}"
     )
 
 
@@ -177,9 +173,9 @@ def memory_warning(
         advice = f" {fix}-bit quantization (up to {fix_peak:.1f} GB) {verdict}."
     return (
         f"{variant.display_name} at {quantize_label(quantize)} at {width} × {height} may need up "
-        f"to {peak:.1f} GB and this machine has {_gb(have_gb)} GB: that figure is an upper bound "
-        "measured with MLX on CUDA, so macOS may swap or the run may stop with an out-of-memory "
-        f"message.{advice}"
+        f"to {peak:.1f} GB and this machine has {memory_gb_text(have_gb)} GB: that figure is an "
+        f"upper bound measured with MLX on CUDA, so {hardware.os_name()} may swap or the run may "
+        f"stop with an out-of-memory message.{advice}"
     )
 
 

@@ -202,6 +202,16 @@ def check_safetensors(path: Path) -> None:
         raise RequestError(f"the LoRA file {path} is not a readable .safetensors file")
 
 
+def check_lora_file(path: Path) -> None:
+    """Raises ``RequestError`` with one sentence unless ``path`` is an existing .safetensors file
+    with a readable header (what the window checks when a LoRA is picked, and every request)."""
+    if path.suffix.lower() != ".safetensors":
+        raise RequestError(f"a LoRA must be a .safetensors file, got {path}")
+    if not path.is_file():
+        raise RequestError(f"the LoRA file {path} does not exist")
+    check_safetensors(path)
+
+
 def check_loras(
     variant: Variant, loras: Iterable[LoraSpec | tuple[str, float]]
 ) -> tuple[LoraSpec, ...]:
@@ -228,11 +238,7 @@ def check_loras(
     out: list[LoraSpec] = []
     for spec in given:
         path = Path(spec.path).expanduser()
-        if path.suffix.lower() != ".safetensors":
-            raise RequestError(f"a LoRA must be a .safetensors file, got {spec.path}")
-        if not path.is_file():
-            raise RequestError(f"the LoRA file {spec.path} does not exist")
-        check_safetensors(path)
+        check_lora_file(path)
         try:
             scale = float(spec.scale)
         except (TypeError, ValueError):

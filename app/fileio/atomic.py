@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import stat
+import uuid
 from pathlib import Path
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole, with the permissions a plain write gives it: an existing
+    file's own, else the user's umask (``mkstemp``'s owner-only 0600 made exports and history
+    files unreadable to anyone else)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp_name = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = os.open(tmp_name, flags, 0o666)  # the kernel applies the umask, as open() does
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        with contextlib.suppress(FileNotFoundError):  # a replaced file keeps its mode
+            os.chmod(tmp_name, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(tmp_name, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -113,7 +113,7 @@ def save_comparison(
     shown = representative(result)
     record = RunRecord.from_report(result.reports[shown], warnings)
     rows = [ComparisonRow.from_report(r) for r in result.reports]
-    files = {image_name(i): encode_png(r.gated.image, record) for i, r in enumerate(result.reports)}
+    files = {image_name(i): encode_png(r.gated.image, r) for i, r in enumerate(result.reports)}
     same = same_skips(rows)
     table = []
     for i, (row, report) in enumerate(zip(rows, result.reports, strict=True)):

@@ -29,13 +29,14 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
-from app import paths
+from app import __version__, paths
 from app.engine.report import RunReport, legacy_speedup_label, replayed_steps, step_from_json
 from app.engine.request import GenerationRequest, LoraSpec, RequestError, make_request
 from app.fileio.atomic import atomic_write_bytes, atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate import Decision, StepEvent
 from app.gate.kinds import DEFAULT_GATE, gate_kind, recorded_gate
+from app.metrics import difference_image
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class RunRecord:
     warnings: tuple[dict[str, object], ...] = ()
     created: datetime = field(default_factory=lambda: datetime.now().astimezone())
     vanilla_measured_at: datetime | None = None
+    png_metadata: dict[str, str] = field(default_factory=dict)  # report_metadata, for its PNGs
 
     @classmethod
     def from_report(
@@ -89,6 +91,7 @@ class RunRecord:
             report=report.to_json(),
             warnings=warnings,
             vanilla_measured_at=vanilla.measured_at if vanilla is not None else None,
+            png_metadata=report_metadata(report),
         )
 
     @property
@@ -458,10 +461,20 @@ def history_origin(created: str, now: datetime | None = None) -> str:
     return f"from history, run {friendly_time(created)}"
 
 
+# Another image format's extension, typed where a PNG is saved: replaced by ``.png``.
+_IMAGE_SUFFIXES = {".jpg", ".jpeg", ".jpe", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".heic"}
+
+
 def png_path(path: Path) -> Path:
-    """``name`` → ``name.png``: a name typed without the extension still saves as a PNG (a name
-    with another extension keeps it and gains ``.png``, so the file is never mislabelled)."""
-    return path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
+    """The name a PNG is saved under: ``name`` → ``name.png``, ``x.jpg`` → ``x.png`` (another
+    image format's extension is replaced, never kept: ``x.jpg.png`` read as a JPEG), and any
+    other dot in a name stays (``v1.2`` → ``v1.2.png``). The file is never mislabelled."""
+    suffix = path.suffix.lower()
+    if suffix == ".png":
+        return path
+    if suffix in _IMAGE_SUFFIXES:
+        return path.with_suffix(".png")
+    return path.with_name(path.name + ".png")
 
 
 def caption_font(size: int = 15) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
@@ -515,45 +528,89 @@ def export_metadata(
     loras: Sequence[LoraSpec] = (),
     quantize: int | None = None,
     model_path: str | None = None,
+    guidance: float | None = None,
+    size: tuple[int, int] | None = None,
+    local_diff: float | None = None,
 ) -> dict[str, str]:
-    """The text chunks of an exported PNG: one key per number, and the prompt as Description."""
+    """The text chunks of a run's PNG, the one builder every PNG of a run uses (the window's
+    export and Save, the history's export, ``generate``'s gated.png and vanilla.png): one key per
+    figure, the speedup with its full label, the prompt as Description, the app and its version
+    as Software, and all of it as JSON under ``teacache``."""
     fields: dict[str, object] = {
         "prompt": prompt,
         "seed": seed,
         "variant": variant,
         "steps": steps,
+        "size": f"{size[0]}x{size[1]}" if size is not None else None,
+        "guidance": guidance,
         "gate": gate,
         "threshold": threshold,
         "skips": skips,
         "ssim": ssim,
+        "local_diff": local_diff,
         "gated_seconds": gated_seconds,
         "vanilla_seconds": vanilla_seconds,
         "speedup": speedup,
         "speedup_label": speedup_label or None,
         "quantize": quantize,  # None: full precision (left out, like every other None)
         "model_path": model_path,
+        "app_version": __version__,
     }
     data = {k: str(v) for k, v in fields.items() if v is not None}
     if loras:
         data["loras"] = ", ".join(lora.label() for lora in loras)
         fields["loras"] = [{"path": lora.path, "scale": lora.scale} for lora in loras]
     data["Description"] = prompt
-    data["Software"] = "TeaCache Studio"
+    data["Software"] = f"TeaCache Studio {__version__}"
     data["teacache"] = dumps_json({k: v for k, v in fields.items() if v is not None})
     return data
 
 
+def report_metadata(
+    report: RunReport, *, shown_speedup: tuple[float | None, str] | None = None
+) -> dict[str, str]:
+    """``export_metadata`` of a finished run, every figure from its report; the speedup and its
+    label are ``shown_speedup`` where the caller shows another pair (a history entry's, as it
+    was saved)."""
+    r, vanilla = report.request, report.vanilla
+    speedup, speedup_label = shown_speedup or (report.speedup, report.speedup_label)
+    return export_metadata(
+        prompt=r.prompt,
+        seed=r.seed,
+        variant=r.variant_id,
+        steps=r.steps,
+        threshold=r.threshold,
+        skips=report.gated.skipped,
+        gate=r.gate,
+        ssim=report.ssim,
+        gated_seconds=report.gated.loop_seconds,
+        vanilla_seconds=vanilla.loop_seconds if vanilla is not None else None,
+        speedup=speedup,
+        speedup_label=speedup_label if speedup is not None else "",
+        loras=r.loras,
+        quantize=r.quantize,
+        model_path=r.model_path,
+        guidance=r.guidance,
+        size=(r.width, r.height),
+        local_diff=report.local_diff_value,
+    )
+
+
 def write_png(path: Path, image: np.ndarray, metadata: dict[str, str] | None = None) -> Path:
-    """One image as a PNG (``.png`` added where missing) with ``metadata`` in its text chunks,
-    written atomically. Returns the path written."""
+    """One image as a PNG (``png_path``) with ``metadata`` in its text chunks, written
+    atomically. Returns the path written."""
     path = png_path(path)
+    atomic_write_bytes(path, _png_bytes(image, metadata))
+    return path
+
+
+def _png_bytes(image: np.ndarray, metadata: Mapping[str, str] | None = None) -> bytes:
     info = PngImagePlugin.PngInfo()
     for key, value in (metadata or {}).items():
         info.add_itxt(key, value)
     buffer = BytesIO()
     Image.fromarray(_rgb8(image)).save(buffer, format="PNG", pnginfo=info)
-    atomic_write_bytes(path, buffer.getvalue())
-    return path
+    return buffer.getvalue()
 
 
 def export_side_by_side(
@@ -566,22 +623,35 @@ def export_side_by_side(
     footer: str,
     metadata: dict[str, str] | None = None,
 ) -> Path:
-    """One PNG: gated beside vanilla with captions and a footer line; small images are enlarged
-    with nearest-neighbour sampling so that each pixel stays visible. Returns the path written:
-    ``.png`` is added where the name lacks it; ``metadata`` goes into the PNG's text chunks."""
+    """One PNG: gated, vanilla and their difference (as the window draws it) side by side, with
+    captions and the footer wrapped to the tiles' width; small images are enlarged with
+    nearest-neighbour sampling so that each pixel stays visible. Returns the path written
+    (``png_path``); ``metadata`` goes into the PNG's text chunks.
+
+    A run without vanilla is one tile, and its canvas is as wide as the footer's one line."""
     path = png_path(path)
-    images = [gated] if vanilla is None else [gated, vanilla]
-    captions = [gated_caption] if vanilla is None else [gated_caption, vanilla_caption]
+    images, captions = [gated], [gated_caption]
+    if vanilla is not None:
+        images.append(vanilla)
+        captions.append(vanilla_caption)
+        if vanilla.shape == gated.shape:
+            difference, top = difference_rgb(gated, vanilla)
+            images.append(difference)
+            captions.append(f"Difference · max {top:.0f}/255")
     height, width = gated.shape[:2]
     scale = max(1, -(-384 // max(1, min(height, width))))  # ceil: at least 384 px on the short side
     tile_w, tile_h = width * scale, height * scale
-    pad, caption_h, footer_h = 16, 28, 28
+    pad, caption_h, line_h = 16, 28, 22
     font = caption_font(15)
     footer = drawable(font, footer)
-    # Wide enough for the footer too: one small tile must not cut the line off.
-    footer_w = math.ceil(font.getlength(footer))
-    canvas_w = max(pad + len(images) * (tile_w + pad), footer_w + 2 * pad)
-    canvas_h = pad + caption_h + tile_h + pad + footer_h
+    tiles_w = pad + len(images) * (tile_w + pad)
+    if len(images) == 1:  # one small tile must not cut the line off
+        canvas_w = max(tiles_w, math.ceil(font.getlength(footer)) + 2 * pad)
+        lines = [footer]
+    else:  # the tiles set the width; the footer wraps under them (it left ~700 px empty)
+        canvas_w = tiles_w
+        lines = wrap_footer(font, footer, canvas_w - 2 * pad)
+    canvas_h = pad + caption_h + tile_h + pad + len(lines) * line_h + pad // 2
     canvas = Image.new("RGB", (canvas_w, canvas_h), (250, 250, 250))
     draw = ImageDraw.Draw(canvas)
     for i, (image, caption) in enumerate(zip(images, captions, strict=True)):
@@ -589,15 +659,52 @@ def export_side_by_side(
         tile = Image.fromarray(_rgb8(image)).resize((tile_w, tile_h), Image.Resampling.NEAREST)
         canvas.paste(tile, (x, pad + caption_h))
         draw.text((x, pad + 4), drawable(font, caption), fill=(30, 30, 30), font=font)
-    footer_xy = (pad, pad + caption_h + tile_h + pad)
-    draw.text(footer_xy, footer, fill=(90, 90, 90), font=font)
-    info = PngImagePlugin.PngInfo()
-    for key, value in (metadata or {}).items():
-        info.add_itxt(key, value)
-    buffer = BytesIO()
-    canvas.save(buffer, format="PNG", pnginfo=info)
-    atomic_write_bytes(path, buffer.getvalue())
+    top_y = pad + caption_h + tile_h + pad
+    for n, line in enumerate(lines):
+        draw.text((pad, top_y + n * line_h), line, fill=(90, 90, 90), font=font)
+    atomic_write_bytes(path, _png_bytes(np.asarray(canvas), metadata))
     return path
+
+
+def difference_rgb(gated: np.ndarray, vanilla: np.ndarray) -> tuple[np.ndarray, float]:
+    """The difference image (``app.metrics.difference_image``) as the window's difference view
+    draws it: viridis from 0 to its largest value (at least 8, so a near-zero difference stays
+    dark); with that largest value."""
+    from matplotlib import colormaps
+
+    diff = difference_image(_rgb8(gated), _rgb8(vanilla))
+    top = float(diff.max()) if diff.size else 0.0
+    scaled = np.clip(diff / max(8.0, top), 0.0, 1.0)
+    rgba = colormaps["viridis"](scaled, bytes=True)
+    return np.ascontiguousarray(rgba[..., :3]), top
+
+
+def wrap_footer(
+    font: ImageFont.FreeTypeFont | ImageFont.ImageFont, text: str, width: float
+) -> list[str]:
+    """The footer in lines no wider than ``width``: broken between its "  ·  " parts where it
+    can, between words inside a part that is wider by itself."""
+    separator = "  ·  "
+    lines: list[str] = []
+    line = ""
+    for part in text.split(separator):
+        joined = f"{line}{separator}{part}" if line else part
+        if font.getlength(joined) <= width:
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+        line = ""
+        for word in part.split(" "):
+            candidate = f"{line} {word}" if line else word
+            if font.getlength(candidate) <= width or not line:
+                line = candidate
+            else:
+                lines.append(line)
+                line = word
+    if line:
+        lines.append(line)
+    return lines
 
 
 def export_entry(entry: HistoryEntry, path: Path) -> Path:
@@ -607,23 +714,8 @@ def export_entry(entry: HistoryEntry, path: Path) -> Path:
 
 
 def entry_metadata(entry: HistoryEntry) -> dict[str, str]:
-    return export_metadata(
-        prompt=entry.prompt,
-        seed=entry.seed,
-        variant=entry.variant_id,
-        steps=entry.steps,
-        threshold=entry.threshold,
-        skips=entry.skips,
-        gate=entry.gate,
-        ssim=entry.ssim,
-        gated_seconds=entry.gated_seconds,
-        vanilla_seconds=entry.vanilla_seconds,
-        speedup=entry.speedup,
-        speedup_label=entry.speedup_label if entry.speedup is not None else "",
-        loras=entry.loras,
-        quantize=_opt_int(entry.request_data.get("quantize")),
-        model_path=entry.request_data.get("model_path"),
-    )
+    """A saved run's PNG metadata: its report's figures, its speedup as it was saved."""
+    return report_metadata(entry.report, shown_speedup=(entry.speedup, entry.speedup_label))
 
 
 def entry_captions(entry: HistoryEntry) -> dict[str, str]:
@@ -672,14 +764,19 @@ def speedup_caption(speedup: float, label: str) -> str:
     return f"speedup {speedup:.2f}×" + (f" ({label})" if label else "")
 
 
-def encode_png(image: np.ndarray, record: RunRecord | None = None) -> bytes:
-    info = PngImagePlugin.PngInfo()
-    if record is not None:
-        info.add_itxt("Description", record.request.prompt)
-        info.add_text("Software", "TeaCache Studio")
-    buffer = BytesIO()
-    Image.fromarray(_rgb8(image)).save(buffer, format="PNG", pnginfo=info)
-    return buffer.getvalue()
+def encode_png(image: np.ndarray, record: RunRecord | RunReport | None = None) -> bytes:
+    """A history PNG: with its run's metadata (``report_metadata``) where the record was made
+    from a report, else the prompt and the app."""
+    if isinstance(record, RunReport):
+        metadata = report_metadata(record)
+    elif record is not None:
+        metadata = record.png_metadata or {
+            "Description": record.request.prompt,
+            "Software": f"TeaCache Studio {__version__}",
+        }
+    else:
+        metadata = {}
+    return _png_bytes(image, metadata)
 
 
 def step_to_dict(step: StepEvent) -> dict[str, object]:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app.errors import DownloadCancelled
+from app.errors import DownloadCancelled, UserFacingError
 from app.variants import Variant
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,10 @@ class _DownloadWorker(QObject):
                 outcome = "cancelled"
         except DownloadCancelled:
             outcome = "cancelled"
-        except Exception as exc:  # shown inline
+        except UserFacingError as exc:  # expected (offline, gated, disk full): one line, inline
+            log.warning("download of %s failed: %s", self._variant.id, exc)
+            outcome = "cancelled" if self._cancel.is_set() else str(exc)
+        except Exception as exc:  # a bug: its traceback goes to the log; shown inline
             log.exception("download of %s failed", self._variant.id)
             outcome = "cancelled" if self._cancel.is_set() else (str(exc) or type(exc).__name__)
         self.done.emit(self._variant.id, outcome)

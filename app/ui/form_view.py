@@ -10,7 +10,6 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -39,6 +38,7 @@ from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
 from app.ui.observable import Binding, bind
 from app.ui.quantize_view import QuantizeControl, bind_quantize
+from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeSpinBox
 from app.ui.theme import caption_font, mute, small_font
 from app.ui.variant_picker import VariantPicker
 from app.variants import Variant, get_variant
@@ -82,8 +82,7 @@ class ThresholdControl(QWidget):
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, self.STEPS)
         self.slider.setPageStep(50)
-        self.spin = QDoubleSpinBox()
-        self.spin.setRange(0.0, 1.0)
+        self.spin = RangeDoubleSpinBox("The threshold", 0.0, 1.0)
         self.spin.setDecimals(4)
         self.spin.setSingleStep(0.0025)
         self.spin.setKeyboardTracking(False)  # commit on Enter or focus-out, not per keystroke
@@ -183,18 +182,18 @@ class ControlsView(QFrame):
         self.steps_problem.setFont(small_font(self.steps_problem.font()))
         self.steps_problem.setStyleSheet("color: #c62828;")
         self.steps_problem.setVisible(False)
-        self.seed = QSpinBox()
-        self.seed.setRange(0, MAX_SEED)
+        self.seed = RangeSpinBox("The seed", 0, MAX_SEED)
         self.seed.setAccelerated(True)
+        self.seed_note = RangeNote(self.seed)
         self.random_seed = QToolButton()
         self.random_seed.setText("Random")
         self.random_seed.setToolTip("Pick a random seed (Ctrl+R)")
         self.size_combo = QComboBox()
         self.guidance_label = QLabel("Guidance")
-        self.guidance = QDoubleSpinBox()
-        self.guidance.setRange(*GUIDANCE_RANGE)  # the range make_request accepts
+        self.guidance = RangeDoubleSpinBox("Guidance", *GUIDANCE_RANGE)  # make_request's range
         self.guidance.setSingleStep(0.5)
         self.guidance.setDecimals(1)
+        self.guidance_note = RangeNote(self.guidance)
         self.quantize_label = QLabel("Quantization")
         self.quantize = QuantizeControl()
 
@@ -204,6 +203,7 @@ class ControlsView(QFrame):
             "TeaCache skips a step while the accumulated predicted change stays below this value. "
             "0 turns skipping off. The slider is finer near 0, where calibrated thresholds live."
         )
+        self.threshold_note = RangeNote(self.threshold.spin)
         self.threshold_reset = QToolButton()
         self.threshold_reset.setText("Reset")
         self.threshold_reset.setToolTip("Back to this variant's default threshold")
@@ -270,12 +270,16 @@ class ControlsView(QFrame):
         seed_row.addWidget(self.seed, 1)
         seed_row.addWidget(self.random_seed)
         grid.addLayout(seed_row, 2, 1)
-        grid.addWidget(QLabel("Size"), 3, 0)
-        grid.addWidget(self.size_combo, 3, 1)
-        grid.addWidget(self.guidance_label, 4, 0)
-        grid.addWidget(self.guidance, 4, 1)
-        grid.addWidget(self.quantize_label, 5, 0, Qt.AlignmentFlag.AlignTop)
-        grid.addWidget(self.quantize, 5, 1)
+        grid.addWidget(self.seed_note, 3, 1)
+        grid.addWidget(QLabel("Size"), 4, 0)
+        grid.addWidget(self.size_combo, 4, 1)
+        grid.addWidget(self.guidance_label, 5, 0)
+        grid.addWidget(self.guidance, 5, 1)
+        grid.addWidget(self.guidance_note, 6, 1)
+        # The levels' labels ("16-bit · up to 39 GB · cannot load") need the sidebar's width:
+        # beside the label they were cut.
+        grid.addWidget(self.quantize_label, 7, 0, 1, 2)
+        grid.addWidget(self.quantize, 8, 0, 1, 2)
         grid.setColumnStretch(1, 1)
         layout.addLayout(grid)
         layout.addSpacing(10)
@@ -292,6 +296,7 @@ class ControlsView(QFrame):
         threshold_row.addWidget(self.threshold, 1)
         threshold_row.addWidget(self.threshold_reset)
         layout.addLayout(threshold_row)
+        layout.addWidget(self.threshold_note)
         layout.addWidget(self.threshold_hint)
         layout.addWidget(self.rerun)
         self.form_layout = layout  # the window adds the target-quality panel below the rerun box

@@ -27,10 +27,11 @@ from app.storage.history import (
     HistoryEntry,
     HistoryStore,
     export_entry,
+    export_name,
     friendly_time,
     lora_captions,
 )
-from app.ui.plain_words import CHANGE_WORDS, picture_change
+from app.ui.plain_words import similarity_words
 from app.ui.theme import mute, small_font
 
 log = logging.getLogger(__name__)
@@ -59,14 +60,23 @@ def entry_summary(entry: HistoryEntry) -> str:
     except (OSError, ValueError) as exc:
         log.warning("history entry %s: %s", entry.id, exc)
         return " · ".join([*parts, "its figures cannot be read"])
-    parts.append(f"{report.gated.skipped} skipped")
-    if report.ssim is not None:  # the summary line's words, the figure beside them
-        change = CHANGE_WORDS[picture_change(report.ssim)].removeprefix("the picture ")
-        parts.append(f"{change} (similarity {report.ssim:.3f})")
+    parts.append(f"{report.gated.skipped} of {entry.steps} skipped")
+    if report.ssim is not None:  # the Similarity card's words, the figures beside them
+        words = similarity_words(report.ssim, report.local_diff_value)
+        figures = f"SSIM {report.ssim:.3f}"
+        if report.local_diff_value is not None:
+            figures += f", local difference {report.local_diff_value:.3f}"
+        parts.append(f"{words} ({figures})")
     if entry.speedup is not None:  # the label's first clause; the row's tooltip has all of it
         head = label_head(entry.speedup_label)
         parts.append(f"{entry.speedup:.2f}× {head}" if head else f"{entry.speedup:.2f}×")
     return " · ".join(parts)
+
+
+def entry_export_name(entry: HistoryEntry) -> str:
+    """The export's default file name: the window's scheme (``<gate>-<variant>-s<seed>.png``),
+    not the entry's internal id."""
+    return export_name(entry.gate, entry.variant_id, entry.seed)
 
 
 class HistoryDialog(QDialog):
@@ -81,7 +91,11 @@ class HistoryDialog(QDialog):
         self.list = QListWidget()
         self.list.setIconSize(QSize(THUMB, THUMB))
         self.list.setSpacing(2)
-        self.list.setUniformItemSizes(True)
+        # A row wraps to the dialog's width (its date and speedup hid behind a scroll bar).
+        self.list.setWordWrap(True)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setResizeMode(QListWidget.ResizeMode.Adjust)
         self.list.setAlternatingRowColors(True)
         self.list.itemDoubleClicked.connect(lambda _item: self.open_selected())
         self.list.currentRowChanged.connect(lambda _row: self._update_buttons())
@@ -89,7 +103,7 @@ class HistoryDialog(QDialog):
         self.warning.setWordWrap(True)
         self.warning.setFont(small_font(self.warning.font()))
         mute(self.warning)
-        self.export_status = QLabel()  # confirms an export, or says why it failed
+        self.export_status = QLabel()  # an export's or Show Folder's outcome
         self.export_status.setWordWrap(True)
         self.export_status.setFont(small_font(self.export_status.font()))
         self.export_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -179,8 +193,9 @@ class HistoryDialog(QDialog):
         if entry is None:
             return None
         if path is None:
+            suggested = Path.home() / entry_export_name(entry)
             name, _ = QFileDialog.getSaveFileName(
-                self, "Export Side-by-Side", str(Path.home() / f"{entry.id}.png"), "PNG (*.png)"
+                self, "Export Side-by-Side", str(suggested), "PNG (*.png)"
             )
             if not name:
                 return None
@@ -196,9 +211,16 @@ class HistoryDialog(QDialog):
         return written
 
     def reveal_selected(self) -> None:
+        """Open the run's folder in the file manager; where none answers, say so with the path
+        (selectable, to copy)."""
         entry = self.selected()
-        if entry is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(entry.folder)))
+        if entry is not None and not QDesktopServices.openUrl(
+            QUrl.fromLocalFile(str(entry.folder))
+        ):
+            self.export_status.setText(
+                f"Could not open a file manager here; the run is saved in {entry.folder}"
+            )
+            self.export_status.show()
 
     def delete_selected(self) -> None:
         entry = self.selected()

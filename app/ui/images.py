@@ -36,7 +36,7 @@ from superqt import QElidingLabel
 
 from app.gate.kinds import DEFAULT_GATE
 from app.storage.history import write_png
-from app.ui.plain_words import CHANGE_WORDS, picture_change
+from app.ui.plain_words import similarity_words
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
 
 pg.setConfigOptions(imageAxisOrder="row-major")
@@ -496,6 +496,8 @@ def _resume_note(resumed_from: int | None, steps: int) -> str:
     # Plain words here; "resumed from step k" and the rest sit under Details (app.ui.plain_words).
     if resumed_from >= steps:
         return "every step shared with vanilla"
+    if resumed_from == 1:
+        return "first step shared with vanilla"
     return f"first {resumed_from} steps shared with vanilla"
 
 
@@ -506,12 +508,6 @@ def _seconds(value: float | None) -> str:
 
 
 def _ssim_note(value: float, local_diff: float | None = None) -> str:
-    """SSIM's word, unless one spot differs more than the default local bound: an image can be
-    "visually identical" on average with one object gone. Short: the card row must fit 1024 px
+    """The card's word (``plain_words.similarity_words``). Short: the card row must fit 1024 px
     (the figure itself is in the card's tooltip)."""
-    from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
-
-    if local_diff is not None and local_diff > DEFAULT_MAX_LOCAL_DIFF:
-        return f"one spot differs ({local_diff:.2f})"
-    # The summary line's band for SSIM alone (app.ui.plain_words), so the two never disagree.
-    return CHANGE_WORDS[picture_change(value)].removeprefix("the picture ").removeprefix("is ")
+    return similarity_words(value, local_diff)

@@ -1,8 +1,10 @@
 """The form's LoRA list: add a .safetensors file, set its scale, remove it.
 
 A view bound to ``FormModel.loras``: ``set_loras`` shows the model's list, and every edit the user
-makes emits ``loras_edited`` with the whole new list. The file is checked when Generate builds the
-request (one sentence inline, like every other input); a row whose file has gone says so here.
+makes emits ``loras_edited`` with the whole new list. A picked file is checked at once, as the
+command line checks ``--lora`` (``check_lora_file``): one that is not a readable .safetensors file
+is refused with its sentence under the list. Generate checks the list again (a file can go); a row
+whose file has gone says so here.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
-from app.engine.request import LORA_SCALE_RANGE, MAX_LORAS, LoraSpec
+from app.engine.request import (
+    LORA_SCALE_RANGE,
+    MAX_LORAS,
+    LoraSpec,
+    RequestError,
+    check_lora_file,
+)
 from app.families import family_names
 from app.ui.theme import mute, small_font
 
@@ -95,11 +103,16 @@ class LoraList(QWidget):
         add_row.addWidget(self.empty_label)
         add_row.addStretch(1)
         add_row.addWidget(self.add_button)
+        self.problem = QLabel()  # why the last picked file was refused
+        self.problem.setWordWrap(True)
+        self.problem.setStyleSheet("color: #c62828;")
+        self.problem.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addLayout(self._rows_box)
         layout.addLayout(add_row)
+        layout.addWidget(self.problem)
         self.add_button.clicked.connect(self.pick_file)
         self._available = True
         self.set_available(True)
@@ -132,14 +145,28 @@ class LoraList(QWidget):
             f"Add a LoRA file (at most {MAX_LORAS})" if available else UNAVAILABLE
         )
         self.empty_label.setText("None" if available else "Not for the demo model")
+        self.show_problem("")  # another model: the last refusal is no longer news
         self._refresh()
 
-    def add_file(self, path: str | Path, scale: float = 1.0) -> None:
-        """Append a file at ``scale`` (what the file dialog does)."""
-        spec = LoraSpec(str(Path(path).expanduser().resolve()), scale)
+    def add_file(self, path: str | Path, scale: float = 1.0) -> bool:
+        """Append a file at ``scale`` (what the file dialog does) once it passes the check;
+        False, with the reason under the list, where it does not."""
+        resolved = Path(path).expanduser().resolve()
+        try:
+            check_lora_file(resolved)
+        except RequestError as exc:
+            self.show_problem(f"{resolved.name} was not added: {exc}.")
+            return False
+        self.show_problem("")
+        spec = LoraSpec(str(resolved), scale)
         if any(row.path == spec.path for row in self.rows) or len(self.rows) >= MAX_LORAS:
-            return
+            return False
         self._commit((*self.loras(), spec))
+        return True
+
+    def show_problem(self, text: str) -> None:
+        self.problem.setText(text)
+        self.problem.setVisible(bool(text))
 
     def pick_file(self) -> None:
         path, _filter = QFileDialog.getOpenFileName(
@@ -149,6 +176,7 @@ class LoraList(QWidget):
             self.add_file(path)
 
     def _remove(self, row: LoraRow) -> None:
+        self.show_problem("")
         self._commit(tuple(r.spec() for r in self.rows if r is not row))
 
     def _commit(self, specs: tuple[LoraSpec, ...]) -> None:

@@ -4,10 +4,10 @@ variant it is where its files cannot tell, and list it in the picker under its f
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from pathlib import Path
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QComboBox,
@@ -24,31 +24,44 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.errors import UserFacingError
+from app.ui.model_folders_model import FolderCheck, examine_folder
 from app.ui.session import Session
-from app.variants import VARIANTS, get_variant
-from app.variants.catalog import quantize_label
-from app.variants.folders import FolderInfo, check_folder, inspect_folder, size_label
+from app.variants import get_variant
+
+PAUSE_MS = 600  # typing that stops this long is checked
 
 
-def describe(info: FolderInfo) -> str:
-    """One line on what the folder holds, from its files."""
-    if info.family is None:
-        return f"{info.layout} layout, {size_label(info.size_bytes)}: no model recognised"
-    stored = quantize_label(info.quantize)
-    return f"{info.layout}, {info.family.display_name}, {stored}, {size_label(info.size_bytes)}"
+class _CheckRelay(QObject):
+    """Carries a finished check from the pool thread to the dialog (a queued signal)."""
+
+    done = Signal(int, object)
 
 
 class AddModelFolderDialog(QDialog):
-    """Folder, what it holds, which base variant (detected, or chosen), the check's result."""
+    """Folder, what it holds, which base variant (detected, or chosen), the check's result.
+
+    Typing never touches the disk: the folder is examined (``examine_folder``) on a pool thread
+    once it is chosen, on Enter, or after a pause in typing; a check of a text no longer in the
+    field is dropped. Add stays off until the shown folder has passed. The messages wrap and the
+    dialog grows to show them whole."""
+
+    checked = Signal(object)  # FolderCheck, once it is on screen
 
     def __init__(self, parent: QWidget | None = None, folder: str = "") -> None:
         super().__init__(parent)
         self.setWindowTitle("Add Model Folder")
-        self.setMinimumWidth(520)
+        self.setMinimumWidth(560)
+        self.shown_check: FolderCheck | None = None
+        self._fitted_height = -1  # the height _fit_text last set (the user's own is kept)
+        self._generation = 0
+        self._relay = _CheckRelay(self)
+        self._relay.done.connect(self._show_check)
+        self._pause = QTimer(self, singleShot=True, interval=PAUSE_MS)
+        self._pause.timeout.connect(self.check_now)
         self.path = QLineEdit(folder)
         self.path.setPlaceholderText("a folder made by mflux-save, or a Hugging Face snapshot")
         browse = QPushButton("Choose…")
+        browse.setAutoDefault(False)
         browse.clicked.connect(self._browse)
         self.holds = QLabel()
         self.holds.setWordWrap(True)
@@ -65,16 +78,20 @@ class AddModelFolderDialog(QDialog):
         row.addWidget(self.path, 1)
         row.addWidget(browse)
         form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
         form.addRow("Folder", row)
         form.addRow("Holds", self.holds)
         form.addRow("Base variant", self.base)
         form.addRow("Check", self.check_result)
-        layout = QVBoxLayout(self)
+        layout = self._layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.buttons)
-        self.path.textChanged.connect(self._inspect)
-        self.base.currentIndexChanged.connect(self._check)
-        self._inspect()
+        self.path.textChanged.connect(self._typed)
+        self.path.returnPressed.connect(self.check_now)
+        self.base.activated.connect(self.check_now)
+        self._typed()
+        if self.folder():
+            self.check_now()
 
     def base_variant(self) -> str | None:
         data = self.base.currentData()
@@ -83,53 +100,89 @@ class AddModelFolderDialog(QDialog):
     def folder(self) -> str:
         return self.path.text().strip()
 
+    def check_now(self) -> None:
+        """Examine the folder in the field on the pool thread; its result replaces the shown
+        one when it arrives, unless the field changed meanwhile."""
+        self._pause.stop()
+        self._generation += 1
+        generation, folder, base = self._generation, self.path.text(), self.base_variant()
+        relay = self._relay
+        self.check_result.setText("Checking…")
+        self.check_result.setStyleSheet("")
+
+        def run() -> None:
+            check = examine_folder(folder, base)
+            with contextlib.suppress(RuntimeError):  # the dialog is gone: nobody to tell
+                relay.done.emit(generation, check)
+
+        QThreadPool.globalInstance().start(run)
+
+    def _typed(self) -> None:
+        """A change in the field: nothing is read from the disk until the user pauses."""
+        self._generation += 1  # a check under way is for a text no longer shown
+        self._ok().setEnabled(False)
+        if not self.folder():
+            self._pause.stop()
+            self._show(FolderCheck(self.path.text(), "", (), False, None, "Choose a folder."))
+            return
+        # What is shown belongs to the text before this edit: cleared, not left to mislead.
+        self.holds.setText("")
+        self.base.clear()
+        self.check_result.setText("Checked once you stop typing or press Enter.")
+        self.check_result.setStyleSheet("")
+        self._pause.start()
+
     def _browse(self) -> None:
         chosen = QFileDialog.getExistingDirectory(self, "Model folder", self.folder())
         if chosen:
             self.path.setText(chosen)
+            self.check_now()
 
-    def _inspect(self) -> None:
-        folder = self.folder()
+    def _ok(self) -> QPushButton:
+        return self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+
+    def _show_check(self, generation: int, check: FolderCheck) -> None:
+        if generation == self._generation:
+            self._show(check)
+
+    def _show(self, check: FolderCheck) -> None:
+        self.shown_check = check
+        self.holds.setText(check.holds)
         self.base.blockSignals(True)
         self.base.clear()
-        if folder and Path(folder).expanduser().is_dir():
-            info = inspect_folder(folder)
-            self.holds.setText(describe(info))
-            ids = info.candidates or tuple(v.id for v in VARIANTS.values() if not v.embedded)
-            for variant_id in ids:
-                self.base.addItem(get_variant(variant_id).display_name, variant_id)
-            detected = " (read from its files)" if info.detected else ""
-            self.base.setToolTip(
-                "The variant these weights are a copy of" + detected
-                if detected
-                else "Its files fit more than one variant: choose which one it is"
-            )
-        else:
-            self.holds.setText("")
+        for variant_id in check.bases:
+            self.base.addItem(get_variant(variant_id).display_name, variant_id)
+        if check.base is not None:
+            self.base.setCurrentIndex(check.bases.index(check.base))
+        self.base.setToolTip(
+            "The variant these weights are a copy of (read from its files)"
+            if check.detected
+            else "Its files fit more than one variant: choose which one it is"
+        )
         self.base.blockSignals(False)
-        self._check()
+        self.check_result.setText(check.message)
+        failed = not check.ok and bool(check.folder.strip())
+        self.check_result.setStyleSheet("color: #c62828;" if failed else "")
+        self._ok().setEnabled(check.ok)
+        self._fit_text()
+        self.checked.emit(check)
 
-    def _check(self) -> None:
-        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        folder, base = self.folder(), self.base_variant()
-        if not folder:
-            self.check_result.setText("Choose a folder.")
-            ok.setEnabled(False)
-            return
-        if base is None:
-            self.check_result.setText(f"{Path(folder).expanduser()} is not a folder.")
-            ok.setEnabled(False)
-            return
-        try:
-            check_folder(folder, get_variant(base))
-        except UserFacingError as exc:
-            self.check_result.setText(str(exc))
-            self.check_result.setStyleSheet("color: #c62828;")
-            ok.setEnabled(False)
-            return
-        self.check_result.setText("Complete: every weight file present and readable.")
-        self.check_result.setStyleSheet("")
-        ok.setEnabled(True)
+    def _fit_text(self) -> None:
+        """As tall as the wrapped messages need at the dialog's width: a longer message grows
+        the dialog instead of being cut after a line and a half, and a shorter one gives the room
+        back unless the user made the dialog taller."""
+        layout = self._layout
+        layout.activate()
+        needed = max(layout.totalHeightForWidth(self.width()), layout.totalMinimumSize().height())
+        self.setMinimumHeight(needed)
+        if self.height() < needed or self.height() == self._fitted_height:
+            self.resize(self.width(), needed)
+        self._fitted_height = needed
+
+    def done(self, r: int) -> None:  # closing: a check still running is dropped
+        self._generation += 1
+        self._pause.stop()
+        super().done(r)
 
 
 class ModelFolderActions(QObject):

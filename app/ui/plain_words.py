@@ -157,3 +157,14 @@ def _resume_line(resumed_from: int | None, steps: int) -> str:
         f"Resume: steps 1–{resumed_from} replayed from vanilla; "
         f"resumed from step {resumed_from + 1}"
     )
+
+
+def similarity_words(ssim: float, local_diff: float | None = None) -> str:
+    """The Similarity card's word for a run, which the History row repeats: SSIM's band
+    ("identical", "changed very little" …), unless one spot differs more than the default local
+    bound ("one spot differs (0.83)"): an image can be identical on average with one object
+    gone."""
+    if local_diff is not None and local_diff > LOCAL_VISIBLE:
+        return f"one spot differs ({local_diff:.2f})"
+    # The summary line's band for SSIM alone, so the two never disagree.
+    return CHANGE_WORDS[picture_change(ssim)].removeprefix("the picture ").removeprefix("is ")

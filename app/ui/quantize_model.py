@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from app import hardware
 from app.engine.loader import (
     NotEnoughMemoryError,
     check_memory,
@@ -20,6 +21,7 @@ from app.engine.loader import (
     memory_warning,
     weights_fit,
 )
+from app.hardware import memory_gb_text
 from app.ui.analysis import BannerFix, Notice, NoticeAction, NoticeKind
 from app.variants import QUANTIZE_LEVELS, Variant
 
@@ -50,9 +52,10 @@ class QuantizeChoice:
 
 
 def memory_label(memory_bytes: int | None) -> str:
+    """The machine's memory under the picker: the same figure the banners give."""
     if memory_bytes is None:
-        return "this Mac's memory: unknown"
-    return f"this Mac: {memory_bytes / 1024**3:.0f} GB"
+        return f"{hardware.this_machine()}'s memory: unknown"
+    return f"{hardware.this_machine()}: {memory_gb_text(memory_bytes / 1024**3)} GB"
 
 
 def quantize_choices(
@@ -116,7 +119,7 @@ def memory_notice(
         kind,
         title,
         message,
-        f"Estimates at {size[0]} × {size[1]}; this machine has {have:.1f} GB. Weights "
+        f"Estimates at {size[0]} × {size[1]}; this machine has {memory_gb_text(have)} GB. Weights "
         f"{variant.weights_gb(quantize):.1f} GB (exact); working memory "
         f"{variant.working_gb(size, upper=False):.1f}–{variant.working_gb(size):.1f} GB (the upper "
         "end measured with MLX on CUDA).",

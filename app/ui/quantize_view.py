@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.hardware import os_name
 from app.ui.form_model import FormModel
 from app.ui.quantize_model import Fit, QuantizeChoice, memory_label, quantize_choices
 from app.ui.theme import mute, small_font
@@ -32,8 +33,8 @@ class QuantizeControl(QWidget):
         self.combo.setToolTip(
             "Quantized weights need less memory and lose a little quality. Estimates of the peak "
             'memory at the chosen size, an upper bound measured with MLX on CUDA: "may not '
-            'fit" can still run (macOS may swap); "cannot load": the weights alone are too '
-            "big. mflux quantizes in groups of 64 weights."
+            f'fit" can still run ({os_name()} may swap); "cannot load": the weights alone are '
+            "too big. mflux quantizes in groups of 64 weights."
         )
         self.machine = QLabel()
         self.machine.setFont(small_font(self.machine.font()))

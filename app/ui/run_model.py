@@ -271,9 +271,12 @@ class RunModel(QObject):
             self.status = RunStatus.cancelling
             self.phase = "Cancelling…"
 
-    def fail_locally(self, message: str, details: str = "") -> None:
-        """A failure found before anything reached the engine (invalid input)."""
-        self.error = Notice(NoticeKind.error, "Cannot generate", message, details, key="error")
+    def fail_locally(
+        self, message: str, details: str = "", *, title: str = "Cannot generate"
+    ) -> None:
+        """A failure found before anything reached the engine (invalid input), titled with the
+        action that failed."""
+        self.error = Notice(NoticeKind.error, title, message, details, key="error")
 
     def dismiss(self, key: str) -> None:
         if self.error is not None and self.error.key == key:

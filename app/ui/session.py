@@ -36,6 +36,7 @@ from app.storage.history import (
     gated_caption,
     history_origin,
     lora_captions,
+    report_metadata,
     speedup_caption,
 )
 from app.storage.settings import Settings, SettingsStore
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SCHEDULE_NOTICE = "schedule"
 MODEL_FOLDER_NOTICE = "model-folder"
+EXPORT_TITLE = "Cannot export"
+OPEN_TITLE = "Cannot open the saved run"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +231,10 @@ class Session:
             current = self.form.request()
         except RequestError:
             current = None
-        if current is not None and replace(current, resume=request.resume) == request:
+        # How the result was reached (resumed from a cached vanilla, drawn live step by step)
+        # changes none of its figures: a reopened run whose settings match is not stale.
+        how = {"resume": request.resume, "previews": request.previews}
+        if current is not None and replace(current, **how) == request:
             return ""
         what = "run from history" if r.run_id < 0 else "previous run"
         parts = [request.variant_id, f"{request.steps} steps", f"threshold {request.threshold:g}"]
@@ -287,12 +293,14 @@ class Session:
     def open_entry(self, entry: HistoryEntry) -> bool:
         """Show a saved run (inputs and results). Refused while a run is going."""
         if self.engine.busy:
-            self.run.fail_locally("wait for the current run to finish before opening another")
+            self.run.fail_locally(
+                "wait for the current run to finish before opening another", title=OPEN_TITLE
+            )
             return False
         try:
             report = entry.report
         except (OSError, ValueError) as exc:
-            self.run.fail_locally(f"could not open the saved run: {exc}")
+            self.run.fail_locally(f"could not read the saved run: {exc}", title=OPEN_TITLE)
             return False
         request = entry.to_request()
         if request is not None:
@@ -313,8 +321,9 @@ class Session:
         return export_name(self.form.gate, self.form.variant_id, int(self.form.seed))
 
     def can_export(self) -> bool:
+        """A finished result is on screen (File ▸ Export is enabled only then)."""
         if self.run.gated_image is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return False
         return True
 
@@ -324,7 +333,7 @@ class Session:
         path written, or None with one clear message where nothing could be written."""
         gated = self.run.gated_image
         if gated is None:
-            self.run.fail_locally("there is no finished run to export yet")
+            self.run.fail_locally("there is no finished run to export yet", title=EXPORT_TITLE)
             return None
         saved = self.run.saved_entry
         entry = self.history.get(Path(saved).name) if saved else None
@@ -339,12 +348,17 @@ class Session:
                 metadata=self.export_metadata(),
             )
         except OSError as exc:
-            self.run.fail_locally(f"could not export to {path}: {exc.strerror or exc}")
+            self.run.fail_locally(
+                f"could not export to {path}: {exc.strerror or exc}", title=EXPORT_TITLE
+            )
             return None
 
     def export_metadata(self) -> dict[str, str]:
-        """The shown run's numbers for the PNG's text chunks (its request's, else the form's)."""
+        """The shown run's numbers for the PNG's text chunks: its report's, with the speedup as
+        the card shows it (before the report, the request's, else the form's)."""
         r, f = self.run, self.form
+        if r.report is not None:
+            return report_metadata(r.report, shown_speedup=(r.speedup, r.speedup_label))
         request = r.request
         return export_metadata(
             prompt=request.prompt if request is not None else f.prompt,
@@ -467,6 +481,8 @@ class Session:
         measured (its engagement, the check the engine warned it with) only where that run ran
         this gate: never another result's, nor another gate's."""
         f, r = self.form, self.run
+        if self.steps_problem() is not None:
+            return None  # no schedule to judge: the steps' own sentence is under Steps
         shown = r.request if self.same_schedule else None
         same_gate = shown if shown is not None and shown.gate == f.gate else None
         return schedule_notice(
@@ -506,6 +522,9 @@ class Session:
             entry = add_model_folder(folder, base_variant)
         except UserFacingError as exc:
             self._folder_notice(str(exc))
+            return None
+        except OSError as exc:  # the list of folders could not be written
+            self._folder_notice(f"could not remember {folder}: {exc.strerror or exc}")
             return None
         self.dismiss(MODEL_FOLDER_NOTICE)
         return entry.variant_id
@@ -572,6 +591,8 @@ class Session:
     def threshold_hint(self) -> str:
         """Eligible steps and where skipping begins, in the picked gate's own numbers."""
         f = self.form
+        if self.steps_problem() is not None:
+            return ""  # the steps' own sentence is the one message
         kind = gate_kind(f.gate)
         calibration = kind.calibration_of(f.variant)
         if calibration is None:

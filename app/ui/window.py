@@ -188,12 +188,16 @@ class MainWindow(QMainWindow):
         self.history_action.triggered.connect(self.show_history)
         self.compare_action.triggered.connect(lambda: self.show_comparison())
         self.export_action.triggered.connect(lambda: self.export_current())
+        r.gated_image_changed.connect(self._refresh_export_action)
+        self._refresh_export_action()
         self.quit_action.triggered.connect(self.close)
 
         # The engine's events reach the view-models through the one router (``Studio.build``);
         # the window follows the view-models.
         self.host.busy_changed.connect(self._on_engine_busy)
         r.status_changed.connect(self._on_status)
+        f.steps_changed.connect(self._refresh_generate_enabled)
+        f.variant_id_changed.connect(self._refresh_generate_enabled)
         self.results.connect_run(self.refresh)
         r.phase_changed.connect(lambda *_: self.refresh.schedule("status"))
         r.progress_changed.connect(lambda *_: self.refresh.schedule("status"))
@@ -244,6 +248,10 @@ class MainWindow(QMainWindow):
         if is_comparison(entry) and self.comparer.open_entry(entry):
             self.show_comparison()
         return True
+
+    def _refresh_export_action(self, *_args: object) -> None:
+        """Export only where a finished result is on screen (Ctrl+E said "Cannot generate")."""
+        self.export_action.setEnabled(self.run.gated_image is not None)
 
     def export_current(self, path: Path | None = None) -> Path | None:
         """Export the shown run side by side; asks where unless ``path`` is given."""
@@ -336,9 +344,8 @@ class MainWindow(QMainWindow):
     def _on_status(self, status: object) -> None:
         busy = self.run.busy or self.host.busy
         c = self.controls
-        c.generate_button.setEnabled(not busy)
         c.variant_picker.setEnabled(not busy)  # a run's result belongs to its own selection
-        self.generate_action.setEnabled(not busy)
+        self._refresh_generate_enabled()
         c.cancel_button.setEnabled(busy and status is not RunStatus.cancelling)
         self.cancel_action.setEnabled(busy)
         self.results.refresh_images()
@@ -355,9 +362,15 @@ class MainWindow(QMainWindow):
     def _on_engine_busy(self, _busy: bool) -> None:
         """A comparison keeps the engine busy without a run in the main view: Generate waits."""
         busy = self.run.busy or self.host.busy
-        for widget in (self.controls.generate_button, self.controls.variant_picker):
-            widget.setEnabled(not busy)
-        self.generate_action.setEnabled(not busy)
+        self.controls.variant_picker.setEnabled(not busy)
+        self._refresh_generate_enabled()
+
+    def _refresh_generate_enabled(self, *_args: object) -> None:
+        """Generate waits for the engine, and for steps the variant can run: the inline sentence
+        under Steps already says why, so pressing it would only repeat that in a banner."""
+        ready = not (self.run.busy or self.host.busy) and self.session.steps_problem() is None
+        self.controls.generate_button.setEnabled(ready)
+        self.generate_action.setEnabled(ready)
 
     def _show_status(self) -> None:
         # QProgressBar.setValue repaints synchronously: once per frame, not once per step.

@@ -16,8 +16,10 @@ Data only: no MLX, no mflux at import.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 import struct
 from dataclasses import dataclass, replace
@@ -52,7 +54,8 @@ class FolderInfo:
     family: Family | None  # None: no transformer weights recognised
     candidates: tuple[str, ...]  # base variant ids the files fit; one means detected
     quantize: int | None  # stored quantization (mflux-save); None: 16-bit weights
-    size_bytes: int
+    size_bytes: int  # 0 where the folder has no transformer/ (it is not sized)
+    has_transformer: bool = False  # a transformer/ folder: a model's layout, readable or not
 
     @property
     def detected(self) -> str | None:
@@ -80,8 +83,12 @@ def _transformer_keys(folder: Path) -> tuple[dict[str, list[int]], dict[str, str
     single file, and an mflux-save of it)."""
     shapes: dict[str, list[int]] = {}
     metadata: dict[str, str] = {}
-    files = sorted((folder / "transformer").glob("*.safetensors"))
-    for file in files or sorted(folder.glob("*.safetensors")):
+    try:
+        files = sorted((folder / "transformer").glob("*.safetensors"))
+        files = files or sorted(folder.glob("*.safetensors"))
+    except OSError:
+        return shapes, metadata
+    for file in files:
         try:
             header = _header(file)
         except (OSError, ValueError):
@@ -114,34 +121,73 @@ def _candidates(family: Family, keys: dict[str, list[int]]) -> tuple[str, ...]:
     return members if family.folders is None else family.folders.fits(members, keys)
 
 
+def _size_on_disk(root: Path) -> int:
+    """The bytes of every file under ``root``; what cannot be read is left out."""
+    total = 0
+    for parent, _dirs, files in os.walk(root):  # errors while listing are skipped
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(parent, name)).st_size
+    return total
+
+
 def inspect_folder(folder: str | Path) -> FolderInfo:
-    """What the folder holds, from its file names and headers; never raises for its contents."""
+    """What the folder holds, from its file names and headers; never raises for its contents
+    (what cannot be read counts as absent). Only a folder with a ``transformer/`` folder (or, as
+    Krea 2 keeps it, the transformer's weights at the top beside ``vae/``) is sized: any other
+    folder holds no model, and adding up a home folder or a disk file by file
+    takes minutes."""
     root = Path(folder).expanduser()
-    mflux_save = any(root.glob("*/0.safetensors"))
-    keys, metadata = _transformer_keys(root)
+    try:
+        # a transformer/ folder, or (Krea 2) the transformer's weights at the top beside vae/
+        is_model = (root / "transformer").is_dir() or (
+            (root / "vae").is_dir() and any(root.glob("*.safetensors"))
+        )
+        mflux_save = is_model and any(root.glob("*/0.safetensors"))
+    except OSError:
+        is_model = mflux_save = False
+    keys, metadata = _transformer_keys(root) if is_model else ({}, {})
     family = _family(keys)
-    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
     return FolderInfo(
         path=root,
         layout="mflux-save" if mflux_save else "Hugging Face snapshot",
         family=family,
         candidates=() if family is None else _candidates(family, keys),
         quantize=_stored_quantize(metadata),
-        size_bytes=size,
+        size_bytes=_size_on_disk(root) if is_model else 0,
+        has_transformer=is_model,
     )
 
 
-def check_folder(folder: str | Path, variant: Variant) -> FolderInfo:
+def check_folder(
+    folder: str | Path, variant: Variant, info: FolderInfo | None = None
+) -> FolderInfo:
     """The folder's info when it holds a complete, readable copy of ``variant``'s family; one
     sentence otherwise: ``ModelFolderError`` (no model, another family or variant) or
-    ``app.variants.weights.IncompleteSnapshotError`` (files missing or damaged)."""
+    ``app.variants.weights.IncompleteSnapshotError`` (files missing or damaged); a folder that
+    cannot be read is a ``ModelFolderError`` too. ``info``: the folder's ``inspect_folder``,
+    where the caller has read it already."""
+    root = Path(folder).expanduser()
+    try:
+        return _check_folder(root, variant, info)
+    except OSError as exc:  # a folder (or a file in it) this user may not read
+        raise ModelFolderError(unreadable(root, exc)) from None
+
+
+def unreadable(root: Path, exc: OSError) -> str:
+    """One sentence for a folder the system refused to read."""
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(root) else ""
+    return f"{root} cannot be read: {exc.strerror or exc}{where}"
+
+
+def _check_folder(root: Path, variant: Variant, info: FolderInfo | None) -> FolderInfo:
     from app.variants.weights import IncompleteSnapshotError, snapshot_problems
 
-    root = Path(folder).expanduser()
     if not root.is_dir():
         raise ModelFolderError(f"the model folder {root} does not exist or is not a folder")
-    info = inspect_folder(root)
-    if info.family is None and not (root / "transformer").is_dir():
+    if info is None or info.path != root:
+        info = inspect_folder(root)
+    if info.family is None and not info.has_transformer:
         raise ModelFolderError(
             f"{root} holds no model: a model folder has a transformer/ folder (Krea 2: its "
             "weights at the top) beside vae/ and the text encoder (an mflux-save output or a "

@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"saved {path}", flush=True)
     dialog = AddModelFolderDialog(window, str(folder))
     dialog.show()
+    while dialog.shown_check is None or dialog.shown_check.folder != str(folder):  # off-thread
+        app.processEvents()
     for _ in range(20):
         app.processEvents()
     path = args.out / "add-model-folder.png"

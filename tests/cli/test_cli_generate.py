@@ -214,3 +214,40 @@ def test_target_search_previews_are_the_chosen_passes(tmp_path: Path) -> None:
             a = np.asarray(Image.open(tmp_path / "search" / "out" / name).convert("RGB"))
             b = np.asarray(Image.open(tmp_path / "plain" / "out" / name).convert("RGB"))
             assert np.array_equal(a, b), name
+
+
+def test_the_pngs_carry_the_runs_figures_as_the_windows_export_does(tmp_path: Path) -> None:
+    """gated.png and vanilla.png carried no metadata; mflux's own outputs do (#27, "Also")."""
+    from app import __version__
+    from app.storage.history import export_metadata
+
+    report = _generate(tmp_path, "--seed", "5", "--steps", "12", "--gate", "magcache")
+    assert report["skipped"] > 0  # a run that skipped: its figures are worth carrying
+    chunks = {}
+    for name in ("gated.png", "vanilla.png"):
+        with Image.open(tmp_path / "out" / name) as image:
+            chunks[name] = dict(image.text)  # type: ignore[attr-defined]
+    gated, vanilla = chunks["gated.png"], chunks["vanilla.png"]
+    assert (gated["image"], vanilla["image"]) == ("MagCache", "Vanilla")
+    assert gated["prompt"] == gated["Description"] == PROMPT
+    assert (gated["seed"], gated["variant"], gated["steps"]) == ("5", "demo", "12")
+    assert (gated["gate"], float(gated["threshold"])) == ("magcache", report["threshold"])
+    assert gated["guidance"] == str(report["guidance"]) and gated["size"] == "128x128"
+    assert gated["skips"] == str(report["skipped"])
+    assert float(gated["ssim"]) == report["ssim"]
+    assert float(gated["local_diff"]) == report["local_diff"]
+    assert float(gated["speedup"]) == report["speedup"]
+    assert gated["speedup_label"] == report["speedup_label"]  # the full label, not its head
+    assert gated["app_version"] == __version__ and gated["Software"].endswith(__version__)
+    assert "quantize" not in gated and "loras" not in gated  # the demo: none of either
+    assert json.loads(gated["teacache"])["gate"] == "magcache"
+    # One builder: the window's export builds the same chunks from the same fields.
+    same = export_metadata(
+        prompt=PROMPT, seed=5, variant="demo", steps=12, threshold=report["threshold"],
+        skips=report["skipped"], gate="magcache", ssim=report["ssim"],
+        gated_seconds=report["gated_seconds"], vanilla_seconds=report["vanilla_seconds"],
+        speedup=report["speedup"], speedup_label=report["speedup_label"],
+        guidance=report["guidance"], size=(128, 128), local_diff=report["local_diff"],
+    )  # fmt: skip
+    assert {k: v for k, v in gated.items() if k != "image"} == same
+    assert {k: v for k, v in vanilla.items() if k != "image"} == same

@@ -48,6 +48,7 @@ def shell_constructor(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str
         yield made
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_weights_that_cannot_fit_are_refused_in_one_sentence_before_loading(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -71,6 +72,7 @@ def test_weights_that_cannot_fit_are_refused_in_one_sentence_before_loading(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_a_peak_over_memory_is_a_warning_line_and_the_run_goes_ahead(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -60,6 +60,7 @@ def test_embedded_variants_are_not_loaded_here() -> None:
 # -- memory -------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_memory_check_refuses_only_when_the_weights_cannot_fit() -> None:
     # FLUX.1 dev's weights: 16.8e9 parameters × 2 bytes = 31.3 GB; its estimated peak at
     # 1024 × 1024 (the CUDA upper bound) is 39.4 GB.
@@ -90,6 +91,7 @@ def test_weights_are_parameters_times_bytes_per_weight() -> None:
     assert loader.weights_fit(DEV, 4, need) and not loader.weights_fit(DEV, 4, need - 0.01)
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_a_peak_over_memory_with_weights_that_fit_is_a_warning_with_the_fix() -> None:
     warning = loader.memory_warning(DEV, None, memory_bytes=36 * GB)
     assert warning == (

@@ -136,3 +136,23 @@ def test_same_skips_names_the_first_earlier_row_with_the_same_pattern() -> None:
     ]
     assert same_skips(rows) == {2: 0, 3: 1, 4: 0}
     assert same_skips(rows[:2]) == {}
+
+
+def test_each_saved_png_carries_its_own_runs_figures(tmp_path: Path) -> None:
+    """The history's PNGs carry their run's metadata like generate's (#27, "Also"); each
+    comparison tile its own threshold and skips, not the representative's."""
+    from PIL import Image
+
+    from app.storage.history import GATED_FILE
+
+    entry = save_comparison(HistoryStore(tmp_path), _result(), hardware="Test CPU")
+    result_rows = load_comparison(entry).rows
+    for i, row in enumerate(result_rows):
+        with Image.open(entry.folder / image_name(i)) as image:
+            text = dict(image.text)  # type: ignore[attr-defined]
+        assert float(text["threshold"]) == row.threshold == THRESHOLDS[i]
+        assert text["skips"] == str(row.skips)
+        assert text.get("speedup_label", "") == row.speedup_label
+    with Image.open(entry.folder / GATED_FILE) as image:
+        shown = dict(image.text)  # type: ignore[attr-defined]
+    assert float(shown["threshold"]) == 0.1 and shown["variant"] == "demo"

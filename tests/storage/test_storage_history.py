@@ -341,3 +341,57 @@ def test_the_local_difference_is_saved_and_read_back(tmp_path: Path) -> None:
     assert read.id == entry.id
     assert read.local_diff == pytest.approx(measured.local_diff.value)
     assert read.meta["report"]["local_diff_window"] == {"x": 8, "y": 8, "size": 16}
+
+
+def test_the_export_is_three_tiles_wide_with_the_difference_and_a_wrapped_footer(
+    tmp_path: Path,
+) -> None:
+    """The walk's export was 1537 px wide for two 384 px tiles: its width followed the footer's
+    one line and ~700 px stayed empty; there was no difference panel (#27 item 20)."""
+    from matplotlib import colormaps
+
+    from app.metrics import difference_image
+
+    entry = HistoryStore(tmp_path / "history").save(_record())
+    captions = entry_captions(entry)
+    footer = captions["footer"] + "  ·  " + "  ·  ".join(["a long part of the footer"] * 8)
+    gated, vanilla = entry.load_images()
+    assert vanilla is not None
+    out = history_module.export_side_by_side(
+        tmp_path / "pair.png",
+        gated,
+        vanilla,
+        gated_caption=captions["gated_caption"],
+        vanilla_caption=captions["vanilla_caption"],
+        footer=footer,
+    )
+    scale = -(-384 // 32)
+    tile_w, tile_h = 48 * scale, 32 * scale
+    with Image.open(out) as image:
+        width = image.size[0]
+        pixels = np.asarray(image.convert("RGB"))
+    assert width == 16 + 3 * (tile_w + 16)  # the tiles set the width, not the footer
+    assert caption_font(15).getlength(footer) > width  # so the footer had to wrap
+    # Every footer line sits inside the canvas: text reaches neither edge's padding.
+    below = pixels[16 + 28 + tile_h + 16 :]
+    assert (below[:, :16] == 250).all() and (below[:, width - 14 :] == 250).all()
+    assert (below != 250).any(axis=2).any(axis=1).sum() > 22  # more than one line of text
+    # The third tile is the difference, coloured as the window draws it.
+    x3 = 16 + 2 * (tile_w + 16)
+    tile = pixels[16 + 28 : 16 + 28 + tile_h : scale, x3 : x3 + tile_w : scale]
+    diff = difference_image(gated, vanilla)
+    expected = colormaps["viridis"](diff / max(8.0, float(diff.max())), bytes=True)[..., :3]
+    assert np.array_equal(tile, expected)
+
+
+def test_a_name_with_another_image_extension_becomes_a_png_name(tmp_path: Path) -> None:
+    """Typing x.jpg gave x.jpg.png (#27 item 20)."""
+    from app.storage.history import png_path
+
+    assert png_path(Path("x.jpg")) == Path("x.png")
+    assert png_path(Path("x.JPEG")) == Path("x.png")
+    assert png_path(Path("render v1.2")) == Path("render v1.2.png")
+    assert png_path(Path("x.png")) == Path("x.png")
+    entry = HistoryStore(tmp_path / "history").save(_record())
+    assert export_entry(entry, tmp_path / "x.jpg") == tmp_path / "x.png"
+    assert not (tmp_path / "x.jpg.png").exists()

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QContextMenuEvent, QGuiApplication, QImage
@@ -152,3 +153,109 @@ def test_history_export_adds_png_and_confirms(
     blocker.write_text("x")
     assert dialog.export_selected(blocker / "inside.png") is None
     assert dialog.export_status.text().startswith("Could not export to")
+
+
+def test_export_is_off_until_there_is_a_result_and_never_says_cannot_generate(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Ctrl+E before any run was a red "Cannot generate" banner (#27 item 16)."""
+    window = make_window()
+    assert not window.export_action.isEnabled()
+    window.export_action.trigger()  # Ctrl+E: a disabled action does nothing
+    assert window.run.error is None
+    assert not window.session.can_export()  # asked directly, it names the action that failed
+    assert window.run.error is not None and window.run.error.title == "Cannot export"
+    window.session.dismiss("error")
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert window.export_action.isEnabled()
+
+
+def test_show_folder_that_cannot_be_opened_says_so_with_the_path(
+    qtbot: QtBot, make_window: WindowFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """History ▸ Show Folder did nothing visible where no file manager answers (#27 item 14)."""
+    from PySide6.QtGui import QDesktopServices
+
+    window, _, _ = _finished(qtbot, make_window)
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    dialog.list.setCurrentRow(0)
+    opened: list[str] = []
+
+    def no_launcher(url: object) -> bool:
+        opened.append(url.toLocalFile())  # type: ignore[attr-defined]
+        return False
+
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(no_launcher))
+    dialog.reveal_button.click()
+    entry = dialog.selected()
+    assert entry is not None and opened == [str(entry.folder)]
+    assert dialog.export_status.isVisible()
+    assert dialog.export_status.text() == (
+        f"Could not open a file manager here; the run is saved in {entry.folder}"
+    )
+
+
+def test_history_rows_fit_the_dialog_and_read_as_the_cards_do(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """History rows were wider than the dialog (the speedup and date behind a scroll bar), had no
+    local difference, and read "0 skipped · is identical" (#27 item 23)."""
+    from app.ui.history_view import entry_summary
+
+    window = make_window()
+    window.form.prompt = (  # a long prompt: its row must wrap too
+        "two small red stars at the left and a large striped blue circle at the right on a "
+        "white background"
+    )
+    window.form.threshold = 0.0  # nothing skipped, the picture identical
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    dialog.resize(480, 400)  # narrower than a row's line, whatever the font (the walk's: 720)
+    qtbot.waitExposed(dialog)
+    [entry] = dialog.entries
+    summary = entry_summary(entry)
+    assert "is identical" not in summary and f"0 of {entry.steps} skipped" in summary
+    report = entry.report
+    assert report.ssim == 1.0 and report.local_diff_value == 0.0  # what the row is about
+    assert "identical (SSIM 1.000, local difference 0.000)" in summary
+    assert window.compare.ssim_card.note.text() == "identical"  # the card's word, repeated
+    item = dialog.list.item(0)
+    longest = max(
+        dialog.list.fontMetrics().horizontalAdvance(line) for line in item.text().split("\n")
+    )
+    viewport = dialog.list.viewport().width()
+    assert longest > viewport  # the row's text is wider than the list …
+    qtbot.waitUntil(lambda: dialog.list.visualItemRect(item).right() <= viewport)  # … it wraps
+    assert not dialog.list.horizontalScrollBar().isVisible()
+    assert dialog.list.visualItemRect(item).height() > 3 * dialog.list.fontMetrics().height()
+
+
+def test_the_history_export_is_named_as_the_window_export(
+    qtbot: QtBot, make_window: WindowFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two naming schemes: the window suggested teacache-demo-s42.png, History the entry's id,
+    20261201-223444-497971-demo-s42.png (#27 item 20)."""
+    from PySide6.QtWidgets import QFileDialog
+
+    window, _, _ = _finished(qtbot, make_window)
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    suggested: list[str] = []
+
+    def save_dialog(_parent: object, _title: str, name: str, _filter: str) -> tuple[str, str]:
+        suggested.append(Path(name).name)
+        return "", ""  # the user cancels
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(save_dialog))
+    assert window.export_current() is None
+    dialog = window.show_history()
+    qtbot.addWidget(dialog)
+    dialog.list.setCurrentRow(0)
+    assert dialog.export_selected() is None
+    entry = dialog.selected()
+    assert entry is not None
+    assert suggested == [window.session.suggested_export_name()] * 2
+    assert entry.id not in suggested[1]

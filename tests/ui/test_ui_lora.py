@@ -94,3 +94,25 @@ def test_a_lora_file_that_has_gone_is_shown_and_generate_says_so(
     assert again.session.generate() is None
     assert again.run.error is not None and "does not exist" in again.run.error.message
     assert engine.requests == []
+
+
+def test_a_junk_lora_file_is_refused_when_it_is_picked(
+    make_window: WindowFactory, tmp_path: Path
+) -> None:
+    """The walk's 2 KB of random bytes named .safetensors was listed and refused only at
+    Generate; the command line refuses it at once (#27 item 11)."""
+    window = make_window()
+    window.session.select_variant(KLEIN_BASE)
+    loras = window.controls.loras
+    junk = tmp_path / "junk-lora.safetensors"
+    junk.write_bytes(bytes(range(256)) * 8)
+    assert not loras.add_file(junk)
+    assert window.form.loras == () and loras.rows == []
+    assert loras.problem.isVisible()
+    assert loras.problem.text() == (
+        f"junk-lora.safetensors was not added: the LoRA file {junk.resolve()} is not a "
+        "readable .safetensors file."
+    )
+    assert loras.add_file(_lora_file(tmp_path))  # a good one goes in, and the note goes
+    assert [spec.name for spec in window.form.loras] == ["ink.safetensors"]
+    assert not loras.problem.isVisible()

@@ -104,6 +104,7 @@ def test_weights_that_cannot_fit_are_a_red_banner_whose_fix_sets_a_level_that_lo
     assert larger is not None and larger.kind is NoticeKind.warning
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_a_peak_over_memory_is_a_yellow_warning_with_the_fix_and_the_run_is_allowed(
     tmp_path: Path,
 ) -> None:
@@ -191,6 +192,7 @@ def test_an_unusable_folder_is_one_banner_line(tmp_path: Path) -> None:
     assert "holds a Qwen-Image model, not FLUX.1 dev" in notice.message
 
 
+@pytest.mark.usefixtures("on_a_mac")
 def test_the_picker_lists_every_level_with_its_estimate_and_sets_the_form(
     qtbot: QtBot, tmp_path: Path
 ) -> None:
@@ -231,6 +233,8 @@ def test_the_dialog_checks_the_folder_and_asks_only_when_the_files_cannot_tell(
     dev = write_snapshot(tmp_path / "dev", get_variant("flux1-dev"))
     dialog = AddModelFolderDialog(folder=str(dev))
     qtbot.addWidget(dialog)
+    with qtbot.waitSignal(dialog.checked, timeout=10_000):
+        pass  # examined on a pool thread (#27 item 3)
     # dev and Krea dev share one architecture: both offered, the first chosen.
     assert [dialog.base.itemData(i) for i in range(dialog.base.count())] == [
         "flux1-dev",
@@ -239,7 +243,8 @@ def test_the_dialog_checks_the_folder_and_asks_only_when_the_files_cannot_tell(
     assert dialog.holds.text().startswith("Hugging Face snapshot, FLUX.1, full precision")
     assert dialog.check_result.text().startswith("Complete")
     (dev / "vae" / "model.safetensors").unlink()
-    dialog.path.setText(str(dev) + "/")  # re-inspects
+    with qtbot.waitSignal(dialog.checked, timeout=10_000):
+        dialog.path.setText(str(dev) + "/")  # re-inspects after the pause
     assert "vae/ has no weights" in dialog.check_result.text()
     assert not dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).isEnabled()
 
@@ -305,3 +310,46 @@ def test_the_window_shows_the_refusal_in_red_and_the_warning_in_yellow_with_its_
     button.click()
     assert window.form.quantize == 8
     assert window.banners.banner(MEMORY_NOTICE) is None
+
+
+@pytest.mark.usefixtures("on_linux")
+def test_on_linux_the_words_name_linux_and_one_memory_figure(tmp_path: Path) -> None:
+    """On a 23.5 GB Linux machine the picker said "this Mac: 24 GB" and the banner "1.5 GB for
+    macOS … this machine has 23.5 GB" (#27 item 15)."""
+    from app.ui.quantize_model import memory_label
+
+    memory = int(23.5 * GB)
+    assert memory_label(memory) == "this machine: 23.5 GB"
+    session = make_session(tmp_path, 64)
+    session.form.memory_bytes = memory
+    session.select_variant("flux1-dev")
+    session.form.quantize = None
+    refused = session.memory_notice()
+    assert refused is not None and refused.kind is NoticeKind.error
+    assert "1.5 GB for Linux and the app, and it has 23.5 GB" in refused.message
+    assert "this machine has 23.5 GB" in refused.details
+    assert "macOS" not in refused.message + refused.details
+    session.form.memory_bytes = 36 * GB
+    warned = session.memory_notice()
+    assert warned is not None and "so Linux may swap" in warned.message
+
+
+def test_the_quantization_picker_shows_its_level_whole(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """At 1024 × 700 the picker read "16-bit · up to 39 GB · cannc" (#27 item 15)."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionComboBox
+
+    window = make_window()
+    window.resize(1024, 700)
+    window.form.memory_bytes = 24 * GB
+    window.session.select_variant("flux1-dev")
+    window.form.quantize = None
+    combo = window.controls.quantize.combo
+    qtbot.waitUntil(lambda: combo.isVisible() and combo.currentText().endswith("cannot load"))
+    option = QStyleOptionComboBox()
+    combo.initStyleOption(option)
+    field = combo.style().subControlRect(
+        QStyle.ComplexControl.CC_ComboBox, option, QStyle.SubControl.SC_ComboBoxEditField, combo
+    )
+    assert field.width() >= combo.fontMetrics().horizontalAdvance(combo.currentText())

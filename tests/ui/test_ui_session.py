@@ -398,3 +398,23 @@ def test_banners_of_the_old_selection_go_when_it_changes(rig: Rig) -> None:
     assert rig.form.variant_id == "demo"
     assert rig.run.error is None
     assert all("not downloaded" not in n.title for n in rig.session.notices())
+
+
+def test_steps_below_the_minimum_are_one_sentence_not_a_schedule_banner_too(rig: Rig) -> None:
+    """Steps = 1 also raised the yellow "Demo shapes at 1 steps has no step the gate may skip"
+    banner and the hint "0 of 1 steps may be skipped" (#27 item 17): the steps' own sentence,
+    under Steps, is the one message until Generate is pressed."""
+    rig.form.steps = 1
+    assert rig.session.steps_problem() == "Steps must be at least 2 for demo, got 1."
+    assert rig.session.notices() == ()
+    assert rig.session.threshold_hint() == ""
+    rig.form.steps = 2  # valid again, with nothing to skip: the schedule banner says so
+    assert [n.key for n in rig.session.notices()] == ["schedule"]
+    assert "1 steps" not in rig.session.threshold_hint()
+
+
+def test_a_count_of_one_is_singular() -> None:
+    from app.ui.images import _resume_note
+
+    assert _resume_note(1, 28) == "first step shared with vanilla"
+    assert _resume_note(5, 28) == "first 5 steps shared with vanilla"

@@ -60,11 +60,17 @@ def test_steps_below_the_minimum_stay_and_say_why(qtbot: QtBot, make_window: Win
     assert window.form.steps == 1 and steps.value() == 1  # not put back to 28
     problem = window.controls.steps_problem
     assert problem.isVisible() and problem.text() == "Steps must be at least 2 for demo, got 1."
+    # One message (#27 item 17): Generate waits until the steps are runnable, so no red banner
+    # repeats the inline sentence and no yellow schedule banner adds a third.
+    assert not window.controls.generate_button.isEnabled()
+    assert not window.generate_action.isEnabled()
     window.controls.generate_button.click()
     assert window.run.status is RunStatus.idle  # nothing started...
-    assert window.banners.banner("error") is not None  # ...and the same sentence says why
+    assert window.banners.banner("error") is None  # ...and the inline sentence is the only one
+    assert window.banners.banner("schedule") is None
     steps.setValue(3)
     assert not problem.isVisible()
+    assert window.controls.generate_button.isEnabled()
 
 
 def test_the_picker_is_disabled_during_a_run(qtbot: QtBot, make_window: WindowFactory) -> None:
@@ -262,3 +268,22 @@ def test_closing_during_a_slow_step_hides_at_once_and_says_why(
         engine.release.set()
     assert not window.host.engine_thread.isRunning() and engine.closed
     assert saved.id in [e.id for e in window.history.entries()]  # nothing saved was lost
+
+
+def test_a_run_reopened_from_history_with_matching_settings_is_not_dimmed(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Every setting matched, yet the reopened run was dimmed as "Run from history: …" (#27
+    item 23): the live previews, which never change a figure, made the two requests differ."""
+    window = make_window()
+    assert window.form.live_previews  # the window's runs draw their steps as they go
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
+    [entry] = window.session.history.entries()
+    assert window.open_history_entry(entry)
+    assert window.run.run_id < 0  # shown from the history
+    assert window.session.result_caption() == ""
+    assert not window.stale_caption.isVisible() and not window.is_dimmed("compare")
+    window.form.seed = window.form.seed + 1  # a setting that differs still dims it
+    assert window.stale_caption.isVisible()
+    assert window.stale_caption.text().startswith("Run from history: demo, 28 steps")

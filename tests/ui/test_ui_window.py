@@ -15,11 +15,12 @@ from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_
 
 from app.engine.events import Pass, PassStarted, StepDone
 from app.engine.jobs import Generate
+from app.engine.request import GUIDANCE_RANGE
 from app.gate import Decision
 from app.storage.history import entry_captions
 from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
-from app.ui.defaults import DEFAULT_PROMPT
+from app.ui.defaults import DEFAULT_PROMPT, MAX_SEED
 from app.ui.form_model import ui_default_threshold
 from app.ui.run_model import RunStatus
 from app.variants import DEFAULT_VARIANT, check_schedule, get_variant
@@ -500,6 +501,27 @@ def test_a_failed_download_shows_inline(qtbot: QtBot, make_window: WindowFactory
     assert window.run.error is not None and "licence" in window.run.error.message
 
 
+def test_an_offline_download_is_one_log_line_without_a_traceback(
+    qtbot: QtBot, make_window: WindowFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An expected failure (no network) printed a full traceback to the terminal each time
+    (#27 item 13); the window's banner is its one sentence. A bug still logs its traceback."""
+    from app.variants.weights import NoConnectionError
+
+    offline = NoConnectionError("No internet connection: cannot download Qwen-Image (57.0 GB)")
+    window = make_window(store=FakeModelStore(missing={"qwen-image"}, error=offline))
+    window.form.select_variant("qwen-image")
+    with (
+        caplog.at_level("WARNING", logger="app.ui.downloads"),
+        qtbot.waitSignal(window.downloads.failed, timeout=SIGNAL_TIMEOUT_MS),
+    ):
+        window.controls.download_button.click()
+    [record] = [r for r in caplog.records if r.name == "app.ui.downloads"]
+    assert record.exc_info is None and "Traceback" not in caplog.text
+    assert record.getMessage() == f"download of qwen-image failed: {offline}"
+    assert window.run.error is not None and window.run.error.message == str(offline)
+
+
 def test_guidance_only_where_the_family_has_it(make_window: WindowFactory) -> None:
     window = make_window()
     assert window.controls.guidance.isVisible()
@@ -509,6 +531,43 @@ def test_guidance_only_where_the_family_has_it(make_window: WindowFactory) -> No
     window.form.select_variant("flux1-dev")
     assert window.controls.guidance.isVisible()
     assert window.form.request().guidance == 3.5
+
+
+def test_a_value_outside_its_range_gets_a_note_on_the_range(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Seed 99999999999999999999, threshold 5 and guidance 0 were clamped or put back without a
+    word (#27 item 27)."""
+    window = make_window()
+    c = window.controls
+    c.seed.setFocus()
+    c.seed.selectAll()
+    qtbot.keyClicks(c.seed, "99999999999999999999")
+    assert c.seed_note.isVisible()
+    assert c.seed_note.text().startswith(f"The seed must be between 0 and {MAX_SEED};")
+    assert window.form.seed == int(c.seed.text()) <= MAX_SEED  # what the box holds is the seed
+
+    spin = c.threshold.spin
+    spin.setFocus()
+    spin.selectAll()
+    qtbot.keyClicks(spin, "5")
+    assert c.threshold_note.isVisible()
+    assert c.threshold_note.text() == "The threshold must be between 0 and 1; 5 is outside it."
+
+    before = window.form.guidance
+    c.guidance.setFocus()
+    c.guidance.selectAll()
+    qtbot.keyClicks(c.guidance, "0")  # could still become valid: said once editing ends
+    assert not c.guidance_note.isVisible()
+    qtbot.keyClick(c.guidance, Qt.Key.Key_Return)
+    assert window.form.guidance == before  # put back, as before, but no longer silently
+    low, high = GUIDANCE_RANGE
+    assert c.guidance_note.text() == (
+        f"Guidance must be between {low:g} and {high:g}; 0 is outside it."
+    )
+    assert c.guidance_note.isVisible()
+    c.random_seed.click()  # a new value: the note has done its job
+    assert not c.seed_note.isVisible()
 
 
 def test_random_seed_and_reset_threshold(make_window: WindowFactory) -> None:

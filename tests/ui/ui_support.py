@@ -19,11 +19,17 @@ class FakeModelStore:
     """Every variant is on disk unless listed in ``missing``; downloads are scripted."""
 
     def __init__(
-        self, missing: set[str] | None = None, *, hold: bool = False, fail: str | None = None
+        self,
+        missing: set[str] | None = None,
+        *,
+        hold: bool = False,
+        fail: str | None = None,
+        error: Exception | None = None,
     ) -> None:
         self.missing = set(missing or ())
         self.hold = hold
         self.fail = fail
+        self.error = error  # raised as is (an expected failure, e.g. offline)
         self.downloads: list[str] = []
         self.release = threading.Event()
 
@@ -40,6 +46,8 @@ class FakeModelStore:
             while not self.release.wait(0.005):
                 if cancel.is_set():
                     progress(None, None, "")  # raises: the controller reports "cancelled"
+        if self.error is not None:
+            raise self.error
         if self.fail:
             raise RuntimeError(self.fail)
         progress(100, 100, "done")

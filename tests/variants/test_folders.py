@@ -5,6 +5,7 @@ tiny random-weight shells (``mflux-save``'s layout) or laid out as Hugging Face 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import mlx.core as mx
@@ -193,6 +194,53 @@ def test_a_folder_whose_base_variant_is_gone_is_skipped_with_a_note_and_kept(
     add_model_folder(saved["klein-q4"], "flux2-klein-4b")
     names = [f["name"] for f in json.loads(folders_file().read_text(encoding="utf-8"))["folders"]]
     assert names == ["old", "klein-q4"]
+
+
+def test_a_folder_without_a_transformer_is_not_sized_file_by_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typing "/" in Add Model Folder once added up every file on the disk (#27 item 3): a
+    folder with no transformer/ holds no model, so nothing under it is walked."""
+    (tmp_path / "photos" / "2026").mkdir(parents=True)
+    (tmp_path / "photos" / "2026" / "a.jpg").write_bytes(b"x" * 4096)
+
+    def no_walk(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a folder that is not a model was walked")
+
+    monkeypatch.setattr(Path, "rglob", no_walk)
+    monkeypatch.setattr("os.walk", no_walk)
+    info = inspect_folder(tmp_path)
+    assert (info.family, info.size_bytes, info.has_transformer) == (None, 0, False)
+
+
+def test_a_folder_that_cannot_be_read_is_one_folder_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PermissionError inside the folder (a /proc entry, another user's files) is the
+    folder's problem in one line, not an exception (#27 item 3)."""
+    folder = write_snapshot(tmp_path / "klein", KLEIN)
+
+    def denied(*_args: object) -> list[str]:
+        raise PermissionError(13, "Permission denied", str(folder / "vae"))
+
+    monkeypatch.setattr(weights, "snapshot_problems", denied)
+    with pytest.raises(ModelFolderError) as caught:
+        check_folder(folder, KLEIN)
+    assert str(caught.value) == f"{folder} cannot be read: Permission denied ({folder / 'vae'})"
+    # Sizing leaves out what it may not read instead of failing.
+    monkeypatch.undo()
+    readable = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    configs = sum(p.stat().st_size for p in folder.rglob("config.json"))
+    real_stat = os.stat
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).endswith("config.json"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", stat)
+    info = inspect_folder(folder)
+    assert info.family is KLEIN.family and info.size_bytes == readable - configs > 0
 
 
 # -- this year's families ------------------------------------------------------------------------
