@@ -157,6 +157,18 @@ class Variant:
             raise GateConfigError(self.gate_unavailable_reason(TEACACHE_KIND.name) or "")
         return TEACACHE_KIND.params(calibration, threshold, **overrides)
 
+    @property
+    def licence_note(self) -> str | None:
+        """For a gated repo: what to do before its download can start, in one sentence (said
+        before the download starts); None for the others."""
+        if not self.gated_repo:
+            return None
+        return (
+            f"{self.display_name} is a gated model: accept its licence at "
+            f"https://huggingface.co/{self.hf_repo} and log in with `hf auth login` (or set "
+            "HF_TOKEN) before it downloads"
+        )
+
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight
         (``_BYTES_PER_PARAM``). Known, not estimated: what loading needs whatever the image."""

@@ -538,6 +538,9 @@ def ensure_snapshot(
         if offline:
             path = snapshot_download(**kwargs, local_files_only=True)
         else:
+            note = variant.licence_note if repo == variant.hf_repo else None
+            if note is not None:
+                say_progress(progress, note)  # before any byte: a gated download may refuse
             _bound_hub_waits()
             try:  # the exact total first, so progress has a denominator from the start
                 files = snapshot_download(**kwargs, dry_run=True)

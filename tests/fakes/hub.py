@@ -107,6 +107,7 @@ class FakeHub:
         self.calls: list[dict[str, Any]] = []
         self.error: BaseException | None = None
         self.on_chunk: Any = None
+        self.variant: Any = KLEIN  # whose snapshot a download writes
 
     def __call__(self, **kwargs: Any) -> Any:
         self.calls.append(kwargs)
@@ -131,7 +132,7 @@ class FakeHub:
                     reconstruct.update(size // 4)
                     transfer.update(size // 4)
                 counter.update(1)
-        return str(cache_snapshot(self.cache))
+        return str(cache_snapshot(self.cache, self.variant))
 
 
 def damage(root: Path, how: str) -> str:
