@@ -105,9 +105,10 @@ FAMILY = Family(
     memory_measured_on="flux2-klein-4b",
     memory_basis=(
         "FLUX.2 Klein 4B's, the nearest measured family: the same VAE with identical weights "
-        "and 128-channel tokens, a 3072-wide transformer; FLUX.3 itself is unmeasured until "
-        "the H200 batch (lab/bench/device/issue29.sh). mflux decodes FLUX.3 in strips (1.6 GB "
-        "at 1024², its README), so this errs high"
+        "and 128-channel tokens, a 3072-wide transformer (mflux's README: 30.7 GB peak at 1024² "
+        "in bf16 on an M4 Pro with its earlier full-image decode, about 13 GB beside the "
+        "weights); FLUX.3 itself is unmeasured until the H200 batch "
+        "(lab/bench/device/issue29.sh)"
     ),
     mflux=Mflux(
         pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping

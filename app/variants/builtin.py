@@ -153,6 +153,7 @@ def _this_years() -> list[Variant]:
             provenance=_uncalibrated("qwen-image-2.1", "Qwen-Image 2.1"),
             hf_repo="Qwen/Qwen-Image-2.1",
             params_billion=15.01,  # 7.12B transformer, 7.57B Qwen3-VL-8B, 0.33B VAE
+            unquantized_billion=7.57,  # mflux never quantizes its text encoder (skip_quantization)
             mflux_name="qwen-image-2.1",
             notes=("Qwen Research License: non-commercial use",),
         ),
@@ -172,6 +173,7 @@ def _this_years() -> list[Variant]:
             provenance=_uncalibrated("qwen-image-2.1-turbo", "Qwen-Image 2.1 Turbo"),
             hf_repo="Qwen/Qwen-Image-2.1-Turbo",
             params_billion=15.01,
+            unquantized_billion=7.57,
             mflux_name="qwen-image-2.1-turbo",
             base_variant="qwen-image-2.1",
             notes=("Qwen Research License: non-commercial use",),
@@ -193,6 +195,7 @@ def _this_years() -> list[Variant]:
             hf_repo="krea/Krea-2-Turbo",
             gated_repo=True,  # Krea 2 Community License: mflux says to accept its terms
             params_billion=16.97,  # 12.82B transformer, 4.02B Qwen3-VL-4B, 0.13B VAE
+            unquantized_billion=4.02,  # mflux never quantizes its text encoder (skip_quantization)
             mflux_name="krea-2",
             notes=(
                 "Krea 2 Raw, the undistilled checkpoint, is for training, not inference (Krea): "
