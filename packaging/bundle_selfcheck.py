@@ -80,7 +80,7 @@ def _resources_check() -> dict[str, Any]:
         "variant_families": sorted({v.family.id for v in VARIANTS.values()}),
     }
     # Reads resources/demo/demo.calibration.json the way the app does.
-    params = get_variant("demo").gate_params()
+    params = get_variant("demo").teacache_params()
     result["demo_gate_coefficients"] = len(params.coefficients)
     return result
 

@@ -87,13 +87,14 @@ def _body(
     x = mx.concatenate([image, txt], axis=1)
     single_rotary = tr.pos_embed(mx.concatenate([latent_ids, ids], axis=0))
     widths = ((single_image, image.shape[1]), (single_txt, txt.shape[1]))
-    single_mod = tuple(
-        mx.concatenate(
-            [mx.broadcast_to(mod[i], (x.shape[0], length, x.shape[-1])) for mod, length in widths],
-            axis=1,
-        )
-        for i in range(3)
-    )
+
+    def joined(i: int) -> mx.array:
+        parts = [
+            mx.broadcast_to(mod[i], (x.shape[0], length, x.shape[-1])) for mod, length in widths
+        ]
+        return mx.concatenate(parts, axis=1)
+
+    single_mod = (joined(0), joined(1), joined(2))
     for block in tr.single_transformer_blocks:
         x = block(x, single_rotary, single_mod)
     return x[:, :num_image]

@@ -232,6 +232,8 @@ class GatedQwen21Transformer(Qwen21Transformer):
                 noise, out = joint.body(
                     hidden, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len
                 )
+                if verdict.store_residual:
+                    gate.store_residual(out, x, branch)
             else:
                 noise = joint.tail(gate.reuse(x, branch), temb)
         else:
@@ -243,10 +245,10 @@ class GatedQwen21Transformer(Qwen21Transformer):
                 noise, out = split.body(
                     x, temb, mod1, mod2, text_kvs, rope_cos[text_len:], rope_sin[text_len:]
                 )
+                if verdict.store_residual:
+                    gate.store_residual(out, x, branch)
             else:
                 noise = split.tail(gate.reuse(x, branch), temb)
-        if verdict.decision.computes and verdict.store_residual:
-            gate.store_residual(out, x, branch)
         if branch == COND:
             state.record(noise)  # calibration pairs follow the conditional branch
         return noise

@@ -1,4 +1,8 @@
-"""``teacache-studio calibrate``: fit the gate polynomial on your own vanilla runs."""
+"""``teacache-studio calibrate``: measure a model's gate calibrations on your own vanilla runs
+(TeaCache's polynomial, MagCache's ratio table) and save them as the variant ``<variant>+<name>``.
+
+The same ``Calibrate`` job as the window's Calibrate This Model… (``app.engine.calibration``, run
+by ``app.bench.calibrate`` with resumable chunks); every refusal is one line."""
 
 from __future__ import annotations
 
@@ -10,44 +14,33 @@ from typing import TYPE_CHECKING, Any
 
 from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
-from app.cli.generate import parse_size_arg
-from app.gate.kinds import (
-    DEFAULT_GATE,
-    CalibrationMethod,
-    calibrated_gates,
-    gate_kind,
-    magcache_from_document,
-)
-from app.variants.catalog import QUANTIZE_LEVELS, Variant
+from app.cli.generate import add_lora_argument, lora_args, parse_size_arg
+from app.gate.kinds import DEFAULT_GATE, calibrated_gates, gate_kind, magcache_from_document
+from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
-    from app.bench.calibrate import CalibrateConfig
+    from app.engine.calibration import Calibrate, CalibrationResult
 
 
-def _calibrate(args: argparse.Namespace) -> int:
-    from app.bench.calibrate import CalibrateConfig, capture_pairs, default_prompts, read_prompts
-    from app.bench.chunks import PlanMismatchError
+def _job(args: argparse.Namespace) -> Calibrate:
+    """The command's job, checked (every refusal a ``UserError`` line) before any work."""
+    from app.engine.calibration import (
+        Calibrate,
+        CalibrationError,
+        check_calibration,
+        default_prompts,
+        read_prompts,
+    )
     from app.engine.request import RequestError, make_request
     from app.variants import UnknownVariantError, get_variant
-    from app.variants.user import (
-        calibration_path,
-        split_user_variant_id,
-        user_variant_id,
-        validate_name,
-    )
+    from app.variants.user import CalibrationExistsError, calibration_base, clash_message
 
     if not args.variant:
         raise UserError("--variant is required (see `teacache-studio variants`)")
     try:
         variant = get_variant(args.variant)
+        base = get_variant(calibration_base(variant.id))  # recalibrate a user variant's base
     except UnknownVariantError as exc:
-        raise UserError(str(exc)) from None
-    parts = split_user_variant_id(variant.id)
-    base = get_variant(parts[0]) if parts else variant  # recalibrate a user variant's base
-    name = args.name or f"cal-{dt.date.today():%Y%m%d}"
-    try:
-        validate_name(name)
-    except ValueError as exc:
         raise UserError(str(exc)) from None
     if not (0.0 <= args.holdout < 1.0) or not math.isfinite(args.holdout):
         raise UserError(f"--holdout must be in [0, 1), got {args.holdout}")
@@ -64,37 +57,59 @@ def _calibrate(args: argparse.Namespace) -> int:
             raise UserError(
                 f"cannot read the prompts file {args.prompts}: {exc.strerror}"
             ) from None
-        if len(prompts) < 2:
-            raise UserError(f"{args.prompts} must hold at least 2 prompts, one per line")
     else:
-        prompts = default_prompts(base.id)
-    if len(set(prompts)) != len(prompts):
-        raise UserError("the prompt list holds a prompt twice")
-    try:  # validates steps, size, seed and every prompt (the demo checks its vocabulary later)
+        prompts = default_prompts(base)
+    gates = (args.gate,) if args.gate else calibrated_gates()
+    try:  # validates steps, size, seed, guidance, quantization, LoRAs and the first prompt
         request = make_request(
             base.id,
-            prompts[0],
+            prompts[0] if prompts else "a red circle",
             seed=args.seed,
             steps=args.steps,
             threshold=0.0,
             size=args.size,
             guidance=args.guidance,
             quantize=args.quantize,
+            loras=lora_args(args),
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
-    _check_demo_prompts(base, prompts)
-    config = CalibrateConfig(request, name, prompts, holdout=args.holdout, mode=args.mode)
-    variant_id = user_variant_id(base.id, name)
-    chunks_dir = calibration_path(variant_id).with_suffix(".chunks")
-    from app.cli.outdir import output_folder
+    job = Calibrate(
+        request,
+        args.name or dt.date.today().strftime("cal-%Y%m%d"),
+        prompts,
+        gates=gates,
+        holdout=args.holdout,
+        mode=args.mode,
+        thresholds=() if args.threshold is None else ((args.gate or DEFAULT_GATE, args.threshold),),
+        retention_ratio=args.retention_ratio,
+        max_consecutive_skips=args.max_skips,
+        replace_existing=args.replace,
+    )
+    try:
+        check_calibration(job)
+    except CalibrationExistsError:
+        advice = "choose another --name, or pass --replace to refit it"
+        raise UserError(clash_message(base.id, job.name, advice)) from None
+    except CalibrationError as exc:
+        raise UserError(str(exc)) from None
+    return job
 
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from app.bench.calibrate import run_calibration
+    from app.bench.chunks import PlanMismatchError
+    from app.cli.outdir import output_folder
+    from app.variants.user import calibration_path
+
+    job = _job(args)
+    chunks_dir = calibration_path(job.variant_id).with_suffix(".chunks")
     try:
         # The calibrations folder (where the chunks and the result go) is checked before the
         # first vanilla run; one it had to create is removed again if nothing was kept.
         with output_folder(chunks_dir.parent, what="calibrations folder"):
-            chunks, done = capture_pairs(
-                config,
+            run = run_calibration(
+                job,
                 chunks_dir,
                 progress=not args.quiet,
                 max_chunks=args.max_chunks,
@@ -104,114 +119,49 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     except KeyboardInterrupt:
         return interrupted("finished prompts", chunks_dir)
-    if chunks is None:
-        return stopped_early(done, len(prompts), "prompts", chunks_dir)
-    from app.hardware import runtime_info
-
-    method = gate_kind(args.gate).calibration_method
-    if method is None:
-        raise UserError(f"the {args.gate} gate needs no calibration")
-    return _WRITERS[method](args, config, base, chunks, variant_id, runtime_info())
-
-
-def _write_polynomial(
-    args: argparse.Namespace,
-    config: CalibrateConfig,
-    base: Any,
-    chunks: list[dict[str, Any]],
-    variant_id: str,
-    versions: dict[str, str],
-) -> int:
-    from app.bench.calibrate import calibration_document, fit_report
-    from app.variants.user import save_calibration
-
-    try:
-        report = fit_report(chunks, config.holdout, config.mode)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-
-    threshold = args.threshold if args.threshold is not None else base.default_threshold
-    document = calibration_document(config, chunks, report, threshold, versions)
-    path = save_calibration(document)
-    print(fit_summary(config, report, document))
-    print(f"\nwrote {path}\nselect it with --variant {variant_id} (or in the app's variant list)")
+    if run.failure is not None:
+        raise UserError(run.failure, exit_code=1)
+    if run.result is None:
+        return stopped_early(run.done, run.total, "prompts", chunks_dir)
+    print(result_summary(run.result))
+    only = job.gates[0] if len(job.gates) == 1 else None
+    gate = f" --gate {only}" if only else ""
+    print(
+        f"\nwrote {run.result.path}\nselect it with --variant {job.variant_id}{gate} (or in "
+        "the app's variant list)"
+    )
     return 0
 
 
-def _write_ratio_table(
-    args: argparse.Namespace,
-    config: CalibrateConfig,
-    base: Any,
-    chunks: list[dict[str, Any]],
-    variant_id: str,
-    versions: dict[str, str],
-) -> int:
-    from app.bench.calibrate import magcache_document
-    from app.variants.user import save_calibration
-
-    threshold = args.threshold
-    if threshold is None:
-        threshold = base.default_threshold_for(args.gate)
-    try:
-        document = magcache_document(
-            config,
-            chunks,
-            tuple(base.coefficients),
-            base.calibrated_range,
-            base.default_threshold,
-            threshold,
-            versions,
-            retention_ratio=args.retention_ratio,
-            max_consecutive_skips=args.max_skips,
+def result_summary(result: CalibrationResult) -> str:
+    """What was measured: the fit table (TeaCache) and the table's range (MagCache)."""
+    parts = []
+    if result.fit is not None:
+        parts.append(fit_summary(result))
+    table = magcache_from_document(result.document)
+    if table is not None and result.magcache_spread is not None:
+        r = result.job.request
+        ratios = table.ratios
+        line = (
+            f"{r.variant_id}: MagCache table from {len(result.captures)} prompts × {r.steps} "
+            f"steps (ratios {min(ratios[1:]):.4f}–{max(ratios[1:]):.4f}; largest spread across "
+            f"prompts {result.magcache_spread:.4f})"
         )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    path = save_calibration(document)
-    table = magcache_from_document(document)
-    assert table is not None  # magcache_document writes its section
-    ratios, spread = table.ratios, table.provenance.fit_value or 0.0
-    print(
-        f"{config.request.variant_id}: MagCache table from {len(chunks)} prompts × "
-        f"{config.request.steps} steps "
-        f"(ratios {min(ratios[1:]):.4f}–{max(ratios[1:]):.4f}; largest spread across prompts "
-        f"{spread:.4f})"
-    )
-    if threshold is None:
-        print("no default MagCache threshold stored: pass --threshold when generating")
-    print(
-        f"\nwrote {path}\nselect it with --variant {variant_id} --gate {args.gate} "
-        "(or in the app's variant list)"
-    )
-    return 0
+        if table.default_threshold is None:
+            line += "\nno default MagCache threshold stored: pass --threshold when generating"
+        parts.append(line)
+    return "\n\n".join(parts)
 
 
-# How each calibration method is measured and saved (``GateKind.calibration_method``).
-_WRITERS = {
-    CalibrationMethod.polynomial: _write_polynomial,
-    CalibrationMethod.ratio_table: _write_ratio_table,
-}
-
-
-def _check_demo_prompts(variant: Variant, prompts: tuple[str, ...]) -> None:
-    """The embedded demo draws only its own vocabulary: each prompt must parse."""
-    if not variant.embedded:
-        return
-    from app.demo.prompt import PromptError, parse_prompt
-
-    for prompt in prompts:
-        try:
-            parse_prompt(prompt)
-        except PromptError as exc:
-            raise UserError(f"prompt {prompt!r}: {exc}") from None
-
-
-def fit_summary(config: CalibrateConfig, report: dict[str, Any], document: dict[str, Any]) -> str:
+def fit_summary(result: CalibrationResult) -> str:
     def fmt(value: float | None) -> str:
         return "—" if value is None else f"{value:.4f}"
 
-    r = config.request
+    report: dict[str, Any] = result.fit or {}
+    document = result.document
+    r = result.job.request
     lines = [
-        f"{r.variant_id}: {report['fit_pairs']} pairs from {len(config.prompts)} prompts "
+        f"{r.variant_id}: {report['fit_pairs']} pairs from {len(result.job.prompts)} prompts "
         f"({r.steps} steps, {r.width}×{r.height}); held-out R² refits without "
         f"the last {len(report['heldout_prompts'])} prompts ({report['heldout_pairs']} pairs)",
         f"signal rel-L1 range {document['x_range'][0]:.4f}–{document['x_range'][1]:.4f}, "
@@ -232,12 +182,17 @@ def fit_summary(config: CalibrateConfig, report: dict[str, Any], document: dict[
 def setup(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate",
-        help="fit the gate polynomial on vanilla runs and save it as a user variant",
-        description="Capture (signal rel-L1, output rel-L1) pairs from vanilla runs, fit degree 4 "
-        "free and through the origin, report R² and held-out R² (split by prompt), and save the "
-        "chosen fit as the variant <variant>+<name>.",
+        help="measure a model's gate calibrations on vanilla runs and save them as a user variant",
+        description="Run vanilla passes of your prompts, fit TeaCache's degree-4 polynomial (free "
+        "and through the origin; R² and held-out R², split by prompt) and measure MagCache's "
+        "per-step ratio table, and save them as the variant <variant>+<name> (the window's "
+        "Calibrate This Model… runs the same job). The model folder, quantization and LoRA set "
+        "are recorded with it.",
     )
-    p.add_argument("--variant", help="variant id to calibrate (see `teacache-studio variants`)")
+    p.add_argument(
+        "--variant",
+        help="variant id to calibrate, a model folder's included (see `teacache-studio variants`)",
+    )
     p.add_argument(
         "--prompts",
         metavar="FILE",
@@ -248,6 +203,7 @@ def setup(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     p.add_argument("--guidance", type=float, help="guidance scale where the family has one")
     p.add_argument("--quantize", type=int, choices=QUANTIZE_LEVELS, help="quantize real models")
+    add_lora_argument(p)
     p.add_argument(
         "--holdout",
         type=float,
@@ -262,14 +218,22 @@ def setup(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--name", help="calibration name: the variant becomes <variant>+<name>")
     p.add_argument(
-        "--threshold", type=float, help="default threshold stored with it (default: the variant's)"
+        "--replace",
+        action="store_true",
+        help="replace a calibration of that name (its captured prompts are refitted, not rerun)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        help="default threshold stored for the --gate named, TeaCache's without --gate "
+        "(default: the variant's)",
     )
     p.add_argument(
         "--gate",
         choices=calibrated_gates(),
-        default=DEFAULT_GATE,
-        help="teacache: fit the polynomial (default); magcache: measure the per-step magnitude "
-        "ratio table",
+        help="calibrate one gate only: "
+        + "; ".join(f"{name}: {gate_kind(name).calibration_method}" for name in calibrated_gates())
+        + " (default: every gate, from the same vanilla runs)",
     )
     p.add_argument(
         "--retention-ratio",

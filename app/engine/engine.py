@@ -250,7 +250,9 @@ class Engine:
         vanilla_cached = False
         if request.compare_vanilla:
             key = request.vanilla_key()
-            vanilla = self._vanilla.get(key)
+            # A calibration's vanilla records the output's change too (a host sync a step): it
+            # is neither taken from the cache nor left in it for a Generate to time against.
+            vanilla = None if request.capture_output else self._vanilla.get(key)
             if vanilla is not None and request.previews and not vanilla.previews:
                 vanilla = None  # cached without previews: run it again to show its steps
             vanilla_cached = vanilla is not None
@@ -272,9 +274,17 @@ class Engine:
                 )
             else:
                 vanilla = self.run_pass(
-                    run_id, Pass.vanilla, pipeline, request, observe_params, emit, cancel
+                    run_id,
+                    Pass.vanilla,
+                    pipeline,
+                    request,
+                    observe_params,
+                    emit,
+                    cancel,
+                    capture_output=request.capture_output,
                 )
-                self._vanilla[key] = vanilla
+                if not request.capture_output:
+                    self._vanilla[key] = vanilla
                 while len(self._vanilla) > self._vanilla_cache_size:
                     self._vanilla.popitem(last=False)
         # Where skipping begins on this vanilla trace: measured once, for the warning and the

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from app.engine.calibration import CalibrationResult, PromptCapture
 from app.engine.comparison import ComparisonResult
 from app.engine.report import RunReport, TargetProbe
 from app.gate.decision import Decision
@@ -152,6 +153,27 @@ class SweepFinished:
     failure: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CalibrationProgress:
+    """A calibration measured one more prompt (``index`` in the job's prompt order); ``done`` of
+    ``total`` prompts are measured now (a resumed command's earlier ones included)."""
+
+    run_id: int
+    index: int
+    done: int
+    total: int
+    capture: PromptCapture
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationFinished:
+    """A calibration's terminal event once its file is written (a cancel or a failure before
+    that ends with ``RunCancelled``/``RunFailed`` and writes nothing)."""
+
+    run_id: int
+    result: CalibrationResult
+
+
 EngineEvent = (
     LoadProgress
     | ModelReady
@@ -168,4 +190,6 @@ EngineEvent = (
     | ComparisonFinished
     | SweepEntryDone
     | SweepFinished
+    | CalibrationProgress
+    | CalibrationFinished
 )

@@ -7,7 +7,9 @@ A *job* is the frozen thing the window or the command line hands the engine thre
   (``compare``, the window's comparison view);
 * ``QualitySearch`` (``app.engine.target``): the threshold with the most skips whose measured
   quality meets a target (``generate --target-ssim``, the window's Target quality);
-* ``ThresholdSweep``: thresholds of one request in a given order (``sweep --timing none``).
+* ``ThresholdSweep``: thresholds of one request in a given order (``sweep --timing none``);
+* ``Calibrate`` (``app.engine.calibration``): one vanilla pass per prompt, then the fit and the
+  user calibration file (``calibrate``, the window's Calibrate This Model…).
 
 Each kind has a *plan* (``app.engine.protocol.JobPlan``), found in ``PLANS`` by the job's type: it
 names the next request from the reports so far, hears each finished pass, and at the end emits the
@@ -37,8 +39,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, overload
 
+from app.engine.calibration import (
+    Calibrate,
+    CalibrationResult,
+    PromptCapture,
+    check_calibration,
+    write_calibration,
+)
 from app.engine.comparison import ComparisonResult, ThresholdComparison
 from app.engine.events import (
+    CalibrationFinished,
+    CalibrationProgress,
     ComparisonEntryDone,
     ComparisonFinished,
     EngineEvent,
@@ -53,6 +64,7 @@ from app.engine.protocol import Emit, EngineProtocol, JobPlan, PassesOutcome
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest
 from app.engine.target import QualitySearch, SearchPlan
+from app.errors import UserFacingError
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +94,7 @@ class ThresholdSweep:
         )
 
 
-Job = Generate | ThresholdComparison | QualitySearch | ThresholdSweep
+Job = Generate | ThresholdComparison | QualitySearch | ThresholdSweep | Calibrate
 
 
 def run_resumed_passes(
@@ -159,6 +171,10 @@ def run_job(
 def run_job(
     engine: EngineProtocol, run_id: int, job: ThresholdSweep, emit: Emit, cancel: threading.Event
 ) -> SweepFinished | None: ...
+@overload
+def run_job(
+    engine: EngineProtocol, run_id: int, job: Calibrate, emit: Emit, cancel: threading.Event
+) -> CalibrationResult | None: ...
 def run_job(
     engine: EngineProtocol, run_id: int, job: Job, emit: Emit, cancel: threading.Event
 ) -> object:
@@ -255,10 +271,68 @@ class SweepPlan:
         return finished
 
 
+class CalibratePlan:
+    """One vanilla pass per prompt not yet measured, in order: a ``CalibrationProgress`` per
+    prompt, then the fit and the file (``CalibrationFinished``). A job ``check_calibration``
+    refuses runs no pass and ends with ``RunFailed`` and its sentence; stopped short (cancel, a
+    pass that failed, a model that would not load) it writes nothing and ends as the pass ended;
+    a fit or a write that fails ends with ``RunFailed`` and its one sentence."""
+
+    def __init__(self, job: Calibrate, run_id: int, emit: Emit) -> None:
+        self.job, self.run_id, self.emit = job, run_id, emit
+        self.captures: list[PromptCapture | None] = [
+            job.captured[i] if i < len(job.captured) else None for i in range(len(job.prompts))
+        ]
+        self.pending = job.pending()
+        self.versions: dict[str, Any] = {}
+        self.refusal: UserFacingError | None = None
+        try:
+            check_calibration(job)
+        except UserFacingError as exc:  # the window and the command line checked it already
+            self.refusal = exc
+
+    def next_request(self, done: Sequence[RunReport]) -> GenerationRequest | None:
+        if self.refusal is not None or len(done) >= len(self.pending):
+            return None
+        return self.job.pass_request(self.job.prompts[self.pending[len(done)]])
+
+    def on_report(self, index: int, report: RunReport) -> None:
+        prompt_index = self.pending[index]
+        capture = PromptCapture.from_report(self.job.prompts[prompt_index], report)
+        self.captures[prompt_index] = capture
+        self.versions = dict(report.versions)
+        done = sum(c is not None for c in self.captures)
+        self.emit(CalibrationProgress(self.run_id, prompt_index, done, len(self.captures), capture))
+
+    def finish(self, outcome: PassesOutcome) -> CalibrationResult | None:
+        if self.refusal is not None:
+            self.emit(RunFailed(self.run_id, str(self.refusal), "refused before any pass"))
+            return None
+        captures = [c for c in self.captures if c is not None]
+        if len(captures) < len(self.captures):
+            self.emit(outcome.stopped(self.run_id))
+            return None
+        try:
+            result = write_calibration(self.job, captures, self.versions or _runtime())
+        except UserFacingError as exc:
+            self.emit(RunFailed(self.run_id, str(exc), traceback.format_exc()))
+            return None
+        self.emit(CalibrationFinished(self.run_id, result))
+        return result
+
+
+def _runtime() -> dict[str, Any]:
+    """The versions where no pass ran in this job (every prompt came from a resumed command)."""
+    from app.hardware import runtime_info
+
+    return runtime_info()
+
+
 # Each kind of job and its plan: (job, run_id, emit) → the plan the runner follows.
 PLANS: dict[type, Callable[[Any, int, Emit], JobPlan]] = {
     Generate: GeneratePlan,
     ThresholdComparison: ComparisonPlan,
     QualitySearch: SearchPlan,
     ThresholdSweep: SweepPlan,
+    Calibrate: CalibratePlan,
 }

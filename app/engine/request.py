@@ -122,6 +122,9 @@ class GenerationRequest:
     # step's time, but cost a little wall time; off for benchmarks and calibration.
     previews: bool = False
     gate: str = DEFAULT_GATE  # a gate kind's name (app.gate.kinds.GATES)
+    # Calibration: the vanilla pass also records each step's transformer-output change (a host
+    # sync a step, so such a vanilla is neither cached nor reused as a Generate's timed one).
+    capture_output: bool = False
 
     @property
     def variant(self) -> Variant:
@@ -255,6 +258,22 @@ def check_loras(
     return tuple(out)
 
 
+def check_prompt(variant: Variant, prompt: str) -> str:
+    """The prompt without surrounding blanks; ``RequestError`` where it is empty or (the embedded
+    demo draws only its own vocabulary) one the demo cannot parse."""
+    prompt = prompt.strip()
+    if not prompt:
+        raise RequestError("the prompt is empty; describe the image you want")
+    if variant.embedded:
+        from app.demo.prompt import PromptError, parse_prompt
+
+        try:
+            parse_prompt(prompt)
+        except PromptError as exc:
+            raise RequestError(str(exc)) from None
+    return prompt
+
+
 def check_gate_for(variant: Variant, gate: object) -> None:
     """Raises ``RequestError`` with one sentence where ``gate`` is unknown or uncalibrated."""
     try:
@@ -290,16 +309,7 @@ def make_request(
         variant = get_variant(variant_id)
     except UnknownVariantError as exc:
         raise RequestError(str(exc)) from None
-    prompt = prompt.strip()
-    if not prompt:
-        raise RequestError("the prompt is empty; describe the image you want")
-    if variant.embedded:
-        from app.demo.prompt import PromptError, parse_prompt
-
-        try:
-            parse_prompt(prompt)
-        except PromptError as exc:
-            raise RequestError(str(exc)) from None
+    prompt = check_prompt(variant, prompt)
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
     check_gate_for(variant, gate)

@@ -384,8 +384,21 @@ def steps_that_skip(
 fmt = format_threshold  # thresholds and predicted changes, as the kinds write them
 
 
-def lora_calibration_note(loras: Sequence[LoraSpec]) -> str:
-    """The gate plot's caveat under LoRAs: the variant's polynomial was fitted on the base model."""
+def lora_calibration_note(loras: Sequence[LoraSpec], variant: Variant | None = None) -> str:
+    """The gate plot's caveat for a LoRA set the variant's calibration was not made with: a
+    built-in one was fitted on the base model without LoRAs; a user calibration made with a LoRA
+    set (``Variant.calibration_scope``) is for that set only. Nothing where it was made with
+    exactly these LoRAs."""
+    if variant is not None and variant.calibrated_for(loras):
+        return ""
+    scope = variant.calibration_scope if variant is not None else None
+    made_with = scope.lora_words() if scope is not None else ""
+    if made_with:
+        names = ", ".join(lora.label() for lora in loras) or "no LoRA"
+        return (
+            f"Calibrated {made_with}, not with this set ({names}): weigh the skips against "
+            "SSIM, or calibrate this model again with it."
+        )
     if not loras:
         return ""
     names = ", ".join(lora.label() for lora in loras)

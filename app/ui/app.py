@@ -2,9 +2,9 @@
 
 ``Studio.build`` makes the stores (settings, history, model weights), the view-models (form, run,
 target quality), the engine thread (``EngineHost``), the downloads, the Qt-free actions
-(``Session``, ``ThresholdComparer``) and the one ``EventRouter`` that hands the engine's events to
-them. ``MainWindow`` receives a ``Studio`` and only lays out widgets and wires them to it (as
-krita-ai-diffusion's ``Root`` owns its models apart from its docker widgets);
+(``Session``, ``ThresholdComparer``, ``ModelCalibrator``) and the one ``EventRouter`` that hands
+the engine's events to them. ``MainWindow`` receives a ``Studio`` and only lays out widgets and
+wires them to it (as krita-ai-diffusion's ``Root`` owns its models apart from its docker widgets);
 ``app.ui.window.open_window`` builds both, the one call the launcher, the lab's screenshot scripts
 and the tests make.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
+from app.ui.calibrate_model import ModelCalibrator
 from app.ui.downloads import DownloadController, ModelStore, default_model_store
 from app.ui.event_router import EventRouter
 from app.ui.form_model import FormModel
@@ -40,6 +41,7 @@ class Studio:
     downloads: DownloadController
     session: Session
     comparer: ThresholdComparer
+    calibrator: ModelCalibrator
     router: EventRouter
 
     @classmethod
@@ -72,7 +74,8 @@ class Studio:
             quality=quality,
         )
         comparer = ThresholdComparer(session, host)
-        router = EventRouter(session, run, comparer, quality)
+        calibrator = ModelCalibrator(session, host)
+        router = EventRouter(session, run, comparer, quality, calibrator)
         host.event_received.connect(router.route)  # the one subscriber of engine events
         return cls(
             settings_store=settings_store,
@@ -86,5 +89,6 @@ class Studio:
             downloads=downloads,
             session=session,
             comparer=comparer,
+            calibrator=calibrator,
             router=router,
         )

@@ -42,6 +42,7 @@ from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeSpinBox
 from app.ui.theme import caption_font, mute, small_font
 from app.ui.variant_picker import VariantPicker
 from app.variants import Variant, get_variant
+from app.variants.user import SEPARATOR
 
 
 def section(text: str) -> QLabel:
@@ -62,12 +63,23 @@ def calibration_text(variant: Variant, gate: str = DEFAULT_GATE) -> str:
 
 
 def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
-    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details."""
+    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details. A
+    calibration made with LoRAs says so: it is for that LoRA set only."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     if calibration is None:
         return variant.gate_unavailable_reason(gate) or ""
-    return kind.calibration_summary(calibration)
+    scope = variant.calibration_scope
+    threshold = kind.default_threshold(calibration)
+    if scope is None or threshold is None:
+        return kind.calibration_summary(calibration)
+    # A calibration made in this app: its threshold is the one it was given or its base's,
+    # not one measured for it (as the built-in table's are).
+    name = variant.id.rpartition(SEPARATOR)[2]
+    text = f"Your own calibration “{name}”; its default threshold is {threshold:g}."
+    if scope.loras:
+        text += f" Made {scope.lora_words()}: for that LoRA set only."
+    return text + " Figures: Details, under the images."
 
 
 class ThresholdControl(QWidget):
@@ -301,7 +313,18 @@ class ControlsView(QFrame):
         layout.addWidget(self.rerun)
         self.form_layout = layout  # the window adds the target-quality panel below the rerun box
         layout.addSpacing(10)
-        layout.addWidget(section("Calibration"))
+        calibration_header = QHBoxLayout()
+        calibration_header.addWidget(section("Calibration"))
+        calibration_header.addStretch(1)
+        self.calibrate_button = QToolButton()  # Model ▸ Calibrate This Model…, beside the note
+        self.calibrate_button.setText("Calibrate…")
+        self.calibrate_button.setObjectName("Flat")
+        self.calibrate_button.setToolTip(
+            "Calibrate This Model…: measure this model's own pace (with its LoRAs and "
+            "quantization) for TeaCache and MagCache"
+        )
+        calibration_header.addWidget(self.calibrate_button)
+        layout.addLayout(calibration_header)
         self.calibration = QLabel()
         self.calibration.setWordWrap(True)
         self.calibration.setFont(small_font(self.calibration.font()))

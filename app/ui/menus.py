@@ -1,6 +1,6 @@
-"""The window's menus and their shortcuts (File: History, Export, model folders, Quit; Run:
-Generate, Cancel, Random Seed, Reset Threshold, Compare Thresholds). What each does is wired by
-the window to the session."""
+"""The window's menus and their shortcuts (File: History, Export, model folders, Quit; Model:
+Calibrate This Model…; Run: Generate, Cancel, Random Seed, Reset Threshold, Compare Thresholds).
+What each does is wired by the window to the session."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class WindowActions:
     random_seed: QAction
     reset_threshold: QAction
     compare: QAction
+    calibrate: QAction
     model_folders: ModelFolderActions
 
 
@@ -50,6 +51,11 @@ def build_menus(
     file_menu.addSeparator()
     file_menu.addAction(quit_action)
 
+    model_menu = menu.addMenu("&Model")
+    calibrate = action("Calibrate This Model…")
+    calibrate.setToolTip("Measure this model's own pace for TeaCache and MagCache")
+    model_menu.addAction(calibrate)
+
     run_menu = menu.addMenu("&Run")
     actions = WindowActions(
         history=history,
@@ -60,6 +66,7 @@ def build_menus(
         random_seed=action("Random Seed", QKeySequence("Ctrl+R")),
         reset_threshold=action("Reset Threshold", QKeySequence("Ctrl+0")),
         compare=action("Compare Thresholds…", QKeySequence("Ctrl+Shift+T")),
+        calibrate=calibrate,
         model_folders=model_folders,
     )
     for item in (

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from app.engine.calibration import Calibrate
 from app.engine.jobs import Generate, Job
 from app.engine.notices import schedule_check
 from app.engine.request import RequestError, check_steps
@@ -53,7 +54,7 @@ from app.ui.analysis import (
 )
 from app.ui.defaults import MAX_SEED
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
-from app.variants import Variant, all_variants, get_variant
+from app.variants import UnknownVariantError, Variant, all_variants, get_variant
 
 if TYPE_CHECKING:
     from app.ui.downloads import ModelStore
@@ -251,9 +252,16 @@ class Session:
         return f"{what}: " + ", ".join(parts)
 
     def gate_plot_note(self) -> str:
-        """The gate plot's caveat for the shown run's LoRAs (the form's before any run)."""
+        """The gate plot's caveat for the shown run's LoRAs (the form's before any run), against
+        what its variant's calibration was made with."""
         request = self.run.request
-        return lora_calibration_note(request.loras if request is not None else self.form.loras)
+        if request is None:
+            return lora_calibration_note(self.form.loras, self.form.variant)
+        try:
+            variant = request.variant
+        except UnknownVariantError:  # a run from the history whose calibration is gone
+            variant = None
+        return lora_calibration_note(request.loras, variant)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():
@@ -511,6 +519,24 @@ class Session:
         threshold = request.threshold if request is not None else float(f.threshold)
         preview = float(f.threshold) if same else None
         return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, r.band, preview)
+
+    # -- calibrations ------------------------------------------------------------------------------
+    def adopt_calibration(self, variant_id: str, job: Calibrate) -> bool:
+        """A calibration was just saved (``app.ui.calibrate_model``): select it with the inputs
+        it was measured with (steps, size, seed, guidance, quantization, LoRA set; the prompt
+        stays), its first calibrated gate at its own default threshold, and remember them."""
+        r = job.request
+        if not self.select_variant(variant_id):
+            return False
+        f = self.form
+        f.steps, f.seed, f.size = r.steps, r.seed, (r.width, r.height)
+        if r.guidance is not None:
+            f.guidance = r.guidance
+        f.loras, f.quantize = r.loras, r.quantize
+        f.select_gate(job.gates[0])
+        f.reset_threshold()
+        self.persist_inputs()
+        return True
 
     # -- model folders -----------------------------------------------------------------------------
     def add_model_folder(self, folder: str | Path, base_variant: str | None) -> str | None:

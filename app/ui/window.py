@@ -19,6 +19,7 @@ from app.storage.history import HistoryEntry, HistoryStore
 from app.storage.settings import SettingsStore
 from app.ui.analysis import BannerFix, Notice
 from app.ui.app import Studio
+from app.ui.calibrate_view import CalibrateDialog
 from app.ui.downloads import ModelStore
 from app.ui.form_view import ControlsView, FormPanel
 from app.ui.geometry import restore_geometry, save_geometry
@@ -72,6 +73,7 @@ class MainWindow(QMainWindow):
         self.form, self.run, self.quality = studio.form, studio.run, studio.quality
         self.host, self.downloads = studio.host, studio.downloads
         self.session, self.comparer = studio.session, studio.comparer
+        self.calibrator = studio.calibrator
         for part in (self.form, self.run, self.quality, self.host, self.downloads):
             part.setParent(self)  # the window's Qt parts live as long as it does
         self.session.started = self.generation_started.emit
@@ -81,6 +83,7 @@ class MainWindow(QMainWindow):
         self._close_bound_ms = shutdown_timeout_ms
         self.compare_dialog: ThresholdCompareDialog | None = None
         self.history_dialog: HistoryDialog | None = None
+        self.calibrate_dialog: CalibrateDialog | None = None
         self._rerun_timer = QTimer(self)
         self._rerun_timer.setSingleShot(True)
         self._rerun_timer.setInterval(RERUN_DELAY_MS)
@@ -159,6 +162,7 @@ class MainWindow(QMainWindow):
         self.cancel_action, self.random_seed_action = actions.cancel, actions.random_seed
         self.reset_threshold_action, self.compare_action = actions.reset_threshold, actions.compare
         self.model_folders = actions.model_folders
+        self.calibrate_action = actions.calibrate
 
     def _connect_callbacks(self) -> None:
         c, f, r, s = self.controls, self.form, self.run, self.session
@@ -187,6 +191,9 @@ class MainWindow(QMainWindow):
         self.reset_threshold_action.triggered.connect(f.reset_threshold)
         self.history_action.triggered.connect(self.show_history)
         self.compare_action.triggered.connect(lambda: self.show_comparison())
+        self.calibrate_action.triggered.connect(lambda: self.show_calibration())
+        c.calibrate_button.clicked.connect(lambda: self.show_calibration())
+        self.calibrator.saved.append(lambda _variant_id: self._model_folders_changed())
         self.export_action.triggered.connect(lambda: self.export_current())
         r.gated_image_changed.connect(self._refresh_export_action)
         self._refresh_export_action()
@@ -240,6 +247,16 @@ class MainWindow(QMainWindow):
         self.compare_dialog.show()
         self.compare_dialog.raise_()
         return self.compare_dialog
+
+    def show_calibration(self) -> CalibrateDialog:
+        """Calibrate This Model… for the form's model and settings (the one going on, if any)."""
+        if self.calibrate_dialog is None:
+            self.calibrate_dialog = CalibrateDialog(self.calibrator, self)
+        else:
+            self.calibrate_dialog.fill_defaults()
+        self.calibrate_dialog.show()
+        self.calibrate_dialog.raise_()
+        return self.calibrate_dialog
 
     def open_history_entry(self, entry: HistoryEntry) -> bool:
         """A saved run reopens in the window; a saved comparison in the comparison view too."""
@@ -326,6 +343,8 @@ class MainWindow(QMainWindow):
 
     # -- reactions
     def _model_folders_changed(self) -> None:
+        """The model list changed (a folder added or removed, a calibration saved): the picker
+        lists it, and the texts follow the form's model."""
         self.form_panel.refresh_availability()
         self.form_panel.refresh_variant_info()
         self._refresh_notices()

@@ -30,6 +30,7 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, S
 
 from app.engine.comparison import ComparisonResult
 from app.engine.events import (
+    CalibrationFinished,
     ComparisonFinished,
     EngineEvent,
     RunCancelled,
@@ -48,7 +49,7 @@ EngineFactory = Callable[[], EngineProtocol]
 SaveRun = Callable[[RunRecord], HistoryEntry]
 # A threshold comparison's finished entries and its warnings → its one history entry.
 SaveComparison = Callable[[ComparisonResult, tuple[dict[str, object], ...]], HistoryEntry]
-TERMINAL = (RunFinished, RunCancelled, RunFailed, ComparisonFinished)
+TERMINAL = (RunFinished, RunCancelled, RunFailed, ComparisonFinished, CalibrationFinished)
 DRAIN_BUDGET_MS = 8  # GUI time spent applying engine events before yielding to the event loop
 # Imported on the engine thread as soon as it starts (SSIM, the engine with MLX, the demo pipeline
 # with mflux), so that the first generation does not pay for them while the GUI waits on the GIL.
@@ -152,7 +153,7 @@ class EngineWorker(QObject):
                 self._save_finished_comparison(c, event)
                 self.relayed.emit(event)
                 return
-            case RunCancelled() | RunFailed():
+            case RunCancelled() | RunFailed() | CalibrationFinished():
                 c.terminal = event
         self.relayed.emit(event)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePath
+from typing import Protocol
 
 from app.families import Family
 from app.gate.decision import GateConfigError, TeaCacheParams
@@ -25,7 +27,9 @@ from app.gate.magcache import MagCacheParams
 from app.gate.provenance import Provenance
 
 __all__ = [
+    "CalibrationScope",
     "Family",
+    "LoraLike",
     "MagCacheCalibration",
     "Provenance",
     "TeaCacheCalibration",
@@ -36,6 +40,43 @@ __all__ = [
     "magcache_from_json",
     "quantize_label",
 ]
+
+
+class LoraLike(Protocol):
+    """A LoRA file as a request names it (``app.engine.request.LoraSpec``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def scale(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationScope:
+    """What a user calibration was measured under, beyond its base variant: the model folder
+    (absolute path; None: the variant's Hugging Face weights), the LoRA set (each file's absolute
+    path and scale) and the quantization (None: full precision). A built-in calibration has none:
+    it was measured on the base weights, without LoRAs."""
+
+    model_path: str | None = None
+    loras: tuple[tuple[str, float], ...] = ()
+    quantize: int | None = None
+
+    def fits(self, model_path: str | None, loras: Iterable[LoraLike]) -> bool:
+        """Measured on these weights with exactly this LoRA set (in any order)."""
+        given = sorted((lora.path, float(lora.scale)) for lora in loras)
+        return model_path == self.model_path and given == sorted(self.loras)
+
+    def lora_words(self) -> str:
+        """ "with LoRA a.safetensors × 1, b.safetensors × 0.5", or "" without LoRAs."""
+        if not self.loras:
+            return ""
+        names = ", ".join(f"{PurePath(path).name} × {scale:g}" for path, scale in self.loras)
+        return f"with LoRA {names}"
+
+
+BUILTIN_SCOPE = CalibrationScope()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +125,9 @@ class Variant:
     # component its weight definition marks ``skip_quantization``: Qwen-Image 2.1's and Krea 2's
     # text encoders)
     unquantized_billion: float = 0.0
+    # What a user calibration was measured under (None: a built-in calibration, measured on the
+    # Hub weights without LoRAs); see ``calibrated_for``.
+    calibration_scope: CalibrationScope | None = None
 
     # -- the gates' calibrations: each gate kind reads its own (``GateKind.calibration_of``) --
     @property
@@ -115,6 +159,15 @@ class Variant:
         return tuple(
             name for name, kind in GATE_KINDS.items() if kind.calibration_of(self) is not None
         )
+
+    def calibrated_for(self, loras: Iterable[LoraLike] = ()) -> bool:
+        """The gates' numbers were measured on this variant's weights (its model folder, if it
+        is one) with exactly this LoRA set: a model folder's variant borrows its base's numbers
+        and a LoRA changes what the model computes, so neither is "calibrated for" until a user
+        calibration is made with it (``teacache-studio calibrate`` or the window's Calibrate
+        This Model…)."""
+        scope = self.calibration_scope or BUILTIN_SCOPE
+        return scope.fits(self.model_path, loras)
 
     def gate_unavailable_reason(self, gate: str) -> str | None:
         """None where ``gate`` can run on this variant, else one sentence saying why not."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import UnknownVariantError, Variant
 from app.variants.folders import folder_variants, is_folder_variant_id, user_folder_variant
-from app.variants.user import user_variant, user_variants
+from app.variants.user import split_user_variant_id, user_variant, user_variants
 
 # The built-in table itself, not a copy: a variant added here is a base user calibrations can use.
 VARIANTS: dict[str, Variant] = BUILTIN_VARIANTS
@@ -27,7 +27,8 @@ def get_variant(variant_id: str) -> Variant:
         return VARIANTS[variant_id]
     except KeyError:
         pass
-    if is_folder_variant_id(variant_id):  # "<base>@<name>": a model folder
+    if split_user_variant_id(variant_id) is None and is_folder_variant_id(variant_id):
+        # "<base>@<name>": a model folder ("<base>@<name>+<cal>" is a calibration of one)
         folder = user_folder_variant(variant_id)
         if folder is None:
             raise UnknownVariantError(variant_id, known=VARIANTS)

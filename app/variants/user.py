@@ -1,9 +1,13 @@
-"""User calibrations: gate polynomials fitted by ``teacache-studio calibrate``.
+"""User calibrations: gate calibrations measured by ``teacache-studio calibrate`` or the window's
+Calibrate This Model… (``app.engine.calibration``).
 
 Each one is a JSON file in ``app.paths.data_dir()/calibrations/`` named after the variant it
 creates: ``<base>+<name>.json`` (for example ``demo+mycal.json``), where ``<base>`` is a built-in
-variant. The registry offers it as its own variant id, ``demo+mycal``: the base variant with the
-user's coefficients, calibrated range and provenance (``with_user_calibration``).
+variant or a model folder's (``flux1-dev@myfinetune``: the calibration then runs on the folder's
+weights). The registry offers it as its own variant id, ``demo+mycal``: the base variant with the
+user's coefficients, calibrated range, MagCache table, provenance and what it was measured under
+(``CalibrationScope``: the model folder, the LoRA set, the quantization;
+``with_user_calibration``).
 ``app.variants.get_variant`` falls back here for ids it does not know, so every part of the app
 (engine, command line, window) can select one.
 
@@ -21,17 +25,20 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.errors import UserFacingError
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate.decision import GateConfigError, TeaCacheParams
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import (
+    CalibrationScope,
     Provenance,
     UnknownVariantError,
     Variant,
     calibrated_range_from_json,
     magcache_from_document,
 )
+from app.variants.folders import is_folder_variant_id, user_folder_variant
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,10 @@ class CalibrationFileError(UnknownVariantError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class CalibrationExistsError(UserFacingError):
+    """A calibration of that name already exists for the variant; the message names it."""
 
 
 def calibrations_dir() -> Path:
@@ -83,6 +94,38 @@ def calibration_path(variant_id: str) -> Path:
     return calibrations_dir() / f"{variant_id}.json"
 
 
+def calibration_base(variant_id: str) -> str:
+    """The variant a calibration of ``variant_id`` is measured on: a user calibration's base (a
+    recalibration replaces its numbers, not its weights), else the id itself."""
+    parts = split_user_variant_id(variant_id)
+    return parts[0] if parts is not None else variant_id
+
+
+def scope_from_json(value: object) -> CalibrationScope | None:
+    """A calibration file's ``scope`` (what it was measured under); None where it records none
+    (files written before there was one: measured on the base weights, without LoRAs)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("scope must be an object")
+    loras = tuple((str(item["path"]), float(item["scale"])) for item in value.get("loras", ()))
+    quantize = value.get("quantize")
+    model_path = value.get("model_path")
+    return CalibrationScope(
+        model_path=None if model_path is None else str(model_path),
+        loras=loras,
+        quantize=None if quantize is None else int(quantize),
+    )
+
+
+def scope_to_json(scope: CalibrationScope) -> dict[str, Any]:
+    return {
+        "model_path": scope.model_path,
+        "loras": [{"path": path, "scale": scale} for path, scale in scope.loras],
+        "quantize": scope.quantize,
+    }
+
+
 def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
     """A copy of ``variant`` that uses coefficients from a user calibration file."""
     return replace(
@@ -92,6 +135,7 @@ def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
         default_threshold=calibration.get("default_threshold", variant.default_threshold),
         provenance=Provenance(**calibration["provenance"]),
         magcache=magcache_from_document(calibration) or variant.magcache,
+        calibration_scope=scope_from_json(calibration.get("scope")),
     )
 
 
@@ -111,6 +155,7 @@ def _check(data: dict[str, Any], source: Path) -> None:
         magcache = magcache_from_document(data)
         if magcache is not None:
             magcache.params(0.0)  # validates the table and recipe
+        scope_from_json(data.get("scope"))
         threshold = data.get("default_threshold")
         if threshold is not None and not (
             math.isfinite(float(threshold)) and 0.0 <= float(threshold) <= 1.0
@@ -120,12 +165,28 @@ def _check(data: dict[str, Any], source: Path) -> None:
         raise CalibrationFileError(f"{source}: not a usable calibration ({exc})") from None
 
 
-def save_calibration(data: dict[str, Any]) -> Path:
-    """Write ``data`` (which names ``base_variant`` and ``name``) atomically; return the path."""
-    variant_id = user_variant_id(str(data["base_variant"]), str(data["name"]))
+def calibration_exists(variant_id: str) -> bool:
+    return calibration_path(variant_id).exists()
+
+
+def clash_message(base_id: str, name: str, advice: str = "choose another name") -> str:
+    return (
+        f"a calibration named {name!r} already exists for {base_id} "
+        f"({user_variant_id(base_id, name)}); {advice}"
+    )
+
+
+def save_calibration(data: dict[str, Any], *, exclusive: bool = False) -> Path:
+    """Write ``data`` (which names ``base_variant`` and ``name``) atomically (a temporary file
+    renamed into place: a reader sees the old file or the whole new one); return the path.
+    ``exclusive``: refuse (``CalibrationExistsError``) where that calibration already exists."""
+    base, name = str(data["base_variant"]), str(data["name"])
+    variant_id = user_variant_id(base, name)
     path = calibration_path(variant_id)
     payload = {"schema": SCHEMA, "id": variant_id, **data}
     _check(payload, path)
+    if exclusive and path.exists():
+        raise CalibrationExistsError(clash_message(base, name))
     atomic_write_text(path, dumps_json(payload, indent=2) + "\n")
     return path
 
@@ -147,15 +208,22 @@ def load_calibration(variant_id: str) -> dict[str, Any] | None:
     return data
 
 
+def _base_variant(base_id: str) -> Variant | None:
+    """A calibration's base: a built-in variant or a remembered model folder's."""
+    if base_id in BUILTIN_VARIANTS:
+        return BUILTIN_VARIANTS[base_id]
+    return user_folder_variant(base_id) if is_folder_variant_id(base_id) else None
+
+
 def user_variant(variant_id: str) -> Variant | None:
     """The variant a user calibration defines, or None when ``variant_id`` names none."""
     parts = split_user_variant_id(variant_id)
-    if parts is None or parts[0] not in BUILTIN_VARIANTS:
+    base = None if parts is None else _base_variant(parts[0])
+    if parts is None or base is None:
         return None
     data = load_calibration(variant_id)
     if data is None:
         return None
-    base = BUILTIN_VARIANTS[parts[0]]
     variant = with_user_calibration(base, data)
     return replace(
         variant,

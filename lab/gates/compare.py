@@ -77,7 +77,7 @@ def _flux_recipe_variant() -> str:
         {
             "base_variant": "demo",
             "name": "magflux",
-            "coefficients": list(demo.coefficients),
+            "coefficients": list(demo.coefficients or ()),
             "calibrated_range": list(demo.calibrated_range or ()) or None,
             "default_threshold": demo.default_threshold,
             "provenance": {"source": "lab.gates.compare: the demo's TeaCache fit, unchanged"},
@@ -164,7 +164,7 @@ def sweep(
         "prompts": texts,
         "quality_basis": "resumed gated passes (bit-exact with real gated passes)",
         "recipes": {
-            "teacache": {"coefficients": list(demo.coefficients), "max_consecutive_skips": 8},
+            "teacache": {"coefficients": list(demo.coefficients or ()), "max_consecutive_skips": 8},
             "magcache": {
                 "retention_ratio": demo.magcache.retention_ratio,
                 "max_consecutive_skips": demo.magcache.max_consecutive_skips,

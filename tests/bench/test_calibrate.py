@@ -1,4 +1,5 @@
-"""``calibrate``: pairs → degree-4 fits (app.gate.fit) → a user variant the registry loads."""
+"""``calibrate``: pairs → degree-4 fits (app.gate.fit) → a user variant the registry loads; the
+command line's resumable chunks around the ``Calibrate`` job (``app.bench.calibrate``)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.bench.calibrate import (
+from app.bench.calibrate import run_calibration
+from app.cli.main import main
+from app.engine.calibration import (
     DEMO_PROMPTS,
-    CalibrateConfig,
+    Calibrate,
+    PromptCapture,
     calibration_document,
-    capture_pairs,
     fit_report,
     split_prompts,
 )
-from app.cli.main import main
 from app.engine.request import GenerationRequest
 from app.variants import get_variant
 from app.variants.user import calibrations_dir, save_calibration
+from tests.fakes.engine import FAKE_OUTPUT_POLYNOMIAL, FakeEngine
 
 KNOWN = (4.0, -3.0, 1.5, 0.6, 0.0)  # through the origin: both fit modes can recover it exactly
 # Exact data: float64 least squares on a degree-4 Vandermonde over x in 0.01–0.35 (condition
@@ -31,22 +34,23 @@ R2_ABS = 1e-12
 PROMPTS = tuple(f"prompt {i}" for i in range(10))
 
 
-def synthetic_capture(prompt: str) -> dict[str, Any]:
+def synthetic_capture(prompt: str, shift: float = 0.0) -> PromptCapture:
     """One prompt's trajectory: signal changes shrinking over the steps, outputs = KNOWN(x)."""
     index = PROMPTS.index(prompt)
     rng = np.random.default_rng(index)
     x = np.sort(rng.uniform(0.01, 0.35, size=11))[::-1]
-    return {
-        "prompt": prompt,
-        "step": list(range(1, 12)),
-        "x": [float(v) for v in x],
-        "y": [float(v) for v in np.polyval(KNOWN, x)],
-        "active_steps": 12,
-        "loop_seconds": 0.0,
-    }
+    return PromptCapture(
+        prompt=prompt,
+        step=tuple(range(1, 12)),
+        x=tuple(float(v) for v in x),
+        y=tuple(float(v) + shift for v in np.polyval(KNOWN, x)),
+        mag_ratio=(None, *(1.0 - 0.1 * float(v) for v in x)),
+        active_steps=12,
+        loop_seconds=0.0,
+    )
 
 
-def config(prompts: tuple[str, ...] = PROMPTS) -> CalibrateConfig:
+def job(prompts: tuple[str, ...] = PROMPTS, **overrides: Any) -> Calibrate:
     request = GenerationRequest(
         variant_id="demo",
         prompt=prompts[0],
@@ -56,7 +60,7 @@ def config(prompts: tuple[str, ...] = PROMPTS) -> CalibrateConfig:
         width=128,
         height=128,
     )
-    return CalibrateConfig(request, "synthetic", prompts, holdout=0.3, mode="both")
+    return Calibrate(request, "synthetic", prompts, holdout=0.3, mode="both", **overrides)
 
 
 def test_split_is_by_prompt() -> None:
@@ -66,11 +70,8 @@ def test_split_is_by_prompt() -> None:
     assert split_prompts(1, 0.5) == ([0], [])
 
 
-def test_recovers_a_known_polynomial_and_the_registry_loads_it(tmp_path: Path) -> None:
-    chunks, done = capture_pairs(
-        config(), tmp_path / "c", capture=synthetic_capture, progress=False
-    )
-    assert chunks is not None and done == 10
+def test_recovers_a_known_polynomial_and_the_registry_loads_it() -> None:
+    chunks = [synthetic_capture(p) for p in PROMPTS]
     report = fit_report(chunks, 0.3, "both")
     for mode in ("free", "origin"):
         fit = report["fits"][mode]
@@ -80,26 +81,24 @@ def test_recovers_a_known_polynomial_and_the_registry_loads_it(tmp_path: Path) -
     assert report["heldout_prompts"] == [7, 8, 9]
     assert report["fit_pairs"] == 110 and report["heldout_pairs"] == 33
 
-    document = calibration_document(config(), chunks, report, 0.12, {"mlx": "test"})
+    calibration = job(thresholds=(("teacache", 0.12),))
+    document = calibration_document(calibration, chunks, {"mlx": "test"})
+    assert document["fit"]["fits"] == report["fits"]
     assert document["provenance"]["fit_metric"] == "held-out R²"
     assert document["calibrated_range"] == document["x_range"]
     assert len(document["pairs"]["x"]) == 110
     path = save_calibration(document)
     assert path.parent == calibrations_dir()
     variant = get_variant("demo+synthetic")
+    assert variant.coefficients is not None
     np.testing.assert_allclose(variant.coefficients, KNOWN, atol=COEFFICIENTS_ATOL)
     assert variant.default_threshold == 0.12
     assert variant.calibrated_range == tuple(document["x_range"])
 
 
-def test_origin_mode_forces_zero_intercept(tmp_path: Path) -> None:
-    def shifted(prompt: str) -> dict[str, Any]:
-        data = synthetic_capture(prompt)
-        data["y"] = [y + 0.05 for y in data["y"]]  # an intercept the origin fit must not take
-        return data
-
-    chunks, _ = capture_pairs(config(), tmp_path / "c", capture=shifted, progress=False)
-    assert chunks is not None
+def test_origin_mode_forces_zero_intercept() -> None:
+    # an intercept the origin fit must not take
+    chunks = [synthetic_capture(p, shift=0.05) for p in PROMPTS]
     origin = fit_report(chunks, 0.3, "origin")
     assert list(origin["fits"]) == ["origin"] and origin["fits"]["origin"]["coefficients"][-1] == 0
     free = fit_report(chunks, 0.3, "free")["fits"]["free"]
@@ -107,30 +106,28 @@ def test_origin_mode_forces_zero_intercept(tmp_path: Path) -> None:
 
 
 def test_capture_resumes_per_prompt(tmp_path: Path) -> None:
-    calls: list[str] = []
-
-    def counting(prompt: str) -> dict[str, Any]:
-        calls.append(prompt)
-        return synthetic_capture(prompt)
-
-    chunks, done = capture_pairs(
-        config(), tmp_path / "c", capture=counting, progress=False, max_chunks=4
+    """The command's chunks: a run stopped after 4 prompts keeps them, and a rerun of the same
+    job measures only the other 6 (each prompt's pass runs exactly once across both runs)."""
+    prompts = DEMO_PROMPTS
+    engine = FakeEngine()
+    first = run_calibration(
+        job(prompts), tmp_path / "c", engine=engine, progress=False, max_chunks=4
     )
-    assert chunks is None and done == 4
-    chunks, done = capture_pairs(config(), tmp_path / "c", capture=counting, progress=False)
-    assert chunks is not None and done == 10
-    assert calls == list(PROMPTS)  # each prompt captured exactly once across both runs
+    assert first.result is None and first.done == 4 and first.failure is None
+    assert not (calibrations_dir() / "demo+synthetic.json").exists()  # nothing half-written
+    second = run_calibration(job(prompts), tmp_path / "c", engine=engine, progress=False)
+    assert second.result is not None and second.done == 10
+    assert [r.prompt for r in engine.requests] == list(prompts)
+    fit = second.result.document["fit"]["fits"]["origin"]
+    np.testing.assert_allclose(fit["coefficients"], FAKE_OUTPUT_POLYNOMIAL, atol=COEFFICIENTS_ATOL)
 
 
-def test_too_few_pairs_is_a_clear_error(tmp_path: Path) -> None:
-    def short(prompt: str) -> dict[str, Any]:
+def test_too_few_pairs_is_a_clear_error() -> None:
+    def short(prompt: str) -> PromptCapture:
         data = synthetic_capture(prompt)
-        return {**data, "x": data["x"][:0], "y": data["y"][:0]}
+        return PromptCapture(data.prompt, (), (), (), data.mag_ratio, 12, 0.0)
 
-    chunks, _ = capture_pairs(
-        config(prompts=PROMPTS[:2]), tmp_path / "c", capture=short, progress=False
-    )
-    assert chunks is not None
+    chunks = [short(p) for p in PROMPTS[:2]]
     with pytest.raises(ValueError, match="degree-4 fit needs"):
         fit_report(chunks, 0.3, "both")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.calibrate import DEMO_PROMPTS
 from app.cli.main import main
+from app.engine.calibration import DEMO_PROMPTS
 from app.gate import simulate_magcache
 from app.variants import get_variant
 from app.variants.user import calibrations_dir

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from app.engine import events as ev
+from app.engine.calibration import DEMO_PROMPTS, Calibrate
 from app.engine.comparison import ThresholdComparison
 from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import QualityTarget, make_request
@@ -24,6 +25,7 @@ TERMINAL = (
     ev.RunFailed,
     ev.ComparisonFinished,
     ev.SweepFinished,
+    ev.CalibrationFinished,
 )
 
 
@@ -61,6 +63,21 @@ def test_every_kind_of_job_runs_on_the_fake_with_one_terminal_event(kind: str) -
     # One vanilla for every pass of the job, computed once and resumed from after that.
     vanilla = [e for e in events if isinstance(e, ev.PassStarted) and e.which is ev.Pass.vanilla]
     assert [e.cached for e in vanilla] == [False] + [True] * (len(engine.requests) - 1)
+
+
+def test_a_calibration_runs_on_the_fake_with_one_terminal_event() -> None:
+    """One fresh vanilla per prompt (a calibration's is never cached), each with a gated pass
+    resumed from it; the job's own progress and terminal events (``tests/engine/
+    test_calibration.py`` has the rest)."""
+    engine = FakeEngine()
+    job = Calibrate(_request(0.0, steps=8), "jobs", DEMO_PROMPTS[:3])
+    events = _run(engine, job)
+    assert sum(isinstance(e, TERMINAL) for e in events) == 1
+    assert isinstance(events[-1], ev.CalibrationFinished)
+    assert all(e.run_id == 7 for e in events if hasattr(e, "run_id"))
+    vanilla = [e for e in events if isinstance(e, ev.PassStarted) and e.which is ev.Pass.vanilla]
+    assert [e.cached for e in vanilla] == [False] * 3
+    assert [e.done for e in events if isinstance(e, ev.CalibrationProgress)] == [1, 2, 3]
 
 
 def test_a_sweep_runs_its_thresholds_in_the_given_order() -> None:

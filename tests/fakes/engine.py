@@ -8,7 +8,10 @@ trace. It records every request and the thread each call ran on, caches vanilla 
 ``GenerationRequest.vanilla_key()`` like the real engine, honours cancel within one step, and can
 be held step by step by a test (``StepGate``) instead of sleeping. It runs one request per ``run``,
 as the real engine does, so every kind of job (a Generate, a threshold comparison, a target-quality
-search, a sweep) runs on it through the one job runner (``app.engine.jobs.run_job``).
+search, a sweep, a calibration) runs on it through the one job runner (``app.engine.jobs.run_job``).
+A calibration's vanilla pass (``capture_output``) records the output's change as
+``FAKE_OUTPUT_POLYNOMIAL`` of the signal's and a magnitude ratio of ``fake_mag_ratio``, so a fit
+on its data has a known answer.
 """
 
 from __future__ import annotations
@@ -44,6 +47,18 @@ from app.gate.kinds import kind_of, observer_params
 from app.variants import check_schedule
 
 Trace = Sequence[float | None]
+# The fake's output change for a signal change x on a calibration pass (high → low, through the
+# origin): what a fit of its data must recover.
+FAKE_OUTPUT_POLYNOMIAL = (3.0, -2.0, 0.5, 0.8, 0.0)
+
+
+def fake_output_change(x: float) -> float:
+    return float(np.polyval(FAKE_OUTPUT_POLYNOMIAL, x))
+
+
+def fake_mag_ratio(x: float) -> float:
+    """The residual's magnitude ratio the fake records: smaller where the signal moved more."""
+    return 1.0 - 0.25 * x
 
 
 @dataclass(frozen=True)
@@ -240,7 +255,8 @@ class FakeEngine:
             emit(notice)
 
         key = request.vanilla_key()
-        vanilla = self._vanilla.get(key) if self.cache_vanilla and request.compare_vanilla else None
+        cacheable = self.cache_vanilla and not request.capture_output  # as the real engine
+        vanilla = self._vanilla.get(key) if cacheable and request.compare_vanilla else None
         cached = vanilla is not None
         if request.compare_vanilla:
             if vanilla is not None:
@@ -252,7 +268,7 @@ class FakeEngine:
                 )
             else:
                 vanilla = self._vanilla_pass(run_id, request, observe, trace, emit, cancel, script)
-                if self.cache_vanilla:
+                if cacheable:
                     self._vanilla[key] = vanilla
         # As the real engine: where skipping begins, measured once for the warning and report.
         found = kind.engagement(params, kind.trace(vanilla.steps)) if vanilla is not None else None
@@ -328,6 +344,7 @@ class FakeEngine:
                     predicted = None if math.isnan(value) else value
                 if predicted is None:
                     decision = Decision.numerical_miss
+            captured = request.capture_output and measured is not None
             step = StepEvent(
                 index,
                 request.steps,
@@ -337,6 +354,8 @@ class FakeEngine:
                 predicted,
                 params.rel_l1_thresh,
                 script.step_seconds * script.vanilla_step_factor,
+                output_rel_l1=fake_output_change(measured) if captured else None,  # type: ignore[arg-type]
+                mag_ratio=fake_mag_ratio(measured) if captured else None,  # type: ignore[arg-type]
             )
             steps.append(step)
             emit(StepDone(run_id, Pass.vanilla, step))

@@ -298,7 +298,8 @@ def test_the_session_module_imports_no_qt() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["event_router", "threshold_compare_model", "quantize_model", "plain_words"]
+    "module",
+    ["event_router", "threshold_compare_model", "quantize_model", "plain_words", "calibrate_model"],
 )
 def test_the_qt_free_state_of_the_window_imports_no_qt(module: str) -> None:
     """The Qt-free halves of the window (docs/architecture.md, the ui/ module map) stay so."""

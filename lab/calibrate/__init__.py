@@ -1,0 +1,1 @@
+"""Calibration measured as a user meets it: ``teacache-studio calibrate`` on the demo."""

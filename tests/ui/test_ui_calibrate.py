@@ -1,0 +1,286 @@
+"""Calibrate This Model… in the window (``app.ui.calibrate_model``, ``app.ui.calibrate_view``):
+open the dialog from the Model menu or the calibration note, start, follow the progress and the
+time left, and at the end the picker holds ``<variant>+<name>``, selected with TeaCache as its
+gate; Cancel, a model that does not load and bad input save nothing. The scripted fake engine
+behind the real engine thread, and once the real demo engine."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory
+
+from app.engine.calibration import DEMO_PROMPTS
+from app.engine.request import LoraSpec
+from app.ui.calibrate_model import CalibrateStatus, ModelCalibrator, format_duration
+from app.ui.calibrate_view import CalibrateDialog
+from app.ui.window import MainWindow
+from app.variants import all_variants
+from app.variants.user import calibrations_dir
+from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
+
+PROMPTS = "\n".join(DEMO_PROMPTS[:4])
+
+
+def _open(window: MainWindow, *, steps: int = 8) -> CalibrateDialog:
+    window.form.steps = steps
+    window.calibrate_action.trigger()  # Model ▸ Calibrate This Model…
+    dialog = window.calibrate_dialog
+    assert dialog is not None and dialog.isVisible()
+    return dialog
+
+
+def _start(qtbot: QtBot, window: MainWindow, dialog: CalibrateDialog, name: str) -> None:
+    dialog.prompts.setPlainText(PROMPTS)
+    dialog.name.setText(name)
+    with qtbot.waitSignal(window.host.busy_changed, timeout=SIGNAL_TIMEOUT_MS):
+        dialog.start_button.click()
+
+
+def _wait_idle(qtbot: QtBot, window: MainWindow) -> None:
+    if window.host.busy:
+        with qtbot.waitSignal(
+            window.host.busy_changed,
+            check_params_cb=lambda busy: not busy,
+            timeout=SIGNAL_TIMEOUT_MS,
+        ):
+            pass
+    window.host.flush()
+
+
+def _nothing_saved() -> bool:
+    folder = calibrations_dir()
+    return not folder.exists() or not any(folder.glob("*.json"))
+
+
+def test_calibrate_follows_progress_and_selects_the_saved_calibration(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    gate = StepGate()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _open(window)
+    assert dialog.calibrator.base_variant().id == "demo"
+    assert dialog.prompts.toPlainText() == "\n".join(DEMO_PROMPTS)  # the suggested prompts
+    assert dialog.name.text().startswith("cal-")
+    assert "8 steps" in dialog.target.text()
+    _start(qtbot, window, dialog, "mine")
+    calibrator = window.calibrator
+    assert calibrator.status is CalibrateStatus.running
+    assert not dialog.prompts.isEnabled() and dialog.cancel_button.isEnabled()
+    assert not window.controls.generate_button.isEnabled()  # the engine is busy
+
+    # Hold the engine in the second prompt: the bar and the line follow the steps.
+    gate.release(8 + 3)
+    qtbot.waitUntil(lambda: calibrator.prompts_done == 1 and calibrator.steps_done == 3,
+                    timeout=SIGNAL_TIMEOUT_MS)  # fmt: skip
+    assert calibrator.progress() == pytest.approx((1 + 3 / 8) / 4)
+    qtbot.waitUntil(lambda: dialog.progress.value() == round(1000 * (1 + 3 / 8) / 4))
+    assert dialog.status.text().startswith("Prompt 2 of 4 · about ")
+    assert dialog.status.text().endswith(" left")
+
+    gate.open()
+    _wait_idle(qtbot, window)
+    assert calibrator.status is CalibrateStatus.finished
+    # The picker lists it and it is selected, TeaCache its gate at its own threshold.
+    picker = window.controls.variant_picker
+    assert "demo+mine" in picker.variant_rows() and picker.current_variant_id() == "demo+mine"
+    assert window.form.variant_id == "demo+mine" and window.form.gate == "teacache"
+    assert window.form.steps == 8
+    assert window.settings.last_variant == "demo+mine"
+    text = dialog.result_text.text()
+    assert "TeaCache" in text and "MagCache" in text and "Saved as" in text
+    assert "R²" not in text  # plain words; the figures are the Details
+    dialog.details_button.click()
+    assert dialog.details.isVisible() and "R²" in dialog.details.text()
+    assert "Provenance: teacache-studio calibrate" in dialog.details.text()
+    assert dialog.start_button.text() == "Calibrate Again" and dialog.name.text() != "mine"
+
+
+def test_cancel_midway_saves_nothing(qtbot: QtBot, make_window: WindowFactory) -> None:
+    gate = StepGate()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _open(window)
+    _start(qtbot, window, dialog, "halfway")
+    gate.release(8 + 2)
+    qtbot.waitUntil(lambda: window.calibrator.prompts_done == 1, timeout=SIGNAL_TIMEOUT_MS)
+    dialog.cancel_button.click()
+    assert window.calibrator.status is CalibrateStatus.cancelling
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus.cancelled
+    assert dialog.error.isVisible() and "nothing was saved" in dialog.error.text()
+    assert _nothing_saved() and "demo+halfway" not in all_variants()
+    assert "demo+halfway" not in window.controls.variant_picker.variant_rows()
+    assert window.form.variant_id == "demo"
+
+
+def test_a_model_that_fails_to_load_is_one_sentence(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    sentence = "mflux could not load the model: a weight file is damaged"
+    window = make_window(FakeEngine(FakeScript(failure=FakeFailure(sentence, which=None))))
+    dialog = _open(window)
+    _start(qtbot, window, dialog, "broken")
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus.failed
+    assert dialog.error.text() == "Mflux could not load the model: a weight file is damaged. " \
+        "Nothing was saved."  # fmt: skip
+    assert _nothing_saved() and window.form.variant_id == "demo"
+
+
+@pytest.mark.parametrize(
+    ("prompts", "name", "message"),
+    [
+        (DEMO_PROMPTS[0], "one", "At least 2 prompts, got 1"),
+        (PROMPTS, "Bad Name", "Calibration name 'Bad Name'"),
+        (DEMO_PROMPTS[0] + "\na purple elephant", "zoo", "elephant"),
+    ],
+)
+def test_bad_input_is_refused_in_one_sentence_before_anything_runs(
+    make_window: WindowFactory, prompts: str, name: str, message: str
+) -> None:
+    engine = FakeEngine()
+    window = make_window(engine)
+    dialog = _open(window)
+    dialog.prompts.setPlainText(prompts)
+    dialog.name.setText(name)
+    dialog.start_button.click()
+    assert window.calibrator.run_id is None and not window.host.busy and engine.requests == []
+    assert dialog.error.isVisible() and message.lower() in dialog.error.text().lower()
+    assert _nothing_saved()
+
+
+def test_a_name_taken_is_refused(qtbot: QtBot, make_window: WindowFactory) -> None:
+    window = make_window()
+    dialog = _open(window)
+    _start(qtbot, window, dialog, "taken")
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus.finished
+    window.session.select_variant("demo")
+    window.show_calibration()
+    assert dialog.name.text() != "taken"  # the default is always a free name
+    dialog.name.setText("taken")
+    dialog.start_button.click()
+    assert window.calibrator.status is CalibrateStatus.idle
+    assert "'taken' already exists for demo" in dialog.error.text()
+
+
+def _lora_file(path: Path) -> Path:
+    header = json.dumps({"__metadata__": {}}).encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+def test_a_calibration_under_a_lora_set_keeps_it_and_says_so(
+    qtbot: QtBot, make_window: WindowFactory, tmp_path: Path
+) -> None:
+    window = make_window(store=FakeModelStore())
+    window.session.select_variant("flux1-dev")
+    lora = LoraSpec(str(_lora_file(tmp_path / "ink.safetensors").resolve()), 0.75)
+    window.form.loras = (lora,)
+    window.form.quantize = 4
+    window.form.size = (256, 256)  # the fake's SSIM at 1024² would cost seconds a prompt
+    assert "Calibrated without this LoRA" in window.session.gate_plot_note()
+    dialog = _open(window, steps=10)
+    assert "With LoRA ink.safetensors × 0.75" in dialog.scope.text()
+    dialog.prompts.setPlainText("a cat\na dog\na tree")
+    dialog.name.setText("ink")
+    with qtbot.waitSignal(window.host.busy_changed, timeout=SIGNAL_TIMEOUT_MS):
+        dialog.start_button.click()
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert window.form.variant_id == "flux1-dev+ink"
+    assert window.form.loras == (lora,) and window.form.quantize == 4
+    assert window.session.gate_plot_note() == ""  # calibrated for exactly this set
+    assert "Made with LoRA ink.safetensors × 0.75" in window.controls.calibration.text()
+    window.form.loras = ()
+    assert "Calibrated with LoRA ink.safetensors × 0.75, not with this set" in (
+        window.session.gate_plot_note()
+    )
+
+
+def test_a_model_not_on_disk_is_refused_before_anything_runs(
+    make_window: WindowFactory,
+) -> None:
+    window = make_window(store=FakeModelStore(missing={"flux1-dev"}))
+    window.session.select_variant("flux1-dev")
+    dialog = _open(window)
+    dialog.prompts.setPlainText("a cat\na dog")
+    dialog.start_button.click()
+    assert not window.host.busy
+    assert "is not on this machine: download it first" in dialog.error.text()
+
+
+def test_the_time_left_follows_the_pace() -> None:
+    """The estimate is elapsed × left / done, by the same measure as the bar (a fake clock)."""
+
+    class Link:
+        busy = False
+
+        def submit(self, job: object) -> int:
+            return 1
+
+        def cancel(self) -> bool:
+            return True
+
+    from app.engine import events as ev
+    from app.gate import Decision, StepEvent
+
+    now = [100.0]
+    session = _session_stub()
+    calibrator = ModelCalibrator(session, Link(), clock=lambda: now[0])  # type: ignore[arg-type]
+    assert calibrator.start("\n".join(DEMO_PROMPTS[:2]), "pace") == 1
+    calibrator.handle_event(ev.PassStarted(1, ev.Pass.vanilla, 10))
+    assert calibrator.progress() == -1.0 and calibrator.seconds_left() is None
+    for index in range(5):  # half of the first prompt, 1 s a step
+        now[0] += 1.0
+        step = StepEvent(index, 10, Decision.computed, None, None, None, 0.0, 1.0)
+        calibrator.handle_event(ev.StepDone(1, ev.Pass.vanilla, step))
+    assert calibrator.progress() == pytest.approx(0.25)
+    assert calibrator.seconds_left() == pytest.approx(15.0)  # 5 s for a quarter: 15 s left
+    assert calibrator.progress_text() == "Prompt 1 of 2 · about 15 s left"
+    assert format_duration(125) == "2 min" and format_duration(3900) == "1 h 5 min"
+
+
+def _session_stub() -> object:
+    """The least of a session the calibrator reads: a form on the demo at 10 steps."""
+    from app.engine.request import make_request
+
+    class Form:
+        variant_id = "demo"
+        steps, seed, size, guidance, loras, quantize = 10, 42, (128, 128), 3.0, (), None
+
+        def request(self) -> object:
+            return make_request("demo", DEMO_PROMPTS[0], steps=10)
+
+    class Session:
+        form = Form()
+
+        def is_available(self, variant_id: str) -> bool:
+            return True
+
+    return Session()
+
+
+@pytest.mark.slow
+def test_calibrate_in_the_window_on_the_real_demo_engine(
+    qtbot: QtBot, make_real_window: object
+) -> None:
+    window = make_real_window(6)  # type: ignore[operator]
+    dialog = _open(window, steps=6)
+    dialog.prompts.setPlainText("\n".join(DEMO_PROMPTS[:3]))
+    dialog.name.setText("real")
+    with qtbot.waitSignal(window.host.busy_changed, timeout=SIGNAL_TIMEOUT_MS):
+        dialog.start_button.click()
+    with qtbot.waitSignal(
+        window.host.busy_changed, check_params_cb=lambda busy: not busy, timeout=120_000
+    ):
+        pass
+    window.host.flush()
+    assert window.calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert window.controls.variant_picker.current_variant_id() == "demo+real"
+    data = json.loads((calibrations_dir() / "demo+real.json").read_text(encoding="utf-8"))
+    assert len(data["pairs"]["x"]) == 3 * 5 and len(data["magcache"]["ratios"]) == 6
