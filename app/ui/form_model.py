@@ -216,7 +216,7 @@ class FormModel(QObject):
                 guidance = variant.default_guidance
         self.variant_id = variant_id
         self.steps = steps
-        if variant.gate_unavailable_reason(self.gate) is not None:
+        if variant.gate_unavailable_reason(self.gate) is not None and variant.gates:
             self.gate = variant.gates[0]  # the variant's own first gate
         self.threshold = self._remembered_threshold(variant)
         self.size = size
