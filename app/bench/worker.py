@@ -102,7 +102,8 @@ def request_recipe(request: GenerationRequest) -> dict[str, Any]:
 
 def gate_params(spec: WorkerSpec):  # -> GateParamsLike
     """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0, and
-    ``coefficients`` (``--forced-skips``) force a pattern through TeaCache's polynomial."""
+    ``coefficients`` (``--forced-skips``) force a pattern through TeaCache's polynomial (gate off:
+    that polynomial at 0, so a variant without TeaCache numbers is timed all the same)."""
     from dataclasses import replace
 
     from app.gate import TeaCacheParams
@@ -110,6 +111,8 @@ def gate_params(spec: WorkerSpec):  # -> GateParamsLike
     request = spec.request
     variant = request.variant
     if spec.condition == "gate_off":
+        if spec.coefficients is not None:
+            return TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=0.0)
         return variant.teacache_params(0.0)
     params: Any = (
         TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=request.threshold)

@@ -301,8 +301,11 @@ def make_request(
     model_path: str | Path | None = None,
     previews: bool = False,
     gate: str = DEFAULT_GATE,
+    gate_numbers_given: bool = False,
 ) -> GenerationRequest:
-    """Validate user input and fill defaults from the registry. Raises ``RequestError``."""
+    """Validate user input and fill defaults from the registry. Raises ``RequestError``.
+    ``gate_numbers_given``: the caller supplies the gate's numbers (``bench --forced-skips``, a
+    timing-only pattern), so the variant need not have a calibration for ``gate``."""
     from app.variants import UnknownVariantError
 
     try:
@@ -312,7 +315,13 @@ def make_request(
     prompt = check_prompt(variant, prompt)
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
-    check_gate_for(variant, gate)
+    if gate_numbers_given:
+        try:
+            check_gate(gate)
+        except UnknownGateError as exc:
+            raise RequestError(str(exc)) from None
+    else:
+        check_gate_for(variant, gate)
     if threshold is None:
         default = variant.default_threshold_for(gate)
         threshold = default if default is not None else 0.0
