@@ -441,13 +441,19 @@ def guided_velocity(
     from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 
     from app.demo.model import image_ids
+    from app.demo.pipeline import float32_precision
 
     context = model.text_encoder(tokens)
     uncond = model.text_encoder(mx.zeros_like(tokens)) if guidance > 1.0 else None
     img, txt = image_ids(image_tokens), Flux2PromptEncoder.prepare_text_ids(context[:1])
 
     def velocity(x: Any, sigma: float) -> Any:
-        return teacher_velocity(model.transformer, x, context, uncond, sigma, guidance, img, txt)
+        # The sampler's precision: mflux casts the timestep embedding to ModelConfig.precision
+        # (bfloat16 by default), which only a Trainer in the same process used to set.
+        with float32_precision():
+            return teacher_velocity(
+                model.transformer, x, context, uncond, sigma, guidance, img, txt
+            )
 
     return velocity
 
