@@ -13,6 +13,11 @@ Re-walk of mflux 0.24.0 ``Transformer.__call__`` (fingerprinted in tests/test_mf
 - body: rotary embeddings, the joint blocks, concat ``[text, image]``, the single blocks; the
   residual is taken over that concatenated sequence;
 - tail: slice the image tokens, ``norm_out``, ``proj_out``.
+
+The block-0 split (the first-block probe, ``common.probe_stack``): ``_first_block`` runs the
+rotary embeddings and joint block 0; its residual is taken on the image stream (``hidden_states``
+out minus in); ``_rest_blocks`` runs joint blocks 1.. and the single blocks and returns the image
+tokens the tail reads. A vanilla (observing) pass records the same residual after block 0.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import mlx.core as mx
 from mflux.models.flux.model.flux_transformer.transformer import Transformer
 
 from app.adapters.base import Installation
-from app.adapters.common import COND, GateState, install_class_swap
+from app.adapters.common import COND, GateState, install_class_swap, probe_stack
 from app.families.flux1 import FAMILY
 from app.gate import LiveGate
 
@@ -67,10 +72,20 @@ class GatedFlux1Transformer(Transformer):
         temb = Transformer.compute_text_embeddings(
             t, pooled_prompt_embeds, self.time_text_embed, config
         )
+        text_len = ehs.shape[1]
+        if gate.probes_first_block:  # the first-block probe: split after block 0
+            rope = Transformer.compute_rotary_embeddings(
+                prompt_embeds, self.pos_embed, config, kontext_image_ids
+            )
+            blocks = (temb, rope, controlnet_block_samples, controlnet_single_block_samples)
+            ehs1, hs1 = self._first_block(hs, ehs, *blocks)
+            out = probe_stack(gate, hs, hs1, lambda: self._rest_blocks(ehs1, hs1, *blocks))
+            noise = self.proj_out(self.norm_out(out, temb))
+            state.record(noise)
+            return noise
         # 2. Signal and decision.
         signal = self.transformer_blocks[0].norm1(hidden_states=hs, text_embeddings=temb)[0]
         verdict = gate.decide(signal)
-        text_len = ehs.shape[1]
         # 3. Body, or the cached residual.
         if verdict.decision.computes:
             rope = Transformer.compute_rotary_embeddings(
@@ -87,6 +102,8 @@ class GatedFlux1Transformer(Transformer):
                     image_rotary_embeddings=rope,
                     controlnet_block_samples=controlnet_block_samples,  # type: ignore[arg-type]
                 )
+                if idx == 0 and gate.records_first_block:  # the probe's vanilla trace
+                    gate.record_first_block(body_hs - hs)
             out = mx.concatenate([body_ehs, body_hs], axis=1)
             for idx, block in enumerate(self.single_transformer_blocks):
                 out = self._apply_single_transformer_block(
@@ -108,6 +125,62 @@ class GatedFlux1Transformer(Transformer):
         noise = self.proj_out(out)
         state.record(noise)
         return noise
+
+    # -- the block-0 split (the first-block probe) ---------------------------------------------
+    def _first_block(
+        self,
+        hs: mx.array,
+        ehs: mx.array,
+        temb: mx.array,
+        rope: mx.array,
+        controlnet_block_samples: list[mx.array] | None,
+        controlnet_single_block_samples: list[mx.array] | None,
+    ) -> tuple[mx.array, mx.array]:
+        """Joint block 0: (text stream, image stream) after it."""
+        return self._apply_joint_transformer_block(
+            idx=0,
+            block=self.transformer_blocks[0],
+            hidden_states=hs,
+            encoder_hidden_states=ehs,
+            text_embeddings=temb,
+            image_rotary_embeddings=rope,
+            controlnet_block_samples=controlnet_block_samples,  # type: ignore[arg-type]
+        )
+
+    def _rest_blocks(
+        self,
+        ehs: mx.array,
+        hs: mx.array,
+        temb: mx.array,
+        rope: mx.array,
+        controlnet_block_samples: list[mx.array] | None,
+        controlnet_single_block_samples: list[mx.array] | None,
+    ) -> mx.array:
+        """Joint blocks 1.., concat, single blocks: the image tokens the tail reads."""
+        for idx, block in enumerate(self.transformer_blocks):
+            if idx == 0:
+                continue
+            ehs, hs = self._apply_joint_transformer_block(
+                idx=idx,
+                block=block,
+                hidden_states=hs,
+                encoder_hidden_states=ehs,
+                text_embeddings=temb,
+                image_rotary_embeddings=rope,
+                controlnet_block_samples=controlnet_block_samples,  # type: ignore[arg-type]
+            )
+        out = mx.concatenate([ehs, hs], axis=1)
+        for idx, block in enumerate(self.single_transformer_blocks):
+            out = self._apply_single_transformer_block(
+                idx=idx,
+                block=block,
+                hidden_states=out,
+                encoder_hidden_states=ehs,
+                text_embeddings=temb,
+                image_rotary_embeddings=rope,
+                controlnet_single_block_samples=controlnet_single_block_samples,  # type: ignore[arg-type]
+            )
+        return out[:, ehs.shape[1] :, ...]
 
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:

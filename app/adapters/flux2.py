@@ -25,6 +25,15 @@ Each CFG branch is built inside ``branch_stream`` (two CPU streams when the call
 ``concurrent_branches``, as the demo pipeline does on the CPU; otherwise the default stream).
 
 A kv-cache call (edit pipelines) is passed to the plain transformer, ungated.
+
+The block-0 split (the first-block probe, ``common.probe_stack``): ``_first_block`` embeds the
+caption, builds the rotary embeddings and runs double block 0; its residual is taken on the image
+stream; ``_rest_blocks`` runs double blocks 1.., the concat and the single blocks and returns the
+image tokens the tail reads. Each CFG branch runs its own block 0 (it attends to its caption); the
+conditional branch decides. Where mflux compiles, ``_CompiledProbeFlux2`` is the same split,
+compiled: block 0 in the prelude, the rest in the body, the cached residual in the tail. A vanilla
+(observing) pass records the conditional branch's block-0 residual, through the same split where
+it is compiled.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from app.adapters.common import (
     UNCOND,
     GateState,
     install_predict_factory,
+    probe_stack,
 )
 from app.adapters.compiled import counted_compile, is_compiled
 from app.families.flux2 import FAMILY
@@ -121,6 +131,8 @@ def _branch(
                 kv_cache=None,
                 kv_cache_layer_idx=idx,
             )
+            if idx == 0 and branch == COND and gate.records_first_block:
+                gate.record_first_block(body_hs - pre.hs)  # the probe's vanilla trace
         out = mx.concatenate([body_ehs, body_hs], axis=1)
         mod_single = tr.single_stream_modulation(pre.temb)[0]
         for idx, block in enumerate(tr.single_transformer_blocks):
@@ -138,6 +150,89 @@ def _branch(
     out = out[:, text_len:, ...]
     out = tr.norm_out(out, pre.temb)
     return tr.proj_out(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _FirstBlock:
+    """One branch after double block 0: what the remaining blocks continue from."""
+
+    ehs: mx.array  # the caption stream after block 0
+    hs: mx.array  # the image stream after block 0
+    text_len: int
+    rope: tuple[mx.array, mx.array]
+    mod_txt: Any
+
+
+def _first_block(
+    tr: Flux2Transformer,
+    hs: mx.array,
+    mod_img: Any,
+    temb: mx.array,
+    prompt_embeds: mx.array,
+    latent_ids: mx.array,
+    text_ids: mx.array,
+) -> _FirstBlock:
+    """What must run before the first block (the caption embedding, the rotary embeddings, the
+    caption's modulation), then double block 0 (as ``_branch`` runs it)."""
+    ehs = tr.context_embedder(prompt_embeds)
+    rope = _rotary_embeddings(tr, latent_ids, text_ids)
+    mod_txt = tr.double_stream_modulation_txt(temb)
+    ehs1, hs1 = tr.transformer_blocks[0](
+        hidden_states=hs,
+        encoder_hidden_states=ehs,
+        temb_mod_params_img=mod_img,
+        temb_mod_params_txt=mod_txt,
+        image_rotary_emb=rope,
+        kv_cache=None,
+        kv_cache_layer_idx=0,
+    )
+    return _FirstBlock(ehs1, hs1, ehs.shape[1], rope, mod_txt)
+
+
+def _rest_blocks(
+    tr: Flux2Transformer, first: _FirstBlock, mod_img: Any, temb: mx.array
+) -> mx.array:
+    """Double blocks 1.., the concat, the single blocks: the image tokens the tail reads."""
+    ehs, hs = first.ehs, first.hs
+    for idx, block in enumerate(tr.transformer_blocks):
+        if idx == 0:
+            continue
+        ehs, hs = block(
+            hidden_states=hs,
+            encoder_hidden_states=ehs,
+            temb_mod_params_img=mod_img,
+            temb_mod_params_txt=first.mod_txt,
+            image_rotary_emb=first.rope,
+            kv_cache=None,
+            kv_cache_layer_idx=idx,
+        )
+    out = mx.concatenate([ehs, hs], axis=1)
+    mod_single = tr.single_stream_modulation(temb)[0]
+    for idx, block in enumerate(tr.single_transformer_blocks):
+        out = block(
+            hidden_states=out,
+            temb_mod_params=mod_single,
+            image_rotary_emb=first.rope,
+            kv_cache=None,
+            kv_cache_layer_idx=idx,
+        )
+    return out[:, first.text_len :, ...]
+
+
+def _probe_branch(
+    tr: Flux2Transformer,
+    pre: _Prelude,
+    prompt_embeds: mx.array,
+    latent_ids: mx.array,
+    text_ids: mx.array,
+    gate: LiveGate,
+) -> mx.array:
+    """The conditional branch under the first-block probe (eager)."""
+    first = _first_block(tr, pre.hs, pre.mod_img, pre.temb, prompt_embeds, latent_ids, text_ids)
+    out = probe_stack(
+        gate, pre.hs, first.hs, lambda: _rest_blocks(tr, first, pre.mod_img, pre.temb)
+    )
+    return tr.proj_out(tr.norm_out(out, pre.temb))
 
 
 def _plain(
@@ -286,10 +381,116 @@ class _CompiledFlux2:
         return noise
 
 
+class _CompiledProbeFlux2:
+    """The split-compiled step with the stack split after the conditional branch's double block 0
+    (app/adapters/compiled.py), built once per generation: the first-block probe's, and a vanilla
+    (observing) pass's, which records that block's residual beside TeaCache's signal.
+
+    1. ``prelude`` (compiled): ``_CompiledFlux2``'s prelude, and the conditional branch's caption
+       embedding, rotary embeddings and double block 0;
+    2. the decision (eager): the probe's one host sync (an observer's TeaCache signal);
+    3. ``body`` (compiled): the conditional branch's remaining blocks, the unconditional branch's
+       whole stack (as ``_CompiledFlux2``'s body runs it), the heads and CFG; or
+    4. ``tail`` (compiled): the heads of block 0's output + the cached residual (the
+       unconditional branch: its input + its cached residual), and CFG.
+    """
+
+    def __init__(self, tr: Flux2Transformer, traces: Counter[str]) -> None:
+        self.tr = tr
+        # The plain split's pieces, called inside these compiled functions (never compiled there).
+        self.plain = _CompiledFlux2(tr, Counter())
+        self.prelude = counted_compile("probe_prelude", self._prelude, traces)
+        self.body = counted_compile("probe_body", self._body, traces)
+        self.tail = counted_compile("tail", self.plain._tail, traces)
+
+    def _prelude(
+        self,
+        latents: mx.array,
+        timestep: mx.array,
+        latent_ids: mx.array,
+        prompt_embeds: mx.array,
+        text_ids: mx.array,
+    ) -> tuple[Any, ...]:
+        tr = self.tr
+        pre = _prelude(tr, latents, timestep)
+        first = _first_block(tr, pre.hs, pre.mod_img, pre.temb, prompt_embeds, latent_ids, text_ids)
+        return pre.hs, pre.temb, pre.mod_img, _signal(tr, pre), first.ehs, first.hs
+
+    def _body(
+        self,
+        hs: mx.array,
+        temb: mx.array,
+        mod_img: Any,
+        ehs1: mx.array,
+        hs1: mx.array,
+        latent_ids: mx.array,
+        prompt_embeds: mx.array,
+        text_ids: mx.array,
+        negative_prompt_embeds: mx.array | None,
+        negative_text_ids: mx.array | None,
+        guidance: float,
+    ) -> tuple[mx.array, ...]:
+        tr = self.tr
+        text_len = ehs1.shape[1]
+        # Recomputed here as ``_first_block`` computes them (cheap, and no arrays across calls).
+        rope = _rotary_embeddings(tr, latent_ids, text_ids)
+        first = _FirstBlock(ehs1, hs1, text_len, rope, tr.double_stream_modulation_txt(temb))
+        cond = _rest_blocks(tr, first, mod_img, temb)
+        noise = self.plain._head(cond, temb)
+        if negative_prompt_embeds is None or negative_text_ids is None:
+            return noise, cond
+        uncond = self.plain._branch_body(
+            hs, temb, mod_img, negative_prompt_embeds, latent_ids, negative_text_ids
+        )
+        negative_noise = self.plain._head(uncond, temb)
+        return negative_noise + guidance * (noise - negative_noise), cond, uncond
+
+    def step(self, state: GateState, kw: dict[str, Any]) -> mx.array:
+        gate = state.gate
+        cfg = kw["negative_prompt_embeds"] is not None and kw["negative_text_ids"] is not None
+        hs, temb, mod_img, signal, ehs1, hs1 = self.prelude(
+            kw["latents"], kw["timestep"], kw["latent_ids"], kw["prompt_embeds"], kw["text_ids"]
+        )
+        if gate.probes_first_block:
+            verdict = gate.decide(hs1 - hs)
+        else:  # an observer: TeaCache's signal, and the probe's trace
+            verdict = gate.decide(signal)
+            gate.record_first_block(hs1 - hs)
+        if verdict.decision.computes:
+            noise, *outs = self.body(
+                hs,
+                temb,
+                mod_img,
+                ehs1,
+                hs1,
+                kw["latent_ids"],
+                kw["prompt_embeds"],
+                kw["text_ids"],
+                kw["negative_prompt_embeds"] if cfg else None,
+                kw["negative_text_ids"] if cfg else None,
+                kw["guidance"],
+            )
+            if verdict.store_residual:
+                # The probe's conditional residual is over block 0's output; TeaCache's (an
+                # observer) and every unconditional one over the stack's input.
+                bases = (hs1 if gate.probes_first_block else hs, hs)
+                for branch, out, base in zip((COND, UNCOND), outs, bases, strict=False):
+                    gate.store_residual(out, base, branch)
+            return noise
+        uncond = gate.reuse(hs, UNCOND) if cfg else None
+        return self.tail(temb, gate.reuse(hs1, COND), uncond, kw["guidance"])
+
+
 def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Callable[..., mx.array]]:
     def factory(transformer: Flux2Transformer) -> Callable[..., mx.array]:
         own = state.own_factory(transformer) if state.own_factory is not None else None
-        split = _CompiledFlux2(transformer, state.traces) if is_compiled(own) else None
+        split: _CompiledFlux2 | _CompiledProbeFlux2 | None = None
+        if is_compiled(own):
+            # The stack split after block 0 where the gate reads that block (the probe) or
+            # records it (a vanilla pass): one compiled layout for both, so a probe pass resumed
+            # from vanilla replays what it would have computed.
+            probed = state.gate.probes_first_block or state.gate.records_first_block
+            split = (_CompiledProbeFlux2 if probed else _CompiledFlux2)(transformer, state.traces)
 
         def predict(
             latents: mx.array,
@@ -330,11 +531,18 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
                 state.record(noise)
                 return noise
             pre = _prelude(transformer, latents, timestep)
-            verdict = gate.decide(_signal(transformer, pre))
-            with branch_stream(0):
-                noise = _branch(
-                    transformer, pre, prompt_embeds, latent_ids, text_ids, gate, verdict, COND
-                )
+            if gate.probes_first_block:  # the first-block probe: split after block 0
+                with branch_stream(0):
+                    noise = _probe_branch(
+                        transformer, pre, prompt_embeds, latent_ids, text_ids, gate
+                    )
+                verdict = gate.decide(None)  # the conditional branch's, for the other branch
+            else:
+                verdict = gate.decide(_signal(transformer, pre))
+                with branch_stream(0):
+                    noise = _branch(
+                        transformer, pre, prompt_embeds, latent_ids, text_ids, gate, verdict, COND
+                    )
             if negative_prompt_embeds is not None and negative_text_ids is not None:
                 with branch_stream(1):
                     negative_noise = _branch(

@@ -14,6 +14,13 @@ Re-walk of ``QwenTransformer.__call__``:
 - body: caption embedding, rotary embeddings, the dual-stream blocks; residual over the image
   stream (the tail reads only that stream);
 - tail: ``norm_out``, ``proj_out``.
+
+The block-0 split (the first-block probe, ``common.probe_stack``): ``_caption`` and ``_block(0,
+…)`` run the caption embedding, the rotary embeddings and block 0; its residual is taken on the
+image stream; ``_rest_blocks`` runs blocks 1... The conditional call decides; the unconditional
+call of the same step reads that verdict and keeps the whole stack's residual (as under
+TeaCache). A vanilla (observing) pass records the same residual after block 0 of the conditional
+call.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransf
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
 from app.adapters.base import Installation
-from app.adapters.common import GateState, install_class_swap
+from app.adapters.common import COND, GateState, install_class_swap, probe_stack
 from app.families.qwen_image import FAMILY
 from app.gate import LiveGate
 
@@ -73,6 +80,14 @@ class GatedQwenTransformer(QwenTransformer):
         timestep = QwenTransformer._compute_timestep(t, config)
         timestep = mx.broadcast_to(timestep, (batch_size,)).astype(hs.dtype)
         temb = self.time_text_embed(timestep, hs)
+        if gate.probes_first_block and branch == COND:  # the probe: split after block 0
+            ehs, rope = self._caption(config, encoder_hidden_states, encoder_hidden_states_mask)
+            mask = encoder_hidden_states_mask
+            ehs1, hs1 = self._block(0, hs, ehs, mask, temb, rope)
+            out = probe_stack(gate, hs, hs1, lambda: self._rest_blocks(hs1, ehs1, mask, temb, rope))
+            noise = self.proj_out(self.norm_out(out, temb))
+            state.record(noise)
+            return noise
         # 2. Signal and decision: decided on the first call of the step, reused on the second.
         signal = None
         if branch == "cond":
@@ -102,6 +117,8 @@ class GatedQwenTransformer(QwenTransformer):
                     cond_embeddings=None,
                     is_cond_token=None,
                 )
+                if idx == 0 and branch == COND and gate.records_first_block:
+                    gate.record_first_block(out - hs)  # the probe's vanilla trace
             if verdict.store_residual:
                 gate.store_residual(out, hs, branch)
         else:
@@ -112,6 +129,42 @@ class GatedQwenTransformer(QwenTransformer):
         if branch == "cond":
             state.record(noise)  # calibration pairs follow the conditional branch
         return noise
+
+    # -- the block-0 split (the first-block probe) ---------------------------------------------
+    def _caption(
+        self, config: Any, encoder_hidden_states: mx.array, mask: mx.array
+    ) -> tuple[mx.array, Any]:
+        ehs = self.txt_in(self.txt_norm(encoder_hidden_states))
+        rope = QwenTransformer._compute_rotary_embeddings(
+            encoder_hidden_states_mask=mask,
+            pos_embed=self.pos_embed,
+            config=config,
+            cond_image_grid=None,
+        )
+        return ehs, rope
+
+    def _block(
+        self, idx: int, hs: mx.array, ehs: mx.array, mask: mx.array, temb: mx.array, rope: Any
+    ) -> tuple[mx.array, mx.array]:
+        """Block ``idx``: (text stream, image stream) after it."""
+        return QwenTransformer._apply_transformer_block(
+            idx=idx,
+            block=self.transformer_blocks[idx],
+            hidden_states=hs,
+            encoder_hidden_states=ehs,
+            encoder_hidden_states_mask=mask,
+            text_embeddings=temb,
+            image_rotary_embeddings=rope,
+            cond_embeddings=None,
+            is_cond_token=None,
+        )
+
+    def _rest_blocks(
+        self, hs: mx.array, ehs: mx.array, mask: mx.array, temb: mx.array, rope: Any
+    ) -> mx.array:
+        for idx in range(1, len(self.transformer_blocks)):
+            ehs, hs = self._block(idx, hs, ehs, mask, temb, rope)
+        return hs
 
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:

@@ -16,6 +16,14 @@ Re-walk of mflux 0.24.0 ``ZImageTransformer.__call__`` and ``ZImage._predict``:
 - tail: the final layer, unpatchify, negate. CFG combines ``pos + g·(pos − neg)`` as mflux does,
   one decision per step (made on the conditional branch, which carries the signal), one residual
   per branch.
+
+The block-0 split (the first-block probe, ``common.probe_stack``): the prelude above already ends
+with main layer 0 (``first``); the probe reads its residual on the image tokens (``[:, :x_len]``
+of ``first − unified``, which TeaCache reads over every token), ``_rest_layers`` runs layers 1..,
+and the cached residual is the rest's (``out − first``). The unconditional branch reads the same
+verdict and keeps TeaCache's residual. Where mflux compiles, the probe runs ``_CompiledZImage``'s
+prelude and body (so a computed step is the vanilla pass's, bit for bit) and its own tail. A
+vanilla (observing) pass records the same image-token residual.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from app.adapters.common import (
     UNCOND,
     GateState,
     install_predict_factory,
+    probe_stack,
 )
 from app.adapters.compiled import counted_compile, is_compiled
 from app.families.z_image import FAMILY
@@ -125,6 +134,14 @@ def _body(
         out = _layer(tr, index, s, out)
     if verdict.store_residual:
         gate.store_residual(out, s.unified, branch)
+    return out
+
+
+def _rest_layers(tr: ZImageTransformer, s: _Stream, first: mx.array) -> mx.array:
+    """Main layers 1.. from layer 0's output (the probe's remaining blocks)."""
+    out = first
+    for index in range(1, len(tr.layers)):
+        out = _layer(tr, index, s, out)
     return out
 
 
@@ -256,8 +273,12 @@ class _CompiledZImage:
         signal, t_emb, unified, freqs_cis, first, *uncond_stream = self.prelude(
             kw["latents"], kw["timestep"], kw["sigmas"], kw["text_encodings"], negative
         )
-        verdict = gate.decide(signal)
         x_len, x_size = _geometry(self.tr, kw["latents"])
+        if gate.probes_first_block:
+            return self._probe_step(gate, kw, t_emb, unified, freqs_cis, first, uncond_stream)
+        verdict = gate.decide(signal)
+        if gate.records_first_block:
+            gate.record_first_block(signal[:, :x_len])  # the probe's vanilla trace
         cond_in = unified[:, :x_len]
         uncond_in = uncond_stream[0][:, :x_len] if uncond_stream else None
         if verdict.decision.computes:
@@ -285,6 +306,46 @@ class _CompiledZImage:
                 t_emb, gate.reuse(cond_in, COND), reused_uncond, kw["guidance"], x_size
             )
         return noise
+
+    def _probe_step(
+        self,
+        gate: LiveGate,
+        kw: dict[str, Any],
+        t_emb: mx.array,
+        unified: mx.array,
+        freqs_cis: mx.array,
+        first: mx.array,
+        uncond_stream: list[mx.array],
+    ) -> mx.array:
+        """The first-block probe on the split: the prelude and the body are the ones a vanilla
+        pass runs (a computed step is vanilla's, bit for bit); only the decision, the residual's
+        base and the tail's input differ (layer 0's output + the cached residual)."""
+        x_len, x_size = _geometry(self.tr, kw["latents"])
+        first_img = first[:, :x_len]
+        verdict = gate.decide(first_img - unified[:, :x_len])
+        uncond_in = uncond_stream[0][:, :x_len] if uncond_stream else None
+        if verdict.decision.computes:
+            negative_unified, negative_freqs_cis = uncond_stream or (None, None)
+            noise, *outs = self.body(
+                t_emb,
+                unified,
+                freqs_cis,
+                first,
+                negative_unified,
+                negative_freqs_cis,
+                kw["guidance"],
+                x_len,
+                x_size,
+            )
+            if verdict.store_residual:
+                for branch, out, base in zip(
+                    (COND, UNCOND), outs, (first_img, uncond_in), strict=False
+                ):
+                    assert base is not None
+                    gate.store_residual(out, base, branch)
+            return noise
+        reused_uncond = gate.reuse(uncond_in, UNCOND) if uncond_in is not None else None
+        return self.tail(t_emb, gate.reuse(first_img, COND), reused_uncond, kw["guidance"], x_size)
 
 
 def make_predict_factory(
@@ -326,8 +387,23 @@ def make_predict_factory(
             t_emb = _time_embedding(transformer, timestep, sigmas)
             cond = _stream(transformer, latents, t_emb, text_encodings)
             first = _layer(transformer, 0, cond, cond.unified)
-            verdict = gate.decide(first - cond.unified)
-            noise = _tail(transformer, cond, _body(transformer, cond, gate, verdict, COND, first))
+            if gate.probes_first_block:  # the probe: the rest of the stack, or its residual
+                out = probe_stack(
+                    gate,
+                    cond.unified,
+                    first,
+                    lambda: _rest_layers(transformer, cond, first),
+                    signal=(first - cond.unified)[:, : cond.x_len],
+                )
+                noise = _tail(transformer, cond, out)
+                verdict = gate.decide(None)  # the conditional branch's, for the other branch
+            else:
+                verdict = gate.decide(first - cond.unified)
+                if gate.records_first_block:  # the probe's vanilla trace
+                    gate.record_first_block((first - cond.unified)[:, : cond.x_len])
+                noise = _tail(
+                    transformer, cond, _body(transformer, cond, gate, verdict, COND, first)
+                )
             if negative_encodings is not None:
                 uncond = _stream(transformer, latents, t_emb, negative_encodings)
                 negative_noise = _tail(

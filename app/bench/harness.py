@@ -23,7 +23,13 @@ from typing import Any
 from app.bench.chunks import ChunkStore, write_json_atomic
 from app.bench.stats import speedups, spread, step_costs, summarize_condition
 from app.bench.table import bench_markdown
-from app.bench.worker import CONDITIONS, WorkerSpec, parse_result, request_recipe
+from app.bench.worker import (
+    CONDITIONS,
+    WorkerSpec,
+    condition_gate,
+    parse_result,
+    request_recipe,
+)
 from app.engine.request import GenerationRequest
 from app.hardware import host_info
 
@@ -66,6 +72,7 @@ class BenchConfig:
     warmup_steps: int | None = None  # None: warm-up generations run the request's steps
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
+    forced_skips: int | None = None
     random_weights: str | None = None
     dtype: str | None = None
     conditions: tuple[str, ...] = CONDITIONS
@@ -78,6 +85,7 @@ class BenchConfig:
             condition,
             coefficients=self.coefficients,
             max_consecutive_skips=self.max_consecutive_skips,
+            forced_skips=self.forced_skips,
             random_weights=self.random_weights,
             dtype=self.dtype,
             warmup=self.warmup,
@@ -95,6 +103,7 @@ class BenchConfig:
             "warmup_steps": self.warmup_steps,
             "coefficients": None if self.coefficients is None else list(self.coefficients),
             "max_consecutive_skips": self.max_consecutive_skips,
+            "forced_skips": self.forced_skips,
             "random_weights": self.random_weights,
             "dtype": self.dtype,
             "conditions": list(self.conditions),
@@ -263,5 +272,14 @@ def build_report(
             for cond in config.conditions
         },
         "step_costs": step_costs(runs),
+        # Every further gated condition (``gated-<gate>``): its speed-ups and step costs.
+        "also": {
+            cond: {
+                "speedup": speedups({**conditions, "gated": conditions[cond]}),
+                "step_costs": step_costs(runs, cond),
+            }
+            for cond in config.conditions
+            if condition_gate(cond) is not None
+        },
         "runs": [{k: v for k, v in r.items() if k != "runtime"} for r in runs],
     }

@@ -90,14 +90,14 @@ def speedups(conditions: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def step_costs(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Median seconds of a computed and of a skipped step in the gated runs (each step timed
-    from one loop callback to the next: transformer or tail, scheduler step, callbacks, the
-    step's sync), and their ratio. None without a gated run that skipped."""
+def step_costs(runs: Sequence[dict[str, Any]], condition: str = "gated") -> dict[str, Any] | None:
+    """Median seconds of a computed and of a skipped step in the runs of ``condition`` (each step
+    timed from one loop callback to the next: transformer or tail, scheduler step, callbacks, the
+    step's sync), and their ratio. None without a run of it that skipped."""
     computed: list[float] = []
     skipped: list[float] = []
     for run in runs:
-        if run.get("condition") != "gated" or not run.get("step_seconds"):
+        if run.get("condition") != condition or not run.get("step_seconds"):
             continue
         for index, (seconds, letter) in enumerate(
             zip(run["step_seconds"], run["pattern"], strict=False)

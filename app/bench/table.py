@@ -24,6 +24,17 @@ CONDITION_NAMES = {
 }
 
 
+def condition_name(condition: str) -> str:
+    """A condition as the tables name it: ``gated-firstblock`` → "gated (First-block probe)"."""
+    from app.bench.worker import condition_gate
+    from app.gate.kinds import GATE_KINDS
+
+    gate = condition_gate(condition)
+    if gate in GATE_KINDS:
+        return f"gated ({GATE_KINDS[gate].label})"
+    return CONDITION_NAMES.get(condition, condition)
+
+
 def _seconds(value: float | None) -> str:
     if value is None:
         return "—"
@@ -89,8 +100,11 @@ def _first_generation(report: dict[str, Any]) -> str:
     return f"{' / '.join(values)} s ({steps} steps)"
 
 
-def _skip_cost(report: dict[str, Any]) -> str:
-    costs = report.get("step_costs") or step_costs(report.get("runs") or [])
+def _skip_cost(report: dict[str, Any], condition: str = "gated") -> str:
+    if condition == "gated":
+        costs = report.get("step_costs") or step_costs(report.get("runs") or [])
+    else:
+        costs = (report.get("also") or {}).get(condition, {}).get("step_costs")
     if not costs or costs.get("skipped_over_computed") is None:
         return "—"
     return (
@@ -125,7 +139,7 @@ def recipe_summary(report: dict[str, Any]) -> str:
         parts.append(f"guidance {recipe['guidance']:g}")
     if recipe.get("random_weights"):
         parts.append(f"random weights ({recipe['random_weights']} size)")
-    if recipe.get("coefficients") is not None:
+    if recipe.get("coefficients") is not None or recipe.get("forced_skips") is not None:
         parts.append("forced skip pattern")
     if report.get("stale"):  # a row kept after the model changed, with why
         parts.append(f"*{report['stale']}*")
@@ -169,7 +183,7 @@ def bench_markdown(report: dict[str, Any]) -> str:
         pattern = patterns[0] if info.get("pattern_stable") and patterns else " / ".join(patterns)
         wall = info.get("wall_seconds")
         lines.append(
-            f"| {CONDITION_NAMES.get(name, name)} | {_spread(info.get('loop_seconds'))} "
+            f"| {condition_name(name)} | {_spread(info.get('loop_seconds'))} "
             f"| {_seconds(wall['median']) if wall else '—'} s "
             f"| {_spread(info.get('first_generation_loop_seconds'))} "
             f"| {_spread(compile_summary)} "
@@ -188,6 +202,18 @@ def bench_markdown(report: dict[str, Any]) -> str:
         f"A skipped step costs {_skip_cost(report)} of a computed one (gated runs, median). "
         f"First generation (vanilla / gate off / gated): {_first_generation(report)}.",
         "",
+    ]
+    for condition, also in (report.get("also") or {}).items():
+        a = also["speedup"]
+        lines += [
+            f"{condition_name(condition)}: vs vanilla **{_ratio(a['gated_vs_vanilla'])}**, vs "
+            f"gate off {_ratio(a['gated_vs_gate_off'])}; ideal {_ratio(a['ideal'])}; measured / "
+            f"ideal **{_ratio(a['measured_over_ideal'], '')}** (gating alone "
+            f"{_ratio(a['gating_over_ideal'], '')}); a skipped step costs "
+            f"{_skip_cost(report, condition)} of a computed one.",
+            "",
+        ]
+    lines += [
         "Every run, in the order it ran:",
         "",
         "| Rep | Condition | Loop | Wall | First generation loop | Skipped | Pattern "
@@ -197,7 +223,7 @@ def bench_markdown(report: dict[str, Any]) -> str:
     for run in report["runs"]:
         first = run.get("first_generation") or {}
         lines.append(
-            f"| {run['rep']} | {CONDITION_NAMES.get(run['condition'], run['condition'])} "
+            f"| {run['rep']} | {condition_name(run['condition'])} "
             f"| {_seconds(run['loop_seconds'])} s | {_seconds(run['wall_seconds'])} s "
             f"| {_seconds(first.get('loop_seconds'))} s | {run['skipped']}/{run['active_steps']} "
             f"| `{run['pattern']}` | {run['longest_skip_streak']} "
@@ -246,6 +272,19 @@ def readme_table(directory: Path = BENCHMARKS_DIR) -> str:
             f"| {_skip_cost(report)} | {_first_generation(report)} "
             f"| `resources/benchmarks/{name}` |"
         )
+        for condition, also in (report.get("also") or {}).items():
+            info, a = conditions.get(condition, {}), also["speedup"]
+            lines.append(
+                f"| {recipe_summary(report)}: {condition_name(condition)} "
+                f"| {hardware_summary(report)} "
+                f"| {_spread(conditions.get('vanilla', {}).get('loop_seconds'))} "
+                f"| {_spread(conditions.get('gate_off', {}).get('loop_seconds'))} "
+                f"| {_spread(info.get('loop_seconds'))} | {_skips(info)} | {_pattern(info)} "
+                f"| **{_ratio(a['gated_vs_vanilla'])}** | {_ratio(a['gated_vs_gate_off'])} "
+                f"| {_ratio(a['gate_off_vs_vanilla'], '')} | {_ratio(a['ideal'])} "
+                f"| {_ratio(a['measured_over_ideal'], '')} | {_ratio(a['gating_over_ideal'], '')} "
+                f"| {_skip_cost(report, condition)} | — | `resources/benchmarks/{name}` |"
+            )
     lines += [
         "",
         "Times are the denoising loop (median of the repetitions, min–max in brackets), each "

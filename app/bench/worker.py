@@ -35,6 +35,30 @@ from app.engine.request import GenerationRequest, generate_kwargs
 RESULT_PREFIX = "::BENCH_RESULT::"
 CONDITIONS = ("vanilla", "gate_off", "gated")
 WORKER_SCHEMA = 1
+# A further gated condition runs another gate on the same request: ``gated-<gate>`` (``bench
+# --also-gate``), e.g. the first-block probe's forced pattern beside TeaCache's in one batch.
+GATED_PREFIX = "gated-"
+
+
+def condition_gate(condition: str) -> str | None:
+    """The gate a ``gated-<gate>`` condition names; None for the three plain conditions."""
+    return condition.removeprefix(GATED_PREFIX) if condition.startswith(GATED_PREFIX) else None
+
+
+def is_gated(condition: str) -> bool:
+    """Whether the condition's gate may skip (``gated`` or ``gated-<gate>``)."""
+    return condition == "gated" or condition_gate(condition) is not None
+
+
+def check_condition(condition: str) -> str:
+    from app.gate.kinds import GATE_KINDS
+
+    gate = condition_gate(condition)
+    if condition not in CONDITIONS and gate not in GATE_KINDS:
+        raise ValueError(
+            f"condition must be one of {CONDITIONS} or {GATED_PREFIX}<gate>, got {condition!r}"
+        )
+    return condition
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +72,9 @@ class WorkerSpec:
     # Replace the variant's polynomial (a forced skip pattern for timing on random weights).
     coefficients: tuple[float, ...] | None = None
     max_consecutive_skips: int | None = None
+    # A forced pattern for a kind that forces its own (``GateKind.forced``: the probe skips this
+    # many after each computed step whatever it measures); TeaCache's comes from ``coefficients``.
+    forced_skips: int | None = None
     random_weights: str | None = None  # "tiny" | "full": an mflux shell with random weights
     dtype: str | None = None  # "float32" | "bfloat16"; None: the pipeline's own
     warmup: int = 1
@@ -60,8 +87,7 @@ class WorkerSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.condition not in CONDITIONS:
-            raise ValueError(f"condition must be one of {CONDITIONS}, got {self.condition!r}")
+        check_condition(self.condition)
         if self.coefficients is not None:
             object.__setattr__(self, "coefficients", tuple(float(c) for c in self.coefficients))
 
@@ -101,23 +127,35 @@ def request_recipe(request: GenerationRequest) -> dict[str, Any]:
 
 
 def gate_params(spec: WorkerSpec):  # -> GateParamsLike
-    """The gate a condition runs with; ``gate_off`` keeps the variant's polynomial at 0, and
-    ``coefficients`` (``--forced-skips``) force a pattern through TeaCache's polynomial (gate off:
-    that polynomial at 0, so a variant without TeaCache numbers is timed all the same)."""
+    """The gate a condition runs with: ``gate_off`` the request's gate at threshold 0, ``gated``
+    the request's gate, ``gated-<gate>`` that gate at the request's threshold. A forced pattern
+    (``--forced-skips``) comes from the kind's own forced mode where it has one
+    (``GateKind.forced``), else from ``coefficients`` through TeaCache's polynomial (gate off:
+    that polynomial at 0 where the variant has no numbers of its own, so this year's models are
+    timed all the same)."""
     from dataclasses import replace
 
     from app.gate import TeaCacheParams
+    from app.gate.kinds import gate_kind
 
     request = spec.request
     variant = request.variant
     if spec.condition == "gate_off":
-        if spec.coefficients is not None:
+        uncalibrated = gate_kind(request.gate).calibration_of(variant) is None
+        if spec.coefficients is not None and uncalibrated:
             return TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=0.0)
-        return variant.teacache_params(0.0)
+        return variant.params_for(request.gate, 0.0)
+    gate = condition_gate(spec.condition) or request.gate
+    kind = gate_kind(gate)
+    if spec.forced_skips is not None:
+        calibration = kind.calibration_of(variant)
+        forced = None if calibration is None else kind.forced(calibration, spec.forced_skips)
+        if forced is not None:
+            return forced
     params: Any = (
         TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=request.threshold)
         if spec.coefficients is not None
-        else variant.params_for(request.gate, request.threshold)
+        else variant.params_for(gate, request.threshold)
     )
     if spec.max_consecutive_skips is not None:
         params = replace(params, max_consecutive_skips=spec.max_consecutive_skips)

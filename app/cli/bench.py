@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.bench.worker import random_weight_families
+from app.bench.worker import CONDITIONS, GATED_PREFIX, random_weight_families
 from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import add_gate_argument, add_lora_argument, lora_args, parse_size_arg
 from app.cli.model_path import add_model_path_argument, resolve_model_path
-from app.gate.kinds import gate_kind
+from app.gate.kinds import GATE_KINDS, gate_kind
 from app.variants.catalog import QUANTIZE_LEVELS
 
 DEFAULT_PROMPT = "a red circle on a blue background"
@@ -91,13 +91,26 @@ def _bench(args: argparse.Namespace) -> int:
     if args.forced_skips is not None:
         if threshold is not None:
             raise UserError("--forced-skips sets its own threshold; leave out --threshold")
-        if not gate_kind(args.gate).forced_skips:
-            raise UserError("--forced-skips drives the TeaCache polynomial; leave out --gate")
+        # TeaCache's forced pattern; a kind that forces its own (the probe) ignores it.
         coefficients = forced_coefficients(args.forced_skips)
         threshold = FORCED_THRESHOLD
         max_streak = max(args.forced_skips, 1)
     _positive("--warmup-steps", args.warmup_steps)
     request = make_recipe_request(args, threshold, forced=coefficients is not None)
+    also = tuple(dict.fromkeys(args.also_gate or ()))
+    for gate in (request.gate, *also):
+        forced = args.forced_skips is not None and gate_kind(gate).forced_skips
+        # A forced pattern brings its own numbers: no calibration is needed to time it.
+        reason = None if forced else request.variant.gate_unavailable_reason(gate)
+        if reason is not None:
+            raise UserError(reason)
+        if args.forced_skips is not None and not forced:
+            raise UserError(
+                f"--forced-skips cannot force a {gate_kind(gate).label} pattern (it drives "
+                "TeaCache's polynomial or the first-block probe); leave out that gate"
+            )
+    if request.gate in also:
+        raise UserError(f"--also-gate {request.gate} is the gated condition's own gate already")
     if args.random_weights and request.model_path is not None:
         raise UserError("--random-weights builds its own weights; leave out --model-path")
     if args.random_weights and request.variant.family.random_weights is None:
@@ -126,6 +139,8 @@ def _bench(args: argparse.Namespace) -> int:
         warmup_steps=args.warmup_steps,
         coefficients=coefficients,
         max_consecutive_skips=max_streak,
+        forced_skips=args.forced_skips,
+        conditions=(*CONDITIONS, *(f"{GATED_PREFIX}{gate}" for gate in also)),
         random_weights=args.random_weights,
         dtype=args.dtype,
         label=label,
@@ -203,6 +218,14 @@ def setup(sub: argparse._SubParsersAction) -> None:
         type=int,
         metavar="N",
         help="timing only: skip N steps after every computed one, whatever the weights",
+    )
+    p.add_argument(
+        "--also-gate",
+        action="append",
+        choices=tuple(GATE_KINDS),
+        metavar="GATE",
+        help="time another gate on the same request as one more condition, gated-GATE "
+        "(repeatable; with --forced-skips, its own forced pattern)",
     )
     p.add_argument("--label", help="a note printed with the results")
     p.add_argument("--fresh", action="store_true", help="discard kept runs and start over")

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import add_lora_argument, lora_args, parse_size_arg
-from app.gate.kinds import DEFAULT_GATE, calibrated_gates, gate_kind, magcache_from_document
+from app.gate.kinds import (
+    DEFAULT_GATE,
+    GATES,
+    calibrated_gates,
+    gate_kind,
+    magcache_from_document,
+)
 from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
@@ -230,10 +236,12 @@ def setup(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gate",
-        choices=calibrated_gates(),
+        choices=GATES,  # a kind that needs no calibration is refused with one line why
         help="calibrate one gate only: "
         + "; ".join(f"{name}: {gate_kind(name).calibration_method}" for name in calibrated_gates())
-        + " (default: every gate, from the same vanilla runs)",
+        + " (default: every gate that has a calibration, from the same vanilla runs; "
+        + ", ".join(gate_kind(name).label for name in GATES if name not in calibrated_gates())
+        + " needs none)",
     )
     p.add_argument(
         "--retention-ratio",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.errors import UserError
 from app.cli.model_path import add_model_path_argument, resolve_model_path
-from app.gate.kinds import DEFAULT_GATE, GATE_KINDS
+from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, UNCALIBRATED_GATE
 from app.variants.catalog import QUANTIZE_LEVELS
 
 if TYPE_CHECKING:
@@ -76,9 +76,10 @@ def add_gate_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gate",
         choices=tuple(GATE_KINDS),
-        default=DEFAULT_GATE,
-        help=f"which step-skipping rule decides (default {DEFAULT_GATE}); the threshold means: "
-        + meanings.replace("%", "%%"),
+        default=None,
+        help=f"which step-skipping rule decides (default {DEFAULT_GATE} where it is calibrated for "
+        f"the model, else {UNCALIBRATED_GATE}: a variant without {DEFAULT_GATE} numbers, a model "
+        "folder, LoRAs); the threshold means: " + meanings.replace("%", "%%"),
     )
 
 
@@ -100,7 +101,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "guidance": args.guidance,
         "quantize": args.quantize,
         "loras": lora_args(args),
-        "gate": getattr(args, "gate", None) or DEFAULT_GATE,
+        "gate": getattr(args, "gate", None),  # None: the variant's default for this model
     }
     values.update(overrides)
     variant_id, values["model_path"] = resolve_model_path(args.variant, args.model_path)

@@ -294,7 +294,11 @@ def check_calibration(job: Calibrate) -> None:
         raise CalibrationError("name at least one gate to calibrate")
     for gate in job.gates:
         if gate_kind(gate).calibration_method is None:
-            raise CalibrationError(f"the {gate_kind(gate).label} gate needs no calibration")
+            measured = " and ".join(gate_kind(g).label for g in calibrated_gates())
+            raise CalibrationError(
+                f"the {gate_kind(gate).label} needs no calibration: it runs on any model as it "
+                f"is (a calibration measures {measured})"
+            )
     if not (0.0 <= job.holdout < 1.0) or not math.isfinite(job.holdout):
         raise CalibrationError(f"the held-out share must be in [0, 1), got {job.holdout}")
     if job.mode not in FIT_MODES:
@@ -533,7 +537,12 @@ def calibration_document(
         "calibrated_range": None if base.calibrated_range is None else list(base.calibrated_range),
         "default_threshold": base.default_threshold,
         "provenance": {
-            "source": "the base variant's TeaCache fit, unchanged (this file adds "
+            "source": (
+                "the base variant's TeaCache fit, unchanged"
+                if base.coefficients is not None
+                else "no TeaCache calibration"
+            )
+            + " (this file adds "
             + ", ".join(gate_kind(g).label for g in job.gates)
             + ")",
         },

@@ -14,13 +14,14 @@ from dataclasses import dataclass, replace
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, RequestError
 from app.gate.kinds import DEFAULT_GATE, GateParamsLike, gate_kind, kind_of
-from app.variants import Variant
+from app.variants import Variant, check_schedule
 
 MIN_THRESHOLDS = 4
 MAX_THRESHOLDS = 8
 DEFAULT_COUNT = 6
-# Multiples of the variant's default threshold when no vanilla trace says where skips change.
-_SPREAD = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+# Multiples of the variant's default threshold when no vanilla trace says where skips change; the
+# larger ones stand in for small ones the calibration says cannot skip (#27 item 21).
+_SPREAD = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
 _EXAMPLE = "0.05, 0.1, 0.2, 0.3"
 
 
@@ -123,17 +124,27 @@ def default_thresholds(
         picked = _from_trace(params, trace, centre, count)
         if picked is not None:
             return picked
+
+    # Each default must teach something: none the gate's calibration says cannot skip a step
+    # here (the dialog would flag it "cannot skip any step"), unless no threshold can.
+    def skips(value: float) -> bool:
+        return check_schedule(variant, steps, value, gate=gate).can_skip
+
+    spread = [_round(min(1.0, centre * factor)) for factor in _SPREAD]
     values: list[float] = []
-    for factor in _SPREAD:
-        value = _round(min(1.0, centre * factor))
+    for value in [v for v in spread if skips(v)] or spread:
         if value not in values:
             values.append(value)
         if len(values) == count:
             break
     low = min(values)
-    while len(values) < count:  # a centre near 1 runs out upwards: continue downwards
-        low = _round(low / 2)
-        values.append(low)
+    while len(values) < count:  # a centre near 1 runs out upwards: continue downwards,
+        lower = _round(low / 2)  # while a smaller threshold still skips (or never did)
+        if lower in values or (skips(low) and not skips(lower)):
+            break
+        values.append(low := lower)
+    while len(values) < MIN_THRESHOLDS:  # too few that skip: smaller ones after all
+        values.append(low := _round(low / 2))
     return check_thresholds(values)
 
 

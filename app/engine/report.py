@@ -244,6 +244,9 @@ class RunReport:
                     "vanilla_trace": v.trace,
                     "vanilla_step_seconds": [s.seconds for s in v.steps],
                     "vanilla_mag_ratios": [s.mag_ratio for s in v.steps],
+                    "vanilla_block_changes": [
+                        None if s.block_changes is None else list(s.block_changes) for s in v.steps
+                    ],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,
                     "vanilla_measured_at": (
@@ -373,7 +376,17 @@ def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
         output_rel_l1=_float(row.get("output_rel_l1")),
         gate=recorded_gate(row.get("gate")),
         mag_ratio=_float(row.get("mag_ratio")),
+        block_change=_float(row.get("block_change")),
+        block_changes=_changes(row.get("block_changes")),
     )
+
+
+def _changes(value: object) -> tuple[float, ...] | None:
+    """A recorded ``block_changes`` list (strict JSON wrote a non-finite change as null: read back
+    as NaN, which the probe's rule treats as a numerical miss, as it did live)."""
+    if not isinstance(value, list):
+        return None
+    return tuple(math.nan if (v := _float(x)) is None else v for x in value)
 
 
 def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
@@ -388,6 +401,7 @@ def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
 
     trace, seconds = column("vanilla_trace"), column("vanilla_step_seconds")
     ratios = column("vanilla_mag_ratios")
+    changes = [_changes(value) for value in column("vanilla_block_changes")]
     letters = {d.letter: d for d in Decision}
     return tuple(
         StepEvent(
@@ -400,6 +414,8 @@ def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
             threshold=0.0,
             seconds=_float(seconds[i]) or 0.0,
             mag_ratio=_float(ratios[i]),
+            block_change=changes[i][0] if changes[i] else None,  # type: ignore[index]
+            block_changes=changes[i],
         )
         for i, letter in enumerate(pattern)
     )

@@ -300,12 +300,14 @@ def make_request(
     loras: Iterable[LoraSpec | tuple[str, float]] = (),
     model_path: str | Path | None = None,
     previews: bool = False,
-    gate: str = DEFAULT_GATE,
+    gate: str | None = None,
     gate_numbers_given: bool = False,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``.
-    ``gate_numbers_given``: the caller supplies the gate's numbers (``bench --forced-skips``, a
-    timing-only pattern), so the variant need not have a calibration for ``gate``."""
+    ``gate`` None: the variant's default for this model (``Variant.default_gate``: TeaCache where
+    it is calibrated for it, else the first-block probe). ``gate_numbers_given``: the caller
+    supplies the gate's numbers (``bench --forced-skips``, a timing-only pattern), so the variant
+    need not have a calibration for ``gate``."""
     from app.variants import UnknownVariantError
 
     try:
@@ -315,6 +317,10 @@ def make_request(
     prompt = check_prompt(variant, prompt)
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
+    checked_loras = check_loras(variant, loras)
+    if gate is None:  # the folder as ``_model_folder`` gives it, to match a calibration's scope
+        folder_given = None if model_path is None else str(Path(model_path).expanduser().resolve())
+        gate = variant.default_gate(checked_loras, folder_given)
     if gate_numbers_given:
         try:
             check_gate(gate)
@@ -371,7 +377,6 @@ def make_request(
                 f"them at {stored} bits, so leave quantize out or set it to {stored}"
             )
         quantize = stored
-    checked_loras = check_loras(variant, loras)
     return GenerationRequest(
         variant_id=variant.id,
         prompt=prompt,

@@ -24,7 +24,13 @@ class StepEvent:
     ``rel_l1`` is None (it reads no signal), ``predicted`` is the step's magnitude ratio from the
     calibration table and ``accumulated`` the accumulated error ``sum |1 - prod ratios|`` compared
     with ``threshold``. ``mag_ratio`` is the *measured* magnitude ratio of the residual against the
-    previous step's, recorded on vanilla (observe) passes: MagCache's calibration data."""
+    previous step's, recorded on vanilla (observe) passes: MagCache's calibration data.
+
+    ``block_change`` is the first-block probe's ``d``: the relative change of the first block's
+    residual against the last computed step's (on a vanilla pass: against the previous step).
+    ``block_changes`` (vanilla passes only) holds ``d`` against each of the previous steps,
+    nearest first, up to ``app.gate.firstblock.TRACE_DEPTH`` of them: the probe's simulator reads
+    the one its own last computed step needs (``app.gate.firstblock``)."""
 
     index: int
     num_steps: int
@@ -37,6 +43,8 @@ class StepEvent:
     output_rel_l1: float | None = None
     gate: str = "teacache"
     mag_ratio: float | None = None
+    block_change: float | None = None
+    block_changes: tuple[float, ...] | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -51,4 +59,6 @@ class StepEvent:
             "output_rel_l1": self.output_rel_l1,
             "gate": self.gate,
             "mag_ratio": self.mag_ratio,
+            "block_change": self.block_change,
+            "block_changes": None if self.block_changes is None else list(self.block_changes),
         }

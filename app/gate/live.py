@@ -38,10 +38,19 @@ from app.gate.decision import (
     predict_change,
 )
 from app.gate.events import StepEvent
+from app.gate.firstblock import GATE_NAME as FIRSTBLOCK_NAME
+from app.gate.firstblock import (
+    TRACE_DEPTH,
+    FirstBlockParams,
+    FirstBlockScalars,
+    decide_firstblock,
+    wants_change,
+)
 from app.gate.magcache import GATE_NAME as MAGCACHE_NAME
 from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
 
 __all__ = [
+    "FirstBlockGate",
     "LiveGate",
     "MagCacheGate",
     "StepEvent",
@@ -69,10 +78,14 @@ def magnitude_ratio(current: mx.array, previous: mx.array) -> mx.array:
     return mx.mean(cur / mx.maximum(prev, _EPS))
 
 
-def rel_l1(current: mx.array, previous: mx.array) -> float:
-    num, den = cast(list[float], rel_l1_pair(current, previous).tolist())
+def _ratio(num: float, den: float) -> float:
     value = num / max(den, _EPS)
     return value if math.isfinite(value) else math.nan
+
+
+def rel_l1(current: mx.array, previous: mx.array) -> float:
+    num, den = cast(list[float], rel_l1_pair(current, previous).tolist())
+    return _ratio(num, den)
 
 
 class LiveGate(ABC):
@@ -84,6 +97,9 @@ class LiveGate(ABC):
     gate_name = ""
     observe = False  # an observing gate measures every step and never skips (vanilla passes)
     capture_output = False  # an observer that also records the output's change (calibration)
+    # The adapter splits the stack at its first block and passes ``decide`` that block's residual
+    # (the first-block probe) instead of a signal built before the stack.
+    probes_first_block = False
 
     def __init__(
         self,
@@ -104,6 +120,10 @@ class LiveGate(ABC):
         self._pending_output: float | None = None
         self._output_recorded = False
         self._pending_magnitude: mx.array | None = None
+        self._pending_block_change: float | None = None
+        self._pending_block_changes: mx.array | None = None
+        self._block_recorded = False
+        self._block_history: list[mx.array] = []  # observers: recent first-block residuals
         self._index = 0
         self._t_last = 0.0
 
@@ -122,6 +142,9 @@ class LiveGate(ABC):
         self._pending_output = None
         self._output_recorded = False
         self._pending_magnitude = None
+        self._pending_block_change = None
+        self._pending_block_changes = None
+        self._block_recorded = False
         self._t_last = self._clock()
 
     def release(self) -> None:
@@ -129,11 +152,18 @@ class LiveGate(ABC):
         self._previous_output = None
         self._residuals.clear()
         self._unevaluated = []
+        self._block_history = []
 
     @property
     @abstractmethod
     def needs_signal(self) -> bool:
         """Whether the adapter must build this step's signal and take the gated path."""
+
+    @property
+    def records_first_block(self) -> bool:
+        """Whether the adapter must hand this gate the first block's residual on every step
+        (``record_first_block``): an observing gate records the probe's trace."""
+        return self.observe
 
     @property
     def step_index(self) -> int:
@@ -161,6 +191,21 @@ class LiveGate(ABC):
         # Evaluated with the step's latents (see ``unevaluated``) rather than here: a separate
         # eval mid-step is an extra host sync. Both operands live until the step ends anyway.
         self._residuals[branch] = residual
+        self._unevaluated.append(residual)
+
+    def record_first_block(self, residual: mx.array) -> None:
+        """An observer's record of the first block's residual on the image stream (conditional
+        branch; once per step): ``d`` against each of the last ``TRACE_DEPTH`` steps, reduced
+        lazily and evaluated with the step's latents (no extra host sync), read at ``end_step``.
+        A gate that does not observe ignores it."""
+        if not self.observe or self._block_recorded:
+            return
+        self._block_recorded = True
+        if self._block_history:
+            pairs = mx.stack([rel_l1_pair(residual, past) for past in self._block_history])
+            self._pending_block_changes = pairs
+            self._unevaluated.append(pairs)
+        self._block_history = [residual, *self._block_history][:TRACE_DEPTH]
         self._unevaluated.append(residual)
 
     def unevaluated(self) -> list[mx.array]:
@@ -207,6 +252,12 @@ class LiveGate(ABC):
         if self._pending_magnitude is not None:
             value = cast(float, self._pending_magnitude.item())  # evaluated with the latents
             magnitude = value if math.isfinite(value) else math.nan
+        block_change = self._pending_block_change
+        block_changes = None
+        if self._pending_block_changes is not None:  # evaluated with the latents
+            pairs = cast(list[list[float]], self._pending_block_changes.tolist())
+            block_changes = tuple(_ratio(num, den) for num, den in pairs)
+            block_change = block_changes[0]
         event = StepEvent(
             index=self._index,
             num_steps=self.num_steps,
@@ -219,12 +270,17 @@ class LiveGate(ABC):
             output_rel_l1=self._pending_output,
             gate=self.gate_name,
             mag_ratio=magnitude,
+            block_change=block_change,
+            block_changes=block_changes,
         )
         self._t_last = now
         self._pending = None
         self._pending_output = None
         self._output_recorded = False
         self._pending_magnitude = None
+        self._pending_block_change = None
+        self._pending_block_changes = None
+        self._block_recorded = False
         self._index += 1
         self.events.append(event)
         if self._on_step is not None:
@@ -353,5 +409,62 @@ class MagCacheGate(LiveGate):
         if self._pending is not None:
             return self._pending  # a second transformer call in the same step (CFG pairing)
         verdict = decide_magcache(self.params, self._mag, self._index, self.num_steps, self._table)
+        self._pending = verdict
+        return verdict
+
+
+class FirstBlockGate(LiveGate):
+    """The first-block probe's live gate (``app.gate.firstblock``): the adapter runs the first
+    block and passes its residual on the image stream to ``decide``; the gate compares it with the
+    last computed step's (one host sync, only on steps where the rule reads it), and on a skip
+    the adapter adds the remaining blocks' cached residual to the first block's output
+    (``reuse``). The reference is replaced only on computed steps that store. Never observes: the
+    vanilla pass's observer records the probe's trace (``record_first_block``)."""
+
+    gate_name = FIRSTBLOCK_NAME
+    params: FirstBlockParams
+    probes_first_block = True
+
+    def __init__(
+        self,
+        params: FirstBlockParams,
+        *,
+        on_step: Callable[[StepEvent], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(params, on_step=on_step, clock=clock)
+        self._probe = FirstBlockScalars()
+        self._reference: mx.array | None = None
+
+    def begin(self, num_steps: int) -> None:
+        super().begin(num_steps)
+        self._probe = FirstBlockScalars()
+
+    def release(self) -> None:
+        super().release()
+        self._reference = None
+
+    @property
+    def needs_signal(self) -> bool:
+        # "Needs the probe's path": at threshold 0 the adapters run the plain forward.
+        return self.params.enabled
+
+    def decide(self, signal: mx.array | None) -> Verdict:
+        if self._pending is not None:
+            return self._pending  # a second transformer call in the same step (CFG pairing)
+        change: float | None = None
+        measure = wants_change(self.params, self._probe, self._index, self.num_steps)
+        if signal is not None and self._reference is not None and measure:
+            change = rel_l1(signal, self._reference)  # the one host sync of the step
+        verdict = decide_firstblock(self.params, self._probe, self._index, self.num_steps, change)
+        if verdict.store_residual and signal is not None:
+            # Evaluated with the step's latents (``unevaluated``), not here: no extra sync.
+            self._reference = signal
+            self._unevaluated.append(signal)
+        elif verdict.decision.computes and not verdict.store_residual:
+            # The last steps and numerical misses: nothing may reuse what is cached.
+            self._residuals.clear()
+            self._reference = None
+        self._pending_block_change = change
         self._pending = verdict
         return verdict

@@ -59,6 +59,11 @@ class ComparisonRow:
             report=report,
         )
 
+    @property
+    def local_diff(self) -> float | None:
+        """The worst window's mean difference (0–1) of its report; None without one."""
+        return self.report.local_diff_value if self.report is not None else None
+
     def to_json(self, image_file: str) -> dict[str, object]:
         return {
             "threshold": self.threshold,

@@ -139,6 +139,16 @@ class HistoryEntry:
         return self.meta["request"]
 
     @property
+    def warning_messages(self) -> tuple[str, ...]:
+        """The notes the run (or comparison) gave, as saved."""
+        saved = self.meta.get("warnings")
+        if not isinstance(saved, list):
+            return ()
+        return tuple(
+            w["message"] for w in saved if isinstance(w, dict) and isinstance(w.get("message"), str)
+        )
+
+    @property
     def result(self) -> dict[str, Any]:
         return self.meta.get("result", {})
 

@@ -3,7 +3,6 @@ distilled-schedule notice. SSIM and speedup are the engine's ``RunReport``'s (ap
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -60,6 +59,7 @@ class EngagementBand:
     max_skips: int
     curve: tuple[tuple[float, int], ...] = field(default_factory=tuple)
     gate: str = DEFAULT_GATE
+    trace: tuple[float | None, ...] = ()  # the gate's signal on the vanilla run (what it simulates)
 
     def engages_at(self, threshold: float) -> bool:
         return gate_kind(self.gate).engages(threshold, self.onset)
@@ -105,6 +105,7 @@ def engagement_band(
         max_skips,
         curve,
         gate,
+        tuple(trace),
     )
 
 
@@ -137,8 +138,12 @@ class BannerFix:
         return cls(FixKind.quantize, quantize=bits)
 
     @classmethod
-    def use_variant(cls, variant_id: str) -> BannerFix:
-        return cls(FixKind.variant, variant=variant_id)
+    def use_variant(
+        cls, variant_id: str, *, steps: int | None = None, threshold: float | None = None
+    ) -> BannerFix:
+        """Switch to ``variant_id`` (its remembered inputs), and where given to these steps and
+        threshold (a schedule banner's fix names the schedule it promises skips)."""
+        return cls(FixKind.variant, variant=variant_id, steps=steps, threshold=threshold)
 
     @classmethod
     def use_steps(cls, steps: int) -> BannerFix:
@@ -157,6 +162,7 @@ class BannerFix:
 class NoticeAction:
     label: str
     fix: BannerFix
+    guess: bool = False  # evidence from other runs (a calibration's prompts), not this schedule's
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,12 +268,20 @@ def schedule_notice(
             "is the step count, not the threshold."
         )
     else:
-        blocking = next(((v, src) for v, src in evidence if not kind.engages(threshold, v)), None)
+        # The largest bound that blocks is the one a fix must clear: the text names it, and the
+        # button clears it by the entry's last decimal (the others are named beside it).
+        blockers = [(v, src) for v, src in evidence if not kind.engages(threshold, v)]
+        blocking = max(blockers, key=lambda e: e[0]) if blockers else None
         if blocking is not None:
+            others = "".join(
+                f"; {src}: {kind.format_onset(v)}"
+                for v, src in blockers
+                if kind.format_onset(v) != kind.format_onset(blocking[0])
+            )
             parts.append(
                 f"Every {kind.onset_quantity} is {_at_or_above(kind)} the threshold "
-                f"{fmt(threshold)}: the smallest is {fmt(blocking[0])} ({blocking[1]}), so no "
-                "step can be skipped."
+                f"{fmt(threshold)}: the smallest is {kind.format_onset(blocking[0])} "
+                f"({blocking[1]}{others}), so no step can be skipped."
             )
         elif (onset_reported and engine_onset is None) or (
             measured is not None and measured.onset is None
@@ -297,20 +311,57 @@ def schedule_notice(
     actions: list[NoticeAction] = []
     advice: list[str] = []
     if base is not None and base_default is not None:
-        # The base variant's calibrated threshold skips at its default steps (why it was chosen).
-        advice.append(f"use {base.display_name} at {base.default_steps} steps")
-        actions.append(NoticeAction(f"Use {base.display_name}", BannerFix.use_variant(base.id)))
+        # The base variant's calibrated threshold skips at its default steps (why it was chosen):
+        # the fix sets both, not the base's remembered inputs (which may not skip).
+        advice.append(
+            f"use {base.display_name} at {base.default_steps} steps and its calibrated "
+            f"threshold {fmt(base_default)}"
+        )
+        fix = BannerFix.use_variant(base.id, steps=base.default_steps, threshold=base_default)
+        actions.append(NoticeAction(f"Use {base.display_name}", fix))
     if blocked and eligible > 0:
-        traced = (engine_onset, measured.onset if measured else None, calibration_min)
-        suggested = _skipping_threshold(traced, floor)
-        if suggested is not None:
-            advice.append(f"raise the threshold to {suggested:.4f}")
-            fix = BannerFix.use_threshold(suggested)
-            actions.append(NoticeAction(f"Threshold {suggested:.4f}", fix))
+        # The smallest prediction each source knows of, most direct first; the polynomial's
+        # floor alone is no such evidence (it bounds predictions from below; no trace need
+        # reach it) unless the kind's simulation is exact without a trace.
+        exact_floor = floor if kind.exact_simulation else None
+        traced = (engine_onset, measured.onset if measured else None, calibration_min, exact_floor)
+        trace = measured.trace if measured is not None and measured.trace else None
+        offer = _threshold_offer(kind, variant, steps, threshold, traced, floor, trace, traced_here)
+        if offer is not None:
+            value = f"{offer.threshold:.4f}"
+            fix = BannerFix.use_threshold(offer.threshold)
+            if offer.guess:
+                advice.append(
+                    f"try the threshold {value}, a guess from the calibration data (measured on "
+                    "other prompts: Generate measures this one's, and the banner then offers a "
+                    "threshold that skips on it)"
+                )
+                actions.append(NoticeAction(f"Try {value} (a guess)", fix, guess=True))
+            else:
+                where = (
+                    "on this run's vanilla pass"
+                    if traced_here
+                    else f"on {kind.label}'s calibration, exact for every run of {steps} steps"
+                )
+                said = (
+                    ""
+                    if offer.skips is None
+                    else f" (simulated {where}, it skips {offer.skips} of {steps} steps)"
+                )
+                advice.append(f"raise the threshold to {value}{said}")
+                actions.append(NoticeAction(f"Threshold {value}", fix))
     more_steps = steps_that_skip(variant, steps, threshold, gate) if blocked else None
     if more_steps is not None:
-        advice.append(f"use {more_steps} steps")
-        actions.append(NoticeAction(f"Use {more_steps} steps", BannerFix.use_steps(more_steps)))
+        fix = BannerFix.use_steps(more_steps)
+        if kind.exact_simulation:  # the calibration's simulation is exact for any run
+            advice.append(f"use {more_steps} steps")
+            actions.append(NoticeAction(f"Use {more_steps} steps", fix))
+        else:  # measured at those steps on the calibration's prompts, not this one
+            advice.append(
+                f"try {more_steps} steps, a guess from the calibration data (measured at "
+                f"{more_steps} steps on other prompts)"
+            )
+            actions.append(NoticeAction(f"Try {more_steps} steps (a guess)", fix, guess=True))
     if advice:
         parts.append("Instead: " + "; or ".join(advice) + ".")
     if not blocked:
@@ -345,21 +396,56 @@ def _at_or_above(kind: AnyGateKind) -> str:
     return "above" if kind.skips_at_onset else "at or above"
 
 
-def _skipping_threshold(traced: Sequence[float | None], floor: float | None) -> float | None:
-    """The smallest threshold (4 decimals) that a trace of these steps says skips one step.
+@dataclass(frozen=True, slots=True)
+class ThresholdOffer:
+    """A banner's threshold fix: the value, the steps it skips where a simulation says so
+    (None: exact by the onset alone), and whether it is a guess (no trace of this schedule)."""
+
+    threshold: float
+    skips: int | None
+    guess: bool
+
+
+def _threshold_offer(
+    kind: AnyGateKind,
+    variant: Variant,
+    steps: int,
+    threshold: float,
+    traced: Sequence[float | None],
+    floor: float | None,
+    trace: Sequence[float | None] | None,
+    traced_here: bool,
+) -> ThresholdOffer | None:
+    """The smallest threshold (the entry's decimals) that the evidence says skips one step,
+    simulated where a trace exists.
 
     Before the first skip every eligible step compares its own prediction with the threshold, so
-    any threshold strictly above a trace's smallest prediction skips that step (exact: the
-    simulator's onset). ``traced`` holds that smallest prediction from the engine's trace, the last
-    vanilla run's and the calibration's, most direct first. The polynomial's floor alone is no such
-    evidence (it bounds predictions from below; no trace need reach it), but a suggestion must
-    clear it too."""
+    any threshold past a trace's smallest prediction skips that step (the simulator's onset).
+    ``traced`` holds that smallest prediction from the engine's trace, the last vanilla run's, the
+    calibration's (other prompts: a guess) and, for a kind whose simulation is exact without a
+    trace, its floor, most direct first; a suggestion must clear the floor too. Where a trace of
+    this schedule exists (the run's, or for an exact kind any run of ``steps`` steps), the offer
+    is simulated on it and moves to the first threshold that skips there if it would not."""
     known = next((v for v in traced if v is not None), None)
-    if known is None:
+    calibration = kind.calibration_of(variant)
+    if known is None or calibration is None:
         return None
-    lowest = max(known, floor) if floor is not None else known
-    candidate = math.floor(lowest * 10_000 + 1) / 10_000
-    return candidate if candidate <= 1.0 else None
+    suggested = kind.smallest_engaging(max(known, floor) if floor is not None else known)
+    if trace is None and kind.exact_simulation:
+        trace = [None] * steps  # its simulation reads the step count only: exact
+    if trace is None:
+        if suggested is None:
+            return None
+        return ThresholdOffer(suggested, None, guess=not traced_here)
+    skips = 0 if suggested is None else kind.skipped(kind.params(calibration, suggested), trace)
+    if suggested is None or skips == 0:
+        probe = kind.params(calibration, max(threshold, 1e-9))
+        above = next((c for c in kind.candidates(probe, trace) if c.threshold > threshold), None)
+        if above is None:
+            return None
+        suggested = above.threshold
+        skips = kind.skipped(kind.params(calibration, suggested), trace)
+    return ThresholdOffer(suggested, skips, guess=False)
 
 
 def steps_that_skip(
@@ -384,11 +470,17 @@ def steps_that_skip(
 fmt = format_threshold  # thresholds and predicted changes, as the kinds write them
 
 
-def lora_calibration_note(loras: Sequence[LoraSpec], variant: Variant | None = None) -> str:
+def lora_calibration_note(
+    loras: Sequence[LoraSpec], variant: Variant | None = None, gate: str = DEFAULT_GATE
+) -> str:
     """The gate plot's caveat for a LoRA set the variant's calibration was not made with: a
-    built-in one was fitted on the base model without LoRAs; a user calibration made with a LoRA
+    built-in one was made on the base model without LoRAs; a user calibration made with a LoRA
     set (``Variant.calibration_scope``) is for that set only. Nothing where it was made with
-    exactly these LoRAs."""
+    exactly these LoRAs. It names ``gate``'s calibration (the run's), in words true of any kind's
+    (a polynomial for one, a table for another). Nothing for a kind that needs no calibration
+    (the first-block probe measures the model as it runs)."""
+    if gate_kind(gate).calibration_free:
+        return ""
     if variant is not None and variant.calibrated_for(loras):
         return ""
     scope = variant.calibration_scope if variant is not None else None
@@ -404,6 +496,6 @@ def lora_calibration_note(loras: Sequence[LoraSpec], variant: Variant | None = N
     names = ", ".join(lora.label() for lora in loras)
     these = "this LoRA" if len(loras) == 1 else "these LoRAs"
     return (
-        f"Calibrated without {these} ({names}): the gate's polynomial was fitted on the base "
-        "model, so weigh the skips against SSIM."
+        f"Calibrated without {these} ({names}): {gate_kind(gate).label}'s calibration was made on "
+        "the base model, so weigh the skips against SSIM."
     )

@@ -84,6 +84,10 @@ class FormModel(QObject):
     # is charged to no step, but it is wall time).
     live_previews = True
     gate = Prop(DEFAULT_GATE)  # a gate kind's name (app.gate.kinds)
+    # Why the gate is the first-block probe where TeaCache has no calibration for this model (a
+    # variant without one, a model folder, LoRAs), in one line; "" where that is not the case.
+    gate_note = Prop("")
+    gate_note_changed = Signal(object)
 
     def __init__(
         self,
@@ -102,7 +106,11 @@ class FormModel(QObject):
         self.prompt = settings.last_prompt or DEFAULT_PROMPT
         self.seed = settings.seed
         self.gate = settings.last_gate  # kept where the variant has its calibration
+        # The form moved to a calibration-free gate because the model that runs is not the one
+        # the chosen gate was calibrated on; it moves back when that changes (``_fit_gate``).
+        self._moved_gate: str | None = None
         self._load_variant(variant_id)
+        self.loras_changed.connect(lambda _loras: self._fit_gate())
 
     @property
     def variant(self) -> Variant:
@@ -123,8 +131,34 @@ class FormModel(QObject):
         if gate == self.gate or self.variant.gate_unavailable_reason(gate) is not None:
             return
         self.remember()
+        self._moved_gate = None  # the user's own pick
         self.gate = gate
         self.threshold = self._remembered_threshold(self.variant)
+        self._refresh_gate_note()
+
+    def _fit_gate(self) -> None:
+        """Open on the first-block probe where the chosen gate's calibration was not measured on
+        the model that runs (``Variant.uncalibrated_reason``: no TeaCache numbers, a model folder,
+        LoRAs), and go back to the gate it replaced once it is again (the user can always pick
+        another gate; that pick stays)."""
+        variant = self.variant
+        reason = variant.uncalibrated_reason(self.loras)
+        target = self.gate
+        if reason is not None and not gate_kind(self.gate).calibration_free:
+            target, self._moved_gate = variant.default_gate(self.loras), self.gate
+        elif reason is None and self._moved_gate is not None:
+            if variant.gate_unavailable_reason(self._moved_gate) is None:
+                target = self._moved_gate
+            self._moved_gate = None
+        if target != self.gate:
+            self.remember()
+            self.gate = target
+            self.threshold = self._remembered_threshold(variant)
+        self._refresh_gate_note()
+
+    def _refresh_gate_note(self) -> None:
+        reason = self.variant.uncalibrated_reason(self.loras)
+        self.gate_note = reason if reason and gate_kind(self.gate).calibration_free else ""
 
     def _remembered_threshold(self, variant: Variant) -> float:
         key = threshold_key(variant.id, self.gate)
@@ -188,6 +222,7 @@ class FormModel(QObject):
         self.prompt = request.prompt
         self.seed = request.seed
         self.steps = request.steps
+        self._moved_gate = None
         self.gate = request.gate
         self.threshold = request.threshold
         self.size = (request.width, request.height)
@@ -195,6 +230,7 @@ class FormModel(QObject):
             self.guidance = request.guidance
         self.loras = request.loras
         self.quantize = request.quantize
+        self._refresh_gate_note()
 
     def _load_variant(self, variant_id: str) -> None:
         variant = get_variant(variant_id)
@@ -214,15 +250,23 @@ class FormModel(QObject):
             low, high = GUIDANCE_RANGE
             if not low <= guidance <= high:
                 guidance = variant.default_guidance
+        stored_loras = [] if variant.embedded else s.loras.get(variant_id, [])
+        loras = tuple(LoraSpec(str(path), float(scale)) for path, scale in stored_loras)  # type: ignore[arg-type]
         self.variant_id = variant_id
         self.steps = steps
-        if variant.gate_unavailable_reason(self.gate) is not None and variant.gates:
-            self.gate = variant.gates[0]  # the variant's own first gate
+        if self._moved_gate is not None and variant.uncalibrated_reason(loras) is None:
+            if variant.gate_unavailable_reason(self._moved_gate) is None:
+                self.gate = self._moved_gate  # back to what the last model moved away from
+            self._moved_gate = None
+        if variant.gate_unavailable_reason(self.gate) is not None:
+            self.gate = variant.default_gate(loras)  # the variant's own default
+        elif variant.uncalibrated_reason(loras) and not gate_kind(self.gate).calibration_free:
+            self._moved_gate, self.gate = self.gate, variant.default_gate(loras)
         self.threshold = self._remembered_threshold(variant)
         self.size = size
         self.guidance = guidance
-        stored_loras = [] if variant.embedded else s.loras.get(variant_id, [])
-        self.loras = tuple(LoraSpec(str(path), float(scale)) for path, scale in stored_loras)  # type: ignore[arg-type]
+        self.loras = loras
+        self._refresh_gate_note()
         self.quantize = initial_quantize(variant, size, self.memory_bytes)
         stored_choice = s.quantize.get(variant_id)
         if stored_choice is not None and not variant.embedded and variant.stored_quantize is None:

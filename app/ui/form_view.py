@@ -31,12 +31,13 @@ from superqt.utils import signals_blocked
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.app import Studio
-from app.ui.defaults import MAX_SEED, size_allowed, size_presets
+from app.ui.defaults import MAX_SEED, default_threshold, size_allowed, size_presets
 from app.ui.downloads import format_bytes
 from app.ui.form_model import FormModel
 from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
 from app.ui.observable import Binding, bind
+from app.ui.plain_words import calibration_tooltip, gate_unavailable
 from app.ui.quantize_view import QuantizeControl, bind_quantize
 from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeSpinBox
 from app.ui.theme import caption_font, mute, small_font
@@ -52,23 +53,14 @@ def section(text: str) -> QLabel:
     return label
 
 
-def calibration_text(variant: Variant, gate: str = DEFAULT_GATE) -> str:
-    """Where the gate's numbers for this variant come from (TeaCache's polynomial, MagCache's
-    table), in a few short lines; the reason where the variant has none."""
-    kind = gate_kind(gate)
-    calibration = kind.calibration_of(variant)
-    if calibration is None:
-        return variant.gate_unavailable_reason(gate) or ""
-    return kind.provenance_text(calibration)
-
-
 def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
-    """The sidebar's plain line; the fit figures (``calibration_text``) sit under Details. A
-    calibration made with LoRAs says so: it is for that LoRA set only."""
+    """The sidebar's plain line; the fit figures and their source sit under Details
+    (``plain_words.calibration_detail_lines``). A calibration made with LoRAs says so: it is for
+    that LoRA set only."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     if calibration is None:
-        return variant.gate_unavailable_reason(gate) or ""
+        return gate_unavailable(variant, gate) or ""
     scope = variant.calibration_scope
     threshold = kind.default_threshold(calibration)
     if scope is None or threshold is None:
@@ -82,12 +74,34 @@ def calibration_summary(variant: Variant, gate: str = DEFAULT_GATE) -> str:
     return text + " Figures: Details, under the images."
 
 
+def threshold_tooltip(gate: str) -> str:
+    """The threshold's tooltip: what it means for the picked gate, and how the slider reads."""
+    return (
+        f"{gate_kind(gate).threshold_meaning}. 0 turns skipping off. Most of the slider's track "
+        "covers up to three times this model's default, where thresholds that skip live; type "
+        "any value from 0 to 1 in the box."
+    )
+
+
+def rerun_tooltip(gate: str) -> str:
+    return (
+        "Threshold-only changes reuse the cached vanilla pass: only the "
+        f"{gate_kind(gate).label} pass runs again"
+    )
+
+
 class ThresholdControl(QWidget):
     """A slider on a square-root scale (finer near 0: calibrated thresholds run from about 0.01
-    to 0.3) beside an exact numeric entry, 0–1 with four decimals."""
+    to 0.3) over an exact numeric entry, 0–1 with four decimals.
+
+    With a ``knee`` (``set_knee``: the window sets three times the gate's default threshold) the
+    first ``KNEE_SHARE`` of the track covers 0 to the knee evenly and the rest the knee to 1, so a
+    short drag near the default moves it a little (the walk: 30 px moved 0.1 to 0.35); the slider
+    spans the sidebar's width, the entry and Reset sit under it (``entry_row``)."""
 
     valueChanged = Signal(float)
     STEPS = 1000
+    KNEE_SHARE = 0.8
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -100,12 +114,16 @@ class ThresholdControl(QWidget):
         self.spin.setKeyboardTracking(False)  # commit on Enter or focus-out, not per keystroke
         self.spin.setAccelerated(True)
         self.spin.setFixedWidth(self.spin.fontMetrics().horizontalAdvance("0.00000") + 40)
-        layout = QHBoxLayout(self)
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
-        layout.addWidget(self.slider, 1)
-        layout.addWidget(self.spin)
+        layout.setSpacing(4)
+        layout.addWidget(self.slider)
+        self.entry_row = QHBoxLayout()
+        self.entry_row.setSpacing(6)
+        self.entry_row.addWidget(self.spin)
+        layout.addLayout(self.entry_row)
         self._value = 0.0
+        self._knee: float | None = None
         self.slider.valueChanged.connect(self._from_slider)
         self.spin.valueChanged.connect(self._from_spin)
 
@@ -114,6 +132,34 @@ class ThresholdControl(QWidget):
 
     def setValue(self, value: float) -> None:
         self._apply(round(min(1.0, max(0.0, float(value))), 4))
+
+    def set_knee(self, knee: float | None) -> None:
+        """Where the fine part of the track ends (None: one square-root scale over 0–1); the
+        value stays, the handle moves to it."""
+        knee = None if knee is None or not 0.0 < knee < 1.0 else knee
+        if knee == self._knee:
+            return
+        self._knee = knee
+        with signals_blocked(self.slider):
+            self.slider.setValue(self.position_of(self._value))
+
+    def position_of(self, value: float) -> int:
+        knee, steps = self._knee, self.STEPS
+        if knee is None:
+            return self.to_position(value)
+        fine = self.KNEE_SHARE * steps
+        if value <= knee:
+            return round(max(0.0, value) / knee * fine)
+        return round(fine + (min(1.0, value) - knee) / (1.0 - knee) * (steps - fine))
+
+    def value_at(self, position: int) -> float:
+        knee, steps = self._knee, self.STEPS
+        if knee is None:
+            return self.from_position(position)
+        fine = self.KNEE_SHARE * steps
+        if position <= fine:
+            return round(knee * position / fine, 4)
+        return round(knee + (position - fine) / (steps - fine) * (1.0 - knee), 4)
 
     @staticmethod
     def to_position(value: float) -> int:
@@ -124,7 +170,7 @@ class ThresholdControl(QWidget):
         return round((position / ThresholdControl.STEPS) ** 2, 4)
 
     def _from_slider(self, position: int) -> None:
-        self._apply(self.from_position(position), moved_slider=True)
+        self._apply(self.value_at(position), moved_slider=True)
 
     def _from_spin(self, value: float) -> None:
         self._apply(round(value, 4))
@@ -132,7 +178,7 @@ class ThresholdControl(QWidget):
     def _apply(self, value: float, *, moved_slider: bool = False) -> None:
         with signals_blocked(self.slider), signals_blocked(self.spin):
             if not moved_slider:
-                self.slider.setValue(self.to_position(value))
+                self.slider.setValue(self.position_of(value))
             self.spin.setValue(value)
         if value != self._value:
             self._value = value
@@ -211,10 +257,7 @@ class ControlsView(QFrame):
 
         self.gate_picker = GatePicker()
         self.threshold = ThresholdControl()
-        self.threshold.setToolTip(
-            "TeaCache skips a step while the accumulated predicted change stays below this value. "
-            "0 turns skipping off. The slider is finer near 0, where calibrated thresholds live."
-        )
+        self.threshold.setToolTip(threshold_tooltip(DEFAULT_GATE))
         self.threshold_note = RangeNote(self.threshold.spin)
         self.threshold_reset = QToolButton()
         self.threshold_reset.setText("Reset")
@@ -225,10 +268,7 @@ class ControlsView(QFrame):
         mute(self.threshold_hint)
         self.rerun = QCheckBox("Re-run when the threshold changes")
         self.rerun.setFont(small_font(self.rerun.font()))
-        self.rerun.setToolTip(
-            "Threshold-only changes reuse the cached vanilla pass: only the "
-            "TeaCache pass runs again"
-        )
+        self.rerun.setToolTip(rerun_tooltip(DEFAULT_GATE))
 
         self.history_button = QPushButton("History…")
         self.cancel_button = QPushButton("Cancel")
@@ -303,11 +343,11 @@ class ControlsView(QFrame):
 
         layout.addWidget(section("Gate and threshold"))
         layout.addWidget(self.gate_picker)
-        threshold_row = QHBoxLayout()
-        threshold_row.setSpacing(6)
-        threshold_row.addWidget(self.threshold, 1)
-        threshold_row.addWidget(self.threshold_reset)
-        layout.addLayout(threshold_row)
+        # The slider takes the sidebar's width (a short drag is a small change); the entry and
+        # Reset sit under it.
+        self.threshold.entry_row.addWidget(self.threshold_reset)
+        self.threshold.entry_row.addStretch(1)
+        layout.addWidget(self.threshold)
         layout.addWidget(self.threshold_note)
         layout.addWidget(self.threshold_hint)
         layout.addWidget(self.rerun)
@@ -411,6 +451,7 @@ class FormPanel:
         self.bindings = bind_form(c, f)
         f.gate_changed.connect(lambda _gate: self.refresh_threshold_hint())
         f.gate_changed.connect(lambda _gate: self.refresh_variant_info())
+        f.gate_note_changed.connect(lambda _note: self.refresh_variant_info())
         c.variant_picker.variant_selected.connect(s.select_variant)
         f.variant_loaded.connect(self.show_variant)
         f.size_changed.connect(self._show_size)
@@ -487,6 +528,12 @@ class FormPanel:
 
     def refresh_threshold_hint(self) -> None:
         self.view.threshold_hint.setText(self.session.threshold_hint())
+        self.view.threshold.setToolTip(threshold_tooltip(self.form.gate))
+        self.view.rerun.setToolTip(rerun_tooltip(self.form.gate))
+        # The slider's fine part reaches three times the gate's default for this model.
+        self.view.threshold.set_knee(
+            min(1.0, 3 * default_threshold(self.form.variant, self.form.gate))
+        )
 
     def _fill_recent_menu(self) -> None:
         menu = self.view.recent_menu
@@ -513,10 +560,12 @@ class FormPanel:
         variant = self.form.variant
         self.view.variant_info.setText(self.session.variant_info())
         gate = self.form.gate
-        # The sidebar's plain line (the fit figures sit under Details); the full text is one
-        # hover away.
-        self.view.calibration.setText(calibration_summary(variant, gate))
-        self.view.calibration.setToolTip(calibration_text(variant, gate))
+        # The sidebar's plain line; the figures and their source sit under Details (#27 item 24:
+        # the hover held the calibrate command, formulas and commit hashes). Where the form opened
+        # on the probe because TeaCache has no calibration for this model, that line says why.
+        note = self.form.gate_note
+        self.view.calibration.setText(note or calibration_summary(variant, gate))
+        self.view.calibration.setToolTip(calibration_tooltip(gate))
         self._refresh_download_row()
 
     def _refresh_download_row(self) -> None:

@@ -1,8 +1,10 @@
-"""The gate picker (TeaCache / MagCache) and its plain-words hint; the hint text is Qt-free.
+"""The gate picker (every registered kind: TeaCache, MagCache, the first-block probe) and its
+plain-words hint; the hint text is Qt-free.
 
-A variant without a MagCache table keeps the MagCache item visible but disabled, with the reason
-as its tooltip (``Variant.gate_unavailable_reason``), so the choice and how to unlock it are both
-in view.
+A variant without a gate's calibration (a MagCache table, TeaCache numbers) keeps that item
+visible but disabled, with the reason as its tooltip (``Variant.gate_unavailable_reason``), so
+the choice and how to unlock it are both in view. The first-block probe needs no calibration: it
+is enabled on every variant.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
 from app.gate.kinds import GATE_KINDS, GATES
+from app.ui.plain_words import gate_unavailable
 from app.ui.theme import mute, small_font
 from app.variants import Variant
 
@@ -58,7 +61,7 @@ class GatePicker(QWidget):
         assert isinstance(model, QStandardItemModel)
         for row, gate in enumerate(GATES):
             item = model.item(row)
-            reason = variant.gate_unavailable_reason(gate)
+            reason = gate_unavailable(variant, gate)
             item.setEnabled(reason is None)
             item.setToolTip(GATE_KINDS[gate].threshold_meaning if reason is None else reason)
 

@@ -10,10 +10,12 @@ Right: simulated skips against the threshold on the same trace.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import pairwise
+from numbers import Real
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -31,13 +33,18 @@ def _colour(hex_code: str, alpha: int = 255) -> QColor:
     return colour
 
 
-PLOT_MIN_HEIGHT = 150
+PLOT_MIN_HEIGHT = 160
+# The data area of each plot (inside its axes) at its smallest, 1024×700 with the longest banner:
+# the walk found about 100 px (the skip curve 81 px, under its title) too small to read.
+PLOT_MIN_VIEW_HEIGHT = 120
+# Where a line's label may sit along it (the fraction of the view's width), the first preferred.
+LABEL_POSITIONS = (0.98, 0.02, *(i / 20 for i in range(19, 0, -1)))
 
 
 class GatePlot(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(axisItems={"left": NonNegativeAxis("left")})
         self.curve_plot = pg.PlotWidget()
         for widget in (self.plot, self.curve_plot):
             widget.setMenuEnabled(False)
@@ -51,9 +58,15 @@ class GatePlot(QWidget):
         item.showGrid(x=False, y=True, alpha=0.15)
         curve_item = _plot_item(self.curve_plot)
         curve_item.setLabel("bottom", "threshold")
-        curve_item.setLabel("left", "skips")
-        curve_item.setTitle("Skips vs threshold (simulated)", size="9pt")
+        # The axis says what the plot is (a title row would take 30 px of a short plot).
+        curve_item.setLabel("left", "skips (simulated)")
         curve_item.showGrid(x=False, y=True, alpha=0.15)
+        for widget in (self.plot, self.curve_plot):
+            # The small font on the axes: their height goes to the data area (1024×700).
+            for side in ("left", "bottom"):
+                axis = _plot_item(widget).getAxis(side)
+                axis.setStyle(tickFont=small_font())
+                axis.label.setFont(small_font())
 
         self.band = pg.LinearRegionItem(
             values=(0.0, 0.0),
@@ -67,7 +80,7 @@ class GatePlot(QWidget):
             angle=0,
             movable=False,
             pen=pg.mkPen(_colour(BAND_COLOUR), width=1.2, style=Qt.PenStyle.DashLine),
-            label="skipping begins above {value:.3g}",
+            label="",  # the kind's words (``GateKind.onset_words``), set with the data
             labelOpts={
                 "position": 0.02,
                 "color": _colour(BAND_COLOUR),
@@ -78,7 +91,7 @@ class GatePlot(QWidget):
             angle=0,
             movable=False,
             pen=pg.mkPen(_colour(THRESHOLD_COLOUR), width=2),
-            label="threshold {value:.4g}",
+            label="t = {value:.4g}",  # short: it must find room between the dots
             labelOpts={
                 "position": 0.98,
                 "color": _colour(THRESHOLD_COLOUR),
@@ -89,13 +102,15 @@ class GatePlot(QWidget):
             angle=0,
             movable=False,
             pen=pg.mkPen(_colour(THRESHOLD_COLOUR, 170), width=1.2, style=Qt.PenStyle.DotLine),
-            label="new threshold {value:.4g}",
+            label="new t = {value:.4g}",
             labelOpts={
                 "position": 0.6,
                 "color": _colour(THRESHOLD_COLOUR),
                 "anchors": [(0.5, 1), (0.5, 1)],
             },
         )
+        for line in (self.onset_line, self.threshold_line, self.preview_line):
+            line.label.setFont(small_font())
         self.vanilla_curve = pg.PlotDataItem(name="vanilla: predicted change per step")
         self.gated_curve = pg.PlotDataItem(name="TeaCache: accumulated")
         self.gated_points = pg.ScatterPlotItem(size=7, pen=pg.mkPen(None))
@@ -160,10 +175,17 @@ class GatePlot(QWidget):
         self._legend_colours: tuple[str, str] | None = None
         self._band: EngagementBand | None = None
         self._apply_palette()
+        # The labels move off the data and inside the view whenever either changes size.
+        self._y_top, self._onset = 0.2, None
+        _plot_item(self.plot).getViewBox().sigResized.connect(self._on_resized)
         self.set_data((), (), 0.1, None)
 
     def sizeHint(self) -> QSize:
         return QSize(720, 230)
+
+    def _on_resized(self, *_args: object) -> None:
+        self._fit_y()
+        self._place_labels()
 
     def set_note(self, text: str) -> None:
         """Show ``text`` above the plots; empty hides it."""
@@ -219,6 +241,7 @@ class GatePlot(QWidget):
         if band is not None and onset is not None and visible_onset:
             top = band.saturation if band.saturation and band.saturation > onset else onset * 1.5
             self.band.setRegion((onset, min(1.0, top)))
+            self.onset_line.label.setFormat(kind.onset_words(onset))
             self.onset_line.setValue(onset)
             self.curve_onset.setValue(onset)
         if band is not None and band.curve:
@@ -237,9 +260,14 @@ class GatePlot(QWidget):
         _plot_item(self.plot).getViewBox().setXRange(0.5, steps + 0.5, padding=0)
         spacing = _nice_spacing(steps, 12)
         _plot_item(self.plot).getAxis("bottom").setTickSpacing(spacing, spacing)
-        _plot_item(self.plot).getViewBox().setYRange(0.0, max(0.05, top * 1.12), padding=0)
+        self._y_top = max(0.05, top * 1.12)
+        self._onset = onset if visible_onset else None
+        self._fit_y()
         if band is not None and band.curve:
-            _plot_item(self.curve_plot).getViewBox().setXRange(0.0, band.curve[-1][0], padding=0.02)
+            # The curve's axis covers the run's and the previewed threshold (the session draws
+            # the curve far enough for both).
+            right = max(band.curve[-1][0], threshold, preview if show_preview and preview else 0.0)
+            _plot_item(self.curve_plot).getViewBox().setXRange(0.0, right, padding=0.02)
             _plot_item(self.curve_plot).getViewBox().setYRange(
                 0, max(1, band.max_skips) * 1.1, padding=0
             )
@@ -250,6 +278,77 @@ class GatePlot(QWidget):
                 0.0, max(0.2, threshold * 2), padding=0.02
             )
             _plot_item(self.curve_plot).getViewBox().setYRange(0, 1, padding=0)
+        self._place_labels()
+
+    def _fit_y(self) -> None:
+        """The y range: 0 to above the data, and below 0 room for the onset's label under its
+        line (no prediction lies below the onset, so there it covers no data; the walk found it
+        cut in half by the x axis once the range grew). Values below 0 have no tick label."""
+        box = _plot_item(self.plot).getViewBox()
+        top, onset, threshold = self._y_top, self._onset, self._threshold
+        bottom = 0.0
+        height = box.sceneBoundingRect().height()
+        room = self.onset_line.label.boundingRect().height() + 4  # pixels beside a line
+        if height > 2 * room:
+            for _ in range(3):  # each bound moves the other's scale a little: settle both
+                if onset is not None:
+                    # (onset - bottom) / (top - bottom) * height >= room, solved for bottom.
+                    bottom = min(0.0, (onset * height - room * top) / (height - room))
+                # The same above the threshold line, for its label (few points lie above it).
+                top = max(top, (threshold * height - room * bottom) / (height - room))
+        box.setYRange(bottom, top, padding=0)
+
+    def _place_labels(self) -> None:
+        """Each line's label where it is inside the data area and covers the fewest data
+        points (and no label placed before it): along the line at ``LABEL_POSITIONS``, above it
+        or below. The walk found "skipping begins" cut by the x axis at large thresholds and the
+        threshold's label on the dots. Arithmetic on rectangles (the labels keep their pixel
+        size): the plot redraws during a run, and this must cost nothing there."""
+        box = _plot_item(self.plot).getViewBox()
+        view = box.sceneBoundingRect()
+        if view.width() <= 1 or view.height() <= 1:
+            return
+        points: list[QPointF] = []  # the dots
+        lines: list[QPointF] = []  # points along the lines between them (a lighter cost)
+        for item in (self.vanilla_curve, self.gated_curve):
+            xs, ys = item.getData()
+            if xs is None or ys is None:
+                continue
+            dots = [
+                box.mapViewToScene(QPointF(float(x), float(y))) for x, y in zip(xs, ys, strict=True)
+            ]
+            points += dots
+            lines += [a + (b - a) * f for a, b in pairwise(dots) for f in (0.25, 0.5)]
+        taken: list[QRectF] = []
+        for line in (self.threshold_line, self.onset_line, self.preview_line):
+            if not line.isVisible():
+                continue
+            label = line.label
+            size = label.boundingRect().size()  # pixels: the label is drawn upright, unscaled
+            value = line.value()  # a number here (a numpy float32 from a MagCache table, too)
+            if not isinstance(value, Real):
+                continue
+            y = box.mapViewToScene(QPointF(0.0, float(value))).y()
+            best: tuple[tuple[int, int, int], float, tuple[float, float], QRectF] | None = None
+            for order, position in enumerate(LABEL_POSITIONS):
+                x = view.left() + position * view.width()
+                for side in (1.0, 0.0):  # above the line, then below it
+                    rect = QRectF(
+                        x - position * size.width(), y - side * size.height(), size.width(),
+                        size.height(),
+                    )  # fmt: skip
+                    outside = 0 if view.contains(rect) else 1
+                    covered = 10 * sum(rect.contains(p) for p in points)
+                    covered += sum(rect.contains(p) for p in lines)
+                    covered += 1000 * sum(rect.intersects(other) for other in taken)
+                    score = (outside, covered, order)
+                    if best is None or score < best[0]:
+                        best = (score, position, (position, side), rect)
+            if best is not None:
+                _, position, anchor, rect = best
+                label.anchors = [anchor, anchor]
+                label.setPosition(position)
+                taken.append(rect)
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:
@@ -285,6 +384,16 @@ class GatePlot(QWidget):
         self.legend.setText(legend_html(text.name(), secondary.name(), gate=self._gate))
 
 
+class NonNegativeAxis(pg.AxisItem):
+    """A y axis whose range may start below 0 (room for a label) without labelling it."""
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        strings = super().tickStrings(values, scale, spacing)
+        return [
+            text if value >= -1e-12 else "" for value, text in zip(values, strings, strict=True)
+        ]
+
+
 def _plot_item(widget: pg.PlotWidget) -> pg.PlotItem:
     item = widget.getPlotItem()
     assert item is not None  # a PlotWidget always has one
@@ -295,19 +404,25 @@ def legend_html(text: str, secondary: str, *, gate: str = DEFAULT_GATE) -> str:
     def swatch(colour: str, glyph: str) -> str:
         return f'<span style="color:{colour}; font-weight:700">{glyph}</span>'
 
-    dots = "".join(
+    join = "&#8288;"  # a word joiner: no line break between a swatch's glyphs
+    dots = join.join(
         swatch(DECISION_COLOURS[d], "●")
         for d in (Decision.computed, Decision.skipped, Decision.numerical_miss)
     )
     plot = gate_kind(gate).plot
     vanilla, gated = plot.vanilla_legend, plot.gated_legend
+
+    def whole(words: str) -> str:  # an item never breaks across lines (nor from its swatch)
+        return words.replace(" ", "&nbsp;")
+
     items = [
-        f"{swatch(secondary, '—•')} vanilla: {vanilla}",
-        f"{swatch(text, '—')}{dots} {gated} (dot = decision)",
-        f"{swatch(THRESHOLD_COLOUR, '━')} threshold",
-        f"{swatch(BAND_COLOUR, '▬')} band where skipping begins (first skip → most skips)",
+        f"{swatch(secondary, f'—{join}•')}&nbsp;{whole(f'vanilla: {vanilla}')}",
+        f"{swatch(text, '—')}{join}{dots}&nbsp;{whole(f'{gated} (dot = decision)')}",
+        f"{swatch(THRESHOLD_COLOUR, '━')}&nbsp;threshold&nbsp;(t)",
+        f"{swatch(BAND_COLOUR, '▬')}&nbsp;"
+        + whole("band where skipping begins (first skip → most skips)"),
     ]
-    return "&nbsp;&nbsp;&nbsp;".join(items)
+    return "&nbsp;&nbsp; ".join(items)  # the lines break between items only
 
 
 def _nice_spacing(span: float, max_ticks: int) -> float:

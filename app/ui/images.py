@@ -34,28 +34,49 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
-from app.gate.kinds import DEFAULT_GATE
+from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.storage.history import write_png
 from app.ui.plain_words import similarity_words
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
+DEFAULT_LABEL = gate_kind(DEFAULT_GATE).label  # the gated pane's name before any run
 
-SPEEDUP_TOOLTIP = "Vanilla time ÷ TeaCache time"
+
 NOTHING_SKIPPED_NOTE = (
     "both passes did the same work, so the ratio of their times (the two cards) is timing noise"
 )
 
 
-def speedup_tooltip(label: str) -> str:
-    """The speedup card's tooltip: what the figure divides, then its one full label (which ends
-    with the times a re-timed figure is the ratio of)."""
+def speedup_tooltip(label: str, gate: str = DEFAULT_LABEL) -> str:
+    """The speedup card's tooltip: what the figure divides (``gate``: the label of the gate that
+    ran), then its one full label (which ends with the times a re-timed figure is the ratio of)."""
+    divides = f"Vanilla time ÷ {gate} time"
     if not label:
-        return SPEEDUP_TOOLTIP
+        return divides
     if label == "nothing skipped":
-        return f"{SPEEDUP_TOOLTIP}: nothing skipped, so 1.00×; {NOTHING_SKIPPED_NOTE}"
-    return f"{SPEEDUP_TOOLTIP}: {label}"
+        return f"{divides}: nothing skipped, so 1.00×; {NOTHING_SKIPPED_NOTE}"
+    return f"{divides}: {label}"
+
+
+def similarity_tooltip(gate: str = DEFAULT_LABEL, local_diff: float | None = None) -> str:
+    text = f"How alike the {gate} and vanilla pictures are: SSIM, 1 = identical (uint8 RGB)"
+    if local_diff is None:
+        return text
+    return (
+        f"{text}. Worst local difference {local_diff:.3f} (0–1): the mean difference of the most "
+        "changed 16 × 16 window, which SSIM can miss"
+    )
+
+
+def card_tooltips(gate: str = DEFAULT_LABEL) -> dict[str, str]:
+    """The time and skip cards' tooltips, naming the gate that ran (its label)."""
+    return {
+        "gated_time": f"Time of the steps with {gate} (model loading not included)",
+        "vanilla_time": f"Time of the steps without {gate} (model loading not included)",
+        "skips": f"Steps {gate} did not compute: it reused a result",
+    }
 
 
 class StatCard(QFrame):
@@ -96,10 +117,7 @@ class StatCard(QFrame):
         mute(self.note)
 
 
-IMAGE_NAMES = ("TeaCache", "Vanilla", "Difference")
-SIMILARITY_TOOLTIP = (
-    "How alike the TeaCache and vanilla pictures are: SSIM, 1 = identical (uint8 RGB)"
-)
+IMAGE_NAMES = (DEFAULT_LABEL, "Vanilla", "Difference")
 IMAGES_MIN_HEIGHT = 144  # the image row's card: a title and a ~115 px image
 MESSAGE_MS = 10_000  # how long the status bar shows a save or copy
 
@@ -211,15 +229,12 @@ class ComparePanel(QWidget):
         )
         self.fit_button.clicked.connect(self.fit)
 
-        self.ssim_card = StatCard("Similarity", SIMILARITY_TOOLTIP)
-        self.gated_time_card = StatCard(
-            "TeaCache time", "Time of the steps with TeaCache (model loading not included)"
-        )
-        self.vanilla_time_card = StatCard(
-            "Vanilla time", "Time of the steps without TeaCache (model loading not included)"
-        )
-        self.speedup_card = StatCard("Speedup", SPEEDUP_TOOLTIP)
-        self.skips_card = StatCard("Skipped", "Steps TeaCache did not compute: it reused a result")
+        tips = card_tooltips(self.gate_name)
+        self.ssim_card = StatCard("Similarity", similarity_tooltip(self.gate_name))
+        self.gated_time_card = StatCard(f"{self.gate_name} time", tips["gated_time"])
+        self.vanilla_time_card = StatCard("Vanilla time", tips["vanilla_time"])
+        self.speedup_card = StatCard("Speedup", speedup_tooltip("", self.gate_name))
+        self.skips_card = StatCard("Skipped", tips["skips"])
         cards = QHBoxLayout()
         cards.setSpacing(8)
         for card in (
@@ -459,19 +474,20 @@ class ComparePanel(QWidget):
             "—" if ssim is None else f"{ssim:.4f}",
             "" if ssim is None else _ssim_note(ssim, local_diff),
         )
-        self.ssim_card.setToolTip(
-            SIMILARITY_TOOLTIP
-            if local_diff is None
-            else f"{SIMILARITY_TOOLTIP}. Worst local difference {local_diff:.3f} (0–1): the mean "
-            "difference of the most changed 16 × 16 window, which SSIM can miss"
-        )
+        gate = self.gate_name
+        self.ssim_card.setToolTip(similarity_tooltip(gate, local_diff))
+        tips = card_tooltips(gate)
+        self.gated_time_card.caption.setText(f"{gate} time")
+        self.gated_time_card.setToolTip(tips["gated_time"])
+        self.vanilla_time_card.setToolTip(tips["vanilla_time"])
+        self.skips_card.setToolTip(tips["skips"])
         self.gated_time_card.set(_seconds(gated_seconds), _resume_note(resumed_from, steps))
         self.vanilla_time_card.set(
             _seconds(vanilla_seconds), "reused from the cache" if vanilla_cached else ""
         )
         label = speedup_label if speedup is not None else ""
         self.speedup_card.set("—" if speedup is None else f"{speedup:.2f}×", label)
-        self.speedup_card.setToolTip(speedup_tooltip(label))
+        self.speedup_card.setToolTip(speedup_tooltip(label, gate))
         fraction = f"{skips / steps:.0%} of steps" if skips is not None and steps else ""
         self.skips_card.set("—" if skips is None else f"{skips} of {steps}", fraction)
 

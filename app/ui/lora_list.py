@@ -39,8 +39,9 @@ UNAVAILABLE = (
     "the built-in demo model is not one"
 )
 AVAILABLE = (
-    "Add LoRA files (.safetensors) with a scale each; both the TeaCache and the vanilla pass use "
-    "them, so the comparison stays paired. The gate's calibration was fitted without them."
+    "Add LoRA files (.safetensors) with a scale each; both the gated and the vanilla pass use "
+    "them, so the comparison stays paired. The gate plot says when this model's calibration was "
+    "made without them."
 )
 
 

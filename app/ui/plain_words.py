@@ -16,6 +16,7 @@ from enum import IntEnum
 
 from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
 from app.gate.kinds import DEFAULT_GATE, gate_kind
+from app.variants import Variant
 
 # SSIM bands, from lab/ui/results/summary-bands.png and .json (`python -m lab.ui.summary_bands`:
 # the demo at 28 steps, 3 prompts × thresholds 0.1, 0.2, 0.3, 0.5, 1.0, vanilla | TeaCache |
@@ -90,8 +91,13 @@ def run_summary(
         return reused + f" (no picture without {label} to compare with)"
     change = picture_change(ssim, local_diff)
     words = CHANGE_WORDS[change]
-    if change is Change.a_little and ssim >= SSIM_VERY_LITTLE:
-        words = "the picture changed very little overall, but one spot changed visibly"
+    # A visible spot is named whenever the Similarity card names it (``similarity_words``): SSIM
+    # averages one lost object away at any band.
+    if local_diff is not None and local_diff > LOCAL_VISIBLE:
+        if ssim >= SSIM_VERY_LITTLE:
+            words = "the picture changed very little overall, but one spot changed visibly"
+        else:
+            words += ", and one spot changed visibly"
     return f"{reused}; {words}"
 
 
@@ -102,6 +108,25 @@ def short_summary(summary: str) -> str:
     text = text.replace(" steps;", " steps reused;", 1)
     text = text.replace("; the picture is ", "; ").replace("; the picture ", "; ")
     return text.replace(" overall, but", ", but")
+
+
+# How the window makes a calibration (the command line's sentence names its command instead).
+CALIBRATE_IN_WINDOW = "make one with Model ▸ Calibrate This Model…"
+
+
+def gate_unavailable(variant: Variant, gate: str) -> str | None:
+    """``Variant.gate_unavailable_reason`` in the window's words."""
+    return variant.gate_unavailable_reason(gate, CALIBRATE_IN_WINDOW)
+
+
+def calibration_tooltip(gate: str) -> str:
+    """The sidebar calibration box's hover: plain words; the figures and their source sit under
+    Details (``calibration_detail_lines``)."""
+    label = gate_kind(gate).label
+    return (
+        f"{label} judges each step with numbers measured for this model: its calibration. "
+        "Where they come from and how well they fit: Details, under the images."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +171,22 @@ def detail_lines(facts: DetailFacts) -> list[str]:
     if facts.vanilla_latents_sha256:
         lines.append(f"Final latents SHA-256 (vanilla): {facts.vanilla_latents_sha256}")
     return lines
+
+
+def calibration_detail_lines(variant: Variant, gate: str) -> list[str]:
+    """Details before any run: the picked gate's calibration for the picked model (its figures
+    and provenance), or why there is none."""
+    kind = gate_kind(gate)
+    calibration = kind.calibration_of(variant)
+    if calibration is None:
+        reason = gate_unavailable(variant, gate)
+        return [reason] if reason else []
+    facts = DetailFacts(
+        gate=gate,
+        calibration_lines=tuple(kind.calibration_lines(calibration)),
+        calibration=kind.provenance_text(calibration),
+    )
+    return [f"{kind.label} on {variant.display_name}:", *detail_lines(facts)]
 
 
 def _resume_line(resumed_from: int | None, steps: int) -> str:

@@ -136,7 +136,8 @@ class QualityPanel(QWidget):
         row_height = self.tried.sizeHintForRow(0) if m.probes else self.fontMetrics().height() + 4
         height = self.tried.header().sizeHint().height() + rows * row_height + 6
         self.tried.setFixedHeight(height)
-        shown = bool(m.probes) or (bool(m.enabled) and bool(m.run_id))
+        # Only while the option is on (the walk: the list stayed after unticking).
+        shown = bool(m.enabled) and (bool(m.probes) or bool(m.run_id))
         self.tried.setVisible(shown)
         self.note.setText(m.note if m.run_id else "")
-        self.note.setVisible(bool(m.note) and bool(m.run_id))
+        self.note.setVisible(bool(m.enabled) and bool(m.note) and bool(m.run_id))

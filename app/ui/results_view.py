@@ -25,8 +25,9 @@ from app.ui.banner import BannerStack
 from app.ui.form_view import section
 from app.ui.gate_plot import GatePlot
 from app.ui.images import ComparePanel
+from app.ui.plain_words import calibration_detail_lines
 from app.ui.refresh import RefreshScheduler
-from app.ui.run_details import RunDetails, describe_run
+from app.ui.run_details import NO_DETAILS, RunDetails, describe_run
 from app.ui.step_previews import live_image
 from app.ui.timeline import StepTimeline, TimelineLegend
 from app.ui.veil import Veil
@@ -52,7 +53,7 @@ class ResultsView(QWidget):
         lower = QWidget()
         lower_layout = QVBoxLayout(lower)
         lower_layout.setContentsMargins(0, 2, 0, 0)
-        lower_layout.setSpacing(6)
+        lower_layout.setSpacing(4)
         steps_header = QHBoxLayout()
         steps_header.addWidget(section("Steps"))
         steps_header.addSpacing(12)
@@ -81,7 +82,7 @@ class ResultsView(QWidget):
         self.splitter.addWidget(lower)
         self.splitter.setStretchFactor(0, 5)
         self.splitter.setStretchFactor(1, 4)
-        self.splitter.setHandleWidth(8)
+        self.splitter.setHandleWidth(6)
         self.splitter.setSizes([470, 400])
 
         # Below the banners, the images and plots scroll when the window is shorter than their
@@ -93,7 +94,7 @@ class ResultsView(QWidget):
         self.scroll_area.setWidget(self.splitter)
 
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(16, 12, 16, 10)
+        layout.setContentsMargins(16, 10, 16, 8)
         layout.setSpacing(8)
         layout.addWidget(self.banners)
         self.stale_caption = QLabel()  # what made the shown result, once the inputs differ
@@ -120,6 +121,7 @@ class ResultsView(QWidget):
             r.active_pass_changed,
             r.gated_thumbnails_changed,
             r.vanilla_thumbnails_changed,
+            f.gate_changed,  # before any run the gated row is the picked gate's
         ):
             signal.connect(lambda *_: self._timeline_changed(refresh))
         for signal in (r.gated_preview_changed, r.vanilla_preview_changed):
@@ -142,6 +144,7 @@ class ResultsView(QWidget):
             r.difference_changed,
             r.vanilla_cached_changed,
             r.origin_changed,
+            f.gate_changed,  # the gated image's title, before any run
         ):
             signal.connect(lambda *_: self.refresh_images())
         for signal in (
@@ -154,6 +157,8 @@ class ResultsView(QWidget):
             r.resumed_from_changed,
             r.origin_changed,
             r.difference_changed,
+            f.variant_id_changed,  # Details before a run: the picked calibration's figures
+            f.gate_changed,
         ):
             signal.connect(lambda *_: refresh.schedule("stats"))
 
@@ -212,6 +217,7 @@ class ResultsView(QWidget):
 
     def refresh_stats(self) -> None:
         r = self.run
+        self.compare.gate_name = self.gate_name()  # the cards' captions and tooltips name it
         steps = r.request.steps if r.request is not None else len(r.gated_steps)
         self.compare.set_stats(
             ssim=r.ssim,
@@ -226,6 +232,9 @@ class ResultsView(QWidget):
             local_diff=r.local_diff,
         )
         details = describe_run(r)
+        if not details[1]:  # nothing run (or shown) yet: the picked gate's calibration
+            lines = calibration_detail_lines(self.form.variant, self.form.gate)
+            details = ("", [NO_DETAILS, *lines])
         if details != self._shown_details:  # stats refresh per step during a run: no relayout
             self._shown_details = details
             self.run_details.set_run(*details)

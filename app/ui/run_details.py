@@ -16,6 +16,7 @@ from app.variants import UnknownVariantError, Variant
 
 DETAILS_TITLE = "Details"
 NO_DETAILS = "No run yet."
+RUNNING_DETAILS = "A run is going: its figures come here when this run finishes."
 
 
 class FittedLabel(QLabel):
@@ -173,6 +174,8 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
     """The summary line and the Details lines of the shown result (its report's figures, the
     calibration of its variant); nothing until it has finished."""
     report = run.report
+    if run.busy:
+        return "", [RUNNING_DETAILS]
     if not run.finished or report is None:
         return "", []
     request = report.request

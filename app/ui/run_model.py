@@ -364,6 +364,7 @@ class RunModel(QObject):
                 self.phase = "Vanilla reused from the cache"
             else:
                 self.vanilla_image = None
+                self.band = None  # drawn from the last vanilla trace, not the one now running
                 self.active_pass = Pass.vanilla
                 self.phase = f"Vanilla pass · step 0 of {event.num_steps}"
         else:

@@ -53,6 +53,7 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.defaults import MAX_SEED
+from app.ui.plain_words import gate_unavailable
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import UnknownVariantError, Variant, all_variants, get_variant
 
@@ -140,6 +141,7 @@ class Session:
         self._dismissed: set[str] = set()
         # The picked gate's band when the shown run ran another (``gate_band``), memoised.
         self._gate_band: tuple[object, EngagementBand | None] | None = None
+        self._wide_band: tuple[object, EngagementBand | None] | None = None
         self.startup_notices: list[Notice] = [
             Notice(NoticeKind.info, "Settings were partly reset", w, key=f"settings-{i}")
             for i, w in enumerate(settings_store.warnings)
@@ -256,12 +258,12 @@ class Session:
         what its variant's calibration was made with."""
         request = self.run.request
         if request is None:
-            return lora_calibration_note(self.form.loras, self.form.variant)
+            return lora_calibration_note(self.form.loras, self.form.variant, self.form.gate)
         try:
             variant = request.variant
         except UnknownVariantError:  # a run from the history whose calibration is gone
             variant = None
-        return lora_calibration_note(request.loras, variant)
+        return lora_calibration_note(request.loras, variant, request.gate)
 
     def cancel(self) -> bool:
         if not self.engine.cancel():
@@ -512,13 +514,35 @@ class Session:
         request = r.request
         same = self.same_schedule
         if request is not None and request.gate != f.gate and same and not r.busy:
-            return GatePlotData(
-                f.gate, (), r.vanilla_steps, float(f.threshold), self.gate_band(), None
-            )
+            band = self._band_reaching(self.gate_band(), float(f.threshold))
+            return GatePlotData(f.gate, (), r.vanilla_steps, float(f.threshold), band, None)
         gate = request.gate if request is not None else f.gate
         threshold = request.threshold if request is not None else float(f.threshold)
+        # The threshold the gated steps drawn were decided against: a target search runs other
+        # thresholds than the request's, and shows its chosen one's pass at the end.
+        threshold = next((s.threshold for s in reversed(r.gated_steps) if s is not None), threshold)
         preview = float(f.threshold) if same else None
-        return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, r.band, preview)
+        band = self._band_reaching(r.band, max(threshold, preview or 0.0))
+        return GatePlotData(gate, r.gated_steps, r.vanilla_steps, threshold, band, preview)
+
+    def _band_reaching(
+        self, band: EngagementBand | None, threshold: float
+    ) -> EngagementBand | None:
+        """``band`` with its skip curve drawn as far as ``threshold`` (the slider's what-if):
+        the same trace, simulated further (the walk: the curve's axis stopped near 0.15 while
+        the slider was at 0.35)."""
+        request = self.run.request
+        if band is None or request is None or not band.curve or band.curve[-1][0] >= threshold:
+            return band
+        key = (band, threshold)
+        if self._wide_band is None or self._wide_band[0] != key:
+            try:
+                variant = request.variant
+            except UnknownVariantError:  # a reopened run of a variant since removed
+                return band
+            wide = engagement_band(variant, threshold, self.run.vanilla_steps, band.gate)
+            self._wide_band = (key, wide if wide is not None else band)
+        return self._wide_band[1]
 
     # -- calibrations ------------------------------------------------------------------------------
     def adopt_calibration(self, variant_id: str, job: Calibrate) -> bool:
@@ -603,7 +627,11 @@ class Session:
     def apply_fix(self, fix: BannerFix) -> None:
         match fix.kind:
             case FixKind.variant if fix.variant is not None:
-                self.select_variant(fix.variant)
+                if self.select_variant(fix.variant) and self.form.variant_id == fix.variant:
+                    if fix.steps is not None:
+                        self.form.steps = fix.steps
+                    if fix.threshold is not None:
+                        self.form.threshold = fix.threshold
             case FixKind.steps if fix.steps is not None:
                 self.form.steps = fix.steps
             case FixKind.threshold if fix.threshold is not None:
@@ -622,7 +650,7 @@ class Session:
         kind = gate_kind(f.gate)
         calibration = kind.calibration_of(f.variant)
         if calibration is None:
-            return f.variant.gate_unavailable_reason(f.gate) or ""
+            return gate_unavailable(f.variant, f.gate) or ""
         params = kind.params(calibration, max(float(f.threshold), 1e-9))
         band = self.gate_band()
         measured = band is not None and band.variant_id == f.variant_id and band.steps == f.steps

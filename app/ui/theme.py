@@ -33,7 +33,7 @@ DECISION_HELP: dict[Decision, str] = {
     Decision.skipped: "not computed: the picture was barely changing, so the last computed "
     "result was reused",
     Decision.numerical_miss: "computed in full: the change could not be measured (not a finite "
-    "number), so TeaCache did not risk a skip",
+    "number), so the gate did not risk a skip",
 }
 BAND_COLOUR = "#009E73"  # bluish green: the thresholds where skipping begins
 THRESHOLD_COLOUR = "#CC79A7"  # reddish purple

@@ -213,9 +213,22 @@ class ThresholdComparer:
         self.hardware = saved.hardware
         self.origin = f"the comparison of {friendly_time(entry.created)}"
         self.progress = _finished_text(len(saved.rows), len(saved.thresholds), saved.cancelled)
-        self.picked = None
+        self.warnings = list(entry.warning_messages)  # its notes, as when it ran
+        self.picked = self._shown_index(entry)
         self._changed()
         return True
+
+    def _shown_index(self, entry: HistoryEntry) -> int | None:
+        """The entry the main window shows where it shows this comparison (the History opens
+        its run there first): that one is the current one."""
+        run = self.session.run
+        if run.saved_entry != str(entry.folder) or run.request is None:
+            return None
+        threshold = run.request.threshold
+        return next(
+            (i for i, r in enumerate(self.rows) if r is not None and r.threshold == threshold),
+            None,
+        )
 
     # -- what the view reads -----------------------------------------------------------------------
     def same_skips(self) -> dict[int, int]:
@@ -230,6 +243,14 @@ class ThresholdComparer:
 
     def limits_text(self) -> str:
         return f"{MIN_THRESHOLDS}–{MAX_THRESHOLDS} values between 0 and 1, separated by commas"
+
+    def hint_text(self) -> str:
+        """The view's line under the thresholds: how a comparison runs, naming its gate."""
+        return (
+            f"{self.limits_text()}. Vanilla runs once; each threshold's {self._gate_label()} pass "
+            "resumes from it. Scroll to zoom and drag to pan (all images move together); click an "
+            "image to make its threshold the current one."
+        )
 
     # -- engine events -----------------------------------------------------------------------------
     def handle_event(self, event: EngineEvent | RunSaved | object) -> None:

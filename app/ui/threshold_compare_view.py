@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.report import label_head
 from app.storage.comparisons import ComparisonRow
+from app.ui.plain_words import LOCAL_VISIBLE, similarity_words
 from app.ui.theme import mute, muted, small_font
 from app.ui.threshold_compare_model import CompareStatus, ThresholdComparer
 
@@ -164,11 +165,7 @@ class ThresholdCompareDialog(QDialog):
         self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #b3261e;")
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.hint = QLabel(
-            f"{comparer.limits_text()}. Vanilla runs once; each threshold's TeaCache pass resumes "
-            "from it. Scroll to zoom and drag to pan (all images move together); click an image "
-            "to make its threshold the current one."
-        )
+        self.hint = QLabel(comparer.hint_text())
         self.hint.setWordWrap(True)
         self.hint.setFont(small_font(self.hint.font()))
         mute(self.hint)
@@ -220,6 +217,7 @@ class ThresholdCompareDialog(QDialog):
     # -- actions -----------------------------------------------------------------------------------
     def fill_defaults(self) -> None:
         self.thresholds.setText(self.comparer.default_text())
+        self.hint.setText(self.comparer.hint_text())  # the form's gate may have changed
 
     def start(self) -> int | None:
         return self.comparer.start(self.thresholds.text())
@@ -245,6 +243,7 @@ class ThresholdCompareDialog(QDialog):
         self.cancel_button.setEnabled(busy and c.status is not CompareStatus.cancelling)
         self.error.setText(c.message)
         self.error.setVisible(bool(c.message))
+        self.hint.setText(c.hint_text())
         self._show_status()
         self.about.setText(self._about_text())
         self.about.setVisible(bool(self.about.text()))
@@ -385,6 +384,11 @@ def _row_stats(row: ComparisonRow, note: str) -> str:
     skips = "—" if row.skips is None else f"{row.skips} of {row.steps} skipped"
     ssim = "—" if row.ssim is None else f"{row.ssim:.4f}"
     lines = [f"{skips} · SSIM {ssim}", f"time {_seconds(row.gated_seconds)}"]
+    local = row.local_diff
+    if row.ssim is not None and local is not None and local > LOCAL_VISIBLE:
+        # As the Similarity card says it; one line with the twin's note (the cell holds four).
+        spot = similarity_words(row.ssim, local)
+        note = f"{spot} · {note.replace('same steps skipped as', 'same as')}" if note else spot
     if row.speedup is not None:
         lines[-1] += f" · {row.speedup:.2f}×"
         lines.append(short_label(row.speedup_label))

@@ -476,9 +476,10 @@ def _demo_variants() -> list[Variant]:
                 distilled=distilled,
                 distilled_reason=(
                     "distilled from `demo` to 4 steps on mflux's sigmas (1, 0.955, 0.875, 0.70); "
-                    "its output changes 0.14–0.86 between steps, and the short early strides let "
-                    "the gate skip a step at thresholds of 0.3 and above, so its calibration "
-                    "sets no default threshold"
+                    "its output changes 0.14–0.86 between steps, and its short early strides "
+                    "change little, so a gate can skip one of them (TeaCache from a threshold "
+                    "between 0.19 and 0.40, depending on the prompt, on its 12 calibration "
+                    "prompts); its calibration sets no default threshold"
                     if distilled
                     else None
                 ),

@@ -14,8 +14,10 @@ from typing import Protocol
 from app.families import Family
 from app.gate.decision import GateConfigError, TeaCacheParams
 from app.gate.kinds import (
+    DEFAULT_GATE,
     GATE_KINDS,
     TEACACHE_KIND,
+    UNCALIBRATED_GATE,
     GateParamsLike,
     MagCacheCalibration,
     TeaCacheCalibration,
@@ -145,12 +147,55 @@ class Variant:
         )
 
     @property
-    def calibrations(self) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
+    def calibrations(
+        self,
+    ) -> dict[str, TeaCacheCalibration | MagCacheCalibration]:
         """Each gate's calibration for this variant, by gate name (a calibration names its
-        gate); a gate with none is absent. A kind's calibration of a new type is one more field
-        here (as ``magcache``)."""
+        gate); a gate with none is absent (the first-block probe needs none: its kind gives its
+        defaults). A kind's calibration of a new type is one more field here (as ``magcache``)."""
         found = (self.teacache, self.magcache)
         return {c.gate: c for c in found if c is not None}
+
+    def uncalibrated_reason(
+        self, loras: Iterable[LoraLike] = (), model_path: str | None = None
+    ) -> str | None:
+        """Why TeaCache has no calibration for the model that would run, in one sentence (the
+        window's note beside the gate), or None where it has one: a variant without TeaCache
+        numbers, a model folder its numbers were not measured on, a LoRA set they were not
+        measured with (``calibrated_for``: a user calibration made on that folder with that set
+        is one)."""
+        probe = gate_kind(UNCALIBRATED_GATE).label
+        tea = TEACACHE_KIND.label
+        if self.teacache is None:
+            return (
+                f"{self.display_name} has no {tea} calibration, so the {probe} (which needs "
+                "none) is the default"
+            )
+        scope = self.calibration_scope or BUILTIN_SCOPE
+        folder = self.model_path if model_path is None else model_path
+        if folder != scope.model_path:
+            return (
+                f"{tea} was calibrated on other weights than this model folder's, so the "
+                f"{probe} (which needs no calibration) is the default"
+            )
+        loras = tuple(loras)
+        if not scope.fits(folder, loras):
+            if not scope.loras:
+                these = "this LoRA" if len(loras) == 1 else "these LoRAs"
+                why = f"{tea} was calibrated without {these}"
+            elif loras:
+                why = f"{tea} was calibrated {scope.lora_words()}, not with this set"
+            else:
+                why = f"{tea} was calibrated {scope.lora_words()}, and this run has none"
+            return f"{why}, so the {probe} (which needs no calibration) is the default"
+        return None
+
+    def default_gate(self, loras: Iterable[LoraLike] = (), model_path: str | None = None) -> str:
+        """The gate a run opens with: TeaCache where it has a calibration for the model that runs
+        (``uncalibrated_reason``), else the first-block probe."""
+        if self.uncalibrated_reason(loras, model_path) is None:
+            return DEFAULT_GATE
+        return UNCALIBRATED_GATE
 
     @property
     def gates(self) -> tuple[str, ...]:
@@ -169,8 +214,10 @@ class Variant:
         scope = self.calibration_scope or BUILTIN_SCOPE
         return scope.fits(self.model_path, loras)
 
-    def gate_unavailable_reason(self, gate: str) -> str | None:
-        """None where ``gate`` can run on this variant, else one sentence saying why not."""
+    def gate_unavailable_reason(self, gate: str, remedy: str | None = None) -> str | None:
+        """None where ``gate`` can run on this variant, else one sentence saying why not.
+        ``remedy`` says how to make a calibration where the command line's does not fit (the
+        window has its own Calibrate)."""
         kind = gate_kind(gate)
         if gate in self.gates:
             return None
@@ -179,10 +226,10 @@ class Variant:
                 f"{self.display_name} has no {kind.label} calibration: it is "
                 "step-distilled, so no step is expected to be skippable"
             )
-        return (
-            f"{self.display_name} has no {kind.label} calibration yet; make one with "
-            f"`teacache-studio calibrate --variant {self.id} --gate {gate}`"
+        remedy = (
+            remedy or f"make one with `teacache-studio calibrate --variant {self.id} --gate {gate}`"
         )
+        return f"{self.display_name} has no {kind.label} calibration yet; {remedy}"
 
     def default_threshold_for(self, gate: str) -> float | None:
         kind = gate_kind(gate)

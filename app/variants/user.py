@@ -127,10 +127,15 @@ def scope_to_json(scope: CalibrationScope) -> dict[str, Any]:
 
 
 def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
-    """A copy of ``variant`` that uses coefficients from a user calibration file."""
+    """A copy of ``variant`` that uses the numbers of a user calibration file: its coefficients
+    (null where the base has no TeaCache numbers), its MagCache section where it has one, and
+    what it was measured under (its scope)."""
+    coefficients = calibration["coefficients"]
     return replace(
         variant,
-        coefficients=tuple(float(c) for c in calibration["coefficients"]),  # type: ignore[arg-type]
+        coefficients=(
+            None if coefficients is None else tuple(float(c) for c in coefficients)  # type: ignore[arg-type]
+        ),
         calibrated_range=calibrated_range_from_json(calibration.get("calibrated_range")),
         default_threshold=calibration.get("default_threshold", variant.default_threshold),
         provenance=Provenance(**calibration["provenance"]),
@@ -141,13 +146,14 @@ def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
 
 def _check(data: dict[str, Any], source: Path) -> None:
     try:
-        coefficients = tuple(float(c) for c in data["coefficients"])
-        calibrated = data.get("calibrated_range")
-        TeaCacheParams(
-            coefficients=coefficients,
-            rel_l1_thresh=0.0,
-            calibrated_range=None if calibrated is None else tuple(calibrated),  # type: ignore[arg-type]
-        )
+        if data["coefficients"] is not None:  # null: the base has no TeaCache numbers
+            coefficients = tuple(float(c) for c in data["coefficients"])
+            calibrated = data.get("calibrated_range")
+            TeaCacheParams(
+                coefficients=coefficients,
+                rel_l1_thresh=0.0,
+                calibrated_range=None if calibrated is None else tuple(calibrated),  # type: ignore[arg-type]
+            )
         provenance = data["provenance"]
         allowed = {f.name for f in fields(Provenance)}
         if not isinstance(provenance, dict) or not set(provenance) <= allowed:

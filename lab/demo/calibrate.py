@@ -209,7 +209,7 @@ def run(
     resources: Path, n_calibration: int = 12, n_sweep: int = 10, results: Path = DEMO_RESULTS
 ) -> dict[str, Any]:
     from app.demo.pipeline import load_demo_pipeline
-    from app.gate import TeaCacheParams, simulate
+    from app.gate import TeaCacheParams, engagement, simulate
 
     summary: dict[str, Any] = {}
     cal_prompts = prompts(CALIBRATION_SEED_BASE, n_calibration)
@@ -294,7 +294,12 @@ def run(
     simulated_skips = [
         sum(v.decision.value == "skipped" for v in simulate(turbo_params, tr)) for tr in traces
     ]
-    min_predicted = float(min(predicted))
+    # The smallest prediction on a step the gate may skip (never the first or last), per prompt:
+    # the simulator's onset. The window's banner offers a threshold just above the smallest as a
+    # guess before a run, so it must skip on the calibration prompt it came from (the last step's
+    # prediction, 0.175, is below every prompt's onset: a guess from it skipped nowhere).
+    onsets = [engagement(turbo_params, tr).onset_threshold for tr in traces]
+    min_predicted = float(min(o for o in onsets if o is not None))
     live = sweep(
         turbo, turbo_params, cal_prompts[:6], 4, thresholds=(0.1, 0.3, 0.5), guidance=turbo_guidance
     )
@@ -318,8 +323,10 @@ def run(
         turbo_guidance,
         None,
         round(min_predicted, 4),
-        f"distilled to 4 steps: the smallest predicted change over all measured steps is "
-        f"{min_predicted:.3f} (polynomial minimum over the calibrated range {on_range:.3f}), "
+        f"distilled to 4 steps: the smallest predicted change on a step the gate may skip is "
+        f"{min_predicted:.3f} ({min_predicted:.3f}–{max(o for o in onsets if o is not None):.3f} "
+        f"over the {len(onsets)} prompts; over all measured steps {min(predicted):.3f}, the "
+        f"polynomial's minimum over the calibrated range {on_range:.3f}), "
         f"{verdict}; simulated skips at 0.5: {sum(simulated_skips)} over {len(traces)} runs.",
     )
     write_json(resources / "demo-turbo.calibration.json", record)

@@ -287,5 +287,4 @@ def test_an_exclusive_save_never_replaces() -> None:
     save_calibration(document, exclusive=True)
     with pytest.raises(CalibrationExistsError):
         save_calibration({**document, "coefficients": [2.0, 0, 0, 0, 0]}, exclusive=True)
-    taken = get_variant("demo+taken").coefficients
-    assert taken is not None and taken[0] == 1.0
+    assert (get_variant("demo+taken").coefficients or ())[:1] == (1.0,)

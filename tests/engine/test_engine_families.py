@@ -25,6 +25,7 @@ from app.adapters import common, shells
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
+from app.gate import Decision
 
 PROMPT = shells.DEFAULT_PROMPT
 # variant id → shell builder, steps, image size. FLUX.1 keeps its real 3072 width (545 M
@@ -193,6 +194,58 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
         resumed = run(threshold, resume=True)
     assert type(pipeline.transformer) is original_class  # every seam was taken out again
     assert full["skipped"] > 0  # engagement: the comparison is not a no-op
+    assert resumed["resumed_from_step"] == first_skip - 1
+    assert resumed["pattern"] == full["pattern"]
+    assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]
+
+
+# Steps for the probe's resume test where the family's own are too few: the FLUX.2 shell's first
+# block changes by 1.0–1.3 at every step of its 6 after a 2-step warm-up (measured), more than any
+# threshold allows; over 10 steps it dips to 0.90.
+PROBE_STEPS = {"flux2-klein-base-4b": 10}
+
+
+def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first-block probe resumed from the vanilla pass equals a full probe pass bit for bit:
+    the vanilla pass records the first block's change on the same numerical path the probe
+    measures it on (eager, and the compiled split where mflux compiles), so the resumed pass takes
+    the same first skip. The threshold sits just above the smallest change after a 2-step warm-up
+    (the trace's own onset), so the first skip comes after replayed steps."""
+    from app.gate.kinds import FIRSTBLOCK_KIND
+    from app.gate.kinds import firstblock as probe_kind
+
+    variant_id, pipeline, steps, size = shell
+    steps = PROBE_STEPS.get(variant_id, steps)
+    probe_id = f"test-probe-{variant_id}"
+    variant = replace(variants.get_variant(variant_id), id=probe_id, distilled=False)
+    monkeypatch.setitem(variants.VARIANTS, probe_id, variant)
+    monkeypatch.setattr(probe_kind, "DEFAULTS", replace(probe_kind.DEFAULTS, warmup_steps=2))
+    with common.use_precision(mx.float32):
+        engine = Engine(loader=lambda *args: pipeline)
+
+        def run(threshold: float, resume: bool) -> dict[str, Any]:
+            request = make_request(probe_id, PROMPT, seed=1, steps=steps, threshold=threshold,
+                                   size=size, resume=resume, gate="firstblock")  # fmt: skip
+            seen: list[Any] = []
+            engine.run(1, request, seen.append, threading.Event())
+            assert isinstance(seen[-1], ev.RunFinished), getattr(seen[-1], "details", seen[-1])
+            return seen[-1].report.to_json()
+
+        changes = run(0.0, resume=False)["vanilla_block_changes"]
+        trace = [None if c is None else tuple(c) for c in changes]
+        params = FIRSTBLOCK_KIND.params(FIRSTBLOCK_KIND.calibration_of(variant), 0.1)
+        onset = FIRSTBLOCK_KIND.engagement(params, trace).onset_threshold
+        assert onset is not None and onset < 0.999  # random weights: measured 0.6–1.3 per step
+        threshold = onset * 1.001
+        verdicts = FIRSTBLOCK_KIND.simulate(params.with_threshold(threshold), trace)
+        first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
+        assert first_skip >= 2
+        full = run(threshold, resume=False)
+        resumed = run(threshold, resume=True)
+    assert full["gate"] == "firstblock" and full["skipped"] > 0  # engagement
+    assert full["pattern"][first_skip] == "S"  # the simulator is exact up to the first skip
     assert resumed["resumed_from_step"] == first_skip - 1
     assert resumed["pattern"] == full["pattern"]
     assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]

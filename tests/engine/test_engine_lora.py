@@ -93,7 +93,7 @@ def test_under_a_lora_threshold_zero_is_vanilla_bit_for_bit_and_the_gate_engages
         def request(threshold: float, loras: list[tuple[str, float]]) -> GenerationRequest:
             return make_request(
                 scripted, shells.DEFAULT_PROMPT, seed=1, steps=STEPS, threshold=threshold,
-                size=(128, 128), loras=loras,
+                size=(128, 128), loras=loras, gate="teacache",  # the scripted polynomial's gate
             )  # fmt: skip
 
         off = _run(engine, request(0.0, [(str(path), 0.8)]))

@@ -76,9 +76,10 @@ def test_a_saved_4_bit_folder_runs_through_the_engine(
             make_request(forced_variant, shells.DEFAULT_PROMPT, seed=1, steps=8, quantize=4),
         )
         loaded: list[str] = []
-        request = make_request(
-            forced_variant, shells.DEFAULT_PROMPT, seed=1, steps=8, model_path=folder
-        )
+        request = make_request(  # the forced variant's gate (a folder alone opens on the probe)
+            forced_variant, shells.DEFAULT_PROMPT, seed=1, steps=8, model_path=folder,
+            gate="teacache",
+        )  # fmt: skip
         from_folder = _run(Engine(loader=_folder_loader(loaded)), request)
     assert loaded == [str(folder.resolve())]
     assert from_folder["quantize"] == 4  # the folder's stored level, not asked for

@@ -43,6 +43,7 @@ from app.engine.protocol import Emit
 from app.engine.report import PassResult, RunReport, measure_run
 from app.engine.request import GenerationRequest, make_request
 from app.gate import Decision, StepEvent, TeaCacheParams, predict_change
+from app.gate.firstblock import TRACE_DEPTH
 from app.gate.kinds import kind_of, observer_params
 from app.variants import check_schedule
 
@@ -83,6 +84,9 @@ class FakeScript:
     load_seconds: float = 0.0
     failure: FakeFailure | None = None
     warnings: Sequence[RunWarning] = ()
+    # At this many skips or more the gated image loses a 32-px patch (one object gone): a large
+    # local difference beside a small SSIM change, as the walk's lost red circle.
+    spot_after_skips: int | None = None
 
 
 class StepGate:
@@ -278,7 +282,9 @@ class FakeEngine:
         ):
             emit(engagement_warning(run_id, params, found))
 
-        verdicts = kind.simulate(params, trace)
+        # The gate's own trace of what a vanilla pass records (the probe's changes included).
+        observed = observed_steps(request, observe, trace, 0.0)
+        verdicts = kind.simulate(params, kind.trace(observed))
         # As the real engine: replay vanilla up to the last computed step before the first skip;
         # replayed steps are emitted at once and keep vanilla's step times.
         until: int | None = None
@@ -313,6 +319,8 @@ class FakeEngine:
         skips = sum(s.decision is Decision.skipped for s in steps)
         base = vanilla.image if vanilla is not None else synthetic_image(request)
         image = perturb(base, request.seed, skips)
+        if script.spot_after_skips is not None and skips >= script.spot_after_skips:
+            image[:32, :32] = 255 - image[:32, :32]
         gated_seconds = sum(s.seconds for s in steps)
         emit(PassFinished(run_id, Pass.gated, image, gated_seconds, tuple(steps)))
         gated = PassResult(image, tuple(steps), gated_seconds, resumed_from=until)
@@ -332,31 +340,11 @@ class FakeEngine:
     ) -> _VanillaResult:
         emit(PassStarted(run_id, Pass.vanilla, request.steps))
         steps = []
-        for index, measured in enumerate(trace):
-            self._before_step(run_id, Pass.vanilla, index, emit, cancel, script)
+        seconds = script.step_seconds * script.vanilla_step_factor
+        for step in observed_steps(request, params, trace, seconds):
+            self._before_step(run_id, Pass.vanilla, step.index, emit, cancel, script)
             if script.step_seconds:
                 cancel.wait(script.step_seconds)
-            predicted: float | None = None
-            decision = Decision.computed
-            if measured is not None:
-                if math.isfinite(measured):
-                    value, _ = predict_change(params, measured)
-                    predicted = None if math.isnan(value) else value
-                if predicted is None:
-                    decision = Decision.numerical_miss
-            captured = request.capture_output and measured is not None
-            step = StepEvent(
-                index,
-                request.steps,
-                decision,
-                measured,
-                predicted,
-                predicted,
-                params.rel_l1_thresh,
-                script.step_seconds * script.vanilla_step_factor,
-                output_rel_l1=fake_output_change(measured) if captured else None,  # type: ignore[arg-type]
-                mag_ratio=fake_mag_ratio(measured) if captured else None,  # type: ignore[arg-type]
-            )
             steps.append(step)
             emit(StepDone(run_id, Pass.vanilla, step))
         seconds = sum(s.seconds for s in steps)
@@ -454,6 +442,49 @@ def schedule_warning(run_id: int, request: GenerationRequest) -> RunWarning | No
             "suggestion": check.suggestion,
         },
     )
+
+
+def observed_steps(
+    request: GenerationRequest, params: TeaCacheParams, trace: Trace, seconds: float
+) -> tuple[StepEvent, ...]:
+    """What a vanilla (observing) pass records on the scripted rel-L1 trace: each step's
+    prediction (with a capture's output change and magnitude ratio), and the first-block probe's
+    changes against each previous step (made up from the trace: the sum of the consecutive
+    changes between the two steps)."""
+    steps = []
+    for index, measured in enumerate(trace):
+        predicted: float | None = None
+        decision = Decision.computed
+        if measured is not None:
+            if math.isfinite(measured):
+                value, _ = predict_change(params, measured)
+                predicted = None if math.isnan(value) else value
+            if predicted is None:
+                decision = Decision.numerical_miss
+        captured = request.capture_output and measured is not None
+        back = [trace[index - k] for k in range(min(index, TRACE_DEPTH))]
+        changes = (
+            tuple(sum(abs(x or 0.0) for x in back[: k + 1]) for k in range(len(back)))
+            if back
+            else None
+        )
+        steps.append(
+            StepEvent(
+                index,
+                request.steps,
+                decision,
+                measured,
+                predicted,
+                predicted,
+                params.rel_l1_thresh,
+                seconds,
+                output_rel_l1=fake_output_change(measured) if captured else None,  # type: ignore[arg-type]
+                mag_ratio=fake_mag_ratio(measured) if captured else None,  # type: ignore[arg-type]
+                block_change=changes[0] if changes else None,
+                block_changes=changes,
+            )
+        )
+    return tuple(steps)
 
 
 def default_trace(request: GenerationRequest) -> tuple[float | None, ...]:

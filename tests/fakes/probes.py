@@ -11,6 +11,7 @@ from mlx.utils import tree_flatten
 
 from app.adapters.shells import DEFAULT_PROMPT
 from app.gate import TeaCacheGate, Verdict
+from app.gate.live import FirstBlockGate
 
 
 def generate_latents(pipeline: Any, **kwargs: Any) -> mx.array:
@@ -53,6 +54,34 @@ class RecordingGate(TeaCacheGate):
     def record_output(self, output: mx.array) -> None:
         self.outputs[self.step_index] = self.outputs.get(self.step_index, 0) + 1
         super().record_output(output)
+
+
+class RecordingProbe(FirstBlockGate):
+    """A ``FirstBlockGate`` that records what the adapter hands it, per step: ``signals[step]``
+    (the first block's residual on the image stream), ``stored[(step, branch)] = (body_out,
+    body_in, residual)`` and ``reused[(step, branch)] = (body_in, residual, result)``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.signals: dict[int, mx.array] = {}
+        self.stored: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
+        self.reused: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
+
+    def decide(self, signal: mx.array | None) -> Verdict:
+        if signal is not None and self.step_index not in self.signals:
+            self.signals[self.step_index] = signal
+        return super().decide(signal)
+
+    def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
+        super().store_residual(body_out, body_in, branch)
+        residual = self._residuals.get(branch)
+        if residual is not None:
+            self.stored[(self.step_index, branch)] = (body_out, body_in, residual)
+
+    def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
+        result = super().reuse(body_in, branch)
+        self.reused[(self.step_index, branch)] = (body_in, self._residuals[branch], result)
+        return result
 
 
 def _ids(mapping: dict[str, Any]) -> dict[str, int]:

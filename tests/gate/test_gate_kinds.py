@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.gate import Decision, LiveGate
+from app.gate import Decision, LiveGate, StepEvent
 from app.gate.kinds import (
     DEFAULT_GATE,
     GATE_KINDS,
@@ -41,12 +41,36 @@ def test_the_registry_is_keyed_by_each_kinds_own_name() -> None:
         assert kind.name == name and kind.params_type.gate == name  # type: ignore[attr-defined]
         assert gate_kind(name) is kind and check_gate(name) == name
     assert OBSERVER is GATE_KINDS[DEFAULT_GATE]
-    with pytest.raises(UnknownGateError, match="choose one of: teacache, magcache"):
-        gate_kind("firstblock")
+    with pytest.raises(UnknownGateError, match="choose one of: teacache, magcache, firstblock"):
+        gate_kind("easycache")
     assert len({kind.label for kind in GATE_KINDS.values()}) == len(GATE_KINDS)
     keys = {kind.threshold_key("demo") for kind in GATE_KINDS.values()}
     assert len(keys) == len(GATE_KINDS)  # each gate's threshold is remembered apart
     assert set(calibrated_gates()) <= set(GATES)
+
+
+def smooth_vanilla_steps(steps: int) -> list[StepEvent]:
+    """A vanilla run whose signals change smoothly: TeaCache's rel-L1, MagCache's ratio (it
+    reads only the count) and the probe's first-block change against each previous step."""
+
+    def change(i: int) -> float:
+        return 0.05 + 0.001 * i
+
+    return [
+        StepEvent(
+            index=i,
+            num_steps=steps,
+            decision=Decision.computed,
+            rel_l1=None if i == 0 else change(i),
+            predicted=None,
+            accumulated=None,
+            threshold=0.0,
+            seconds=0.1,
+            mag_ratio=None if i == 0 else 1.0 - change(i),
+            block_changes=tuple(change(i) * (k + 1) for k in range(min(i, 4))) if i else None,
+        )
+        for i in range(steps)
+    ]
 
 
 @KINDS
@@ -69,8 +93,8 @@ def test_each_kind_answers_everything_the_app_asks(kind: AnyGateKind) -> None:
     assert demo.params_for(kind.name, threshold) == params
     assert kind.params(calibration, 0.0).enabled is False
 
-    steps = 28  # a smooth made-up signal trace (MagCache reads only its length)
-    trace = [None, *(0.05 + 0.001 * i for i in range(1, steps))]
+    steps = 28  # a smooth made-up vanilla run: each kind reads its own trace from its steps
+    trace = kind.trace(smooth_vanilla_steps(steps))
     verdicts = kind.simulate(params, trace)
     assert len(verdicts) == steps
     assert kind.skipped(params, trace) == sum(v.decision is Decision.skipped for v in verdicts)

@@ -416,6 +416,8 @@ def test_step_events_are_live_and_timed_with_the_injected_clock() -> None:
         "output_rel_l1": None,
         "gate": "teacache",
         "mag_ratio": None,
+        "block_change": None,
+        "block_changes": None,
     }
 
 

@@ -55,6 +55,21 @@ def test_the_demo_default_is_chosen_by_the_teacache_rule() -> None:
     assert chosen["threshold"] == get_variant("demo").magcache_params().threshold
 
 
+def test_the_probes_default_is_the_rule_on_its_demo_curve() -> None:
+    """The probe's one default (every model's) is what the TeaCache rule picks on its demo curve
+    (``app.gate.firstblock.DEFAULT_THRESHOLD``'s basis), and the figures its comment quotes."""
+    from app.gate.firstblock import DEFAULT_THRESHOLD
+
+    summary = DOCUMENT["summary"]["firstblock"]
+    rows = [{**r, "skip_share": r["mean_skipped"] / 28} for r in summary]
+    assert choose_threshold(rows)["threshold"] == DEFAULT_THRESHOLD
+    at = {r["threshold"]: r for r in summary}
+    assert at[DEFAULT_THRESHOLD]["mean_skipped"] > 3  # engagement, beside the quality figures
+    assert at[DEFAULT_THRESHOLD]["min_ssim"] >= 0.95 > at[0.12]["min_ssim"]
+    assert at[0.05]["mean_skipped"] < 1  # diffusers' default barely engages on the demo
+    assert all(r["prompts"] == len(DOCUMENT["prompts"]) for r in summary)
+
+
 # -- the speed panel: measured as the bench measures -----------------------------------------------
 
 

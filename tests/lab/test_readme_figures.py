@@ -118,6 +118,13 @@ def test_the_gate_comparison_claims_hold() -> None:
     flux = {r["threshold"]: r for r in document["summary"]["magcache-flux-recipe"]}[0.02]
     assert flux["mean_skipped"] > default["mean_skipped"]
     assert flux["mean_ssim"] < default["mean_ssim"] and flux["min_ssim"] < default["min_ssim"]
+    # "TeaCache keeps more of the image than the probe at every matched skip count, with a
+    # local difference under half the probe's; the probe keeps more than MagCache."
+    for row in document["matched"]:
+        tea, mag, probe = (row[line] for line in ("teacache", "magcache", "firstblock"))
+        assert tea["ssim"] > probe["ssim"] and 2 * tea["local_diff"] < probe["local_diff"], row
+        if mag["ssim"] is not None:
+            assert probe["ssim"] > mag["ssim"] and probe["local_diff"] < mag["local_diff"], row
     # "TeaCache's points sit above the ideal curve" (the speed panel; noise, not the gate).
     assert all(
         r["median_speedup"] > r["mean_ideal_speedup"] for r in document["speed_summary"]["teacache"]

@@ -3,15 +3,20 @@ simulation or the variant's calibration says would skip a step."""
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import replace
 
 import pytest
 
 from app.gate import Decision, Engagement, StepEvent
+from app.gate.kinds import gate_kind
 from app.gate.simulator import simulate
 from app.ui.analysis import (
+    EngagementBand,
     FixKind,
     Notice,
+    NoticeAction,
     NoticeKind,
     engagement_band,
     schedule_notice,
@@ -151,3 +156,118 @@ def test_threshold_fix_from_a_measured_trace_skips_on_that_trace() -> None:
     skipped = [v for v in simulate(replace(params, rel_l1_thresh=suggested), trace)]
     assert any(v.decision is Decision.skipped for v in skipped)
     assert not any(v.decision is Decision.skipped for v in simulate(params, trace))
+
+
+# -- issue #27 item 8: a fix produces what it promises -------------------------------------------
+
+
+def _threshold_actions(notice: Notice | None) -> list[NoticeAction]:
+    if notice is None:
+        return []
+    return [a for a in notice.actions if a.fix.kind is FixKind.threshold]
+
+
+def _named_smallest(notice: Notice) -> float:
+    found = re.search(r"the smallest is (\d+\.\d+)", notice.message)
+    assert found is not None, notice.message
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("variant_id", "steps", "threshold"),
+    [("demo-turbo", 4, 0.1), ("flux2-klein-4b", 4, 0.17), ("flux1-schnell", 4, 0.1)],
+)
+def test_text_and_button_name_the_same_bound(variant_id: str, steps: int, threshold: float) -> None:
+    """FLUX.2 Klein 4B said "the smallest is 0.261" above a button "Threshold 0.4239" (the
+    polynomial's floor): the number the text names is the one the offered threshold clears, by
+    the entry's last decimal."""
+    variant = get_variant(variant_id)
+    notice = schedule_notice(variant, steps, threshold)
+    assert notice is not None
+    (action,) = _threshold_actions(notice)
+    offered = action.fix.threshold
+    assert offered is not None
+    named = _named_smallest(notice)
+    assert named < offered <= named + 1e-4 + 1e-9, (named, offered)
+
+
+def test_a_guess_from_the_calibration_says_so() -> None:
+    """Before a run the only evidence for the turbo is its calibration (other prompts): the fix
+    is offered as a guess, in its label and in the text."""
+    turbo = get_variant("demo-turbo")
+    notice = schedule_notice(turbo, 4, 0.1)
+    assert notice is not None
+    (action,) = _threshold_actions(notice)
+    assert action.guess and "guess" in action.label.lower()
+    assert "a guess from the calibration data" in notice.message
+
+
+def _turbo_band(trace: list[float | None], threshold: float) -> EngagementBand:
+    turbo = get_variant("demo-turbo")
+    band = engagement_band(turbo, threshold, _vanilla(turbo.id, trace))
+    assert band is not None
+    return band
+
+
+def test_a_measured_fix_is_simulated_on_its_trace_and_says_what_it_skips() -> None:
+    """After a run the fix comes from the run's own vanilla trace: the simulator skips a step
+    there at the offered threshold (not a guess), the text says how many, and the number named
+    as the smallest is below the offered threshold (the walk: "the smallest is 0.277" above a
+    button "Threshold 0.2766")."""
+    turbo = get_variant("demo-turbo")
+    trace: list[float | None] = [None, 0.18062, 0.15264, 0.31205]  # a calibration prompt's
+    band = _turbo_band(trace, 0.1)
+    engagement = Engagement(2, band.onset, band.onset_step)
+    notice = schedule_notice(turbo, 4, 0.1, measured=band, engagement=engagement)
+    assert notice is not None and notice.kind is NoticeKind.warning
+    (action,) = _threshold_actions(notice)
+    assert not action.guess and "guess" not in action.label.lower()
+    offered = action.fix.threshold
+    assert offered is not None and band.onset is not None and offered > band.onset
+    skipped = sum(
+        v.decision is Decision.skipped for v in simulate(turbo.teacache_params(offered), trace)
+    )
+    assert skipped > 0
+    assert f"skips {skipped} of 4 steps" in notice.message
+    assert _named_smallest(notice) < offered
+
+
+def test_an_exact_kind_offers_a_simulated_fix_before_any_run() -> None:
+    """MagCache reads only its table and the step count, so its simulation is exact before a
+    run: below the table's onset it offers the threshold that skips, and says how many steps."""
+    turbo = get_variant("demo-turbo")
+    notice = schedule_notice(turbo, 4, 0.01, gate="magcache")
+    assert notice is not None and notice.kind is NoticeKind.warning
+    (action,) = _threshold_actions(notice)
+    assert not action.guess
+    offered = action.fix.threshold
+    assert offered is not None
+    kind = gate_kind("magcache")
+    skipped = kind.skipped(turbo.params_for("magcache", offered), [None] * 4)
+    assert skipped > 0 and f"skips {skipped} of 4 steps" in notice.message
+
+
+@pytest.mark.parametrize("gate", ["teacache", "magcache"])
+def test_the_hint_names_an_onset_the_fix_clears(gate: str) -> None:
+    """The walk: at threshold 0.2766 the hint read "skipping begins above 0.277". The onset is
+    written at the entry's four decimals, rounded to the side that keeps the sentence true."""
+    kind = gate_kind(gate)
+    turbo = get_variant("demo-turbo")
+    onset = 0.27655
+    hint = kind.onset_words(onset)
+    value = float(re.findall(r"\d+\.\d+", hint)[-1])
+    smallest_that_skips = (
+        math.ceil(onset * 10_000) / 10_000
+        if kind.skips_at_onset
+        else math.floor(onset * 10_000 + 1) / 10_000
+    )
+    assert kind.engages(smallest_that_skips, onset)
+    if kind.skips_at_onset:  # "skipping begins at X": X itself skips
+        assert value == smallest_that_skips
+    else:  # "skipping begins above X": X does not, the next entry value does
+        assert not kind.engages(value, onset) and value < smallest_that_skips
+    params = turbo.params_for(gate, 0.2766)
+    # The hint words its onset the same way (MagCache's is its table's, exact for 4 steps).
+    shown = onset if not kind.exact_simulation else kind.schedule(params, 4).floor
+    assert shown is not None
+    assert kind.onset_words(shown) in kind.threshold_hint(params, 4, measured=True, onset=onset)

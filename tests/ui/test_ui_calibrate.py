@@ -183,6 +183,8 @@ def test_a_calibration_under_a_lora_set_keeps_it_and_says_so(
     window.form.loras = (lora,)
     window.form.quantize = 4
     window.form.size = (256, 256)  # the fake's SSIM at 1024² would cost seconds a prompt
+    assert window.form.gate == "firstblock"  # the LoRA moved the form to the probe
+    window.form.select_gate("teacache")  # TeaCache picked under the LoRA: its plot's caveat
     assert "Calibrated without this LoRA" in window.session.gate_plot_note()
     dialog = _open(window, steps=10)
     assert "With LoRA ink.safetensors × 0.75" in dialog.scope.text()
@@ -197,9 +199,47 @@ def test_a_calibration_under_a_lora_set_keeps_it_and_says_so(
     assert window.session.gate_plot_note() == ""  # calibrated for exactly this set
     assert "Made with LoRA ink.safetensors × 0.75" in window.controls.calibration.text()
     window.form.loras = ()
+    assert window.form.gate == "firstblock"  # not calibrated for no LoRA: back on the probe
+    window.form.select_gate("teacache")
     assert "Calibrated with LoRA ink.safetensors × 0.75, not with this set" in (
         window.session.gate_plot_note()
     )
+
+
+def test_calibrating_from_the_probe_measures_teacache_and_opens_on_it(
+    qtbot: QtBot, make_window: WindowFactory, tmp_path: Path
+) -> None:
+    """A LoRA set opens the form on the first-block probe (TeaCache was fitted without it); the
+    probe needs no calibration, so Calibrate This Model… measures the gates that do (TeaCache and
+    MagCache) for that set, and the saved calibration opens on TeaCache with no note. Without the
+    LoRA the form is back on the probe, saying why in one line."""
+    from app.gate.kinds import calibrated_gates
+
+    window = make_window(store=FakeModelStore())
+    window.session.select_variant("flux1-dev")
+    lora = LoraSpec(str(_lora_file(tmp_path / "ink.safetensors").resolve()), 0.75)
+    window.form.loras = (lora,)
+    window.form.size = (256, 256)
+    assert window.form.gate == "firstblock" and window.form.gate_note
+    dialog = _open(window, steps=10)
+    dialog.prompts.setPlainText("a cat\na dog\na tree")
+    dialog.name.setText("ink")
+    with qtbot.waitSignal(window.host.busy_changed, timeout=SIGNAL_TIMEOUT_MS):
+        dialog.start_button.click()
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    job = window.calibrator.job
+    assert job is not None and job.gates == calibrated_gates() == ("teacache", "magcache")
+    assert window.form.variant_id == "flux1-dev+ink" and window.form.loras == (lora,)
+    assert window.form.gate == "teacache" and window.form.gate_note == ""
+    assert "TeaCache is its gate" in dialog.result_text.text()
+    window.form.loras = ()
+    assert window.form.gate == "firstblock"
+    assert window.form.gate_note == (
+        "TeaCache was calibrated with LoRA ink.safetensors × 0.75, and this run has none, so the "
+        "First-block probe (which needs no calibration) is the default"
+    )
+    assert window.controls.calibration.text() == window.form.gate_note
 
 
 def test_a_model_not_on_disk_is_refused_before_anything_runs(

@@ -157,3 +157,41 @@ def test_the_gate_and_each_gates_threshold_survive_a_restart(
     assert again.form.threshold == 0.12
     assert again.shutdown()
     assert SettingsStore().load().thresholds["demo"] == 0.12
+
+
+def test_every_tooltip_of_a_magcache_result_names_magcache(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """The cards' tooltips said "Vanilla time ÷ TeaCache time", "Steps TeaCache did not
+    compute", … for any gate; so did the re-run box and the comparison's hint."""
+    window, _ = _magcache_run(qtbot, make_window)
+    compare = window.compare
+    tips = {
+        "similarity": compare.ssim_card.toolTip(),
+        "gated time": compare.gated_time_card.toolTip(),
+        "vanilla time": compare.vanilla_time_card.toolTip(),
+        "speedup": compare.speedup_card.toolTip(),
+        "skips": compare.skips_card.toolTip(),
+        "re-run": window.controls.rerun.toolTip(),
+        "comparison": window.show_comparison().hint.text(),
+        "LoRA": window.controls.loras.toolTip(),
+    }
+    named = {name: "TeaCache" in tip for name, tip in tips.items()}
+    assert not any(named.values()), tips
+    for name in ("similarity", "gated time", "vanilla time", "speedup", "skips", "re-run"):
+        assert "MagCache" in tips[name], (name, tips[name])
+    from app.ui.theme import DECISION_HELP
+
+    assert not any("TeaCache" in text for text in DECISION_HELP.values())
+
+
+def test_the_timeline_row_names_the_picked_gate_before_a_run(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Picking MagCache before any run left the timeline's gated row labelled "TeaCache"."""
+    window = make_window(FakeEngine())
+    assert window.timeline.gate_name == "TeaCache"
+    pick(window.controls.gate_picker, "magcache")
+    qtbot.waitUntil(lambda: window.timeline.gate_name == "MagCache", timeout=SIGNAL_TIMEOUT_MS)
+    assert window.compare.titles[0].text() == "MagCache"
+    assert window.compare.gated_time_card.caption.text() == "MagCache time"

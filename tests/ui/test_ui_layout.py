@@ -6,7 +6,7 @@ from itertools import combinations
 
 import pytest
 from PySide6.QtCore import QRect, QRectF
-from PySide6.QtWidgets import QAbstractButton, QApplication, QWidget
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 from ui_support import WindowFactory, run_to_end
 
@@ -148,3 +148,41 @@ def test_the_banner_clamps_its_message_and_expands_on_more(
     qtbot.waitUntil(lambda: banner.height() > collapsed)
     banner.more_button.click()
     assert message.text() != message.full_text and banner.more_button.text() == "More"
+
+
+def test_details_show_every_line_once_after_comparison_picks(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """#27 item 19: Details' last line was cut at the splitter, and after comparison picks the
+    first line was drawn twice. After each pick at 1024×700 (the number of lines changes: a
+    resumed entry has a Resume line) the figures' label is as tall as its wrapped text, it is
+    laid out inside Details and inside the cards' neighbours, and one label holds the text."""
+    from tests.fakes.engine import FakeEngine, FakeScript
+
+    window = make_window(FakeEngine(FakeScript(step_seconds=0.001)))
+    details = window.results.run_details
+    details.set_expanded(True)
+    _settle(qtbot, window, (1024, 700))
+    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    dialog = window.show_comparison()
+    dialog.thresholds.setText("0.05, 0.1, 0.2, 0.3")
+    dialog.start()
+    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=60_000)
+    dialog.hide()
+    for index in (3, 0, 2):
+        assert window.comparer.pick(index)
+        for _ in range(3):
+            QApplication.processEvents()
+        figures = details.figures
+        text = figures.text()
+        assert text.startswith("SSIM against vanilla") and text.count("SSIM against") == 1
+        needed = figures.heightForWidth(figures.width())
+        assert figures.height() >= needed, (index, figures.height(), needed)
+        inside = QRect(details.mapTo(window, details.rect().topLeft()), details.size())
+        assert inside.contains(_rect(window, figures)), index
+        # Nothing else below the cards draws over the figures.
+        for name, widget in _panels(window).items():
+            if widget.isVisible() and name != "banners":
+                assert not _rect(window, widget).intersects(_rect(window, figures)), name
+        holders = [w for w in details.findChildren(QLabel) if "SSIM against" in w.text()]
+        assert holders == [figures]

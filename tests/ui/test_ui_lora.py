@@ -43,10 +43,15 @@ def test_a_lora_added_in_the_form_reaches_the_request_the_plot_note_and_the_expo
     [row] = loras.rows
     row.scale.setValue(0.75)
     assert window.form.loras == (LoraSpec(str(path.resolve()), 0.75),)
+    # TeaCache was calibrated without the LoRA: the form moved to the probe; the user's own pick
+    # of TeaCache stays, and its plot says what its calibration was made on.
+    assert window.form.gate == "firstblock"
+    window.form.select_gate("teacache")
     assert run_to_end(qtbot, window) is RunStatus.finished
     assert engine.requests[-1].loras == (LoraSpec(str(path.resolve()), 0.75),)
     qtbot.waitUntil(lambda: window.gate_plot.note.isVisible(), timeout=SIGNAL_TIMEOUT_MS)
     assert "Calibrated without this LoRA (ink.safetensors × 0.75)" in window.gate_plot.note.text()
+    assert "TeaCache's calibration was made on the base model" in window.gate_plot.note.text()
 
     [saved] = window.session.history.entries()  # the run as the history keeps it
     assert saved.loras == (LoraSpec(str(path.resolve()), 0.75),)
@@ -116,3 +121,41 @@ def test_a_junk_lora_file_is_refused_when_it_is_picked(
     assert loras.add_file(_lora_file(tmp_path))  # a good one goes in, and the note goes
     assert [spec.name for spec in window.form.loras] == ["ink.safetensors"]
     assert not loras.problem.isVisible()
+
+
+def test_the_lora_note_names_the_calibration_of_the_gate_that_ran(
+    qtbot: QtBot, make_window: WindowFactory, tmp_path: Path
+) -> None:
+    """Under MagCache the note said "the gate's polynomial" (MagCache's calibration is a
+    table): it names the calibration of the gate that ran, in words true of either."""
+    window = make_window(FakeEngine())
+    window.session.select_variant("flux1-dev")  # calibrated for MagCache (the published table)
+    window.form.select_gate("magcache")
+    assert window.form.gate == "magcache"
+    window.form.steps = 8
+    window.form.size = (128, 128)
+    window.controls.loras.add_file(_lora_file(tmp_path))
+    assert window.form.gate == "firstblock"  # the LoRA moved the form to the probe...
+    window.form.select_gate("magcache")  # ...and the user picks MagCache again
+    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    note = window.gate_plot.note.text()
+    assert "Calibrated without this LoRA" in note
+    assert "polynomial" not in note
+    assert "MagCache's calibration was made on the base model" in note
+
+
+def test_under_the_probe_a_lora_gets_no_calibration_caveat(
+    qtbot: QtBot, make_window: WindowFactory, tmp_path: Path
+) -> None:
+    """The probe needs no calibration, so a run of it under a LoRA carries no "calibrated
+    without this LoRA" caveat; the sidebar says in one line why the form is on the probe."""
+    window = make_window(FakeEngine())
+    window.session.select_variant("flux1-dev")
+    window.form.steps = 8
+    window.form.size = (128, 128)
+    window.controls.loras.add_file(_lora_file(tmp_path))
+    assert window.form.gate == "firstblock"
+    assert window.form.gate_note.startswith("TeaCache was calibrated without this LoRA")
+    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert window.run.report is not None and window.run.report.request.gate == "firstblock"
+    assert window.gate_plot.note.text() == "" and not window.gate_plot.note.isVisible()

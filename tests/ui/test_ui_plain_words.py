@@ -22,6 +22,7 @@ from app.ui.plain_words import (
     picture_change,
     run_summary,
     short_summary,
+    similarity_words,
 )
 
 BANDS_FILE = Path(__file__).parents[2] / "lab" / "ui" / "results" / "summary-bands.json"
@@ -62,7 +63,10 @@ def test_summary_reads_like_the_issue_says() -> None:
     assert run_summary(0, 28, 1.0, 0.0) == (
         "TeaCache reused none of the 28 steps; the picture is identical"
     )
-    assert run_summary(24, 28, 0.5, 0.8).endswith("the picture changed a lot")
+    assert run_summary(24, 28, 0.5, 0.1).endswith("the picture changed a lot")
+    assert run_summary(24, 28, 0.5, 0.8).endswith(  # the card says "one spot differs (0.80)"
+        "the picture changed a lot, and one spot changed visibly"
+    )
     assert run_summary(10, 28, 0.99, 0.83) == (  # the lost circle: SSIM alone says fine
         "TeaCache reused 10 of 28 steps; the picture changed very little overall, "
         "but one spot changed visibly"
@@ -78,6 +82,29 @@ def test_the_short_form_keeps_the_counts_and_the_band() -> None:
     assert short_summary(run_summary(0, 28, 1.0, 0.0)) == "none of the 28 steps reused; identical"
     assert short_summary(run_summary(10, 28, 0.99, LOCAL_VISIBLE + 0.01)) == (
         "10 of 28 steps reused; changed very little, but one spot changed visibly"
+    )
+
+
+@pytest.mark.parametrize("ssim", [0.999, SSIM_VERY_LITTLE, 0.9379, 0.9, SSIM_NOTICEABLY, 0.5])
+@pytest.mark.parametrize("local", [None, 0.05, LOCAL_VISIBLE, 0.3, 0.83])
+def test_the_summary_names_a_local_change_whenever_the_card_does(
+    ssim: float, local: float | None
+) -> None:
+    """#27 item 28: the walk's seed 701103987 at 0.1 lost a red circle (SSIM 0.9379, local 0.83);
+    the card said "one spot differs (0.83)", the summary only "changed noticeably"."""
+    card = similarity_words(ssim, local)
+    summary = run_summary(10, 28, ssim, local)
+    assert ("one spot" in card) == ("one spot changed visibly" in summary), (card, summary)
+    assert ("one spot" in card) == ("one spot changed visibly" in short_summary(summary))
+
+
+def test_a_visible_spot_beside_a_lower_band_reads_as_both() -> None:
+    assert run_summary(10, 28, 0.9379, 0.83) == (
+        "TeaCache reused 10 of 28 steps; the picture changed noticeably, and one spot changed "
+        "visibly"
+    )
+    assert short_summary(run_summary(10, 28, 0.9379, 0.83)) == (
+        "10 of 28 steps reused; changed noticeably, and one spot changed visibly"
     )
 
 

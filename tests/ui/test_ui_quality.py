@@ -128,3 +128,59 @@ def test_only_the_chosen_threshold_is_marked_where_several_met_the_target(qtbot:
     assert marks == expected and marks.count("✓") == 1
     bold = [panel.tried.topLevelItem(i).font(0).bold() for i in range(len(probes))]  # type: ignore[union-attr]
     assert bold == [p.threshold == chosen for p in probes]
+
+
+def test_the_plot_follows_the_pass_being_run_and_unticking_hides_the_list(
+    qtbot: QtBot, make_window
+) -> None:
+    """#27 item 22: during a search the plot's threshold line stayed at the slider's value while
+    other thresholds ran (and after it, while the result shown was the chosen threshold's), and
+    the list of thresholds tried stayed in the panel after unticking."""
+    from app.engine.events import Pass
+    from tests.fakes.engine import StepGate
+
+    gate = StepGate()
+    engine = FakeEngine(step_gate=gate)
+    window: MainWindow = make_window(engine)
+    window.form.steps = STEPS
+    window.form.threshold = 0.3  # loose: the search tries tighter ones
+    window.quality_panel.toggle.click()
+    plot = window.gate_plot
+    assert window.session.generate() is not None
+
+    def second_pass_drawn() -> bool:
+        if len(engine.requests) < 2:
+            return False
+        running = engine.requests[-1].threshold
+        return any(s is not None and s.threshold == running for s in window.run.gated_steps)
+
+    for _ in range(2000):  # step by step until the second pass has drawn a step
+        if second_pass_drawn():
+            break
+        if gate.waiting_at is not None:
+            gate.release(1)
+        qtbot.wait(5)
+    assert second_pass_drawn()
+    running = engine.requests[-1].threshold
+    assert gate.waiting_at is not None and gate.waiting_at[0] is Pass.gated
+    assert running != pytest.approx(0.3) and window.form.threshold == pytest.approx(0.3)
+    qtbot.waitUntil(
+        lambda: plot.threshold_line.value() == pytest.approx(running), timeout=SIGNAL_TIMEOUT_MS
+    )
+
+    gate.open()
+    qtbot.waitUntil(lambda: not window.run.busy, timeout=SIGNAL_TIMEOUT_MS)
+    chosen = window.quality.chosen
+    assert chosen is not None and chosen != pytest.approx(0.3)
+    # The result shown is the chosen threshold's run: so is the line it is drawn against.
+    qtbot.waitUntil(
+        lambda: plot.threshold_line.value() == pytest.approx(chosen), timeout=SIGNAL_TIMEOUT_MS
+    )
+
+    panel = window.quality_panel
+    assert panel.tried.isVisible() and panel.note.isVisible()
+    panel.toggle.click()  # off: the list and its note go with the option
+    assert not window.quality.enabled
+    assert not panel.tried.isVisible() and not panel.note.isVisible()
+    panel.toggle.click()  # on again: the last search is listed again
+    assert panel.tried.isVisible() and len(panel.rows()) == len(window.quality.probes)

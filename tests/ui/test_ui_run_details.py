@@ -68,3 +68,55 @@ def test_details_hide_the_figures_until_opened_and_are_remembered(
     assert shut.args == [False]
     qtbot.waitUntil(lambda: not again.run_details.figures_shown(), timeout=SIGNAL_TIMEOUT_MS)
     assert SettingsStore().load().details_expanded is False
+
+
+DEVELOPER_WORDS = ("teacache-studio", "mean_tokens", "@ ", "lab.", "`", "|r_i|")
+
+
+def test_the_calibration_box_speaks_plainly_and_its_provenance_is_under_details(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """#27 item 24: under MagCache the sidebar's calibration box held developer text (the
+    calibrate command, mean_tokens(|r_i| / |r_i-1|), "Zehong-Ma/MagCache @ df81cb1"); plain
+    words there, the provenance under Details, before any run too."""
+    window = make_window(FakeEngine())
+    window.form.select_gate("magcache")
+    assert window.form.gate == "magcache"
+    box = window.controls.calibration
+    qtbot.waitUntil(lambda: "MagCache" in box.text(), timeout=SIGNAL_TIMEOUT_MS)
+    for text in (box.text(), box.toolTip()):
+        assert text and not any(w in text for w in DEVELOPER_WORDS), text
+    assert "Details" in box.toolTip()
+
+    details = window.results.run_details
+    details.set_expanded(True)
+    qtbot.waitUntil(lambda: "MagCache table" in details.figures.text(), timeout=SIGNAL_TIMEOUT_MS)
+    figures = details.figures.text()
+    assert figures.startswith("No run yet.") and "teacache-studio calibrate" in figures
+    window.form.select_gate("teacache")
+    qtbot.waitUntil(
+        lambda: (
+            "MagCache" not in details.figures.text() and "Calibration:" in details.figures.text()
+        ),
+        timeout=SIGNAL_TIMEOUT_MS,
+    )
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert "SSIM against vanilla" in details.figures.text()
+
+
+def test_a_gate_without_a_calibration_points_to_the_windows_calibrate(
+    make_window: WindowFactory,
+) -> None:
+    """The picker's reason for a greyed-out gate named a command line; the window has its own
+    way (Model ▸ Calibrate This Model…). The command line keeps its command."""
+    from app.variants import get_variant
+
+    window = make_window(FakeEngine())
+    window.session.select_variant("flux1-krea-dev")  # TeaCache only
+    picker = window.controls.gate_picker
+    assert not picker.is_enabled("magcache")
+    model = picker.combo.model()
+    reason = model.item(picker.combo.findData("magcache")).toolTip()  # type: ignore[attr-defined]
+    assert "Calibrate This Model" in reason and "teacache-studio" not in reason, reason
+    cli = get_variant("flux1-krea-dev").gate_unavailable_reason("magcache")
+    assert cli is not None and "teacache-studio calibrate" in cli

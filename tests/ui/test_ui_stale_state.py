@@ -287,3 +287,55 @@ def test_a_run_reopened_from_history_with_matching_settings_is_not_dimmed(
     window.form.seed = window.form.seed + 1  # a setting that differs still dims it
     assert window.stale_caption.isVisible()
     assert window.stale_caption.text().startswith("Run from history: demo, 28 steps")
+
+
+def test_a_new_vanilla_pass_drops_the_last_seeds_band_and_details_say_a_run_is_going(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """#27 item 25: during a new seed's vanilla pass the gate plot kept the previous seed's onset
+    band and skip curve, and Details said "No run yet." while a run was going."""
+    engine, gate = held_engine()
+    window = make_window(engine)
+    window.results.run_details.set_expanded(True)
+    gate.open()
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    plot = window.gate_plot
+    assert window.run.band is not None and plot.skip_curve.getData()[0] is not None
+    assert plot.band.isVisible()
+
+    gate.hold()
+    window.form.seed += 1  # a new vanilla trace: the old band belongs to another one
+    assert window.session.generate() is not None
+    qtbot.waitUntil(lambda: window.run.active_pass is Pass.vanilla, timeout=SIGNAL_TIMEOUT_MS)
+    assert window.run.band is None
+    qtbot.waitUntil(lambda: not plot.band.isVisible(), timeout=SIGNAL_TIMEOUT_MS)
+    xs, _ = plot.skip_curve.getData()
+    assert xs is None or len(xs) == 0
+    figures = window.results.run_details.figures.text()
+    assert figures != "No run yet." and "when this run finishes" in figures, figures
+
+    gate.open()
+    qtbot.waitUntil(lambda: not window.run.busy, timeout=SIGNAL_TIMEOUT_MS)
+    assert window.run.band is not None and plot.band.isVisible()
+    assert "SSIM against vanilla" in window.results.run_details.figures.text()
+
+
+def test_a_threshold_only_rerun_keeps_the_band_of_its_cached_vanilla(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """The same vanilla trace (cached): its band stays through the re-run, no flicker."""
+    engine, gate = held_engine()
+    window = make_window(engine)
+    gate.open()
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    band = window.run.band
+    assert band is not None
+    gate.hold()
+    window.form.threshold = 0.12
+    assert window.session.generate() is not None
+    qtbot.waitUntil(lambda: window.run.active_pass is Pass.gated, timeout=SIGNAL_TIMEOUT_MS)
+    kept = window.run.band
+    assert window.run.vanilla_cached and kept is not None
+    assert (kept.onset, kept.onset_step) == (band.onset, band.onset_step)  # the same trace's
+    gate.open()
+    qtbot.waitUntil(lambda: not window.run.busy, timeout=SIGNAL_TIMEOUT_MS)

@@ -273,3 +273,59 @@ def test_an_entry_that_skipped_the_same_steps_names_the_first_such_threshold(
         "same steps skipped as t = 0.1",
         "same steps skipped as t = 0.05",
     ]
+
+
+def test_the_first_defaults_are_each_a_threshold_that_can_skip(make_window: WindowFactory) -> None:
+    """#27 item 21: before any run the defaults (demo, 28 steps) began at 0.025, which the
+    calibration says cannot skip any step: a tile that teaches nothing."""
+    from app.variants import check_schedule
+
+    window = make_window(FakeEngine())
+    assert window.form.variant_id == "demo" and window.form.steps == 28
+    dialog = window.show_comparison()
+    values = [float(v) for v in dialog.thresholds.text().split(",")]
+    assert 4 <= len(values) <= 8
+    variant = window.form.variant
+    assert [check_schedule(variant, 28, t).can_skip for t in values] == [True] * len(values)
+    assert float(window.form.threshold) in values
+
+
+def test_a_tile_flags_one_spot_and_a_reopened_comparison_keeps_its_mark_and_notes(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """#27 item 21: t=0.99 lost both circles (SSIM 0.837) with no flag on its tile; a comparison
+    reopened from the History lost its "✓ current" mark and its note on a threshold that cannot
+    skip."""
+    from app.ui.plain_words import LOCAL_VISIBLE
+
+    engine = FakeEngine(FakeScript(spot_after_skips=6))
+    window = make_window(engine)
+    dialog = _dialog(window)
+    dialog.thresholds.setText("0.001, 0.1, 0.3, 0.99")  # 0.001: below the calibration's floor
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
+    comparer = window.comparer
+    rows = [r for r in comparer.rows if r is not None]
+    spots = [r.local_diff is not None and r.local_diff > LOCAL_VISIBLE for r in rows]
+    assert True in spots and False in spots, [(r.skips, r.local_diff) for r in rows]
+    for cell, spot in zip(dialog.cells[1:], spots, strict=True):
+        flagged = "one spot differs" in cell.stats.text()
+        assert flagged is spot, cell.stats.text()
+    note = next(w for w in comparer.warnings if "0.001" in w)
+    assert note in dialog.about.text()
+
+    comparer.pick(2)  # t = 0.3
+    assert "✓ current" in dialog.cells[3].title.text()
+    [entry] = window.history.entries()
+    window.form.threshold = 0.5  # the user moves on; later reopens the comparison
+    assert window.open_history_entry(entry)
+    assert comparer.status is CompareStatus.opened
+    shown = window.run.request
+    assert shown is not None
+    current = [i for i, t in enumerate(comparer.thresholds) if t == shown.threshold]
+    assert current and comparer.picked == current[0]  # the entry the main window shows
+    titles = [cell.title.text() for cell in dialog.cells[1:]]
+    assert ["✓ current" in t for t in titles] == [i == current[0] for i in range(len(titles))]
+    assert note in comparer.warnings and note in dialog.about.text()
+    flagged = ["one spot differs" in cell.stats.text() for cell in dialog.cells[1:]]
+    assert flagged == spots  # the flag survives the history

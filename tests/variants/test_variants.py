@@ -76,6 +76,7 @@ def test_variant_is_complete(variant: Variant) -> None:
     if variant.coefficients is not None:  # None: no TeaCache numbers (it opens on the probe)
         assert len(variant.coefficients) == 5
         assert all(isinstance(c, float) and math.isfinite(c) for c in variant.coefficients)
+    assert variant.gates and variant.default_gate() in variant.gates
     assert variant.provenance.source.strip()
     if variant.provenance.fit_value is not None:
         assert variant.provenance.fit_metric and math.isfinite(variant.provenance.fit_value)
@@ -319,3 +320,29 @@ def test_gate_params_follow_the_variant() -> None:
     assert p.rel_l1_thresh == v.default_threshold
     assert v.teacache_params(0.25, skip_first=2).skip_first == 2
     assert get_variant("flux1-schnell").teacache_params().rel_l1_thresh == 0.0
+
+
+def test_the_default_gate_follows_what_teacache_was_measured_on() -> None:
+    """TeaCache is the default where its numbers were measured on the model that runs (the
+    built-in ones: the published weights without LoRAs; a user calibration: its recorded model
+    folder and LoRA set); anywhere else the first-block probe, with the one line why."""
+    from dataclasses import replace
+
+    from app.engine.request import LoraSpec
+    from app.variants.catalog import CalibrationScope
+
+    ink = LoraSpec("/loras/ink.safetensors", 0.75)
+    base = get_variant("flux1-dev")
+    assert base.default_gate() == "teacache" and base.uncalibrated_reason() is None
+    assert base.default_gate([ink]) == "firstblock"
+    assert "calibrated without this LoRA" in (base.uncalibrated_reason([ink]) or "")
+    assert base.default_gate((), "/models/ft") == "firstblock"
+    folder = replace(base, id="flux1-dev@ft", model_path="/models/ft")  # borrowed numbers
+    assert "this model folder" in (folder.uncalibrated_reason() or "")
+    scope = CalibrationScope("/models/ft", ((ink.path, ink.scale),))
+    mine = replace(folder, id="flux1-dev@ft+ink", calibration_scope=scope)
+    assert mine.default_gate([ink]) == "teacache" and mine.uncalibrated_reason([ink]) is None
+    assert mine.default_gate() == "firstblock"
+    assert "and this run has none" in (mine.uncalibrated_reason() or "")
+    other = LoraSpec(ink.path, 1.0)  # the same file at another scale: not what was measured
+    assert "not with this set" in (mine.uncalibrated_reason([other]) or "")

@@ -1,10 +1,11 @@
 """The registry of gate kinds: one small module per decision rule, looked up by name.
 
-``GATE_KINDS`` maps a gate's name ("teacache", "magcache") to its ``GateKind`` (``base.py``):
-its label, what its threshold means, its parameters from the variant's calibration for it, its
-simulator, engagement onset, target-search candidates, live gate, and how the plot, the timeline,
-Details, exports and the history word it. Code outside ``app/gate`` asks ``gate_kind(name)`` or
-``kind_of(params)`` and never branches on a gate's name (``tests/gate/test_gate_kinds.py``).
+``GATE_KINDS`` maps a gate's name ("teacache", "magcache", "firstblock") to its ``GateKind``
+(``base.py``): its label, what its threshold means, its parameters from the variant's calibration
+for it, its simulator, engagement onset, target-search candidates, live gate, and how the plot,
+the timeline, Details, exports and the history word it. Code outside ``app/gate`` asks
+``gate_kind(name)`` or ``kind_of(params)`` and never branches on a gate's name
+(``tests/gate/test_gate_kinds.py``).
 
 Adding a kind: a module here (its rule on floats beside it in ``app/gate``), its live subclass of
 ``LiveGate`` in ``live.py``, its entry below, and its calibration on ``Variant`` (where it needs
@@ -31,6 +32,10 @@ from app.gate.kinds.base import (
     Signal,
     format_threshold,
 )
+from app.gate.kinds.firstblock import (
+    FIRSTBLOCK_KIND,
+    FirstBlockCalibration,
+)
 from app.gate.kinds.magcache import (
     MAGCACHE_KIND,
     MagCacheCalibration,
@@ -42,18 +47,26 @@ from app.gate.kinds.teacache import TEACACHE_KIND, TeaCacheCalibration
 if TYPE_CHECKING:
     from app.gate.live import LiveGate
 
-AnyGateKind = GateKind[Any, Any]
+AnyGateKind = GateKind[Any, Any, Any]
 
 # In the picker's order; the first is the default where a variant has its calibration.
 GATE_KINDS: Final[dict[str, AnyGateKind]] = {
-    kind.name: kind for kind in (TEACACHE_KIND, MAGCACHE_KIND)
+    kind.name: kind for kind in (TEACACHE_KIND, MAGCACHE_KIND, FIRSTBLOCK_KIND)
 }
 GATES: Final = tuple(GATE_KINDS)
 DEFAULT_GATE: Final = TEACACHE_KIND.name
+# Where TeaCache has no calibration for the model that runs (a variant without one, a model
+# folder's fine-tune, a LoRA set): the kind that needs none (``Variant.default_gate``).
+UNCALIBRATED_GATE: Final = FIRSTBLOCK_KIND.name
 # The kind whose observing live gate records the vanilla pass: it measures every kind's signal
-# (TeaCache's rel-L1 and prediction, MagCache's magnitude ratio), so one vanilla pass serves every
-# gate's simulator, plot and calibration, and the vanilla cache stays valid across a gate switch.
+# (TeaCache's rel-L1 and prediction, MagCache's magnitude ratio, the probe's first-block changes),
+# so one vanilla pass serves every gate's simulator, plot and calibration, and the vanilla cache
+# stays valid across a gate switch.
 OBSERVER: Final = TEACACHE_KIND
+# The observer's polynomial where the variant has no TeaCache calibration: it never skips, so its
+# polynomial only prices the recorded signal for TeaCache's plot, which such a variant never shows;
+# the identity keeps the recorded ``predicted`` equal to the measured change.
+_UNPRICED = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
 
 
 class UnknownGateError(ValueError):
@@ -94,8 +107,8 @@ def observer_params(variant: Calibrated, gate: str, threshold: float) -> TeaCach
     observer's own threshold where it is also the gate that runs (its events record it), else its
     calibration's default."""
     calibration = OBSERVER.calibration_of(variant)
-    if calibration is None:
-        raise GateConfigError("a vanilla pass needs the variant's TeaCache calibration")
+    if calibration is None:  # a variant TeaCache has no numbers for: it runs another gate
+        return _UNPRICED
     return OBSERVER.params(calibration, threshold if gate_kind(gate) is OBSERVER else None)
 
 
@@ -122,16 +135,19 @@ def make_gate(
 
 __all__ = [
     "DEFAULT_GATE",
+    "FIRSTBLOCK_KIND",
     "GATES",
     "GATE_KINDS",
     "MAGCACHE_KIND",
     "OBSERVER",
     "TEACACHE_KIND",
     "THRESHOLD_DECIMALS",
+    "UNCALIBRATED_GATE",
     "AnyGateKind",
     "Calibrated",
     "CalibrationMethod",
     "Candidate",
+    "FirstBlockCalibration",
     "GateKind",
     "GateParamsLike",
     "MagCacheCalibration",

@@ -36,6 +36,9 @@ class Signal(StrEnum):
 
     none = "none"  # decides from a table and the step index (MagCache)
     modulated_input = "modulated-input"  # the family's signal before block 0 (TeaCache)
+    # The first block's residual on the image stream: the adapter splits its stack after the
+    # first block and decides there (the first-block probe; ``LiveGate.probes_first_block``).
+    first_block_residual = "first-block-residual"
 
 
 class CalibrationMethod(StrEnum):
@@ -109,10 +112,14 @@ class GateParamsLike(Protocol):
 
 P = TypeVar("P")
 C = TypeVar("C")
+T = TypeVar("T")  # one step of a kind's trace (``trace``): what its simulator reads
 
 
-class GateKind(ABC, Generic[P, C]):
-    """One decision rule. Subclasses set the class attributes and implement the methods."""
+class GateKind(ABC, Generic[P, C, T]):
+    """One decision rule. Subclasses set the class attributes and implement the methods.
+
+    A kind's trace (``trace``) is its own: a float per step for TeaCache and MagCache, a tuple of
+    changes for the first-block probe; callers only pass it back to the same kind."""
 
     name: ClassVar[str]  # as typed on the command line, stored in requests and history
     label: ClassVar[str]  # as shown: the picker, captions, the summary line
@@ -125,6 +132,9 @@ class GateKind(ABC, Generic[P, C]):
     skips_at_onset: ClassVar[bool]  # a threshold equal to the onset skips (the rule uses <=)
     exact_simulation: ClassVar[bool]  # the simulator is exact for a whole run (reads no latents)
     forced_skips: ClassVar[bool] = False  # ``bench --forced-skips`` drives this kind's numbers
+    # Runs without numbers measured on the model that runs: a model folder or a LoRA set leaves
+    # it as valid as on the base model (the first-block probe measures the model itself).
+    calibration_free: ClassVar[bool] = False
     plot: ClassVar[PlotSpec]
     # The engagement notice's words: where the onset comes from and what it is the smallest of.
     onset_source: ClassVar[str]
@@ -148,6 +158,12 @@ class GateKind(ABC, Generic[P, C]):
     @abstractmethod
     def default_threshold(self, calibration: C) -> float | None: ...
 
+    def forced(self, calibration: C, skips_per_compute: int) -> P | None:
+        """Timing only (``bench --forced-skips``): parameters that skip ``skips_per_compute``
+        steps after each computed one whatever the weights, where the kind forces its own
+        pattern; None where the bench forces it otherwise (TeaCache: a constant polynomial)."""
+        return None
+
     def threshold_key(self, variant_id: str) -> str:
         """Where the window's settings remember this gate's threshold for a variant."""
         return f"{variant_id}@{self.name}"
@@ -158,22 +174,22 @@ class GateKind(ABC, Generic[P, C]):
 
     # -- traces and simulation ---------------------------------------------------------------
     @abstractmethod
-    def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
+    def trace(self, steps: Sequence[StepEvent | None]) -> list[T | None]:
         """This kind's signal on a vanilla run's steps (what its simulator reads)."""
 
     @abstractmethod
-    def traced(self, trace: Sequence[float | None]) -> bool:
+    def traced(self, trace: Sequence[T | None]) -> bool:
         """Whether ``trace`` carries what the simulator needs."""
 
     @abstractmethod
-    def simulate(self, params: P, trace: Sequence[float | None]) -> list[Verdict]: ...
+    def simulate(self, params: P, trace: Sequence[T | None]) -> list[Verdict]: ...
 
     @abstractmethod
-    def engagement(self, params: P, trace: Sequence[float | None]) -> Engagement:
+    def engagement(self, params: P, trace: Sequence[T | None]) -> Engagement:
         """Where skipping begins on ``trace`` (the onset and its step)."""
 
     @abstractmethod
-    def candidates(self, params: P, trace: Sequence[float | None]) -> list[Candidate]:
+    def candidates(self, params: P, trace: Sequence[T | None]) -> list[Candidate]:
         """The simulator's skip patterns on ``trace`` as threshold intervals, in threshold
         order, that skip at least one step (the target search bisects over them)."""
 
@@ -183,8 +199,35 @@ class GateKind(ABC, Generic[P, C]):
             return False
         return threshold >= onset if self.skips_at_onset else threshold > onset
 
-    def skipped(self, params: P, trace: Sequence[float | None]) -> int:
+    def skipped(self, params: P, trace: Sequence[T | None]) -> int:
         return sum(v.decision is Decision.skipped for v in self.simulate(params, trace))
+
+    def smallest_engaging(self, onset: float) -> float | None:
+        """The smallest threshold the entry can hold (``THRESHOLD_DECIMALS``) that skips where
+        skipping begins at ``onset``; None above 1."""
+        scale = 10**THRESHOLD_DECIMALS
+        if self.skips_at_onset:
+            value = math.ceil(onset * scale - 1e-6) / scale
+        else:
+            value = math.floor(onset * scale + 1e-6) / scale
+        while not self.engages(value, onset):  # float rounding at the last decimal
+            value = round(value + 1 / scale, THRESHOLD_DECIMALS)
+        return value if value <= 1.0 else None
+
+    def format_onset(self, onset: float) -> str:
+        """An onset at the entry's decimals, rounded to the side that keeps "skipping begins
+        above X" (or "at X") true: the entry's value next to it is the first that skips."""
+        scale = 10**THRESHOLD_DECIMALS
+        if self.skips_at_onset:
+            value = math.ceil(onset * scale - 1e-6) / scale
+        else:
+            value = math.floor(onset * scale + 1e-6) / scale
+        return f"{value:.{THRESHOLD_DECIMALS}f}"
+
+    def onset_words(self, onset: float) -> str:
+        """Where skipping begins, in the words every view uses: "skipping begins above 0.2765"."""
+        where = "at" if self.skips_at_onset else "above"
+        return f"skipping begins {where} {self.format_onset(onset)}"
 
     @abstractmethod
     def live_class(self) -> type[LiveGate]: ...

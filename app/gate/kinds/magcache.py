@@ -76,7 +76,7 @@ def magcache_from_document(document: dict) -> MagCacheCalibration | None:
     return None if section is None else magcache_from_json(section)
 
 
-class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration]):
+class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     name = GATE_NAME
     label = "MagCache"
     threshold_meaning = (
@@ -263,7 +263,7 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration]):
             f"{probe.first_eligible(steps)} always compute)."
         )
         if first is not None and step is not None:
-            text += f" From its table, skipping begins at {first:.4g} (step {step + 1})."
+            text += f" From its table, {self.onset_words(first)} (step {step + 1})."
         return text
 
 

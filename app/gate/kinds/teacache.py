@@ -28,7 +28,6 @@ from app.gate.kinds.base import (
     ScheduleFacts,
     Signal,
     format_figure,
-    format_threshold,
     inside_open_low,
 )
 from app.gate.provenance import Provenance
@@ -55,7 +54,7 @@ class TeaCacheCalibration:
     gate: ClassVar[str] = GATE_NAME
 
 
-class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration]):
+class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
     name = GATE_NAME
     label = "TeaCache"
     threshold_meaning = (
@@ -289,9 +288,7 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration]):
         text = f"{eligible} of {steps} steps may be skipped (never the first or last)."
         if measured:
             if onset is not None and onset < 1.0:
-                text += (
-                    f" On the last vanilla run, skipping begins above {format_threshold(onset)}."
-                )
+                text += f" On the last vanilla run, {self.onset_words(onset)}."
             else:
                 text += " On the last vanilla run, no threshold skips a step."
         return text

@@ -2,27 +2,34 @@
 # Issue #17 on the lent H200: `teacache-studio bench` (vanilla mflux / gate off / gated, each
 # repetition a cold subprocess) for FLUX.1 dev, FLUX.2 Klein 4B (1024² and 512²), Z-Image and
 # Qwen-Image at their real dimensions with random weights, bfloat16, a forced skip pattern (one
-# skip after every computed step: 9 of 20), first-generation (compile) time reported. Writes
-# $OUT/<case>.json (+ .md, + .chunks/ with every run and its worker log) and $OUT/issue17-plan.txt.
+# skip after every computed step: 9 of 20), first-generation (compile) time reported; beside
+# TeaCache's gated condition, the first-block probe's (condition gated-firstblock, `bench
+# --also-gate firstblock`: the same forced pattern from the probe's own forced mode, with the probe's
+# work per step: its first block, the change and its host sync), so one run gives both gates'
+# skipped step / computed step and measured / ideal (issue #28). Writes $OUT/<case>.json (+ .md,
+# + .chunks/ with every run and its worker log) and $OUT/issue17-plan.txt.
 #
 # On the device (MLX CUDA installed as /work/shared/device/README.md says), from the repo root:
 #   export PYTHONPATH=/opt/mlxsite:$PWD && bash lab/bench/device/issue17.sh CASE...
 # Cases: flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024 (none given: all five), and
 # profile-skip (lab/bench/device/profile_skip.py: the parts of a skipped step in isolation and
 # inside mflux's loop, FLUX.2 Klein 4B 1024² and 512², Z-Image 1024²; writes $OUT/profile-skip.json).
-# Conditions run rep-outer in alternating direction (vanilla, gate_off, gated, then gated,
-# gate_off, vanilla, ...), so gate_off no longer always runs right after vanilla.
+# Conditions run rep-outer in alternating direction (vanilla, gate_off, gated, gated-firstblock,
+# then gated-firstblock, gated, gate_off, vanilla, ...), so no condition always runs right after
+# another. ALSO_GATES (default "firstblock"; empty: TeaCache alone, as before #28) names the
+# further gated conditions.
 # Per-case overrides: REPS_<case> / STEPS_<case> / WARMUP_STEPS_<case> (case with - → _), e.g.
 #   REPS_qwen_1024=1 STEPS_flux1_1024=10.
 # Resume a case cut off by a call's time limit: carry its .chunks folder back in and set
 #   RESUME_FROM=<folder holding CASE.chunks/>; finished runs are kept, the rest run.
-# Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 4 steps, OUT defaulting to
+# Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 8 steps, OUT defaulting to
 # ./issue17-dry): TINY=1 bash lab/bench/device/issue17.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
 PY=${PYTHON:-python3}
 TINY=${TINY:-0}
+ALSO_GATES=${ALSO_GATES-firstblock}
 if [ "$TINY" = 1 ]; then
   OUT=${OUT:-$PWD/issue17-dry}
   WEIGHTS=tiny DTYPE=float32
@@ -46,6 +53,11 @@ cases=("$@")
 #   flux1-1024   460 ms/step, 2 reps -> 6 processes ~ 2.1 min + JIT           = ~2.5 min
 #   qwen-1024    1.2 s/step (measured), 2 reps -> 6 processes ~ 3.4 min + JIT  = ~4 min
 #                (STEPS_qwen_1024=10: ~2.5 min)
+# The probe's condition adds one process per repetition: about a third more per case. For issue
+# #28's rows (FLUX.1 dev, Klein 4B, Z-Image, Qwen-Image at 1024²) within ~15 minutes of device
+# time: `REPS_flux2_1024=2 REPS_qwen_1024=1 STEPS_qwen_1024=10 bash lab/bench/device/issue17.sh
+# flux2-1024 z-image-1024 flux1-1024 qwen-1024` (the committed runs' spread across repetitions was
+# within a few per cent, so two repetitions, and one for Qwen's 20B, keep the medians honest).
 #   profile-skip 30 timed calls per part + two 12-step generations per row    = ~2 min
 # (The committed H200 runs: 18.5 s per FLUX.2 1024² process, 8.5 s at 512², 21 s Z-Image, 21 s
 # FLUX.1 dev, 34 s Qwen-Image at 20 steps.)
@@ -84,8 +96,11 @@ for name in "${cases[@]}"; do
   steps=$(eval echo "\${STEPS_$key:-$steps}")
   reps=$(eval echo "\${REPS_$key:-$reps}")
   warm=$(eval echo "\${WARMUP_STEPS_$key:-$warm}")
-  if [ "$TINY" = 1 ]; then size=64x64 steps=4 reps=1 warm=4; fi
-  note="Timing only: random weights ($WEIGHTS size, $DTYPE) and a forced skip pattern (1 skipped after each computed step, from a constant gate polynomial), says nothing about image quality; $steps steps, $reps cold repetition(s), each after a $warm-step warm-up (issue #17 device batch; repetitions and warm-up steps chosen to fit the session's device time)"
+  # 8 steps: past the probe's 4-step warm-up, so its forced skips are timed too
+  if [ "$TINY" = 1 ]; then size=64x64 steps=8 reps=1 warm=4; fi
+  also=()
+  for gate in $ALSO_GATES; do also+=(--also-gate "$gate"); done
+  note="Timing only: random weights ($WEIGHTS size, $DTYPE) and a forced skip pattern (1 skipped after each computed step, from a constant gate polynomial; the first-block probe's from its own forced mode), says nothing about image quality; $steps steps, $reps cold repetition(s), each after a $warm-step warm-up (issue #17/#28 device batch; repetitions and warm-up steps chosen to fit the session's device time)"
   if [ -n "${RESUME_FROM:-}" ] && [ -d "$RESUME_FROM/$name.chunks" ] && [ ! -d "$OUT/$name.chunks" ]; then
     cp -r "$RESUME_FROM/$name.chunks" "$OUT/"
   fi
@@ -94,9 +109,10 @@ for name in "${cases[@]}"; do
   status=0
   "$PY" -m app bench --variant "$variant" --size "$size" --steps "$steps" --reps "$reps" \
     --warmup-steps "$warm" --random-weights "$WEIGHTS" --dtype "$DTYPE" --forced-skips 1 \
-    --label "$note" --out "$OUT/$name.json" --quiet >"$OUT/$name.stdout" 2>"$OUT/$name.stderr" || status=$?
+    ${also[@]+"${also[@]}"} --label "$note" --out "$OUT/$name.json" --quiet \
+    >"$OUT/$name.stdout" 2>"$OUT/$name.stderr" || status=$?
   echo "== $name: exit $status after $(( $(date +%s) - started )) s" | tee -a "$OUT/issue17-plan.txt"
   tail -n 3 "$OUT/$name.stderr" || true
-  [ -f "$OUT/$name.md" ] && sed -n '/^Speedup/p' "$OUT/$name.md"
+  [ -f "$OUT/$name.md" ] && sed -n '/^Speedup/p;/^gated (/p' "$OUT/$name.md"
 done
 ls -la "$OUT"

@@ -1,0 +1,241 @@
+"""The first-block probe in every family's adapter (app/adapters/common.probe_stack and each
+family's block-0 split), on tiny float32 random-weight shells running mflux's real
+``generate_image``.
+
+Oracles: at threshold 0 the probe is mflux's own forward (bit-exact against the vanilla pass, which
+is bit-exact against untouched mflux: test_adapter_parity.py); the vanilla pass records the first
+block's change against each previous step; a forced pattern skips exactly where the guards allow,
+runs the rest of the stack on computed steps only, and each skip reuses the residual the last
+computed step stored; before the first skip the probe measures exactly what the vanilla pass
+recorded. The compiled split (FLUX.2, Z-Image) against the eager one: a measured tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+import pytest
+from mflux.models.common.config.model_config import ModelConfig
+from mflux.utils.apple_silicon import AppleSiliconUtil
+
+from app.adapters import common, flux1, flux2, install_gate, qwen_image, shells, z_image
+from app.families import get_family
+from app.gate import Decision, TeaCacheGate, TeaCacheParams
+from app.gate.firstblock import TRACE_DEPTH, FirstBlockParams
+from tests.fakes import probes
+
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+# Timing-style forced pattern: one warm-up step, then skip / compute in turn, the last computed.
+FORCED = FirstBlockParams(threshold=1.0, warmup_steps=1, max_consecutive_skips=1, forced=True)
+
+
+def forced_pattern(steps: int) -> str:
+    return "F" + ("SC" * steps)[: steps - 2] + "F"
+
+
+@dataclass(frozen=True)
+class Case:
+    family: str
+    model_name: str
+    steps: int
+    guidance: float | None
+    rest: tuple[Any, str]  # where the family's "remaining blocks" live (the spy's target)
+    cfg: bool  # two branches per step: the unconditional one keeps its own residual
+    seed: int = 0
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        run: dict[str, Any] = {"num_inference_steps": self.steps, "height": 128, "width": 128}
+        return run if self.guidance is None else {**run, "guidance": self.guidance}
+
+
+# Each family, with CFG where it has it (the unconditional branch reads the conditional branch's
+# verdict) and without (FLUX.2 at guidance 1, Z-Image Turbo). FLUX.1 runs 3 steps: its shell is
+# 3072 wide even when tiny.
+FLUX1_REST = (flux1.GatedFlux1Transformer, "_rest_blocks")
+QWEN_REST = (qwen_image.GatedQwenTransformer, "_rest_blocks")
+CASES = {
+    "flux1-dev": Case("flux1", "dev", 3, 3.5, FLUX1_REST, cfg=False),
+    "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 6, 4.0, (flux2, "_rest_blocks"), cfg=True),
+    "flux2-no-cfg": Case(
+        "flux2", "flux2-klein-base-4b", 6, 1.0, (flux2, "_rest_blocks"), cfg=False
+    ),
+    "z-image-cfg": Case("z-image", "z-image", 6, 4.0, (z_image, "_rest_layers"), cfg=True),
+    "z-image-turbo": Case(
+        "z-image", "z-image-turbo", 5, None, (z_image, "_rest_layers"), cfg=False, seed=1
+    ),
+    "qwen-image": Case("qwen-image", "qwen-image", 6, 4.0, QWEN_REST, cfg=True),
+}
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[Callable[[Case], Any]]:
+    built: dict[tuple[str, str, int], Any] = {}
+
+    def get(case: Case) -> Any:
+        key = (case.family, case.model_name, case.seed)
+        if key not in built:
+            with common.use_precision(mx.float32):
+                built[key] = shells.random_weight_shell(
+                    get_family(case.family), case.model_name, seed=case.seed
+                )
+        return built[key]
+
+    yield get
+    built.clear()
+
+
+@pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_the_probe_on_every_family(
+    shell: Callable[[Case], Any], case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = shell(case)
+    steps = case.steps
+    observer = TeaCacheGate(OFF, observe=True)
+    with install_gate(pipeline, observer):
+        observed = probes.generate_latents(pipeline, **case.kwargs)
+    off = probes.RecordingProbe(FirstBlockParams(0.0))
+    with install_gate(pipeline, off):
+        zero = probes.generate_latents(pipeline, **case.kwargs)
+
+    rest_calls: list[int] = []
+    owner, name = case.rest
+    original = getattr(owner, name)
+    probe = probes.RecordingProbe(FORCED)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        rest_calls.append(probe.step_index)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, spy)
+    with install_gate(pipeline, probe):
+        forced = probes.generate_latents(pipeline, **case.kwargs)
+
+    # Threshold 0: mflux's own forward, no signal, nothing stored (the vanilla pass is mflux's
+    # own, bit for bit: test_adapter_parity.py).
+    assert mx.array_equal(zero, observed).item()
+    assert off.pattern == "C" * steps and off.signals == {} and off.stored == {}
+    # The vanilla pass recorded the first block's change against each previous step.
+    assert observer.events[0].block_changes is None
+    for index, event in enumerate(observer.events[1:], start=1):
+        changes = event.block_changes
+        assert changes is not None and len(changes) == min(index, TRACE_DEPTH)
+        assert all(math.isfinite(c) and c > 0 for c in changes)
+        assert event.block_change == changes[0]
+
+    # Forced: skips where the guards allow (engagement), the rest of the stack on computed steps
+    # only, and the skips move the latents.
+    assert probe.pattern == forced_pattern(steps) and probe.skipped > 0
+    computed = [e.index for e in probe.events if e.decision.computes]
+    assert rest_calls == computed
+    assert not mx.array_equal(forced, observed).item()
+    # A skip adds the residual the last computed step stored (per branch) to this step's first
+    # block output, the signal's base.
+    branches = {branch for _, branch in probe.stored}
+    assert common.COND in branches and (common.UNCOND in branches) is case.cfg
+    for event in probe.events:
+        if event.decision is not Decision.skipped:
+            continue
+        for branch in branches:
+            previous = max(i for i, b in probe.stored if b == branch and i < event.index)
+            _, stored_base, residual = probe.stored[(previous, branch)]
+            base, reused, result = probe.reused[(event.index, branch)]
+            assert reused is residual
+            assert base.shape == stored_base.shape
+            assert mx.array_equal(result, base + residual).item()
+    # Every step handed the gate its first block's residual; before the first skip the probe's
+    # trajectory is vanilla's, so it measured exactly the change the vanilla pass recorded.
+    assert sorted(probe.signals) == list(range(steps))
+    first_skip = probe.pattern.index("S")
+    assert probe.events[first_skip].block_change == observer.events[first_skip].block_change
+
+
+# -- the compiled split (FLUX.2, Z-Image) ---------------------------------------------------------
+
+COMPILED_CASES = {
+    "flux2": lambda seed: shells.flux2_shell("flux2-klein-base-4b", seed=seed),
+    "z-image": lambda seed: shells.z_image_shell("z-image", seed=seed),
+}
+STEPS = 8
+CFG = {"num_inference_steps": STEPS, "height": 128, "width": 128, "guidance": 4.0}
+NO_CFG = {**CFG, "guidance": 1.0}
+# Relative L1 of the final latents, mean|compiled − eager| / mean|eager|, both probed with the
+# forced pattern (3 skipped of 8 on both sides). Basis: measured on the project's Linux x86-64 CPU
+# box (2 cores, mlx-cpu with OpenBLAS preloaded, mflux 0.24.0) with
+# `uv run python -m tests.adapters.test_adapter_firstblock 3`: seeds 0–2, CFG g=4 and g=1 (6 runs
+# per family, pattern FSCSCSCF in every one): FLUX.2 max 4.6e-7, Z-Image max 2.3e-6, the same
+# fusion noise as TeaCache's split (test_compiled_gate_split.py), so the same gates (~4× above
+# it). The skips themselves move the latents by at least 6.8e-4 (FLUX.2) and 1.85e-2 (Z-Image)
+# against vanilla in the same runs.
+TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5}
+SMALLEST_SKIP_EFFECT = {"flux2": 6.8e-4, "z-image": 1.85e-2}
+TRACES = {
+    "flux2": {"probe_prelude": 1, "probe_body": 1, "tail": 1},
+    "z-image": {"prelude": 1, "body": 1, "tail": 1},
+}
+
+
+def _rel_l1(a: mx.array, b: mx.array) -> float:
+    ratio: float = (mx.mean(mx.abs(a - b)) / mx.mean(mx.abs(b))).tolist()  # type: ignore[assignment]
+    return ratio
+
+
+def _compiled_runs(family: str, seed: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+    pipeline = COMPILED_CASES[family](seed)
+    out: dict[str, Any] = {}
+    for mode in ("eager", "compiled"):
+        eager = mode == "eager"
+        AppleSiliconUtil.is_m1_or_m2 = staticmethod(lambda eager=eager: eager)  # type: ignore[method-assign]
+        gate = probes.RecordingProbe(FORCED)
+        with install_gate(pipeline, gate):
+            out[mode] = probes.generate_latents(pipeline, seed=seed, **kwargs)
+            out[f"{mode}_pattern"] = gate.pattern
+            out[f"{mode}_traces"] = dict(pipeline._predict.teacache_state.traces)
+        with install_gate(pipeline, probes.RecordingProbe(FirstBlockParams(0.0))):
+            out[f"{mode}_zero"] = probes.generate_latents(pipeline, seed=seed, **kwargs)
+        out[f"{mode}_vanilla"] = probes.generate_latents(pipeline, seed=seed, **kwargs)
+    return out
+
+
+@pytest.mark.parametrize("family", sorted(COMPILED_CASES))
+@pytest.mark.parametrize("kwargs", [CFG, NO_CFG], ids=["cfg", "no-cfg"])
+def test_the_compiled_probe_within_measured_tolerance_of_the_eager_probe(
+    family: str, kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ModelConfig, "precision", mx.float32)
+    monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", AppleSiliconUtil.is_m1_or_m2)
+    runs = _compiled_runs(family, 0, kwargs)
+    assert runs["eager_pattern"] == runs["compiled_pattern"] == forced_pattern(STEPS)
+    assert _rel_l1(runs["compiled"], runs["eager"]) <= TOLERANCE[family]
+    assert _rel_l1(runs["compiled"], runs["compiled_vanilla"]) >= SMALLEST_SKIP_EFFECT[family] / 2
+    # Threshold 0 is mflux's own compiled predict, untouched.
+    assert mx.array_equal(runs["compiled_zero"], runs["compiled_vanilla"]).item()
+    # Each compiled function traced once for the generation, never per step.
+    assert runs["compiled_traces"] == TRACES[family]
+    assert runs["eager_traces"] == {}
+
+
+if __name__ == "__main__":  # re-measure: python -m tests.adapters.test_adapter_firstblock [seeds]
+    import os
+    import sys
+
+    from app.blas import preload_openblas
+
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    preload_openblas()
+    seeds = range(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    with common.use_precision(mx.float32):
+        for family in sorted(COMPILED_CASES):
+            rows = [_compiled_runs(family, s, k) for s in seeds for k in (CFG, NO_CFG)]
+            noise = [_rel_l1(r["compiled"], r["eager"]) for r in rows]
+            effect = [_rel_l1(r["compiled"], r["compiled_vanilla"]) for r in rows]
+            patterns = {r["compiled_pattern"] for r in rows} | {r["eager_pattern"] for r in rows}
+            print(
+                f"{family}: compiled vs eager probe rel-L1 max {max(noise):.3g}; skips' effect "
+                f"min {min(effect):.3g}; patterns {sorted(patterns)}; runs {len(rows)}"
+            )
