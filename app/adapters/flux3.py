@@ -22,6 +22,14 @@ Re-walk of mflux 0.24.0 ``Flux3Transformer.__call__``:
   tokens only (``out[:, :N] − x``), all the tail reads, one per branch (``"cond"``/``"uncond"``);
 - tail: ``norm_out`` with the image's time embedding, ``proj_out``; the base checkpoint's CFG
   combines ``u + g·(c − u)`` in float32, as mflux does.
+
+The block-0 split (the first-block probe, ``common.probe_stack``): ``_first_block`` runs the image
+stream's per-mode block 0 (it attends within the image stream only, so its change is
+caption-independent); its residual is taken on the image stream; ``_rest_blocks`` runs the image
+stream's blocks 1.., the whole text stream and the single stream, and returns the image tokens the
+tail reads. The conditional branch decides; the unconditional one (the base's CFG) reads that
+verdict and keeps the whole stack's residual, as under TeaCache. A vanilla (observing) pass
+records the same residual after block 0 of the conditional branch.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux3.model.flux3_transformer.flux3_transformer import Flux3Transformer
 
 from app.adapters.base import Installation
-from app.adapters.common import COND, UNCOND, GateState, install_predict_factory
+from app.adapters.common import COND, UNCOND, GateState, install_predict_factory, probe_stack
 from app.families.flux3 import FAMILY
 from app.gate import LiveGate, Verdict
 
@@ -70,19 +78,47 @@ def _signal(tr: Flux3Transformer, pre: _Prelude) -> mx.array:
     return (1 + scale) * tr.mode_blocks["image"][0].norm(pre.x) + shift
 
 
+@dataclass(frozen=True, slots=True)
+class _FirstBlock:
+    """The image stream after its per-mode block 0, and the rotary embeddings it used."""
+
+    image: mx.array
+    rotary_image: mx.array
+
+
+def _first_block(tr: Flux3Transformer, pre: _Prelude, latent_ids: mx.array) -> _FirstBlock:
+    rotary_image = tr.pos_embed(latent_ids)
+    image = tr.mode_blocks["image"][0](pre.x, rotary_image, pre.mod_image)
+    return _FirstBlock(image, rotary_image)
+
+
 def _body(
-    tr: Flux3Transformer, pre: _Prelude, latent_ids: mx.array, tokens: mx.array, ids: mx.array
+    tr: Flux3Transformer,
+    pre: _Prelude,
+    latent_ids: mx.array,
+    tokens: mx.array,
+    ids: mx.array,
+    first: _FirstBlock | None = None,
+    on_first: Callable[[mx.array], None] | None = None,
 ) -> mx.array:
-    """One branch's stack, as mflux runs it; returns the image tokens of the single stream."""
+    """One branch's stack, as mflux runs it (from ``first`` where block 0 already ran; each
+    stream's per-mode blocks depend on that stream alone, so running the image stream's before
+    the text stream's computes the same values); returns the image tokens of the single stream.
+    ``on_first`` is handed the image stream after block 0."""
     dtype = ModelConfig.precision
     num_image = pre.x.shape[1]
     mod_txt = tr.early_stream_modulations["txt"](pre.vec_context)
     single_image = tr.single_stream_modulations["image"](pre.vec_image)
     single_txt = tr.single_stream_modulations["txt"](pre.vec_context)
-    image, txt = pre.x, tr.context_embedder(tokens.astype(dtype))
-    rotary_image, rotary_txt = tr.pos_embed(latent_ids), tr.pos_embed(ids)
-    for depth in range(len(tr.txt_mode_blocks)):
+    if first is None:
+        first = _first_block(tr, pre, latent_ids)
+        if on_first is not None:
+            on_first(first.image)
+    image, rotary_image = first.image, first.rotary_image
+    txt, rotary_txt = tr.context_embedder(tokens.astype(dtype)), tr.pos_embed(ids)
+    for depth in range(1, len(tr.txt_mode_blocks)):
         image = tr.mode_blocks["image"][depth](image, rotary_image, pre.mod_image)
+    for depth in range(len(tr.txt_mode_blocks)):
         txt = tr.txt_mode_blocks[depth](txt, rotary_txt, mod_txt)
     x = mx.concatenate([image, txt], axis=1)
     single_rotary = tr.pos_embed(mx.concatenate([latent_ids, ids], axis=0))
@@ -100,6 +136,19 @@ def _body(
     return x[:, :num_image]
 
 
+def _rest_blocks(
+    tr: Flux3Transformer,
+    pre: _Prelude,
+    first: _FirstBlock,
+    latent_ids: mx.array,
+    tokens: mx.array,
+    ids: mx.array,
+) -> mx.array:
+    """The probe's remaining stack after the image stream's block 0: the image tokens the tail
+    reads."""
+    return _body(tr, pre, latent_ids, tokens, ids, first=first)
+
+
 def _branch(
     tr: Flux3Transformer,
     pre: _Prelude,
@@ -111,7 +160,13 @@ def _branch(
     branch: str,
 ) -> mx.array:
     if verdict.decision.computes:
-        out = _body(tr, pre, latent_ids, tokens, ids)
+        on_first = None
+        if branch == COND and gate.records_first_block:  # the probe's vanilla trace
+
+            def on_first(image: mx.array) -> None:
+                gate.record_first_block(image - pre.x)
+
+        out = _body(tr, pre, latent_ids, tokens, ids, on_first=on_first)
         if verdict.store_residual:
             gate.store_residual(out, pre.x, branch)
     else:
@@ -137,11 +192,20 @@ def make_predict_factory(state: GateState) -> Callable[[Flux3Transformer], Calla
                     state.record(noise)
                 return noise
             pre = _prelude(transformer, kw["latents"], kw["timestep"], kw["target_timestep"])
-            verdict = gate.decide(_signal(transformer, pre))
-            latent_ids = kw["latent_ids"]
-            velocity = _branch(
-                transformer, pre, latent_ids, kw["text_tokens"], kw["text_ids"], gate, verdict, COND
-            )
+            latent_ids, tokens, ids = kw["latent_ids"], kw["text_tokens"], kw["text_ids"]
+            if gate.probes_first_block:  # the first-block probe: split after block 0
+                first = _first_block(transformer, pre, latent_ids)
+                out = probe_stack(
+                    gate,
+                    pre.x,
+                    first.image,
+                    lambda: _rest_blocks(transformer, pre, first, latent_ids, tokens, ids),
+                )
+                velocity = transformer.proj_out(transformer.norm_out(out, pre.vec_image))
+                verdict = gate.decide(None)  # the conditional branch's, for the other branch
+            else:
+                verdict = gate.decide(_signal(transformer, pre))
+                velocity = _branch(transformer, pre, latent_ids, tokens, ids, gate, verdict, COND)
             if kw["uncond_tokens"] is not None:
                 unconditional = _branch(
                     transformer,

@@ -22,7 +22,7 @@ import pytest
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, flux1, flux2, install_gate, qwen_image, shells, z_image
+from app.adapters import common, flux1, flux2, flux3, install_gate, qwen_image, shells, z_image
 from app.families import get_family
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from app.gate.firstblock import TRACE_DEPTH, FirstBlockParams
@@ -69,6 +69,11 @@ CASES = {
         "z-image", "z-image-turbo", 5, None, (z_image, "_rest_layers"), cfg=False, seed=1
     ),
     "qwen-image": Case("qwen-image", "qwen-image", 6, 4.0, QWEN_REST, cfg=True),
+    # FLUX.3 Image Klein: the distilled flow map (no CFG) and the base (CFG on the empty prompt)
+    "flux3": Case("flux3", "flux3-image-klein", 6, None, (flux3, "_rest_blocks"), cfg=False),
+    "flux3-base-cfg": Case(
+        "flux3", "flux3-image-klein-base", 6, 3.5, (flux3, "_rest_blocks"), cfg=True
+    ),
 }
 
 
