@@ -24,6 +24,14 @@ Re-walk of mflux 0.24.0 ``Krea2Transformer.__call__`` (no control image, no atte
   token), one per branch (``"cond"``/``"uncond"``);
 - tail: ``last`` (a per-token modulated norm and linear), the image tokens, unpatchify and crop;
   CFG combines ``u + g·(c − u)``.
+
+The block-0 split (the first-block probe): the probe prelude is the prelude plus the conditional
+branch's joint sequence through block 0 (``_first_block``); the probe body runs the remaining
+blocks (``_rest_blocks``) and the tail, and the unconditional branch whole. The conditional
+branch decides on block 0's change of the image tokens and keeps its residual over block 0's
+output; the unconditional branch reads that verdict and keeps the whole stack's residual, as under
+TeaCache. A vanilla (observing) pass runs the same split and records block 0's change, so a probe
+pass resumed from vanilla replays what it would compute; compiled or eager as the plain split.
 """
 
 from __future__ import annotations
@@ -68,6 +76,8 @@ class _Krea2Step:
         self.prelude = wrap("prelude", self._prelude)
         self.body = wrap("body", self._body)
         self.tail = wrap("tail", self._tail)
+        self.probe_prelude = wrap("probe_prelude", self._probe_prelude)
+        self.probe_body = wrap("probe_body", self._probe_body)
 
     # -- the transformer's parts, verbatim from Krea2Transformer.__call__ ----------------------
     def _time(self, timestep: mx.array, dtype: mx.Dtype) -> tuple[mx.array, mx.array]:
@@ -96,16 +106,19 @@ class _Krea2Step:
         out = out.reshape(bs, tr.channels, h_ * patch, w_ * patch)
         return out[:, :, : self._size[0], : self._size[1]]
 
-    def _branch(
+    def _joint(
         self, img: mx.array, timestep: mx.array, embeds: mx.array
-    ) -> tuple[mx.array, mx.array]:
-        """One caption's stack over ``[text, image]`` and its tail: the velocity, and the
-        blocks' output over the image tokens (for the residual)."""
+    ) -> tuple[mx.array, mx.array, mx.array, mx.array, int]:
+        """One caption's joint sequence ``[text, image]`` before the blocks: ``t``, ``tvec``, the
+        sequence, its rotary embeddings, the caption's length."""
         tr = self.tr
         t, tvec = self._time(timestep, img.dtype)
         context = tr.txtmlp(tr.txtfusion(tr._unpack_context(embeds), mask=None))
-        bs, txtlen, imglen = img.shape[0], context.shape[1], img.shape[1]
         combined = mx.concatenate([context, img], axis=1)
+        return t, tvec, combined, self._freqs(img.shape[0], context.shape[1]), context.shape[1]
+
+    def _freqs(self, bs: int, txtlen: int) -> mx.array:
+        """The rotary embeddings of ``[text, image]``: text at (0, 0, 0), image at (0, h, w)."""
         h_, w_ = self._grid
         txtpos = mx.zeros((bs, txtlen, 3), dtype=mx.float32)
         gh, gw = mx.meshgrid(
@@ -113,11 +126,58 @@ class _Krea2Step:
         )
         imgids = mx.stack([mx.zeros_like(gh), gh, gw], axis=-1).reshape(1, h_ * w_, 3)
         imgpos = mx.broadcast_to(imgids, (bs, h_ * w_, 3))
-        freqs = tr.pe_embedder(mx.concatenate([txtpos, imgpos], axis=1))
+        return self.tr.pe_embedder(mx.concatenate([txtpos, imgpos], axis=1))
+
+    def _branch(
+        self, img: mx.array, timestep: mx.array, embeds: mx.array
+    ) -> tuple[mx.array, mx.array]:
+        """One caption's stack over ``[text, image]`` and its tail: the velocity, and the
+        blocks' output over the image tokens (for the residual)."""
+        tr = self.tr
+        t, tvec, combined, freqs, txtlen = self._joint(img, timestep, embeds)
         for block in tr.blocks:
             combined = block(combined, tvec, freqs, None)
         final = tr.last(combined, t)
-        return self._unpatchify(final[:, txtlen : txtlen + imglen, :]), combined[:, txtlen:]
+        return self._unpatchify(final[:, txtlen:, :]), combined[:, txtlen:]
+
+    # -- the block-0 split (the first-block probe) ---------------------------------------------
+    def _first_block(self, img: mx.array, timestep: mx.array, embeds: mx.array) -> mx.array:
+        """The caption's joint sequence through block 0."""
+        _, tvec, combined, freqs, _ = self._joint(img, timestep, embeds)
+        return self.tr.blocks[0](combined, tvec, freqs, None)
+
+    def _rest_blocks(self, combined1: mx.array, timestep: mx.array) -> tuple[mx.array, mx.array]:
+        """Blocks 1.. from block 0's output and the tail: the velocity, and the image tokens
+        after the last block."""
+        tr = self.tr
+        h_, w_ = self._grid
+        bs, txtlen = combined1.shape[0], combined1.shape[1] - h_ * w_
+        t, tvec = self._time(timestep, combined1.dtype)
+        freqs = self._freqs(bs, txtlen)
+        for block in tr.blocks[1:]:
+            combined1 = block(combined1, tvec, freqs, None)
+        final = tr.last(combined1, t)
+        return self._unpatchify(final[:, txtlen:, :]), combined1[:, txtlen:]
+
+    def _probe_prelude(
+        self, latents: mx.array, timestep: mx.array, embeds: mx.array
+    ) -> tuple[mx.array, ...]:
+        img, signal = self._prelude(latents, timestep)
+        combined1 = self._first_block(img, timestep, embeds)
+        return img, signal, combined1, combined1[:, combined1.shape[1] - img.shape[1] :]
+
+    def _probe_body(
+        self,
+        combined1: mx.array,
+        img: mx.array,
+        timestep: mx.array,
+        neg_embeds: mx.array | None,
+    ) -> tuple[mx.array, ...]:
+        v, cond = self._rest_blocks(combined1, timestep)
+        if neg_embeds is None:
+            return v, cond
+        v_neg, uncond = self._branch(img, timestep, neg_embeds)
+        return v_neg + self.guidance * (v - v_neg), cond, uncond
 
     def _body(
         self,
@@ -150,6 +210,8 @@ class _Krea2Step:
         height, width = latents.shape[-2], latents.shape[-1]
         self._size = (height, width)  # constant within a generation: read while tracing
         self._grid = (-(-height // patch), -(-width // patch))
+        if gate.probes_first_block or gate.records_first_block:
+            return self._probe_step(state, latents, timestep)
         img, signal = self.prelude(latents, timestep)
         verdict = gate.decide(signal)
         if verdict.decision.computes:
@@ -160,6 +222,28 @@ class _Krea2Step:
             return v
         uncond = gate.reuse(img, UNCOND) if self.neg_embeds is not None else None
         return self.tail(timestep, gate.reuse(img, COND), uncond)
+
+    def _probe_step(self, state: GateState, latents: mx.array, timestep: mx.array) -> mx.array:
+        """One step on the block-0 split: the probe decides on block 0's change of the
+        conditional branch's image tokens (an observer on TeaCache's signal, recording that
+        change); the probe's conditional residual is over block 0's output, an observer's and
+        every unconditional one over the stack's input."""
+        gate = state.gate
+        img, signal, combined1, img1 = self.probe_prelude(latents, timestep, self.embeds)
+        if gate.probes_first_block:
+            verdict = gate.decide(img1 - img)
+        else:  # an observer: TeaCache's signal, and the probe's trace
+            verdict = gate.decide(signal)
+            gate.record_first_block(img1 - img)
+        if verdict.decision.computes:
+            v, *outs = self.probe_body(combined1, img, timestep, self.neg_embeds)
+            if verdict.store_residual:
+                bases = (img1 if gate.probes_first_block else img, img)
+                for branch, out, base in zip((COND, UNCOND), outs, bases, strict=False):
+                    gate.store_residual(out, base, branch)
+            return v
+        uncond = gate.reuse(img, UNCOND) if self.neg_embeds is not None else None
+        return self.tail(timestep, gate.reuse(img1, COND), uncond)
 
 
 def make_predict_factory(state: GateState) -> Callable[..., Callable[..., mx.array]]:

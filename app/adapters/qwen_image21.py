@@ -24,6 +24,15 @@ A padded caption (or the text cache switched off) takes mflux's joint-sequence p
 one the same way, with the same signal and the residual over the image tokens. mflux's 2.1
 tokenizer pads to the longest prompt, so a single caption takes the text-cache path.
 
+The block-0 split (the first-block probe), on both paths and always compiled (mflux has no eager
+2.1 forward): the probe prelude is the prelude plus block 0 (the image stream against the
+caption's cached keys and values of block 0, or block 0 of the joint sequence); the probe body
+runs blocks 1.. and the tail. The conditional call decides on block 0's change of the image
+tokens and keeps its residual over block 0's output; the unconditional call of the same step
+reads that verdict through the plain split and keeps the whole stack's residual, as under
+TeaCache. A vanilla (observing) pass runs its conditional call through the same probe split and
+records block 0's change, so a probe pass resumed from vanilla replays what it would compute.
+
 The functions are built once per generation (mflux rebuilds its compiled forward per generation
 too: parameters may change between them).
 """
@@ -31,6 +40,7 @@ too: parameters may change between them).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -41,7 +51,7 @@ from app.adapters.base import Installation
 from app.adapters.common import COND, GateState, install_class_swap
 from app.adapters.compiled import counted_compile
 from app.families.qwen_image21 import FAMILY
-from app.gate import LiveGate
+from app.gate import LiveGate, Verdict
 
 
 class _CompiledImageForward:
@@ -155,6 +165,157 @@ class _CompiledJointForward:
         return tr.proj_out(tr.norm_out(hidden_states, scale))
 
 
+def _probe_step(
+    gate: LiveGate,
+    x: mx.array,
+    x1: mx.array,
+    signal: mx.array,
+    rest: Callable[[], tuple[mx.array, mx.array]],
+    tail: Callable[[mx.array], mx.array],
+) -> mx.array:
+    """The conditional call on the block-0 split: the probe decides on block 0's change of the
+    image tokens (an observer decides on TeaCache's signal and records that change), then the
+    remaining blocks and the tail (``rest``), or the tail of block 0's output + the cached
+    residual. The probe's residual is over block 0's output, an observer's over the stack's
+    input."""
+    verdict: Verdict
+    if gate.probes_first_block:
+        verdict = gate.decide(x1 - x)
+    else:  # an observer: TeaCache's signal, and the probe's trace
+        verdict = gate.decide(signal)
+        gate.record_first_block(x1 - x)
+    if not verdict.decision.computes:
+        return tail(gate.reuse(x1, COND))
+    noise, out = rest()
+    if verdict.store_residual:
+        gate.store_residual(out, x1 if gate.probes_first_block else x, COND)
+    return noise
+
+
+class _ProbeSplit:
+    """A path's block-0 split; ``rest`` runs its compiled remaining blocks and tail (called on
+    computed steps only)."""
+
+    body: Callable[..., tuple[mx.array, mx.array]]
+
+    def rest(self, *args: Any) -> tuple[mx.array, mx.array]:
+        return self.body(*args)
+
+
+class _CompiledProbeImageForward(_ProbeSplit):
+    """The text-cache path split after block 0 (prelude + block 0, blocks 1.. + tail)."""
+
+    def __init__(self, plain: _CompiledImageForward, traces: Counter[str]) -> None:
+        self.plain = plain
+        self.prelude = counted_compile("probe-prelude", self._prelude, traces)
+        self.body = counted_compile("probe-body", self._body, traces)
+
+    def _prelude(
+        self,
+        hidden_states: mx.array,
+        timestep: mx.array,
+        text_kv0: tuple[mx.array, mx.array],
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+    ) -> tuple[mx.array, ...]:
+        x, temb, mod1, mod2, signal = self.plain._prelude(hidden_states, timestep)
+        x1 = self.plain.tr.transformer_blocks[0].image_forward(
+            x, text_kv0[0], text_kv0[1], mod1, mod2, rope_cos, rope_sin
+        )
+        return x, temb, mod1, mod2, signal, x1
+
+    def _body(
+        self,
+        x1: mx.array,
+        temb: mx.array,
+        mod1: mx.array,
+        mod2: mx.array,
+        text_kvs: list[tuple[mx.array, mx.array]],
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+    ) -> tuple[mx.array, mx.array]:
+        hidden_states = x1
+        blocks = self.plain.tr.transformer_blocks[1:]
+        for block, (key_text, value_text) in zip(blocks, text_kvs, strict=True):
+            hidden_states = block.image_forward(
+                hidden_states, key_text, value_text, mod1, mod2, rope_cos, rope_sin
+            )
+        return self.plain._tail(hidden_states, temb), hidden_states
+
+
+class _CompiledProbeJointForward(_ProbeSplit):
+    """The joint path split after block 0 of the joint sequence."""
+
+    def __init__(self, plain: _CompiledJointForward, traces: Counter[str]) -> None:
+        self.plain = plain
+        self.prelude = counted_compile("probe-joint-prelude", self._prelude, traces)
+        self.body = counted_compile("probe-joint-body", self._body, traces)
+
+    def _prelude(
+        self,
+        hidden_states: mx.array,
+        encoder_hidden_states: mx.array,
+        timestep: mx.array,
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+        attn_mask: mx.array | None,
+        text_len: int,
+    ) -> tuple[mx.array, ...]:
+        x, joint, temb, mod1, mod2, signal = self.plain._prelude(
+            hidden_states, encoder_hidden_states, timestep
+        )
+        joint1 = self.plain.tr.transformer_blocks[0](
+            joint,
+            mod1,
+            mod2,
+            rope_cos,
+            rope_sin,
+            attn_mask,
+            text_len if attn_mask is None else None,
+        )
+        return x, temb, mod1, mod2, signal, joint1, joint1[:, text_len:]
+
+    def _body(
+        self,
+        joint1: mx.array,
+        temb: mx.array,
+        mod1: mx.array,
+        mod2: mx.array,
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+        attn_mask: mx.array | None,
+        text_len: int,
+    ) -> tuple[mx.array, mx.array]:
+        tr = self.plain.tr
+        hidden_states = joint1
+        for block in tr.transformer_blocks[1:]:
+            hidden_states = block(
+                hidden_states,
+                mod1,
+                mod2,
+                rope_cos,
+                rope_sin,
+                attn_mask,
+                text_len if attn_mask is None else None,
+            )
+        num_image_tokens = hidden_states.shape[1] - text_len
+        scale = tr.norm_out.linear(nn.silu(temb))
+        scale = Qwen21Transformer._select_modulation_rows(scale, text_len, num_image_tokens)
+        noise = tr.proj_out(tr.norm_out(hidden_states, scale))
+        return noise[:, text_len:], hidden_states[:, text_len:]
+
+
+class _Split:
+    """One generation's compiled functions: the plain split of each path and its block-0 split."""
+
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], generation: int) -> None:
+        self.generation = generation
+        self.image = _CompiledImageForward(tr, traces)
+        self.joint = _CompiledJointForward(tr, traces)
+        self.probe_image = _CompiledProbeImageForward(self.image, traces)
+        self.probe_joint = _CompiledProbeJointForward(self.joint, traces)
+
+
 def _text_kvs(
     tr: Qwen21Transformer,
     encoder_hidden_states: mx.array,
@@ -181,8 +342,7 @@ class GatedQwen21Transformer(Qwen21Transformer):
     """Base of the per-installation subclasses; never instantiated."""
 
     _teacache: GateState
-    # (generation, its functions): built on a generation's first call
-    _split: tuple[int, _CompiledImageForward, _CompiledJointForward] | None = None
+    _split: _Split | None = None  # one generation's functions: built on its first call
 
     def __call__(  # type: ignore[override]
         self,
@@ -206,12 +366,12 @@ class GatedQwen21Transformer(Qwen21Transformer):
                 state.record(noise)
             return noise
         generation = state.lifecycle.generation
-        if cls._split is None or cls._split[0] != generation:
-            cls._split = (
-                generation,
-                _CompiledImageForward(self, state.traces),
-                _CompiledJointForward(self, state.traces),
-            )
+        if cls._split is None or cls._split.generation != generation:
+            cls._split = _Split(self, state.traces, generation)
+        split = cls._split
+        # The conditional call splits after block 0 where the gate reads that block (the probe)
+        # or records it (a vanilla pass): one layout for both.
+        probed = branch == COND and (gate.probes_first_block or gate.records_first_block)
         # mflux's uncompiled part, verbatim: the timestep, the geometry, the text path's choice
         timestep = Qwen21Transformer._compute_timestep(t, config)
         text_len = encoder_hidden_states.shape[1]
@@ -222,8 +382,19 @@ class GatedQwen21Transformer(Qwen21Transformer):
             latent_width=geometry[2],
             encoder_hidden_states_mask=encoder_hidden_states_mask,
         )
-        if attn_mask is not None or not self.use_text_cache:
-            joint = cls._split[2]
+        if (attn_mask is not None or not self.use_text_cache) and probed:
+            pj = split.probe_joint
+            x, temb, mod1, mod2, signal, joint1, x1 = pj.prelude(
+                hidden_states, encoder_hidden_states, timestep, rope_cos, rope_sin, attn_mask,
+                text_len,
+            )  # fmt: skip
+            noise = _probe_step(
+                gate, x, x1, signal,
+                lambda: pj.rest(joint1, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len),
+                lambda hidden: split.joint.tail(hidden, temb),
+            )  # fmt: skip
+        elif attn_mask is not None or not self.use_text_cache:
+            joint = split.joint
             x, hidden, temb, mod1, mod2, signal = joint.prelude(
                 hidden_states, encoder_hidden_states, timestep
             )
@@ -238,17 +409,27 @@ class GatedQwen21Transformer(Qwen21Transformer):
                 noise = joint.tail(gate.reuse(x, branch), temb)
         else:
             text_kvs = _text_kvs(self, encoder_hidden_states, rope_cos, rope_sin, geometry)
-            split = cls._split[1]
-            x, temb, mod1, mod2, signal = split.prelude(hidden_states, timestep)
-            verdict = gate.decide(signal if branch == COND else None)
-            if verdict.decision.computes:
-                noise, out = split.body(
-                    x, temb, mod1, mod2, text_kvs, rope_cos[text_len:], rope_sin[text_len:]
+            image_cos, image_sin = rope_cos[text_len:], rope_sin[text_len:]
+            if probed:
+                pi = split.probe_image
+                x, temb, mod1, mod2, signal, x1 = pi.prelude(
+                    hidden_states, timestep, text_kvs[0], image_cos, image_sin
                 )
-                if verdict.store_residual:
-                    gate.store_residual(out, x, branch)
+                noise = _probe_step(
+                    gate, x, x1, signal,
+                    lambda: pi.rest(x1, temb, mod1, mod2, text_kvs[1:], image_cos, image_sin),
+                    lambda hidden: split.image.tail(hidden, temb),
+                )  # fmt: skip
             else:
-                noise = split.tail(gate.reuse(x, branch), temb)
+                image = split.image
+                x, temb, mod1, mod2, signal = image.prelude(hidden_states, timestep)
+                verdict = gate.decide(signal if branch == COND else None)
+                if verdict.decision.computes:
+                    noise, out = image.body(x, temb, mod1, mod2, text_kvs, image_cos, image_sin)
+                    if verdict.store_residual:
+                        gate.store_residual(out, x, branch)
+                else:
+                    noise = image.tail(gate.reuse(x, branch), temb)
         if branch == COND:
             state.record(noise)  # calibration pairs follow the conditional branch
         return noise

@@ -201,8 +201,10 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
 
 # Steps for the probe's resume test where the family's own are too few: the FLUX.2 shell's first
 # block changes by 1.0–1.3 at every step of its 6 after a 2-step warm-up (measured), more than any
-# threshold allows; over 10 steps it dips to 0.90.
-PROBE_STEPS = {"flux2-klein-base-4b": 10}
+# threshold allows; over 10 steps it dips to 0.90. The FLUX.3 base shell's likewise: 1.03–1.30 at
+# every step of 6 (its smallest after the warm-up 1.13), 1.02 at best over 8, 0.88 over 10
+# (measured, seed 1, 128², float32).
+PROBE_STEPS = {"flux2-klein-base-4b": 10, "flux3-image-klein-base": 10}
 
 
 def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
