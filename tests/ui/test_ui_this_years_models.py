@@ -1,6 +1,6 @@
 """Issue #29's models open in the window without their weights: the variant picker's download
-badge, the sidebar's not-downloaded line (and the licence step of a gated repo), the Download
-button, an offline download failing in one sentence, and the quantization picker with each
+badge, the sidebar's not-downloaded line (and the licence step of a gated repo), the gate they
+open on (the first-block probe: none of them has TeaCache numbers), the Download button, an offline download failing in one sentence, and the quantization picker with each
 level's memory. The model store is the real one against the Hugging Face client offline
 (``HF_HUB_OFFLINE=1``, an empty cache): what a user without network sees."""
 
@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory
 
 from app.ui.downloads import DefaultModelStore, format_bytes
+from app.ui.form_model import ui_default_threshold
 from app.variants import QUANTIZE_LEVELS, get_variant
 
 THIS_YEARS = [
@@ -48,6 +49,18 @@ def test_a_model_of_this_year_opens_without_its_weights(
     assert ("licence to accept on Hugging Face first" in info) == variant.gated_repo
     assert ("distilled" in info.split(" · ")) == variant.distilled
     assert f"{variant.default_steps} steps by default" in info
+
+    # The gate: the first-block probe, with the one line why; TeaCache and MagCache need a
+    # calibration first (README, "This year's models": the probe is their default gate).
+    picker = window.controls.gate_picker
+    assert window.form.gate == "firstblock" and picker.current_gate() == "firstblock"
+    assert window.form.threshold == ui_default_threshold(variant, "firstblock")
+    assert window.form.gate_note == (
+        f"{variant.display_name} has no TeaCache calibration, so the First-block probe (which "
+        "needs none) is the default"
+    )
+    assert window.controls.calibration.text() == window.form.gate_note
+    assert not picker.is_enabled("teacache") and not picker.is_enabled("magcache")
     assert window.controls.download_button.isVisible()
     assert window.controls.download_button.text() == f"Download ({size})"
 
