@@ -19,10 +19,12 @@
 # Conditions run rep-outer in alternating direction, as issue17.sh's. Per-case overrides:
 # REPS_<case> / STEPS_<case> / WARMUP_STEPS_<case> (case with - → _), e.g. REPS_krea2_1024=3.
 # ALSO_GATE=firstblock adds the first-block probe's forced pattern as a fourth condition
-# (gated-firstblock; needs issue #28's probe; a third more device time). Resume a case cut off by
+# (gated-firstblock: each family's block-0 split, compiled where mflux compiles; a third more
+# device time). Resume a case cut off by
 # a call's time limit: carry its .chunks folder back in and set RESUME_FROM=<folder holding it>.
-# Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 4 steps, OUT defaulting
-# to ./issue29-dry; files named <variant>-64-tiny-cpu.*): TINY=1 bash lab/bench/device/issue29.sh
+# Dry run on the CPU (tiny random weights, 64², float32, 1 repetition, 8 steps: past the probe's
+# 4-step warm-up, so its forced skips are timed too; OUT defaulting to ./issue29-dry; files named
+# <variant>-64-tiny-cpu.*): TINY=1 [ALSO_GATE=firstblock] bash lab/bench/device/issue29.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
@@ -77,7 +79,7 @@ for name in "${cases[@]}"; do
   steps=$(eval echo "\${STEPS_$key:-$steps}")
   reps=$(eval echo "\${REPS_$key:-$reps}")
   warm=$(eval echo "\${WARMUP_STEPS_$key:-$warm}")
-  if [ "$TINY" = 1 ]; then size=64x64 steps=4 reps=1 warm=4; fi
+  if [ "$TINY" = 1 ]; then size=64x64 steps=8 reps=1 warm=4; fi
   # The report's name: the file to commit under resources/benchmarks/ (lab/bench/device_rows.py)
   stem="$variant-${size%%x*}-random-h200"
   [ "$TINY" = 1 ] && stem="$variant-${size%%x*}-tiny-cpu"
