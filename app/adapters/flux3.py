@@ -83,7 +83,7 @@ class _FirstBlock:
     """The image stream after its per-mode block 0, and the rotary embeddings it used."""
 
     image: mx.array
-    rotary_image: mx.array
+    rotary_image: tuple[mx.array, mx.array]
 
 
 def _first_block(tr: Flux3Transformer, pre: _Prelude, latent_ids: mx.array) -> _FirstBlock:
@@ -160,12 +160,13 @@ def _branch(
     branch: str,
 ) -> mx.array:
     if verdict.decision.computes:
-        on_first = None
+        on_first: Callable[[mx.array], None] | None = None
         if branch == COND and gate.records_first_block:  # the probe's vanilla trace
 
-            def on_first(image: mx.array) -> None:
+            def record(image: mx.array) -> None:
                 gate.record_first_block(image - pre.x)
 
+            on_first = record
         out = _body(tr, pre, latent_ids, tokens, ids, on_first=on_first)
         if verdict.store_residual:
             gate.store_residual(out, pre.x, branch)

@@ -118,7 +118,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def shell() -> Iterator[Callable[[Case], Any]]:
-    built: dict[tuple[str, str, int], Any] = {}
+    built: dict[tuple[str, str, int, str | None], Any] = {}
 
     def get(case: Case) -> Any:
         key = (case.family, case.model_name, case.seed, case.negative_prompt)

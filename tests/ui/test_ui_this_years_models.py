@@ -1,8 +1,9 @@
 """Issue #29's models open in the window without their weights: the variant picker's download
 badge, the sidebar's not-downloaded line (and the licence step of a gated repo), the gate they
-open on (the first-block probe: none of them has TeaCache numbers), the Download button, an offline download failing in one sentence, and the quantization picker with each
-level's memory. The model store is the real one against the Hugging Face client offline
-(``HF_HUB_OFFLINE=1``, an empty cache): what a user without network sees."""
+open on (the first-block probe: none of them has TeaCache numbers), the Download button, an
+offline download failing in one sentence, and the quantization picker with each level's memory.
+The model store is the real one against the Hugging Face client offline (``HF_HUB_OFFLINE=1``,
+an empty cache): what a user without network sees."""
 
 from __future__ import annotations
 
