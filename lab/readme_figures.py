@@ -8,9 +8,9 @@ markers; a ``Passage`` is a sentence of prose whose ``{fields}`` are figures (th
 lines anywhere, so whitespace is matched loosely). Each result's own module renders its figures
 (``lab.gates.compare``, ``lab.target.local_diff_survey``, ``lab.target.readme_examples``,
 ``lab.bench.previews``, ``lab.bench.preview_phase``, ``lab.bench.window_timing``,
-``lab.calibrate.demo_timing``, ``lab.bench.device_rows``: the performance table and issue #29's
-device rows); after a re-measurement, ``--write`` carries the new numbers into
-the README and tests/lab/test_readme_figures.py holds them equal.
+``lab.calibrate.demo_timing``, ``lab.bench.device_figures``); after a re-measurement,
+``--write`` carries the new numbers into the README and tests/lab/test_readme_figures.py holds
+them equal.
 The words around the figures stay the author's: where a new measurement changes what they should
 say, the test's other assertions (the claims they make) fail too.
 """
@@ -162,7 +162,7 @@ def rewrite(readme: str, figures: Sequence[Figure]) -> str:
 
 
 def all_figures() -> list[Figure]:
-    from lab.bench import device_rows, preview_phase, previews, window_timing
+    from lab.bench import device_figures, preview_phase, previews, window_timing
     from lab.calibrate import demo_timing
     from lab.gates import compare
     from lab.target import local_diff_survey, readme_examples
@@ -175,7 +175,7 @@ def all_figures() -> list[Figure]:
         *preview_phase.readme_figures(),
         *window_timing.readme_figures(),
         *demo_timing.readme_figures(),
-        *device_rows.readme_figures(),
+        *device_figures.readme_figures(),
     ]
 
 

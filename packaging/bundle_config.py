@@ -161,9 +161,9 @@ REQUIRED_MODULES: tuple[str, ...] = (
     "platformdirs",
     "matplotlib.backends.backend_agg",
 )
-# What the running app reads from resources/: the demo model (weights, codec, calibrations, its
-# config) and the window icon. Benchmark reports and screenshots stay in the repository for the
-# README; research results live under lab/ and never reach the bundle.
+# What the running app reads from resources/: the demo model (weights, codec, decoder,
+# calibrations, its config) and the window icon. Benchmark reports and screenshots stay in the
+# repository for the README; research results live under lab/ and never reach the bundle.
 RUNTIME_RESOURCE_DIRS: tuple[str, ...] = ("demo", "icons")
 RUNTIME_DEMO_SUFFIXES: tuple[str, ...] = (".safetensors", ".calibration.json")
 RUNTIME_DEMO_FILES: tuple[str, ...] = ("demo.json",)

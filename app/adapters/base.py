@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mlx.core as mx
@@ -23,12 +23,23 @@ class GateLifecycle:
     ``active`` is True between before_loop and after_loop: adapters gate only inside a
     generation and run the plain forward otherwise. ``generation`` counts before_loop calls, so an
     adapter can tell a new generation's first call from a stale one after an interrupted run.
+
+    ``ahead``: set by an adapter during a step, called once at that step's end with ``(t,
+    latents, config)`` (the next step's latents, not evaluated yet); what it returns is evaluated
+    in the same ``mx.eval`` as the latents (the split-compiled adapters build the next step's
+    prelude and the gate's measurement there, so the next decision costs no sync of its own).
+    ``guards``: flags (scalar bool arrays) an adapter adds during a step, evaluated with the
+    latents and checked after: a True one stops the run (a lookahead that guessed the wrong
+    step's input).
     """
 
     def __init__(self, gate: LiveGate) -> None:
         self.gate = gate
         self.active = False
         self.generation = 0
+        self.ahead: Callable[[int, mx.array, Any], Sequence[mx.array]] | None = None
+        self.guards: list[mx.array] = []
+        self._bind_in_loop()
 
     def call_before_loop(
         self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
@@ -36,9 +47,29 @@ class GateLifecycle:
         active = int(config.num_inference_steps) - int(getattr(config, "init_time_step", 0) or 0)
         self.gate.begin(active)
         self.generation += 1
+        self.ahead = None
+        self.guards = []
         self.active = True
 
-    def call_in_loop(
+    def _bind_in_loop(self) -> None:
+        # mflux's loop asks every in-loop callback's signature on every step (does it take
+        # ``denoised``?): a plain function that carries its signature answers at once, where a
+        # bound method's would be rebuilt each time.
+        def call_in_loop(
+            t: int,
+            seed: int,
+            prompt: str,
+            latents: mx.array,
+            config: Any,
+            time_steps: Any,
+            **kwargs: Any,
+        ) -> None:
+            self._close_step(t, latents, config)
+
+        call_in_loop.__signature__ = inspect.signature(call_in_loop)  # type: ignore[attr-defined]
+        self.call_in_loop = call_in_loop
+
+    def call_in_loop(  # the protocol's method; each instance answers with its own function
         self,
         t: int,
         seed: int,
@@ -48,13 +79,29 @@ class GateLifecycle:
         time_steps: Any,
         **kwargs: Any,
     ) -> None:
-        mx.eval(latents, *self.gate.unevaluated())  # one sync per step, residuals included
+        self._close_step(t, latents, config)
+
+    def _close_step(self, t: int, latents: mx.array, config: Any) -> None:
+        ahead, self.ahead = self.ahead, None
+        extra = ahead(t, latents, config) if ahead is not None else ()
+        guards, self.guards = self.guards, []
+        # One sync per step: the residuals, the next step's prelude and the guards included.
+        mx.eval(latents, *self.gate.unevaluated(), *extra, *guards)
+        if any(guard.item() for guard in guards):
+            raise RuntimeError(
+                "the gate's lookahead built a step from other inputs than mflux's loop passed"
+            )
         self.gate.end_step()
 
     def call_after_loop(
         self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
     ) -> None:
+        self._close()
+
+    def _close(self) -> None:
         self.active = False
+        self.ahead = None
+        self.guards = []
         self.gate.release()
 
     def call_interrupt(
@@ -67,15 +114,8 @@ class GateLifecycle:
         time_steps: Any,
         **kwargs: Any,
     ) -> None:
-        self.active = False
-        self.gate.release()
+        self._close()
 
-
-# mflux's loop asks every in-loop callback's signature on every step (does it take
-# ``denoised``?); a stored signature spares re-parsing ours each step.
-GateLifecycle.call_in_loop.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-    GateLifecycle.call_in_loop
-)
 
 _MISSING = object()
 

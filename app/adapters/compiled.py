@@ -3,11 +3,23 @@
 A compiled function traces its Python once per input signature, so the gate's ``if`` cannot sit
 inside it. The step is split where the decision is made:
 
-1. ``prelude`` (compiled): everything up to the gate's signal, plus what body and tail reuse;
-2. ``gate.decide(signal)`` (eager): the one host sync of the rel-L1, and Python branching;
+1. ``prelude`` (compiled): what body and tail read, and the gate's signal where its kind reads
+   one (``LiveGate.signal``); ``measure`` (compiled): the gate's measurement of that signal
+   against the previous step's;
+2. ``gate.decide(signal, measured)`` (eager): Python branching on a value already evaluated;
 3. ``body`` (compiled): the transformer body and tail of every CFG branch, the CFG combination,
-   and each branch's body output over the tokens the tail reads (for the residual); or
+   and each branch's residual over the tokens the tail reads; or
 4. ``tail`` (compiled): the tail of ``input + cached residual`` per branch, and CFG.
+
+No host sync of its own. A gate that reads a signal needs its value before the step branches,
+so the next step's prelude and measurement are built at the end of this one (``SplitStep.
+look_ahead``, called by the gate's lifecycle with the next step's latents) and evaluated in the
+same ``mx.eval`` as those latents, the one sync mflux's loop has anyway: the decision reads a
+value that is already there. The next step checks it was built from its own latents (by
+identity) and timestep (a guard evaluated with its latents); a step with nothing built ahead
+(the first, the first after a resumed pass's replayed steps) builds its prelude itself and its
+decision waits for it. A gate that reads no signal (MagCache) decides first and runs only what
+that decision needs: a skipped step is the prelude's inputs and the tail, nothing else.
 
 Step-varying values (latents, timestep) enter as arrays and every shape is fixed within a
 generation, so each function traces once per generation (per caption length where CFG branches
@@ -24,11 +36,16 @@ pipeline's own predict, untouched.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import mlx.core as mx
+
+from app.adapters.common import COND, UNCOND, GateState
+from app.gate.kinds.base import Signal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,3 +66,98 @@ def counted_compile(name: str, fn: F, traces: Counter[str]) -> F:
         return fn(*args)
 
     return mx.compile(traced)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A step's prelude and measurement, built at the previous step's end."""
+
+    latents: mx.array
+    timestep: mx.array
+    prelude: tuple[Any, ...]
+    measured: mx.array | None
+
+
+class SplitStep(ABC):
+    """One generation's split-compiled gated step: what the families share (the prelude from the
+    lookahead or built now, the decision, body or tail). A family gives its compiled parts.
+
+    ``inputs`` is the family's tuple of the step's other arguments (caption embeddings, ids,
+    guidance): the same objects on every step of a generation, handed on to its parts.
+    """
+
+    def __init__(self, state: GateState) -> None:
+        self.gate = state.gate
+        self.lifecycle = state.lifecycle
+        self.traces = state.traces
+        self.reads_signal = state.gate.signal is not Signal.none
+        self.measure = counted_compile("measure", state.gate.measure, state.traces)
+        self._ahead: _Ahead | None = None
+        self._inputs: tuple[Any, ...] = ()
+        self._look_ahead = self.look_ahead  # bound once: handed to the lifecycle every step
+
+    # -- the family's parts ---------------------------------------------------------------------
+    @abstractmethod
+    def prelude(self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]) -> Any:
+        """Compiled: what body and tail read, the signal last where the gate reads one."""
+
+    @abstractmethod
+    def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+        """The body and tail of every branch; each branch's residual kept where ``store``."""
+
+    @abstractmethod
+    def skip(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array:
+        """The tail of ``input + cached residual`` per branch."""
+
+    @staticmethod
+    @abstractmethod
+    def next_timestep(config: Any, t: int) -> mx.array:
+        """Step ``t``'s timestep exactly as mflux's loop passes it to predict."""
+
+    # -- the step ---------------------------------------------------------------------------------
+    def step(self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]) -> mx.array:
+        gate = self.gate
+        if self.reads_signal:
+            pre, measured = self._prelude(latents, timestep, inputs)
+            verdict = gate.decide(pre[-1], measured)
+            self._inputs = inputs
+            self.lifecycle.ahead = self._look_ahead
+        else:
+            verdict = gate.decide(None)
+            pre = self.prelude(latents, timestep, inputs)
+        if verdict.decision.computes:
+            return self.compute(pre, inputs, verdict.store_residual)
+        return self.skip(pre, inputs)
+
+    def _prelude(
+        self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]
+    ) -> tuple[Any, mx.array | None]:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead.latents is latents:
+            self.lifecycle.guards.append(mx.any(ahead.timestep != timestep))
+            return ahead.prelude, ahead.measured
+        pre = self.prelude(latents, timestep, inputs)
+        anchor = self.gate.anchor
+        return pre, None if anchor is None else self.measure(pre[-1], anchor)
+
+    def look_ahead(self, t: int, latents: mx.array, config: Any) -> Sequence[mx.array]:
+        """Called by the lifecycle at step ``t``'s end with the next step's latents: builds the
+        next step's prelude and measurement, to be evaluated with those latents."""
+        following = t + 1
+        if following >= config.num_inference_steps:
+            return ()
+        timestep = self.next_timestep(config, following)
+        pre = self.prelude(latents, timestep, self._inputs)
+        anchor = self.gate.anchor
+        measured = None if anchor is None else self.measure(pre[-1], anchor)
+        self._ahead = _Ahead(latents, timestep, pre, measured)
+        return (*pre, measured) if measured is not None else tuple(pre)
+
+    def residuals(self, cfg: bool) -> tuple[mx.array, mx.array | None]:
+        """The cached residuals a skipped step adds (conditional, unconditional under CFG)."""
+        return self.gate.residual(COND), self.gate.residual(UNCOND) if cfg else None
+
+    def keep(self, residuals: Sequence[mx.array]) -> None:
+        """Each branch's residual from a compiled body, kept where this step's verdict stores."""
+        for branch, residual in zip((COND, UNCOND), residuals, strict=False):
+            self.gate.keep_residual(residual, branch)

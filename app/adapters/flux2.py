@@ -38,7 +38,6 @@ it is compiled.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +55,7 @@ from app.adapters.common import (
     install_predict_factory,
     probe_stack,
 )
-from app.adapters.compiled import counted_compile, is_compiled
+from app.adapters.compiled import SplitStep, counted_compile, is_compiled
 from app.families.flux2 import FAMILY
 from app.gate import LiveGate, Verdict
 
@@ -66,11 +65,11 @@ class _Prelude:
     hs: mx.array  # embedded image tokens
     temb: mx.array
     mod_img: Any
-    timestep: mx.array
 
 
-def _prelude(tr: Flux2Transformer, latents: mx.array, timestep: Any) -> _Prelude:
-    # Verbatim from Flux2Transformer.__call__ (guidance is None on the Klein predict path).
+def _embed(tr: Flux2Transformer, latents: mx.array, timestep: Any) -> tuple[mx.array, mx.array]:
+    """``(hs, temb)``: the embedded image tokens and the time embedding. Verbatim from
+    Flux2Transformer.__call__ (guidance is None on the Klein predict path)."""
     if not isinstance(timestep, mx.array):
         timestep = mx.array(timestep, dtype=latents.dtype)
     if timestep.ndim == 0:
@@ -81,8 +80,12 @@ def _prelude(tr: Flux2Transformer, latents: mx.array, timestep: Any) -> _Prelude
     temb = tr.time_guidance_embed(timestep, None)
     temb = temb.astype(ModelConfig.precision)
     hs = tr.x_embedder(latents)
-    mod_img = tr.double_stream_modulation_img(temb)
-    return _Prelude(hs=hs, temb=temb, mod_img=mod_img, timestep=timestep)
+    return hs, temb
+
+
+def _prelude(tr: Flux2Transformer, latents: mx.array, timestep: Any) -> _Prelude:
+    hs, temb = _embed(tr, latents, timestep)
+    return _Prelude(hs=hs, temb=temb, mod_img=tr.double_stream_modulation_img(temb))
 
 
 def _signal(tr: Flux2Transformer, pre: _Prelude) -> mx.array:
@@ -267,21 +270,38 @@ def _plain(
     return noise
 
 
-class _CompiledFlux2:
+class _CompiledFlux2(SplitStep):
     """The split-compiled gated step (app/adapters/compiled.py), built once per generation.
 
     The residual is kept over the image tokens only (``body_out[:, text_len:] - hs``): the tail
     reads nothing else, and ``(concat([ehs, hs]) + r)[:, text_len:]`` is ``hs + r[:, text_len:]``
     element for element, so a skipped step needs neither the caption embedding nor the concat.
+    The residual is taken inside the compiled body and added inside the compiled tail.
+
+    ``inputs``: ``(latent_ids, prompt_embeds, text_ids, negative_prompt_embeds,
+    negative_text_ids, guidance)``, the negatives None without CFG. The prelude is ``(hs, temb,
+    mod_img, signal)`` for a gate that reads the signal, ``(hs, temb)`` for one that does not
+    (its body builds the image modulation itself).
     """
 
-    def __init__(self, tr: Flux2Transformer, traces: Counter[str]) -> None:
+    def __init__(self, tr: Flux2Transformer, state: GateState) -> None:
+        super().__init__(state)
         self.tr = tr
-        self.prelude = counted_compile("prelude", self._prelude, traces)
-        self.body = counted_compile("body", self._body, traces)
-        self.tail = counted_compile("tail", self._tail, traces)
+        self._prelude_fn = counted_compile("prelude", self._prelude_parts, state.traces)
+        self.body = counted_compile("body", self._body, state.traces)
+        self.tail = counted_compile("tail", self._tail, state.traces)
 
-    def _prelude(self, latents: mx.array, timestep: mx.array) -> tuple[Any, ...]:
+    @staticmethod
+    def next_timestep(config: Any, t: int) -> mx.array:
+        return config.scheduler.timesteps[t]  # as Flux2Klein.generate_image passes it
+
+    def prelude(self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]) -> Any:
+        return self._prelude_fn(latents, timestep)
+
+    def _prelude_parts(self, latents: mx.array, timestep: mx.array) -> tuple[Any, ...]:
+        if not self.reads_signal:
+            hs, temb = _embed(self.tr, latents, timestep)
+            return hs, temb
         pre = _prelude(self.tr, latents, timestep)
         return pre.hs, pre.temb, pre.mod_img, _signal(self.tr, pre)
 
@@ -336,74 +356,81 @@ class _CompiledFlux2:
         negative_text_ids: mx.array | None,
         guidance: float,
     ) -> tuple[mx.array, ...]:
+        if mod_img is None:
+            mod_img = self.tr.double_stream_modulation_img(temb)
         cond = self._branch_body(hs, temb, mod_img, prompt_embeds, latent_ids, text_ids)
         noise = self._head(cond, temb)
         if negative_prompt_embeds is None or negative_text_ids is None:
-            return noise, cond
+            return noise, cond - hs
         uncond = self._branch_body(
             hs, temb, mod_img, negative_prompt_embeds, latent_ids, negative_text_ids
         )
         negative_noise = self._head(uncond, temb)
-        return negative_noise + guidance * (noise - negative_noise), cond, uncond
+        return negative_noise + guidance * (noise - negative_noise), cond - hs, uncond - hs
 
     def _tail(
-        self, temb: mx.array, cond: mx.array, uncond: mx.array | None, guidance: float
+        self,
+        hs: mx.array,
+        temb: mx.array,
+        cond: mx.array,
+        uncond: mx.array | None,
+        guidance: float,
     ) -> mx.array:
-        noise = self._head(cond, temb)
+        noise = self._head(hs + cond, temb)
         if uncond is None:
             return noise
-        negative_noise = self._head(uncond, temb)
+        negative_noise = self._head(hs + uncond, temb)
         return negative_noise + guidance * (noise - negative_noise)
 
-    def step(self, state: GateState, kw: dict[str, Any]) -> mx.array:
-        gate = state.gate
-        hs, temb, mod_img, signal = self.prelude(kw["latents"], kw["timestep"])
-        verdict = gate.decide(signal)
-        cfg = kw["negative_prompt_embeds"] is not None and kw["negative_text_ids"] is not None
-        if verdict.decision.computes:
-            noise, *outs = self.body(
-                hs,
-                temb,
-                mod_img,
-                kw["latent_ids"],
-                kw["prompt_embeds"],
-                kw["text_ids"],
-                kw["negative_prompt_embeds"] if cfg else None,
-                kw["negative_text_ids"] if cfg else None,
-                kw["guidance"],
-            )
-            if verdict.store_residual:
-                for branch, out in zip((COND, UNCOND), outs, strict=False):
-                    gate.store_residual(out, hs, branch)
-        else:
-            uncond = gate.reuse(hs, UNCOND) if cfg else None
-            noise = self.tail(temb, gate.reuse(hs, COND), uncond, kw["guidance"])
+    def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+        mod_img = pre[2] if self.reads_signal else None
+        noise, *residuals = self.body(pre[0], pre[1], mod_img, *inputs)
+        if store:
+            self.keep(residuals)
         return noise
 
+    def skip(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array:
+        cond, uncond = self.residuals(cfg=inputs[3] is not None)
+        return self.tail(pre[0], pre[1], cond, uncond, inputs[5])
 
-class _CompiledProbeFlux2:
+
+def _has_kv_cache(extra: dict[str, Any]) -> bool:
+    return any(v is not None for k, v in extra.items() if "kv_cache" in k)
+
+
+class _CompiledProbeFlux2(_CompiledFlux2):
     """The split-compiled step with the stack split after the conditional branch's double block 0
     (app/adapters/compiled.py), built once per generation: the first-block probe's, and a vanilla
-    (observing) pass's, which records that block's residual beside TeaCache's signal.
+    (observing) pass's, which records that block's residual beside TeaCache's signal (one
+    compiled layout for both, so a probe pass resumed from vanilla replays what it would have
+    computed).
 
-    1. ``prelude`` (compiled): ``_CompiledFlux2``'s prelude, and the conditional branch's caption
-       embedding, rotary embeddings and double block 0;
-    2. the decision (eager): the probe's one host sync (an observer's TeaCache signal);
-    3. ``body`` (compiled): the conditional branch's remaining blocks, the unconditional branch's
-       whole stack (as ``_CompiledFlux2``'s body runs it), the heads and CFG; or
-    4. ``tail`` (compiled): the heads of block 0's output + the cached residual (the
-       unconditional branch: its input + its cached residual), and CFG.
+    1. ``prelude`` (compiled): ``_CompiledFlux2``'s, and the conditional branch's caption
+       embedding, rotary embeddings and double block 0: ``(hs, temb, mod_img, ehs1, hs1,
+       signal)``, the signal block 0's residual on the image stream (``hs1 - hs``) for the probe,
+       TeaCache's for an observer. As for TeaCache, it and the gate's measurement are built at the
+       previous step's end and evaluated in its sync: the decision costs no sync of its own;
+    2. ``body`` (compiled): the conditional branch's remaining blocks, the unconditional branch's
+       whole stack, the heads and CFG; the probe's conditional residual over block 0's output,
+       an observer's and every unconditional one over the stack's input; or
+    3. ``tail`` (compiled): the heads of block 0's output + the cached residual (the
+       unconditional branch: its input + its cached residual), and CFG. A skipped step runs only
+       what the decision reads (the prelude and block 0) and this tail.
     """
 
-    def __init__(self, tr: Flux2Transformer, traces: Counter[str]) -> None:
+    def __init__(self, tr: Flux2Transformer, state: GateState) -> None:
+        SplitStep.__init__(self, state)
         self.tr = tr
-        # The plain split's pieces, called inside these compiled functions (never compiled there).
-        self.plain = _CompiledFlux2(tr, Counter())
-        self.prelude = counted_compile("probe_prelude", self._prelude, traces)
-        self.body = counted_compile("probe_body", self._body, traces)
-        self.tail = counted_compile("tail", self.plain._tail, traces)
+        self.probes = state.gate.probes_first_block
+        self.records = state.gate.records_first_block
+        self._prelude_fn = counted_compile("probe_prelude", self._probe_prelude, state.traces)
+        self.body = counted_compile("probe_body", self._probe_body, state.traces)
+        self.tail = counted_compile("tail", self._probe_tail, state.traces)
 
-    def _prelude(
+    def prelude(self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]) -> Any:
+        return self._prelude_fn(latents, timestep, inputs[0], inputs[1], inputs[2])
+
+    def _probe_prelude(
         self,
         latents: mx.array,
         timestep: mx.array,
@@ -414,9 +441,10 @@ class _CompiledProbeFlux2:
         tr = self.tr
         pre = _prelude(tr, latents, timestep)
         first = _first_block(tr, pre.hs, pre.mod_img, pre.temb, prompt_embeds, latent_ids, text_ids)
-        return pre.hs, pre.temb, pre.mod_img, _signal(tr, pre), first.ehs, first.hs
+        signal = first.hs - pre.hs if self.probes else _signal(tr, pre)
+        return pre.hs, pre.temb, pre.mod_img, first.ehs, first.hs, signal
 
-    def _body(
+    def _probe_body(
         self,
         hs: mx.array,
         temb: mx.array,
@@ -431,66 +459,59 @@ class _CompiledProbeFlux2:
         guidance: float,
     ) -> tuple[mx.array, ...]:
         tr = self.tr
-        text_len = ehs1.shape[1]
         # Recomputed here as ``_first_block`` computes them (cheap, and no arrays across calls).
         rope = _rotary_embeddings(tr, latent_ids, text_ids)
-        first = _FirstBlock(ehs1, hs1, text_len, rope, tr.double_stream_modulation_txt(temb))
+        first = _FirstBlock(ehs1, hs1, ehs1.shape[1], rope, tr.double_stream_modulation_txt(temb))
         cond = _rest_blocks(tr, first, mod_img, temb)
-        noise = self.plain._head(cond, temb)
+        noise = self._head(cond, temb)
+        residual = cond - (hs1 if self.probes else hs)
         if negative_prompt_embeds is None or negative_text_ids is None:
-            return noise, cond
-        uncond = self.plain._branch_body(
+            return noise, residual
+        uncond = self._branch_body(
             hs, temb, mod_img, negative_prompt_embeds, latent_ids, negative_text_ids
         )
-        negative_noise = self.plain._head(uncond, temb)
-        return negative_noise + guidance * (noise - negative_noise), cond, uncond
+        negative_noise = self._head(uncond, temb)
+        return negative_noise + guidance * (noise - negative_noise), residual, uncond - hs
 
-    def step(self, state: GateState, kw: dict[str, Any]) -> mx.array:
-        gate = state.gate
-        cfg = kw["negative_prompt_embeds"] is not None and kw["negative_text_ids"] is not None
-        hs, temb, mod_img, signal, ehs1, hs1 = self.prelude(
-            kw["latents"], kw["timestep"], kw["latent_ids"], kw["prompt_embeds"], kw["text_ids"]
-        )
-        if gate.probes_first_block:
-            verdict = gate.decide(hs1 - hs)
-        else:  # an observer: TeaCache's signal, and the probe's trace
-            verdict = gate.decide(signal)
-            gate.record_first_block(hs1 - hs)
-        if verdict.decision.computes:
-            noise, *outs = self.body(
-                hs,
-                temb,
-                mod_img,
-                ehs1,
-                hs1,
-                kw["latent_ids"],
-                kw["prompt_embeds"],
-                kw["text_ids"],
-                kw["negative_prompt_embeds"] if cfg else None,
-                kw["negative_text_ids"] if cfg else None,
-                kw["guidance"],
-            )
-            if verdict.store_residual:
-                # The probe's conditional residual is over block 0's output; TeaCache's (an
-                # observer) and every unconditional one over the stack's input.
-                bases = (hs1 if gate.probes_first_block else hs, hs)
-                for branch, out, base in zip((COND, UNCOND), outs, bases, strict=False):
-                    gate.store_residual(out, base, branch)
+    def _probe_tail(
+        self,
+        hs: mx.array,
+        hs1: mx.array,
+        temb: mx.array,
+        cond: mx.array,
+        uncond: mx.array | None,
+        guidance: float,
+    ) -> mx.array:
+        noise = self._head(hs1 + cond, temb)
+        if uncond is None:
             return noise
-        uncond = gate.reuse(hs, UNCOND) if cfg else None
-        return self.tail(temb, gate.reuse(hs1, COND), uncond, kw["guidance"])
+        negative_noise = self._head(hs + uncond, temb)
+        return negative_noise + guidance * (noise - negative_noise)
+
+    def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+        if self.records:  # an observer: the probe's trace (it never skips)
+            self.gate.record_first_block(pre[4] - pre[0])
+        noise, *residuals = self.body(*pre[:5], *inputs)
+        if store:
+            self.keep(residuals)
+        return noise
+
+    def skip(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array:
+        cond, uncond = self.residuals(cfg=inputs[3] is not None)
+        return self.tail(pre[0], pre[4], pre[1], cond, uncond, inputs[5])
 
 
 def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Callable[..., mx.array]]:
     def factory(transformer: Flux2Transformer) -> Callable[..., mx.array]:
         own = state.own_factory(transformer) if state.own_factory is not None else None
-        split: _CompiledFlux2 | _CompiledProbeFlux2 | None = None
+        gate = state.gate
+        split: _CompiledFlux2 | None = None
         if is_compiled(own):
             # The stack split after block 0 where the gate reads that block (the probe) or
             # records it (a vanilla pass): one compiled layout for both, so a probe pass resumed
             # from vanilla replays what it would have computed.
-            probed = state.gate.probes_first_block or state.gate.records_first_block
-            split = (_CompiledProbeFlux2 if probed else _CompiledFlux2)(transformer, state.traces)
+            probed = gate.probes_first_block or gate.records_first_block
+            split = (_CompiledProbeFlux2 if probed else _CompiledFlux2)(transformer, state)
 
         def predict(
             latents: mx.array,
@@ -503,6 +524,25 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
             timestep: mx.array,
             **extra: Any,
         ) -> mx.array:
+            cfg = negative_prompt_embeds is not None and negative_text_ids is not None
+            kv_cache = bool(extra) and _has_kv_cache(extra)
+            if split is not None and state.lifecycle.active and gate.needs_signal and not kv_cache:
+                # The split-compiled gated step (its Python kept short: it runs every step).
+                noise = split.step(
+                    latents,
+                    timestep,
+                    (
+                        latent_ids,
+                        prompt_embeds,
+                        text_ids,
+                        negative_prompt_embeds if cfg else None,
+                        negative_text_ids if cfg else None,
+                        guidance,
+                    ),
+                )
+                if gate.capture_output:
+                    state.record(noise)
+                return noise
             kwargs = {
                 "latents": latents,
                 "latent_ids": latent_ids,
@@ -513,10 +553,8 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
                 "guidance": guidance,
                 "timestep": timestep,
             }
-            has_kv_cache = any(v is not None for k, v in extra.items() if "kv_cache" in k)
-            if has_kv_cache:
+            if kv_cache:
                 return _plain(transformer, kwargs, extra)
-            gate = state.gate
             if not state.gating or not gate.needs_signal:
                 # Outside a generation, and at threshold 0: the pipeline's own predict, untouched
                 # (mflux's compiled one where mflux compiles, the demo's eager one for the demo).
@@ -525,10 +563,6 @@ def make_predict_factory(state: GateState) -> Callable[[Flux2Transformer], Calla
                 noise = own(**kwargs) if own is not None else _plain(transformer, kwargs, extra)
                 if state.gating:
                     state.record(noise)
-                return noise
-            if split is not None:
-                noise = split.step(state, kwargs)
-                state.record(noise)
                 return noise
             pre = _prelude(transformer, latents, timestep)
             if gate.probes_first_block:  # the first-block probe: split after block 0

@@ -6,8 +6,14 @@ otherwise it is the eager re-walk below.
 
 Re-walk of mflux 0.24.0 ``ZImageTransformer.__call__`` and ``ZImage._predict``:
 
-- prelude (every step): time embedding, patchify, image embedder + noise refiner, caption
-  embedder + context refiner, ``unified = concat([x, caption])``;
+- once per generation and caption (``_Caption``): the caption embedder and the context refiner
+  (``ZImageContextBlock`` takes no timestep: its output is the same at every step, verified in
+  tests/adapters/test_adapter_z_image.py against mflux's every-step walk, bit for bit), and the
+  rotary tables of the image and caption positions (they depend on the shapes alone);
+- every step: time embedding, patchify, image embedder + noise refiner, ``unified = concat([x,
+  caption])``. The image tokens' positions start after the padded caption, so the two CFG
+  branches' noise refiners see the same input, bit for bit, where their captions pad to the
+  same length (both under 32 tokens, say): the refiner then runs once for both;
 - signal ("signal B", as mlx-teacache ships for Z-Image): the residual of the first main layer,
   ``layers[0](unified) - unified``. The adaLN modulation depends on the timestep only, so a
   modulated-input signal would not see the latents move; the layer-0 residual does;
@@ -17,18 +23,22 @@ Re-walk of mflux 0.24.0 ``ZImageTransformer.__call__`` and ``ZImage._predict``:
   one decision per step (made on the conditional branch, which carries the signal), one residual
   per branch.
 
+A gate that reads no signal (MagCache) skips a step with the noise refiner and the tail only:
+no layer 0, no caption.
+
 The block-0 split (the first-block probe, ``common.probe_stack``): the prelude above already ends
 with main layer 0 (``first``); the probe reads its residual on the image tokens (``[:, :x_len]``
 of ``first − unified``, which TeaCache reads over every token), ``_rest_layers`` runs layers 1..,
 and the cached residual is the rest's (``out − first``). The unconditional branch reads the same
 verdict and keeps TeaCache's residual. Where mflux compiles, the probe runs ``_CompiledZImage``'s
-prelude and body (so a computed step is the vanilla pass's, bit for bit) and its own tail. A
-vanilla (observing) pass records the same image-token residual.
+prelude and body (so a computed step is the vanilla pass's) and its tail on ``first``'s image
+tokens: like TeaCache, its signal and measurement are built in the previous step's sync, and a
+skipped step runs the prelude with layer 0 (what the decision reads) and the tail. A vanilla
+(observing) pass records the same image-token residual.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,9 +54,25 @@ from app.adapters.common import (
     install_predict_factory,
     probe_stack,
 )
-from app.adapters.compiled import counted_compile, is_compiled
+from app.adapters.compiled import SplitStep, counted_compile, is_compiled
 from app.families.z_image import FAMILY
 from app.gate import LiveGate, Verdict
+
+_CAPTION_PAD = 32  # mflux's _patchify pads captions and images to a multiple of this
+
+
+@dataclass(frozen=True, slots=True)
+class _Caption:
+    """A caption's step-invariant part of the stream, for one generation."""
+
+    feats: mx.array  # the caption features it was built from (looked up by identity)
+    cap_emb: mx.array  # (1, caption tokens, dim), after the context refiner
+    x_freqs_cis: mx.array  # the image tokens' rotary table (their positions follow the caption)
+    freqs_cis: mx.array  # the unified sequence's: [image, caption]
+
+    @property
+    def padded_length(self) -> int:
+        return self.cap_emb.shape[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +82,6 @@ class _Stream:
     attn_mask: mx.array
     t_emb: mx.array
     x_len: int
-    x_size: tuple[int, int, int]
 
 
 def _time_embedding(tr: ZImageTransformer, timestep: Any, sigmas: mx.array) -> mx.array:
@@ -73,20 +98,19 @@ def _time_embedding(tr: ZImageTransformer, timestep: Any, sigmas: mx.array) -> m
     return ZImageTransformer.stream_t_emb(t_emb, tr.float32)
 
 
-def _stream(tr: ZImageTransformer, x: mx.array, t_emb: mx.array, cap_feats: mx.array) -> _Stream:
-    key = f"{tr.patch_size}-{tr.f_patch_size}"
-    x_emb, cap_emb, x_size, x_pos_ids, cap_pos_ids, x_pad_mask, cap_pad_mask = (
-        ZImageTransformer._patchify(
-            image=x, cap_feats=cap_feats, patch_size=tr.patch_size, f_patch_size=tr.f_patch_size
-        )
+def _patchify(tr: ZImageTransformer, x: mx.array, cap_feats: mx.array) -> tuple[Any, ...]:
+    return ZImageTransformer._patchify(
+        image=x, cap_feats=cap_feats, patch_size=tr.patch_size, f_patch_size=tr.f_patch_size
     )
-    x_emb = tr.all_x_embedder[key](x_emb)
-    x_emb = mx.where(x_pad_mask[:, None], tr.x_pad_token, x_emb)
+
+
+def _caption(
+    tr: ZImageTransformer, x: mx.array, cap_feats: mx.array
+) -> tuple[mx.array, mx.array, mx.array]:
+    """``(cap_emb, x_freqs_cis, freqs_cis)`` of ``_Caption``: ZImageTransformer.__call__'s
+    caption embedding and context refiner, and its rotary tables (``x`` is read for its shape)."""
+    _, cap_emb, _, x_pos_ids, cap_pos_ids, _, cap_pad_mask = _patchify(tr, x, cap_feats)
     x_freqs_cis = tr.rope_embedder(x_pos_ids)
-    x_attn_mask = mx.ones((1, x_emb.shape[0]), dtype=mx.bool_)
-    x_emb = mx.expand_dims(x_emb, axis=0)
-    for layer in tr.noise_refiner:
-        x_emb = layer(x=x_emb, attn_mask=x_attn_mask, freqs_cis=x_freqs_cis, t_emb=t_emb)
     cap_emb = tr.cap_embedder[1](tr.cap_embedder[0](cap_emb))
     cap_emb = mx.where(cap_pad_mask[:, None], tr.cap_pad_token, cap_emb)
     cap_freqs_cis = tr.rope_embedder(cap_pos_ids)
@@ -94,22 +118,65 @@ def _stream(tr: ZImageTransformer, x: mx.array, t_emb: mx.array, cap_feats: mx.a
     cap_emb = mx.expand_dims(cap_emb, axis=0)
     for layer in tr.context_refiner:
         cap_emb = layer(x=cap_emb, attn_mask=cap_attn_mask, freqs_cis=cap_freqs_cis)
-    unified = mx.concatenate([x_emb, cap_emb], axis=1)
-    freqs_cis = mx.concatenate([x_freqs_cis, cap_freqs_cis], axis=0)
+    return cap_emb, x_freqs_cis, mx.concatenate([x_freqs_cis, cap_freqs_cis], axis=0)
+
+
+def _image(
+    tr: ZImageTransformer, x: mx.array, t_emb: mx.array, cap_feats: mx.array, x_freqs_cis: mx.array
+) -> mx.array:
+    """The image tokens after the noise refiner (ZImageTransformer.__call__'s image embedding
+    and noise refiner; ``cap_feats`` only places the padding, as in mflux's ``_patchify``)."""
+    key = f"{tr.patch_size}-{tr.f_patch_size}"
+    x_emb, _, _, _, _, x_pad_mask, _ = _patchify(tr, x, cap_feats)
+    x_emb = tr.all_x_embedder[key](x_emb)
+    x_emb = mx.where(x_pad_mask[:, None], tr.x_pad_token, x_emb)
+    x_attn_mask = mx.ones((1, x_emb.shape[0]), dtype=mx.bool_)
+    x_emb = mx.expand_dims(x_emb, axis=0)
+    for layer in tr.noise_refiner:
+        x_emb = layer(x=x_emb, attn_mask=x_attn_mask, freqs_cis=x_freqs_cis, t_emb=t_emb)
+    return x_emb
+
+
+def _x_size(latents: mx.array) -> tuple[int, int, int]:
+    _, f, h, w = latents.shape
+    return f, h, w
+
+
+class _Captions:
+    """The generation's ``_Caption`` per caption, built on first use (a new one per predict
+    factory call, that is per ``generate_image``)."""
+
+    def __init__(self, build: Callable[[mx.array, mx.array], tuple[mx.array, ...]]) -> None:
+        self._build = build
+        self._made: list[_Caption] = []
+
+    def of(self, latents: mx.array, feats: mx.array) -> _Caption:
+        for made in self._made:
+            if made.feats is feats:
+                return made
+        caption = _Caption(feats, *self._build(latents, feats))
+        self._made.append(caption)
+        return caption
+
+
+def _stream(tr: ZImageTransformer, x_emb: mx.array, caption: _Caption, t_emb: mx.array) -> _Stream:
+    unified = mx.concatenate([x_emb, caption.cap_emb], axis=1)
     attn_mask = mx.ones((1, unified.shape[1]), dtype=mx.bool_)
-    return _Stream(unified, freqs_cis, attn_mask, t_emb, x_emb.shape[1], x_size)
+    return _Stream(unified, caption.freqs_cis, attn_mask, t_emb, x_emb.shape[1])
 
 
 def _layer(tr: ZImageTransformer, index: int, s: _Stream, x: mx.array) -> mx.array:
     return tr.layers[index](x=x, attn_mask=s.attn_mask, freqs_cis=s.freqs_cis, t_emb=s.t_emb)
 
 
-def _tail(tr: ZImageTransformer, s: _Stream, out: mx.array) -> mx.array:
+def _tail(
+    tr: ZImageTransformer, s: _Stream, out: mx.array, x_size: tuple[int, int, int]
+) -> mx.array:
     key = f"{tr.patch_size}-{tr.f_patch_size}"
     out = tr.all_final_layer[key](out, s.t_emb)
     output = ZImageTransformer._unpatchify(
         x=out[0, : s.x_len],
-        size=s.x_size,
+        size=x_size,
         patch_size=tr.patch_size,
         f_patch_size=tr.f_patch_size,
         out_channels=tr.out_channels,
@@ -164,45 +231,89 @@ def _plain(transformer: ZImageTransformer, kw: dict[str, Any]) -> mx.array:
     return noise + kw["guidance"] * (noise - negative_noise)
 
 
-def _geometry(tr: ZImageTransformer, latents: mx.array) -> tuple[int, tuple[int, int, int]]:
-    """``(x_len, x_size)`` of ``_stream`` from the latents' shape alone (as ``_patchify`` pads)."""
-    _, f, h, w = latents.shape
-    tokens = (f // tr.f_patch_size) * (h // tr.patch_size) * (w // tr.patch_size)
-    return tokens + (-tokens) % 32, (f, h, w)
-
-
-class _CompiledZImage:
+class _CompiledZImage(SplitStep):
     """The split-compiled gated step (app/adapters/compiled.py), built once per generation.
 
-    The prelude is compiled too: for Z-Image it is the refiners and layer 0 (signal B), five of
-    34 blocks' worth of work on every step, which would otherwise run eager. The residual is kept
-    over the image tokens only (``out[:, :x_len] - unified[:, :x_len]``): the final layer is
-    per-token and the tail keeps only those tokens.
+    The prelude is the time embedding and the noise refiner of each branch (once where the
+    branches' captions pad alike), and, for a gate that reads the signal, layer 0 (signal B): two
+    or three of 34 blocks' worth of work on every step. The captions' part comes from
+    ``_Caption`` (compiled, once per generation and caption). The residual is kept over the
+    image tokens only (``out[:, :x_len] - x_emb``): the final layer is per-token and the tail
+    keeps only those tokens.
+
+    ``inputs``: ``(sigmas, text_encodings, negative_encodings, guidance)``. The prelude is
+    ``(t_emb, x_cond, x_uncond, first, signal)`` for a gate that reads the signal, ``(t_emb,
+    x_cond, x_uncond)`` for one that does not (``x_uncond`` None without CFG or where the branches
+    share the noise refiner; ``first``, layer 0's output, continues the body).
     """
 
-    def __init__(self, tr: ZImageTransformer, traces: Counter[str]) -> None:
+    def __init__(self, tr: ZImageTransformer, state: GateState) -> None:
+        super().__init__(state)
         self.tr = tr
-        self.prelude = counted_compile("prelude", self._prelude, traces)
-        self.body = counted_compile("body", self._body, traces)
-        self.tail = counted_compile("tail", self._tail, traces)
+        self.probes = state.gate.probes_first_block
+        self.records = state.gate.records_first_block
+        self._cond: _Caption | None = None
+        self._uncond: _Caption | None = None
+        self._size = (0, 0, 0)
+        self.captions = _Captions(counted_compile("caption", self._caption, state.traces))
+        self._prelude_fn = counted_compile("prelude", self._prelude_parts, state.traces)
+        self.body = counted_compile("body", self._body, state.traces)
+        self.tail = counted_compile("tail", self._tail, state.traces)
 
-    def _prelude(
+    @staticmethod
+    def next_timestep(config: Any, t: int) -> mx.array:
+        sigma_t = config.scheduler.sigmas[t].reshape((1,))  # as ZImage.generate_image passes it
+        return mx.ones_like(sigma_t) - sigma_t
+
+    def _caption(self, latents: mx.array, feats: mx.array) -> tuple[mx.array, ...]:
+        return _caption(self.tr, latents, feats)
+
+    def _branches(
+        self, latents: mx.array, inputs: tuple[Any, ...]
+    ) -> tuple[_Caption, _Caption | None, bool]:
+        """The branches' captions, and whether their image tokens share the noise refiner."""
+        _, text_encodings, negative_encodings, _ = inputs
+        cond = self.captions.of(latents, text_encodings)
+        if negative_encodings is None:
+            return cond, None, False
+        uncond = self.captions.of(latents, negative_encodings)
+        return cond, uncond, uncond.padded_length == cond.padded_length
+
+    def prelude(self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]) -> Any:
+        cond, uncond, shared = self._branches(latents, inputs)
+        # The same for every step of the generation: what compute and skip read.
+        self._cond, self._uncond, self._size = cond, uncond, _x_size(latents)
+        sigmas, text_encodings, negative_encodings, _ = inputs
+        return self._prelude_fn(
+            latents,
+            timestep,
+            sigmas,
+            (text_encodings, cond.x_freqs_cis, cond.cap_emb, cond.freqs_cis),
+            None if uncond is None or shared else (negative_encodings, uncond.x_freqs_cis),
+        )
+
+    def _prelude_parts(
         self,
         latents: mx.array,
         timestep: mx.array,
         sigmas: mx.array,
-        text_encodings: mx.array,
-        negative_encodings: mx.array | None,
+        cond: tuple[mx.array, ...],
+        uncond: tuple[mx.array, ...] | None,
     ) -> tuple[Any, ...]:
         tr = self.tr
+        feats, x_freqs_cis, cap_emb, freqs_cis = cond
         t_emb = _time_embedding(tr, timestep, sigmas)
-        cond = _stream(tr, latents, t_emb, text_encodings)
-        first = _layer(tr, 0, cond, cond.unified)
-        out: tuple[Any, ...] = (first - cond.unified, t_emb, cond.unified, cond.freqs_cis, first)
-        if negative_encodings is not None:
-            uncond = _stream(tr, latents, t_emb, negative_encodings)
-            out = (*out, uncond.unified, uncond.freqs_cis)
-        return out
+        x_cond = _image(tr, latents, t_emb, feats, x_freqs_cis)
+        x_uncond = None if uncond is None else _image(tr, latents, t_emb, *uncond)
+        if not self.reads_signal:
+            return t_emb, x_cond, x_uncond
+        unified = mx.concatenate([x_cond, cap_emb], axis=1)
+        attn_mask = mx.ones((1, unified.shape[1]), dtype=mx.bool_)
+        first = tr.layers[0](x=unified, attn_mask=attn_mask, freqs_cis=freqs_cis, t_emb=t_emb)
+        signal = first - unified
+        if self.probes:  # the probe reads the image tokens
+            signal = signal[:, : x_cond.shape[1]]
+        return t_emb, x_cond, x_uncond, first, signal
 
     def _main_layers(
         self, unified: mx.array, freqs_cis: mx.array, t_emb: mx.array, first: mx.array | None
@@ -237,115 +348,77 @@ class _CompiledZImage:
     def _body(
         self,
         t_emb: mx.array,
-        unified: mx.array,
-        freqs_cis: mx.array,
-        first: mx.array,
-        negative_unified: mx.array | None,
-        negative_freqs_cis: mx.array | None,
+        x_cond: mx.array,
+        x_uncond: mx.array | None,
+        first: mx.array | None,
+        cond: tuple[mx.array, mx.array],
+        uncond: tuple[mx.array, mx.array] | None,
         guidance: float,
-        x_len: int,
         x_size: tuple[int, int, int],
     ) -> tuple[mx.array, ...]:
-        cond = self._main_layers(unified, freqs_cis, t_emb, first)[:, :x_len]
-        noise = self._head(cond, t_emb, x_size)
-        if negative_unified is None or negative_freqs_cis is None:
-            return noise, cond
-        uncond = self._main_layers(negative_unified, negative_freqs_cis, t_emb, None)[:, :x_len]
-        negative_noise = self._head(uncond, t_emb, x_size)
-        return noise + guidance * (noise - negative_noise), cond, uncond
+        x_len = x_cond.shape[1]
+        unified = mx.concatenate([x_cond, cond[0]], axis=1)
+        out_cond = self._main_layers(unified, cond[1], t_emb, first)[:, :x_len]
+        noise = self._head(out_cond, t_emb, x_size)
+        # The probe's conditional residual is over layer 0's output, TeaCache's over its input.
+        residual = out_cond - (first[:, :x_len] if self.probes and first is not None else x_cond)
+        if uncond is None or x_uncond is None:
+            return noise, residual
+        unified = mx.concatenate([x_uncond, uncond[0]], axis=1)
+        out_uncond = self._main_layers(unified, uncond[1], t_emb, None)[:, :x_len]
+        negative_noise = self._head(out_uncond, t_emb, x_size)
+        return noise + guidance * (noise - negative_noise), residual, out_uncond - x_uncond
 
     def _tail(
         self,
         t_emb: mx.array,
+        x_cond: mx.array,
         cond: mx.array,
+        x_uncond: mx.array | None,
         uncond: mx.array | None,
         guidance: float,
         x_size: tuple[int, int, int],
     ) -> mx.array:
-        noise = self._head(cond, t_emb, x_size)
-        if uncond is None:
+        # ``x_cond``: the image tokens' input, or layer 0's output over every token (the probe).
+        noise = self._head(x_cond[:, : cond.shape[1]] + cond, t_emb, x_size)
+        if x_uncond is None or uncond is None:
             return noise
-        return noise + guidance * (noise - self._head(uncond, t_emb, x_size))
+        return noise + guidance * (noise - self._head(x_uncond + uncond, t_emb, x_size))
 
-    def step(self, state: GateState, kw: dict[str, Any]) -> mx.array:
-        gate = state.gate
-        negative = kw["negative_encodings"]
-        signal, t_emb, unified, freqs_cis, first, *uncond_stream = self.prelude(
-            kw["latents"], kw["timestep"], kw["sigmas"], kw["text_encodings"], negative
+    def _x_uncond(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array | None:
+        if inputs[2] is None:
+            return None
+        return pre[1] if pre[2] is None else pre[2]  # None: the branches share the refiner
+
+    def body_outputs(self, pre: Any, inputs: tuple[Any, ...]) -> tuple[mx.array, ...]:
+        """``(noise, residual_cond[, residual_uncond])`` of a computed step."""
+        cond, uncond = self._cond, self._uncond
+        assert cond is not None  # the prelude ran first
+        return self.body(
+            pre[0],
+            pre[1],
+            self._x_uncond(pre, inputs),
+            pre[3] if self.reads_signal else None,
+            (cond.cap_emb, cond.freqs_cis),
+            None if uncond is None else (uncond.cap_emb, uncond.freqs_cis),
+            inputs[3],
+            self._size,
         )
-        x_len, x_size = _geometry(self.tr, kw["latents"])
-        if gate.probes_first_block:
-            return self._probe_step(gate, kw, t_emb, unified, freqs_cis, first, uncond_stream)
-        verdict = gate.decide(signal)
-        if gate.records_first_block:
-            gate.record_first_block(signal[:, :x_len])  # the probe's vanilla trace
-        cond_in = unified[:, :x_len]
-        uncond_in = uncond_stream[0][:, :x_len] if uncond_stream else None
-        if verdict.decision.computes:
-            negative_unified, negative_freqs_cis = uncond_stream or (None, None)
-            noise, *outs = self.body(
-                t_emb,
-                unified,
-                freqs_cis,
-                first,
-                negative_unified,
-                negative_freqs_cis,
-                kw["guidance"],
-                x_len,
-                x_size,
-            )
-            if verdict.store_residual:
-                for branch, out, body_in in zip(
-                    (COND, UNCOND), outs, (cond_in, uncond_in), strict=False
-                ):
-                    assert body_in is not None
-                    gate.store_residual(out, body_in, branch)
-        else:
-            reused_uncond = gate.reuse(uncond_in, UNCOND) if uncond_in is not None else None
-            noise = self.tail(
-                t_emb, gate.reuse(cond_in, COND), reused_uncond, kw["guidance"], x_size
-            )
+
+    def compute(self, pre: Any, inputs: tuple[Any, ...], store: bool) -> mx.array:
+        if self.records:  # an observer: the probe's trace on the image tokens (it never skips)
+            self.gate.record_first_block(pre[4][:, : pre[1].shape[1]])
+        noise, *residuals = self.body_outputs(pre, inputs)
+        if store:
+            self.keep(residuals)
         return noise
 
-    def _probe_step(
-        self,
-        gate: LiveGate,
-        kw: dict[str, Any],
-        t_emb: mx.array,
-        unified: mx.array,
-        freqs_cis: mx.array,
-        first: mx.array,
-        uncond_stream: list[mx.array],
-    ) -> mx.array:
-        """The first-block probe on the split: the prelude and the body are the ones a vanilla
-        pass runs (a computed step is vanilla's, bit for bit); only the decision, the residual's
-        base and the tail's input differ (layer 0's output + the cached residual)."""
-        x_len, x_size = _geometry(self.tr, kw["latents"])
-        first_img = first[:, :x_len]
-        verdict = gate.decide(first_img - unified[:, :x_len])
-        uncond_in = uncond_stream[0][:, :x_len] if uncond_stream else None
-        if verdict.decision.computes:
-            negative_unified, negative_freqs_cis = uncond_stream or (None, None)
-            noise, *outs = self.body(
-                t_emb,
-                unified,
-                freqs_cis,
-                first,
-                negative_unified,
-                negative_freqs_cis,
-                kw["guidance"],
-                x_len,
-                x_size,
-            )
-            if verdict.store_residual:
-                for branch, out, base in zip(
-                    (COND, UNCOND), outs, (first_img, uncond_in), strict=False
-                ):
-                    assert base is not None
-                    gate.store_residual(out, base, branch)
-            return noise
-        reused_uncond = gate.reuse(uncond_in, UNCOND) if uncond_in is not None else None
-        return self.tail(t_emb, gate.reuse(first_img, COND), reused_uncond, kw["guidance"], x_size)
+    def skip(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array:
+        x_uncond = self._x_uncond(pre, inputs)
+        cond, uncond = self.residuals(cfg=x_uncond is not None)
+        # The probe's conditional residual is over layer 0's output (its image tokens).
+        base = pre[3] if self.probes else pre[1]
+        return self.tail(pre[0], base, cond, x_uncond, uncond, inputs[3], self._size)
 
 
 def make_predict_factory(
@@ -353,7 +426,9 @@ def make_predict_factory(
 ) -> Callable[[ZImageTransformer], Callable[..., mx.array]]:
     def factory(transformer: ZImageTransformer) -> Callable[..., mx.array]:
         own = state.own_factory(transformer) if state.own_factory is not None else None
-        split = _CompiledZImage(transformer, state.traces) if is_compiled(own) else None
+        split = _CompiledZImage(transformer, state) if is_compiled(own) else None
+        captions = _Captions(lambda latents, feats: _caption(transformer, latents, feats))
+        gate = state.gate
 
         def predict(
             latents: mx.array,
@@ -363,29 +438,36 @@ def make_predict_factory(
             negative_encodings: mx.array | None,
             guidance: float,
         ) -> mx.array:
-            kw = {
-                "latents": latents,
-                "timestep": timestep,
-                "sigmas": sigmas,
-                "text_encodings": text_encodings,
-                "negative_encodings": negative_encodings,
-                "guidance": guidance,
-            }
-            gate = state.gate
-            if not state.gating or not gate.needs_signal:
+            gating = state.lifecycle.active and gate.needs_signal
+            if gating and split is not None and isinstance(timestep, mx.array):
+                # The split-compiled gated step (its Python kept short: it runs every step).
+                noise = split.step(
+                    latents, timestep, (sigmas, text_encodings, negative_encodings, guidance)
+                )
+                if gate.capture_output:
+                    state.record(noise)
+                return noise
+            if not gating:
                 # Outside a generation, and at threshold 0: the pipeline's own predict, untouched.
+                kw = {
+                    "latents": latents,
+                    "timestep": timestep,
+                    "sigmas": sigmas,
+                    "text_encodings": text_encodings,
+                    "negative_encodings": negative_encodings,
+                    "guidance": guidance,
+                }
                 if state.gating:
                     gate.decide(None)
                 noise = own(**kw) if own is not None else _plain(transformer, kw)
                 if state.gating:
                     state.record(noise)
                 return noise
-            if split is not None and isinstance(timestep, mx.array):
-                noise = split.step(state, kw)
-                state.record(noise)
-                return noise
             t_emb = _time_embedding(transformer, timestep, sigmas)
-            cond = _stream(transformer, latents, t_emb, text_encodings)
+            x_size = _x_size(latents)
+            cond_caption = captions.of(latents, text_encodings)
+            x_cond = _image(transformer, latents, t_emb, text_encodings, cond_caption.x_freqs_cis)
+            cond = _stream(transformer, x_cond, cond_caption, t_emb)
             first = _layer(transformer, 0, cond, cond.unified)
             if gate.probes_first_block:  # the probe: the rest of the stack, or its residual
                 out = probe_stack(
@@ -395,19 +477,31 @@ def make_predict_factory(
                     lambda: _rest_layers(transformer, cond, first),
                     signal=(first - cond.unified)[:, : cond.x_len],
                 )
-                noise = _tail(transformer, cond, out)
+                noise = _tail(transformer, cond, out, x_size)
                 verdict = gate.decide(None)  # the conditional branch's, for the other branch
             else:
+                # Never computed for a gate that reads none.
                 verdict = gate.decide(first - cond.unified)
                 if gate.records_first_block:  # the probe's vanilla trace
                     gate.record_first_block((first - cond.unified)[:, : cond.x_len])
                 noise = _tail(
-                    transformer, cond, _body(transformer, cond, gate, verdict, COND, first)
+                    transformer, cond, _body(transformer, cond, gate, verdict, COND, first), x_size
                 )
             if negative_encodings is not None:
-                uncond = _stream(transformer, latents, t_emb, negative_encodings)
+                caption = captions.of(latents, negative_encodings)
+                x_uncond = (
+                    x_cond
+                    if caption.padded_length == cond_caption.padded_length
+                    else _image(
+                        transformer, latents, t_emb, negative_encodings, caption.x_freqs_cis
+                    )
+                )
+                uncond = _stream(transformer, x_uncond, caption, t_emb)
                 negative_noise = _tail(
-                    transformer, uncond, _body(transformer, uncond, gate, verdict, UNCOND, None)
+                    transformer,
+                    uncond,
+                    _body(transformer, uncond, gate, verdict, UNCOND, None),
+                    x_size,
                 )
                 noise = noise + guidance * (noise - negative_noise)
             state.record(noise)

@@ -16,9 +16,12 @@ against the unit noise, so they weigh almost nothing in the training loss; per-c
 normalisation gives every component the same weight.
 
 Each 16-px patch is decoded on its own, so a flat area can show a faint grid where neighbouring
-patches land a few levels apart. A deblocking filter (``deblock``) softens it, but it is off in the
-shipped decode: it also ramps low-contrast object edges that fall on a patch boundary, and it cost
-shape points in two of three measurements (``python -m lab.demo.evaluate --deblock``).
+patches land a few levels apart. The app therefore draws its pictures with the seamless decoder
+(``app.demo.decoder``) on these latents; this decode stays the latent space's definition (training
+encodes with it) and the lab's before/after reference (``python -m lab.demo.evaluate --decode
+pca``). A deblocking filter (``deblock``) softens the grid too, but it also ramps low-contrast
+object edges that fall on a patch boundary, and it cost shape points in two of three measurements
+(``--decode pca-deblocked``).
 """
 
 from __future__ import annotations

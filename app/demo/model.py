@@ -1,6 +1,7 @@
 """The demo model: mflux's own ``Flux2Transformer`` at small dimensions plus our text encoder.
 
-The latent codec (``app.demo.codec``) is closed-form and lives in its own file. Weights ship in
+The latent codec (``app.demo.codec``) is closed-form and lives in its own file; the picture
+decoder (``app.demo.decoder``) in another. Weights ship in
 ``resources/demo`` as float16 safetensors (halves the size; loaded back as float32, and every
 quality figure was measured on the float16-rounded weights).
 """
@@ -20,6 +21,7 @@ from app.paths import DEMO_DIR
 
 CONFIG_FILE = "demo.json"
 CODEC_FILE = "codec.safetensors"
+DECODER_FILE = "decoder.safetensors"  # app.demo.decoder: latents → pixels without patch seams
 VARIANT_FILES = {"demo": "demo.safetensors", "demo-turbo": "demo-turbo.safetensors"}
 
 TRANSFORMER_CONFIG: dict[str, Any] = {

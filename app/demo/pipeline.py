@@ -8,7 +8,8 @@ instance:
   prompt mflux passes (``" "``) becomes all-padding tokens, the unconditional input the model was
   trained on (caption dropout), so ``guidance > 1`` runs real classifier-free guidance.
 - ``vae``: an object with ``decode_packed_latents(packed, tiling_config)``, the one method
-  ``Flux2Klein.generate_image`` calls to decode; it applies the PCA codec.
+  ``Flux2Klein.generate_image`` calls to decode; it runs the seamless decoder
+  (``app.demo.decoder``) on the PCA codec's latents.
 - ``_predict``: mflux's own predict closure without ``mx.compile`` (an instance attribute
   overrides the staticmethod factory), so vanilla and gated runs share one numerical path and the
   first generation has no g++/NVRTC compile stall. On the CPU under guidance, its two branches run
@@ -53,8 +54,10 @@ from app.adapters.branch_streams import (
 )
 from app.adapters.common import use_precision
 from app.demo.codec import GRID, PATCH, PCACodec, load_codec
+from app.demo.decoder import SeamlessDecoder, load_decoder
 from app.demo.model import (
     CODEC_FILE,
+    DECODER_FILE,
     VARIANT_FILES,
     load_model,
     text_ids,
@@ -108,23 +111,31 @@ def float32_precision() -> Iterator[None]:
 
 
 class DemoVAE:
-    """Decode side of the PCA codec, in the shape mflux's FLUX.2 loop hands over."""
+    """The decode side, in the shape mflux's FLUX.2 loop hands over: the seamless decoder
+    (``app.demo.decoder``). With ``decoder`` None it is the PCA codec's own per-patch decode, the
+    one shipped before the decoder (kept for the lab's before/after measurements)."""
 
-    def __init__(self, codec: PCACodec) -> None:
+    def __init__(self, codec: PCACodec, decoder: SeamlessDecoder | None) -> None:
         self.codec = codec
+        self.decoder = decoder
+
+    def decode_tokens(self, latents: mx.array, height: int, width: int) -> mx.array:
+        """Packed-token latents (B, tokens, 128) → (B, H, W, 3) in [−1, 1] (unclipped)."""
+        latents = latents.astype(mx.float32)
+        if self.decoder is None:
+            return self.codec.decode(latents, height, width, xp=mx)
+        return self.decoder(latents, height, width)
 
     def decode_packed_latents(
         self, packed_latents: mx.array, tiling_config: Any = None
     ) -> mx.array:
         batch, channels, h, w = packed_latents.shape
         tokens = packed_latents.transpose(0, 2, 3, 1).reshape(batch, h * w, channels)
-        images = self.codec.decode(tokens.astype(mx.float32), h * PATCH, w * PATCH, xp=mx)
-        return images.transpose(0, 3, 1, 2)
+        return self.decode_tokens(tokens, h * PATCH, w * PATCH).transpose(0, 3, 1, 2)
 
     def decode_to_unit(self, latents: mx.array, height: int, width: int) -> mx.array:
         """Packed-token latents (B, tokens, 128) → (B, H, W, 3) in [0, 1], as mflux would save."""
-        images = self.codec.decode(latents.astype(mx.float32), height, width, xp=mx)
-        return mx.clip(images / 2 + 0.5, 0.0, 1.0)
+        return mx.clip(self.decode_tokens(latents, height, width) / 2 + 0.5, 0.0, 1.0)
 
 
 def eager_predict(transformer: Any) -> Any:
@@ -189,8 +200,9 @@ class DemoFlux2Klein(Flux2Klein):
             return super().generate_image(seed, prompt, *args, **kwargs)
 
     def decode_preview(self, latents: mx.array, height: int, width: int) -> np.ndarray:
-        """A step's predicted clean latents as the exact image (the codec is cheap): the same
-        reshape, decode and conversion ``generate_image`` applies to the final latents."""
+        """A step's predicted clean latents as the exact image (the decoder is cheap, a few
+        milliseconds): the same reshape, decode and conversion ``generate_image`` applies to the
+        final latents."""
         from mflux.utils.image_util import ImageUtil
 
         packed = latents.reshape(latents.shape[0], height // PATCH, width // PATCH, -1)
@@ -245,7 +257,9 @@ def load_demo_pipeline(variant_id: str, resources: Path | None = None) -> DemoFl
     pipe.transformer = model.transformer
     pipe.text_encoder = None  # mflux's Qwen3 slot stays empty; ours is text_model
     pipe.text_model = model.text_encoder
-    pipe.vae = DemoVAE(load_codec(folder / CODEC_FILE))  # type: ignore[assignment]
+    pipe.vae = DemoVAE(  # type: ignore[assignment]
+        load_codec(folder / CODEC_FILE), load_decoder(folder / DECODER_FILE)
+    )
     pipe.demo_variant = variant_id
     pipe._encode_prompt_pair = _encode_prompt_pair_factory(pipe)  # type: ignore[method-assign]
     pipe._predict = eager_predict  # type: ignore[method-assign]

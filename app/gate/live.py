@@ -3,6 +3,7 @@
 A model adapter drives it once per step::
 
     verdict = gate.decide(signal)           # signal is None when ``gate.needs_signal`` is False
+                                            # (or ``gate.signal`` is ``Signal.none``)
     if verdict.decision.computes:
         out = body(x)
         gate.store_residual(out, x)         # no-op unless this step should seed the cache
@@ -14,6 +15,12 @@ A model adapter drives it once per step::
 State lives in this plain object, never on an ``nn.Module`` (an array attribute there would become
 a parameter). Under classifier-free guidance one decision serves both branches and each branch keeps
 its own residual (``branch="uncond"``).
+
+A kind that reads a signal measures it against the previous step's (``anchor``) with
+``measure``, a pure MLX function. ``decide`` computes that measurement itself and reads it (a host
+sync), unless the adapter hands it one already evaluated: the split-compiled adapters build the
+next step's signal and its measurement into the graph evaluated with this step's latents, so
+``decide`` reads a value that is already there (app/adapters/compiled.py).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import mlx.core as mx
 
@@ -46,6 +53,7 @@ from app.gate.firstblock import (
     decide_firstblock,
     wants_change,
 )
+from app.gate.kinds.base import Signal
 from app.gate.magcache import GATE_NAME as MAGCACHE_NAME
 from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
 
@@ -56,6 +64,7 @@ __all__ = [
     "StepEvent",
     "TeaCacheGate",
     "magnitude_ratio",
+    "read_ratio",
     "rel_l1",
     "rel_l1_pair",
 ]
@@ -83,9 +92,15 @@ def _ratio(num: float, den: float) -> float:
     return value if math.isfinite(value) else math.nan
 
 
-def rel_l1(current: mx.array, previous: mx.array) -> float:
-    num, den = cast(list[float], rel_l1_pair(current, previous).tolist())
+def read_ratio(pair: mx.array) -> float:
+    """``num / den`` of a ``rel_l1_pair``, read on the host: a sync unless ``pair`` was evaluated
+    already (lab/bench/step_work.py counts it by that)."""
+    num, den = cast(list[float], pair.tolist())
     return _ratio(num, den)
+
+
+def rel_l1(current: mx.array, previous: mx.array) -> float:
+    return read_ratio(rel_l1_pair(current, previous))
 
 
 class LiveGate(ABC):
@@ -95,6 +110,10 @@ class LiveGate(ABC):
     ``LiveGate`` the same way, through decide / store_residual / reuse / end_step."""
 
     gate_name = ""
+    # What the adapter builds for ``decide`` each step: the kind's ``GateKind.signal``
+    # (tests/gate/test_gate_kinds.py holds the two equal). ``Signal.none``: the adapter passes
+    # None, and a skipped step runs only what its tail reads.
+    signal: ClassVar[Signal] = Signal.none
     observe = False  # an observing gate measures every step and never skips (vanilla passes)
     capture_output = False  # an observer that also records the output's change (calibration)
     # The adapter splits the stack at its first block and passes ``decide`` that block's residual
@@ -175,15 +194,45 @@ class LiveGate(ABC):
 
     # -- per step -----------------------------------------------------------------------------
     @abstractmethod
-    def decide(self, signal: mx.array | None) -> Verdict:
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         """Decide the current step. Call once per step, before the body; a second call in the
-        same step (CFG pairing) returns the same verdict."""
+        same step (CFG pairing) returns the same verdict. ``measured``: ``measure(signal,
+        anchor)`` built (and best evaluated) by the adapter; None: computed here."""
+
+    @property
+    def anchor(self) -> mx.array | None:
+        """What ``measure`` compares this step's signal with (the previous step's signal); None
+        while there is nothing to compare with (the first step) or the kind reads no signal."""
+        return None
+
+    @staticmethod
+    def measure(signal: mx.array, anchor: mx.array) -> mx.array:
+        """The kind's measurement of ``signal`` against ``anchor``, lazily and in MLX alone (an
+        adapter may trace it into a compiled function): the relative L1 change's two means."""
+        return rel_l1_pair(signal, anchor)
+
+    def residual(self, branch: str = "cond") -> mx.array:
+        """The cached residual a skipped step adds (the split-compiled adapters add it inside
+        their compiled tail; ``reuse`` adds it eagerly)."""
+        try:
+            return self._residuals[branch]
+        except KeyError:
+            raise RuntimeError(
+                f"gate skipped a step with no cached residual for {branch!r}"
+            ) from None
 
     def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
         verdict = self._pending
         if verdict is None or not verdict.store_residual:
             return
-        residual = body_out - body_in
+        self.keep_residual(body_out - body_in, branch)
+
+    def keep_residual(self, residual: mx.array, branch: str = "cond") -> None:
+        """``store_residual`` for an adapter that computed ``body_out - body_in`` itself (inside
+        a compiled body): kept where this step's verdict stores, else dropped."""
+        verdict = self._pending
+        if verdict is None or not verdict.store_residual:
+            return
         previous = self._residuals.get(branch)
         if self.observe and branch == "cond" and previous is not None:
             self._pending_magnitude = magnitude_ratio(residual, previous)
@@ -215,12 +264,7 @@ class LiveGate(ABC):
         return pending
 
     def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
-        try:
-            return body_in + self._residuals[branch]
-        except KeyError:
-            raise RuntimeError(
-                f"gate skipped a step with no cached residual for {branch!r}"
-            ) from None
+        return body_in + self.residual(branch)
 
     def record_output(self, output: mx.array) -> None:
         """Measure the transformer output's change against the previous step (calibration data).
@@ -309,6 +353,7 @@ class TeaCacheGate(LiveGate):
     pass serves every gate's simulator and calibration."""
 
     gate_name = TEACACHE_NAME
+    signal = Signal.modulated_input
     params: TeaCacheParams
 
     def __init__(
@@ -338,23 +383,31 @@ class TeaCacheGate(LiveGate):
     def needs_signal(self) -> bool:
         return self.params.enabled or self.observe
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    @property
+    def anchor(self) -> mx.array | None:
+        return self._anchor
+
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if self._pending is not None:
             return self._pending  # a second transformer call in the same step (CFG pairing)
-        measured: float | None = None
+        change: float | None = None
         if signal is not None and self.needs_signal:
             if self._anchor is not None:
-                measured = rel_l1(signal, self._anchor)  # also materialises ``signal``
+                if measured is None:
+                    measured = self.measure(signal, self._anchor)
+                change = read_ratio(measured)  # no sync where the adapter evaluated it already
             else:
-                mx.eval(signal)  # a lazy anchor would pin its whole graph until the next step
+                # Evaluated with the step's latents: a lazy anchor would pin its whole graph
+                # until the next step, and an eval of its own here would be a sync.
+                self._unevaluated.append(signal)
             # Consecutive-delta anchoring: the anchor is always the previous step's signal, also
             # after a numerical miss, so the measured trace is the vanilla trace and the
             # simulator replays this gate step for step.
             self._anchor = signal
         if self.observe:
-            verdict = self._observe_verdict(measured)
+            verdict = self._observe_verdict(change)
         else:
-            verdict = decide(self.params, self._scalars, self._index, self.num_steps, measured)
+            verdict = decide(self.params, self._scalars, self._index, self.num_steps, change)
             if not verdict.store_residual and verdict.decision.computes:
                 # Forced trailing steps and numerical misses: nothing may reuse what is cached.
                 self._residuals.clear()
@@ -382,6 +435,7 @@ class MagCacheGate(LiveGate):
     paths). Never observes: the vanilla pass's observer records every kind's trace."""
 
     gate_name = MAGCACHE_NAME
+    signal = Signal.none
     params: MagCacheParams
 
     def __init__(
@@ -405,7 +459,7 @@ class MagCacheGate(LiveGate):
         # "Needs the gated path": at threshold 0 the adapters run the plain forward.
         return self.params.enabled
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if self._pending is not None:
             return self._pending  # a second transformer call in the same step (CFG pairing)
         verdict = decide_magcache(self.params, self._mag, self._index, self.num_steps, self._table)
@@ -416,12 +470,14 @@ class MagCacheGate(LiveGate):
 class FirstBlockGate(LiveGate):
     """The first-block probe's live gate (``app.gate.firstblock``): the adapter runs the first
     block and passes its residual on the image stream to ``decide``; the gate compares it with the
-    last computed step's (one host sync, only on steps where the rule reads it), and on a skip
-    the adapter adds the remaining blocks' cached residual to the first block's output
+    last computed step's (only on steps where the rule reads it: one host sync, none where a
+    split-compiled adapter evaluated the measurement with the previous step's latents), and on a
+    skip the adapter adds the remaining blocks' cached residual to the first block's output
     (``reuse``). The reference is replaced only on computed steps that store. Never observes: the
     vanilla pass's observer records the probe's trace (``record_first_block``)."""
 
     gate_name = FIRSTBLOCK_NAME
+    signal = Signal.first_block_residual
     params: FirstBlockParams
     probes_first_block = True
 
@@ -449,13 +505,20 @@ class FirstBlockGate(LiveGate):
         # "Needs the probe's path": at threshold 0 the adapters run the plain forward.
         return self.params.enabled
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    @property
+    def anchor(self) -> mx.array | None:
+        return self._reference
+
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if self._pending is not None:
             return self._pending  # a second transformer call in the same step (CFG pairing)
         change: float | None = None
-        measure = wants_change(self.params, self._probe, self._index, self.num_steps)
-        if signal is not None and self._reference is not None and measure:
-            change = rel_l1(signal, self._reference)  # the one host sync of the step
+        wants = wants_change(self.params, self._probe, self._index, self.num_steps)
+        if signal is not None and self._reference is not None and wants:
+            if measured is None:
+                measured = self.measure(signal, self._reference)
+            # The step's one host sync, none where the adapter evaluated it already.
+            change = read_ratio(measured)
         verdict = decide_firstblock(self.params, self._probe, self._index, self.num_steps, change)
         if verdict.store_residual and signal is not None:
             # Evaluated with the step's latents (``unevaluated``), not here: no extra sync.

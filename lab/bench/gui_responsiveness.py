@@ -249,10 +249,11 @@ def random_demo_engine_factory(folder: Path) -> Any:
 
 
 def write_random_demo_weights(folder: Path, seed: int = 0) -> Path:
-    """Both demo variants with random weights (fixed seed) next to a copy of the real codec."""
+    """Both demo variants with random weights (fixed seed) next to copies of the real codec and
+    decoder."""
     import mlx.core as mx
 
-    from app.demo.model import CODEC_FILE, VARIANT_FILES, DemoModel
+    from app.demo.model import CODEC_FILE, DECODER_FILE, VARIANT_FILES, DemoModel
     from app.paths import DEMO_DIR
     from lab.demo.export import save_weights
 
@@ -261,8 +262,9 @@ def write_random_demo_weights(folder: Path, seed: int = 0) -> Path:
     for name in VARIANT_FILES.values():
         if not (folder / name).exists():
             save_weights(DemoModel(), folder / name)
-    if not (folder / CODEC_FILE).exists():
-        shutil.copyfile(DEMO_DIR / CODEC_FILE, folder / CODEC_FILE)
+    for name in (CODEC_FILE, DECODER_FILE):
+        if not (folder / name).exists():
+            shutil.copyfile(DEMO_DIR / name, folder / name)
     return folder
 
 

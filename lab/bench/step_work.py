@@ -9,10 +9,12 @@ tests. For each step of one ``generate_image`` on a random-weight shell:
   ``idle_evals``: calls that found everything evaluated (no sync);
 - ``nodes``: primitives those evals ran (MLX's own graph, via ``mx.export_to_dot``); a compiled
   function's call counts as its one ``Compiled`` node;
-- ``conversions``: host reads of an array through our gate's code (``rel_l1``'s ``tolist``) —
-  MLX's own conversions (``item``/``tolist``) are nanobind calls that no Python hook sees, so
-  mflux's (Qwen-Image's rotary embeddings read two ``item()`` per step) are not in this count and
-  are the same in every condition;
+- ``conversions``: host reads of an array through our gate's code (``read_ratio``'s ``tolist``)
+  that had to wait: the array read was not evaluated yet (a read of a value the step's latents
+  evaluation already produced is no sync, and is not counted). MLX's own conversions
+  (``item``/``tolist``) are nanobind calls that no Python hook sees, so mflux's (Qwen-Image's
+  rotary embeddings read two ``item()`` per step) are not in this count and are the same in
+  every condition;
 - ``python_calls``: Python function calls (``sys.setprofile``), total and by function.
 
 A step's bucket runs from the evaluation of the previous step's latents to (and including) the
@@ -77,8 +79,9 @@ def _flatten(items: Any) -> Iterator[Any]:
             yield item
 
 
-# Python functions whose call is a host read of an MLX array (a sync), in our code.
-_CONVERSIONS = {("live.py", "rel_l1")}
+# Python functions whose call is a host read of an MLX array, in our code, and the argument read:
+# a sync where that array is not evaluated yet.
+_CONVERSIONS = {("live.py", "read_ratio"): "pair"}
 
 
 class _Probe:
@@ -130,7 +133,8 @@ class _Probe:
         bucket = self.bucket
         bucket.python_calls += 1
         bucket.calls[name] += 1
-        if (Path(code.co_filename).name, code.co_name) in _CONVERSIONS:
+        read = _CONVERSIONS.get((Path(code.co_filename).name, code.co_name))
+        if read is not None and graph_nodes(frame.f_locals[read]):
             bucket.conversions += 1
 
 
@@ -221,14 +225,32 @@ FORCED = {"coefficients": (0.0, 0.0, 0.0, 0.0, 0.0), "max_consecutive_skips": 1}
 
 
 def conditions() -> dict[str, Callable[[], Any]]:
-    """Gate factories: None for untouched mflux, threshold 0, and a forced skip pattern."""
-    from app.gate import TeaCacheGate, TeaCacheParams
+    """Gate factories: None for untouched mflux, threshold 0, a forced skip pattern (TeaCache:
+    a constant polynomial), and MagCache's forced pattern (a flat table: every step after the
+    retained ones skips, one at a time; 4 steps: ``FSCS``), and the first-block probe's forced
+    mode (``FSCF``)."""
+    from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
+    from app.gate.firstblock import FirstBlockParams
+    from app.gate.live import FirstBlockGate
+
+    def magcache() -> MagCacheGate:
+        return MagCacheGate(MagCacheParams(ratios=(1.0,) * 4, threshold=0.5, **MAG_FORCED))
+
+    def probe() -> FirstBlockGate:
+        return FirstBlockGate(
+            FirstBlockParams(threshold=1.0, warmup_steps=1, max_consecutive_skips=1, forced=True)
+        )
 
     return {
         "vanilla": lambda: None,
         "gate_off": lambda: TeaCacheGate(TeaCacheParams(OFF_COEFFICIENTS, rel_l1_thresh=0.0)),
         "forced_skips": lambda: TeaCacheGate(TeaCacheParams(rel_l1_thresh=0.5, **FORCED)),
+        "magcache_forced": magcache,
+        "probe_forced": probe,
     }
+
+
+MAG_FORCED = {"retention_ratio": 0.2, "max_consecutive_skips": 1}
 
 
 def summarize(steps: list[StepWork]) -> dict[str, Any]:

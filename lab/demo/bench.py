@@ -36,6 +36,7 @@ def one_process(
     guidance: float | None = None,
     resources: Path | None = None,
     serial_cfg: bool = False,
+    decode: str = "seamless",
 ) -> dict[str, Any]:
     from app.blas import preload_openblas
 
@@ -46,6 +47,8 @@ def one_process(
 
     pipe = load_demo_pipeline(variant, resources)
     pipe.concurrent_cfg = not serial_cfg
+    if decode == "pca":  # the per-patch decode shipped before the seamless decoder
+        pipe.vae.decoder = None  # type: ignore[attr-defined]
     load_seconds = time.perf_counter() - t0
     guidance = demo_guidance(variant) if guidance is None else guidance
     times = []
@@ -69,6 +72,7 @@ def one_process(
         "computed": steps,
         "openblas": blas,
         "cfg_branches": "serial" if serial_cfg else "concurrent where guidance > 1 on the CPU",
+        "decode": decode,
     }
 
 
@@ -87,17 +91,29 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="both CFG branches on one stream, OpenBLAS as loaded (the path before concurrency)",
     )
+    parser.add_argument(
+        "--decode",
+        choices=["seamless", "pca", "both"],
+        default="seamless",
+        help="the shipped seamless decoder, or the PCA codec's per-patch decode shipped before it;"
+        " both: a cold process of each in turn per repetition (pca first), so a busy machine "
+        "weighs on both alike",
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or get_variant(args.variant).default_steps
     if args.child:
-        result = one_process(args.variant, steps, args.guidance, args.resources, args.serial_cfg)
+        result = one_process(
+            args.variant, steps, args.guidance, args.resources, args.serial_cfg, args.decode
+        )
         print(dumps_json(result))
         return
+    decodes = ["pca", "seamless"] if args.decode == "both" else [args.decode]
     reps = []
-    for _ in range(args.reps):
+    for _ in range(args.reps * len(decodes)):
+        decode = decodes[len(reps) % len(decodes)]
         result = subprocess.run(
             [
                 sys.executable,
@@ -109,6 +125,8 @@ def main(argv: list[str] | None = None) -> None:
                 *(["--guidance", str(args.guidance)] if args.guidance is not None else []),
                 *(["--resources", str(args.resources)] if args.resources is not None else []),
                 *(["--serial-cfg"] if args.serial_cfg else []),
+                "--decode",
+                decode,
                 "--steps",
                 str(steps),
             ],
@@ -126,17 +144,57 @@ def main(argv: list[str] | None = None) -> None:
         "prompt": PROMPT,
         "weights": str(args.resources) if args.resources is not None else "shipped",
         "cfg_branches": reps[0]["cfg_branches"],
+        "decode": args.decode,
         "reps": reps,
-        "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
-        "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
+        **_medians([r for r in reps if r["decode"] == decodes[-1]]),
         "skipped": 0,
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor(),
             "cpus": __import__("os").cpu_count(),
+            "load_average_1_5_15_min_at_end": list(__import__("os").getloadavg()),
         },
     }
+    if len(decodes) > 1:
+        by_decode = {d: _medians([r for r in reps if r["decode"] == d]) for d in decodes}
+        report["by_decode"] = by_decode
+        report["seamless_over_pca"] = {
+            key: by_decode["seamless"][key] / by_decode["pca"][key] for key in by_decode["pca"]
+        }
+        report["decode_milliseconds"] = decode_milliseconds(args.variant)
     emit_json(report, args.out)
+
+
+def decode_milliseconds(variant: str, reps: int = 200) -> dict[str, float]:
+    """Median wall time of the final decode alone (one 128×128 picture: the latents handed over
+    as ``generate_image`` hands them, to the [−1, 1] pixels evaluated), each decode in turn, in
+    this process: what the decoder adds to a generation, measurable on a busy machine where a
+    whole generation's time moves by more than that."""
+    from app.blas import preload_openblas
+
+    preload_openblas()
+    import mlx.core as mx
+
+    from app.demo.pipeline import load_demo_pipeline
+
+    vae = load_demo_pipeline(variant).vae
+    decoder = vae.decoder  # type: ignore[attr-defined]
+    packed = mx.random.normal((1, 128, 8, 8), key=mx.random.key(0))
+    times: dict[str, list[float]] = {"pca": [], "seamless": []}
+    for _ in range(reps):
+        for name, chosen in (("pca", None), ("seamless", decoder)):
+            vae.decoder = chosen  # type: ignore[attr-defined]
+            t = time.perf_counter()
+            mx.eval(vae.decode_packed_latents(packed))
+            times[name].append(1000 * (time.perf_counter() - t))
+    return {name: float(np.median(values)) for name, values in times.items()}
+
+
+def _medians(reps: list[dict[str, Any]]) -> dict[str, float]:
+    return {
+        "median_first_seconds": float(np.median([r["first_seconds"] for r in reps])),
+        "median_warm_seconds": float(np.median([r["warm_median_seconds"] for r in reps])),
+    }
 
 
 if __name__ == "__main__":

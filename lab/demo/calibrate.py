@@ -196,6 +196,15 @@ def calibration_record(
     }
 
 
+def write_calibration(path: Path, record: dict[str, Any]) -> None:
+    """The TeaCache record into a variant's calibration file, keeping what other gates keep there
+    (MagCache's section): the file is shared by the gate kinds."""
+    import json
+
+    previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    write_json(path, {**previous, **record})
+
+
 def demo_guidance(variant: str) -> float:
     """Calibrate and sweep at the guidance the app samples with (the registry's default)."""
     from app.variants import get_variant
@@ -240,7 +249,7 @@ def run(
         f"(lab/demo/results/demo.threshold-sweep.json): {pick['mean_skipped']:.1f}/28 steps "
         f"skipped on average, SSIM mean {pick['mean_ssim']:.3f}, worst {pick['min_ssim']:.3f}.",
     )
-    write_json(resources / "demo.calibration.json", record)
+    write_calibration(resources / "demo.calibration.json", record)
     write_json(
         results / "demo.calibration-pairs.json",
         {
@@ -329,7 +338,7 @@ def run(
         f"polynomial's minimum over the calibrated range {on_range:.3f}), "
         f"{verdict}; simulated skips at 0.5: {sum(simulated_skips)} over {len(traces)} runs.",
     )
-    write_json(resources / "demo-turbo.calibration.json", record)
+    write_calibration(resources / "demo-turbo.calibration.json", record)
     write_json(
         results / "demo-turbo.calibration-pairs.json",
         {

@@ -7,6 +7,7 @@ Two samplers give the same pictures up to float rounding:
   README reports, runnable on the 2-core CPU in a few minutes.
 
 Run: ``python -m lab.demo.evaluate --variant demo --prompts 100 --out eval-demo.json``
+(``--decode pca`` for the per-patch decode shipped before the seamless decoder)
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from lab.demo.reports import write_json  # noqa: E402
 from lab.demo.scenes import PromptSpec, caption, parse_prompt, scene_from_seed, tokenize  # noqa: E402
 
 EVAL_SEED_BASE = 900_000  # scene seeds for evaluation prompts; training uses other streams
+# How the final latents become the picture: the shipped seamless decoder (app.demo.decoder), or the
+# PCA codec's per-patch decode shipped before it, plain or deblocked (app.demo.codec).
+DECODES = ("seamless", "pca", "pca-deblocked")
 
 
 def eval_prompts(n: int = 100, first: int = 0) -> list[str]:
@@ -219,19 +223,29 @@ def evaluate_pipeline(
     steps: int | None = None,
     guidance: float = 1.0,
     resources: Path | None = None,
-    deblocked: bool = False,
+    decode: str = "seamless",
     first: int = 0,
 ) -> dict[str, Any]:
     """Score ``n`` eval prompts (from prompt ``first``, each with its index as seed) through
-    ``load_demo_pipeline(variant).generate_image``; ``deblocked`` decodes with the codec's
-    deblocking filter (off in the shipped decode), to measure what the filter changes."""
+    ``load_demo_pipeline(variant).generate_image``. ``decode``: one of :data:`DECODES` — the
+    shipped seamless decoder, or the PCA codec's per-patch decode shipped before it, plain or
+    with its deblocking filter (to measure what each changes; the latents are the same).
+
+    With the seamless decoder the report also scores the very same final latents through the PCA
+    codec's per-patch decode (``pca_decode``): before and after on one sampling run."""
     from dataclasses import replace
 
     from app.demo.pipeline import load_demo_pipeline
 
+    if decode not in DECODES:
+        raise ValueError(f"unknown decode {decode!r}; choose one of {list(DECODES)}")
     pipe = load_demo_pipeline(variant, resources)
-    if deblocked:
+    if decode != "seamless":
+        pipe.vae.decoder = None  # type: ignore[attr-defined]
+    if decode == "pca-deblocked":
         pipe.vae.codec = replace(pipe.vae.codec, deblocked=True)  # type: ignore[attr-defined]
+    recorder = FinalLatents(pipe.vae)
+    pipe.vae = recorder  # type: ignore[assignment]
     steps = steps or get_variant(variant).default_steps
     prompts = eval_prompts(n, first)
     images, seconds = [], []
@@ -256,11 +270,36 @@ def evaluate_pipeline(
         prompts=n,
         first_prompt=first,
         sampler="mflux Flux2Klein.generate_image",
-        decode="deblocked" if deblocked else "plain",
+        decode=decode,
         median_seconds=float(np.median(seconds)),
         patch_seam_ratio=patch_seam_ratio(pictures),
     )
+    if decode == "seamless":
+        latents = mx.concatenate(recorder.latents, axis=0)
+        before = to_uint8(mx.clip(recorder.vae.codec.decode(latents, xp=mx) / 2 + 0.5, 0.0, 1.0))
+        scored = score_images(before, prompts)
+        report["pca_decode"] = {
+            "what": "the same final latents through the PCA codec's per-patch decode, shipped "
+            "before the seamless decoder",
+            "scores": scored["scores"],
+            "shape_seen_as": scored["shape_seen_as"],
+            "patch_seam_ratio": patch_seam_ratio(before),
+        }
     return report
+
+
+class FinalLatents:
+    """The pipeline's decode side, passed through, keeping each final latent grid it decodes as
+    packed tokens (B, h·w, 128)."""
+
+    def __init__(self, vae: Any) -> None:
+        self.vae = vae
+        self.latents: list[mx.array] = []
+
+    def decode_packed_latents(self, packed: mx.array, tiling_config: Any = None) -> mx.array:
+        batch, channels, h, w = packed.shape
+        self.latents.append(packed.transpose(0, 2, 3, 1).reshape(batch, h * w, channels))
+        return self.vae.decode_packed_latents(packed, tiling_config)
 
 
 def contact_sheet(images: np.ndarray, columns: int = 8) -> np.ndarray:
@@ -292,9 +331,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--resources", type=Path, default=None, help="folder of other weights")
     parser.add_argument(
-        "--deblock",
-        action="store_true",
-        help="decode with the codec's deblocking filter (off in the shipped decode)",
+        "--decode",
+        choices=DECODES,
+        default="seamless",
+        help="the shipped seamless decoder, or the PCA codec's per-patch decode shipped before "
+        "it (pca), or that with its deblocking filter (pca-deblocked)",
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -307,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
         args.steps,
         guidance,
         resources=args.resources,
-        deblocked=args.deblock,
+        decode=args.decode,
         first=args.first_prompt,
     )
     write_json(args.out, report)

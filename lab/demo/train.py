@@ -800,7 +800,7 @@ def run_all(args: argparse.Namespace) -> None:
     import mlx.core as mx
 
     from app.demo.codec import load_codec
-    from app.demo.model import CODEC_FILE, DemoModel, read_weights, single_layers_in
+    from app.demo.model import CODEC_FILE, DECODER_FILE, DemoModel, read_weights, single_layers_in
     from app.paths import DEMO_DIR
     from lab.demo.data import build_pool
     from lab.demo.evaluate import contact_sheet
@@ -826,6 +826,8 @@ def run_all(args: argparse.Namespace) -> None:
     resources = work / "resources"
     resources.mkdir(exist_ok=True)
     (resources / CODEC_FILE).write_bytes(codec_path.read_bytes())
+    # The shipped picture decoder, so the run's latency is measured on the shipped pipeline.
+    (resources / DECODER_FILE).write_bytes((DEMO_DIR / DECODER_FILE).read_bytes())
     if out is not None:
         (out / CODEC_FILE).write_bytes(codec_path.read_bytes())
     report["codec"] = {
@@ -894,9 +896,11 @@ def write_config_command(args: argparse.Namespace) -> None:
     """resources/demo/demo.json: architecture, files with sizes and hashes, training summary."""
     import hashlib
 
+    from app.demo.decoder import OVERLAP, WINDOW, load_decoder
     from app.demo.model import (
         CODEC_FILE,
         CONFIG_FILE,
+        DECODER_FILE,
         TEXT_CONFIG,
         TRANSFORMER_CONFIG,
         VARIANT_FILES,
@@ -904,18 +908,29 @@ def write_config_command(args: argparse.Namespace) -> None:
         single_layers_in,
     )
     from app.paths import DEMO_DIR
+    from lab.demo.export import parameter_count
 
     folder = args.resources or DEMO_DIR
     files = {}
-    for name in [CODEC_FILE, *VARIANT_FILES.values()]:
+    for name in [CODEC_FILE, DECODER_FILE, *VARIANT_FILES.values()]:
         data = (folder / name).read_bytes()
         files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     shipped = read_weights(folder / VARIANT_FILES["demo"])
+    decoder = load_decoder(folder / DECODER_FILE)
     transformer = {**TRANSFORMER_CONFIG, "num_single_layers": single_layers_in(shipped)}
     config: dict[str, Any] = {
         "transformer": {"class": "mflux Flux2Transformer", **transformer},
         "text_encoder": {"class": "app.demo.model.TextEncoder", **TEXT_CONFIG},
         "codec": {"class": "app.demo.codec.PCACodec", "patch": 16, "channels": 128},
+        "decoder": {
+            "class": "app.demo.decoder.SeamlessDecoder",
+            "weights": DECODER_FILE,
+            "dtype": "float16",
+            "window": WINDOW,
+            "overlap": OVERLAP,
+            "blocks": len(decoder.blocks),
+            "parameters": parameter_count(decoder),
+        },
         "variants": {v: {"weights": f, "dtype": "float16"} for v, f in VARIANT_FILES.items()},
         "files": files,
     }
@@ -951,6 +966,11 @@ def write_config_command(args: argparse.Namespace) -> None:
             "parameters": parameters,
             "device": args.device,
         }
+    elif (folder / CONFIG_FILE).exists():
+        # Files changed, not the models: the record of the runs behind the weights stays.
+        previous = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        if "training" in previous:
+            config["training"] = previous["training"]
     (folder / CONFIG_FILE).write_text(dumps_json(config, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {folder / CONFIG_FILE}")
 

@@ -228,8 +228,8 @@ NO_CFG = {**CFG, "guidance": 1.0}
 TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5, "krea-2": 2e-6}
 SMALLEST_SKIP_EFFECT = {"flux2": 6.8e-4, "z-image": 1.85e-2, "krea-2": 5.4e-4}
 TRACES = {
-    "flux2": {"probe_prelude": 1, "probe_body": 1, "tail": 1},
-    "z-image": {"prelude": 1, "body": 1, "tail": 1},
+    "flux2": {"probe_prelude": 1, "probe_body": 1, "tail": 1, "measure": 1},
+    "z-image": {"caption": 1, "prelude": 1, "body": 1, "tail": 1, "measure": 1},
     "krea-2": {"probe_prelude": 1, "probe_body": 1, "tail": 1},
 }
 

@@ -21,7 +21,7 @@ from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import common, install_gate, shells
 from app.adapters.compiled import is_compiled
-from app.gate import TeaCacheGate, TeaCacheParams
+from app.gate import LiveGate, MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
 # Zero coefficients predict no change: every eligible step skips up to the streak cap, a fixed
@@ -31,6 +31,16 @@ ALTERNATE = TeaCacheParams(
 )
 PATTERN = "FSCSCSCF"
 STEPS = len(PATTERN)
+# MagCache's forced pattern: a flat table accumulates no error, so every step after the retained
+# ones skips, one at a time (3 skips of 8, as above).
+MAGCACHE = MagCacheParams(
+    ratios=(1.0,) * STEPS, threshold=0.5, retention_ratio=0.2, max_consecutive_skips=1
+)
+MAGCACHE_PATTERN = "FFSCSCSC"
+GATES: dict[str, Callable[[], LiveGate]] = {
+    "teacache": lambda: TeaCacheGate(ALTERNATE),
+    "magcache": lambda: MagCacheGate(MAGCACHE),
+}
 CFG = {"num_inference_steps": STEPS, "height": 128, "width": 128, "guidance": 4.0}
 NO_CFG = {**CFG, "guidance": 1.0}
 
@@ -43,9 +53,15 @@ NO_CFG = {**CFG, "guidance": 1.0}
 # own compiled-vs-eager vanilla gap in the same runs (FLUX.2 4.4e-7, Z-Image 2.5e-6). The gates sit
 # ~4× above the measured noise; the skips themselves move the latents by at least 8.2e-4 (FLUX.2)
 # and 2.0e-2 (Z-Image) against vanilla in the same runs, over two orders of magnitude above each
-# gate.
+# gate. MagCache's forced pattern (FFSCSCSC, CFG g=4, seeds 0–3, measured after #30 moved the
+# residual into the compiled parts): FLUX.2 max 4.6e-7, Z-Image max 2.8e-6, the same noise; its
+# skips move the latents by at least 1.9e-3 and 5.5e-2.
 TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5}
 SMALLEST_SKIP_EFFECT = {"flux2": 8e-4, "z-image": 2e-2}
+
+# Z-Image's caption part (refiner and rotary tables), once per generation; both branches' captions
+# have the shells' 16 tokens, so one trace serves both.
+CAPTION_TRACES = {"flux2": {}, "z-image": {"caption": 1}}
 
 BUILDERS: dict[str, Callable[[int], Any]] = {
     "flux2": lambda seed: shells.flux2_shell("flux2-klein-base-4b", seed=seed),
@@ -65,22 +81,24 @@ def _compiled_mflux(compiled: bool) -> None:
 _DONE: dict[tuple[object, ...], dict[str, Any]] = {}
 
 
-def _runs(family: str, seed: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _runs(family: str, seed: int, kwargs: dict[str, Any], gate: str = "teacache") -> dict[str, Any]:
     """Gated eager, gated compiled (twice, with trace counts), and the compiled vanilla: each
     case once per test process (a fresh shell every time, so the result does not depend on which
     test asked first); the tolerance and trace-count tests read the same generations."""
-    key = (family, seed, *sorted(kwargs.items()))
+    key = (family, seed, gate, *sorted(kwargs.items()))
     if key not in _DONE:
-        _DONE[key] = _generate_cases(family, seed, kwargs)
+        _DONE[key] = _generate_cases(family, seed, kwargs, gate)
     return _DONE[key]
 
 
-def _generate_cases(family: str, seed: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _generate_cases(
+    family: str, seed: int, kwargs: dict[str, Any], gate_name: str
+) -> dict[str, Any]:
     pipeline = BUILDERS[family](seed)
     out: dict[str, Any] = {}
     for mode in ("eager", "compiled"):
         _compiled_mflux(mode == "compiled")
-        gate = TeaCacheGate(ALTERNATE)
+        gate = GATES[gate_name]()
         with install_gate(pipeline, gate):
             out[mode] = probes.generate_latents(pipeline, seed=seed, **kwargs)
             out[f"{mode}_pattern"] = gate.pattern
@@ -117,16 +135,31 @@ def test_compiled_gated_within_measured_tolerance_of_eager_gated(
 
 
 @pytest.mark.parametrize("family", sorted(BUILDERS))
+def test_compiled_magcache_within_measured_tolerance_of_eager_magcache(family: str) -> None:
+    """MagCache on the split path decides first and runs only what its decision needs (no
+    signal; tests/adapters/test_split_step.py counts it): the same skips, the same tolerance."""
+    runs = _runs(family, 0, CFG, "magcache")
+    assert runs["eager_pattern"] == runs["compiled_pattern"] == MAGCACHE_PATTERN
+    assert runs["eager_skips"] == runs["compiled_skips"] == 3
+    assert _rel_l1(runs["compiled"], runs["eager"]) <= TOLERANCE[family]
+    assert _rel_l1(runs["compiled"], runs["compiled_vanilla"]) >= SMALLEST_SKIP_EFFECT[family] / 2
+    assert mx.array_equal(runs["compiled"], runs["compiled_again"]).item()
+    # No signal, so no measurement; the prelude, body and tail once per generation.
+    assert runs["compiled_traces"] == {"prelude": 1, "body": 1, "tail": 1} | CAPTION_TRACES[family]
+
+
+@pytest.mark.parametrize("family", sorted(BUILDERS))
 @pytest.mark.parametrize("kwargs", [CFG, NO_CFG], ids=["cfg", "no-cfg"])
 def test_compiled_functions_trace_once_per_generation_not_per_step(
     family: str, kwargs: dict[str, Any]
 ) -> None:
     runs = _runs(family, 0, kwargs)
     assert runs["compiled_skips"] == 3  # the tail ran on 3 steps, the body on 5
-    assert runs["compiled_traces"] == {"prelude": 1, "body": 1, "tail": 1}
+    once = {"prelude": 1, "measure": 1, "body": 1, "tail": 1} | CAPTION_TRACES[family]
+    assert runs["compiled_traces"] == once
     # mflux builds predict once per generation, and so do we: one more trace each, not one per
     # step.
-    assert runs["compiled_traces_again"] == {"prelude": 2, "body": 2, "tail": 2}
+    assert runs["compiled_traces_again"] == {name: 2 * n for name, n in once.items()}
     assert runs["eager_traces"] == {}  # the eager path compiles nothing
 
 
@@ -181,4 +214,12 @@ if __name__ == "__main__":  # re-measure: python -m tests.adapters.test_compiled
                 f"{family}: compiled vs eager gated rel-L1 max {max(gap):.3g} "
                 f"(max |d| {max(worst):.3g}); mflux compiled vs eager vanilla max "
                 f"{max(vanilla_gap):.3g}; skip effect min {min(effect):.3g}; runs {len(rows)}"
+            )
+            mag = [_runs(family, seed, CFG, "magcache") for seed in seeds]
+            assert all(r["compiled_pattern"] == r["eager_pattern"] == MAGCACHE_PATTERN for r in mag)
+            gap = [_rel_l1(r["compiled"], r["eager"]) for r in mag]
+            effect = [_rel_l1(r["compiled"], r["compiled_vanilla"]) for r in mag]
+            print(
+                f"{family} MagCache: compiled vs eager gated rel-L1 max {max(gap):.3g}; "
+                f"skip effect min {min(effect):.3g}; runs {len(mag)}"
             )

@@ -1,4 +1,4 @@
-"""The demo as a Flux2Klein shell: mflux's real FLUX.2 loop, our text encoder and codec."""
+"""The demo as a Flux2Klein shell: mflux's real FLUX.2 loop, our text encoder and decoder."""
 
 from __future__ import annotations
 
@@ -86,15 +86,15 @@ def test_out_of_vocabulary_prompt_fails_before_generating(pipe: DemoFlux2Klein) 
 
 def test_batched_sampler_reproduces_the_pipeline(pipe: DemoFlux2Klein) -> None:
     """The GPU evaluation's batched sampler is mflux's arithmetic: same pixels as the loop."""
-    from app.demo.codec import load_codec
-    from app.demo.model import CODEC_FILE, VARIANT_FILES, load_model
+    from app.demo.decoder import load_decoder
+    from app.demo.model import DECODER_FILE, VARIANT_FILES, load_model
     from app.paths import DEMO_DIR
     from lab.demo.evaluate import sample_batch, to_uint8
 
     model = load_model(DEMO_DIR / VARIANT_FILES["demo"])
     latents = sample_batch(model, [PROMPT], [7], steps=6)
-    codec = load_codec(DEMO_DIR / CODEC_FILE)
-    decoded = np.clip(np.array(codec.decode(latents, xp=mx)) / 2 + 0.5, 0, 1)
+    decoder = load_decoder(DEMO_DIR / DECODER_FILE)
+    decoded = np.clip(np.array(decoder(latents, 128, 128)) / 2 + 0.5, 0, 1)
     # Measured identical (max difference 0) on 2026-11-30; one level allows a rounding tie.
     assert np.abs(to_uint8(decoded)[0].astype(int) - _image(pipe).astype(int)).max() <= 1
 

@@ -1,4 +1,4 @@
-"""Live step previews through the engine, on the embedded demo (its codec decodes exactly).
+"""Live step previews through the engine, on the embedded demo (its decoder decodes exactly).
 
 Oracles: paired same-process runs. Previews read the loop and never write to it, so the latents
 with and without previews must be bit-identical; the demo's last-step preview is the exact decode

@@ -35,10 +35,10 @@ class RecordingGate(TeaCacheGate):
         self.outputs: dict[int, int] = {}
         self.signals: list[int] = []  # step index of every non-None signal passed to decide
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if signal is not None:
             self.signals.append(self.step_index)
-        return super().decide(signal)
+        return super().decide(signal, measured)
 
     def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
         super().store_residual(body_out, body_in, branch)
@@ -67,10 +67,10 @@ class RecordingProbe(FirstBlockGate):
         self.stored: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
         self.reused: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
 
-    def decide(self, signal: mx.array | None) -> Verdict:
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
         if signal is not None and self.step_index not in self.signals:
             self.signals[self.step_index] = signal
-        return super().decide(signal)
+        return super().decide(signal, measured)
 
     def store_residual(self, body_out: mx.array, body_in: mx.array, branch: str = "cond") -> None:
         super().store_residual(body_out, body_in, branch)

@@ -123,6 +123,8 @@ def test_each_kind_builds_its_own_live_gate(kind: AnyGateKind) -> None:
     gate = make_gate(params)
     assert isinstance(gate, LiveGate) and isinstance(gate, kind.live_class())
     assert gate.gate_name == kind.name and not gate.observe
+    # The adapters build what the live gate declares: the kind's own signal.
+    assert gate.signal is kind.signal
 
 
 def test_the_observer_records_the_vanilla_pass_whichever_gate_runs() -> None:

@@ -248,10 +248,14 @@ def test_residual_is_materialised_with_the_step_not_left_lazy(
 
     gate = make_gate()
     gate.begin(3)
-    gate.decide(signals_for([])[0])
+    first_signal = signals_for([])[0]
+    gate.decide(first_signal)
     x = latents(0)
     gate.store_residual(body(x), x)
-    assert gate.unevaluated() == [gate._residuals["cond"]]  # handed to the driver once
+    # Handed to the driver once, with the first step's signal (the next step's anchor, evaluated
+    # with the latents rather than by a sync of its own in ``decide``).
+    handed = gate.unevaluated()
+    assert [id(a) for a in handed] == [id(first_signal), id(gate._residuals["cond"])]
     assert gate.unevaluated() == []
 
     gate.begin(3)

@@ -3,8 +3,8 @@
 The issue's bars are over 100 prompts through the real pipeline; those figures are committed
 (lab/demo/results/eval-*.json, ``python -m lab.demo.evaluate``) and test_demo_evaluations.py checks
 them against the bars and against their own per-prompt records. What can break afterwards is the
-path from the weights to a scored image (weights, codec, tokenizer, sampler, checker): a broken one
-scores near chance (runs 1 and 2: shape 0.13-0.15) and disagrees with the committed verdicts on
+path from the weights to a scored image (weights, decoder, tokenizer, sampler, checker): a broken
+one scores near chance (runs 1 and 2: shape 0.13-0.15) and disagrees with the committed verdicts on
 most prompts. So this renders the first prompts of the committed set and compares verdicts prompt
 by prompt. The demo at its default settings is guarded the same way through the real pipeline by
 test_demo_sampling.py (its first 3 prompts, verdicts equal to eval-demo.json's); here the turbo,
@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import mlx.core as mx
 import numpy as np
 import pytest
 
-from app.demo.codec import load_codec
-from app.demo.model import CODEC_FILE, VARIANT_FILES, load_model
+from app.demo.decoder import load_decoder
+from app.demo.model import DECODER_FILE, VARIANT_FILES, load_model
 from app.paths import DEMO_DIR
 from app.variants import get_variant
 from lab.demo.evaluate import eval_prompts, sample_batch, score_images, to_uint8
@@ -42,10 +41,10 @@ def turbo() -> dict[str, Any]:
     variant = get_variant("demo-turbo")
     assert (variant.default_steps, variant.default_guidance) == (4, 1.0)
     model = load_model(DEMO_DIR / VARIANT_FILES["demo-turbo"])
-    codec = load_codec(DEMO_DIR / CODEC_FILE)
+    decoder = load_decoder(DEMO_DIR / DECODER_FILE)
     prompts = eval_prompts(N)
     latents = sample_batch(model, prompts, list(range(N)), 4, 1.0)  # seeds as in the evaluation
-    images = np.clip(np.array(codec.decode(latents, xp=mx)) / 2 + 0.5, 0, 1)
+    images = np.clip(np.array(decoder(latents, 128, 128)) / 2 + 0.5, 0, 1)
     return score_images(to_uint8(images), prompts)
 
 

@@ -1,8 +1,10 @@
 """Per-step work, counted on tiny shells (lab/bench/step_work.py): what our adapters add to a
 step of mflux's own loop. Counts are deterministic, so they are asserted exactly: threshold 0 adds
 no host sync and no graph node over untouched mflux (FLUX.1, Qwen-Image: the families whose
-gate off / vanilla read 0.96 / 0.97 on the H200), and a skipped step of the split-compiled path
-(FLUX.2) syncs exactly twice: the gate's decision and the step's latents."""
+gate off / vanilla read 0.96 / 0.97 on the H200), and every step of the split-compiled path
+(FLUX.2, Z-Image; TeaCache, MagCache and the first-block probe) syncs once, the step's latents:
+the gate's decision reads a measurement evaluated with the previous step's latents (#30; it
+synced twice before)."""
 
 from __future__ import annotations
 
@@ -51,19 +53,59 @@ def test_gate_off_adds_no_sync_and_no_graph_node_per_step(family: str) -> None:
     assert all(o.python_calls > v.python_calls for v, o in zip(vanilla, off, strict=True))
 
 
-def test_a_skipped_step_syncs_twice_and_runs_a_fraction_of_a_computed_step(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("family", ["flux2", "z-image"])
+def test_a_split_compiled_step_adds_no_sync_to_mfluxs_one_latents_eval(
+    family: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The gate's decision reads a measurement evaluated with the previous step's latents: a
+    skipped step, a computed one and the first alike sync once, the latents' own evaluation
+    (mflux's eval after it finds them evaluated: no wait). A skipped step runs a fraction of a
+    computed step's graph, and a gate that reads no signal (MagCache) less still."""
     from mflux.utils.apple_silicon import AppleSiliconUtil
 
     # mflux's compiled predict (M3 and later, CUDA), so the gated step is the split-compiled one.
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: False))
-    counted = _counted("flux2", ("gate_off", "forced_skips"))
-    forced = counted["forced_skips"]
+    counted = _counted(family, ("vanilla", "forced_skips", "magcache_forced", "probe_forced"))
+    forced, magcache = counted["forced_skips"], counted["magcache_forced"]
+    probe = counted["probe_forced"]
     assert "".join(s.decision for s in forced) == "FSCF"
-    skipped = forced[1]
-    computed = forced[2]
-    assert skipped.syncs == computed.syncs == 2  # the rel-L1 read and the latents
-    assert skipped.conversions == computed.conversions == 1
-    assert all(s.syncs == 1 for s in counted["gate_off"])
-    assert 0 < skipped.nodes < computed.nodes / 5
+    assert "".join(s.decision for s in magcache) == "FSCS"
+    assert "".join(s.decision for s in probe) == "FSCF"
+    for run in (forced, magcache, probe):
+        assert all(s.syncs == s.evals == 1 and s.conversions == 0 for s in run)
+        assert all(s.idle_evals == 1 for s in run[1:])  # mflux's own eval: nothing left to run
+    assert all(s.syncs == 1 for s in counted["vanilla"])
+    skipped, computed = forced[1], forced[2]
+    assert 0 < skipped.nodes < computed.nodes / 2
+    # MagCache decides from its table: a skipped step builds no signal and no next prelude.
+    assert 0 < magcache[1].nodes < skipped.nodes
+    assert magcache[3].nodes == magcache[1].nodes
+    # The first-block probe's skipped step: its prelude with the first block (what it decides
+    # on, built at the step before's end) and the tail, a fraction of its computed step.
+    assert 0 < probe[1].nodes < probe[2].nodes / 2
+
+
+def test_a_read_of_a_measurement_not_yet_evaluated_is_counted_as_a_sync() -> None:
+    """The counter's own check: ``read_ratio`` of a measurement not yet evaluated waits (one
+    conversion), of one evaluated already (as the split-compiled adapters hand it) does not."""
+    import sys
+
+    from app.gate.live import read_ratio, rel_l1_pair
+
+    probe = step_work._Probe()
+    probe.in_loop = True
+    pending = rel_l1_pair(mx.ones((4,)), mx.full((4,), 2.0))
+    ready = rel_l1_pair(mx.ones((4,)), mx.full((4,), 4.0))
+    mx.eval(ready)
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            probe.on_call(frame)
+
+    sys.setprofile(profile)
+    try:
+        values = [read_ratio(pending), read_ratio(ready)]
+    finally:
+        sys.setprofile(None)
+    assert probe.bucket.conversions == 1
+    assert values == [pytest.approx(0.5), pytest.approx(0.75)]

@@ -159,6 +159,7 @@ def test_the_shipped_resources_are_exactly_what_the_app_reads() -> None:
     shipped = {Path(source).name for source, _ in config.resource_datas()}
     assert shipped == {
         "codec.safetensors",
+        "decoder.safetensors",
         "demo.safetensors",
         "demo-turbo.safetensors",
         "demo.calibration.json",

@@ -10,10 +10,16 @@
 # + .chunks/ with every run and its worker log) and $OUT/issue17-plan.txt.
 #
 # On the device (MLX CUDA installed as /work/shared/device/README.md says), from the repo root:
-#   export PYTHONPATH=/opt/mlxsite:$PWD && bash lab/bench/device/issue17.sh CASE...
+#   export PYTHONPATH=/opt/mlxsite:$PWD TEACACHE_GIT_COMMIT=<the commit the tree is at>
+#   bash lab/bench/device/issue17.sh CASE...
+# (the device's copy carries stale git metadata: every report records TEACACHE_GIT_COMMIT).
+# Back here: `uv run python -m lab.bench.device_figures DIR` (DIR: $OUT as it came back) copies
+# each report where the README's figures read it and regenerates them.
 # Cases: flux2-1024 flux2-512 z-image-1024 flux1-1024 qwen-1024 (none given: all five), and
 # profile-skip (lab/bench/device/profile_skip.py: the parts of a skipped step in isolation and
-# inside mflux's loop, FLUX.2 Klein 4B 1024² and 512², Z-Image 1024²; writes $OUT/profile-skip.json).
+# inside mflux's loop, TeaCache and MagCache, FLUX.2 Klein 4B 1024² and 512², Z-Image 1024² with
+# captions that pad alike (PROFILE_LONG_CAPTION=1 adds the row whose captions pad apart); writes
+# $OUT/profile-skip.json, from which the README's profile tables render).
 # Conditions run rep-outer in alternating direction (vanilla, gate_off, gated, gated-firstblock,
 # then gated-firstblock, gated, gate_off, vanilla, ...), so no condition always runs right after
 # another. ALSO_GATES (default "firstblock"; empty: TeaCache alone, as before #28) names the
@@ -37,6 +43,7 @@ else
   OUT=${OUT:?set OUT (the device sets it)}
   WEIGHTS=full DTYPE=bfloat16
   export TEACACHE_STUDIO_NO_OPENBLAS=1
+  : "${TEACACHE_GIT_COMMIT:?set TEACACHE_GIT_COMMIT to the commit the tree is at (the git metadata of the device copy is stale)}"
 fi
 mkdir -p "$OUT"
 cases=("$@")
@@ -47,9 +54,9 @@ cases=("$@")
 # FLUX.2 run; each process ~5 s start-up + random init (2.5 s for 4B, ~12 s for Qwen's 20B) + a
 # 4-step warm-up + the timed generation; the first process of a case on a fresh machine also
 # JIT-compiles CUDA kernels: 76 s for FLUX.2's first vanilla process last time):
-#   flux2-1024   74 ms/step,  3 reps -> 9 processes ~ 1.5 min + JIT ~1.5 min  = ~3 min
-#   flux2-512    ~25 ms/step, 2 reps -> 6 processes ~ 0.8 min + JIT           = ~1 min
-#   z-image-1024 256 ms/step (CFG), 2 reps -> 6 processes ~ 1.5 min + JIT     = ~2.5-3 min
+#   flux2-1024   74 ms/step,  3 reps -> 9 processes ~ 2.8 min + JIT ~1.3 min  = ~4 min
+#   flux2-512    ~25 ms/step, 3 reps -> 9 processes ~ 1.3 min                 = ~1.5 min
+#   z-image-1024 256 ms/step (CFG), 3 reps -> 9 processes ~ 3.2 min + JIT     = ~3.5-4 min
 #   flux1-1024   460 ms/step, 2 reps -> 6 processes ~ 2.1 min + JIT           = ~2.5 min
 #   qwen-1024    1.2 s/step (measured), 2 reps -> 6 processes ~ 3.4 min + JIT  = ~4 min
 #                (STEPS_qwen_1024=10: ~2.5 min)
@@ -58,14 +65,16 @@ cases=("$@")
 # time: `REPS_flux2_1024=2 REPS_qwen_1024=1 STEPS_qwen_1024=10 bash lab/bench/device/issue17.sh
 # flux2-1024 z-image-1024 flux1-1024 qwen-1024` (the committed runs' spread across repetitions was
 # within a few per cent, so two repetitions, and one for Qwen's 20B, keep the medians honest).
-#   profile-skip 30 timed calls per part + two 12-step generations per row    = ~2 min
+#   profile-skip 20 timed calls per part (PROFILE_CALLS); per row 4 generations of 12 steps
+#                for each gate (TeaCache, MagCache), 3 rows; shells built 3 times
+#                (~10 s each for Z-Image)                                          = ~2.5 min
 # (The committed H200 runs: 18.5 s per FLUX.2 1024² process, 8.5 s at 512², 21 s Z-Image, 21 s
 # FLUX.1 dev, 34 s Qwen-Image at 20 steps.)
 plan() {
   case "$1" in
     flux2-1024) echo "flux2-klein-4b 1024x1024 20 3 4" ;;
-    flux2-512) echo "flux2-klein-4b 512x512 20 2 4" ;;
-    z-image-1024) echo "z-image 1024x1024 20 2 4" ;;
+    flux2-512) echo "flux2-klein-4b 512x512 20 3 4" ;;
+    z-image-1024) echo "z-image 1024x1024 20 3 4" ;;
     flux1-1024) echo "flux1-dev 1024x1024 20 2 4" ;;
     qwen-1024) echo "qwen-image 1024x1024 20 2 4" ;;
     *) echo "unknown case $1" >&2; return 1 ;;
@@ -75,7 +84,7 @@ plan() {
 {
   echo "issue17 batch: cases ${cases[*]}; weights $WEIGHTS, dtype $DTYPE; $(date -u +%FT%TZ)"
   nvidia-smi -L 2>/dev/null || echo "no nvidia-smi (CPU dry run)"
-  git log --oneline -1 2>/dev/null || true
+  echo "commit ${TEACACHE_GIT_COMMIT:-$(git log --oneline -1 2>/dev/null || true)}"
   "$PY" -c "import mlx.core as mx, mflux; print('mlx', mx.__version__, mx.default_device())"
 } | tee -a "$OUT/issue17-plan.txt"
 

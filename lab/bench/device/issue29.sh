@@ -8,13 +8,15 @@
 #   krea2-1024   Krea 2 Turbo, 8 steps (its default), no CFG
 #   flux3-base-1024  FLUX.3 Image Klein base, 16 steps (of its 50), CFG 3.5 (not in the default
 #                list: run it when device time is left)
-# Writes $OUT/<variant>-1024-random-h200.json and .md (the names to commit under
-# resources/benchmarks/; `uv run python -m lab.readme_figures --write` then renders the README's
-# table rows and its "This year's models" ratios from them), <stem>.chunks/ (every run and its
-# worker log, for a resume) and $OUT/issue29-plan.txt.
+# Writes $OUT/<variant>-1024-random-h200.json and .md (the names they are committed by under
+# resources/benchmarks/; `uv run python -m lab.bench.device_figures $OUT` takes them in, refusing
+# a CPU dry run's, and renders the README's table rows and its "This year's models" ratios from
+# them), <stem>.chunks/ (every run and its worker log, for a resume) and $OUT/issue29-plan.txt.
 #
 # On the device (MLX CUDA installed as /work/shared/device/README.md says), from the repo root:
-#   export PYTHONPATH=/opt/mlxsite:$PWD && bash lab/bench/device/issue29.sh CASE...
+#   export PYTHONPATH=/opt/mlxsite:$PWD TEACACHE_GIT_COMMIT=<the commit the tree is at>
+#   bash lab/bench/device/issue29.sh CASE...
+# (the device's copy carries stale git metadata: every report records TEACACHE_GIT_COMMIT).
 # Cases: flux3-1024 qwen21-1024 krea2-1024 (none given: these three), flux3-base-1024.
 # Conditions run rep-outer in alternating direction, as issue17.sh's. Per-case overrides:
 # REPS_<case> / STEPS_<case> / WARMUP_STEPS_<case> (case with - → _), e.g. REPS_krea2_1024=3.
@@ -38,6 +40,7 @@ else
   OUT=${OUT:?set OUT (the device sets it)}
   WEIGHTS=full DTYPE=bfloat16
   export TEACACHE_STUDIO_NO_OPENBLAS=1
+  : "${TEACACHE_GIT_COMMIT:?set TEACACHE_GIT_COMMIT to the commit the tree is at (the git metadata of the device copy is stale)}"
 fi
 mkdir -p "$OUT"
 cases=("$@")
@@ -69,7 +72,7 @@ plan() {
 {
   echo "issue29 batch: cases ${cases[*]}; weights $WEIGHTS, dtype $DTYPE; also-gate ${ALSO_GATE:-none}; $(date -u +%FT%TZ)"
   nvidia-smi -L 2>/dev/null || echo "no nvidia-smi (CPU dry run)"
-  git log --oneline -1 2>/dev/null || true
+  echo "commit ${TEACACHE_GIT_COMMIT:-$(git log --oneline -1 2>/dev/null || true)}"
   "$PY" -c "import mlx.core as mx, mflux; print('mlx', mx.__version__, mx.default_device())"
 } | tee -a "$OUT/issue29-plan.txt"
 
@@ -80,7 +83,7 @@ for name in "${cases[@]}"; do
   reps=$(eval echo "\${REPS_$key:-$reps}")
   warm=$(eval echo "\${WARMUP_STEPS_$key:-$warm}")
   if [ "$TINY" = 1 ]; then size=64x64 steps=8 reps=1 warm=4; fi
-  # The report's name: the file to commit under resources/benchmarks/ (lab/bench/device_rows.py)
+  # The report's name: the file to commit under resources/benchmarks/ (lab/bench/device_figures.py)
   stem="$variant-${size%%x*}-random-h200"
   [ "$TINY" = 1 ] && stem="$variant-${size%%x*}-tiny-cpu"
   also=()

@@ -1,19 +1,22 @@
-"""Issue #29's device rows reach the README from the committed reports alone: a report under the
-name ``lab/bench/device/issue29.sh`` writes becomes a row of the performance table and its two
-ratios replace "not measured yet" in the "This year's models" sentence (``lab.readme_figures
+"""Issue #29's device rows reach the README from the committed reports alone
+(``lab.bench.device_figures``): a report under the name ``lab/bench/device/issue29.sh`` writes is
+taken in from the batch's folder as it came back, becomes a row of the performance table, and its
+two ratios replace "not measured yet" in the "This year's models" sentence (``lab.readme_figures
 --write``)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 from app.bench.table import BENCHMARKS_DIR
-from lab.bench.device_rows import (
+from lab.bench.device_figures import (
     NOT_MEASURED,
     THIS_YEARS_REPORTS,
     bench_table_block,
+    collect,
     this_years_passage,
 )
 from lab.readme_figures import README, differences, rewrite
@@ -55,3 +58,25 @@ def test_a_committed_report_becomes_a_row_and_its_ratios(tmp_path: Path) -> None
     assert "FLUX.3\n  Image Klein 0.99 and 0.93, Qwen-Image 2.1 not measured yet" in written
     assert f"`resources/benchmarks/{flux3}`" in written
     assert not differences(written, [passage, block])
+
+
+def test_collect_takes_issue29s_reports_by_their_committed_names(tmp_path: Path) -> None:
+    batch, benchmarks = tmp_path / "batch", tmp_path / "benchmarks"
+    batch.mkdir()
+    benchmarks.mkdir()
+    # A committed H200 report stands in for the device's Krea 2 one; a CPU dry run's FLUX.3 one.
+    report = json.loads((BENCHMARKS_DIR / "z-image-1024-random-h200.json").read_text("utf-8"))
+    krea2, flux3 = THIS_YEARS_REPORTS["krea2"], THIS_YEARS_REPORTS["flux3"]
+    (batch / krea2).write_text(json.dumps(report), encoding="utf-8")
+    (batch / krea2).with_suffix(".md").write_text("# the report\n", encoding="utf-8")
+    report["recipe"]["random_weights"] = "tiny"
+    (batch / flux3).write_text(json.dumps(report), encoding="utf-8")
+    lines = collect(batch, benchmarks, tmp_path / "profile.json")
+    assert lines == [  # in THIS_YEARS_REPORTS' order
+        f"{flux3}: not taken, a CPU dry run's bench (tiny random weights)",
+        f"{krea2} -> {benchmarks / krea2}",
+    ]
+    assert sorted(p.name for p in benchmarks.iterdir()) == sorted(
+        [krea2, krea2.replace(".json", ".md")]
+    )
+    assert this_years_passage(benchmarks).values["krea2"] == "0.99 and 0.93"
