@@ -147,8 +147,18 @@ def test_bench_command_end_to_end_and_resume(tmp_path: Path) -> None:
             "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1 and Krea 2 variants only",
         ),
         (("--variant", "demo", "--warmup-steps", "0"), "--warmup-steps must be at least 1"),
-        (  # no TeaCache numbers: a real threshold needs a calibration (a forced one does not)
-            ("--variant", "qwen-image-2.1", "--random-weights", "tiny", "--threshold", "0.1"),
+        (  # no TeaCache numbers: a real threshold needs a calibration (a forced one does not);
+            # TeaCache named, as the probe is this variant's default gate
+            (
+                "--variant",
+                "qwen-image-2.1",
+                "--random-weights",
+                "tiny",
+                "--gate",
+                "teacache",
+                "--threshold",
+                "0.1",
+            ),
             "make one with `teacache-studio calibrate --variant qwen-image-2.1 --gate teacache`",
         ),
         (
