@@ -1,22 +1,30 @@
 """Live step previews: each denoising step's predicted clean image, small and cheap.
 
-The clean prediction. mflux 0.24 hands it to in-loop callbacks (``denoised``,
-``mflux/callbacks/generation_context.py``) only where the family's loop passes it — Krea2 and
-Anima in the installed mflux, none of FLUX.1, FLUX.2, Z-Image or Qwen-Image. All four step with an
-Euler scheduler on sigmas (``FlowMatchEulerDiscreteScheduler.step`` and ``LinearScheduler.step``:
-``x_next = x + (σ_next − σ)·v``; the demo's eager copy is the same arithmetic), so the step's
-clean prediction is the Euler step to σ = 0: ``x0 = x + (0 − σ)·v`` — what Krea2 computes as
-``latents − sigmas[t]·v``. The previewer wraps the generation's own ``config.scheduler.step``
-(that scheduler instance only, for that generation only) to see the ``x`` and ``v`` the loop hands
-it: a computed noise prediction, one built from the gate's reused residual on a skipped step, or
-vanilla's saved one on a replayed step. On the last step σ_next is 0, so its preview is the
-preview of the final latents, bit for bit.
+The clean prediction, read at one of three seams, whichever the family's loop offers:
+
+- ``denoised``: mflux 0.24 hands it to in-loop callbacks that name it
+  (``mflux/callbacks/generation_context.py``) where the family's loop passes it — Krea 2 (and
+  Anima, Iris) in the installed mflux: ``latents − sigmas[t]·v``, taken as it is.
+- the scheduler: FLUX.1, FLUX.2, Z-Image, Qwen-Image and Qwen-Image 2.1 step with
+  ``config.scheduler`` on sigmas (``FlowMatchEulerDiscreteScheduler.step``,
+  ``LinearScheduler.step``, ``Qwen21TurboScheduler.step``: ``x_next = x + (σ_next − σ)·v``; the
+  demo's eager copy is the same arithmetic), so the step's clean prediction is the Euler step to σ =
+  0: ``x0 = x + (0 − σ)·v`` — what Krea 2 computes as ``latents − sigmas[t]·v``. The previewer wraps
+  the generation's own ``config.scheduler.step`` (that scheduler instance only, for that generation
+  only) to see the ``x`` and ``v`` the loop hands it: a computed noise prediction, one built from
+  the gate's reused residual on a skipped step, or vanilla's saved one on a replayed step. On the
+  last step σ_next is 0, so its preview is the preview of the final latents, bit for bit.
+- the loop's own sigmas (``LatentPreview.loop_sigmas``): FLUX.3 steps an Euler update on a
+  flow-map schedule of its own, outside ``config.scheduler``, and passes no ``denoised``; each
+  step's velocity is read off the two latents around it, ``v = (x_next − x) / (σ_next − σ)``,
+  and ``x0 = x − σ·v``. On the last step (σ_next = 0) that is ``x_next`` up to float rounding.
 
 The picture. The demo decodes exactly (its PCA codec is a single small matrix product: the
 pipeline's ``decode_preview``). Real families project the latent to RGB with a published linear
 factor table per latent space (``app.families.latent_rgb``, each with its source; the family's
-module names its table), at the latent's resolution (H/8), on the device, then one small
-transfer of a uint8 thumbnail of at most ``MAX_SIDE`` pixels.
+module names its table), at the latent's resolution (H/8; H/16 for Qwen-Image 2.1's unpatched
+latents), on the device, then one small transfer of a uint8 thumbnail of at most ``MAX_SIDE``
+pixels.
 
 Timing: the work runs inside ``gate.untimed()``, so no step's seconds include it. No step waits on
 a preview either: a step's thumbnail graph is queued with ``mx.async_eval`` right after the step
@@ -54,6 +62,15 @@ def clean_prediction(latents: mx.array, noise: mx.array, sigma: mx.array) -> mx.
     (mflux's ``_step`` with ``s1 = 0``), so on the last step it equals the loop's final latents."""
     dt = (mx.zeros_like(sigma) - sigma).astype(latents.dtype)
     return latents + dt * noise.astype(latents.dtype)
+
+
+def euler_clean_prediction(
+    latents: mx.array, next_latents: mx.array, sigma: mx.array, next_sigma: mx.array
+) -> mx.array:
+    """The clean prediction of an Euler step seen only by its ends: ``x − σ·(x_next − x) /
+    (σ_next − σ)`` (the velocity the step used, then the Euler step to σ = 0)."""
+    velocity = (next_latents - latents) / (next_sigma - sigma).astype(latents.dtype)
+    return latents - sigma.astype(latents.dtype) * velocity
 
 
 def project_to_rgb(
@@ -151,6 +168,26 @@ def to_host(image: np.ndarray | mx.array) -> np.ndarray:
     return np.array(image, copy=True)
 
 
+def previewer_for(
+    pipeline: Any,
+    on_preview: Callable[[int, np.ndarray], None],
+    *,
+    gate: LiveGate | None = None,
+    reuse: Callable[[int], np.ndarray | None] | None = None,
+) -> StepPreviewer:
+    """The ``StepPreviewer`` for ``pipeline``: its decode (``preview_decoder``), and its family's
+    loop sigmas where the loop steps outside ``config.scheduler``
+    (``LatentPreview.loop_sigmas``)."""
+    loop_sigmas = None
+    if not callable(getattr(pipeline, "decode_preview", None)):
+        from app.adapters import detect_family
+
+        loop_sigmas = detect_family(pipeline).require_preview().loop_sigmas
+    return StepPreviewer(
+        preview_decoder(pipeline), on_preview, gate=gate, reuse=reuse, loop_sigmas=loop_sigmas
+    )
+
+
 def preview_decoder(pipeline: Any) -> Decode:
     """The pipeline's own exact ``decode_preview`` where it has one (the demo), else its
     family's linear projection."""
@@ -169,7 +206,9 @@ class StepPreviewer:
     charged to no step either way). ``reuse(index)`` may return an image already made for that
     step (a resumed pass's replayed steps: vanilla's); ``on_preview(index, image)`` receives every
     step's image as a NumPy uint8 array, index counted from the first active step, one step late
-    (the last after the loop; none after an interrupt).
+    (the last after the loop; none after an interrupt). ``loop_sigmas`` (a run's config → its
+    Euler sigmas): for a loop that steps outside ``config.scheduler`` and passes no ``denoised``
+    (the module's docstring).
     """
 
     def __init__(
@@ -179,14 +218,19 @@ class StepPreviewer:
         *,
         gate: LiveGate | None = None,
         reuse: Callable[[int], np.ndarray | None] | None = None,
+        loop_sigmas: Callable[[Any], mx.array] | None = None,
     ) -> None:
         self.decode = decode
         self.on_preview = on_preview
         self.gate = gate
         self.reuse = reuse
+        self.loop_sigmas = loop_sigmas
         self._scheduler: Any = None
         self._first_step = 0
         self._pending: tuple[int, mx.array, mx.array, mx.array] | None = None
+        # the loop-sigmas seam: the schedule, and the latents entering the current step
+        self._sigmas: mx.array | None = None
+        self._previous: mx.array | None = None
         # the previous step's thumbnail, queued on the device, delivered at the next pick-up
         self._in_flight: tuple[int, np.ndarray | mx.array] | None = None
 
@@ -208,6 +252,8 @@ class StepPreviewer:
         self._first_step = int(getattr(config, "init_time_step", 0) or 0)
         self._pending = None
         self._in_flight = None
+        self._sigmas = self.loop_sigmas(config) if self.loop_sigmas is not None else None
+        self._previous = latents if self._sigmas is not None else None
 
     def _restore(self) -> None:
         if self._scheduler is not None:
@@ -215,6 +261,8 @@ class StepPreviewer:
             self._scheduler = None
         self._pending = None
         self._in_flight = None
+        self._sigmas = None
+        self._previous = None
 
     # -- per step --------------------------------------------------------------------------------
     def call_in_loop(
@@ -225,18 +273,31 @@ class StepPreviewer:
         latents: mx.array,
         config: Any,
         time_steps: Any = None,
+        denoised: mx.array | None = None,  # named: mflux passes it where its loop has it
         **kwargs: Any,
     ) -> None:
         pending, self._pending = self._pending, None
-        if pending is None:
+        previous, self._previous = self._previous, (latents if self._sigmas is not None else None)
+        clean: Callable[[], mx.array]
+        if denoised is not None:
+            index, clean = int(t) - self._first_step, lambda: denoised
+        elif pending is not None:
+            timestep, x, v, sigma = pending
+            index = int(timestep) - self._first_step
+            clean = lambda: clean_prediction(x, v, sigma)  # noqa: E731
+        elif self._sigmas is not None and previous is not None:
+            sigmas, step = self._sigmas, int(t)
+            index = step - self._first_step
+            clean = lambda: euler_clean_prediction(  # noqa: E731
+                previous, latents, sigmas[step], sigmas[step + 1]
+            )
+        else:
             return
-        timestep, x, v, sigma = pending
-        index = int(timestep) - self._first_step
         with self._untimed():
             ready = self._pick_up()
             image = self.reuse(index) if self.reuse is not None else None
             if image is None:
-                image = self.decode(clean_prediction(x, v, sigma), config.height, config.width)
+                image = self.decode(clean(), config.height, config.width)
                 if isinstance(image, mx.array):
                     mx.async_eval(image)  # runs on the device while the next step is built
             self._in_flight = (index, image)

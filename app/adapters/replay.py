@@ -1,9 +1,9 @@
 """Record and replay a gated pipeline's model outputs at each family's seam.
 
 The engine's *resume* replays vanilla's saved noise predictions for the steps before the gate's
-first skip. Where to hook that is adapter knowledge: FLUX.2, Z-Image and the demo predict through
-an instance-level ``_predict`` factory, FLUX.1 and Qwen-Image call the transformer (whose class
-the gate's adapter already swapped) directly.
+first skip. Where to hook that is adapter knowledge: FLUX.2, FLUX.3, Z-Image, Krea 2 and the demo
+predict through an instance-level ``_predict`` factory, FLUX.1 and Qwen-Image (2.1) call the
+transformer (whose class the gate's adapter already swapped) directly.
 """
 
 from __future__ import annotations
@@ -67,8 +67,10 @@ def record_and_replay(
     factory = pipeline.__dict__.get("_predict")
     if factory is not None:
 
-        def wrapped_factory(transformer: Any) -> Callable[..., mx.array]:
-            return _replaying(factory(transformer), sink, replay)
+        def wrapped_factory(*args: Any, **kwargs: Any) -> Callable[..., mx.array]:
+            # mflux's factories take the transformer (FLUX.2, Z-Image, FLUX.3), or the
+            # transformer with the captions and guidance (Krea 2)
+            return _replaying(factory(*args, **kwargs), sink, replay)
 
         pipeline._predict = wrapped_factory
 

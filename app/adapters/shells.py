@@ -29,7 +29,10 @@ from mlx.utils import tree_flatten, tree_unflatten
 from app.families import Family, load
 from app.families.flux1 import FLUX1_DEV, FLUX1_TINY, Flux1Dims
 from app.families.flux2 import FLUX2_KLEIN_4B, FLUX2_TINY, Flux2Dims
+from app.families.flux3 import FLUX3_FULL, FLUX3_TINY, Flux3Dims
+from app.families.krea2 import KREA2_FULL, KREA2_TINY, Krea2Dims
 from app.families.qwen_image import QWEN_FULL, QWEN_TINY, QwenDims
+from app.families.qwen_image21 import QWEN21_FULL, QWEN21_TINY, Qwen21Dims
 from app.families.z_image import Z_IMAGE_FULL, Z_IMAGE_TINY, ZImageDims
 
 # The families' dimensions, tiny and real, are theirs (app.families); named here too for callers.
@@ -39,17 +42,29 @@ __all__ = [
     "FLUX1_TINY",
     "FLUX2_KLEIN_4B",
     "FLUX2_TINY",
+    "FLUX3_FULL",
+    "FLUX3_TINY",
+    "KREA2_FULL",
+    "KREA2_TINY",
+    "QWEN21_FULL",
+    "QWEN21_TINY",
     "QWEN_FULL",
     "QWEN_TINY",
     "Z_IMAGE_FULL",
     "Z_IMAGE_TINY",
     "Flux1Dims",
     "Flux2Dims",
+    "Flux3Dims",
+    "Krea2Dims",
+    "Qwen21Dims",
     "QwenDims",
     "StubVAE",
     "ZImageDims",
     "flux1_shell",
     "flux2_shell",
+    "flux3_shell",
+    "krea2_shell",
+    "qwen21_shell",
     "qwen_shell",
     "random_weight_shell",
     "z_image_shell",
@@ -76,11 +91,11 @@ class StubVAE:
         self.decoded.append(latents)
         return mx.zeros((1, 3, 8, 8), dtype=mx.float32)
 
-    def decode(self, latents: mx.array) -> mx.array:  # FLUX.1, Z-Image, Qwen-Image
+    def decode(self, latents: mx.array) -> mx.array:  # FLUX.1, Z-Image, Qwen-Image (2.1), Krea 2
         return self._image(latents)
 
     def decode_packed_latents(self, packed: mx.array, tiling_config: Any = None) -> mx.array:
-        return self._image(packed)  # FLUX.2
+        return self._image(packed)  # FLUX.2, FLUX.3
 
     @property
     def last(self) -> mx.array:
@@ -348,4 +363,131 @@ def qwen_shell(
         neg = _random(keys[2 * i + 1], (1, text_tokens, dims.joint_attention_dim), dtype)
         cache[f"{prompt}|NEG|{negative}"] = (pos, mask, neg, mask)
     pipeline.prompt_cache = cache
+    return pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# FLUX.3 Image Klein (distilled and base): fully parametric (``Flux3Dims``); the base checkpoint's
+# ``flow_map=False`` comes from mflux's model config.
+
+
+def flux3_shell(
+    model_name: str = "flux3-image-klein",
+    *,
+    dims: Flux3Dims = FLUX3_TINY,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.flux3.model.flux3_text_encoder.prompt_encoder import Flux3PromptEncoder
+    from mflux.models.flux3.model.flux3_transformer.flux3_transformer import Flux3Transformer
+    from mflux.models.flux3.variants.txt2img.flux3_klein import Flux3Klein
+
+    model_config = _model_config(model_name)
+    pipeline = _base_shell(Flux3Klein, model_config)
+    pipeline.prompt_cache = {}
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {}
+    pipeline.text_encoder = None
+    pipeline._noise_override = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Flux3Transformer(**dims.kwargs(), **model_config.transformer_overrides)
+    _init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    # ``_encode_prompt`` reads the cache first; the base's CFG branch is the empty prompt
+    all_prompts = [*prompts, ""]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    for key, prompt in zip(keys, all_prompts, strict=True):
+        embeds = _random(key, (1, text_tokens, dims.joint_attention_dim), dtype)
+        pipeline.prompt_cache[prompt] = (embeds, Flux3PromptEncoder.prepare_text_ids(text_tokens))
+    return pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# Qwen-Image 2.1 (base and Turbo): fully parametric (``Qwen21Dims``).
+
+
+def qwen21_shell(
+    model_name: str = "qwen-image-2.1",
+    *,
+    dims: Qwen21Dims = QWEN21_TINY,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    negative_prompt: str | None = None,
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    """mflux's 2.1 samples without CFG unless ``generate_image`` gets a negative prompt and
+    guidance above 1; ``negative_prompt`` gets embeddings of its own here for that case."""
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer import Qwen21Transformer
+    from mflux.models.qwen21.variants.txt2img.qwen_image_21 import QwenImage21
+
+    pipeline = _base_shell(QwenImage21, _model_config(model_name))
+    pipeline.prompt_cache = {}
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {"qwen21": None}
+    pipeline.text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Qwen21Transformer(**dims.kwargs())
+    _init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    all_prompts = [*prompts, *([negative_prompt] if negative_prompt else [])]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    mask = mx.ones((1, text_tokens), dtype=mx.int32)
+    for key, prompt in zip(keys, all_prompts, strict=True):
+        embeds = _random(key, (1, text_tokens, dims.context_in_dim), dtype)
+        pipeline.prompt_cache[prompt] = (embeds, mask)
+    return pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# Krea 2 (Turbo): fully parametric (``Krea2Dims``).
+
+
+class _Krea2Prompts:
+    """Instance override of ``Krea2._encode_prompts``: the negative only where guidance is not 1,
+    a single space where none is given, as mflux's ``Krea2PromptEncoder.encode_prompt_pair``."""
+
+    def __init__(self, table: dict[str, mx.array]) -> None:
+        self.table = table
+
+    def __call__(
+        self, *, prompt: str, negative_prompt: str | None, guidance: float
+    ) -> tuple[mx.array, mx.array | None]:
+        if guidance == 1.0:
+            return self.table[prompt], None
+        negative = negative_prompt if negative_prompt and negative_prompt.strip() else " "
+        return self.table[prompt], self.table[negative]
+
+
+def krea2_shell(
+    model_name: str = "krea-2",
+    *,
+    dims: Krea2Dims = KREA2_TINY,
+    prompts: Sequence[str] = (DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.krea2.model.krea2_transformer.transformer import Krea2Transformer
+    from mflux.models.krea2.variants.txt2img.krea2 import Krea2
+
+    pipeline = _base_shell(Krea2, _model_config(model_name))
+    pipeline.prompt_cache = {}
+    pipeline.tokenizers = {"qwen3vl": None}
+    pipeline.text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Krea2Transformer(**dims.kwargs())
+    _init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    all_prompts = [*prompts, " "]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    table = {
+        prompt: _random(key, (1, text_tokens, dims.context_dim), dtype)
+        for key, prompt in zip(keys, all_prompts, strict=True)
+    }
+    pipeline._encode_prompts = _Krea2Prompts(table)
     return pipeline

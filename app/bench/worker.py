@@ -130,7 +130,9 @@ def gate_params(spec: WorkerSpec):  # -> GateParamsLike
     """The gate a condition runs with: ``gate_off`` the request's gate at threshold 0, ``gated``
     the request's gate, ``gated-<gate>`` that gate at the request's threshold. A forced pattern
     (``--forced-skips``) comes from the kind's own forced mode where it has one
-    (``GateKind.forced``), else from ``coefficients`` through TeaCache's polynomial."""
+    (``GateKind.forced``), else from ``coefficients`` through TeaCache's polynomial (gate off:
+    that polynomial at 0 where the variant has no numbers of its own, so this year's models are
+    timed all the same)."""
     from dataclasses import replace
 
     from app.gate import TeaCacheParams
@@ -139,6 +141,9 @@ def gate_params(spec: WorkerSpec):  # -> GateParamsLike
     request = spec.request
     variant = request.variant
     if spec.condition == "gate_off":
+        uncalibrated = gate_kind(request.gate).calibration_of(variant) is None
+        if spec.coefficients is not None and uncalibrated:
+            return TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=0.0)
         return variant.params_for(request.gate, 0.0)
     gate = condition_gate(spec.condition) or request.gate
     kind = gate_kind(gate)

@@ -38,8 +38,12 @@ def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     add_gate_argument(p)
 
 
-def make_recipe_request(args: argparse.Namespace, threshold: float | None = None):
-    """Validate the recipe with the same rules as ``generate``; fill the variant's defaults."""
+def make_recipe_request(
+    args: argparse.Namespace, threshold: float | None = None, *, forced: bool = False
+):
+    """Validate the recipe with the same rules as ``generate``; fill the variant's defaults.
+    ``forced``: a forced pattern brings its own gate numbers (a variant without a calibration,
+    as this year's models, is timed all the same)."""
     from app.engine.request import RequestError, make_request
 
     variant_id, model_path = resolve_model_path(args.variant, args.model_path)
@@ -56,6 +60,7 @@ def make_recipe_request(args: argparse.Namespace, threshold: float | None = None
             loras=lora_args(args),
             model_path=model_path,
             gate=args.gate,
+            gate_numbers_given=forced,
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None
@@ -91,13 +96,15 @@ def _bench(args: argparse.Namespace) -> int:
         threshold = FORCED_THRESHOLD
         max_streak = max(args.forced_skips, 1)
     _positive("--warmup-steps", args.warmup_steps)
-    request = make_recipe_request(args, threshold)
+    request = make_recipe_request(args, threshold, forced=coefficients is not None)
     also = tuple(dict.fromkeys(args.also_gate or ()))
     for gate in (request.gate, *also):
-        reason = request.variant.gate_unavailable_reason(gate)
+        forced = args.forced_skips is not None and gate_kind(gate).forced_skips
+        # A forced pattern brings its own numbers: no calibration is needed to time it.
+        reason = None if forced else request.variant.gate_unavailable_reason(gate)
         if reason is not None:
             raise UserError(reason)
-        if args.forced_skips is not None and not gate_kind(gate).forced_skips:
+        if args.forced_skips is not None and not forced:
             raise UserError(
                 f"--forced-skips cannot force a {gate_kind(gate).label} pattern (it drives "
                 "TeaCache's polynomial or the first-block probe); leave out that gate"

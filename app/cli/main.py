@@ -38,11 +38,14 @@ def _variants(args: argparse.Namespace) -> int:
             rows.append(data)
         return _write(dumps_json(rows, indent=2) + "\n")
     width = max(len(v) for v in variants)
-    lines = [f"{'id':<{width}}  {'family':<11} {'steps':>5}  {'threshold':>9}  distilled"]
+    family_width = max(len("family"), *(len(v.family.id) for v in variants.values()))
+    lines = [
+        f"{'id':<{width}}  {'family':<{family_width}} {'steps':>5}  {'threshold':>9}  distilled"
+    ]
     for v in variants.values():
         thresh = "—" if v.default_threshold is None else f"{v.default_threshold:.2f}"
         lines.append(
-            f"{v.id:<{width}}  {v.family.id:<11} {v.default_steps:>5}  {thresh:>9}  "
+            f"{v.id:<{width}}  {v.family.id:<{family_width}} {v.default_steps:>5}  {thresh:>9}  "
             f"{'yes' if v.distilled else 'no'}"
         )
     return _write("\n".join(lines) + "\n")

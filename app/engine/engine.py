@@ -484,7 +484,7 @@ def _previewer(
     """The pass's ``StepPreviewer``: keeps each step's thumbnail and emits it with the step's
     decision. A resumed pass's replayed steps take vanilla's thumbnails (their latents are
     vanilla's bit for bit, so the thumbnails are too)."""
-    from app.adapters.previews import StepPreviewer, preview_decoder
+    from app.adapters.previews import previewer_for
 
     def on_preview(index: int, image: np.ndarray) -> None:
         previews.append(image)
@@ -496,7 +496,7 @@ def _previewer(
             return None
         return resume_from.previews[index] if index < len(resume_from.previews) else None
 
-    return StepPreviewer(preview_decoder(pipeline), on_preview, gate=gate, reuse=reuse)
+    return previewer_for(pipeline, on_preview, gate=gate, reuse=reuse)
 
 
 def _plan_resume(

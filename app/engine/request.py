@@ -301,10 +301,13 @@ def make_request(
     model_path: str | Path | None = None,
     previews: bool = False,
     gate: str | None = None,
+    gate_numbers_given: bool = False,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``.
     ``gate`` None: the variant's default for this model (``Variant.default_gate``: TeaCache where
-    it is calibrated for it, else the first-block probe)."""
+    it is calibrated for it, else the first-block probe). ``gate_numbers_given``: the caller
+    supplies the gate's numbers (``bench --forced-skips``, a timing-only pattern), so the variant
+    need not have a calibration for ``gate``."""
     from app.variants import UnknownVariantError
 
     try:
@@ -318,7 +321,13 @@ def make_request(
     if gate is None:  # the folder as ``_model_folder`` gives it, to match a calibration's scope
         folder_given = None if model_path is None else str(Path(model_path).expanduser().resolve())
         gate = variant.default_gate(checked_loras, folder_given)
-    check_gate_for(variant, gate)
+    if gate_numbers_given:
+        try:
+            check_gate(gate)
+        except UnknownGateError as exc:
+            raise RequestError(str(exc)) from None
+    else:
+        check_gate_for(variant, gate)
     if threshold is None:
         default = variant.default_threshold_for(gate)
         threshold = default if default is not None else 0.0

@@ -81,5 +81,9 @@ FAMILY = Family(
         tiny=QWEN_TINY,
         full=QWEN_FULL,
     ),
-    folders=FolderDetection(prefixes=("img_in.", "txt_in.")),
+    # Qwen-Image 2.1 (its shared modulation) and Krea 2 Raw's diffusers shards (its text fusion)
+    # carry img_in. and txt_in. too
+    folders=FolderDetection(
+        prefixes=("img_in.", "txt_in."), without=("modulation.", "text_fusion.", "txtfusion.")
+    ),
 )

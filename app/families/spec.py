@@ -64,6 +64,12 @@ class LatentPreview:
     # Channels of one 2×2-packed token (mflux's ``unpack_latents`` layout), projected without
     # unpacking; None where the loop's latents are not packed so.
     packed_channels: int | None
+    # Where mflux's loop steps with a scheduler of its own instead of ``config.scheduler`` (FLUX.3's
+    # flow map) and hands callbacks no clean prediction: the sigmas of its Euler updates for a
+    # run's config (steps + 1 values), so each step's velocity is read off two consecutive
+    # latents. None: the loop steps ``config.scheduler`` or passes ``denoised`` (the previewer
+    # reads those).
+    loop_sigmas: Callable[[Any], mx.array] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,6 +125,10 @@ class Family:
     random_weights: RandomWeights | None
     folders: FolderDetection | None  # None: no model folders of this family
     sizes: tuple[Size, ...] = GENERAL_SIZES  # offered after a variant's own size
+    # None: ``activation_gb_per_megapixel`` was measured on ``memory_measured_on``, one of this
+    # family's variants. A sentence: the figure is another family's (``memory_measured_on`` names
+    # its variant), borrowed for the reason given until this family is measured.
+    memory_basis: str | None = None
 
     def __repr__(self) -> str:
         return f"Family({self.id!r})"

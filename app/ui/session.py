@@ -704,6 +704,8 @@ class Session:
             parts.append("Downloaded")
         else:
             parts.append(f"Not downloaded · {self.download_label(variant)}")
+            if variant.gated_repo:  # said before the download starts (weights.licence_note)
+                parts.append("licence to accept on Hugging Face first")
         if variant.distilled:
             parts.append("distilled")
         parts.append(f"{variant.default_steps} steps by default")
@@ -727,7 +729,8 @@ class Session:
         return Notice(
             NoticeKind.error,
             f"{variant.display_name} is not downloaded",
-            f"Download it first ({self.download_label(variant)}), or pick the built-in demo model.",
+            f"Download it first ({self.download_label(variant)}), or pick the built-in demo model."
+            + (f" {variant.licence_note}." if variant.licence_note is not None else ""),
             actions=(
                 NoticeAction("Download", BannerFix.download()),
                 NoticeAction("Use the demo model", BannerFix.use_variant("demo")),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.families import demo, flux1, flux2, qwen_image, z_image
+from app.families import demo, flux1, flux2, flux3, krea2, qwen_image, qwen_image21, z_image
 from app.paths import DEMO_DIR
 from app.variants.catalog import (
     MagCacheCalibration,
@@ -77,6 +77,132 @@ _MAGCACHE_QWEN_IMAGE = MagCacheCalibration(
 )
 # fmt: on
 _STEP_DISTILLED = "step-distilled: a few large strides, each changing the output too much to reuse"
+# This year's models (issue #29): no published TeaCache or MagCache calibration exists for them;
+# the first-block probe needs none, and ``calibrate`` makes a TeaCache or MagCache one.
+_UNCALIBRATED = "no calibration published for this model"
+_UNMEASURED = (
+    "measured per run: the first-block probe compares each step's first block with the last"
+)
+
+
+def _uncalibrated(variant_id: str, name: str) -> Provenance:
+    return Provenance(
+        source=f"{_UNCALIBRATED} ({name}, mflux 0.24.0)",
+        notes=(
+            "no TeaCache or MagCache numbers: the first-block probe needs none; "
+            f"`teacache-studio calibrate --variant {variant_id}` measures a TeaCache fit and "
+            f"`--gate magcache` a MagCache table ({variant_id}+<name>)"
+        ),
+    )
+
+
+def _this_years() -> list[Variant]:
+    """FLUX.3 Image Klein, Qwen-Image 2.1 and Krea 2 (issue #29). Steps, guidance and sizes are
+    mflux's own (``cli/defaults/defaults.py::MODEL_INFERENCE_STEPS``, each family's CLI and
+    ``generate_image`` defaults); the Hub repos are mflux's ``ModelConfig.model_name``; parameters
+    are counted from mflux's classes at their real sizes (transformer + text encoder + VAE)."""
+    return [
+        Variant(
+            id="flux3-image-klein",
+            display_name="FLUX.3 Image Klein",
+            family=flux3.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled to a 16-step flow map (each step jumps to the next step's time), not "
+                "a 4-step schedule: 16 steps leave room to skip, but no calibration says by how "
+                f"much; {_UNMEASURED}"
+            ),
+            default_steps=16,
+            default_guidance=None,  # guidance-distilled: mflux passes none
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("flux3-image-klein", "FLUX.3 Image Klein"),
+            hf_repo="black-forest-labs/flux-3-image-klein",
+            gated_repo=True,  # FLUX Kommunity License, accepted on the model page
+            params_billion=9.25,  # 5.55B transformer, 3.62B Qwen3-VL-4B (32 layers), 0.08B VAE
+            mflux_name="flux3-image-klein",
+            base_variant="flux3-image-klein-base",
+        ),
+        Variant(
+            id="flux3-image-klein-base",
+            display_name="FLUX.3 Image Klein base",
+            family=flux3.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=3.5,  # mflux's --guidance default for the base
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("flux3-image-klein-base", "FLUX.3 Image Klein base"),
+            hf_repo="black-forest-labs/flux-3-image-klein-base",
+            gated_repo=True,
+            params_billion=9.24,  # no target-time embedder: 5.54B transformer
+            mflux_name="flux3-image-klein-base",
+            cfg=True,  # the unconditional branch is the empty prompt
+        ),
+        Variant(
+            id="qwen-image-2.1",
+            display_name="Qwen-Image 2.1",
+            family=qwen_image21.FAMILY,
+            distilled=False,
+            default_steps=40,
+            # Sampled without guidance (mflux's default 1.0): mflux runs CFG only with a negative
+            # prompt, which the studio does not send, so no guidance value would change the image
+            default_guidance=None,
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("qwen-image-2.1", "Qwen-Image 2.1"),
+            hf_repo="Qwen/Qwen-Image-2.1",
+            params_billion=15.01,  # 7.12B transformer, 7.57B Qwen3-VL-8B, 0.33B VAE
+            unquantized_billion=7.57,  # mflux never quantizes its text encoder (skip_quantization)
+            mflux_name="qwen-image-2.1",
+            notes=("Qwen Research License: non-commercial use",),
+        ),
+        Variant(
+            id="qwen-image-2.1-turbo",
+            display_name="Qwen-Image 2.1 Turbo",
+            family=qwen_image21.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "step-distilled to 8 steps on fixed sigma nodes (1.0 to 0.41, then 0) whose last "
+                f"strides are the largest; no calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=None,  # runs without CFG: mflux refuses any guidance but 1
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("qwen-image-2.1-turbo", "Qwen-Image 2.1 Turbo"),
+            hf_repo="Qwen/Qwen-Image-2.1-Turbo",
+            params_billion=15.01,
+            unquantized_billion=7.57,
+            mflux_name="qwen-image-2.1-turbo",
+            base_variant="qwen-image-2.1",
+            notes=("Qwen Research License: non-commercial use",),
+        ),
+        Variant(
+            id="krea-2",
+            display_name="Krea 2 Turbo",
+            family=krea2.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled to 8 steps (trajectory distribution matching) with a stochastic "
+                f"sampler (ER-SDE); no calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=1.0,  # mflux's Turbo default: no CFG (above 1: CFG on " ")
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("krea-2", "Krea 2 Turbo"),
+            hf_repo="krea/Krea-2-Turbo",
+            gated_repo=True,  # Krea 2 Community License: mflux says to accept its terms
+            params_billion=16.97,  # 12.82B transformer, 4.02B Qwen3-VL-4B, 0.13B VAE
+            unquantized_billion=4.02,  # mflux never quantizes its text encoder (skip_quantization)
+            mflux_name="krea-2",
+            notes=(
+                "Krea 2 Raw, the undistilled checkpoint, is for training, not inference (Krea): "
+                "no base variant to suggest",
+            ),
+        ),
+    ]
 
 
 def _builtin() -> list[Variant]:
@@ -381,4 +507,6 @@ def _load_calibration(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-BUILTIN_VARIANTS: dict[str, Variant] = {v.id: v for v in [*_builtin(), *_demo_variants()]}
+BUILTIN_VARIANTS: dict[str, Variant] = {
+    v.id: v for v in [*_builtin(), *_this_years(), *_demo_variants()]
+}

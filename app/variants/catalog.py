@@ -123,6 +123,10 @@ class Variant:
     model_path: str | None = None
     stored_quantize: int | None = None
     magcache: MagCacheCalibration | None = None  # None: no MagCache table for this variant
+    # Parameters of ``params_billion`` that mflux keeps at 16 bits whatever the quantization (a
+    # component its weight definition marks ``skip_quantization``: Qwen-Image 2.1's and Krea 2's
+    # text encoders)
+    unquantized_billion: float = 0.0
     # What a user calibration was measured under (None: a built-in calibration, measured on the
     # Hub weights without LoRAs); see ``calibrated_for``.
     calibration_scope: CalibrationScope | None = None
@@ -257,9 +261,22 @@ class Variant:
             raise GateConfigError(self.gate_unavailable_reason(TEACACHE_KIND.name) or "")
         return TEACACHE_KIND.params(calibration, threshold, **overrides)
 
+    @property
+    def licence_note(self) -> str | None:
+        """For a gated repo: what to do before its download can start, in one sentence (said
+        before the download starts); None for the others."""
+        if not self.gated_repo:
+            return None
+        return (
+            f"{self.display_name} is a gated model: accept its licence at "
+            f"https://huggingface.co/{self.hf_repo} and log in with `hf auth login` (or set "
+            "HF_TOKEN) before it downloads"
+        )
+
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight
-        (``_BYTES_PER_PARAM``). Known, not estimated: what loading needs whatever the image."""
+        (``_BYTES_PER_PARAM``; ``unquantized_billion`` at 2 bytes whatever ``quantize``). Known,
+        not estimated: what loading needs whatever the image."""
         if quantize not in _BYTES_PER_PARAM:
             raise ValueError(
                 f"quantize must be one of {', '.join(map(str, QUANTIZE_LEVELS))} or none, "
@@ -269,7 +286,9 @@ class Variant:
             return 0.0
         if self.stored_quantize is not None:
             quantize = self.stored_quantize
-        return self.params_billion * 1e9 * _BYTES_PER_PARAM[quantize] / 1024**3
+        quantized = self.params_billion - self.unquantized_billion
+        bytes_ = quantized * _BYTES_PER_PARAM[quantize] + self.unquantized_billion * 2.0
+        return bytes_ * 1e9 / 1024**3
 
     def working_gb(self, size: tuple[int, int] | None = None, *, upper: bool = True) -> float:
         """Working memory of one generation at ``size`` (default: the variant's own size): the

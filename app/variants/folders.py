@@ -78,11 +78,14 @@ def _header(path: Path) -> dict[str, object]:
 
 
 def _transformer_keys(folder: Path) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """Weight name → shape, and the files' metadata, over the transformer's safetensors."""
+    """Weight name → shape, and the files' metadata, over the transformer's safetensors: those
+    in transformer/, or at the root where a family keeps its transformer there (Krea 2 Turbo's
+    single file, and an mflux-save of it)."""
     shapes: dict[str, list[int]] = {}
     metadata: dict[str, str] = {}
     try:
         files = sorted((folder / "transformer").glob("*.safetensors"))
+        files = files or sorted(folder.glob("*.safetensors"))
     except OSError:
         return shapes, metadata
     for file in files:
@@ -130,12 +133,16 @@ def _size_on_disk(root: Path) -> int:
 
 def inspect_folder(folder: str | Path) -> FolderInfo:
     """What the folder holds, from its file names and headers; never raises for its contents
-    (what cannot be read counts as absent). Only a folder with a ``transformer/`` folder is
-    sized: any other folder holds no model, and adding up a home folder or a disk file by file
+    (what cannot be read counts as absent). Only a folder with a ``transformer/`` folder (or, as
+    Krea 2 keeps it, the transformer's weights at the top beside ``vae/``) is sized: any other
+    folder holds no model, and adding up a home folder or a disk file by file
     takes minutes."""
     root = Path(folder).expanduser()
     try:
-        is_model = (root / "transformer").is_dir()
+        # a transformer/ folder, or (Krea 2) the transformer's weights at the top beside vae/
+        is_model = (root / "transformer").is_dir() or (
+            (root / "vae").is_dir() and any(root.glob("*.safetensors"))
+        )
         mflux_save = is_model and any(root.glob("*/0.safetensors"))
     except OSError:
         is_model = mflux_save = False
@@ -182,8 +189,9 @@ def _check_folder(root: Path, variant: Variant, info: FolderInfo | None) -> Fold
         info = inspect_folder(root)
     if info.family is None and not info.has_transformer:
         raise ModelFolderError(
-            f"{root} holds no model: a model folder has a transformer/ folder beside vae/ and "
-            "the text encoder (an mflux-save output or a Hugging Face snapshot)"
+            f"{root} holds no model: a model folder has a transformer/ folder (Krea 2: its "
+            "weights at the top) beside vae/ and the text encoder (an mflux-save output or a "
+            "Hugging Face snapshot)"
         )
     if info.family is not None and info.family is not variant.family:
         raise ModelFolderError(

@@ -300,11 +300,30 @@ def snapshot_problems(root: Path, variant: Variant) -> list[str]:
                 json.loads(config.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 problems.append(f"{subdir}/{config.name} is unreadable")
+    for name in _root_weight_files(variant):
+        file = root / name
+        if file.exists():
+            problem = _safetensors_problem(file)
+            if problem:
+                problems.append(f"{name} {problem}")
+        elif not any(root.glob("*.safetensors")):  # an mflux-save keeps shards there instead
+            problems.append(f"{name} is missing")
     for subdir in _tokenizer_dirs(variant):
         folder = root / subdir
         if not folder.is_dir() or not any(p.exists() for p in folder.iterdir()):
             problems.append(f"{subdir}/ (the tokenizer) is missing")
     return problems
+
+
+def _root_weight_files(variant: Variant) -> list[str]:
+    """Weight files mflux downloads to the snapshot's root by name (Krea 2 Turbo's single-file
+    transformer, ``turbo.safetensors``): present and whole, or replaced by an mflux-save's shards
+    at the root (mflux loads either, ``Krea2WeightDefinition._select_transformer_variant``)."""
+    return [
+        pattern
+        for pattern in _weight_definition(variant).get_download_patterns()
+        if pattern.endswith(".safetensors") and "/" not in pattern and "*" not in pattern
+    ]
 
 
 def verify_snapshot(root: Path, variant: Variant) -> None:
@@ -519,6 +538,9 @@ def ensure_snapshot(
         if offline:
             path = snapshot_download(**kwargs, local_files_only=True)
         else:
+            note = variant.licence_note if repo == variant.hf_repo else None
+            if note is not None:
+                say_progress(progress, note)  # before any byte: a gated download may refuse
             _bound_hub_waits()
             try:  # the exact total first, so progress has a denominator from the start
                 files = snapshot_download(**kwargs, dry_run=True)

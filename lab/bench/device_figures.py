@@ -2,7 +2,9 @@
 (``uv run python -m lab.readme_figures --write``): the bench table (every report under
 ``resources/benchmarks/``), the real-size rows against the targets of issues #17 and #30, and the
 profile of a skipped step (``lab/bench/results/skip-profile-h200.json``, written by
-``lab/bench/device/profile_skip.py``). After a device batch (``lab/bench/device/issue17.sh``)::
+``lab/bench/device/profile_skip.py``), and the "This year's models" sentence with issue #29's
+real-size ratios (``lab/bench/device/issue29.sh``). After a device batch (``issue17.sh`` or
+``issue29.sh``)::
 
     uv run python -m lab.bench.device_figures DIR   # DIR: the batch's $OUT as it came back
 
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench.table import BENCHMARKS_DIR, END_MARKER, START_MARKER, readme_table
-from lab.readme_figures import Block, fixed
+from app.bench.table import BENCHMARKS_DIR, END_MARKER, START_MARKER, load_reports, readme_table
+from lab.readme_figures import Block, Figure, Passage, fixed
 from lab.readme_figures import main as write_readme
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,13 +195,51 @@ def profile_block(path: Path = PROFILE) -> str:
     return profile_tables(json.loads(path.read_text(encoding="utf-8")))
 
 
-def readme_figures() -> list[Block]:
-    bench = readme_table()
-    body = bench.removeprefix(START_MARKER + "\n").removesuffix("\n" + END_MARKER)
+def bench_table_block(directory: Path = BENCHMARKS_DIR) -> Block:
+    """The performance table between its markers, as ``bench --readme-table`` prints it."""
+    body = readme_table(directory).removeprefix(START_MARKER + "\n").removesuffix("\n" + END_MARKER)
+    return Block("bench-table", f"{directory.name}/*.json", body)
+
+
+# Issue #29's families: the report ``issue29.sh`` writes for each, under the name it is committed
+# by (``resources/benchmarks/NAME``).
+THIS_YEARS_REPORTS = {
+    "flux3": "flux3-image-klein-1024-random-h200.json",
+    "qwen21": "qwen-image-2.1-1024-random-h200.json",
+    "krea2": "krea-2-1024-random-h200.json",
+}
+NOT_MEASURED = "not measured yet"
+THIS_YEARS_TEMPLATE = (
+    "`lab/bench/device/issue29.sh` builds them at mflux's dimensions (`bench --random-weights "
+    "full`) and times TeaCache's seam on the forced pattern; gate off / vanilla and measured / "
+    "ideal: FLUX.3 Image Klein {flux3}, Qwen-Image 2.1 {qwen21}, Krea 2 {krea2} (each measured "
+    "one is a row of the table below)."
+)
+
+
+def ratios(report: dict[str, Any]) -> str:
+    """ "gate off / vanilla and measured / ideal" of one report, as the table rounds them."""
+    speedup = report["speedup"]
+    return (
+        f"{fixed(speedup['gate_off_vs_vanilla'], 2)} and {fixed(speedup['measured_over_ideal'], 2)}"
+    )
+
+
+def this_years_passage(directory: Path = BENCHMARKS_DIR) -> Passage:
+    reports = dict(load_reports(directory))
+    values = {
+        key: ratios(reports[name]) if name in reports else NOT_MEASURED
+        for key, name in THIS_YEARS_REPORTS.items()
+    }
+    return Passage(f"{directory.name}/issue29 rows", THIS_YEARS_TEMPLATE, values)
+
+
+def readme_figures() -> list[Figure]:
     return [
-        Block("bench-table", "resources/benchmarks/*.json", body),
+        bench_table_block(),
         Block("bench-targets", "resources/benchmarks/*-random-h200.json", targets_table()),
         Block("skip-profile", "lab/bench/results/skip-profile-h200.json", profile_block()),
+        this_years_passage(),
     ]
 
 
@@ -232,6 +272,8 @@ def collect(batch: Path, benchmarks: Path = BENCHMARKS_DIR, profile: Path = PROF
     """Copy a device batch's reports to where the README's figures read them; one line each."""
     lines = []
     found = [(batch / f"{case}.json", benchmarks / f"{name}.json") for case, name in CASES.items()]
+    # issue29.sh names its reports as they are committed
+    found += [(batch / name, benchmarks / name) for name in THIS_YEARS_REPORTS.values()]
     found.append((batch / "profile-skip.json", profile))
     for source, target in found:
         if not source.exists():
@@ -257,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.batch}: no such folder", file=sys.stderr)
         return 2
     lines = collect(args.batch)
-    print("\n".join(lines) if lines else f"{args.batch}: no report of issue17.sh's cases in it")
+    none = f"{args.batch}: no report of issue17.sh's or issue29.sh's cases in it"
+    print("\n".join(lines) if lines else none)
     if not any("->" in line for line in lines):
         return 1
     return write_readme(["--write"])

@@ -7,7 +7,8 @@ is bit-exact against untouched mflux: test_adapter_parity.py); the vanilla pass 
 block's change against each previous step; a forced pattern skips exactly where the guards allow,
 runs the rest of the stack on computed steps only, and each skip reuses the residual the last
 computed step stored; before the first skip the probe measures exactly what the vanilla pass
-recorded. The compiled split (FLUX.2, Z-Image) against the eager one: a measured tolerance.
+recorded. The compiled split (FLUX.2, Z-Image, Krea 2) against the eager one: a measured
+tolerance. Qwen-Image 2.1 is compiled in every case (mflux never runs its forward eagerly).
 """
 
 from __future__ import annotations
@@ -22,7 +23,18 @@ import pytest
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, flux1, flux2, install_gate, qwen_image, shells, z_image
+from app.adapters import (
+    common,
+    flux1,
+    flux2,
+    flux3,
+    install_gate,
+    krea2,
+    qwen_image,
+    qwen_image21,
+    shells,
+    z_image,
+)
 from app.families import get_family
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from app.gate.firstblock import TRACE_DEPTH, FirstBlockParams
@@ -46,10 +58,14 @@ class Case:
     rest: tuple[Any, str]  # where the family's "remaining blocks" live (the spy's target)
     cfg: bool  # two branches per step: the unconditional one keeps its own residual
     seed: int = 0
+    negative_prompt: str | None = None  # a caption of its own for the unconditional branch
+    transformer_attrs: tuple[tuple[str, Any], ...] = ()  # e.g. a path of mflux's forward
 
     @property
     def kwargs(self) -> dict[str, Any]:
         run: dict[str, Any] = {"num_inference_steps": self.steps, "height": 128, "width": 128}
+        if self.negative_prompt is not None:
+            run["negative_prompt"] = self.negative_prompt
         return run if self.guidance is None else {**run, "guidance": self.guidance}
 
 
@@ -58,6 +74,11 @@ class Case:
 # 3072 wide even when tiny.
 FLUX1_REST = (flux1.GatedFlux1Transformer, "_rest_blocks")
 QWEN_REST = (qwen_image.GatedQwenTransformer, "_rest_blocks")
+# Qwen-Image 2.1 is always compiled (mflux has no eager 2.1 forward): its split's ``rest`` calls
+# the compiled remaining blocks, on computed steps only. Krea 2 runs eager here.
+QWEN21_REST = (qwen_image21._ProbeSplit, "rest")
+KREA2_REST = (krea2._Krea2Step, "_rest_blocks")
+NEGATIVE = "blurry"
 CASES = {
     "flux1-dev": Case("flux1", "dev", 3, 3.5, FLUX1_REST, cfg=False),
     "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 6, 4.0, (flux2, "_rest_blocks"), cfg=True),
@@ -69,19 +90,46 @@ CASES = {
         "z-image", "z-image-turbo", 5, None, (z_image, "_rest_layers"), cfg=False, seed=1
     ),
     "qwen-image": Case("qwen-image", "qwen-image", 6, 4.0, QWEN_REST, cfg=True),
+    # FLUX.3 Image Klein: the distilled flow map (no CFG) and the base (CFG on the empty prompt)
+    "flux3": Case("flux3", "flux3-image-klein", 6, None, (flux3, "_rest_blocks"), cfg=False),
+    "flux3-base-cfg": Case(
+        "flux3", "flux3-image-klein-base", 6, 3.5, (flux3, "_rest_blocks"), cfg=True
+    ),
+    # Qwen-Image 2.1: the text-cache path, without and with true CFG (a negative caption), and
+    # mflux's joint-sequence path; Krea 2: Turbo (guidance 1) and CFG
+    "qwen-image-2.1": Case("qwen-image-2.1", "qwen-image-2.1", 6, None, QWEN21_REST, cfg=False),
+    "qwen-image-2.1-cfg": Case(
+        "qwen-image-2.1", "qwen-image-2.1", 6, 4.0, QWEN21_REST, cfg=True, negative_prompt=NEGATIVE
+    ),
+    "qwen-image-2.1-joint": Case(
+        "qwen-image-2.1",
+        "qwen-image-2.1",
+        6,
+        4.0,
+        QWEN21_REST,
+        cfg=True,
+        negative_prompt=NEGATIVE,
+        transformer_attrs=(("use_text_cache", False),),
+    ),
+    "krea-2": Case("krea-2", "krea-2", 6, 1.0, KREA2_REST, cfg=False),
+    "krea-2-cfg": Case("krea-2", "krea-2", 6, 3.0, KREA2_REST, cfg=True),
 }
 
 
 @pytest.fixture(scope="module")
 def shell() -> Iterator[Callable[[Case], Any]]:
-    built: dict[tuple[str, str, int], Any] = {}
+    built: dict[tuple[str, str, int, str | None], Any] = {}
 
     def get(case: Case) -> Any:
-        key = (case.family, case.model_name, case.seed)
+        key = (case.family, case.model_name, case.seed, case.negative_prompt)
         if key not in built:
+            prompts = (
+                shells.DEFAULT_PROMPT,
+                *([case.negative_prompt] if case.negative_prompt else []),
+            )
             with common.use_precision(mx.float32):
                 built[key] = shells.random_weight_shell(
-                    get_family(case.family), case.model_name, seed=case.seed
+                    get_family(case.family), case.model_name, prompts=prompts, seed=case.seed
                 )
         return built[key]
 
@@ -95,6 +143,8 @@ def test_the_probe_on_every_family(
     shell: Callable[[Case], Any], case: Case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline = shell(case)
+    for name, value in case.transformer_attrs:
+        monkeypatch.setattr(pipeline.transformer, name, value)
     steps = case.steps
     observer = TeaCacheGate(OFF, observe=True)
     with install_gate(pipeline, observer):
@@ -155,11 +205,12 @@ def test_the_probe_on_every_family(
     assert probe.events[first_skip].block_change == observer.events[first_skip].block_change
 
 
-# -- the compiled split (FLUX.2, Z-Image) ---------------------------------------------------------
+# -- the compiled split (FLUX.2, Z-Image, Krea 2) --------------------------------------------------
 
 COMPILED_CASES = {
     "flux2": lambda seed: shells.flux2_shell("flux2-klein-base-4b", seed=seed),
     "z-image": lambda seed: shells.z_image_shell("z-image", seed=seed),
+    "krea-2": lambda seed: shells.krea2_shell("krea-2", seed=seed),
 }
 STEPS = 8
 CFG = {"num_inference_steps": STEPS, "height": 128, "width": 128, "guidance": 4.0}
@@ -168,15 +219,18 @@ NO_CFG = {**CFG, "guidance": 1.0}
 # forced pattern (3 skipped of 8 on both sides). Basis: measured on the project's Linux x86-64 CPU
 # box (2 cores, mlx-cpu with OpenBLAS preloaded, mflux 0.24.0) with
 # `uv run python -m tests.adapters.test_adapter_firstblock 3`: seeds 0–2, CFG g=4 and g=1 (6 runs
-# per family, pattern FSCSCSCF in every one): FLUX.2 max 4.6e-7, Z-Image max 2.3e-6, the same
-# fusion noise as TeaCache's split (test_compiled_gate_split.py), so the same gates (~4× above
-# it). The skips themselves move the latents by at least 6.8e-4 (FLUX.2) and 1.85e-2 (Z-Image)
-# against vanilla in the same runs.
-TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5}
-SMALLEST_SKIP_EFFECT = {"flux2": 6.8e-4, "z-image": 1.85e-2}
+# per family, pattern FSCSCSCF in every one): FLUX.2 max 4.6e-7, Z-Image max 2.3e-6, Krea 2 max
+# 3.9e-7, the same fusion noise as TeaCache's split (test_compiled_gate_split.py), so the same
+# gates (~4× above it; Krea 2's as FLUX.2's). The skips themselves move the latents by at least
+# 6.8e-4 (FLUX.2), 1.85e-2 (Z-Image) and 5.4e-4 (Krea 2) against vanilla in the same runs.
+# Qwen-Image 2.1 has no eager forward in mflux: test_the_probe_on_every_family runs its
+# compiled split.
+TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5, "krea-2": 2e-6}
+SMALLEST_SKIP_EFFECT = {"flux2": 6.8e-4, "z-image": 1.85e-2, "krea-2": 5.4e-4}
 TRACES = {
     "flux2": {"probe_prelude": 1, "probe_body": 1, "tail": 1, "measure": 1},
     "z-image": {"caption": 1, "prelude": 1, "body": 1, "tail": 1, "measure": 1},
+    "krea-2": {"probe_prelude": 1, "probe_body": 1, "tail": 1},
 }
 
 

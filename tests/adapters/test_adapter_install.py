@@ -11,6 +11,7 @@ import mlx.core as mx
 import pytest
 from mflux.callbacks.callback_registry import CallbackRegistry
 from mlx import nn
+from mlx.utils import tree_flatten
 
 from app.adapters import (
     AlreadyInstalledError,
@@ -31,7 +32,14 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "flux2": shells.flux2_shell,
     "z-image": shells.z_image_shell,
     "qwen-image": shells.qwen_shell,
+    "flux3": shells.flux3_shell,
+    "qwen-image-2.1": shells.qwen21_shell,
+    "krea-2": shells.krea2_shell,
 }
+
+# Families whose mflux generation replaces weight arrays by equal views (Qwen-Image 2.1's
+# ``inference_projections`` packs q/k/v and the MLP's gate/proj for its compiled forward).
+REVIEWS_WEIGHTS = {"qwen-image-2.1"}
 
 
 pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
@@ -43,7 +51,14 @@ def pipeline(request: pytest.FixtureRequest) -> Any:
 
 
 def test_dispatch_by_pipeline_class(pipeline: Any) -> None:
-    expected = {"Flux2Klein": "flux2", "ZImage": "z-image", "QwenImage": "qwen-image"}
+    expected = {
+        "Flux2Klein": "flux2",
+        "ZImage": "z-image",
+        "QwenImage": "qwen-image",
+        "Flux3Klein": "flux3",
+        "QwenImage21": "qwen-image-2.1",
+        "Krea2": "krea-2",
+    }
     assert detect_family(pipeline).id == expected[type(pipeline).__name__]
 
 
@@ -59,6 +74,7 @@ def test_install_then_remove_restores_the_pipeline_exactly(
     pipeline: Any, params: TeaCacheParams
 ) -> None:
     before = probes.pipeline_snapshot(pipeline)
+    values = dict(tree_flatten(pipeline.parameters()))
     gate = TeaCacheGate(params)
     with install_gate(pipeline, gate) as installation:
         during = probes.pipeline_snapshot(pipeline)
@@ -74,7 +90,14 @@ def test_install_then_remove_restores_the_pipeline_exactly(
             install_gate(pipeline, TeaCacheGate(params))
         probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
         assert installation.family == detect_family(pipeline).id
-    assert probes.pipeline_snapshot(pipeline) == before
+    after = probes.pipeline_snapshot(pipeline)
+    if installation.family in REVIEWS_WEIGHTS:
+        # mflux re-views some weights each generation, gate or not: same values, new arrays
+        after_values = dict(tree_flatten(pipeline.parameters()))
+        assert after_values.keys() == values.keys()
+        assert all(mx.array_equal(after_values[k], v).item() for k, v in values.items())
+        after["parameters"] = before["parameters"]
+    assert after == before
 
 
 def test_a_failure_mid_install_rolls_everything_back(pipeline: Any) -> None:

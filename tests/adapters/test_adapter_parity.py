@@ -41,7 +41,10 @@ class Case:
 
 # Each family's default model with its CFG, and the schedules that take another path: FLUX.2
 # without CFG (guidance 1), Z-Image Turbo (guidance-distilled: one branch, the linear
-# scheduler). FLUX.1 runs 3 steps: its shell is 3072 wide even when tiny.
+# scheduler). FLUX.1 runs 3 steps: its shell is 3072 wide even when tiny. This year's: FLUX.3's
+# distilled flow map (no guidance, the target time) and its base with CFG; Qwen-Image 2.1 (no
+# guidance: mflux's default) and its Turbo on fixed sigma nodes; Krea 2 Turbo without and with
+# CFG. mflux compiles Qwen-Image 2.1 on every machine: there vanilla is compiled too.
 CASES = {
     "flux1-dev": Case("flux1", "dev", 3, 3.5),
     "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 6, 4.0),
@@ -49,6 +52,12 @@ CASES = {
     "z-image-cfg": Case("z-image", "z-image", 6, 4.0),
     "z-image-turbo": Case("z-image", "z-image-turbo", 5, None, seed=1),
     "qwen-image": Case("qwen-image", "qwen-image", 6, 4.0),
+    "flux3-image-klein": Case("flux3", "flux3-image-klein", 6, None),
+    "flux3-base-cfg": Case("flux3", "flux3-image-klein-base", 6, 4.0),
+    "qwen-image-2.1": Case("qwen-image-2.1", "qwen-image-2.1", 6, None),
+    "qwen-image-2.1-turbo": Case("qwen-image-2.1", "qwen-image-2.1-turbo", 5, None, seed=1),
+    "krea-2": Case("krea-2", "krea-2", 6, 1.0),
+    "krea-2-cfg": Case("krea-2", "krea-2", 6, 3.0),
 }
 
 

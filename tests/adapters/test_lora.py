@@ -24,14 +24,18 @@ pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conft
 CFG = {"num_inference_steps": 4, "height": 128, "width": 128, "guidance": 4.0}
 SCALE = 0.7
 # Max |Δ| of the final latents (values of order 1) that the LoRA must cause at least. Measured with
-# these settings (scale 0.7, the fixture's LoRA, 4 steps): FLUX.2 0.074, Z-Image 0.71; the floor
-# is a tenth of the smaller, far above 0 (a build without the LoRA differs by exactly 0).
+# these settings (scale 0.7, the fixture's LoRA, 4 steps): FLUX.2 0.074, Z-Image 0.71, FLUX.3
+# base 0.077, Qwen-Image 2.1 0.017, Krea 2 0.048; the floor is a tenth of FLUX.2's, 2.5× under the
+# smallest and far above 0 (a build without the LoRA differs by exactly 0).
 LORA_EFFECT_FLOOR = 0.007
 BAKE_TOLERANCE = 1e-6
 
 FAMILIES: list[tuple[str, Callable[[], Any], Mapping[str, str]]] = [
     ("flux2", lambda: shells.flux2_shell("flux2-klein-base-4b"), fake_lora.FLUX2_TARGETS),
     ("z-image", lambda: shells.z_image_shell("z-image"), fake_lora.Z_IMAGE_TARGETS),
+    ("flux3", lambda: shells.flux3_shell("flux3-image-klein-base"), fake_lora.FLUX3_TARGETS),
+    ("qwen-image-2.1", shells.qwen21_shell, fake_lora.QWEN21_TARGETS),
+    ("krea-2", shells.krea2_shell, fake_lora.KREA2_TARGETS),
 ]
 
 

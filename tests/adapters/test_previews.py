@@ -259,3 +259,164 @@ def test_a_steps_preview_is_queued_and_picked_up_at_the_next_steps_end(flux2: An
     # in step t's callbacks the recorder holds t + 2 latents (the initial ones and t + 1 steps)
     assert all(seen == index + 3 and not done for index, seen, done in delivered[:-1])
     assert delivered[-1][2]  # the last step's preview: after the loop
+
+
+# -- this year's families: the denoised seam (Krea 2), the loop's own sigmas (FLUX.3) ----------
+
+
+class DenoisedRecorder:
+    """Keeps what mflux hands in-loop callbacks that name ``denoised`` (Krea 2's loop does)."""
+
+    def __init__(self) -> None:
+        self.denoised: list[mx.array] = []
+        self.final: mx.array | None = None
+
+    def call_in_loop(
+        self,
+        t: int,
+        seed: int,
+        prompt: str,
+        latents: mx.array,
+        config: Any,
+        time_steps: Any = None,
+        denoised: mx.array | None = None,
+        **_: Any,
+    ) -> None:
+        assert denoised is not None
+        self.denoised.append(denoised)
+
+    def call_after_loop(self, seed: int, prompt: str, latents: mx.array, config: Any, **_: Any):
+        self.final = latents
+
+
+def _run_family(pipeline: Any, **kwargs: Any) -> tuple[dict[int, np.ndarray], dict, Any]:
+    """One generation with the pipeline's own previewer (``previewer_for``), its decode wrapped
+    to keep each step's clean latents."""
+    cleans: dict[int, np.ndarray] = {}
+    images: dict[int, np.ndarray] = {}
+    previewer = previews.previewer_for(pipeline, images.__setitem__)
+    projection = previewer.decode
+
+    def decode(x0: mx.array, height: int, width: int) -> np.ndarray | mx.array:
+        cleans[len(cleans)] = np.array(x0)
+        return projection(x0, height, width)
+
+    previewer.decode = decode
+    recorder = LoopRecorder()
+    with common.attached(pipeline, recorder), common.attached(pipeline, previewer):
+        args = {"seed": 0, "prompt": shells.DEFAULT_PROMPT, "num_inference_steps": STEPS}
+        pipeline.generate_image(**args, height=SIZE, width=SIZE, **kwargs)
+    return cleans, images, recorder
+
+
+def test_only_flux3_previews_from_its_loops_own_sigmas() -> None:
+    """FLUX.3's loop steps outside ``config.scheduler``; every other family's previews read the
+    scheduler or ``denoised``."""
+    from mflux.models.flux3.variants.txt2img.flux3_klein import Flux3Klein
+
+    flux3 = Flux3Klein.__new__(Flux3Klein)  # the family is found by class
+    sigmas = previews.previewer_for(flux3, lambda i, image: None).loop_sigmas
+    assert sigmas is get_family("flux3").require_preview().loop_sigmas
+    for family in ("flux1", "flux2", "z-image", "qwen-image", "qwen-image-2.1", "krea-2"):
+        assert get_family(family).require_preview().loop_sigmas is None
+
+
+def test_flux3_previews_each_flow_map_steps_clean_prediction() -> None:
+    from mflux.models.flux3.model.flux3_scheduler.flux3_flow_map_scheduler import (
+        Flux3FlowMapScheduler,
+    )
+
+    with common.use_precision(mx.float32):
+        flux3 = shells.flux3_shell()
+    cleans, images, recorder = _run_family(flux3)
+    assert sorted(images) == list(range(STEPS))
+    sig = np.array(Flux3FlowMapScheduler(num_inference_steps=STEPS).timesteps)
+    lat = recorder.latents
+    for t in range(STEPS):
+        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
+        np.testing.assert_allclose(cleans[t], lat[t] - sig[t] * velocity, atol=DERIVED_ATOL)
+    # The last step lands on σ = 0: the final latents, to float32 rounding of x + (x_next − x).
+    np.testing.assert_allclose(cleans[STEPS - 1], np.array(recorder.final), rtol=0, atol=1e-6)
+    assert images[0].shape == (SIZE // 8, SIZE // 8, 3)  # FLUX.2's latents, unpatchified
+
+
+def test_krea2_previews_take_mfluxs_denoised_bit_for_bit() -> None:
+    with common.use_precision(mx.float32):
+        krea2 = shells.krea2_shell()
+    denoised = DenoisedRecorder()
+    with common.attached(krea2, denoised):
+        cleans, images, _ = _run_family(krea2, guidance=1.0)
+    assert sorted(images) == list(range(STEPS)) and len(denoised.denoised) == STEPS
+    for t in range(STEPS):
+        assert np.array_equal(cleans[t], np.array(denoised.denoised[t]))
+    # ER-SDE's last step returns the clean prediction: the final latents, bit for bit.
+    assert np.array_equal(cleans[STEPS - 1], np.array(denoised.final))
+    assert images[0].shape == (SIZE // 8, SIZE // 8, 3)
+
+
+def test_qwen21_previews_its_schedulers_clean_prediction_at_a_sixteenth() -> None:
+    with common.use_precision(mx.float32):
+        qwen21 = shells.qwen21_shell()
+    cleans, images, recorder = _run_family(qwen21)
+    assert sorted(images) == list(range(STEPS)) and recorder.sigmas is not None
+    sig, lat = recorder.sigmas, recorder.latents
+    for t in range(STEPS):
+        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
+        np.testing.assert_allclose(cleans[t], lat[t] - sig[t] * velocity, atol=DERIVED_ATOL)
+    assert np.array_equal(cleans[STEPS - 1], np.array(recorder.final))
+    assert images[0].shape == (SIZE // 16, SIZE // 16, 3)  # one latent per 16 × 16 pixels
+
+
+@pytest.mark.parametrize("family", ["flux3", "qwen-image-2.1", "krea-2"])
+def test_this_years_projections_match_a_numpy_derivation(family: str) -> None:
+    height, width = 64, 96
+    h, w = height // 16, width // 16
+    rng = np.random.default_rng(5)
+    if family == "flux3":  # FLUX.2's tokens: channel-major 2×2 patches of 32 channels
+        packed = rng.standard_normal((1, h * w, 128)).astype(np.float32)
+        latent = _unpatchify_2x2(packed, h, w, 32)
+        factors, bias, side = latent_rgb.FLUX2_FACTORS, latent_rgb.FLUX2_BIAS, 8
+    elif family == "qwen-image-2.1":  # one 64-channel token per 16 × 16 pixels, row-major
+        packed = rng.standard_normal((1, h * w, 64)).astype(np.float32)
+        latent = packed[0].reshape(h, w, 64).transpose(2, 0, 1)
+        factors, bias, side = latent_rgb.QWEN_IMAGE21_FACTORS, latent_rgb.QWEN_IMAGE21_BIAS, 16
+    else:  # Krea 2: the Qwen-Image VAE's latents, unpacked
+        packed = rng.standard_normal((1, 16, height // 8, width // 8)).astype(np.float32)
+        latent = packed[0]
+        factors, bias, side = latent_rgb.WAN21_FACTORS, latent_rgb.WAN21_BIAS, 8
+    projection = previews.family_projection(get_family(family))
+    got = previews.to_host(projection(mx.array(packed), height, width))
+    want = _expected(latent, factors, bias)
+    assert got.shape == want.shape == (height // side, width // side, 3)
+    assert int(np.abs(got.astype(int) - want.astype(int)).max()) <= 1
+    assert np.mean(got == want) > 0.99
+
+
+def test_this_years_tables_are_for_the_latent_spaces_their_loops_hold() -> None:
+    """FLUX.3 decodes with FLUX.2's VAE, weights mapped as FLUX.2's (its README: identical
+    weights); Krea 2 with Qwen-Image's (Wan 2.1 statistics, checked above); Qwen-Image 2.1 with its
+    own, whose per-channel statistics are ComfyUI's ``QwenImage21`` ones (75399d78) to 1%."""
+    from mflux.models.flux2.model.flux2_vae.vae import Flux2VAE
+    from mflux.models.flux2.weights.flux2_weight_mapping import Flux2WeightMapping
+    from mflux.models.flux3.variants.flux3_klein_core import _Flux3KleinCore
+    from mflux.models.flux3.weights.flux3_weight_mapping import Flux3WeightMapping
+    from mflux.models.krea2.variants.txt2img.krea2 import Krea2
+    from mflux.models.qwen.model.qwen_vae.qwen_vae import QwenVAE
+    from mflux.models.qwen21.model.qwen21_vae.qwen21_vae import Qwen21VAE
+    from mflux.models.qwen21.variants.txt2img.qwen_image_21 import QwenImage21
+
+    assert _Flux3KleinCore.__annotations__["vae"] is Flux2VAE
+    flux3 = [t.to_pattern for t in Flux3WeightMapping.get_vae_mapping()]
+    assert flux3 == [t.to_pattern for t in Flux2WeightMapping.get_vae_mapping()]
+    assert Krea2.__annotations__["vae"] is QwenVAE
+    assert QwenImage21.__annotations__["vae"] is Qwen21VAE
+    comfy_mean = [0.5126, 0.7721, -0.0631, 1.3506, -0.7855, -2.1025, -0.3458, 1.3722,
+                  1.8873, -1.7177, -0.6510, 0.2732, 0.7562, -0.6163, -1.0277, 3.8363,
+                  2.0210, 0.0472, 0.9320, 2.0087, 2.4954, -0.1391, -1.4249, 1.8464,
+                  -0.5236, 1.2826, 3.7046, -1.3035, 2.7286, -1.4518, -1.9036, -1.9955,
+                  -0.0342, -1.0265, -0.7636, 3.0555, 0.0746, -3.0751, -0.1076, 1.7376,
+                  -1.0914, -1.9435, -0.2784, -1.3680, 0.4809, -0.4433, 0.3764, 0.5729,
+                  -2.0595, 1.0960, -1.3260, -2.0211, -5.0179, 0.5275, 4.0162, 1.8505,
+                  0.3026, 1.9373, 1.4937, 0.2632, 0.5547, -1.7121, -0.1562, 0.0304]  # fmt: skip
+    np.testing.assert_allclose(Qwen21VAE.LATENTS_MEAN, comfy_mean, rtol=0.01, atol=1e-3)
+    assert len(latent_rgb.QWEN_IMAGE21_FACTORS) == len(comfy_mean) == 64

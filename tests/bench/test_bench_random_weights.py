@@ -1,4 +1,4 @@
-"""``--random-weights`` for all four families: real dimensions on paper, tiny ones built here.
+"""``--random-weights`` for every family: real dimensions on paper, tiny ones built here.
 
 Real-size weights are never built on this 24 GB machine: the full dimensions are checked against
 mflux's own constructors and configs, and the memory rule (no float32 copy of the weights, one
@@ -118,3 +118,77 @@ def test_a_workers_lora_survives_the_process_boundary_and_is_baked_into_the_shel
         before = fake_lora.module_at(base.transformer, module_path).weight
         after = fake_lora.module_at(patched.transformer, module_path).weight
         assert float(mx.max(mx.abs(after - before - 0.5 * update))) <= 1e-6, module_path
+
+
+def _parameters(module: object) -> int:
+    """Parameters of a module built at its real size: mflux's modules draw their initial weights
+    lazily, so counting their sizes allocates nothing."""
+    return sum(v.size for _, v in tree_flatten(module.parameters()))  # type: ignore[attr-defined]
+
+
+def test_this_years_full_dimensions_and_parameters_are_mflux_own() -> None:
+    """FLUX.3, Qwen-Image 2.1 and Krea 2 at real size are their transformers' mflux defaults (no
+    config overrides them but FLUX.3 base's ``flow_map``), and each variant's parameter count
+    (the memory estimate's) is transformer + text encoder + VAE as mflux builds them."""
+    from mflux.models.common.config.model_config import ModelConfig
+    from mflux.models.flux2.model.flux2_text_encoder.qwen3_text_encoder import Qwen3TextEncoder
+    from mflux.models.flux2.model.flux2_vae.vae import Flux2VAE
+    from mflux.models.flux3.model.flux3_transformer.flux3_transformer import Flux3Transformer
+    from mflux.models.krea2.model.krea2_text_encoder.text_encoder import Krea2TextEncoder
+    from mflux.models.krea2.model.krea2_transformer.transformer import Krea2Transformer
+    from mflux.models.qwen.model.qwen_vae.qwen_vae import QwenVAE
+    from mflux.models.qwen21.model.qwen21_text_encoder.qwen21_text_encoder import (
+        Qwen21TextEncoder,
+    )
+    from mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer import Qwen21Transformer
+    from mflux.models.qwen21.model.qwen21_vae.qwen21_vae import Qwen21VAE
+
+    for cls, full in (
+        (Flux3Transformer, shells.FLUX3_FULL),
+        (Qwen21Transformer, shells.QWEN21_FULL),
+        (Krea2Transformer, shells.KREA2_FULL),
+    ):
+        defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()}
+        assert all(defaults[k] == v for k, v in full.kwargs().items()), cls.__name__
+    assert ModelConfig.flux3_image_klein_base().transformer_overrides == {"flow_map": False}
+    for name in ("flux3-image-klein", "qwen-image-2.1", "qwen-image-2.1-turbo", "krea-2"):
+        assert ModelConfig.from_name(model_name=name).transformer_overrides == {}, name
+
+    klein = ModelConfig.flux3_image_klein()
+    text = _parameters(Qwen3TextEncoder(**klein.text_encoder_overrides))
+    flux3_vae = _parameters(Flux2VAE())
+    counted = {
+        "flux3-image-klein": _parameters(Flux3Transformer()) + text + flux3_vae,
+        "flux3-image-klein-base": _parameters(Flux3Transformer(flow_map=False)) + text + flux3_vae,
+        "qwen-image-2.1": _parameters(Qwen21Transformer())
+        + _parameters(Qwen21TextEncoder())
+        + _parameters(Qwen21VAE()),
+        "krea-2": _parameters(Krea2Transformer())
+        + _parameters(Krea2TextEncoder())
+        + _parameters(QwenVAE()),
+    }
+    for variant_id, parameters in counted.items():  # the table's figures, to 0.01B
+        assert abs(get_variant(variant_id).params_billion - parameters / 1e9) < 0.005, variant_id
+    assert get_variant("qwen-image-2.1").unquantized_billion == round(
+        _parameters(Qwen21TextEncoder()) / 1e9, 2
+    )
+    assert get_variant("krea-2").unquantized_billion == round(
+        _parameters(Krea2TextEncoder()) / 1e9, 2
+    )
+
+
+def test_worker_builds_this_years_tiny_shells() -> None:
+    from mflux.models.flux3.variants.txt2img.flux3_klein import Flux3Klein
+    from mflux.models.krea2.variants.txt2img.krea2 import Krea2
+    from mflux.models.qwen21.variants.txt2img.qwen_image_21 import QwenImage21
+
+    base = _random_weight_pipeline(
+        _spec("flux3-image-klein-base"), get_variant("flux3-image-klein-base")
+    )
+    assert isinstance(base, Flux3Klein) and not base.transformer.flow_map  # the base's config
+    assert len(base.transformer.single_transformer_blocks) == shells.FLUX3_TINY.num_single_layers
+    qwen21 = _random_weight_pipeline(_spec("qwen-image-2.1"), get_variant("qwen-image-2.1"))
+    assert isinstance(qwen21, QwenImage21)
+    assert len(qwen21.transformer.transformer_blocks) == shells.QWEN21_TINY.num_layers
+    krea2 = _random_weight_pipeline(_spec("krea-2"), get_variant("krea-2"))
+    assert isinstance(krea2, Krea2) and len(krea2.transformer.blocks) == shells.KREA2_TINY.layers

@@ -142,8 +142,25 @@ def test_bench_command_end_to_end_and_resume(tmp_path: Path) -> None:
         (("--variant", "demo", "--threshold", "2"), "threshold must be between 0 and 1"),
         (("--variant", "demo", "--out", "x.txt"), "--out must name a .json file"),
         (("--variant", "demo", "--forced-skips", "2", "--threshold", "0.1"), "--forced-skips"),
-        (("--variant", "demo", "--random-weights", "tiny"), "FLUX.1, FLUX.2, Z-Image and Qwen"),
+        (
+            ("--variant", "demo", "--random-weights", "tiny"),
+            "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1 and Krea 2 variants only",
+        ),
         (("--variant", "demo", "--warmup-steps", "0"), "--warmup-steps must be at least 1"),
+        (  # no TeaCache numbers: a real threshold needs a calibration (a forced one does not);
+            # TeaCache named, as the probe is this variant's default gate
+            (
+                "--variant",
+                "qwen-image-2.1",
+                "--random-weights",
+                "tiny",
+                "--gate",
+                "teacache",
+                "--threshold",
+                "0.1",
+            ),
+            "make one with `teacache-studio calibrate --variant qwen-image-2.1 --gate teacache`",
+        ),
         (
             (
                 "--reps",
@@ -188,3 +205,39 @@ def test_demo_worker_loads_the_app_pipeline_and_saves_the_image(tmp_path: Path) 
 
     with Image.open(image) as saved:
         assert saved.size == (128, 128)
+
+
+def test_a_forced_pattern_times_a_variant_without_teacache_numbers() -> None:
+    """This year's models have no TeaCache calibration; the forced polynomial stands in for it
+    in every gated condition (gate off: the same polynomial at threshold 0)."""
+    from app.bench.worker import gate_params
+    from app.gate import TeaCacheParams
+
+    request = GenerationRequest(
+        variant_id="qwen-image-2.1", prompt="p", seed=1, steps=4, threshold=0.5, width=64,
+        height=64, guidance=None,
+    )  # fmt: skip
+    assert request.variant.coefficients is None
+    off = gate_params(WorkerSpec(request, "gate_off", coefficients=FORCED))
+    gated = gate_params(WorkerSpec(request, "gated", coefficients=FORCED))
+    assert isinstance(off, TeaCacheParams) and isinstance(gated, TeaCacheParams)
+    assert off.coefficients == gated.coefficients == FORCED
+    assert not off.enabled and gated.rel_l1_thresh == 0.5
+
+
+@pytest.mark.slow
+def test_bench_command_forces_a_pattern_on_this_years_model(tmp_path: Path) -> None:
+    """What lab/bench/device/issue29.sh runs, on a tiny shell: Qwen-Image 2.1 (no TeaCache
+    numbers) through TeaCache's seam, one skip after each computed step."""
+    out = tmp_path / "qwen21.json"
+    done = run_cli(
+        "bench", "--variant", "qwen-image-2.1", "--random-weights", "tiny", "--dtype", "float32",
+        "--gate", "teacache", "--forced-skips", "1", "--steps", "6", "--size", "64x64", "--reps",
+        "1", "--warmup-steps", "4", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["conditions"]["gated"]["skipped"] == [2]  # FSCSCF
+    assert report["conditions"]["gate_off"]["skipped"] == [0]
+    assert report["recipe"]["variant"] == "qwen-image-2.1"
+    assert report["speedup"]["ideal"] == pytest.approx(1.5)

@@ -1,7 +1,8 @@
 """README.md's performance table is exactly what the committed benchmark JSON renders to.
 
-To update it: commit new reports under resources/benchmarks/, run
-``teacache-studio bench --readme-table`` and paste its output over the block between the markers.
+To update it: commit new reports under resources/benchmarks/, then run
+``uv run python -m lab.readme_figures --write`` (or paste ``teacache-studio bench --readme-table``
+over the block between the markers).
 """
 
 from __future__ import annotations

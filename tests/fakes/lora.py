@@ -2,7 +2,8 @@
 
 FLUX.2's keys are diffusers names (``transformer_blocks.0.attn.to_q.lora_A.weight``), Z-Image's
 the ComfyUI/diffusion-model names (``diffusion_model.layers.0.attention.to_q.lora_A.weight``);
-mflux maps both onto its module paths. The fixture only needs each target's shape, read from the
+FLUX.3's, Qwen-Image 2.1's and Krea 2's mix the names their mflux mappings accept; mflux maps all
+of them onto its module paths. The fixture only needs each target's shape, read from the
 shell's own module at that path.
 """
 
@@ -27,11 +28,32 @@ Z_IMAGE_TARGETS: Mapping[str, str] = {
     "diffusion_model.layers.2.attention.to_out.0": "layers.2.attention.to_out.0",
 }
 
+# FLUX.3: BFL names as ComfyUI and ai-toolkit write them, and diffusers/PEFT names
+FLUX3_TARGETS: Mapping[str, str] = {
+    "diffusion_model.content_mode_blocks.image.0.q_proj": "mode_blocks.image.0.attn.to_q",
+    "diffusion_model.single_blocks.1.mlp_in": "single_transformer_blocks.1.ff.linear_in",
+    "transformer.txt_mode_blocks.1.ff.linear_out": "txt_mode_blocks.1.ff.linear_out",
+}
+QWEN21_TARGETS: Mapping[str, str] = {
+    "transformer.transformer_blocks.0.attn.to_q": "transformer_blocks.0.attn.to_q",
+    "diffusion_model.transformer_blocks.1.img_mlp.out": "transformer_blocks.1.img_mlp.out",
+    "transformer.transformer_blocks.1.attn.to_out.0": "transformer_blocks.1.attn.to_out.0",
+}
+# Krea 2: its own module names and diffusers' (Krea 2 Raw's LoRAs)
+KREA2_TARGETS: Mapping[str, str] = {
+    "diffusion_model.blocks.0.attn.wq": "blocks.0.attn.wq",
+    "transformer.transformer_blocks.1.ff.down": "blocks.1.mlp.down",
+    "blocks.1.attn.gate": "blocks.1.attn.gate",
+}
+
 
 def module_at(transformer: Any, path: str) -> Any:
     module = transformer
     for part in path.split("."):
-        module = module[int(part)] if part.isdigit() else getattr(module, part)
+        if isinstance(module, dict):  # FLUX.3's per-mode blocks: {"image": [...], ...}
+            module = module[part]
+        else:
+            module = module[int(part)] if part.isdigit() else getattr(module, part)
     return module
 
 

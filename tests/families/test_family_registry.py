@@ -22,9 +22,18 @@ from mflux.models.flux.weights.flux_weight_definition import FluxWeightDefinitio
 from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
 from mflux.models.flux2.weights.flux2_lora_mapping import Flux2LoRAMapping
 from mflux.models.flux2.weights.flux2_weight_definition import Flux2KleinWeightDefinition
+from mflux.models.flux3.variants.txt2img.flux3_klein import Flux3Klein
+from mflux.models.flux3.weights.flux3_lora_mapping import Flux3LoRAMapping
+from mflux.models.flux3.weights.flux3_weight_definition import Flux3KleinWeightDefinition
+from mflux.models.krea2.variants.txt2img.krea2 import Krea2
+from mflux.models.krea2.weights.krea2_lora_mapping import Krea2LoRAMapping
+from mflux.models.krea2.weights.krea2_weight_definition import Krea2WeightDefinition
 from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
 from mflux.models.qwen.weights.qwen_lora_mapping import QwenLoRAMapping
 from mflux.models.qwen.weights.qwen_weight_definition import QwenWeightDefinition
+from mflux.models.qwen21.variants.txt2img.qwen_image_21 import QwenImage21
+from mflux.models.qwen21.weights.qwen21_lora_mapping import Qwen21LoRAMapping
+from mflux.models.qwen21.weights.qwen21_weight_definition import Qwen21WeightDefinition
 from mflux.models.z_image.variants.z_image import ZImage
 from mflux.models.z_image.weights.z_image_lora_mapping import ZImageLoRAMapping
 from mflux.models.z_image.weights.z_image_weight_definition import ZImageWeightDefinition
@@ -50,7 +59,13 @@ MFLUX_CLASSES: dict[str, tuple[type, type, type | None]] = {
     "flux2": (Flux2Klein, Flux2KleinWeightDefinition, Flux2LoRAMapping),
     "z-image": (ZImage, ZImageWeightDefinition, ZImageLoRAMapping),
     "qwen-image": (QwenImage, QwenWeightDefinition, QwenLoRAMapping),
+    "flux3": (Flux3Klein, Flux3KleinWeightDefinition, Flux3LoRAMapping),
+    "qwen-image-2.1": (QwenImage21, Qwen21WeightDefinition, Qwen21LoRAMapping),
+    "krea-2": (Krea2, Krea2WeightDefinition, Krea2LoRAMapping),
 }
+# The transformer's weights in mflux's download patterns: a folder of shards, except Krea 2 Turbo's
+# single native file at the repo's root (mflux skips the repo's redundant diffusers shards).
+TRANSFORMER_PATTERN = {"krea-2": "turbo.safetensors"}
 
 
 def _members(family: Family) -> list[Any]:
@@ -86,7 +101,16 @@ def test_ids_labels_and_order_are_unique_and_the_order_is_the_pickers() -> None:
     assert len({f.order for f in families}) == len(families)
     assert [f.order for f in families] == sorted(f.order for f in families)
     # the picker's order, as the window has shown it
-    assert list(FAMILIES) == ["demo", "flux1", "flux2", "z-image", "qwen-image"]
+    assert list(FAMILIES) == [
+        "demo",
+        "flux1",
+        "flux2",
+        "flux3",
+        "z-image",
+        "qwen-image",
+        "qwen-image-2.1",
+        "krea-2",
+    ]
 
 
 def test_every_family_has_variants_and_one_kind_of_them() -> None:
@@ -107,9 +131,15 @@ def test_every_mflux_family_has_every_entry(family: Family) -> None:
     assert family.random_weights is not None
     assert family.folders is not None and family.folders.prefixes
     assert family.sizes
-    # memory: measured (tests/variants/test_memory_estimate.py reads the report it names)
+    # memory: measured (tests/variants/test_memory_estimate.py reads the report it names), on one
+    # of the family's variants, or borrowed from another family's with the reason written
     assert family.activation_gb_per_megapixel > 0
-    assert family.memory_measured_on in {v.id for v in _members(family)}
+    if family.memory_basis is None:
+        assert family.memory_measured_on in {v.id for v in _members(family)}
+    else:
+        lender = BUILTIN_VARIANTS[family.memory_measured_on or ""]
+        assert lender.family is not family and family.memory_basis.strip()
+        assert family.activation_gb_per_megapixel == lender.family.activation_gb_per_megapixel
 
 
 def test_only_the_embedded_family_lacks_the_mflux_entries() -> None:
@@ -135,7 +165,8 @@ def test_lazy_names_resolve_to_mfluxs_real_classes(family: Family) -> None:
     assert mflux.pipeline() is pipeline
     assert mflux.weight_definition() is weights
     assert (mflux.lora_mapping() if mflux.lora_mapping else None) is lora
-    assert "transformer/*.safetensors" in weights.get_download_patterns()
+    pattern = TRANSFORMER_PATTERN.get(family.id, "transformer/*.safetensors")
+    assert pattern in weights.get_download_patterns()
     if lora is not None:
         assert lora.get_mapping()  # mflux's own key mapping, non-empty
 
@@ -194,7 +225,8 @@ def test_an_unknown_family_id_is_one_clear_error() -> None:
     with pytest.raises(UnknownFamilyError) as raised:
         get_family("flux9")
     assert str(raised.value) == (
-        "unknown model family 'flux9'; known: demo, flux1, flux2, z-image, qwen-image"
+        "unknown model family 'flux9'; known: demo, flux1, flux2, flux3, z-image, qwen-image, "
+        "qwen-image-2.1, krea-2"
     )
 
 
@@ -233,9 +265,11 @@ def test_a_pipeline_is_its_own_familys_even_when_it_subclasses_another() -> None
 
 
 def test_family_lists_in_sentences_come_from_the_registry() -> None:
-    assert family_names(lambda f: f.supports_lora, "or") == "FLUX.1, FLUX.2, Z-Image or Qwen-Image"
+    assert family_names(lambda f: f.supports_lora, "or") == (
+        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1 or Krea 2"
+    )
     assert family_names(lambda f: f.random_weights is not None, "and") == (
-        "FLUX.1, FLUX.2, Z-Image and Qwen-Image"
+        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1 and Krea 2"
     )
 
 

@@ -241,3 +241,61 @@ def test_a_folder_that_cannot_be_read_is_one_folder_sentence(
     monkeypatch.setattr(os, "stat", stat)
     info = inspect_folder(folder)
     assert info.family is KLEIN.family and info.size_bytes == readable - configs > 0
+
+
+# -- this year's families ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def this_years(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """mflux-save folders of the tiny FLUX.3 (distilled and base), Qwen-Image 2.1 and Krea 2
+    shells (Krea 2's transformer shards land at the folder's root, as mflux saves them)."""
+    root = tmp_path_factory.mktemp("this-years")
+    with common.use_precision(mx.float32):
+        return {
+            variant_id: save_shell(build(), get_variant(variant_id), root / variant_id, None)
+            for variant_id, build in (
+                ("flux3-image-klein", lambda: shells.flux3_shell("flux3-image-klein")),
+                ("flux3-image-klein-base", lambda: shells.flux3_shell("flux3-image-klein-base")),
+                ("qwen-image-2.1", shells.qwen21_shell),
+                ("krea-2", shells.krea2_shell),
+            )
+        }
+
+
+def test_this_years_mflux_saves_tell_their_family_and_checkpoint(
+    this_years: dict[str, Path],
+) -> None:
+    assert inspect_folder(this_years["flux3-image-klein"]).detected == "flux3-image-klein"
+    assert inspect_folder(this_years["flux3-image-klein-base"]).detected == (
+        "flux3-image-klein-base"
+    )  # no target-time embedder: the base
+    qwen21 = inspect_folder(this_years["qwen-image-2.1"])
+    # img_in./txt_in. are Qwen-Image's names too; the shared modulation is 2.1's
+    assert qwen21.family is get_variant("qwen-image-2.1").family
+    assert qwen21.candidates == ("qwen-image-2.1", "qwen-image-2.1-turbo")  # one architecture
+    krea2 = inspect_folder(this_years["krea-2"])
+    assert krea2.layout == "mflux-save" and krea2.detected == "krea-2"
+    assert (this_years["krea-2"] / "0.safetensors").exists()  # the shards at the root
+    for variant_id, folder in this_years.items():
+        assert check_folder(folder, get_variant(variant_id)).family is not None
+    with pytest.raises(ModelFolderError, match=r"different FLUX\.3 Image Klein model"):
+        check_folder(this_years["flux3-image-klein"], get_variant("flux3-image-klein-base"))
+    with pytest.raises(ModelFolderError, match=r"holds a Qwen-Image 2\.1 model, not Qwen-Image"):
+        check_folder(this_years["qwen-image-2.1"], QWEN)
+
+
+def test_krea2s_single_file_snapshot_is_recognised_and_checked(tmp_path: Path) -> None:
+    krea2 = get_variant("krea-2")
+    snapshot = write_snapshot(tmp_path / "krea", krea2)
+    assert (snapshot / "turbo.safetensors").exists() and not (snapshot / "transformer").exists()
+    assert inspect_folder(snapshot).detected == "krea-2"
+    assert weights.snapshot_problems(snapshot, krea2) == []
+    turbo = snapshot / "turbo.safetensors"
+    turbo.write_bytes(turbo.read_bytes()[:-10])
+    assert weights.snapshot_problems(snapshot, krea2) == [
+        f"turbo.safetensors is truncated ({turbo.stat().st_size:,} of "
+        f"{turbo.stat().st_size + 10:,} bytes)"
+    ]
+    turbo.unlink()
+    assert weights.snapshot_problems(snapshot, krea2) == ["turbo.safetensors is missing"]

@@ -72,3 +72,24 @@ def test_the_realistic_figure_is_the_weights_plus_a_share_of_the_upper_bound() -
         assert dev.realistic_memory_gb(8, size) < dev.memory_estimate_gb(8, size)
     # Below the floor both ends are the floor: no share of it is left out.
     assert dev.working_gb((128, 128), upper=False) == dev.working_gb((128, 128)) == MIN_WORKING_GB
+
+
+def test_a_text_encoder_mflux_never_quantizes_is_counted_at_16_bits() -> None:
+    """Qwen-Image 2.1's and Krea 2's text encoders are marked ``skip_quantization`` in mflux's
+    weight definitions (kept at 16 bits at every level); FLUX.3's is quantized with the rest."""
+    from app.variants import get_variant, weights
+
+    for variant_id, skipped in (
+        ("qwen-image-2.1", True),
+        ("krea-2", True),
+        ("flux3-image-klein", False),
+    ):
+        variant = get_variant(variant_id)
+        components = weights._weight_definition(variant).get_components()
+        encoder = next(c for c in components if c.name == "text_encoder")
+        assert encoder.skip_quantization is skipped, variant_id
+        assert (variant.unquantized_billion > 0) is skipped
+    qwen21 = get_variant("qwen-image-2.1")
+    quantized = (15.01 - 7.57) * 1e9 * _BYTES_PER_PARAM[4]
+    assert qwen21.weights_gb(4) == pytest.approx((quantized + 7.57e9 * 2.0) / 1024**3)
+    assert qwen21.weights_gb(None) == pytest.approx(15.01e9 * 2.0 / 1024**3)

@@ -15,7 +15,7 @@ import pytest
 
 from app.families import get_family
 from app.gate import Decision, TeaCacheParams, simulate
-from app.gate.decision import poly_eval, prediction_floor
+from app.gate.decision import GateConfigError, poly_eval, prediction_floor
 from app.variants import (
     DEFAULT_VARIANT,
     QUANTIZE_LEVELS,
@@ -41,15 +41,25 @@ ISSUE_IDS = [
     "demo",
     "demo-turbo",
 ]
+# Issue #29: this year's models, without published TeaCache numbers.
+ISSUE_29_DISTILLED = {
+    "flux3-image-klein": True,
+    "flux3-image-klein-base": False,
+    "qwen-image-2.1": False,
+    "qwen-image-2.1-turbo": True,
+    "krea-2": True,
+}
 ALL = list(VARIANTS.values())
+TEACACHE = [v for v in ALL if v.coefficients is not None]
+UNCALIBRATED = [v for v in ALL if v.coefficients is None]
 
 
 def by_id(variant: Variant) -> str:
     return variant.id
 
 
-def test_ids_are_exactly_the_twelve_of_issue_2() -> None:
-    assert sorted(VARIANTS) == sorted(ISSUE_IDS)
+def test_ids_are_exactly_the_twelve_of_issue_2_and_the_five_of_issue_29() -> None:
+    assert sorted(VARIANTS) == sorted([*ISSUE_IDS, *ISSUE_29_DISTILLED])
     assert all(key == v.id for key, v in VARIANTS.items())
     assert DEFAULT_VARIANT in VARIANTS
 
@@ -76,8 +86,9 @@ def test_variant_is_complete(variant: Variant) -> None:
     w, h = variant.default_size
     assert w > 0 and h > 0 and w % 16 == 0 and h % 16 == 0
     # The gate parameters build (validation passes) at the default and at threshold 0.
-    variant.teacache_params()
-    assert not variant.teacache_params(0.0).enabled
+    if variant.coefficients is not None:
+        variant.teacache_params()
+        assert not variant.teacache_params(0.0).enabled
 
 
 @pytest.mark.parametrize("variant", ALL, ids=by_id)
@@ -101,7 +112,7 @@ def test_memory_estimate_is_positive_and_rises_with_less_quantization(variant: V
         variant.memory_estimate_gb(7)
 
 
-@pytest.mark.parametrize("variant", ALL, ids=by_id)
+@pytest.mark.parametrize("variant", TEACACHE, ids=by_id)
 def test_distilled_iff_no_default_threshold_or_a_stated_reason(variant: Variant) -> None:
     stated = variant.distilled_reason is not None and bool(variant.distilled_reason.strip())
     assert variant.distilled == (variant.default_threshold is None or stated)
@@ -109,7 +120,7 @@ def test_distilled_iff_no_default_threshold_or_a_stated_reason(variant: Variant)
         assert stated, "a distilled variant says why"
 
 
-@pytest.mark.parametrize("variant", [v for v in ALL if v.distilled], ids=by_id)
+@pytest.mark.parametrize("variant", [v for v in TEACACHE if v.distilled], ids=by_id)
 def test_distilled_variants_suggest_an_existing_base(variant: Variant) -> None:
     assert variant.base_variant is not None
     base = get_variant(variant.base_variant)
@@ -120,12 +131,34 @@ def test_distilled_variants_suggest_an_existing_base(variant: Variant) -> None:
     assert check.suggestion is not None and base.id in check.suggestion
 
 
-@pytest.mark.parametrize("variant", [v for v in ALL if not v.distilled], ids=by_id)
+@pytest.mark.parametrize("variant", [v for v in TEACACHE if not v.distilled], ids=by_id)
 def test_non_distilled_variants_engage_at_their_defaults(variant: Variant) -> None:
     assert variant.base_variant is None
     assert variant.default_threshold is not None and 0.0 < variant.default_threshold <= 1.0
     check = check_schedule(variant, variant.default_steps)
     assert check.can_skip, check.reason
+
+
+@pytest.mark.parametrize("variant", UNCALIBRATED, ids=by_id)
+def test_a_variant_without_teacache_numbers_says_how_to_make_them(variant: Variant) -> None:
+    """Issue #29's models: no TeaCache numbers, no default threshold, and each gate without a
+    calibration says in one sentence why (distilled) or which command makes one."""
+    assert variant.distilled == ISSUE_29_DISTILLED[variant.id]
+    assert variant.teacache is None and variant.default_threshold is None
+    assert (variant.distilled_reason is not None) == variant.distilled
+    with pytest.raises(GateConfigError) as info:
+        variant.teacache_params()
+    if variant.distilled:
+        assert "step-distilled" in str(info.value)
+    else:
+        assert f"teacache-studio calibrate --variant {variant.id}" in str(info.value)
+    assert f"calibrate --variant {variant.id}" in (variant.provenance.notes or "")
+    check = check_schedule(variant, variant.default_steps)
+    assert not check.can_skip and check.reason == str(info.value)
+    if variant.base_variant is not None:  # Krea 2 Raw is no variant: Krea 2 names no base
+        base = get_variant(variant.base_variant)
+        assert variant.distilled and not base.distilled and base.family is variant.family
+        assert check.suggestion is not None and base.id in check.suggestion
 
 
 # -- published numbers (research §3.4): coefficients cited, floors reproduced ----------------------
@@ -222,7 +255,7 @@ def test_a_threshold_at_or_below_the_floor_cannot_skip() -> None:
     assert check_schedule(dev, 25, 0.20).can_skip
 
 
-@pytest.mark.parametrize("variant", [v for v in ALL if not v.distilled], ids=by_id)
+@pytest.mark.parametrize("variant", [v for v in TEACACHE if not v.distilled], ids=by_id)
 @pytest.mark.parametrize("steps", [0, 1, 2])
 def test_too_few_steps_leave_nothing_to_skip(variant: Variant, steps: int) -> None:
     check = check_schedule(variant, steps)
@@ -230,20 +263,20 @@ def test_too_few_steps_leave_nothing_to_skip(variant: Variant, steps: int) -> No
     assert "no gate-eligible step" in check.reason
 
 
-@pytest.mark.parametrize("variant", ALL, ids=by_id)
+@pytest.mark.parametrize("variant", TEACACHE, ids=by_id)
 def test_threshold_zero_turns_skipping_off(variant: Variant) -> None:
     check = check_schedule(variant, 50, 0.0)
     assert not check.can_skip and "threshold 0" in check.reason
 
 
-@pytest.mark.parametrize("variant", ALL, ids=by_id)
+@pytest.mark.parametrize("variant", TEACACHE, ids=by_id)
 def test_eligible_steps_count_the_unprotected_steps(variant: Variant) -> None:
     for steps in (3, 4, 9, 25, 50):
         assert check_schedule(variant, steps).eligible_steps == steps - 2
 
 
 def test_distilled_without_a_default_threshold_explains_itself() -> None:
-    for variant in (v for v in ALL if v.distilled and v.default_threshold is None):
+    for variant in (v for v in TEACACHE if v.distilled and v.default_threshold is None):
         check = check_schedule(variant, variant.default_steps)
         assert not check.can_skip
         assert variant.distilled_reason and variant.distilled_reason in check.reason

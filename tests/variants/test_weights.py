@@ -17,7 +17,7 @@ import pytest
 from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 
 from app.errors import Cancelled
-from app.variants import get_variant, weights
+from app.variants import VARIANTS, get_variant, weights
 from app.variants.weights import NO_ANSWER
 from tests.fakes.hub import KLEIN, FakeHub, cache_snapshot, damage, http_error, write_snapshot
 from tests.fakes.network import UNREACHABLE_REASONS, unreachable_endpoint
@@ -147,6 +147,25 @@ def test_download_reports_bytes_and_checks_the_result(hub: FakeHub, online: None
     assert reports[-2][2] == "downloading FLUX.2 Klein 4B: 3 MB of 3 MB"
 
 
+def test_a_gated_model_says_so_before_its_download_starts(hub: FakeHub, online: None) -> None:
+    flux3 = get_variant("flux3-image-klein")
+    hub.variant = flux3
+    reports: list[tuple[int | None, int | None, str]] = []
+    weights.ensure_snapshot(flux3, progress=lambda d, t, m: reports.append((d, t, m)))
+    note = (
+        "FLUX.3 Image Klein is a gated model: accept its licence at "
+        "https://huggingface.co/black-forest-labs/flux-3-image-klein and log in with "
+        "`hf auth login` (or set HF_TOKEN) before it downloads"
+    )
+    assert flux3.licence_note == note
+    assert reports[0] == (None, None, note)  # before the first byte (and the size query)
+    assert [m for _, _, m in reports].count(note) == 1
+    assert len(hub.calls) == 2  # then the size, then the download itself
+    assert get_variant("qwen-image-2.1").licence_note is None  # not gated: no note
+    gated = {v.id for v in VARIANTS.values() if v.licence_note is not None}
+    assert gated >= {"flux3-image-klein", "flux3-image-klein-base", "krea-2", "flux1-dev"}
+
+
 def test_download_can_be_cancelled_mid_way(hub: FakeHub, online: None) -> None:
     cancel = threading.Event()
     chunks = 0
@@ -169,7 +188,7 @@ def test_download_can_be_cancelled_mid_way(hub: FakeHub, online: None) -> None:
 # huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE once, at import: each case runs in a fresh
 # interpreter that inherits this test's environment.
 REAL_HUB_SCRIPT = """
-from app.variants import get_variant, weights
+from app.variants import VARIANTS, get_variant, weights
 variant = get_variant("flux2-klein-4b")
 print("exact size:", weights.download_size(variant).exact)
 try:

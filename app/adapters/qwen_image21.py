@@ -1,0 +1,446 @@
+"""Qwen-Image 2.1 (base and Turbo): the gate inside the transformer call, split-compiled as mflux
+compiles it.
+
+mflux 0.24.0 ``QwenImage21.generate_image`` calls ``self.transformer(t=, config=, ...)`` once per
+step, or twice under true CFG (guidance above 1 *and* a negative prompt: positive, then negative,
+combined outside). ``Qwen21Transformer.__call__`` builds the caption's stream once per prompt
+(text tokens are conditioned at t = 0, so their per-block keys and values never change over the
+denoising; ``_build_text_cache``) and runs the image tokens through an ``mx.compile``'d
+``_image_forward`` against those cached keys and values. The adapter swaps the transformer's class
+(as for Qwen-Image) and keeps mflux's uncompiled part verbatim (timestep, geometry, text cache);
+the image forward is split where the gate decides (app/adapters/compiled.py):
+
+- prelude (compiled): the two time-embedding rows (the sampled t, and 0), the shared modulation
+  broadcast over the image tokens, ``img_in``, and the signal: block 0's modulated image input
+  ``img_norm1(x) · (1 + scale1)`` — caption-independent (the image's modulation row reads the time
+  only), so the positive call's decision serves the negative call exactly;
+- decision (eager);
+- body (compiled): the blocks against the cached text keys and values, and the tail; the residual
+  is kept over the image tokens (the body's output minus ``img_in``), one per branch;
+- tail (compiled): ``norm_out`` with the time row's scale, ``proj_out``, on input + residual.
+
+A padded caption (or the text cache switched off) takes mflux's joint-sequence path instead
+(``_forward``: text and image tokens together under a block-causal mask); the adapter splits that
+one the same way, with the same signal and the residual over the image tokens. mflux's 2.1
+tokenizer pads to the longest prompt, so a single caption takes the text-cache path.
+
+The block-0 split (the first-block probe), on both paths and always compiled (mflux has no eager
+2.1 forward): the probe prelude is the prelude plus block 0 (the image stream against the
+caption's cached keys and values of block 0, or block 0 of the joint sequence); the probe body
+runs blocks 1.. and the tail. The conditional call decides on block 0's change of the image
+tokens and keeps its residual over block 0's output; the unconditional call of the same step
+reads that verdict through the plain split and keeps the whole stack's residual, as under
+TeaCache. A vanilla (observing) pass runs its conditional call through the same probe split and
+records block 0's change, so a probe pass resumed from vanilla replays what it would compute.
+
+The functions are built once per generation (mflux rebuilds its compiled forward per generation
+too: parameters may change between them).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import mlx.core as mx
+from mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer import Qwen21Transformer
+from mlx import nn
+
+from app.adapters.base import Installation
+from app.adapters.common import COND, GateState, install_class_swap
+from app.adapters.compiled import counted_compile
+from app.families.qwen_image21 import FAMILY
+from app.gate import LiveGate, Verdict
+
+
+class _CompiledImageForward:
+    """mflux's ``_image_forward`` in three compiled parts (see the module's docstring)."""
+
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str]) -> None:
+        self.tr = tr
+        self.prelude = counted_compile("prelude", self._prelude, traces)
+        self.body = counted_compile("body", self._body, traces)
+        self.tail = counted_compile("tail", self._tail, traces)
+
+    def _prelude(self, hidden_states: mx.array, timestep: mx.array) -> tuple[mx.array, ...]:
+        tr = self.tr
+        num_image_tokens = hidden_states.shape[1]
+        timestep_rows = mx.concatenate([timestep, mx.zeros((1,), dtype=timestep.dtype)])
+        temb = tr.time_text_embed(timestep_rows)
+        modulation = tr.modulation(temb)
+        mod1, mod2 = mx.split(modulation, 2, axis=-1)
+        mod1 = mx.broadcast_to(mod1[0][None, None, :], (1, num_image_tokens, mod1.shape[-1]))
+        mod2 = mx.broadcast_to(mod2[0][None, None, :], (1, num_image_tokens, mod2.shape[-1]))
+        x = tr.img_in(hidden_states)
+        scale1, _ = mx.split(mod1, 2, axis=-1)
+        signal = tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
+        return x, temb, mod1, mod2, signal
+
+    def _tail(self, hidden_states: mx.array, temb: mx.array) -> mx.array:
+        tr = self.tr
+        num_image_tokens = hidden_states.shape[1]
+        scale = tr.norm_out.linear(nn.silu(temb))
+        scale = mx.broadcast_to(scale[0][None, None, :], (1, num_image_tokens, scale.shape[-1]))
+        return tr.proj_out(tr.norm_out(hidden_states, scale))
+
+    def _body(
+        self,
+        x: mx.array,
+        temb: mx.array,
+        mod1: mx.array,
+        mod2: mx.array,
+        text_kvs: list[tuple[mx.array, mx.array]],
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+    ) -> tuple[mx.array, mx.array]:
+        hidden_states = x
+        for block, (key_text, value_text) in zip(self.tr.transformer_blocks, text_kvs, strict=True):
+            hidden_states = block.image_forward(
+                hidden_states, key_text, value_text, mod1, mod2, rope_cos, rope_sin
+            )
+        return self._tail(hidden_states, temb), hidden_states
+
+
+class _CompiledJointForward:
+    """mflux's ``_forward`` (the joint text + image sequence) in three compiled parts."""
+
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str]) -> None:
+        self.tr = tr
+        self.prelude = counted_compile("joint-prelude", self._prelude, traces)
+        self.body = counted_compile("joint-body", self._body, traces)
+        self.tail = counted_compile("joint-tail", self._tail, traces)
+
+    def _prelude(
+        self, hidden_states: mx.array, encoder_hidden_states: mx.array, timestep: mx.array
+    ) -> tuple[mx.array, ...]:
+        tr = self.tr
+        text_len = encoder_hidden_states.shape[1]
+        num_image_tokens = hidden_states.shape[1]
+        timestep_rows = mx.concatenate([timestep, mx.zeros((1,), dtype=timestep.dtype)])
+        temb = tr.time_text_embed(timestep_rows)
+        modulation = tr.modulation(temb)
+        mod1, mod2 = mx.split(modulation, 2, axis=-1)
+        mod1 = Qwen21Transformer._select_modulation_rows(mod1, text_len, num_image_tokens)
+        mod2 = Qwen21Transformer._select_modulation_rows(mod2, text_len, num_image_tokens)
+        x = tr.img_in(hidden_states)
+        joint = mx.concatenate([tr.txt_in(encoder_hidden_states), x], axis=1)
+        scale1, _ = mx.split(mod1[:, text_len:], 2, axis=-1)
+        signal = tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
+        return x, joint, temb, mod1, mod2, signal
+
+    def _body(
+        self,
+        joint: mx.array,
+        temb: mx.array,
+        mod1: mx.array,
+        mod2: mx.array,
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+        attn_mask: mx.array | None,
+        text_len: int,
+    ) -> tuple[mx.array, mx.array]:
+        tr = self.tr
+        hidden_states = joint
+        for block in tr.transformer_blocks:
+            hidden_states = block(
+                hidden_states,
+                mod1,
+                mod2,
+                rope_cos,
+                rope_sin,
+                attn_mask,
+                text_len if attn_mask is None else None,
+            )
+        num_image_tokens = hidden_states.shape[1] - text_len
+        scale = tr.norm_out.linear(nn.silu(temb))
+        scale = Qwen21Transformer._select_modulation_rows(scale, text_len, num_image_tokens)
+        noise = tr.proj_out(tr.norm_out(hidden_states, scale))
+        return noise[:, text_len:], hidden_states[:, text_len:]
+
+    def _tail(self, hidden_states: mx.array, temb: mx.array) -> mx.array:
+        tr = self.tr
+        scale = tr.norm_out.linear(nn.silu(temb))
+        scale = mx.broadcast_to(scale[0][None, None, :], hidden_states.shape[:2] + scale.shape[-1:])
+        return tr.proj_out(tr.norm_out(hidden_states, scale))
+
+
+def _probe_step(
+    gate: LiveGate,
+    x: mx.array,
+    x1: mx.array,
+    signal: mx.array,
+    rest: Callable[[], tuple[mx.array, mx.array]],
+    tail: Callable[[mx.array], mx.array],
+) -> mx.array:
+    """The conditional call on the block-0 split: the probe decides on block 0's change of the
+    image tokens (an observer decides on TeaCache's signal and records that change), then the
+    remaining blocks and the tail (``rest``), or the tail of block 0's output + the cached
+    residual. The probe's residual is over block 0's output, an observer's over the stack's
+    input."""
+    verdict: Verdict
+    if gate.probes_first_block:
+        verdict = gate.decide(x1 - x)
+    else:  # an observer: TeaCache's signal, and the probe's trace
+        verdict = gate.decide(signal)
+        gate.record_first_block(x1 - x)
+    if not verdict.decision.computes:
+        return tail(gate.reuse(x1, COND))
+    noise, out = rest()
+    if verdict.store_residual:
+        gate.store_residual(out, x1 if gate.probes_first_block else x, COND)
+    return noise
+
+
+class _ProbeSplit:
+    """A path's block-0 split; ``rest`` runs its compiled remaining blocks and tail (called on
+    computed steps only)."""
+
+    body: Callable[..., tuple[mx.array, mx.array]]
+
+    def rest(self, *args: Any) -> tuple[mx.array, mx.array]:
+        return self.body(*args)
+
+
+class _CompiledProbeImageForward(_ProbeSplit):
+    """The text-cache path split after block 0 (prelude + block 0, blocks 1.. + tail)."""
+
+    def __init__(self, plain: _CompiledImageForward, traces: Counter[str]) -> None:
+        self.plain = plain
+        self.prelude = counted_compile("probe-prelude", self._prelude, traces)
+        self.body = counted_compile("probe-body", self._body, traces)
+
+    def _prelude(
+        self,
+        hidden_states: mx.array,
+        timestep: mx.array,
+        text_kv0: tuple[mx.array, mx.array],
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+    ) -> tuple[mx.array, ...]:
+        x, temb, mod1, mod2, signal = self.plain._prelude(hidden_states, timestep)
+        x1 = self.plain.tr.transformer_blocks[0].image_forward(
+            x, text_kv0[0], text_kv0[1], mod1, mod2, rope_cos, rope_sin
+        )
+        return x, temb, mod1, mod2, signal, x1
+
+    def _body(
+        self,
+        x1: mx.array,
+        temb: mx.array,
+        mod1: mx.array,
+        mod2: mx.array,
+        text_kvs: list[tuple[mx.array, mx.array]],
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+    ) -> tuple[mx.array, mx.array]:
+        hidden_states = x1
+        blocks = self.plain.tr.transformer_blocks[1:]
+        for block, (key_text, value_text) in zip(blocks, text_kvs, strict=True):
+            hidden_states = block.image_forward(
+                hidden_states, key_text, value_text, mod1, mod2, rope_cos, rope_sin
+            )
+        return self.plain._tail(hidden_states, temb), hidden_states
+
+
+class _CompiledProbeJointForward(_ProbeSplit):
+    """The joint path split after block 0 of the joint sequence."""
+
+    def __init__(self, plain: _CompiledJointForward, traces: Counter[str]) -> None:
+        self.plain = plain
+        self.prelude = counted_compile("probe-joint-prelude", self._prelude, traces)
+        self.body = counted_compile("probe-joint-body", self._body, traces)
+
+    def _prelude(
+        self,
+        hidden_states: mx.array,
+        encoder_hidden_states: mx.array,
+        timestep: mx.array,
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+        attn_mask: mx.array | None,
+        text_len: int,
+    ) -> tuple[mx.array, ...]:
+        x, joint, temb, mod1, mod2, signal = self.plain._prelude(
+            hidden_states, encoder_hidden_states, timestep
+        )
+        joint1 = self.plain.tr.transformer_blocks[0](
+            joint,
+            mod1,
+            mod2,
+            rope_cos,
+            rope_sin,
+            attn_mask,
+            text_len if attn_mask is None else None,
+        )
+        return x, temb, mod1, mod2, signal, joint1, joint1[:, text_len:]
+
+    def _body(
+        self,
+        joint1: mx.array,
+        temb: mx.array,
+        mod1: mx.array,
+        mod2: mx.array,
+        rope_cos: mx.array,
+        rope_sin: mx.array,
+        attn_mask: mx.array | None,
+        text_len: int,
+    ) -> tuple[mx.array, mx.array]:
+        tr = self.plain.tr
+        hidden_states = joint1
+        for block in tr.transformer_blocks[1:]:
+            hidden_states = block(
+                hidden_states,
+                mod1,
+                mod2,
+                rope_cos,
+                rope_sin,
+                attn_mask,
+                text_len if attn_mask is None else None,
+            )
+        num_image_tokens = hidden_states.shape[1] - text_len
+        scale = tr.norm_out.linear(nn.silu(temb))
+        scale = Qwen21Transformer._select_modulation_rows(scale, text_len, num_image_tokens)
+        noise = tr.proj_out(tr.norm_out(hidden_states, scale))
+        return noise[:, text_len:], hidden_states[:, text_len:]
+
+
+class _Split:
+    """One generation's compiled functions: the plain split of each path and its block-0 split."""
+
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], generation: int) -> None:
+        self.generation = generation
+        self.image = _CompiledImageForward(tr, traces)
+        self.joint = _CompiledJointForward(tr, traces)
+        self.probe_image = _CompiledProbeImageForward(self.image, traces)
+        self.probe_joint = _CompiledProbeJointForward(self.joint, traces)
+
+
+def _text_kvs(
+    tr: Qwen21Transformer,
+    encoder_hidden_states: mx.array,
+    rope_cos: mx.array,
+    rope_sin: mx.array,
+    geometry: tuple[int, int, int],
+) -> list[tuple[mx.array, mx.array]]:
+    """The caption's per-block keys and values, from mflux's cache (verbatim from
+    ``Qwen21Transformer.__call__``)."""
+    cache = tr._text_caches.get(id(encoder_hidden_states))
+    if (
+        cache is None
+        or cache["geometry"] != geometry
+        or cache["embedding"] is not encoder_hidden_states
+    ):
+        cache = tr._build_text_cache(encoder_hidden_states, rope_cos, rope_sin, geometry)
+        while len(tr._text_caches) >= 2:
+            tr._text_caches.pop(next(iter(tr._text_caches)))
+        tr._text_caches[id(encoder_hidden_states)] = cache
+    return cache["text_kvs"]
+
+
+class GatedQwen21Transformer(Qwen21Transformer):
+    """Base of the per-installation subclasses; never instantiated."""
+
+    _teacache: GateState
+    _split: _Split | None = None  # one generation's functions: built on its first call
+
+    def __call__(  # type: ignore[override]
+        self,
+        t: int | float,
+        config: Any,
+        hidden_states: mx.array,
+        encoder_hidden_states: mx.array,
+        encoder_hidden_states_mask: mx.array | None = None,
+    ) -> mx.array:
+        cls = type(self)
+        state = cls._teacache
+        call = (t, config, hidden_states, encoder_hidden_states, encoder_hidden_states_mask)
+        if not state.gating:
+            return Qwen21Transformer.__call__(self, *call)
+        gate = state.gate
+        branch = state.branch_of_call()
+        if not gate.needs_signal:
+            gate.decide(None)  # threshold 0: mflux's own call, untouched
+            noise = Qwen21Transformer.__call__(self, *call)
+            if branch == COND:
+                state.record(noise)
+            return noise
+        generation = state.lifecycle.generation
+        if cls._split is None or cls._split.generation != generation:
+            cls._split = _Split(self, state.traces, generation)
+        split = cls._split
+        # The conditional call splits after block 0 where the gate reads that block (the probe)
+        # or records it (a vanilla pass): one layout for both.
+        probed = branch == COND and (gate.probes_first_block or gate.records_first_block)
+        # mflux's uncompiled part, verbatim: the timestep, the geometry, the text path's choice
+        timestep = Qwen21Transformer._compute_timestep(t, config)
+        text_len = encoder_hidden_states.shape[1]
+        geometry = (text_len, config.height // 16, config.width // 16)
+        rope_cos, rope_sin, attn_mask = self._geometry(
+            text_len=text_len,
+            latent_height=geometry[1],
+            latent_width=geometry[2],
+            encoder_hidden_states_mask=encoder_hidden_states_mask,
+        )
+        if (attn_mask is not None or not self.use_text_cache) and probed:
+            pj = split.probe_joint
+            x, temb, mod1, mod2, signal, joint1, x1 = pj.prelude(
+                hidden_states, encoder_hidden_states, timestep, rope_cos, rope_sin, attn_mask,
+                text_len,
+            )  # fmt: skip
+            noise = _probe_step(
+                gate, x, x1, signal,
+                lambda: pj.rest(joint1, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len),
+                lambda hidden: split.joint.tail(hidden, temb),
+            )  # fmt: skip
+        elif attn_mask is not None or not self.use_text_cache:
+            joint = split.joint
+            x, hidden, temb, mod1, mod2, signal = joint.prelude(
+                hidden_states, encoder_hidden_states, timestep
+            )
+            verdict = gate.decide(signal if branch == COND else None)
+            if verdict.decision.computes:
+                noise, out = joint.body(
+                    hidden, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len
+                )
+                if verdict.store_residual:
+                    gate.store_residual(out, x, branch)
+            else:
+                noise = joint.tail(gate.reuse(x, branch), temb)
+        else:
+            text_kvs = _text_kvs(self, encoder_hidden_states, rope_cos, rope_sin, geometry)
+            image_cos, image_sin = rope_cos[text_len:], rope_sin[text_len:]
+            if probed:
+                pi = split.probe_image
+                x, temb, mod1, mod2, signal, x1 = pi.prelude(
+                    hidden_states, timestep, text_kvs[0], image_cos, image_sin
+                )
+                noise = _probe_step(
+                    gate, x, x1, signal,
+                    lambda: pi.rest(x1, temb, mod1, mod2, text_kvs[1:], image_cos, image_sin),
+                    lambda hidden: split.image.tail(hidden, temb),
+                )  # fmt: skip
+            else:
+                image = split.image
+                x, temb, mod1, mod2, signal = image.prelude(hidden_states, timestep)
+                verdict = gate.decide(signal if branch == COND else None)
+                if verdict.decision.computes:
+                    noise, out = image.body(x, temb, mod1, mod2, text_kvs, image_cos, image_sin)
+                    if verdict.store_residual:
+                        gate.store_residual(out, x, branch)
+                else:
+                    noise = image.tail(gate.reuse(x, branch), temb)
+        if branch == COND:
+            state.record(noise)  # calibration pairs follow the conditional branch
+        return noise
+
+
+def install(pipeline: Any, gate: LiveGate) -> Installation:
+    installation = install_class_swap(
+        pipeline,
+        gate,
+        family=FAMILY,
+        expected=Qwen21Transformer,
+        gated_base=GatedQwen21Transformer,
+    )
+    return installation

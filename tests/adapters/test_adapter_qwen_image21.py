@@ -1,0 +1,142 @@
+"""Qwen-Image 2.1 adapter on tiny random-weight shells running mflux's real ``generate_image``.
+
+mflux compiles 2.1's image forward on every machine (``mx.compile``, no M1/M2 exception); the
+adapter's split-compiled path (prelude, body + tail, tail) traced bit-identical to it on these
+float32 shells, so threshold 0 and observing are compared bit for bit (test_adapter_parity.py,
+base and Turbo). Here: forced skips on both of mflux's paths (the text-cache path a single caption
+takes, and the joint path of a padded caption or the cache switched off), true CFG's two calls on
+one decision, and the compiled functions traced once per generation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import pytest
+from mlx import nn
+
+from app.adapters import common, install_gate, shells
+from app.adapters.replay import record_and_replay
+from app.gate import Decision, TeaCacheGate, TeaCacheParams
+from tests.fakes import probes
+
+ALTERNATE = TeaCacheParams(
+    coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5, max_consecutive_skips=1
+)
+OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
+STEPS = 6
+RUN = {"num_inference_steps": STEPS, "height": 128, "width": 128}
+NEGATIVE = "blurry"
+CFG = {**RUN, "guidance": 4.0, "negative_prompt": NEGATIVE}
+
+
+pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
+
+
+@pytest.fixture(scope="module")
+def pipeline() -> Any:
+    with common.use_precision(mx.float32):
+        return shells.qwen21_shell(negative_prompt=NEGATIVE)
+
+
+def _run_recorded(pipeline: Any, gate: Any, **kwargs: Any) -> tuple[Any, list[mx.array]]:
+    """A gated generation with the latents entering each step and every transformer output."""
+    sink: list[mx.array] = []
+    with (
+        common.attached(pipeline, probes.LatentRecorder()) as recorder,
+        install_gate(pipeline, gate),
+    ):
+        undo = record_and_replay(pipeline, sink, None)
+        try:
+            probes.generate_latents(pipeline, **kwargs)
+        finally:
+            undo()
+    return recorder, sink
+
+
+def _tail(pipeline: Any, hidden: mx.array, timestep: mx.array) -> mx.array:
+    """mflux's ``_image_forward`` tail on ``hidden``, written out here: the time row's scale."""
+    tr = pipeline.transformer
+    temb = tr.time_text_embed(mx.concatenate([timestep, mx.zeros((1,), dtype=timestep.dtype)]))
+    scale = tr.norm_out.linear(nn.silu(temb))[0][None, None, :]
+    return tr.proj_out(tr.norm_out(hidden, mx.broadcast_to(scale, hidden.shape)))
+
+
+@pytest.mark.parametrize("use_text_cache", [True, False], ids=["text-cache", "joint"])
+def test_forced_skips_reuse_the_residual_on_both_of_mfluxs_paths(
+    pipeline: Any, use_text_cache: bool
+) -> None:
+    pipeline.transformer.use_text_cache = use_text_cache
+    try:
+        gate = probes.RecordingGate(ALTERNATE)
+        recorder, sink = _run_recorded(pipeline, gate, **RUN)
+        vanilla = probes.generate_latents(pipeline, **RUN)
+        trace = TeaCacheGate(OFF, observe=True)
+        with install_gate(pipeline, trace):
+            observed = probes.generate_latents(pipeline, **RUN)
+    finally:
+        pipeline.transformer.use_text_cache = True
+    assert gate.pattern == "FSCSCF" and gate.skipped == 2  # engagement
+    assert mx.array_equal(observed, vanilla).item()  # every step computed: vanilla, bit for bit
+    assert gate.signals == list(range(STEPS))
+    tr = pipeline.transformer
+    sigmas = recorder.config.scheduler.sigmas
+    for step in (1, 3):
+        body_in, residual, result = gate.reused[(step, "cond")]
+        out, stored_in, stored_residual = gate.stored[(step - 1, "cond")]
+        assert residual is stored_residual
+        assert mx.array_equal(stored_residual, out - stored_in).item()
+        # The image stream of this step's own latents.
+        assert mx.array_equal(body_in, tr.img_in(recorder.inputs[step])).item()
+        assert mx.array_equal(result, body_in + residual).item()
+        timestep = mx.array([sigmas[step].item()], dtype=mx.float32)
+        # The compiled tail against this eager one: bit for bit on these shells (seeds 0–2,
+        # both paths, measured max |Δ| 0).
+        assert mx.array_equal(sink[step], _tail(pipeline, result, timestep)).item()
+
+
+def test_true_cfg_pairs_two_calls_on_one_decision_with_two_residuals(pipeline: Any) -> None:
+    gate = probes.RecordingGate(ALTERNATE, capture_output=True)
+    _, sink = _run_recorded(pipeline, gate, **CFG)
+    assert len(sink) == 2 * STEPS  # mflux calls the transformer twice a step under true CFG
+    assert gate.pattern == "FSCSCF"
+    assert gate.signals == list(range(STEPS))  # the positive call decides, the negative reuses
+    assert set(gate.outputs.values()) == {1}
+    for step in (1, 3):
+        for branch in ("cond", "uncond"):
+            body_in, residual, result = gate.reused[(step, branch)]
+            assert residual is gate.stored[(step - 1, branch)][2]
+            assert mx.array_equal(result, body_in + residual).item()
+        cond, uncond = gate.reused[(step, "cond")][1], gate.reused[(step, "uncond")][1]
+        assert not mx.array_equal(cond, uncond).item()
+    assert all(e.decision is not Decision.numerical_miss for e in gate.events)
+
+
+def test_the_compiled_parts_are_traced_once_per_generation(pipeline: Any) -> None:
+    gate = TeaCacheGate(ALTERNATE)
+    installation = install_gate(pipeline, gate)
+    with installation:
+        state = type(pipeline.transformer)._teacache
+        probes.generate_latents(pipeline, **RUN)
+        first = dict(state.traces)
+        probes.generate_latents(pipeline, **RUN)
+        second = dict(state.traces)
+    assert first == {"prelude": 1, "body": 1, "tail": 1}  # not once per step
+    assert second == {"prelude": 2, "body": 2, "tail": 2}  # rebuilt for the next generation
+    assert gate.skipped == 2
+
+
+def test_calls_outside_a_generation_are_not_gated(pipeline: Any) -> None:
+    gate = TeaCacheGate(ALTERNATE)
+    config = probes.LatentRecorder()
+    with common.attached(pipeline, config):
+        probes.generate_latents(pipeline, **RUN)  # a config and latents of mflux's own
+    embeds, mask = pipeline.prompt_cache[shells.DEFAULT_PROMPT]
+    args = {"t": 2, "config": config.config, "hidden_states": config.inputs[2]}
+    args |= {"encoder_hidden_states": embeds, "encoder_hidden_states_mask": mask}
+    with install_gate(pipeline, gate):
+        gated = pipeline.transformer(**args)
+    plain = pipeline.transformer(**args)
+    assert gate.events == [] and gate.cached_branches == ()
+    assert mx.array_equal(gated, plain).item()
