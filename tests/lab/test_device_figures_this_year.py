@@ -42,20 +42,24 @@ def test_a_committed_report_becomes_a_row_and_its_ratios(tmp_path: Path) -> None
     flux3 = THIS_YEARS_REPORTS["flux3"]
     shutil.copy(BENCHMARKS_DIR / "z-image-1024-random-h200.json", tmp_path / flux3)
     passage = this_years_passage(tmp_path)
-    # z-image's committed ratios: gate off / vanilla 0.993, measured / ideal 0.927
+    # The stand-in's own two ratios, read from its speedup block and rounded to 2 places.
+    expected = _ratios(BENCHMARKS_DIR / "z-image-1024-random-h200.json")
     assert passage.values == {
-        "flux3": "0.99 and 0.93",
+        "flux3": expected,
         "qwen21": NOT_MEASURED,
         "krea2": NOT_MEASURED,
     }
     block = bench_table_block(tmp_path)
     rows = [line for line in block.text.splitlines() if line.startswith("| **")]
-    assert len(rows) == 2 and rows[0].endswith(f"| `resources/benchmarks/{flux3}` |")
+    # A row per gated line of each of the two copies (TeaCache's and, where run, the probe's).
+    gated = [c for c in json.loads((tmp_path / flux3).read_text("utf-8"))["conditions"]]
+    lines = len([c for c in gated if c.startswith("gated")])
+    assert len(rows) == 2 * lines and rows[0].endswith(f"| `resources/benchmarks/{flux3}` |")
 
     readme = README.read_text(encoding="utf-8")
-    assert not differences(readme, [this_years_passage()])  # nothing measured yet is committed
+    assert not differences(readme, [this_years_passage()])  # the README holds what is committed
     written = rewrite(readme, [passage, block])
-    assert "FLUX.3\n  Image Klein 0.99 and 0.93, Qwen-Image 2.1 not measured yet" in written
+    assert f"FLUX.3\n  Image Klein {expected}, Qwen-Image 2.1 not measured yet" in written
     assert f"`resources/benchmarks/{flux3}`" in written
     assert not differences(written, [passage, block])
 
@@ -79,4 +83,11 @@ def test_collect_takes_issue29s_reports_by_their_committed_names(tmp_path: Path)
     assert sorted(p.name for p in benchmarks.iterdir()) == sorted(
         [krea2, krea2.replace(".json", ".md")]
     )
-    assert this_years_passage(benchmarks).values["krea2"] == "0.99 and 0.93"
+    assert this_years_passage(benchmarks).values["krea2"] == _ratios(
+        BENCHMARKS_DIR / "z-image-1024-random-h200.json"
+    )
+
+
+def _ratios(path: Path) -> str:
+    speedup = json.loads(path.read_text("utf-8"))["speedup"]
+    return f"{speedup['gate_off_vs_vanilla']:.2f} and {speedup['measured_over_ideal']:.2f}"

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.engine.timing import MAX_TOLERANCE
 from lab.bench import preview_phase, previews, window_timing
 from lab.gates import compare
 from lab.readme_figures import (
@@ -125,10 +126,17 @@ def test_the_gate_comparison_claims_hold() -> None:
         assert tea["ssim"] > probe["ssim"] and 2 * tea["local_diff"] < probe["local_diff"], row
         if mag["ssim"] is not None:
             assert probe["ssim"] > mag["ssim"] and probe["local_diff"] < mag["local_diff"], row
-    # "TeaCache's points sit above the ideal curve" (the speed panel; noise, not the gate).
-    assert all(
-        r["median_speedup"] > r["mean_ideal_speedup"] for r in document["speed_summary"]["teacache"]
-    )
+    # "lies on or under the ideal curve": every gate's median speed-up at most its ideal, or
+    # above it only inside its own prompts' range (min_speedup below the ideal).
+    for rows in document["speed_summary"].values():
+        for r in rows:
+            assert r["median_speedup"] <= r["mean_ideal_speedup"] or (
+                r["min_speedup"] <= r["mean_ideal_speedup"]
+            ), r
+    # "the first-block probe at 0.86–0.89": below TeaCache's points, the cost of its block.
+    probe = [r["median_over_ideal"] for r in document["speed_summary"]["firstblock"]]
+    tea_ratio = [r["median_over_ideal"] for r in document["speed_summary"]["teacache"]]
+    assert max(probe) < min(tea_ratio)
 
 
 def _readme_commands() -> set[tuple[str, ...]]:
@@ -184,6 +192,10 @@ def test_the_window_timing_claims_hold() -> None:
         # "10 of 28 steps skipped in every run", window, `generate` and bench alike.
         assert {r["skipped"] for r in report["runs"]} == {report["skipped"]}
         assert report["cli_skipped"] == [report["skipped"]] and report["skipped"] > 0
-    # "The bench itself read 1.73× this hour, above the 1.56× … can give at most".
+    # "missed by runs none" (#30's window band, and the bench's) and "The bench read 1.55×
+    # against the 1.56× … can give at most": within what skipping can deliver.
     table = window_timing.load(window_timing.TABLE_RUN)
-    assert table["bench_speedup"] > table["bench_ideal_speedup"]
+    low, high = window_timing.CLI_RATIO_BAND
+    assert all(low <= r["cli_speedup_ratio"] <= high for r in table["runs"])
+    assert table["meets_targets"] is True
+    assert table["bench_speedup"] <= table["bench_ideal_speedup"] * (1 + MAX_TOLERANCE)
