@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 import mlx.core as mx
 
 from app.adapters.common import COND, UNCOND, GateState
-from app.gate.kinds.base import Signal
+from app.gate.signals import Signal
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -92,7 +92,7 @@ FAMILY = Family(
     display_name="Krea 2",
     short_name="Krea 2",
     order=50,
-    activation_gb_per_megapixel=11.7,
+    activation_gb_per_megapixel=11.8,
     memory_measured_on="z-image",
     memory_basis=(
         "Z-Image's, the nearest measured single-stream DiT: mflux's README measures Krea 2 Turbo "

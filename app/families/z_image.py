@@ -67,7 +67,7 @@ FAMILY = Family(
     display_name="Z-Image",
     short_name="Z-Image",
     order=30,
-    activation_gb_per_megapixel=11.7,
+    activation_gb_per_megapixel=11.8,
     memory_measured_on="z-image",
     mflux=Mflux(
         pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping

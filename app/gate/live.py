@@ -53,9 +53,9 @@ from app.gate.firstblock import (
     decide_firstblock,
     wants_change,
 )
-from app.gate.kinds.base import Signal
 from app.gate.magcache import GATE_NAME as MAGCACHE_NAME
 from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
+from app.gate.signals import Signal
 
 __all__ = [
     "FirstBlockGate",

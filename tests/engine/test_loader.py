@@ -38,8 +38,13 @@ def test_each_real_variant_maps_to_mflux_config_repo_pin_and_patterns(variant: A
     assert config.model_name == variant.hf_repo  # the registry's repo is the one mflux loads
     assert weights.pinned_revision(variant.hf_repo or "")  # and mflux pins a revision of it
     patterns = weights.download_patterns(variant)
-    assert "transformer/*.safetensors" in patterns and "vae/*.safetensors" in patterns
-    assert any(p.startswith("tokenizer") for p in patterns)
+    # The transformer's weights (Krea 2 keeps them as one file at the repo's top), the VAE's, and
+    # the text encoder's tokenizer (its own folder, inside text_encoder/, or Qwen's processor/).
+    transformer = {"krea-2": "turbo.safetensors"}.get(
+        variant.family.id, "transformer/*.safetensors"
+    )
+    assert transformer in patterns and "vae/*.safetensors" in patterns
+    assert any("tokenizer" in p or p.startswith("processor/") for p in patterns)
     assert (
         loader.pipeline_class(variant).__name__
         == {
@@ -47,6 +52,9 @@ def test_each_real_variant_maps_to_mflux_config_repo_pin_and_patterns(variant: A
             "flux2": "Flux2Klein",
             "z-image": "ZImage",
             "qwen-image": "QwenImage",
+            "flux3": "Flux3Klein",
+            "qwen-image-2.1": "QwenImage21",
+            "krea-2": "Krea2",
         }[variant.family.id]
     )
 

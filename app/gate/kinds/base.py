@@ -22,23 +22,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from app.gate.decision import Decision, Verdict
 from app.gate.events import StepEvent
+from app.gate.signals import Signal
 from app.gate.simulator import Engagement
 
 if TYPE_CHECKING:  # the live gates import MLX
     from app.gate.live import LiveGate
 
 THRESHOLD_DECIMALS = 4  # what the window's threshold entry holds; candidates are rounded to it
-
-
-class Signal(StrEnum):
-    """What a kind's live gate reads from the adapter on each step: the adapter builds it only
-    for a kind that asks (``LiveGate.needs_signal``), so an unread signal costs nothing."""
-
-    none = "none"  # decides from a table and the step index (MagCache)
-    modulated_input = "modulated-input"  # the family's signal before block 0 (TeaCache)
-    # The first block's residual on the image stream: the adapter splits its stack after the
-    # first block and decides there (the first-block probe; ``LiveGate.probes_first_block``).
-    first_block_residual = "first-block-residual"
 
 
 class CalibrationMethod(StrEnum):
