@@ -68,15 +68,15 @@ class TeaCacheParams:
         if len(coefficients) != 5 or not all(math.isfinite(c) for c in coefficients):
             raise GateConfigError("coefficients must be 5 finite numbers (degree 4, high → low)")
         object.__setattr__(self, "coefficients", coefficients)
-        thresh = _as_float(self.rel_l1_thresh)
+        thresh = as_float(self.rel_l1_thresh)
         if not (math.isfinite(thresh) and 0.0 <= thresh <= 1.0):
             raise GateConfigError(f"threshold must be between 0 and 1, got {self.rel_l1_thresh!r}")
         object.__setattr__(self, "rel_l1_thresh", thresh)
         for name in ("skip_first", "skip_last"):
             value = getattr(self, name)
-            if not _is_whole(value) or value < 0:
+            if not is_whole(value) or value < 0:
                 raise GateConfigError(f"{name} must be a whole number ≥ 0, got {value!r}")
-        if not _is_whole(self.max_consecutive_skips) or self.max_consecutive_skips < 1:
+        if not is_whole(self.max_consecutive_skips) or self.max_consecutive_skips < 1:
             raise GateConfigError("max_consecutive_skips must be a whole number ≥ 1")
         if self.calibrated_range is not None:
             try:
@@ -109,14 +109,16 @@ class TeaCacheParams:
         return window - 1 if window and self.skip_first == 0 else window
 
 
-def _as_float(value: object) -> float:
+def as_float(value: object) -> float:
+    """A parameter as a float, NaN where it is none (so a range check refuses it)."""
     try:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return math.nan
 
 
-def _is_whole(value: object) -> bool:
+def is_whole(value: object) -> bool:
+    """An int that is not a bool (a step count in a gate's parameters)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

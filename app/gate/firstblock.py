@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from app.gate.decision import Decision, GateConfigError, Verdict
+from app.gate.decision import Decision, GateConfigError, Verdict, as_float, is_whole
 
 GATE_NAME = "firstblock"
 
@@ -73,15 +73,15 @@ class FirstBlockParams:
     gate: ClassVar[str] = GATE_NAME
 
     def __post_init__(self) -> None:
-        thresh = _as_float(self.threshold)
+        thresh = as_float(self.threshold)
         if not (math.isfinite(thresh) and 0.0 <= thresh <= 1.0):
             raise GateConfigError(f"threshold must be between 0 and 1, got {self.threshold!r}")
         object.__setattr__(self, "threshold", thresh)
         for name in ("warmup_steps", "skip_last"):
             value = getattr(self, name)
-            if not _is_whole(value) or value < 0:
+            if not is_whole(value) or value < 0:
                 raise GateConfigError(f"{name} must be a whole number ≥ 0, got {value!r}")
-        if not _is_whole(self.max_consecutive_skips) or self.max_consecutive_skips < 1:
+        if not is_whole(self.max_consecutive_skips) or self.max_consecutive_skips < 1:
             raise GateConfigError("max_consecutive_skips must be a whole number ≥ 1")
 
     @property
@@ -99,17 +99,6 @@ class FirstBlockParams:
         window = max(0, num_steps - self.warmup_steps - self.skip_last)
         # With no warm-up, the first windowed step only seeds the reference.
         return window - 1 if window and self.warmup_steps == 0 else window
-
-
-def _as_float(value: object) -> float:
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _is_whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from app.gate.decision import Decision, GateConfigError, Verdict
+from app.gate.decision import Decision, GateConfigError, Verdict, as_float
 
 GATE_NAME = "magcache"
 
@@ -68,11 +68,11 @@ class MagCacheParams:
         if len(ratios) < 2 or not all(math.isfinite(r) and r > 0.0 for r in ratios):
             raise GateConfigError("the MagCache table needs at least 2 finite ratios above 0")
         object.__setattr__(self, "ratios", ratios)
-        thresh = _as_float(self.threshold)
+        thresh = as_float(self.threshold)
         if not (math.isfinite(thresh) and 0.0 <= thresh <= 1.0):
             raise GateConfigError(f"threshold must be between 0 and 1, got {self.threshold!r}")
         object.__setattr__(self, "threshold", thresh)
-        retention = _as_float(self.retention_ratio)
+        retention = as_float(self.retention_ratio)
         if not (math.isfinite(retention) and 0.0 <= retention < 1.0):
             raise GateConfigError(
                 f"retention_ratio must be at least 0 and below 1, got {self.retention_ratio!r}"
@@ -112,13 +112,6 @@ class MagCacheParams:
         calibration_steps = len(self.ratios)
         scale = (calibration_steps - 1) / (num_steps - 1) if num_steps > 1 else 0.0
         return round(index * scale) in self.always_compute
-
-
-def _as_float(value: object) -> float:
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan
 
 
 @dataclass(slots=True)
