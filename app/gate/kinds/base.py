@@ -322,6 +322,40 @@ def inside_open_low(low: float, high: float) -> float | None:
     return smallest if low < smallest <= high else None
 
 
+def walk_candidates(
+    simulate_at: Callable[[float], list[Verdict]], could_skip: Callable[[Verdict], bool]
+) -> list[Candidate]:
+    """Every skip pattern of a gate that skips where a computed step's value (its
+    ``accumulated``) is below the threshold: the pattern only changes where the threshold passes
+    such a value, so walking from one to the next visits each pattern once. ``simulate_at`` runs
+    the gate along a trace at a threshold; ``could_skip`` keeps the computed steps the gate could
+    have skipped (the values that move the pattern)."""
+    found: list[Candidate] = []
+    low = 0.0
+    while low < 1.0:
+        probe = math.nextafter(low, math.inf)
+        verdicts = simulate_at(probe)
+        above = [
+            v.accumulated
+            for v in verdicts
+            if v.decision is Decision.computed
+            and v.accumulated is not None
+            and v.accumulated >= probe
+            and could_skip(v)
+        ]
+        high = min(min(above), 1.0) if above else 1.0
+        skipped = sum(v.decision is Decision.skipped for v in verdicts)
+        if skipped:
+            threshold = inside_open_low(low, high)
+            if threshold is not None:
+                pattern = "".join(v.decision.letter for v in verdicts)
+                found.append(Candidate(threshold, low, high, skipped, pattern))
+        if not above:
+            break
+        low = high
+    return found
+
+
 def inside_closed_low(low: float, high: float) -> float | None:
     """A threshold in [low, high) with ``THRESHOLD_DECIMALS`` decimals, near the middle."""
     scale = 10**THRESHOLD_DECIMALS

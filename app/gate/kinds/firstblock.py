@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from app.gate.decision import Decision, Verdict
+from app.gate.decision import Verdict
 from app.gate.events import StepEvent
 from app.gate.firstblock import (
     DEFAULT_MAX_CONSECUTIVE_SKIPS,
@@ -31,7 +31,7 @@ from app.gate.kinds.base import (
     Signal,
     format_figure,
     format_threshold,
-    inside_open_low,
+    walk_candidates,
 )
 from app.gate.provenance import Provenance
 from app.gate.simulator import Engagement
@@ -150,29 +150,10 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
         """A step skips where its change is strictly below the threshold, so the pattern only
         changes where the threshold passes the change of a step the probe computed: walking from
         one such value to the next visits every pattern once (as TeaCache's walk does)."""
-        found: list[Candidate] = []
-        low = 0.0
-        while low < 1.0:
-            probe = math.nextafter(low, math.inf)
-            verdicts = simulate_firstblock(params.with_threshold(probe), trace)
-            above = [
-                v.accumulated
-                for v in verdicts
-                if v.decision is Decision.computed
-                and v.accumulated is not None
-                and v.accumulated >= probe
-            ]
-            high = min(min(above), 1.0) if above else 1.0
-            skipped = sum(v.decision is Decision.skipped for v in verdicts)
-            if skipped:
-                threshold = inside_open_low(low, high)
-                if threshold is not None:
-                    pattern = "".join(v.decision.letter for v in verdicts)
-                    found.append(Candidate(threshold, low, high, skipped, pattern))
-            if not above:
-                break
-            low = high
-        return found
+        return walk_candidates(
+            lambda probe: simulate_firstblock(params.with_threshold(probe), trace),
+            lambda verdict: True,
+        )
 
     def live_class(self) -> type[LiveGate]:
         from app.gate.live import FirstBlockGate

@@ -4,7 +4,6 @@ stays below the threshold (``app.gate.decision``)."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -12,7 +11,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.gate.decision import (
     GATE_NAME,
-    Decision,
     TeaCacheParams,
     Verdict,
     predict_change,
@@ -28,7 +26,7 @@ from app.gate.kinds.base import (
     ScheduleFacts,
     Signal,
     format_figure,
-    inside_open_low,
+    walk_candidates,
 )
 from app.gate.provenance import Provenance
 from app.gate.simulator import Engagement, engagement, simulate
@@ -125,32 +123,12 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
         """A step skips where its accumulated prediction is below the threshold, so the pattern
         only changes where the threshold passes the accumulated prediction of a step the gate
         computed: walking from one such value to the next visits every pattern once."""
-        found: list[Candidate] = []
-        low = 0.0
-        while low < 1.0:
-            probe = math.nextafter(low, math.inf)
-            verdicts = simulate(replace(params, rel_l1_thresh=probe), trace)
-            # The smallest accumulated prediction ≥ the threshold of a step the gate could skip.
-            above = [
-                v.accumulated
-                for v in verdicts
-                if v.decision is Decision.computed
-                and v.accumulated is not None
-                and v.accumulated >= probe
-                and v.rel_l1 is not None
-                and not predict_change(params, v.rel_l1)[1]
-            ]
-            high = min(min(above), 1.0) if above else 1.0
-            skipped = sum(v.decision is Decision.skipped for v in verdicts)
-            if skipped:
-                threshold = inside_open_low(low, high)
-                if threshold is not None:
-                    pattern = "".join(v.decision.letter for v in verdicts)
-                    found.append(Candidate(threshold, low, high, skipped, pattern))
-            if not above:
-                break
-            low = high
-        return found
+        # A computed step counts only where the gate could have skipped it (a measured change,
+        # inside the calibrated range).
+        return walk_candidates(
+            lambda probe: simulate(replace(params, rel_l1_thresh=probe), trace),
+            lambda v: v.rel_l1 is not None and not predict_change(params, v.rel_l1)[1],
+        )
 
     def live_class(self) -> type[LiveGate]:
         from app.gate.live import TeaCacheGate
