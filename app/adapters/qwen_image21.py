@@ -40,7 +40,7 @@ too: parameters may change between them).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mlx.core as mx
@@ -52,6 +52,55 @@ from app.adapters.common import COND, GateState, install_class_swap
 from app.adapters.compiled import counted_compile
 from app.families.qwen_image21 import FAMILY
 from app.gate import LiveGate, Verdict
+
+
+def _image_blocks(
+    blocks: Sequence[Any],
+    hidden_states: mx.array,
+    text_kvs: list[tuple[mx.array, mx.array]],
+    mod1: mx.array,
+    mod2: mx.array,
+    rope_cos: mx.array,
+    rope_sin: mx.array,
+) -> mx.array:
+    """mflux's text-cache path over ``blocks``: each block's image stream against the cached keys
+    and values of its text."""
+    for block, (key_text, value_text) in zip(blocks, text_kvs, strict=True):
+        hidden_states = block.image_forward(
+            hidden_states, key_text, value_text, mod1, mod2, rope_cos, rope_sin
+        )
+    return hidden_states
+
+
+def _joint_blocks_and_tail(
+    tr: Qwen21Transformer,
+    blocks: Sequence[Any],
+    hidden_states: mx.array,
+    temb: mx.array,
+    mod1: mx.array,
+    mod2: mx.array,
+    rope_cos: mx.array,
+    rope_sin: mx.array,
+    attn_mask: mx.array | None,
+    text_len: int,
+) -> tuple[mx.array, mx.array]:
+    """mflux's joint path over ``blocks`` and its tail: (noise, hidden states) of the image
+    tokens."""
+    for block in blocks:
+        hidden_states = block(
+            hidden_states,
+            mod1,
+            mod2,
+            rope_cos,
+            rope_sin,
+            attn_mask,
+            text_len if attn_mask is None else None,
+        )
+    num_image_tokens = hidden_states.shape[1] - text_len
+    scale = tr.norm_out.linear(nn.silu(temb))
+    scale = Qwen21Transformer._select_modulation_rows(scale, text_len, num_image_tokens)
+    noise = tr.proj_out(tr.norm_out(hidden_states, scale))
+    return noise[:, text_len:], hidden_states[:, text_len:]
 
 
 class _CompiledImageForward:
@@ -94,11 +143,9 @@ class _CompiledImageForward:
         rope_cos: mx.array,
         rope_sin: mx.array,
     ) -> tuple[mx.array, mx.array]:
-        hidden_states = x
-        for block, (key_text, value_text) in zip(self.tr.transformer_blocks, text_kvs, strict=True):
-            hidden_states = block.image_forward(
-                hidden_states, key_text, value_text, mod1, mod2, rope_cos, rope_sin
-            )
+        hidden_states = _image_blocks(
+            self.tr.transformer_blocks, x, text_kvs, mod1, mod2, rope_cos, rope_sin
+        )
         return self._tail(hidden_states, temb), hidden_states
 
 
@@ -141,22 +188,18 @@ class _CompiledJointForward:
         text_len: int,
     ) -> tuple[mx.array, mx.array]:
         tr = self.tr
-        hidden_states = joint
-        for block in tr.transformer_blocks:
-            hidden_states = block(
-                hidden_states,
-                mod1,
-                mod2,
-                rope_cos,
-                rope_sin,
-                attn_mask,
-                text_len if attn_mask is None else None,
-            )
-        num_image_tokens = hidden_states.shape[1] - text_len
-        scale = tr.norm_out.linear(nn.silu(temb))
-        scale = Qwen21Transformer._select_modulation_rows(scale, text_len, num_image_tokens)
-        noise = tr.proj_out(tr.norm_out(hidden_states, scale))
-        return noise[:, text_len:], hidden_states[:, text_len:]
+        return _joint_blocks_and_tail(
+            tr,
+            tr.transformer_blocks,
+            joint,
+            temb,
+            mod1,
+            mod2,
+            rope_cos,
+            rope_sin,
+            attn_mask,
+            text_len,
+        )
 
     def _tail(self, hidden_states: mx.array, temb: mx.array) -> mx.array:
         tr = self.tr
@@ -234,12 +277,9 @@ class _CompiledProbeImageForward(_ProbeSplit):
         rope_cos: mx.array,
         rope_sin: mx.array,
     ) -> tuple[mx.array, mx.array]:
-        hidden_states = x1
-        blocks = self.plain.tr.transformer_blocks[1:]
-        for block, (key_text, value_text) in zip(blocks, text_kvs, strict=True):
-            hidden_states = block.image_forward(
-                hidden_states, key_text, value_text, mod1, mod2, rope_cos, rope_sin
-            )
+        hidden_states = _image_blocks(
+            self.plain.tr.transformer_blocks[1:], x1, text_kvs, mod1, mod2, rope_cos, rope_sin
+        )
         return self.plain._tail(hidden_states, temb), hidden_states
 
 
@@ -287,22 +327,18 @@ class _CompiledProbeJointForward(_ProbeSplit):
         text_len: int,
     ) -> tuple[mx.array, mx.array]:
         tr = self.plain.tr
-        hidden_states = joint1
-        for block in tr.transformer_blocks[1:]:
-            hidden_states = block(
-                hidden_states,
-                mod1,
-                mod2,
-                rope_cos,
-                rope_sin,
-                attn_mask,
-                text_len if attn_mask is None else None,
-            )
-        num_image_tokens = hidden_states.shape[1] - text_len
-        scale = tr.norm_out.linear(nn.silu(temb))
-        scale = Qwen21Transformer._select_modulation_rows(scale, text_len, num_image_tokens)
-        noise = tr.proj_out(tr.norm_out(hidden_states, scale))
-        return noise[:, text_len:], hidden_states[:, text_len:]
+        return _joint_blocks_and_tail(
+            tr,
+            tr.transformer_blocks[1:],
+            joint1,
+            temb,
+            mod1,
+            mod2,
+            rope_cos,
+            rope_sin,
+            attn_mask,
+            text_len,
+        )
 
 
 class _Split:
