@@ -223,7 +223,8 @@ def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
     probe_id = f"test-probe-{variant_id}"
     variant = replace(variants.get_variant(variant_id), id=probe_id, distilled=False)
     monkeypatch.setitem(variants.VARIANTS, probe_id, variant)
-    monkeypatch.setattr(probe_kind, "DEFAULTS", replace(probe_kind.DEFAULTS, warmup_steps=2))
+    warm_up_2 = replace(probe_kind.DEFAULTS, warmup_steps=2)  # every variant's probe settings
+    monkeypatch.setattr(probe_kind.FirstBlockKind, "uncalibrated", warm_up_2)
     with common.use_precision(mx.float32):
         engine = Engine(loader=lambda *args: pipeline)
 

@@ -117,6 +117,41 @@ def test_each_kind_answers_everything_the_app_asks(kind: AnyGateKind) -> None:
     assert kind.caption(threshold) == f"{kind.label} t={threshold:.4g}"
 
 
+class _Calibrations:
+    """A variant stand-in holding the given calibrations by gate name."""
+
+    def __init__(self, **found: object) -> None:
+        self.calibrations = found
+
+
+@KINDS
+def test_each_kind_reads_its_calibration_by_its_calibration_type(kind: AnyGateKind) -> None:
+    """One lookup for every kind (``GateKind.calibration_of``, keyed by ``calibration_type``):
+    the variant's calibration of that type under the gate's name, else ``uncalibrated`` (None,
+    or the probe's defaults); another kind's calibration under this name is not taken."""
+    assert "calibration_of" not in vars(type(kind))  # the base's lookup, not a copy of it
+    demo = get_variant("demo")
+    calibration = kind.calibration_of(demo)
+    assert isinstance(calibration, kind.calibration_type)
+    assert kind.calibration_of(_Calibrations()) is kind.uncalibrated
+    others = [c for name, c in demo.calibrations.items() if name != kind.name]
+    for other in others:
+        assert kind.calibration_of(_Calibrations(**{kind.name: other})) is kind.uncalibrated
+    if kind.name in demo.calibrations:
+        own = demo.calibrations[kind.name]
+        assert kind.calibration_of(_Calibrations(**{kind.name: own})) is own
+
+
+def test_only_the_probe_runs_without_a_calibration() -> None:
+    from app.gate.kinds.firstblock import DEFAULTS
+
+    assert {name: kind.uncalibrated for name, kind in GATE_KINDS.items()} == {
+        "teacache": None,
+        "magcache": None,
+        "firstblock": DEFAULTS,
+    }
+
+
 @KINDS
 def test_each_kind_builds_its_own_live_gate(kind: AnyGateKind) -> None:
     params = get_variant("demo").params_for(kind.name)

@@ -9,7 +9,8 @@ the timeline, Details, exports and the history word it. Code outside ``app/gate`
 
 Adding a kind: a module here (its rule on floats beside it in ``app/gate``), its live subclass of
 ``LiveGate`` in ``live.py``, its entry below, and its calibration on ``Variant`` (where it needs
-one: ``Variant.calibrations``). ``docs/architecture.md`` has the recipe.
+one: ``Variant.calibrations``; the kind's ``calibration_type`` says which it reads).
+``docs/architecture.md`` has the recipe.
 """
 
 from __future__ import annotations

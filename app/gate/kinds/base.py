@@ -116,6 +116,10 @@ class GateKind(ABC, Generic[P, C, T]):
     threshold_meaning: ClassVar[str]  # the picker's hint line and the command line's help
     threshold_quantity: ClassVar[str]  # what the threshold is compared with, for Details
     params_type: ClassVar[type]
+    calibration_type: ClassVar[type]  # what ``calibration_of`` accepts from a variant
+    # Where a variant has no calibration of ``calibration_type`` for this gate: None (the gate
+    # cannot run there), or the kind's own settings where it needs none (the first-block probe).
+    uncalibrated: ClassVar[Any] = None
     signal: ClassVar[Signal]
     calibration_method: ClassVar[CalibrationMethod | None]  # None: runs on defaults alone
     fallback_threshold: ClassVar[float]  # where neither a variant nor its base has a default
@@ -136,9 +140,10 @@ class GateKind(ABC, Generic[P, C, T]):
 
     # -- calibration and parameters ----------------------------------------------------------
     def calibration_of(self, variant: Calibrated) -> C | None:
-        """The variant's calibration for this gate; None where it has none."""
+        """The variant's calibration for this gate (one of ``calibration_type``, under the
+        gate's name); ``uncalibrated`` where it has none."""
         found = variant.calibrations.get(self.name)
-        return found  # type: ignore[return-value]
+        return found if isinstance(found, self.calibration_type) else self.uncalibrated  # type: ignore[return-value]
 
     @abstractmethod
     def params(self, calibration: C, threshold: float | None = None) -> P:

@@ -87,6 +87,8 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
     )
     threshold_quantity = "first-block change"
     params_type = FirstBlockParams
+    calibration_type = FirstBlockCalibration
+    uncalibrated = DEFAULTS  # no variant carries probe settings: every variant runs the defaults
     signal = Signal.first_block_residual
     calibration_method = None  # nothing to measure: the defaults serve every model
     fallback_threshold = DEFAULT_THRESHOLD
@@ -106,9 +108,9 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
     no_default_reason = "the probe's settings set no default threshold"
     no_skip_reason = "the first block changes by 1 or more at every step it could skip"
 
-    def calibration_of(self, variant: Calibrated) -> FirstBlockCalibration:
-        """The kind's defaults, whatever the variant: every variant can run the probe."""
-        return DEFAULTS
+    if TYPE_CHECKING:  # the base's lookup; never None here (``uncalibrated`` is the defaults)
+
+        def calibration_of(self, variant: Calibrated) -> FirstBlockCalibration: ...
 
     def params(
         self, calibration: FirstBlockCalibration, threshold: float | None = None

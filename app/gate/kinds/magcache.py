@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, ClassVar
 from app.gate.decision import Decision, Verdict
 from app.gate.events import StepEvent
 from app.gate.kinds.base import (
-    Calibrated,
     CalibrationMethod,
     Candidate,
     GateKind,
@@ -85,6 +84,7 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     )
     threshold_quantity = "accumulated magnitude error"
     params_type = MagCacheParams
+    calibration_type = MagCacheCalibration
     signal = Signal.none
     calibration_method = CalibrationMethod.ratio_table
     fallback_threshold = 0.05  # an order below TeaCache's: the published recipes use 0.06, 0.24
@@ -101,10 +101,6 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     floor_source = "the smallest first-reuse error in MagCache's table"
     no_default_reason = "the MagCache calibration sets no default threshold"
     no_skip_reason = "MagCache's table drifts by 1 or more at every step it could skip"
-
-    def calibration_of(self, variant: Calibrated) -> MagCacheCalibration | None:
-        found = variant.calibrations.get(self.name)
-        return found if isinstance(found, MagCacheCalibration) else None
 
     def params(
         self, calibration: MagCacheCalibration, threshold: float | None = None

@@ -18,7 +18,6 @@ from app.gate.decision import (
 )
 from app.gate.events import StepEvent
 from app.gate.kinds.base import (
-    Calibrated,
     CalibrationMethod,
     Candidate,
     GateKind,
@@ -61,6 +60,7 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
     )
     threshold_quantity = "rel-L1 accumulation"
     params_type = TeaCacheParams
+    calibration_type = TeaCacheCalibration
     signal = Signal.modulated_input
     calibration_method = CalibrationMethod.polynomial
     fallback_threshold = 0.2
@@ -78,10 +78,6 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
     floor_source = "the lowest TeaCache's calibrated formula ever predicts"
     no_default_reason = "the gate is not calibrated"
     no_skip_reason = "every predicted change is at or above 1 on this schedule"
-
-    def calibration_of(self, variant: Calibrated) -> TeaCacheCalibration | None:
-        found = variant.calibrations.get(self.name)
-        return found if isinstance(found, TeaCacheCalibration) else None
 
     def params(
         self, calibration: TeaCacheCalibration, threshold: float | None = None, **overrides: Any
