@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -82,8 +83,12 @@ class CalibrateDialog(QDialog):
         self.progress.setRange(0, 1000)
         self.progress.setTextVisible(False)
         self.progress.setMaximumHeight(10)
+        # What the run is doing: wrapped, and never a reason to widen the dialog (a load line
+        # can name a long model folder): the dialog keeps its width from idle through the run.
         self.status = QLabel()
         self.status.setFont(small_font(self.status.font()))
+        self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.result_text = QLabel()
         self.result_text.setWordWrap(True)
         self.result_text.setTextFormat(Qt.TextFormat.RichText)

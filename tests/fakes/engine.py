@@ -82,6 +82,9 @@ class FakeScript:
     skipped_step_fraction: float = 0.08  # a skipped step costs this share of a computed one
     vanilla_step_factor: float = 1.0  # vanilla's steps cost this many computed gated steps (load)
     load_seconds: float = 0.0
+    # The loader's progress lines, emitted before the load's wait (the real loader's "checking
+    # the files in <model folder>" can be a long path).
+    load_messages: Sequence[str] = ()
     failure: FakeFailure | None = None
     warnings: Sequence[RunWarning] = ()
     # At this many skips or more the gated image loses a 32-px patch (one object gone): a large
@@ -227,6 +230,8 @@ class FakeEngine:
         failure = script.failure
         if self.loaded_variant != request.variant_id:
             emit(LoadProgress(request.variant_id, f"Loading {variant.display_name}…"))
+            for message in script.load_messages:
+                emit(LoadProgress(request.variant_id, message))
             if failure is not None and failure.which is None:
                 emit(RunFailed(run_id, failure.message, f"FakeFailure: {failure.message}"))
                 raise _Stop

@@ -117,6 +117,48 @@ def test_cancel_midway_saves_nothing(qtbot: QtBot, make_window: WindowFactory) -
     assert window.form.variant_id == "demo"
 
 
+# A model folder's path as the real loader reports it ("checking the files in <root>"): one line
+# wider than the dialog.
+LONG_LOAD_LINE = (
+    "checking the files in /Users/someone/Library/Application Support/Models/"
+    "flux1-dev-my-own-finetune-of-the-autumn-leaves-series-saved-with-mflux-save-at-4-bit"
+)
+
+
+def test_the_dialog_keeps_its_width_from_idle_through_a_run_to_done(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """The dialog is as wide while a run loads, measures and ends as it was before: the status
+    line wraps (a long load line included) instead of widening the dialog."""
+    gate = StepGate()
+    slow_load = FakeScript(load_seconds=60.0, load_messages=(LONG_LOAD_LINE,))
+    window = make_window(FakeEngine(scripts=[slow_load], step_gate=gate))
+    dialog = _open(window)
+    qtbot.waitExposed(dialog)
+    idle = dialog.width()
+    widths: dict[str, int] = {}
+
+    def settle(state: str) -> None:
+        qtbot.wait(50)  # the layout's resize is a posted event
+        widths[state] = dialog.width()
+
+    _start(qtbot, window, dialog, "wide")
+    qtbot.waitUntil(lambda: "Users/someone" in dialog.status.text(), timeout=SIGNAL_TIMEOUT_MS)
+    settle("loading")
+    dialog.cancel_button.click()  # the load waits on cancel
+    _wait_idle(qtbot, window)
+    settle("cancelled")
+    _start(qtbot, window, dialog, "wide")  # loads again, quickly, then holds before each step
+    gate.release(3)
+    qtbot.waitUntil(lambda: window.calibrator.steps_done == 3, timeout=SIGNAL_TIMEOUT_MS)
+    settle("measuring")
+    gate.open()
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus.finished
+    settle("done")
+    assert widths == dict.fromkeys(("loading", "cancelled", "measuring", "done"), idle)
+
+
 def test_a_model_that_fails_to_load_is_one_sentence(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
