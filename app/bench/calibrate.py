@@ -5,9 +5,12 @@ chunks.
 Each prompt's capture is written as one chunk the moment its pass finishes (``ChunkStore``, in
 ``<calibration>.chunks`` beside the calibration files), so Ctrl-C or ``--max-chunks`` keeps the
 prompts done and a rerun of the same command resumes: the job is handed the stored captures and
-runs only the others. The calibration file itself is written by the job once every prompt is in
-(atomically; over an existing one only with ``--replace``). The chunks stay: a rerun with other fit
-settings (``--mode``, ``--holdout``, ``--replace``) refits them without a single pass.
+runs only the others. So is each threshold trial (the passes that choose the default thresholds,
+``app.engine.threshold_rule``), keyed by the calibration it tried. The calibration file itself is
+written by the job once every prompt is in and every threshold chosen (atomically; over an
+existing one only with ``--replace``). The chunks stay: a rerun with other fit settings
+(``--mode``, ``--holdout``, ``--replace``) refits the prompts without a vanilla pass, and runs
+threshold trials only where the fit changed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from pathlib import Path
 from app.bench.chunks import ChunkStore
 from app.engine.calibration import Calibrate, CalibrationResult, PromptCapture
 from app.engine.protocol import EngineProtocol
+from app.engine.threshold_rule import TRIAL_PREFIX, Trial, TrialSpec
+from app.gate.kinds import gate_kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,19 @@ def stored_captures(store: ChunkStore, count: int) -> tuple[PromptCapture | None
     return tuple(found)
 
 
+def stored_trials(store: ChunkStore) -> tuple[Trial, ...]:
+    """The threshold trials a previous run of the same command kept (unreadable ones skipped:
+    measured again)."""
+    found: list[Trial] = []
+    for path in sorted(store.directory.glob(f"{TRIAL_PREFIX}*.json")):
+        data = store.load(path.stem)
+        try:
+            found.append(Trial.from_json(data or {}))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(found)
+
+
 def run_calibration(
     job: Calibrate,
     chunks: Path,
@@ -68,7 +86,9 @@ def run_calibration(
     from app.engine.loader import MEMORY_WARNING
 
     store = ChunkStore(chunks, job.capture_settings(), fresh=fresh)
-    job = replace(job, captured=stored_captures(store, len(job.prompts)))
+    job = replace(
+        job, captured=stored_captures(store, len(job.prompts)), tried=stored_trials(store)
+    )
     total = len(job.prompts)
     done = total - len(job.pending())
     cancel = threading.Event()
@@ -80,6 +100,15 @@ def run_calibration(
         unit="prompt",
         file=sys.stderr,
         disable=not progress,
+    )
+    # How many trials the threshold rule needs is known only at its end: a count, not a bar.
+    trials = tqdm(
+        desc="choose thresholds",
+        unit="pass",
+        file=sys.stderr,
+        disable=not progress,
+        position=1,
+        leave=False,
     )
     ran = 0
 
@@ -97,6 +126,14 @@ def run_calibration(
                 bar.update(1)
                 if max_chunks is not None and ran >= max_chunks:
                     cancel.set()  # a stop the plan sees only where it wanted another prompt
+            case ev.CalibrationTrials(trial=Trial() as trial):
+                store.save(trial.key, trial.to_json())
+                trials.update(1)
+            case ev.CalibrationTrials(trying=TrialSpec() as trying):
+                trials.set_postfix_str(
+                    f"{gate_kind(trying.gate).label} {trying.threshold:g}, prompt "
+                    f"{trying.prompt + 1}"
+                )
             case ev.RunWarning() if progress and event.kind == MEMORY_WARNING:
                 bar.write(f"warning: {event.message}", file=sys.stderr)
             case ev.RunFailed():
@@ -113,6 +150,7 @@ def run_calibration(
     try:
         result = run_job(engine, 1, job, emit, cancel)
     finally:
+        trials.close()
         bar.close()
         if owned:
             engine.close()

@@ -1,5 +1,6 @@
 """``teacache-studio calibrate``: measure a model's gate calibrations on your own vanilla runs
-(TeaCache's polynomial, MagCache's ratio table) and save them as the variant ``<variant>+<name>``.
+(TeaCache's polynomial, MagCache's ratio table), choose their default thresholds on the same
+prompts (``app.engine.threshold_rule``), and save them as the variant ``<variant>+<name>``.
 
 The same ``Calibrate`` job as the window's Calibrate This Model… (``app.engine.calibration``, run
 by ``app.bench.calibrate`` with resumable chunks); every refusal is one line."""
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import add_lora_argument, lora_args, parse_size_arg
+from app.engine.threshold_rule import RULE_WORDS
 from app.gate.kinds import (
     DEFAULT_GATE,
     GATES,
@@ -153,10 +155,21 @@ def result_summary(result: CalibrationResult) -> str:
             f"steps (ratios {min(ratios[1:]):.4f}–{max(ratios[1:]):.4f}; largest spread across "
             f"prompts {result.magcache_spread:.4f})"
         )
-        if table.default_threshold is None:
-            line += "\nno default MagCache threshold stored: pass --threshold when generating"
         parts.append(line)
+    if result.choices:
+        parts.append("\n".join(threshold_lines(result)))
     return "\n\n".join(parts)
+
+
+def threshold_lines(result: CalibrationResult) -> list[str]:
+    """Each calibrated gate's default threshold and where it comes from (the job's choice)."""
+    lines = []
+    for choice in result.choices:
+        line = f"{gate_kind(choice.gate).label} default threshold: {choice.reason}"
+        if choice.threshold is None:
+            line += " (pass --threshold when generating)"
+        lines.append(line)
+    return lines
 
 
 def fit_summary(result: CalibrationResult) -> str:
@@ -191,7 +204,9 @@ def setup(sub: argparse._SubParsersAction) -> None:
         help="measure a model's gate calibrations on vanilla runs and save them as a user variant",
         description="Run vanilla passes of your prompts, fit TeaCache's degree-4 polynomial (free "
         "and through the origin; R² and held-out R², split by prompt) and measure MagCache's "
-        "per-step ratio table, and save them as the variant <variant>+<name> (the window's "
+        "per-step ratio table, choose each one's default threshold on your prompts (gated "
+        "passes resumed from the vanilla runs, by the rule that chose the shipped defaults), "
+        "and save them as the variant <variant>+<name> (the window's "
         "Calibrate This Model… runs the same job). The model folder, quantization and LoRA set "
         "are recorded with it.",
     )
@@ -232,7 +247,10 @@ def setup(sub: argparse._SubParsersAction) -> None:
         "--threshold",
         type=float,
         help="default threshold stored for the --gate named, TeaCache's without --gate "
-        "(default: the variant's)",
+        "(default: chosen on the prompts by the rule that chose the shipped defaults — "
+        + RULE_WORDS.replace("%", "%%")
+        + " — from gated passes resumed from the vanilla runs; none for a step-distilled "
+        "model)",
     )
     p.add_argument(
         "--gate",

@@ -26,16 +26,27 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, RequestError, check_prompt
+from app.engine.threshold_rule import (
+    ThresholdChoice,
+    ThresholdWalk,
+    Trial,
+    TrialSpec,
+    distilled_choice,
+    given_choice,
+    rule_choice,
+)
 from app.errors import UserFacingError
 from app.gate import fit as polynomial
-from app.gate.decision import GateConfigError
+from app.gate.decision import Decision, GateConfigError
+from app.gate.events import StepEvent
 from app.gate.kinds import (
     OBSERVER,
     CalibrationMethod,
@@ -56,6 +67,7 @@ from app.variants.user import (
     split_user_variant_id,
     user_variant_id,
     validate_name,
+    with_user_calibration,
 )
 
 FIT_MODES = ("free", "origin", "both")
@@ -167,6 +179,26 @@ class PromptCapture:
             loop_seconds=vanilla.loop_seconds,
         )
 
+    def vanilla_steps(self, steps: int) -> list[StepEvent]:
+        """The vanilla pass's steps as the gate kinds' simulators read them (``GateKind.trace``):
+        the signal's change and the magnitude ratio of each of its ``steps`` steps."""
+        changes = dict(zip(self.step, self.x, strict=True))
+        ratios = self.mag_ratio
+        return [
+            StepEvent(
+                i,
+                steps,
+                Decision.computed,
+                changes.get(i),
+                None,
+                None,
+                0.0,
+                0.0,
+                mag_ratio=ratios[i] if i < len(ratios) else None,
+            )
+            for i in range(steps)
+        ]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "prompt": self.prompt,
@@ -201,8 +233,11 @@ class Calibrate:
     <name>`` with a calibration for each of ``gates``.
 
     ``captured`` holds prompts already measured (a resumed command: None where not yet), so the
-    job runs only the others. ``thresholds``: a default threshold to store per gate (else the
-    base variant's). A calibration of the same name is refused unless ``replace_existing``."""
+    job runs only the others. Each gate's default threshold is chosen on the prompts by the rule
+    that chose the shipped ones (``app.engine.threshold_rule``: gated passes resumed from the
+    prompts' vanilla runs; ``tried`` holds those a resumed command measured before), unless
+    ``thresholds`` gives it. A calibration of the same name is refused unless
+    ``replace_existing``."""
 
     request: GenerationRequest
     name: str
@@ -215,6 +250,8 @@ class Calibrate:
     max_consecutive_skips: int = MAGCACHE_MAX_SKIPS
     captured: tuple[PromptCapture | None, ...] = ()
     replace_existing: bool = False  # the command line's --replace: refit over a calibration
+    # Threshold trials measured before (a resumed command): the walk runs only the others.
+    tried: tuple[Trial, ...] = ()
 
     @property
     def variant_id(self) -> str:
@@ -244,6 +281,25 @@ class Calibrate:
             capture_output=True,
         )
 
+    def trial_request(
+        self, prompt: int, gate: str, threshold: float, calibration: object
+    ) -> GenerationRequest:
+        """A threshold trial: ``gate`` at ``threshold`` on the calibration not yet saved,
+        resumed from the prompt's vanilla (the engine keeps it under the same key)."""
+        return replace(
+            self.pass_request(self.prompts[prompt]),
+            gate=gate,
+            threshold=threshold,
+            unsaved_calibration=calibration,
+        )
+
+    def chooses_thresholds(self) -> bool:
+        """Whether the job runs threshold trials after the prompts (``ThresholdChooser``): a gate
+        without a given threshold, on a model that is not step-distilled."""
+        given = dict(self.thresholds)
+        distilled = get_variant(self.request.variant_id).distilled
+        return not distilled and any(gate not in given for gate in self.gates)
+
     def pending(self) -> list[int]:
         """The prompts (by index) still to measure."""
         return [
@@ -267,10 +323,6 @@ class Calibrate:
             **({"loras": scope_to_json(self.scope)["loras"]} if r.loras else {}),
             **({"model_path": r.model_path} if r.model_path else {}),
         }
-
-    def threshold_for(self, gate: str, base: Variant) -> float | None:
-        given = dict(self.thresholds)
-        return given[gate] if gate in given else base.default_threshold_for(gate)
 
 
 def check_calibration(job: Calibrate) -> None:
@@ -417,8 +469,12 @@ def _data_size(job: Calibrate, count: int) -> str:
     return f"{count} prompts × {r.steps} steps, {r.width}×{r.height}, seed {r.seed}"
 
 
+def _threshold_note(choice: ThresholdChoice | None) -> str:
+    return "" if choice is None else f"; default threshold {choice.reason}"
+
+
 def _polynomial_section(
-    job: Calibrate, captures: Sequence[PromptCapture], base: Variant, gate: str
+    job: Calibrate, captures: Sequence[PromptCapture], choice: ThresholdChoice | None
 ) -> dict[str, Any]:
     """TeaCache's fit: coefficients, calibrated range, provenance, the fit's record and the raw
     pairs (``CalibrationError`` where there are too few pairs)."""
@@ -437,7 +493,7 @@ def _polynomial_section(
     return {
         "coefficients": fit["coefficients"],
         "calibrated_range": [min(xs), max(xs)],
-        "default_threshold": job.threshold_for(gate, base),
+        "default_threshold": None if choice is None else choice.threshold,
         "provenance": {
             "source": f"teacache-studio calibrate ({chosen} fit), {dt.date.today().isoformat()}"
             + (f", {scope}" if scope else ""),
@@ -445,7 +501,8 @@ def _polynomial_section(
             "fit_value": value,
             "data_size": f"{len(xs)} pairs ({_data_size(job, len(captures))})",
             "notes": f"R² {fit['r2']:.3f} on all {report['fit_pairs']} pairs; held-out R² from "
-            f"a refit without the last {len(report['heldout_prompts'])} prompts",
+            f"a refit without the last {len(report['heldout_prompts'])} prompts"
+            + _threshold_note(choice),
         },
         "fit": {
             "mode": job.mode,
@@ -476,7 +533,7 @@ def _polynomial_section(
 
 
 def _ratio_table_section(
-    job: Calibrate, captures: Sequence[PromptCapture], base: Variant, gate: str
+    job: Calibrate, captures: Sequence[PromptCapture], choice: ThresholdChoice | None
 ) -> dict[str, Any]:
     """MagCache's table: per step, the mean magnitude ratio over the prompts' vanilla passes (the
     reference's calibration measure, ``app.gate.live.magnitude_ratio``)."""
@@ -497,7 +554,7 @@ def _ratio_table_section(
     return {
         MAGCACHE_SECTION: {  # the MagCache section (``magcache_from_document`` reads it)
             "ratios": list(table),
-            "default_threshold": job.threshold_for(gate, base),
+            "default_threshold": None if choice is None else choice.threshold,
             "retention_ratio": job.retention_ratio,
             "max_consecutive_skips": job.max_consecutive_skips,
             "provenance": {
@@ -507,6 +564,7 @@ def _ratio_table_section(
                 "data_size": f"{_data_size(job, len(captures))}, guidance {r.guidance}",
                 "fit_metric": "largest spread of a step's ratio across prompts",
                 "fit_value": round(max(spread), 5),
+                **({"notes": f"default threshold {choice.reason}"} if choice else {}),
             },
         },
         "per_prompt_ratios": traces,
@@ -516,7 +574,7 @@ def _ratio_table_section(
 # How each calibration method is measured into the file (``GateKind.calibration_method``).
 _SECTIONS: dict[
     CalibrationMethod,
-    Callable[[Calibrate, Sequence[PromptCapture], Variant, str], dict[str, Any]],
+    Callable[[Calibrate, Sequence[PromptCapture], ThresholdChoice | None], dict[str, Any]],
 ] = {
     CalibrationMethod.polynomial: _polynomial_section,
     CalibrationMethod.ratio_table: _ratio_table_section,
@@ -524,12 +582,18 @@ _SECTIONS: dict[
 
 
 def calibration_document(
-    job: Calibrate, captures: Sequence[PromptCapture], versions: dict[str, Any]
+    job: Calibrate,
+    captures: Sequence[PromptCapture],
+    versions: dict[str, Any],
+    choices: Mapping[str, ThresholdChoice] | None = None,
 ) -> dict[str, Any]:
     """The user-calibration file: the base variant's TeaCache numbers unless TeaCache is among the
-    gates calibrated, each calibrated gate's section, what it was measured under (``scope``), the
-    recipe, and the versions. ``CalibrationError`` where the data cannot make a calibration."""
+    gates calibrated, each calibrated gate's section with its default threshold (``choices``,
+    else the job's given one, else none), what it was measured under (``scope``), the recipe,
+    and the versions. ``CalibrationError`` where the data cannot make a calibration."""
     base = get_variant(job.request.variant_id)
+    given = {gate: given_choice(gate, t) for gate, t in job.thresholds}
+    chosen = {**given, **(choices or {})}
     document: dict[str, Any] = {
         "base_variant": base.id,
         "name": job.name,
@@ -548,9 +612,10 @@ def calibration_document(
         },
     }
     for method, gate in _methods(job).items():
-        document.update(_SECTIONS[method](job, captures, base, gate))
+        document.update(_SECTIONS[method](job, captures, chosen.get(gate)))
     document.update(
         {
+            "threshold_choice": {gate: c.to_json() for gate, c in chosen.items()},
             "scope": scope_to_json(job.scope),
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "recipe": _recipe(job),
@@ -570,6 +635,7 @@ class CalibrationResult:
     path: str
     document: dict[str, Any]
     captures: tuple[PromptCapture, ...]
+    choices: tuple[ThresholdChoice, ...] = ()  # each calibrated gate's default threshold
 
     @property
     def fit(self) -> dict[str, Any] | None:
@@ -585,13 +651,97 @@ class CalibrationResult:
 
 
 def write_calibration(
-    job: Calibrate, captures: Sequence[PromptCapture], versions: dict[str, Any]
+    job: Calibrate,
+    captures: Sequence[PromptCapture],
+    versions: dict[str, Any],
+    choices: Mapping[str, ThresholdChoice] | None = None,
 ) -> CalibrationResult:
     """Fit, then write the file atomically, over an existing one only where the job says so
     (``CalibrationError``/``CalibrationExistsError``: one sentence; nothing is written)."""
-    document = calibration_document(job, captures, versions)
+    document = calibration_document(job, captures, versions, choices)
     try:
         path = save_calibration(document, exclusive=not job.replace_existing)
     except OSError as exc:
         raise CalibrationError(f"could not write the calibration: {exc.strerror or exc}") from None
-    return CalibrationResult(job, job.variant_id, str(path), document, tuple(captures))
+    made = {**{g: given_choice(g, t) for g, t in job.thresholds}, **(choices or {})}
+    ordered = tuple(made[g] for g in job.gates if g in made)
+    return CalibrationResult(job, job.variant_id, str(path), document, tuple(captures), ordered)
+
+
+class ThresholdChooser:
+    """Each calibrated gate's default threshold, by the shipped defaults' rule on the job's own
+    prompts (``app.engine.threshold_rule``): a ``ThresholdWalk`` per gate over the calibration
+    just fitted (``document``, not saved yet), one threshold of each walk a round, each prompt's
+    trial one gated pass resumed from that prompt's vanilla (the engine's cached one). Each round
+    goes prompt by prompt, every other round backwards (the engine keeps the most recent few
+    vanilla runs). A gate given a threshold keeps it; a step-distilled model's gates get none,
+    with the reason (``ThresholdChoice``)."""
+
+    def __init__(
+        self, job: Calibrate, captures: Sequence[PromptCapture], document: dict[str, Any]
+    ) -> None:
+        self.job = job
+        base = get_variant(job.request.variant_id)
+        draft = with_user_calibration(base, document)
+        steps = job.request.steps
+        known = {trial.key: trial for trial in job.tried}
+        given = dict(job.thresholds)
+        self.choices: dict[str, ThresholdChoice] = {}
+        self.walks: list[ThresholdWalk] = []
+        for gate in job.gates:
+            kind = gate_kind(gate)
+            if gate in given:
+                self.choices[gate] = given_choice(gate, given[gate])
+            elif base.distilled:
+                self.choices[gate] = distilled_choice(gate, base.display_name, steps)
+            else:
+                traces = [kind.trace(c.vanilla_steps(steps)) for c in captures]
+                calibration = kind.calibration_of(draft)
+                self.walks.append(ThresholdWalk(gate, kind, calibration, traces, steps, known))
+        self.queue: deque[tuple[ThresholdWalk, float, int]] = deque()
+        self.done = 0
+        self._backwards = True  # the first round starts where the vanilla passes ended
+
+    def _plan_round(self) -> bool:
+        """Queue each walk's next round; False where no walk has one."""
+        rounds = [(walk, _listed(walk.next_threshold())) for walk in self.walks]
+        prompts = range(len(self.job.prompts))
+        for prompt in reversed(prompts) if self._backwards else prompts:
+            for walk, thresholds in rounds:
+                self.queue.extend((walk, t, prompt) for t in walk.plan(thresholds, prompt))
+        self._backwards = not self._backwards
+        return any(thresholds for _, thresholds in rounds)
+
+    def next_trial(self) -> TrialSpec | None:
+        """The next trial; None once every walk has the rule's answer."""
+        while not self.queue:
+            if not self._plan_round():
+                return None
+        walk, threshold, prompt = self.queue[0]
+        return TrialSpec(walk.gate, threshold, prompt)
+
+    def request(self) -> GenerationRequest:
+        """The request of the trial ``next_trial`` named."""
+        walk, threshold, prompt = self.queue[0]
+        return self.job.trial_request(prompt, walk.gate, threshold, walk.calibration)
+
+    def record(self, report: RunReport) -> Trial:
+        """The trial at the head of the queue finished with ``report``."""
+        walk, threshold, prompt = self.queue.popleft()
+        if report.ssim is None:
+            raise CalibrationError(
+                f"no SSIM at {report.request.width}×{report.request.height}: the threshold "
+                "cannot be chosen at this size"
+            )
+        self.done += 1
+        return walk.record(threshold, prompt, report.gated.skipped, report.ssim)
+
+    def outcome(self) -> dict[str, ThresholdChoice]:
+        prompts = len(self.job.prompts)
+        found = dict(self.choices)
+        found.update({walk.gate: rule_choice(walk, prompts) for walk in self.walks})
+        return {gate: found[gate] for gate in self.job.gates}
+
+
+def _listed(threshold: float | None) -> list[float]:
+    return [] if threshold is None else [threshold]

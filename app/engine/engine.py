@@ -129,6 +129,9 @@ class _LoopObserver:
 
 
 OUT_OF_MEMORY = "out of memory: try a smaller size or a lower quantization (3 to 8 bits)"
+# A calibration's vanilla runs kept for its threshold trials: the 10 suggested prompts and a few
+# more (each keeps its steps' transformer outputs: 28 × 4096 × 64 values for FLUX at 1024²).
+CALIBRATION_CACHE_SIZE = 16
 # How MLX reports a failed allocation: a RuntimeError from its Metal/CUDA/CPU allocator.
 _ALLOCATION_FAILURES = ("malloc", "out of memory", "outofmemory", "failed to allocate")
 
@@ -184,6 +187,7 @@ class Engine:
         *,
         clock: Callable[[], float] = time.perf_counter,
         warmup_steps: int = WARMUP_STEPS,
+        calibration_cache_size: int = CALIBRATION_CACHE_SIZE,
     ) -> None:
         quiet_mflux_progress()
         self._loader = loader or default_loader
@@ -191,6 +195,10 @@ class Engine:
         self._embedded: set[PipelineKey] = set()  # the demos' pipelines: tiny, they stay loaded
         self._vanilla: OrderedDict[tuple[object, ...], PassOutcome] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
+        # A calibration's vanilla runs (``capture_output``) are kept apart, so its threshold
+        # trials find every prompt's and a calibration evicts no Generate's.
+        self._captured: OrderedDict[tuple[object, ...], PassOutcome] = OrderedDict()
+        self._captured_cache_size = calibration_cache_size
         self._clock = clock  # every step time and pass time is read from it (tests fake it)
         self._warmup_steps = warmup_steps
         self._warm: set[tuple[object, ...]] = set()  # (pipeline, size, guidance) warmed up
@@ -210,6 +218,7 @@ class Engine:
         except Exception as exc:  # the worker must never die: report and stay usable
             if is_allocation_failure(exc):
                 self._vanilla.clear()  # give the next try every byte the cache can spare
+                self._captured.clear()
                 mx.clear_cache()
                 emit(RunFailed(run_id, OUT_OF_MEMORY, traceback.format_exc()))
                 return
@@ -223,6 +232,7 @@ class Engine:
         self._pipelines.clear()
         self._embedded.clear()
         self._vanilla.clear()
+        self._captured.clear()
         self._warm.clear()
         mx.clear_cache()
 
@@ -240,7 +250,7 @@ class Engine:
         pipeline = self.pipeline(variant, request, emit, cancel)
         if cancel.is_set():
             raise Cancelled
-        params = variant.params_for(request.gate, request.threshold)
+        params = request.gate_params()
         # The vanilla pass's observer records every gate's trace whichever gate runs, so its
         # cache stays valid across a gate switch.
         observe_params = observer_params(variant, request.gate, request.threshold)
@@ -249,15 +259,21 @@ class Engine:
         vanilla: PassOutcome | None = None
         vanilla_cached = False
         if request.compare_vanilla:
+            # A calibration's vanilla records the output's change too (a host sync a step): its
+            # key is its own (``capture_output``), so a Generate never times against it, and a
+            # calibration's threshold trials resume from it.
             key = request.vanilla_key()
-            # A calibration's vanilla records the output's change too (a host sync a step): it
-            # is neither taken from the cache nor left in it for a Generate to time against.
-            vanilla = None if request.capture_output else self._vanilla.get(key)
+            cache, size = (
+                (self._captured, self._captured_cache_size)
+                if request.capture_output
+                else (self._vanilla, self._vanilla_cache_size)
+            )
+            vanilla = cache.get(key)
             if vanilla is not None and request.previews and not vanilla.previews:
                 vanilla = None  # cached without previews: run it again to show its steps
             vanilla_cached = vanilla is not None
             if vanilla is not None:
-                self._vanilla.move_to_end(key)
+                cache.move_to_end(key)
                 emit(PassStarted(run_id, Pass.vanilla, request.steps, cached=True))
                 if request.previews:
                     for index, image in enumerate(vanilla.previews):
@@ -283,10 +299,9 @@ class Engine:
                     cancel,
                     capture_output=request.capture_output,
                 )
-                if not request.capture_output:
-                    self._vanilla[key] = vanilla
-                while len(self._vanilla) > self._vanilla_cache_size:
-                    self._vanilla.popitem(last=False)
+                cache[key] = vanilla
+                while len(cache) > size:
+                    cache.popitem(last=False)
         # Where skipping begins on this vanilla trace: measured once, for the warning and the
         # report alike.
         kind = kind_of(params)
@@ -369,6 +384,7 @@ class Engine:
                 del self._pipelines[other]
                 self._warm = {w for w in self._warm if w[: len(other)] != other}
             self._vanilla.clear()
+            self._captured.clear()
             mx.clear_cache()
         emit(LoadProgress(variant.id, f"loading {variant.display_name}…"))
         started = time.perf_counter()

@@ -11,6 +11,7 @@ import numpy as np
 from app.engine.calibration import CalibrationResult, PromptCapture
 from app.engine.comparison import ComparisonResult
 from app.engine.report import RunReport, TargetProbe
+from app.engine.threshold_rule import Trial, TrialSpec
 from app.gate.decision import Decision
 from app.gate.events import StepEvent
 from app.gate.simulator import Engagement
@@ -166,6 +167,19 @@ class CalibrationProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class CalibrationTrials:
+    """A calibration is choosing its default thresholds (``app.engine.threshold_rule``): ``done``
+    gated passes have finished; ``trial`` is the one that just finished, ``trying`` the one
+    starting now (each None where there is none; how many more the rule needs is not known
+    ahead: it walks the thresholds until it has its answer)."""
+
+    run_id: int
+    done: int
+    trial: Trial | None = None
+    trying: TrialSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CalibrationFinished:
     """A calibration's terminal event once its file is written (a cancel or a failure before
     that ends with ``RunCancelled``/``RunFailed`` and writes nothing)."""
@@ -191,5 +205,6 @@ EngineEvent = (
     | SweepEntryDone
     | SweepFinished
     | CalibrationProgress
+    | CalibrationTrials
     | CalibrationFinished
 )

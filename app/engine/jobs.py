@@ -43,6 +43,8 @@ from app.engine.calibration import (
     Calibrate,
     CalibrationResult,
     PromptCapture,
+    ThresholdChooser,
+    calibration_document,
     check_calibration,
     write_calibration,
 )
@@ -50,6 +52,7 @@ from app.engine.comparison import ComparisonResult, ThresholdComparison
 from app.engine.events import (
     CalibrationFinished,
     CalibrationProgress,
+    CalibrationTrials,
     ComparisonEntryDone,
     ComparisonFinished,
     EngineEvent,
@@ -272,11 +275,14 @@ class SweepPlan:
 
 
 class CalibratePlan:
-    """One vanilla pass per prompt not yet measured, in order: a ``CalibrationProgress`` per
-    prompt, then the fit and the file (``CalibrationFinished``). A job ``check_calibration``
-    refuses runs no pass and ends with ``RunFailed`` and its sentence; stopped short (cancel, a
-    pass that failed, a model that would not load) it writes nothing and ends as the pass ended;
-    a fit or a write that fails ends with ``RunFailed`` and its one sentence."""
+    """One vanilla pass per prompt not yet measured, in order (a ``CalibrationProgress`` per
+    prompt); then the fit, and each calibrated gate's default threshold by the shipped defaults'
+    rule on those prompts (``ThresholdChooser``: gated passes resumed from the prompts' vanilla
+    runs, a ``CalibrationTrials`` per pass); then the file (``CalibrationFinished``). A job
+    ``check_calibration`` refuses runs no pass and ends with ``RunFailed`` and its sentence;
+    stopped short (cancel, a pass that failed, a model that would not load) it writes nothing and
+    ends as the pass ended; a fit or a write that fails ends with ``RunFailed`` and its one
+    sentence."""
 
     def __init__(self, job: Calibrate, run_id: int, emit: Emit) -> None:
         self.job, self.run_id, self.emit = job, run_id, emit
@@ -286,17 +292,38 @@ class CalibratePlan:
         self.pending = job.pending()
         self.versions: dict[str, Any] = {}
         self.refusal: UserFacingError | None = None
+        self.failure: UserFacingError | None = None  # the fit, before the threshold trials
+        self.chooser: ThresholdChooser | None = None
         try:
             check_calibration(job)
         except UserFacingError as exc:  # the window and the command line checked it already
             self.refusal = exc
 
     def next_request(self, done: Sequence[RunReport]) -> GenerationRequest | None:
-        if self.refusal is not None or len(done) >= len(self.pending):
+        if self.refusal is not None or self.failure is not None:
             return None
-        return self.job.pass_request(self.job.prompts[self.pending[len(done)]])
+        if len(done) < len(self.pending):
+            return self.job.pass_request(self.job.prompts[self.pending[len(done)]])
+        if self.chooser is None:
+            captures = [c for c in self.captures if c is not None]
+            try:
+                draft = calibration_document(self.job, captures, self.versions)
+            except UserFacingError as exc:
+                self.failure = exc
+                return None
+            self.chooser = ThresholdChooser(self.job, captures, draft)
+        trying = self.chooser.next_trial()
+        if trying is None:
+            return None
+        self.emit(CalibrationTrials(self.run_id, self.chooser.done, trying=trying))
+        return self.chooser.request()
 
     def on_report(self, index: int, report: RunReport) -> None:
+        if index >= len(self.pending):  # a threshold trial
+            assert self.chooser is not None
+            trial = self.chooser.record(report)
+            self.emit(CalibrationTrials(self.run_id, self.chooser.done, trial))
+            return
         prompt_index = self.pending[index]
         capture = PromptCapture.from_report(self.job.prompts[prompt_index], report)
         self.captures[prompt_index] = capture
@@ -308,12 +335,18 @@ class CalibratePlan:
         if self.refusal is not None:
             self.emit(RunFailed(self.run_id, str(self.refusal), "refused before any pass"))
             return None
+        if self.failure is not None:
+            self.emit(RunFailed(self.run_id, str(self.failure), "the fit failed"))
+            return None
         captures = [c for c in self.captures if c is not None]
-        if len(captures) < len(self.captures):
+        stopped = outcome.cancelled or outcome.failure is not None
+        if len(captures) < len(self.captures) or self.chooser is None or stopped:
             self.emit(outcome.stopped(self.run_id))
             return None
         try:
-            result = write_calibration(self.job, captures, self.versions or _runtime())
+            result = write_calibration(
+                self.job, captures, self.versions or _runtime(), self.chooser.outcome()
+            )
         except UserFacingError as exc:
             self.emit(RunFailed(self.run_id, str(exc), traceback.format_exc()))
             return None

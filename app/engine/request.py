@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from app.families import family_names
-from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
+from app.gate.decision import GateConfigError
+from app.gate.kinds import DEFAULT_GATE, GateParamsLike, UnknownGateError, check_gate, gate_kind
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 
 MAX_SIDE = 2048
@@ -123,15 +124,31 @@ class GenerationRequest:
     previews: bool = False
     gate: str = DEFAULT_GATE  # a gate kind's name (app.gate.kinds.GATES)
     # Calibration: the vanilla pass also records each step's transformer-output change (a host
-    # sync a step, so such a vanilla is neither cached nor reused as a Generate's timed one).
+    # sync a step, so such a vanilla is cached apart: never reused as a Generate's timed one).
     capture_output: bool = False
+    # The gate's calibration where it is not yet the variant's: a calibration job trying
+    # thresholds on the fit it has not saved (one of the gate kind's ``calibration_type``); None:
+    # the variant's own (every other run). Never stored (``from_dict`` drops it).
+    unsaved_calibration: Any = None
 
     @property
     def variant(self) -> Variant:
         return get_variant(self.variant_id)
 
+    def gate_params(self) -> GateParamsLike:
+        """The gate's parameters at ``threshold``: from ``unsaved_calibration`` where the request
+        carries one, else from the variant's calibration for ``gate``."""
+        if self.unsaved_calibration is None:
+            return self.variant.params_for(self.gate, self.threshold)
+        kind = gate_kind(self.gate)
+        if not isinstance(self.unsaved_calibration, kind.calibration_type):
+            raise GateConfigError(f"not a {kind.label} calibration: {self.unsaved_calibration!r}")
+        return kind.params(self.unsaved_calibration, self.threshold)
+
     def vanilla_key(self) -> tuple[object, ...]:
-        """Everything a vanilla run depends on: moving only the threshold reuses it."""
+        """Everything a vanilla run depends on: moving only the threshold reuses it. A
+        calibration's vanilla (``capture_output``: a host sync a step) is its own: a Generate
+        never times against it."""
         return (
             self.variant_id,
             self.prompt,
@@ -143,6 +160,7 @@ class GenerationRequest:
             self.quantize,
             self.loras,
             self.model_path,
+            self.capture_output,
         )
 
     def with_threshold(self, threshold: float) -> GenerationRequest:
@@ -155,7 +173,7 @@ class GenerationRequest:
     def from_dict(cls, data: dict[str, Any]) -> GenerationRequest:
         """The request ``as_dict`` wrote (plain data, not checked again: use ``make_request`` for
         user input)."""
-        names = {f.name for f in fields(cls)}
+        names = {f.name for f in fields(cls)} - {"unsaved_calibration"}
         values = {k: v for k, v in data.items() if k in names}
         values["loras"] = tuple(
             lora if isinstance(lora, LoraSpec) else LoraSpec(str(lora["path"]), lora["scale"])

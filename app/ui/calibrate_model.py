@@ -29,6 +29,7 @@ from app.engine.calibration import (
 from app.engine.events import (
     CalibrationFinished,
     CalibrationProgress,
+    CalibrationTrials,
     LoadProgress,
     ModelReady,
     Pass,
@@ -39,6 +40,7 @@ from app.engine.events import (
 )
 from app.engine.jobs import Job
 from app.engine.request import GenerationRequest, RequestError
+from app.engine.threshold_rule import RULE_WORDS, TrialSpec
 from app.errors import UserFacingError
 from app.gate.kinds import gate_kind, magcache_from_document
 from app.hardware import hardware_label
@@ -103,6 +105,10 @@ class ModelCalibrator:
         self.prompts_done = 0
         self.steps_done = 0  # vanilla steps of the current prompt
         self.current: int | None = None  # the prompt being measured (its index)
+        # Choosing the default thresholds (after the prompts): the passes done, the one running.
+        self.choosing = False
+        self.trials_done = 0
+        self.trying: TrialSpec | None = None
         self._pending: list[int] = []
         self._started_at: float | None = None  # the first timed step's start
         self._timed_steps = 0
@@ -172,6 +178,7 @@ class ModelCalibrator:
         self.message = ""
         self.prompts_done = self.steps_done = self._timed_steps = 0
         self.current = None
+        self.choosing, self.trials_done, self.trying = False, 0, None
         self._pending = job.pending()
         self._started_at = self._finished_at = None
         self._changed()
@@ -211,6 +218,13 @@ class ModelCalibrator:
                 self.message = _sentence(event.message)
             case ModelReady():
                 self.message = ""
+            case CalibrationTrials():
+                self.choosing = True
+                self.trials_done = event.done
+                self.trying = event.trying or self.trying
+                self.message = ""
+            case PassStarted() | StepDone() if self.choosing:
+                return  # a threshold trial's pass: the line follows the trials
             case PassStarted(which=Pass.vanilla):
                 remaining = self._remaining()
                 self.current = remaining[0] if remaining else None
@@ -252,11 +266,14 @@ class ModelCalibrator:
         return len(self._pending)
 
     def progress(self) -> float:
-        """0–1 over the prompts to measure, by steps; -1 (indeterminate) before the first step."""
+        """0–1 over the prompts to measure, by steps; -1 (indeterminate) before the first step
+        and while the thresholds are chosen (how many passes that takes is known at its end)."""
         if self.job is None or not self._pending:
             return 0.0
         if self.status is CalibrateStatus.finished:
             return 1.0
+        if self.choosing and self.status.busy:
+            return -1.0
         steps = self.job.request.steps
         done = self.prompts_done + min(self.steps_done, steps) / steps
         if done <= 0 and self.status.busy:
@@ -264,8 +281,9 @@ class ModelCalibrator:
         return done / len(self._pending)
 
     def seconds_left(self) -> float | None:
-        """The time left at the pace so far (None until ``STEPS_BEFORE_ESTIMATE`` steps are
-        timed): elapsed × what is left / what is done, by the same measure as ``progress``, so a
+        """The time left for the prompts at the pace so far (None until
+        ``STEPS_BEFORE_ESTIMATE`` steps are timed, and while the thresholds are chosen):
+        elapsed × what is left / what is done, by the same measure as ``progress``, so a
         prompt's untimed share (its decode, the replayed pass) is in the pace too."""
         fraction = self.progress()
         if (
@@ -279,21 +297,43 @@ class ModelCalibrator:
         return elapsed * (1.0 - fraction) / fraction
 
     def progress_text(self) -> str:
-        """ "Prompt 2 of 6 · about 40 s left", "Loading FLUX.1 dev…", or the end's sentence."""
+        """ "Prompt 2 of 6 · about 40 s left for the prompts", "Loading FLUX.1 dev…", "Choosing
+        thresholds…", or the end's sentence."""
         if self.status is CalibrateStatus.finished and self.result is not None:
-            return f"Done: {self.total_prompts} prompts measured in {self._took()}."
+            trials = (
+                f" and {self.trials_done} trial passes chose the thresholds"
+                if self.trials_done
+                else ""
+            )
+            return f"Done: {self.total_prompts} prompts measured{trials} in {self._took()}."
         if not self.status.busy:
             return self.message
         if self.status is CalibrateStatus.cancelling:
             return "Cancelling after this step…"
         if self.message:
             return self.message
+        if self.choosing:
+            return self._choosing_text()
         number = min(self.prompts_done + 1, self.total_prompts)
         text = f"Prompt {number} of {self.total_prompts}"
         left = self.seconds_left()
         if left is not None:
             text += f" · about {format_duration(left)} left"
+            if self.job is not None and self.job.chooses_thresholds():
+                text += " for the prompts"  # the threshold trials follow; their count is not known
         return text
+
+    def _choosing_text(self) -> str:
+        """ "Choosing thresholds: TeaCache at 0.08, prompt 3 of 5 (12 passes done)"."""
+        text = "Choosing thresholds on your prompts"
+        trying = self.trying
+        if trying is not None:
+            text += (
+                f": {gate_kind(trying.gate).label} at {trying.threshold:g}, prompt "
+                f"{trying.prompt + 1} of {len(self.job.prompts) if self.job else 0}"
+            )
+        done = self.trials_done
+        return text + f" ({done} pass{'es' if done != 1 else ''} done)"
 
     def _took(self) -> str:
         if self._started_at is None or self._finished_at is None:
@@ -354,15 +394,12 @@ def fit_words(result: CalibrationResult, base: Variant) -> list[str]:
             f"picture ({min(ratios):.3f} to {max(ratios):.3f}); your prompts agree within "
             f"{result.magcache_spread:.3f}."
         )
+    for choice in result.choices:
+        lines.append(f"{gate_kind(choice.gate).label}'s threshold: {_sentence(choice.reason)}")
     variant = get_variant(result.variant_id)
     gate = result.job.gates[0]
     threshold = variant.default_threshold_for(gate)
-    at = ""
-    if threshold is not None:
-        given = gate in dict(result.job.thresholds)
-        at = f" at threshold {threshold:g}" + (
-            "" if given else f" (carried over from {base.display_name})"
-        )
+    at = f" at threshold {threshold:g}" if threshold is not None else ", with no default threshold"
     lines.append(
         f"Saved as “{variant.display_name}” and selected: {gate_kind(gate).label} is its gate{at}."
     )
@@ -399,6 +436,18 @@ def detail_words(result: CalibrationResult) -> list[str]:
         lines.append(
             f"MagCache ratios ({len(table.ratios)} steps): {ratios} · retention "
             f"{table.retention_ratio:g}, at most {table.max_consecutive_skips} reused in a row"
+        )
+    for choice in result.choices:
+        if not choice.rows:
+            continue
+        tried = "; ".join(
+            f"{row.threshold:g}: {row.mean_skipped:.1f} skipped, SSIM {row.mean_ssim:.4f} "
+            f"(worst {row.min_ssim:.4f})"
+            for row in choice.rows
+        )
+        lines.append(
+            f"{gate_kind(choice.gate).label} threshold, by {RULE_WORDS}; tried on "
+            f"{len(job.prompts)} prompts × {r.steps} steps (mean): {tried}"
         )
     provenance = document["provenance"]
     lines.append(f"Provenance: {provenance['source']}")

@@ -44,9 +44,9 @@ class CalibrateDialog(QDialog):
 
         intro = QLabel(
             "Runs one full generation per prompt, computing every step, and measures how much "
-            "each step changes the picture. TeaCache and MagCache then judge this model by its "
-            "own pace instead of borrowed numbers. The result is saved as a new entry in the "
-            "model list."
+            "each step changes the picture; then shorter runs of the same prompts choose each "
+            "gate's threshold. TeaCache and MagCache then judge this model by its own pace "
+            "instead of borrowed numbers. The result is saved as a new entry in the model list."
         )
         intro.setWordWrap(True)
         self.target = QLabel()

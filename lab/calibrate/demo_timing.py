@@ -1,7 +1,9 @@
 """How long calibrating the demo takes, as a user runs it: ``teacache-studio calibrate`` in a fresh
 process (imports, the model's load and its untimed warm-up included), each prompt one vanilla
-pass of the demo's 28 steps at 128 × 128, and the fit it made (R², held-out R², MagCache's
-spread). The same ``Calibrate`` job the window's Calibrate This Model… runs.
+pass of the demo's 28 steps at 128 × 128, then the threshold trials that choose each gate's
+default (``app.engine.threshold_rule``), and what it made (R², held-out R², MagCache's spread,
+the thresholds chosen and the trial passes they took). The same ``Calibrate`` job the window's
+Calibrate This Model… runs.
 
     uv run python -m lab.calibrate.demo_timing --prompts 5 10
 
@@ -65,7 +67,21 @@ def measure(count: int) -> dict[str, Any]:
         "heldout_prompts": len(fit["heldout_prompts"]),
         "pairs": fit["fit_pairs"],
         "magcache_spread": data["magcache"]["provenance"]["fit_value"],
+        "thresholds": {gate: _chosen(choice) for gate, choice in data["threshold_choice"].items()},
         "versions": data["versions"],
+    }
+
+
+def _chosen(choice: dict[str, Any]) -> dict[str, Any]:
+    """A gate's default threshold as the calibration chose it, its row, and the trial passes."""
+    row = next((r for r in choice["rows"] if r["threshold"] == choice["threshold"]), None)
+    return {
+        "threshold": choice["threshold"],
+        "source": choice["source"],
+        "mean_skipped": None if row is None else row["mean_skipped"],
+        "min_ssim": None if row is None else row["min_ssim"],
+        "thresholds_tried": len(choice["rows"]),
+        "trial_passes": sum(t["ran"] for t in choice["trials"]),
     }
 
 
@@ -107,10 +123,12 @@ def readme_figures() -> list[Passage]:
             "On {cpu}, {cores} ({device}), calibrating the demo from the command line took "
             "**{short_s} s for "
             "{short_n} prompts** and {full_s} s for all {full_n} suggested ones ({steps} steps "
-            "each, a cold process with the model's load; load average {load_short} and "
-            "{load_full} on this shared machine); the fits scored R² {short_r2} and {full_r2} "
-            "(held-out {short_held} and {full_held}), against the built-in demo calibration's "
-            "0.42.",
+            "each, a cold process with the model's load, and {short_trials} and {full_trials} "
+            "threshold trials; load average {load_short} and {load_full} on this shared "
+            "machine); the fits scored R² {short_r2} and {full_r2} (held-out {short_held} and "
+            "{full_held}), against the built-in demo calibration's 0.42, and chose TeaCache "
+            "{short_tea} and MagCache {short_mag} on {short_n} prompts ({full_tea} and "
+            "{full_mag} on {full_n}), where the shipped ones are 0.1 and 0.02.",
             {
                 "cpu": cpu,
                 "cores": cores,
@@ -126,9 +144,24 @@ def readme_figures() -> list[Passage]:
                 "full_r2": fixed(full["r2"], 2),
                 "short_held": fixed(short["heldout_r2"], 2),
                 "full_held": fixed(full["heldout_r2"], 2),
+                "short_trials": str(_trials(short)),
+                "full_trials": str(_trials(full)),
+                "short_tea": _threshold(short, "teacache"),
+                "short_mag": _threshold(short, "magcache"),
+                "full_tea": _threshold(full, "teacache"),
+                "full_mag": _threshold(full, "magcache"),
             },
         )
     ]
+
+
+def _trials(run: dict[str, Any]) -> int:
+    return sum(chosen["trial_passes"] for chosen in run["thresholds"].values())
+
+
+def _threshold(run: dict[str, Any], gate: str) -> str:
+    value = run["thresholds"][gate]["threshold"]
+    return "none" if value is None else f"{value:g}"
 
 
 if __name__ == "__main__":

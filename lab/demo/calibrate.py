@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from app.engine import threshold_rule
 from app.fileio.jsonio import dumps_json
 from app.gate.fit import PolynomialFit, choose, fit, minimum_on
 from app.metrics import ssim
@@ -30,26 +31,10 @@ CALIBRATION_SEED_BASE = 800_000
 SWEEP_SEED_BASE = 810_000
 GENERATION_SEED = 42
 HELDOUT = (9, 10, 11)  # prompt indices held out for the held-out R²
-THRESHOLDS = (
-    0.0025,
-    0.005,
-    0.0075,
-    0.01,
-    0.0125,
-    0.015,
-    0.02,
-    0.03,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.5,
-)
-SKIP_SHARE_TARGET = (0.20, 0.40)
-MIN_SSIM = 0.90
+# The sweep's thresholds and the rule that reads it are the app's, which a user calibration
+# applies to its own prompts (app.engine.threshold_rule).
+THRESHOLDS = threshold_rule.GRID
+SKIP_SHARE_TARGET = threshold_rule.SKIP_SHARE_BAND
 
 
 def prompts(base: int, n: int) -> list[str]:
@@ -147,15 +132,23 @@ def sweep(
 
 def choose_threshold(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Largest skip share inside the target band whose worst prompt keeps SSIM ≥ 0.90; if none
-    lands in the band, the largest threshold that keeps the SSIM floor."""
-    safe = [r for r in rows if r["min_ssim"] >= MIN_SSIM and r["mean_skipped"] > 0]
-    lo, hi = SKIP_SHARE_TARGET
-    in_band = [r for r in safe if lo <= r["skip_share"] <= hi]
-    if in_band:
-        return max(in_band, key=lambda r: r["skip_share"])
-    if safe:
-        return max(safe, key=lambda r: r["threshold"])
-    return min(rows, key=lambda r: r["threshold"])
+    lands in the band, the largest threshold that keeps the SSIM floor (app.engine.threshold_rule's
+    ``choose``); where none keeps it, the smallest threshold."""
+    picked = threshold_rule.choose(
+        [
+            threshold_rule.RuleRow(
+                r["threshold"],
+                r["mean_skipped"],
+                r["skip_share"],
+                r.get("mean_ssim", r["min_ssim"]),
+                r["min_ssim"],
+            )
+            for r in rows
+        ]
+    )
+    if picked is None:
+        return min(rows, key=lambda r: r["threshold"])
+    return next(r for r in rows if r["threshold"] == picked.threshold)
 
 
 def calibration_record(

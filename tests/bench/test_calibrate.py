@@ -107,15 +107,19 @@ def test_origin_mode_forces_zero_intercept() -> None:
 
 def test_capture_resumes_per_prompt(tmp_path: Path) -> None:
     """The command's chunks: a run stopped after 4 prompts keeps them, and a rerun of the same
-    job measures only the other 6 (each prompt's pass runs exactly once across both runs)."""
+    job measures only the other 6 (each prompt's pass runs exactly once across both runs; its
+    thresholds given, so no threshold trial runs)."""
     prompts = DEMO_PROMPTS
     engine = FakeEngine()
+    given = (("teacache", 0.1), ("magcache", 0.02))
     first = run_calibration(
-        job(prompts), tmp_path / "c", engine=engine, progress=False, max_chunks=4
+        job(prompts, thresholds=given), tmp_path / "c", engine=engine, progress=False, max_chunks=4
     )
     assert first.result is None and first.done == 4 and first.failure is None
     assert not (calibrations_dir() / "demo+synthetic.json").exists()  # nothing half-written
-    second = run_calibration(job(prompts), tmp_path / "c", engine=engine, progress=False)
+    second = run_calibration(
+        job(prompts, thresholds=given), tmp_path / "c", engine=engine, progress=False
+    )
     assert second.result is not None and second.done == 10
     assert [r.prompt for r in engine.requests] == list(prompts)
     fit = second.result.document["fit"]["fits"]["origin"]

@@ -1,6 +1,7 @@
 """``teacache-studio calibrate``: the window's ``Calibrate`` job from the command line, its
-refusals as one line (a name taken, too few prompts, a model that cannot load offline), and
-``--replace`` refitting the kept prompts without a pass."""
+refusals as one line (a name taken, too few prompts, a model that cannot load offline), the
+default thresholds it chose and why, and ``--replace`` refitting the kept prompts (and reusing
+the kept threshold trials) without a pass."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def test_a_name_taken_is_refused_and_replace_refits_without_a_pass(
     assert "demo+twice" in out and "MagCache table" in out  # every gate by default
     first = json.loads((calibrations_dir() / "demo+twice.json").read_text())
     assert first["fit"]["mode"] == "both" and "magcache" in first
+    for gate, label in (("teacache", "TeaCache"), ("magcache", "MagCache")):  # chosen, and why
+        assert f"{label} default threshold: {first['threshold_choice'][gate]['reason']}" in out
 
     assert main(args) == 2
     line = _one_line(capsys)
@@ -53,10 +56,19 @@ def test_a_name_taken_is_refused_and_replace_refits_without_a_pass(
         raise AssertionError("a pass ran: the kept prompts should have been refitted")
 
     monkeypatch.setattr(Engine, "run", no_pass)
-    assert main([*args, "--replace", "--mode", "free"]) == 0
+    # The same settings again: the fit and the threshold trials all come from the chunks.
+    assert main([*args, "--replace"]) == 0
+    again = json.loads((calibrations_dir() / "demo+twice.json").read_text())
+    assert again["threshold_choice"] == first["threshold_choice"]
+    assert again["coefficients"] == first["coefficients"]
+    # TeaCache's threshold given (its new fit would need trials of its own); MagCache's table is
+    # the same, so its threshold trials come from the chunks too.
+    assert main([*args, "--replace", "--mode", "free", "--threshold", "0.1"]) == 0
     second = json.loads((calibrations_dir() / "demo+twice.json").read_text())
     assert second["fit"]["mode"] == "free" and second["pairs"] == first["pairs"]
     assert get_variant("demo+twice").coefficients == tuple(second["coefficients"])
+    assert second["threshold_choice"]["magcache"] == first["threshold_choice"]["magcache"]
+    assert second["default_threshold"] == 0.1
 
 
 def test_too_few_prompts_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

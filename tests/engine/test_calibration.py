@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import struct
 import threading
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,9 @@ from app.engine.calibration import (
     default_prompts,
     free_name,
 )
-from app.engine.jobs import run_job
+from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import LoraSpec, make_request
+from app.engine.threshold_rule import GRID, MIN_SSIM, SKIP_SHARE_BAND, RuleRow, choose
 from app.variants import all_variants, get_variant
 from app.variants.user import CalibrationExistsError, calibrations_dir, save_calibration
 from tests.fakes.engine import (
@@ -49,13 +52,18 @@ def _job(
     name: str = "mine",
     variant: str = "demo",
     steps: int = 10,
+    thresholds: tuple[tuple[str, float], ...] = (),
     **request: Any,
 ) -> Calibrate:
     base = make_request(variant, prompts[0] if prompts else "a red circle", steps=steps, **request)
-    return Calibrate(base, name, prompts)
+    return Calibrate(base, name, prompts, thresholds=thresholds)
 
 
-def _run(engine: Any, job: Calibrate, cancel: threading.Event | None = None) -> list[Any]:
+# Given default thresholds: the job runs the prompts' passes only (no threshold trials).
+GIVEN = (("teacache", 0.1), ("magcache", 0.02))
+
+
+def _run(engine: Any, job: Job, cancel: threading.Event | None = None) -> list[Any]:
     events: list[Any] = []
     run_job(engine, 5, job, events.append, cancel or threading.Event())
     return events
@@ -68,7 +76,7 @@ def _nothing_written() -> bool:
 
 def test_a_calibration_on_the_fake_fits_its_polynomial_and_table() -> None:
     engine = FakeEngine()
-    job = _job()
+    job = _job(thresholds=GIVEN)
     events = _run(engine, job)
     assert sum(isinstance(e, ev.CalibrationFinished | ev.RunFailed | ev.RunCancelled)
                for e in events) == 1  # fmt: skip
@@ -110,7 +118,7 @@ def test_a_calibration_on_the_real_demo_engine() -> None:
     from app.engine.engine import Engine
 
     engine = Engine()
-    job = _job(DEMO_PROMPTS[:3], steps=6, name="real")
+    job = _job(DEMO_PROMPTS[:3], steps=6, name="real", thresholds=GIVEN)
     events = _run(engine, job)
     # A calibration's vanilla (timed with a host sync a step) is not a Generate's cached one.
     again: list[Any] = []
@@ -133,6 +141,168 @@ def test_a_calibration_on_the_real_demo_engine() -> None:
     variant = get_variant("demo+real")
     assert variant.coefficients == tuple(data["coefficients"])
     assert variant.family is get_variant("demo").family
+
+
+# -- each gate's default threshold, by the shipped defaults' rule on the prompts ------------------
+
+
+def test_the_fake_calibration_chooses_each_threshold_by_the_rule_on_its_prompts() -> None:
+    """After the prompts' passes, threshold trials: each a gated pass of one prompt on the new
+    calibration (not saved yet), resumed from that prompt's vanilla (kept under the calibration's
+    own key); the file's thresholds are the rule's answer on the trials' rows, with the reason."""
+    engine = FakeEngine()
+    job = _job(DEMO_PROMPTS[:3], steps=12)
+    events = _run(engine, job)
+    finished = events[-1]
+    assert isinstance(finished, ev.CalibrationFinished), finished
+    captures, trials = engine.requests[:3], engine.requests[3:]
+    assert all(r.threshold == 0.0 and r.unsaved_calibration is None for r in captures)
+    assert trials and all(r.resume and r.threshold > 0 for r in trials)
+    calibrations = {r.gate: r.unsaved_calibration for r in trials}
+    assert set(calibrations) == {"teacache", "magcache"}
+    variant = get_variant("demo+mine")
+    assert calibrations["teacache"].coefficients == variant.coefficients  # the new fit's
+    assert calibrations["magcache"].ratios == variant.magcache.ratios  # type: ignore[union-attr]
+    vanilla = [e for e in events if isinstance(e, ev.PassStarted) and e.which is ev.Pass.vanilla]
+    assert [e.cached for e in vanilla] == [False] * 3 + [True] * len(trials)
+    done = [e for e in events if isinstance(e, ev.CalibrationTrials) and e.trial is not None]
+    assert [e.done for e in done] == list(range(1, len(trials) + 1))
+
+    result = finished.result
+    document = json.loads(Path(result.path).read_text(encoding="utf-8"))
+    for choice in result.choices:
+        rows = choice.rows
+        chosen = choose(rows)
+        assert chosen is not None and chosen.mean_skipped > 0  # engagement
+        assert chosen.min_ssim >= MIN_SSIM
+        assert choice.threshold == chosen.threshold == variant.default_threshold_for(choice.gate)
+        assert choice.source == "rule" and "chosen on your 3 prompts" in choice.reason
+        recorded = document["threshold_choice"][choice.gate]
+        assert recorded["threshold"] == choice.threshold and recorded["reason"] == choice.reason
+        for row in rows:  # each row: the mean over the prompts of its trials
+            mine = [t for t in choice.trials if t.threshold == row.threshold]
+            assert len(mine) == 3
+            assert row.mean_skipped == pytest.approx(sum(t.skipped for t in mine) / 3)
+            assert row.min_ssim == min(t.ssim for t in mine)
+    assert "default threshold" in document["provenance"]["notes"]
+    assert "default threshold" in document["magcache"]["provenance"]["notes"]
+
+
+def test_a_calibration_cancelled_while_choosing_thresholds_writes_nothing() -> None:
+    cancel = threading.Event()
+    events: list[Any] = []
+
+    def emit(event: Any) -> None:
+        events.append(event)
+        if isinstance(event, ev.CalibrationTrials) and event.done == 2:
+            cancel.set()
+
+    assert run_job(FakeEngine(), 5, _job(DEMO_PROMPTS[:3], steps=12), emit, cancel) is None
+    assert isinstance(events[-1], ev.RunCancelled)
+    assert sum(isinstance(e, ev.CalibrationProgress) for e in events) == 3
+    assert _nothing_written() and "demo+mine" not in all_variants()
+
+
+def test_a_calibrations_vanilla_runs_are_kept_apart_from_a_generates() -> None:
+    """The real engine keeps a calibration's vanilla runs (``capture_output``) in a cache of
+    their own: its threshold trials find each prompt's, a Generate never times against one, and
+    a calibration evicts no Generate's."""
+    from app.engine.engine import Engine
+
+    engine = Engine(vanilla_cache_size=1, calibration_cache_size=2)
+    job = _job(DEMO_PROMPTS[:3], steps=6)
+
+    def cached(request: Any) -> bool:
+        seen: list[Any] = []
+        engine.run(1, request, seen.append, threading.Event())
+        assert isinstance(seen[-1], ev.RunFinished), seen[-1]
+        return seen[-1].report.vanilla_cached
+
+    generate = job.request  # the first prompt, no capture
+    capture = [job.pass_request(p) for p in job.prompts]
+    try:
+        assert not cached(generate)
+        assert [cached(r) for r in capture[:2]] == [False, False]
+        assert cached(generate)  # not evicted by the calibration's two
+        assert not cached(replace(capture[1], capture_output=False)) and not cached(generate)
+        assert [cached(r) for r in capture[:2]] == [True, True]  # nor they by the Generates
+        assert not cached(capture[2]) and not cached(capture[0])  # two at most: oldest goes
+    finally:
+        engine.close()
+
+
+@pytest.mark.slow
+def test_the_real_demo_calibration_gets_its_own_threshold_by_the_rule() -> None:
+    """The real demo, 3 prompts at its 28 steps: each gate's threshold is the rule's. Checked
+    again on the saved calibration by a sweep of its own (gated against vanilla, every prompt): at
+    the threshold it skips steps with every prompt at SSIM ≥ 0.90, within the band or else the
+    largest that keeps the floor; the next threshold of the grid above it skips more than the
+    band or breaks the floor (or skips as much: the rule keeps the smaller)."""
+    from app.engine.engine import Engine
+
+    prompts = DEMO_PROMPTS[:3]
+    engine = Engine()
+    events = _run(engine, _job(prompts, steps=28, name="own"))
+    finished = events[-1]
+    assert isinstance(finished, ev.CalibrationFinished), finished
+    variant = get_variant("demo+own")
+    high = SKIP_SHARE_BAND[1]
+    try:
+        for choice in finished.result.choices:
+            threshold = variant.default_threshold_for(choice.gate)
+            assert threshold is not None and threshold == choice.threshold, choice.reason
+            above = GRID[GRID.index(threshold) + 1]
+            at, over = (_measured(engine, prompts, choice.gate, t) for t in (threshold, above))
+            assert at.mean_skipped > 0 and at.min_ssim >= MIN_SSIM, (choice.reason, at)
+            assert at == next(r for r in choice.rows if r.threshold == threshold)
+            if at.in_band:
+                assert over.skip_share > high or not over.safe or over.skip_share == at.skip_share
+            else:  # no threshold in the band keeps the floor: the largest that does
+                assert not over.safe and choice.reason.count("the largest that keeps") == 1
+    finally:
+        engine.close()
+
+
+def _measured(engine: Any, prompts: Sequence[str], gate: str, threshold: float) -> RuleRow:
+    """One threshold of the saved demo+own on every prompt: skips and SSIM against vanilla."""
+    skipped, ssims = [], []
+    for prompt in prompts:
+        request = make_request("demo+own", prompt, steps=28, gate=gate, threshold=threshold)
+        done = _run(engine, ThresholdSweep(request, (threshold,)))[-1]
+        assert isinstance(done, ev.SweepFinished), done
+        report = done.reports[0]
+        assert report.ssim is not None
+        skipped.append(report.gated.skipped)
+        ssims.append(report.ssim)
+    mean = sum(skipped) / len(skipped)
+    return RuleRow(threshold, mean, mean / 28, sum(ssims) / len(ssims), min(ssims))
+
+
+@pytest.mark.slow
+def test_a_distilled_model_gets_no_threshold_and_says_why() -> None:
+    """demo-turbo (step-distilled, 4 steps): no threshold is invented, no trial runs, and the
+    file says why; its default skips nothing (on purpose)."""
+    from app.engine.engine import Engine
+
+    engine = Engine()
+    job = _job(DEMO_PROMPTS[:3], variant="demo-turbo", steps=4, name="turbo")
+    events = _run(engine, job)
+    finished = events[-1]
+    assert isinstance(finished, ev.CalibrationFinished), finished
+    assert not any(isinstance(e, ev.CalibrationTrials) for e in events)  # no trial ran
+    gated = [e for e in events if isinstance(e, ev.PassStarted) and e.which is ev.Pass.gated]
+    assert len(gated) == 3  # the prompts' own passes only
+    variant = get_variant("demo-turbo+turbo")
+    assert [c.gate for c in finished.result.choices] == list(job.gates)
+    for choice in finished.result.choices:
+        assert choice.threshold is None and variant.default_threshold_for(choice.gate) is None
+        assert choice.reason.startswith("none: Demo shapes turbo is step-distilled")
+        assert "nothing is skipped until you set one" in choice.reason
+        request = make_request("demo-turbo+turbo", DEMO_PROMPTS[0], gate=choice.gate)
+        assert request.threshold == 0.0
+        done = _run(engine, Generate(request))[-1]
+        assert isinstance(done, ev.RunFinished) and done.report.gated.skipped == 0
+    engine.close()
 
 
 def _lora_file(path: Path) -> Path:

@@ -66,9 +66,10 @@ def test_every_kind_of_job_runs_on_the_fake_with_one_terminal_event(kind: str) -
 
 
 def test_a_calibration_runs_on_the_fake_with_one_terminal_event() -> None:
-    """One fresh vanilla per prompt (a calibration's is never cached), each with a gated pass
-    resumed from it; the job's own progress and terminal events (``tests/engine/
-    test_calibration.py`` has the rest)."""
+    """One fresh vanilla per prompt, each with a gated pass resumed from it; then the threshold
+    trials, every one resumed from its prompt's vanilla, kept (under the calibration's own key);
+    the job's own progress and terminal events (``tests/engine/test_calibration.py`` has the
+    rest)."""
     engine = FakeEngine()
     job = Calibrate(_request(0.0, steps=8), "jobs", DEMO_PROMPTS[:3])
     events = _run(engine, job)
@@ -76,8 +77,11 @@ def test_a_calibration_runs_on_the_fake_with_one_terminal_event() -> None:
     assert isinstance(events[-1], ev.CalibrationFinished)
     assert all(e.run_id == 7 for e in events if hasattr(e, "run_id"))
     vanilla = [e for e in events if isinstance(e, ev.PassStarted) and e.which is ev.Pass.vanilla]
-    assert [e.cached for e in vanilla] == [False] * 3
+    trials = len(engine.requests) - 3
+    assert trials > 0 and [e.cached for e in vanilla] == [False] * 3 + [True] * trials
     assert [e.done for e in events if isinstance(e, ev.CalibrationProgress)] == [1, 2, 3]
+    done = [e.done for e in events if isinstance(e, ev.CalibrationTrials) and e.trial]
+    assert done == list(range(1, trials + 1))
 
 
 def test_a_sweep_runs_its_thresholds_in_the_given_order() -> None:

@@ -253,7 +253,7 @@ class FakeEngine:
             raise ValueError(f"scripted trace has {len(trace)} steps, the request {request.steps}")
         # The run's gate decides; the vanilla pass observes with the observer's numbers (its
         # predictions), as the real engine's does.
-        params = variant.params_for(request.gate, request.threshold)
+        params = request.gate_params()
         observe = observer_params(variant, request.gate, request.threshold)
         kind = kind_of(params)
 
@@ -264,7 +264,7 @@ class FakeEngine:
             emit(notice)
 
         key = request.vanilla_key()
-        cacheable = self.cache_vanilla and not request.capture_output  # as the real engine
+        cacheable = self.cache_vanilla  # a calibration's under its own key, as the real engine
         vanilla = self._vanilla.get(key) if cacheable and request.compare_vanilla else None
         cached = vanilla is not None
         if request.compare_vanilla:

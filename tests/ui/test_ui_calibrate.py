@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory
 
 from app.engine.calibration import DEMO_PROMPTS
 from app.engine.request import LoraSpec
+from app.gate.kinds import gate_kind
 from app.ui.calibrate_model import CalibrateStatus, ModelCalibrator, format_duration
 from app.ui.calibrate_view import CalibrateDialog
 from app.ui.window import MainWindow
@@ -80,7 +82,7 @@ def test_calibrate_follows_progress_and_selects_the_saved_calibration(
     assert calibrator.progress() == pytest.approx((1 + 3 / 8) / 4)
     qtbot.waitUntil(lambda: dialog.progress.value() == round(1000 * (1 + 3 / 8) / 4))
     assert dialog.status.text().startswith("Prompt 2 of 4 · about ")
-    assert dialog.status.text().endswith(" left")
+    assert dialog.status.text().endswith(" left for the prompts")  # the thresholds follow
 
     gate.open()
     _wait_idle(qtbot, window)
@@ -98,6 +100,45 @@ def test_calibrate_follows_progress_and_selects_the_saved_calibration(
     assert dialog.details.isVisible() and "R²" in dialog.details.text()
     assert "Provenance: teacache-studio calibrate" in dialog.details.text()
     assert dialog.start_button.text() == "Calibrate Again" and dialog.name.text() != "mine"
+
+
+def test_the_dialog_says_which_threshold_was_chosen_and_why(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """After the prompts, the dialog follows the threshold trials (how many is known at their
+    end: the bar is busy), then says each gate's threshold and where it comes from; the window
+    opens on the chosen one."""
+    gate = StepGate()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _open(window, steps=12)
+    _start(qtbot, window, dialog, "chosen")
+    calibrator = window.calibrator
+    gate.release(4 * 12)  # every prompt's vanilla pass; the trials then wait
+    qtbot.waitUntil(lambda: calibrator.choosing, timeout=SIGNAL_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: calibrator.trying is not None, timeout=SIGNAL_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: dialog.status.text().startswith("Choosing thresholds on your prompts: "),
+        timeout=SIGNAL_TIMEOUT_MS,
+    )
+    assert " of 4 (0 passes done)" in dialog.status.text()
+    assert calibrator.progress() == -1.0 and dialog.progress.maximum() == 0  # busy
+    gate.open()
+    _wait_idle(qtbot, window)
+    assert calibrator.status is CalibrateStatus.finished
+    result = calibrator.result
+    assert result is not None and calibrator.trials_done > 0
+    text = dialog.result_text.text()
+    assert "carried over" not in text
+    for choice in result.choices:
+        assert escape(f"{gate_kind(choice.gate).label}'s threshold: ") in text
+        assert escape(choice.reason[1:]) in text  # the sentence, capitalised
+    teacache = next(c for c in result.choices if c.gate == "teacache")
+    assert teacache.threshold is not None and teacache.source == "rule"
+    assert window.form.gate == "teacache" and window.form.threshold == teacache.threshold
+    assert f"at threshold {teacache.threshold:g}." in text
+    assert dialog.status.text().startswith(f"Done: 4 prompts measured and {calibrator.trials_done}")
+    dialog.details_button.click()
+    assert "TeaCache threshold, by the most skipped steps" in dialog.details.text()
 
 
 def test_cancel_midway_saves_nothing(qtbot: QtBot, make_window: WindowFactory) -> None:
@@ -323,7 +364,7 @@ def test_the_time_left_follows_the_pace() -> None:
         calibrator.handle_event(ev.StepDone(1, ev.Pass.vanilla, step))
     assert calibrator.progress() == pytest.approx(0.25)
     assert calibrator.seconds_left() == pytest.approx(15.0)  # 5 s for a quarter: 15 s left
-    assert calibrator.progress_text() == "Prompt 1 of 2 · about 15 s left"
+    assert calibrator.progress_text() == "Prompt 1 of 2 · about 15 s left for the prompts"
     assert format_duration(125) == "2 min" and format_duration(3900) == "1 h 5 min"
 
 
