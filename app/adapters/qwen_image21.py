@@ -49,7 +49,7 @@ from mlx import nn
 
 from app.adapters.base import Installation
 from app.adapters.common import COND, GateState, install_class_swap
-from app.adapters.compiled import counted_compile
+from app.adapters.compiled import LookAhead, counted_compile
 from app.families.qwen_image21 import FAMILY
 from app.gate import LiveGate, Verdict
 
@@ -103,16 +103,27 @@ def _joint_blocks_and_tail(
     return noise[:, text_len:], hidden_states[:, text_len:]
 
 
-class _CompiledImageForward:
-    """mflux's ``_image_forward`` in three compiled parts (see the module's docstring)."""
+def _image_signal(tr: Qwen21Transformer, x: mx.array, mod1: mx.array) -> mx.array:
+    """TeaCache's signal: block 0's modulated image input ``img_norm1(x) · (1 + scale1)``, from
+    the image tokens' modulation rows (``mod1`` over the image tokens)."""
+    scale1, _ = mx.split(mod1, 2, axis=-1)
+    return tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
 
-    def __init__(self, tr: Qwen21Transformer, traces: Counter[str]) -> None:
+
+class _CompiledImageForward:
+    """mflux's ``_image_forward`` in three compiled parts (see the module's docstring). The
+    prelude ends with TeaCache's signal where ``signal`` (the gate decides on it here), else it
+    stops at what body and tail read."""
+
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], signal: bool) -> None:
         self.tr = tr
+        self.signal = signal
         self.prelude = counted_compile("prelude", self._prelude, traces)
         self.body = counted_compile("body", self._body, traces)
         self.tail = counted_compile("tail", self._tail, traces)
 
-    def _prelude(self, hidden_states: mx.array, timestep: mx.array) -> tuple[mx.array, ...]:
+    def _embed(self, hidden_states: mx.array, timestep: mx.array) -> tuple[mx.array, ...]:
+        """``(x, temb, mod1, mod2)``: mflux's ``_image_forward`` before its blocks."""
         tr = self.tr
         num_image_tokens = hidden_states.shape[1]
         timestep_rows = mx.concatenate([timestep, mx.zeros((1,), dtype=timestep.dtype)])
@@ -121,10 +132,13 @@ class _CompiledImageForward:
         mod1, mod2 = mx.split(modulation, 2, axis=-1)
         mod1 = mx.broadcast_to(mod1[0][None, None, :], (1, num_image_tokens, mod1.shape[-1]))
         mod2 = mx.broadcast_to(mod2[0][None, None, :], (1, num_image_tokens, mod2.shape[-1]))
-        x = tr.img_in(hidden_states)
-        scale1, _ = mx.split(mod1, 2, axis=-1)
-        signal = tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
-        return x, temb, mod1, mod2, signal
+        return tr.img_in(hidden_states), temb, mod1, mod2
+
+    def _prelude(self, hidden_states: mx.array, timestep: mx.array) -> tuple[mx.array, ...]:
+        x, temb, mod1, mod2 = self._embed(hidden_states, timestep)
+        if not self.signal:
+            return x, temb, mod1, mod2
+        return x, temb, mod1, mod2, _image_signal(self.tr, x, mod1)
 
     def _tail(self, hidden_states: mx.array, temb: mx.array) -> mx.array:
         tr = self.tr
@@ -150,17 +164,21 @@ class _CompiledImageForward:
 
 
 class _CompiledJointForward:
-    """mflux's ``_forward`` (the joint text + image sequence) in three compiled parts."""
+    """mflux's ``_forward`` (the joint text + image sequence) in three compiled parts; the prelude
+    as the image path's."""
 
-    def __init__(self, tr: Qwen21Transformer, traces: Counter[str]) -> None:
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], signal: bool) -> None:
         self.tr = tr
+        self.signal = signal
         self.prelude = counted_compile("joint-prelude", self._prelude, traces)
         self.body = counted_compile("joint-body", self._body, traces)
         self.tail = counted_compile("joint-tail", self._tail, traces)
 
-    def _prelude(
-        self, hidden_states: mx.array, encoder_hidden_states: mx.array, timestep: mx.array
+    def _embed(
+        self, hidden_states: mx.array, timestep: mx.array, encoder_hidden_states: mx.array
     ) -> tuple[mx.array, ...]:
+        """``(x, joint, temb, mod1, mod2)``: mflux's ``_forward`` before its blocks, and the
+        image tokens' embedding ``x``."""
         tr = self.tr
         text_len = encoder_hidden_states.shape[1]
         num_image_tokens = hidden_states.shape[1]
@@ -172,9 +190,16 @@ class _CompiledJointForward:
         mod2 = Qwen21Transformer._select_modulation_rows(mod2, text_len, num_image_tokens)
         x = tr.img_in(hidden_states)
         joint = mx.concatenate([tr.txt_in(encoder_hidden_states), x], axis=1)
-        scale1, _ = mx.split(mod1[:, text_len:], 2, axis=-1)
-        signal = tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
-        return x, joint, temb, mod1, mod2, signal
+        return x, joint, temb, mod1, mod2
+
+    def _prelude(
+        self, hidden_states: mx.array, timestep: mx.array, encoder_hidden_states: mx.array
+    ) -> tuple[mx.array, ...]:
+        x, joint, temb, mod1, mod2 = self._embed(hidden_states, timestep, encoder_hidden_states)
+        if not self.signal:
+            return x, joint, temb, mod1, mod2
+        text_len = encoder_hidden_states.shape[1]
+        return x, joint, temb, mod1, mod2, _image_signal(self.tr, x, mod1[:, text_len:])
 
     def _body(
         self,
@@ -210,22 +235,18 @@ class _CompiledJointForward:
 
 def _probe_step(
     gate: LiveGate,
+    verdict: Verdict,
     x: mx.array,
     x1: mx.array,
-    signal: mx.array,
     rest: Callable[[], tuple[mx.array, mx.array]],
     tail: Callable[[mx.array], mx.array],
 ) -> mx.array:
-    """The conditional call on the block-0 split: the probe decides on block 0's change of the
-    image tokens (an observer decides on TeaCache's signal and records that change), then the
+    """The conditional call on the block-0 split, after its verdict (the probe's on block 0's
+    change of the image tokens; an observer's on TeaCache's signal, recording that change): the
     remaining blocks and the tail (``rest``), or the tail of block 0's output + the cached
     residual. The probe's residual is over block 0's output, an observer's over the stack's
     input."""
-    verdict: Verdict
-    if gate.probes_first_block:
-        verdict = gate.decide(x1 - x)
-    else:  # an observer: TeaCache's signal, and the probe's trace
-        verdict = gate.decide(signal)
+    if not gate.probes_first_block:  # an observer: the probe's trace
         gate.record_first_block(x1 - x)
     if not verdict.decision.computes:
         return tail(gate.reuse(x1, COND))
@@ -237,18 +258,26 @@ def _probe_step(
 
 class _ProbeSplit:
     """A path's block-0 split; ``rest`` runs its compiled remaining blocks and tail (called on
-    computed steps only)."""
+    computed steps only). Its prelude ends with the signal the gate decides on: block 0's change
+    of the image tokens (``x1 − x``) for the probe, TeaCache's for an observer."""
 
     body: Callable[..., tuple[mx.array, mx.array]]
 
+    def __init__(self, probes: bool) -> None:
+        self.probes = probes
+
     def rest(self, *args: Any) -> tuple[mx.array, mx.array]:
         return self.body(*args)
+
+    def _signal(self, tr: Qwen21Transformer, x: mx.array, x1: mx.array, mod1: mx.array) -> mx.array:
+        return x1 - x if self.probes else _image_signal(tr, x, mod1)
 
 
 class _CompiledProbeImageForward(_ProbeSplit):
     """The text-cache path split after block 0 (prelude + block 0, blocks 1.. + tail)."""
 
-    def __init__(self, plain: _CompiledImageForward, traces: Counter[str]) -> None:
+    def __init__(self, plain: _CompiledImageForward, traces: Counter[str], probes: bool) -> None:
+        super().__init__(probes)
         self.plain = plain
         self.prelude = counted_compile("probe-prelude", self._prelude, traces)
         self.body = counted_compile("probe-body", self._body, traces)
@@ -261,11 +290,12 @@ class _CompiledProbeImageForward(_ProbeSplit):
         rope_cos: mx.array,
         rope_sin: mx.array,
     ) -> tuple[mx.array, ...]:
-        x, temb, mod1, mod2, signal = self.plain._prelude(hidden_states, timestep)
-        x1 = self.plain.tr.transformer_blocks[0].image_forward(
+        tr = self.plain.tr
+        x, temb, mod1, mod2 = self.plain._embed(hidden_states, timestep)
+        x1 = tr.transformer_blocks[0].image_forward(
             x, text_kv0[0], text_kv0[1], mod1, mod2, rope_cos, rope_sin
         )
-        return x, temb, mod1, mod2, signal, x1
+        return x, temb, mod1, mod2, x1, self._signal(tr, x, x1, mod1)
 
     def _body(
         self,
@@ -286,7 +316,8 @@ class _CompiledProbeImageForward(_ProbeSplit):
 class _CompiledProbeJointForward(_ProbeSplit):
     """The joint path split after block 0 of the joint sequence."""
 
-    def __init__(self, plain: _CompiledJointForward, traces: Counter[str]) -> None:
+    def __init__(self, plain: _CompiledJointForward, traces: Counter[str], probes: bool) -> None:
+        super().__init__(probes)
         self.plain = plain
         self.prelude = counted_compile("probe-joint-prelude", self._prelude, traces)
         self.body = counted_compile("probe-joint-body", self._body, traces)
@@ -294,17 +325,18 @@ class _CompiledProbeJointForward(_ProbeSplit):
     def _prelude(
         self,
         hidden_states: mx.array,
-        encoder_hidden_states: mx.array,
         timestep: mx.array,
+        encoder_hidden_states: mx.array,
         rope_cos: mx.array,
         rope_sin: mx.array,
         attn_mask: mx.array | None,
         text_len: int,
     ) -> tuple[mx.array, ...]:
-        x, joint, temb, mod1, mod2, signal = self.plain._prelude(
-            hidden_states, encoder_hidden_states, timestep
+        tr = self.plain.tr
+        x, joint, temb, mod1, mod2 = self.plain._embed(
+            hidden_states, timestep, encoder_hidden_states
         )
-        joint1 = self.plain.tr.transformer_blocks[0](
+        joint1 = tr.transformer_blocks[0](
             joint,
             mod1,
             mod2,
@@ -313,7 +345,8 @@ class _CompiledProbeJointForward(_ProbeSplit):
             attn_mask,
             text_len if attn_mask is None else None,
         )
-        return x, temb, mod1, mod2, signal, joint1, joint1[:, text_len:]
+        x1 = joint1[:, text_len:]
+        return x, temb, mod1, mod2, joint1, x1, self._signal(tr, x, x1, mod1[:, text_len:])
 
     def _body(
         self,
@@ -341,15 +374,49 @@ class _CompiledProbeJointForward(_ProbeSplit):
         )
 
 
-class _Split:
-    """One generation's compiled functions: the plain split of each path and its block-0 split."""
+class _Split(LookAhead):
+    """One generation's compiled functions (the plain split of each path and its block-0 split)
+    and its look-ahead (app/adapters/compiled.py): the conditional call of a gate that reads a
+    signal takes its prelude and measurement from the previous step's end, where they were
+    built."""
 
-    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], generation: int) -> None:
+    def __init__(self, tr: Qwen21Transformer, state: GateState, generation: int) -> None:
+        super().__init__(state)
+        gate, traces = state.gate, state.traces
         self.generation = generation
-        self.image = _CompiledImageForward(tr, traces)
-        self.joint = _CompiledJointForward(tr, traces)
-        self.probe_image = _CompiledProbeImageForward(self.image, traces)
-        self.probe_joint = _CompiledProbeJointForward(self.joint, traces)
+        # The conditional call splits after block 0 where the gate reads that block (the probe)
+        # or records it (a vanilla pass): one layout for both, its prelude ends with the signal.
+        self.probed = gate.probes_first_block or gate.records_first_block
+        # The plain split's prelude ends with TeaCache's signal where the conditional call
+        # decides on it; MagCache and the probe's unconditional call read none.
+        signal = self.reads_signal and not self.probed
+        self.image = _CompiledImageForward(tr, traces, signal)
+        self.joint = _CompiledJointForward(tr, traces, signal)
+        self.probe_image = _CompiledProbeImageForward(self.image, traces, gate.probes_first_block)
+        self.probe_joint = _CompiledProbeJointForward(self.joint, traces, gate.probes_first_block)
+
+    @staticmethod
+    def next_timestep(config: Any, t: int) -> mx.array:
+        return Qwen21Transformer._compute_timestep(t, config)  # as the transformer's call does
+
+    def decided(
+        self,
+        branch: str,
+        build: Callable[..., tuple[mx.array, ...]],
+        latents: mx.array,
+        timestep: mx.array,
+        *args: Any,
+    ) -> tuple[tuple[mx.array, ...], Verdict]:
+        """A call's prelude ``build(latents, timestep, *args)`` and the step's verdict. The
+        conditional call of a gate that reads a signal decides on its prelude's (built at the
+        previous step's end where it was); every other call reads the verdict first (MagCache
+        decides from its table, the unconditional call reads the conditional's) and builds only
+        what that needs."""
+        if branch == COND and self.reads_signal:
+            pre, measured = self.prelude_ahead(build, latents, timestep, *args)
+            return pre, self.gate.decide(pre[-1], measured)
+        verdict = self.gate.decide(None)
+        return build(latents, timestep, *args), verdict
 
 
 def _text_kvs(
@@ -403,11 +470,9 @@ class GatedQwen21Transformer(Qwen21Transformer):
             return noise
         generation = state.lifecycle.generation
         if cls._split is None or cls._split.generation != generation:
-            cls._split = _Split(self, state.traces, generation)
+            cls._split = _Split(self, state, generation)
         split = cls._split
-        # The conditional call splits after block 0 where the gate reads that block (the probe)
-        # or records it (a vanilla pass): one layout for both.
-        probed = branch == COND and (gate.probes_first_block or gate.records_first_block)
+        probed = branch == COND and split.probed
         # mflux's uncompiled part, verbatim: the timestep, the geometry, the text path's choice
         timestep = Qwen21Transformer._compute_timestep(t, config)
         text_len = encoder_hidden_states.shape[1]
@@ -420,21 +485,21 @@ class GatedQwen21Transformer(Qwen21Transformer):
         )
         if (attn_mask is not None or not self.use_text_cache) and probed:
             pj = split.probe_joint
-            x, temb, mod1, mod2, signal, joint1, x1 = pj.prelude(
-                hidden_states, encoder_hidden_states, timestep, rope_cos, rope_sin, attn_mask,
-                text_len,
+            (x, temb, mod1, mod2, joint1, x1, _), verdict = split.decided(
+                branch, pj.prelude, hidden_states, timestep, encoder_hidden_states, rope_cos,
+                rope_sin, attn_mask, text_len,
             )  # fmt: skip
             noise = _probe_step(
-                gate, x, x1, signal,
+                gate, verdict, x, x1,
                 lambda: pj.rest(joint1, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len),
                 lambda hidden: split.joint.tail(hidden, temb),
             )  # fmt: skip
         elif attn_mask is not None or not self.use_text_cache:
             joint = split.joint
-            x, hidden, temb, mod1, mod2, signal = joint.prelude(
-                hidden_states, encoder_hidden_states, timestep
+            pre, verdict = split.decided(
+                branch, joint.prelude, hidden_states, timestep, encoder_hidden_states
             )
-            verdict = gate.decide(signal if branch == COND else None)
+            x, hidden, temb, mod1, mod2 = pre[:5]
             if verdict.decision.computes:
                 noise, out = joint.body(
                     hidden, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len
@@ -448,18 +513,18 @@ class GatedQwen21Transformer(Qwen21Transformer):
             image_cos, image_sin = rope_cos[text_len:], rope_sin[text_len:]
             if probed:
                 pi = split.probe_image
-                x, temb, mod1, mod2, signal, x1 = pi.prelude(
-                    hidden_states, timestep, text_kvs[0], image_cos, image_sin
+                (x, temb, mod1, mod2, x1, _), verdict = split.decided(
+                    branch, pi.prelude, hidden_states, timestep, text_kvs[0], image_cos, image_sin
                 )
                 noise = _probe_step(
-                    gate, x, x1, signal,
+                    gate, verdict, x, x1,
                     lambda: pi.rest(x1, temb, mod1, mod2, text_kvs[1:], image_cos, image_sin),
                     lambda hidden: split.image.tail(hidden, temb),
                 )  # fmt: skip
             else:
                 image = split.image
-                x, temb, mod1, mod2, signal = image.prelude(hidden_states, timestep)
-                verdict = gate.decide(signal if branch == COND else None)
+                pre, verdict = split.decided(branch, image.prelude, hidden_states, timestep)
+                x, temb, mod1, mod2 = pre[:4]
                 if verdict.decision.computes:
                     noise, out = image.body(x, temb, mod1, mod2, text_kvs, image_cos, image_sin)
                     if verdict.store_residual:

@@ -122,8 +122,10 @@ def test_the_compiled_parts_are_traced_once_per_generation(pipeline: Any) -> Non
         first = dict(state.traces)
         probes.generate_latents(pipeline, **RUN)
         second = dict(state.traces)
-    assert first == {"prelude": 1, "body": 1, "tail": 1}  # not once per step
-    assert second == {"prelude": 2, "body": 2, "tail": 2}  # rebuilt for the next generation
+    # Not once per step; the measurement is built with each next step's prelude (look-ahead).
+    assert first == {"prelude": 1, "measure": 1, "body": 1, "tail": 1}
+    # Rebuilt for the next generation.
+    assert second == {"prelude": 2, "measure": 2, "body": 2, "tail": 2}
     assert gate.skipped == 2
 
 
