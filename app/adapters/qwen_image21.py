@@ -11,13 +11,27 @@ denoising; ``_build_text_cache``) and runs the image tokens through an ``mx.comp
 the image forward is split where the gate decides (app/adapters/compiled.py):
 
 - prelude (compiled): the two time-embedding rows (the sampled t, and 0), the shared modulation
-  broadcast over the image tokens, ``img_in``, and the signal: block 0's modulated image input
-  ``img_norm1(x) · (1 + scale1)`` — caption-independent (the image's modulation row reads the time
-  only), so the positive call's decision serves the negative call exactly;
-- decision (eager);
+  broadcast over the image tokens, ``img_in``, and, last, TeaCache's signal: block 0's modulated
+  image input ``img_norm1(x) · (1 + scale1)`` — caption-independent (the image's modulation row
+  reads the time only), so the positive call's decision serves the negative call exactly. A gate
+  that reads no signal (MagCache) gets the prelude without it;
+- decision (eager), on a measurement already evaluated (below);
 - body (compiled): the blocks against the cached text keys and values, and the tail; the residual
   is kept over the image tokens (the body's output minus ``img_in``), one per branch;
 - tail (compiled): ``norm_out`` with the time row's scale, ``proj_out``, on input + residual.
+
+One sync per step, mflux's own ``mx.eval(latents)`` (the look-ahead of app/adapters/compiled.py,
+as for FLUX.2 and Z-Image): the conditional call of a gate that reads a signal takes its prelude
+and the gate's measurement through the generation's ``_Split`` (a ``LookAhead``), which arms the
+lifecycle's ``ahead`` hook with the call's compiled prelude and its arguments (the caption, the
+geometry, block 0's cached text keys and values); at the step's end that hook builds the next
+step's prelude and measurement from the next latents and the timestep the call will compute
+(``Qwen21Transformer._compute_timestep``), evaluated with those latents. The next conditional call
+takes them where they were built from its own latents (identity; a guard on the timestep is
+evaluated with the step), else builds them itself (the first step, the first after a resumed
+pass's replayed steps), and its decision reads a value already there. MagCache decides first,
+from its table, and builds nothing ahead; the unconditional call reads the conditional call's
+verdict and builds its own prelude (the joint path's carries its own caption).
 
 A padded caption (or the text cache switched off) takes mflux's joint-sequence path instead
 (``_forward``: text and image tokens together under a block-causal mask); the adapter splits that
@@ -26,12 +40,14 @@ tokenizer pads to the longest prompt, so a single caption takes the text-cache p
 
 The block-0 split (the first-block probe), on both paths and always compiled (mflux has no eager
 2.1 forward): the probe prelude is the prelude plus block 0 (the image stream against the
-caption's cached keys and values of block 0, or block 0 of the joint sequence); the probe body
-runs blocks 1.. and the tail. The conditional call decides on block 0's change of the image
-tokens and keeps its residual over block 0's output; the unconditional call of the same step
-reads that verdict through the plain split and keeps the whole stack's residual, as under
-TeaCache. A vanilla (observing) pass runs its conditional call through the same probe split and
-records block 0's change, so a probe pass resumed from vanilla replays what it would compute.
+caption's cached keys and values of block 0, or block 0 of the joint sequence), ending with the
+signal its gate decides on (block 0's change of the image tokens; TeaCache's for an observer) and
+built ahead as above; the probe body runs blocks 1.. and the tail. The conditional call decides
+on block 0's change of the image tokens and keeps its residual over block 0's output; the
+unconditional call of the same step reads that verdict through the plain split and keeps the
+whole stack's residual, as under TeaCache. A vanilla (observing) pass runs its conditional call
+through the same probe split and records block 0's change, so a probe pass resumed from vanilla
+replays what it would compute.
 
 The functions are built once per generation (mflux rebuilds its compiled forward per generation
 too: parameters may change between them).
