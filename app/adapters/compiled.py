@@ -138,10 +138,12 @@ class LookAhead(ABC):
         """Called by the lifecycle at step ``t``'s end with the next step's latents: builds the
         next step's prelude and measurement, to be evaluated with those latents."""
         following = t + 1
-        if following >= config.num_inference_steps or self._build is None:
+        build = self._build
+        if build is None or following >= config.num_inference_steps:
+            self._build, self._args = None, ()  # the last step: let go of its inputs
             return ()
         timestep = self.next_timestep(config, following)
-        pre = self._build(latents, timestep, *self._args)
+        pre = build(latents, timestep, *self._args)
         measured = self._measured(pre)
         self._ahead = _Ahead(latents, timestep, pre, measured)
         return (*pre, measured) if measured is not None else tuple(pre)
