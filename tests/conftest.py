@@ -70,3 +70,26 @@ def on_linux(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(hardware, "on_mac", lambda: False, raising=False)
     monkeypatch.setattr(hardware.platform, "system", lambda: "Linux")
+
+
+@pytest.fixture
+def restored_app(qapp):  # type: ignore[no-untyped-def]
+    """The shared QApplication, put back as it was after configure_application changed it."""
+    from PySide6.QtWidgets import QApplication
+
+    saved = (
+        qapp.windowIcon(),
+        qapp.styleSheet(),
+        qapp.style().name(),
+        QApplication.applicationName(),
+        QApplication.organizationName(),
+        QApplication.applicationVersion(),
+    )
+    yield qapp
+    icon, sheet, style, name, organisation, version = saved
+    qapp.setWindowIcon(icon)
+    qapp.setStyleSheet(sheet)
+    qapp.setStyle(style)
+    QApplication.setApplicationName(name)
+    QApplication.setOrganizationName(organisation)
+    QApplication.setApplicationVersion(version)

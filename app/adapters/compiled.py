@@ -1,4 +1,5 @@
-"""The split-compiled gated path for families whose predict mflux wraps in ``mx.compile``.
+"""The split-compiled gated path for families whose predict (or forward) mflux wraps in
+``mx.compile``.
 
 A compiled function traces its Python once per input signature, so the gate's ``if`` cannot sit
 inside it. The step is split where the decision is made:
@@ -12,7 +13,7 @@ inside it. The step is split where the decision is made:
 4. ``tail`` (compiled): the tail of ``input + cached residual`` per branch, and CFG.
 
 No host sync of its own. A gate that reads a signal needs its value before the step branches,
-so the next step's prelude and measurement are built at the end of this one (``SplitStep.
+so the next step's prelude and measurement are built at the end of this one (``LookAhead.
 look_ahead``, called by the gate's lifecycle with the next step's latents) and evaluated in the
 same ``mx.eval`` as those latents, the one sync mflux's loop has anyway: the decision reads a
 value that is already there. The next step checks it was built from its own latents (by
@@ -20,6 +21,8 @@ identity) and timestep (a guard evaluated with its latents); a step with nothing
 (the first, the first after a resumed pass's replayed steps) builds its prelude itself and its
 decision waits for it. A gate that reads no signal (MagCache) decides first and runs only what
 that decision needs: a skipped step is the prelude's inputs and the tail, nothing else.
+``SplitStep`` drives the look-ahead from a predict (FLUX.2, Z-Image); Qwen-Image 2.1's adapter
+from its transformer's conditional call (app/adapters/qwen_image21.py).
 
 Step-varying values (latents, timestep) enter as arrays and every shape is fixed within a
 generation, so each function traces once per generation (per caption length where CFG branches
@@ -78,12 +81,17 @@ class _Ahead:
     measured: mx.array | None
 
 
-class SplitStep(ABC):
-    """One generation's split-compiled gated step: what the families share (the prelude from the
-    lookahead or built now, the decision, body or tail). A family gives its compiled parts.
+class LookAhead(ABC):
+    """The one-sync look-ahead every split-compiled family shares: the decision's step reads its
+    prelude (signal last) and the gate's measurement through ``prelude_ahead``, which arms the
+    lifecycle's ``ahead`` hook, and at the step's end ``look_ahead`` builds the next step's the
+    same way, from the next latents, evaluated with them. One per generation (the family's
+    compiled functions live as long).
 
-    ``inputs`` is the family's tuple of the step's other arguments (caption embeddings, ids,
-    guidance): the same objects on every step of a generation, handed on to its parts.
+    ``SplitStep`` drives it from a family's predict (FLUX.2, Z-Image); Qwen-Image 2.1 from the
+    transformer's conditional call, whose prelude differs by mflux's path (text cache or joint
+    sequence) and by the caption's geometry, so a prelude is given as a compiled function and its
+    arguments after the latents and timestep.
     """
 
     def __init__(self, state: GateState) -> None:
@@ -93,8 +101,62 @@ class SplitStep(ABC):
         self.reads_signal = state.gate.signal is not Signal.none
         self.measure = counted_compile("measure", state.gate.measure, state.traces)
         self._ahead: _Ahead | None = None
-        self._inputs: tuple[Any, ...] = ()
+        self._build: Callable[..., Any] | None = None
+        self._args: tuple[Any, ...] = ()
         self._look_ahead = self.look_ahead  # bound once: handed to the lifecycle every step
+
+    @staticmethod
+    @abstractmethod
+    def next_timestep(config: Any, t: int) -> mx.array:
+        """Step ``t``'s timestep exactly as mflux's loop passes it to predict."""
+
+    def prelude_ahead(
+        self,
+        build: Callable[..., Any],
+        latents: mx.array,
+        timestep: mx.array,
+        *args: Any,
+    ) -> tuple[Any, mx.array | None]:
+        """This step's prelude ``build(latents, timestep, *args)`` and the gate's measurement of
+        its signal (its last item): the ones the previous step's end built where they were built
+        from these very latents (their timestep checked by a guard evaluated with this step's
+        latents), else built now (the decision then waits for them). Arms the look-ahead."""
+        ahead, self._ahead = self._ahead, None
+        self._build, self._args = build, args
+        self.lifecycle.ahead = self._look_ahead
+        if ahead is not None and ahead.latents is latents:
+            self.lifecycle.guards.append(mx.any(ahead.timestep != timestep))
+            return ahead.prelude, ahead.measured
+        pre = build(latents, timestep, *args)
+        return pre, self._measured(pre)
+
+    def _measured(self, pre: Any) -> mx.array | None:
+        anchor = self.gate.anchor
+        return None if anchor is None else self.measure(pre[-1], anchor)
+
+    def look_ahead(self, t: int, latents: mx.array, config: Any) -> Sequence[mx.array]:
+        """Called by the lifecycle at step ``t``'s end with the next step's latents: builds the
+        next step's prelude and measurement, to be evaluated with those latents."""
+        following = t + 1
+        build = self._build
+        if build is None or following >= config.num_inference_steps:
+            self._build, self._args = None, ()  # the last step: let go of its inputs
+            return ()
+        timestep = self.next_timestep(config, following)
+        pre = build(latents, timestep, *self._args)
+        measured = self._measured(pre)
+        self._ahead = _Ahead(latents, timestep, pre, measured)
+        return (*pre, measured) if measured is not None else tuple(pre)
+
+
+class SplitStep(LookAhead):
+    """One generation's split-compiled gated step: what the predict families share (the prelude
+    from the look-ahead or built now, the decision, body or tail). A family gives its compiled
+    parts.
+
+    ``inputs`` is the family's tuple of the step's other arguments (caption embeddings, ids,
+    guidance): the same objects on every step of a generation, handed on to its parts.
+    """
 
     # -- the family's parts ---------------------------------------------------------------------
     @abstractmethod
@@ -109,49 +171,18 @@ class SplitStep(ABC):
     def skip(self, pre: Any, inputs: tuple[Any, ...]) -> mx.array:
         """The tail of ``input + cached residual`` per branch."""
 
-    @staticmethod
-    @abstractmethod
-    def next_timestep(config: Any, t: int) -> mx.array:
-        """Step ``t``'s timestep exactly as mflux's loop passes it to predict."""
-
     # -- the step ---------------------------------------------------------------------------------
     def step(self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]) -> mx.array:
         gate = self.gate
         if self.reads_signal:
-            pre, measured = self._prelude(latents, timestep, inputs)
+            pre, measured = self.prelude_ahead(self.prelude, latents, timestep, inputs)
             verdict = gate.decide(pre[-1], measured)
-            self._inputs = inputs
-            self.lifecycle.ahead = self._look_ahead
         else:
             verdict = gate.decide(None)
             pre = self.prelude(latents, timestep, inputs)
         if verdict.decision.computes:
             return self.compute(pre, inputs, verdict.store_residual)
         return self.skip(pre, inputs)
-
-    def _prelude(
-        self, latents: mx.array, timestep: mx.array, inputs: tuple[Any, ...]
-    ) -> tuple[Any, mx.array | None]:
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead.latents is latents:
-            self.lifecycle.guards.append(mx.any(ahead.timestep != timestep))
-            return ahead.prelude, ahead.measured
-        pre = self.prelude(latents, timestep, inputs)
-        anchor = self.gate.anchor
-        return pre, None if anchor is None else self.measure(pre[-1], anchor)
-
-    def look_ahead(self, t: int, latents: mx.array, config: Any) -> Sequence[mx.array]:
-        """Called by the lifecycle at step ``t``'s end with the next step's latents: builds the
-        next step's prelude and measurement, to be evaluated with those latents."""
-        following = t + 1
-        if following >= config.num_inference_steps:
-            return ()
-        timestep = self.next_timestep(config, following)
-        pre = self.prelude(latents, timestep, self._inputs)
-        anchor = self.gate.anchor
-        measured = None if anchor is None else self.measure(pre[-1], anchor)
-        self._ahead = _Ahead(latents, timestep, pre, measured)
-        return (*pre, measured) if measured is not None else tuple(pre)
 
     def residuals(self, cfg: bool) -> tuple[mx.array, mx.array | None]:
         """The cached residuals a skipped step adds (conditional, unconditional under CFG)."""

@@ -11,13 +11,27 @@ denoising; ``_build_text_cache``) and runs the image tokens through an ``mx.comp
 the image forward is split where the gate decides (app/adapters/compiled.py):
 
 - prelude (compiled): the two time-embedding rows (the sampled t, and 0), the shared modulation
-  broadcast over the image tokens, ``img_in``, and the signal: block 0's modulated image input
-  ``img_norm1(x) · (1 + scale1)`` — caption-independent (the image's modulation row reads the time
-  only), so the positive call's decision serves the negative call exactly;
-- decision (eager);
+  broadcast over the image tokens, ``img_in``, and, last, TeaCache's signal: block 0's modulated
+  image input ``img_norm1(x) · (1 + scale1)`` — caption-independent (the image's modulation row
+  reads the time only), so the positive call's decision serves the negative call exactly. A gate
+  that reads no signal (MagCache) gets the prelude without it;
+- decision (eager), on a measurement already evaluated (below);
 - body (compiled): the blocks against the cached text keys and values, and the tail; the residual
   is kept over the image tokens (the body's output minus ``img_in``), one per branch;
 - tail (compiled): ``norm_out`` with the time row's scale, ``proj_out``, on input + residual.
+
+One sync per step, mflux's own ``mx.eval(latents)`` (the look-ahead of app/adapters/compiled.py,
+as for FLUX.2 and Z-Image): the conditional call of a gate that reads a signal takes its prelude
+and the gate's measurement through the generation's ``_Split`` (a ``LookAhead``), which arms the
+lifecycle's ``ahead`` hook with the call's compiled prelude and its arguments (the caption, the
+geometry, block 0's cached text keys and values); at the step's end that hook builds the next
+step's prelude and measurement from the next latents and the timestep the call will compute
+(``Qwen21Transformer._compute_timestep``), evaluated with those latents. The next conditional call
+takes them where they were built from its own latents (identity; a guard on the timestep is
+evaluated with the step), else builds them itself (the first step, the first after a resumed
+pass's replayed steps), and its decision reads a value already there. MagCache decides first,
+from its table, and builds nothing ahead; the unconditional call reads the conditional call's
+verdict and builds its own prelude (the joint path's carries its own caption).
 
 A padded caption (or the text cache switched off) takes mflux's joint-sequence path instead
 (``_forward``: text and image tokens together under a block-causal mask); the adapter splits that
@@ -26,12 +40,14 @@ tokenizer pads to the longest prompt, so a single caption takes the text-cache p
 
 The block-0 split (the first-block probe), on both paths and always compiled (mflux has no eager
 2.1 forward): the probe prelude is the prelude plus block 0 (the image stream against the
-caption's cached keys and values of block 0, or block 0 of the joint sequence); the probe body
-runs blocks 1.. and the tail. The conditional call decides on block 0's change of the image
-tokens and keeps its residual over block 0's output; the unconditional call of the same step
-reads that verdict through the plain split and keeps the whole stack's residual, as under
-TeaCache. A vanilla (observing) pass runs its conditional call through the same probe split and
-records block 0's change, so a probe pass resumed from vanilla replays what it would compute.
+caption's cached keys and values of block 0, or block 0 of the joint sequence), ending with the
+signal its gate decides on (block 0's change of the image tokens; TeaCache's for an observer) and
+built ahead as above; the probe body runs blocks 1.. and the tail. The conditional call decides
+on block 0's change of the image tokens and keeps its residual over block 0's output; the
+unconditional call of the same step reads that verdict through the plain split and keeps the
+whole stack's residual, as under TeaCache. A vanilla (observing) pass runs its conditional call
+through the same probe split and records block 0's change, so a probe pass resumed from vanilla
+replays what it would compute.
 
 The functions are built once per generation (mflux rebuilds its compiled forward per generation
 too: parameters may change between them).
@@ -49,7 +65,7 @@ from mlx import nn
 
 from app.adapters.base import Installation
 from app.adapters.common import COND, GateState, install_class_swap
-from app.adapters.compiled import counted_compile
+from app.adapters.compiled import LookAhead, counted_compile
 from app.families.qwen_image21 import FAMILY
 from app.gate import LiveGate, Verdict
 
@@ -103,16 +119,27 @@ def _joint_blocks_and_tail(
     return noise[:, text_len:], hidden_states[:, text_len:]
 
 
-class _CompiledImageForward:
-    """mflux's ``_image_forward`` in three compiled parts (see the module's docstring)."""
+def _image_signal(tr: Qwen21Transformer, x: mx.array, mod1: mx.array) -> mx.array:
+    """TeaCache's signal: block 0's modulated image input ``img_norm1(x) · (1 + scale1)``, from
+    the image tokens' modulation rows (``mod1`` over the image tokens)."""
+    scale1, _ = mx.split(mod1, 2, axis=-1)
+    return tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
 
-    def __init__(self, tr: Qwen21Transformer, traces: Counter[str]) -> None:
+
+class _CompiledImageForward:
+    """mflux's ``_image_forward`` in three compiled parts (see the module's docstring). The
+    prelude ends with TeaCache's signal where ``signal`` (the gate decides on it here), else it
+    stops at what body and tail read."""
+
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], signal: bool) -> None:
         self.tr = tr
+        self.signal = signal
         self.prelude = counted_compile("prelude", self._prelude, traces)
         self.body = counted_compile("body", self._body, traces)
         self.tail = counted_compile("tail", self._tail, traces)
 
-    def _prelude(self, hidden_states: mx.array, timestep: mx.array) -> tuple[mx.array, ...]:
+    def _embed(self, hidden_states: mx.array, timestep: mx.array) -> tuple[mx.array, ...]:
+        """``(x, temb, mod1, mod2)``: mflux's ``_image_forward`` before its blocks."""
         tr = self.tr
         num_image_tokens = hidden_states.shape[1]
         timestep_rows = mx.concatenate([timestep, mx.zeros((1,), dtype=timestep.dtype)])
@@ -121,10 +148,13 @@ class _CompiledImageForward:
         mod1, mod2 = mx.split(modulation, 2, axis=-1)
         mod1 = mx.broadcast_to(mod1[0][None, None, :], (1, num_image_tokens, mod1.shape[-1]))
         mod2 = mx.broadcast_to(mod2[0][None, None, :], (1, num_image_tokens, mod2.shape[-1]))
-        x = tr.img_in(hidden_states)
-        scale1, _ = mx.split(mod1, 2, axis=-1)
-        signal = tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
-        return x, temb, mod1, mod2, signal
+        return tr.img_in(hidden_states), temb, mod1, mod2
+
+    def _prelude(self, hidden_states: mx.array, timestep: mx.array) -> tuple[mx.array, ...]:
+        x, temb, mod1, mod2 = self._embed(hidden_states, timestep)
+        if not self.signal:
+            return x, temb, mod1, mod2
+        return x, temb, mod1, mod2, _image_signal(self.tr, x, mod1)
 
     def _tail(self, hidden_states: mx.array, temb: mx.array) -> mx.array:
         tr = self.tr
@@ -150,17 +180,21 @@ class _CompiledImageForward:
 
 
 class _CompiledJointForward:
-    """mflux's ``_forward`` (the joint text + image sequence) in three compiled parts."""
+    """mflux's ``_forward`` (the joint text + image sequence) in three compiled parts; the prelude
+    as the image path's."""
 
-    def __init__(self, tr: Qwen21Transformer, traces: Counter[str]) -> None:
+    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], signal: bool) -> None:
         self.tr = tr
+        self.signal = signal
         self.prelude = counted_compile("joint-prelude", self._prelude, traces)
         self.body = counted_compile("joint-body", self._body, traces)
         self.tail = counted_compile("joint-tail", self._tail, traces)
 
-    def _prelude(
-        self, hidden_states: mx.array, encoder_hidden_states: mx.array, timestep: mx.array
+    def _embed(
+        self, hidden_states: mx.array, timestep: mx.array, encoder_hidden_states: mx.array
     ) -> tuple[mx.array, ...]:
+        """``(x, joint, temb, mod1, mod2)``: mflux's ``_forward`` before its blocks, and the
+        image tokens' embedding ``x``."""
         tr = self.tr
         text_len = encoder_hidden_states.shape[1]
         num_image_tokens = hidden_states.shape[1]
@@ -172,9 +206,16 @@ class _CompiledJointForward:
         mod2 = Qwen21Transformer._select_modulation_rows(mod2, text_len, num_image_tokens)
         x = tr.img_in(hidden_states)
         joint = mx.concatenate([tr.txt_in(encoder_hidden_states), x], axis=1)
-        scale1, _ = mx.split(mod1[:, text_len:], 2, axis=-1)
-        signal = tr.transformer_blocks[0].img_norm1(x) * (1 + scale1)
-        return x, joint, temb, mod1, mod2, signal
+        return x, joint, temb, mod1, mod2
+
+    def _prelude(
+        self, hidden_states: mx.array, timestep: mx.array, encoder_hidden_states: mx.array
+    ) -> tuple[mx.array, ...]:
+        x, joint, temb, mod1, mod2 = self._embed(hidden_states, timestep, encoder_hidden_states)
+        if not self.signal:
+            return x, joint, temb, mod1, mod2
+        text_len = encoder_hidden_states.shape[1]
+        return x, joint, temb, mod1, mod2, _image_signal(self.tr, x, mod1[:, text_len:])
 
     def _body(
         self,
@@ -210,22 +251,18 @@ class _CompiledJointForward:
 
 def _probe_step(
     gate: LiveGate,
+    verdict: Verdict,
     x: mx.array,
     x1: mx.array,
-    signal: mx.array,
     rest: Callable[[], tuple[mx.array, mx.array]],
     tail: Callable[[mx.array], mx.array],
 ) -> mx.array:
-    """The conditional call on the block-0 split: the probe decides on block 0's change of the
-    image tokens (an observer decides on TeaCache's signal and records that change), then the
+    """The conditional call on the block-0 split, after its verdict (the probe's on block 0's
+    change of the image tokens; an observer's on TeaCache's signal, recording that change): the
     remaining blocks and the tail (``rest``), or the tail of block 0's output + the cached
     residual. The probe's residual is over block 0's output, an observer's over the stack's
     input."""
-    verdict: Verdict
-    if gate.probes_first_block:
-        verdict = gate.decide(x1 - x)
-    else:  # an observer: TeaCache's signal, and the probe's trace
-        verdict = gate.decide(signal)
+    if not gate.probes_first_block:  # an observer: the probe's trace
         gate.record_first_block(x1 - x)
     if not verdict.decision.computes:
         return tail(gate.reuse(x1, COND))
@@ -237,18 +274,26 @@ def _probe_step(
 
 class _ProbeSplit:
     """A path's block-0 split; ``rest`` runs its compiled remaining blocks and tail (called on
-    computed steps only)."""
+    computed steps only). Its prelude ends with the signal the gate decides on: block 0's change
+    of the image tokens (``x1 − x``) for the probe, TeaCache's for an observer."""
 
     body: Callable[..., tuple[mx.array, mx.array]]
 
+    def __init__(self, probes: bool) -> None:
+        self.probes = probes
+
     def rest(self, *args: Any) -> tuple[mx.array, mx.array]:
         return self.body(*args)
+
+    def _signal(self, tr: Qwen21Transformer, x: mx.array, x1: mx.array, mod1: mx.array) -> mx.array:
+        return x1 - x if self.probes else _image_signal(tr, x, mod1)
 
 
 class _CompiledProbeImageForward(_ProbeSplit):
     """The text-cache path split after block 0 (prelude + block 0, blocks 1.. + tail)."""
 
-    def __init__(self, plain: _CompiledImageForward, traces: Counter[str]) -> None:
+    def __init__(self, plain: _CompiledImageForward, traces: Counter[str], probes: bool) -> None:
+        super().__init__(probes)
         self.plain = plain
         self.prelude = counted_compile("probe-prelude", self._prelude, traces)
         self.body = counted_compile("probe-body", self._body, traces)
@@ -261,11 +306,12 @@ class _CompiledProbeImageForward(_ProbeSplit):
         rope_cos: mx.array,
         rope_sin: mx.array,
     ) -> tuple[mx.array, ...]:
-        x, temb, mod1, mod2, signal = self.plain._prelude(hidden_states, timestep)
-        x1 = self.plain.tr.transformer_blocks[0].image_forward(
+        tr = self.plain.tr
+        x, temb, mod1, mod2 = self.plain._embed(hidden_states, timestep)
+        x1 = tr.transformer_blocks[0].image_forward(
             x, text_kv0[0], text_kv0[1], mod1, mod2, rope_cos, rope_sin
         )
-        return x, temb, mod1, mod2, signal, x1
+        return x, temb, mod1, mod2, x1, self._signal(tr, x, x1, mod1)
 
     def _body(
         self,
@@ -286,7 +332,8 @@ class _CompiledProbeImageForward(_ProbeSplit):
 class _CompiledProbeJointForward(_ProbeSplit):
     """The joint path split after block 0 of the joint sequence."""
 
-    def __init__(self, plain: _CompiledJointForward, traces: Counter[str]) -> None:
+    def __init__(self, plain: _CompiledJointForward, traces: Counter[str], probes: bool) -> None:
+        super().__init__(probes)
         self.plain = plain
         self.prelude = counted_compile("probe-joint-prelude", self._prelude, traces)
         self.body = counted_compile("probe-joint-body", self._body, traces)
@@ -294,17 +341,18 @@ class _CompiledProbeJointForward(_ProbeSplit):
     def _prelude(
         self,
         hidden_states: mx.array,
-        encoder_hidden_states: mx.array,
         timestep: mx.array,
+        encoder_hidden_states: mx.array,
         rope_cos: mx.array,
         rope_sin: mx.array,
         attn_mask: mx.array | None,
         text_len: int,
     ) -> tuple[mx.array, ...]:
-        x, joint, temb, mod1, mod2, signal = self.plain._prelude(
-            hidden_states, encoder_hidden_states, timestep
+        tr = self.plain.tr
+        x, joint, temb, mod1, mod2 = self.plain._embed(
+            hidden_states, timestep, encoder_hidden_states
         )
-        joint1 = self.plain.tr.transformer_blocks[0](
+        joint1 = tr.transformer_blocks[0](
             joint,
             mod1,
             mod2,
@@ -313,7 +361,8 @@ class _CompiledProbeJointForward(_ProbeSplit):
             attn_mask,
             text_len if attn_mask is None else None,
         )
-        return x, temb, mod1, mod2, signal, joint1, joint1[:, text_len:]
+        x1 = joint1[:, text_len:]
+        return x, temb, mod1, mod2, joint1, x1, self._signal(tr, x, x1, mod1[:, text_len:])
 
     def _body(
         self,
@@ -341,15 +390,49 @@ class _CompiledProbeJointForward(_ProbeSplit):
         )
 
 
-class _Split:
-    """One generation's compiled functions: the plain split of each path and its block-0 split."""
+class _Split(LookAhead):
+    """One generation's compiled functions (the plain split of each path and its block-0 split)
+    and its look-ahead (app/adapters/compiled.py): the conditional call of a gate that reads a
+    signal takes its prelude and measurement from the previous step's end, where they were
+    built."""
 
-    def __init__(self, tr: Qwen21Transformer, traces: Counter[str], generation: int) -> None:
+    def __init__(self, tr: Qwen21Transformer, state: GateState, generation: int) -> None:
+        super().__init__(state)
+        gate, traces = state.gate, state.traces
         self.generation = generation
-        self.image = _CompiledImageForward(tr, traces)
-        self.joint = _CompiledJointForward(tr, traces)
-        self.probe_image = _CompiledProbeImageForward(self.image, traces)
-        self.probe_joint = _CompiledProbeJointForward(self.joint, traces)
+        # The conditional call splits after block 0 where the gate reads that block (the probe)
+        # or records it (a vanilla pass): one layout for both, its prelude ends with the signal.
+        self.probed = gate.probes_first_block or gate.records_first_block
+        # The plain split's prelude ends with TeaCache's signal where the conditional call
+        # decides on it; MagCache and the probe's unconditional call read none.
+        signal = self.reads_signal and not self.probed
+        self.image = _CompiledImageForward(tr, traces, signal)
+        self.joint = _CompiledJointForward(tr, traces, signal)
+        self.probe_image = _CompiledProbeImageForward(self.image, traces, gate.probes_first_block)
+        self.probe_joint = _CompiledProbeJointForward(self.joint, traces, gate.probes_first_block)
+
+    @staticmethod
+    def next_timestep(config: Any, t: int) -> mx.array:
+        return Qwen21Transformer._compute_timestep(t, config)  # as the transformer's call does
+
+    def decided(
+        self,
+        branch: str,
+        build: Callable[..., tuple[mx.array, ...]],
+        latents: mx.array,
+        timestep: mx.array,
+        *args: Any,
+    ) -> tuple[tuple[mx.array, ...], Verdict]:
+        """A call's prelude ``build(latents, timestep, *args)`` and the step's verdict. The
+        conditional call of a gate that reads a signal decides on its prelude's (built at the
+        previous step's end where it was); every other call reads the verdict first (MagCache
+        decides from its table, the unconditional call reads the conditional's) and builds only
+        what that needs."""
+        if branch == COND and self.reads_signal:
+            pre, measured = self.prelude_ahead(build, latents, timestep, *args)
+            return pre, self.gate.decide(pre[-1], measured)
+        verdict = self.gate.decide(None)
+        return build(latents, timestep, *args), verdict
 
 
 def _text_kvs(
@@ -403,11 +486,9 @@ class GatedQwen21Transformer(Qwen21Transformer):
             return noise
         generation = state.lifecycle.generation
         if cls._split is None or cls._split.generation != generation:
-            cls._split = _Split(self, state.traces, generation)
+            cls._split = _Split(self, state, generation)
         split = cls._split
-        # The conditional call splits after block 0 where the gate reads that block (the probe)
-        # or records it (a vanilla pass): one layout for both.
-        probed = branch == COND and (gate.probes_first_block or gate.records_first_block)
+        probed = branch == COND and split.probed
         # mflux's uncompiled part, verbatim: the timestep, the geometry, the text path's choice
         timestep = Qwen21Transformer._compute_timestep(t, config)
         text_len = encoder_hidden_states.shape[1]
@@ -420,21 +501,21 @@ class GatedQwen21Transformer(Qwen21Transformer):
         )
         if (attn_mask is not None or not self.use_text_cache) and probed:
             pj = split.probe_joint
-            x, temb, mod1, mod2, signal, joint1, x1 = pj.prelude(
-                hidden_states, encoder_hidden_states, timestep, rope_cos, rope_sin, attn_mask,
-                text_len,
+            (x, temb, mod1, mod2, joint1, x1, _), verdict = split.decided(
+                branch, pj.prelude, hidden_states, timestep, encoder_hidden_states, rope_cos,
+                rope_sin, attn_mask, text_len,
             )  # fmt: skip
             noise = _probe_step(
-                gate, x, x1, signal,
+                gate, verdict, x, x1,
                 lambda: pj.rest(joint1, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len),
                 lambda hidden: split.joint.tail(hidden, temb),
             )  # fmt: skip
         elif attn_mask is not None or not self.use_text_cache:
             joint = split.joint
-            x, hidden, temb, mod1, mod2, signal = joint.prelude(
-                hidden_states, encoder_hidden_states, timestep
+            pre, verdict = split.decided(
+                branch, joint.prelude, hidden_states, timestep, encoder_hidden_states
             )
-            verdict = gate.decide(signal if branch == COND else None)
+            x, hidden, temb, mod1, mod2 = pre[:5]
             if verdict.decision.computes:
                 noise, out = joint.body(
                     hidden, temb, mod1, mod2, rope_cos, rope_sin, attn_mask, text_len
@@ -448,18 +529,18 @@ class GatedQwen21Transformer(Qwen21Transformer):
             image_cos, image_sin = rope_cos[text_len:], rope_sin[text_len:]
             if probed:
                 pi = split.probe_image
-                x, temb, mod1, mod2, signal, x1 = pi.prelude(
-                    hidden_states, timestep, text_kvs[0], image_cos, image_sin
+                (x, temb, mod1, mod2, x1, _), verdict = split.decided(
+                    branch, pi.prelude, hidden_states, timestep, text_kvs[0], image_cos, image_sin
                 )
                 noise = _probe_step(
-                    gate, x, x1, signal,
+                    gate, verdict, x, x1,
                     lambda: pi.rest(x1, temb, mod1, mod2, text_kvs[1:], image_cos, image_sin),
                     lambda hidden: split.image.tail(hidden, temb),
                 )  # fmt: skip
             else:
                 image = split.image
-                x, temb, mod1, mod2, signal = image.prelude(hidden_states, timestep)
-                verdict = gate.decide(signal if branch == COND else None)
+                pre, verdict = split.decided(branch, image.prelude, hidden_states, timestep)
+                x, temb, mod1, mod2 = pre[:4]
                 if verdict.decision.computes:
                     noise, out = image.body(x, temb, mod1, mod2, text_kvs, image_cos, image_sin)
                     if verdict.store_residual:

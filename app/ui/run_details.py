@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtCore import QRect, Qt, Signal
+from PySide6.QtGui import QMoveEvent, QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
@@ -144,6 +144,21 @@ class RunDetails(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit_height()
+        self._repaint_left_area(QRect(self.pos(), event.oldSize()))
+
+    def moveEvent(self, event: QMoveEvent) -> None:
+        super().moveEvent(event)
+        self._repaint_left_area(QRect(event.oldPos(), self.size()))
+
+    def _repaint_left_area(self, old: QRect) -> None:
+        """When the figures' height changes, the layout moves and resizes this widget; after a
+        paint at the old geometry in between (the gate popup's closing does one) Qt left the
+        strip it moved away from unrepainted (not even a repaint of the window cleared it), and
+        half a line of the old text stayed on screen (#27 item 19). The parent repaints the old
+        and the new area."""
+        parent = self.parentWidget()
+        if parent is not None and old.isValid():
+            parent.update(old.united(self.geometry()))
 
     def _show_toggle_state(self) -> None:
         expanded = self.expanded

@@ -194,7 +194,7 @@ def _prompt() -> str:
 
 # -- the families on tiny shells ---------------------------------------------------------------
 
-FAMILIES = ("flux1", "flux2", "z-image", "qwen-image")
+FAMILIES = ("flux1", "flux2", "z-image", "qwen-image", "qwen-image-2.1")
 
 
 def tiny_case(family: str) -> tuple[Any, dict[str, Any]]:
@@ -216,6 +216,10 @@ def tiny_case(family: str) -> tuple[Any, dict[str, Any]]:
     if family == "qwen-image":
         return shells.qwen_shell(dims=shells.QWEN_TINY), {
             "num_inference_steps": 4, "height": 64, "width": 64, "guidance": 4.0,
+        }  # fmt: skip
+    if family == "qwen-image-2.1":  # mflux's default: no CFG (a negative prompt turns it on)
+        return shells.qwen21_shell(dims=shells.QWEN21_TINY), {
+            "num_inference_steps": 4, "height": 64, "width": 64,
         }  # fmt: skip
     raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")
 

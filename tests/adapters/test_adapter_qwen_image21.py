@@ -5,20 +5,29 @@ adapter's split-compiled path (prelude, body + tail, tail) traced bit-identical 
 float32 shells, so threshold 0 and observing are compared bit for bit (test_adapter_parity.py,
 base and Turbo). Here: forced skips on both of mflux's paths (the text-cache path a single caption
 takes, and the joint path of a padded caption or the cache switched off), true CFG's two calls on
-one decision, and the compiled functions traced once per generation.
+one decision, and the compiled functions traced once per generation. The one-sync look-ahead
+(app/adapters/compiled.py ``LookAhead``): every kind at threshold 0 and the observing pass bit for
+bit to untouched mflux on both paths, with and without CFG; TeaCache, MagCache and the probe with
+the look-ahead bit for bit with building each prelude in its step (same compiled functions, same
+inputs); a look-ahead built for another timestep stops the run. Its syncs per step are counted in
+tests/lab/test_step_work.py.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import mlx.core as mx
 import pytest
 from mlx import nn
 
-from app.adapters import common, install_gate, shells
+from app.adapters import common, install_gate, qwen_image21, shells
+from app.adapters.compiled import LookAhead
 from app.adapters.replay import record_and_replay
-from app.gate import Decision, TeaCacheGate, TeaCacheParams
+from app.gate import Decision, MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
+from app.gate.firstblock import FirstBlockParams
+from app.gate.live import FirstBlockGate, LiveGate
 from tests.fakes import probes
 
 ALTERNATE = TeaCacheParams(
@@ -30,6 +39,26 @@ RUN = {"num_inference_steps": STEPS, "height": 128, "width": 128}
 NEGATIVE = "blurry"
 CFG = {**RUN, "guidance": 4.0, "negative_prompt": NEGATIVE}
 
+
+# MagCache's flat table: no error accumulates, so every step after the retained ones skips, one
+# at a time; the probe's forced mode: one warm-up step, then skip / compute in turn.
+MAGCACHE = MagCacheParams(
+    ratios=(1.0,) * STEPS, threshold=0.5, retention_ratio=0.2, max_consecutive_skips=1
+)
+PROBE = FirstBlockParams(threshold=1.0, warmup_steps=1, max_consecutive_skips=1, forced=True)
+GATES = {
+    "teacache": lambda: TeaCacheGate(ALTERNATE),
+    "magcache": lambda: MagCacheGate(MAGCACHE),
+    "probe": lambda: FirstBlockGate(PROBE),
+}
+# mflux's two paths (the text cache a single caption takes; the joint sequence of a padded
+# caption or the cache switched off) and true CFG's two calls a step.
+PATHS = {
+    "text-cache": (RUN, True),
+    "text-cache-cfg": (CFG, True),
+    "joint": (RUN, False),
+    "joint-cfg": (CFG, False),
+}
 
 pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
@@ -122,8 +151,10 @@ def test_the_compiled_parts_are_traced_once_per_generation(pipeline: Any) -> Non
         first = dict(state.traces)
         probes.generate_latents(pipeline, **RUN)
         second = dict(state.traces)
-    assert first == {"prelude": 1, "body": 1, "tail": 1}  # not once per step
-    assert second == {"prelude": 2, "body": 2, "tail": 2}  # rebuilt for the next generation
+    # Not once per step; the measurement is built with each next step's prelude (look-ahead).
+    assert first == {"prelude": 1, "measure": 1, "body": 1, "tail": 1}
+    # Rebuilt for the next generation.
+    assert second == {"prelude": 2, "measure": 2, "body": 2, "tail": 2}
     assert gate.skipped == 2
 
 
@@ -140,3 +171,108 @@ def test_calls_outside_a_generation_are_not_gated(pipeline: Any) -> None:
     plain = pipeline.transformer(**args)
     assert gate.events == [] and gate.cached_branches == ()
     assert mx.array_equal(gated, plain).item()
+
+
+def _generate(
+    pipeline: Any, gate: LiveGate | None, kwargs: dict[str, Any], use_text_cache: bool
+) -> tuple[mx.array, dict[str, int]]:
+    """The final latents of one generation (gated where ``gate``) and the traces of its compiled
+    functions."""
+    pipeline.transformer.use_text_cache = use_text_cache
+    try:
+        if gate is None:
+            return probes.generate_latents(pipeline, **kwargs), {}
+        with install_gate(pipeline, gate):
+            latents = probes.generate_latents(pipeline, **kwargs)
+            return latents, dict(type(pipeline.transformer)._teacache.traces)
+    finally:
+        pipeline.transformer.use_text_cache = True
+
+
+def _taken_ahead(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Per conditional call that reads a signal: whether its prelude and measurement were the
+    ones built at the previous step's end (a guard on them is then evaluated with the step)."""
+    taken: list[bool] = []
+    original = LookAhead.prelude_ahead
+
+    def spy(self: LookAhead, *args: Any) -> Any:
+        before = len(self.lifecycle.guards)
+        out = original(self, *args)
+        taken.append(len(self.lifecycle.guards) > before)
+        return out
+
+    monkeypatch.setattr(LookAhead, "prelude_ahead", spy)
+    return taken
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_threshold_zero_and_observing_stay_bit_exact_to_untouched_mflux(
+    pipeline: Any, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every kind at threshold 0 is mflux's own call; the observing (vanilla) pass runs the
+    compiled block-0 split with the look-ahead on every step after the first, bit for bit."""
+    kwargs, text_cache = PATHS[path]
+    vanilla, _ = _generate(pipeline, None, kwargs, text_cache)
+    off_gates = {
+        "teacache": TeaCacheGate(OFF),
+        "magcache": MagCacheGate(replace(MAGCACHE, threshold=0.0)),
+        "probe": FirstBlockGate(FirstBlockParams(0.0)),
+    }
+    for kind, gate in off_gates.items():
+        latents, traces = _generate(pipeline, gate, kwargs, text_cache)
+        assert mx.array_equal(latents, vanilla).item(), kind
+        assert traces == {} and gate.pattern == "C" * STEPS, kind  # none of the split's parts
+    taken = _taken_ahead(monkeypatch)
+    observer = TeaCacheGate(OFF, observe=True)
+    observed, traces = _generate(pipeline, observer, kwargs, text_cache)
+    assert taken == [False] + [True] * (STEPS - 1)  # engagement: the look-ahead ran
+    assert mx.array_equal(observed, vanilla).item()
+    assert all(e.rel_l1 is not None and e.block_change is not None for e in observer.events[1:])
+    assert set(traces.values()) == {1}  # once per generation
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("kind", list(GATES))
+def test_the_look_ahead_is_bit_exact_with_building_each_prelude_in_its_step(
+    pipeline: Any, kind: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same compiled functions on the same inputs, built at the previous step's end and
+    evaluated with its latents, or built in the step (the look-ahead switched off): the same
+    latents bit for bit and the same skips. MagCache decides first, from its table: it builds
+    nothing ahead."""
+    kwargs, text_cache = PATHS[path]
+    taken = _taken_ahead(monkeypatch)
+    ahead_gate = GATES[kind]()
+    ahead, traces = _generate(pipeline, ahead_gate, kwargs, text_cache)
+    taken_with, taken[:] = list(taken), []
+    monkeypatch.setattr(LookAhead, "look_ahead", lambda self, t, latents, config: ())
+    in_step_gate = GATES[kind]()
+    in_step, _ = _generate(pipeline, in_step_gate, kwargs, text_cache)
+
+    assert ahead_gate.skipped > 0  # engagement
+    assert ahead_gate.pattern == in_step_gate.pattern
+    assert mx.array_equal(ahead, in_step).item()
+    if kind == "magcache":
+        assert taken_with == taken == []
+        assert "measure" not in traces
+    else:
+        assert taken_with == [False] + [True] * (STEPS - 1)
+        assert taken == [False] * STEPS
+    assert set(traces.values()) == {1}  # every compiled part traced once for the generation
+
+
+def test_a_lookahead_built_for_another_timestep_stops_the_run(
+    pipeline: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next step's prelude is built from the timestep the transformer's call computes
+    (``Qwen21Transformer._compute_timestep``, pinned by test_mflux_fingerprint.py); should the
+    two ever differ, the guard evaluated with the step's latents stops the run."""
+
+    def previous_timestep(config: Any, t: int) -> mx.array:
+        return qwen_image21.Qwen21Transformer._compute_timestep(t - 1, config)
+
+    monkeypatch.setattr(qwen_image21._Split, "next_timestep", staticmethod(previous_timestep))
+    gate = TeaCacheGate(ALTERNATE)
+    with install_gate(pipeline, gate), pytest.raises(RuntimeError, match="lookahead"):
+        probes.generate_latents(pipeline, **RUN)
+    assert len(gate.events) == 1  # step 0 built its own prelude; step 1 found the wrong one

@@ -192,6 +192,39 @@ FINGERPRINTS: dict[tuple[str, str], tuple[str, str]] = {
         "f30822fc3ce30347",
         "app/adapters/shells.py (Qwen prompt-cache key)",
     ),
+    ("mflux.models.qwen21.variants.txt2img.qwen_image_21", "QwenImage21.generate_image"): (
+        "252f352971635657",
+        "app/adapters/qwen_image21.py (one call per step, two under true CFG; the lookahead's next "
+        "latents: scale_model_input returns them as is, in_loop before mflux's own mx.eval)",
+    ),
+    (
+        "mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer",
+        "Qwen21Transformer.__call__",
+    ): (
+        "14bad1356554c612",
+        "app/adapters/qwen_image21.py (its uncompiled part kept verbatim: geometry, text cache)",
+    ),
+    (
+        "mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer",
+        "Qwen21Transformer._compute_timestep",
+    ): (
+        "ad8afeed23216a04",
+        "app/adapters/qwen_image21.py (the lookahead's _Split.next_timestep calls it)",
+    ),
+    (
+        "mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer",
+        "Qwen21Transformer._image_forward",
+    ): (
+        "3d8c20daf196a9c3",
+        "app/adapters/qwen_image21.py (split: prelude, blocks, tail of the text-cache path)",
+    ),
+    (
+        "mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer",
+        "Qwen21Transformer._forward",
+    ): (
+        "0173371c97c049f1",
+        "app/adapters/qwen_image21.py (split: prelude, blocks, tail of the joint path)",
+    ),
     ("mflux.callbacks.callback_registry", "CallbackRegistry.register"): (
         "17bbf6bc2951d7fe",
         "app/adapters/base.py (GateLifecycle filing and removal by identity)",

@@ -26,9 +26,11 @@ def float32(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ModelConfig, "precision", mx.float32)
 
 
-def _counted(family: str, conditions: tuple[str, ...]) -> dict[str, list[step_work.StepWork]]:
+def _counted(
+    family: str, conditions: tuple[str, ...], case: tuple[Any, dict[str, Any]] | None = None
+) -> dict[str, list[step_work.StepWork]]:
     with use_precision(mx.float32):
-        pipeline, run = step_work.tiny_case(family)
+        pipeline, run = case or step_work.tiny_case(family)
         makers = step_work.conditions()
         out: dict[str, Any] = {}
         for name in conditions:
@@ -83,6 +85,42 @@ def test_a_split_compiled_step_adds_no_sync_to_mfluxs_one_latents_eval(
     # The first-block probe's skipped step: its prelude with the first block (what it decides
     # on, built at the step before's end) and the tail, a fraction of its computed step.
     assert 0 < probe[1].nodes < probe[2].nodes / 2
+
+
+@pytest.mark.parametrize("path", ["text-cache", "joint", "text-cache-cfg"])
+def test_a_qwen21_gated_step_adds_no_sync_to_mfluxs_one_latents_eval(path: str) -> None:
+    """Qwen-Image 2.1's split (the gate inside the swapped transformer's call, mflux compiling
+    its forward on every machine), on both of mflux's paths and under true CFG: the decision reads
+    a measurement evaluated with the previous step's latents, so every step after the first syncs
+    once, as untouched mflux's do (step 0 adds mflux's own text-cache evaluation, in every
+    condition alike). Before the look-ahead, each step with something to compare synced twice."""
+    from app.adapters import shells
+
+    negative = "blurry" if path.endswith("cfg") else None
+    with use_precision(mx.float32):
+        pipeline = shells.qwen21_shell(dims=shells.QWEN21_TINY, negative_prompt=negative)
+    pipeline.transformer.use_text_cache = path != "joint"
+    run: dict[str, Any] = {"num_inference_steps": 4, "height": 64, "width": 64}
+    if negative is not None:
+        run |= {"guidance": 4.0, "negative_prompt": negative}
+    conditions = ("vanilla", "forced_skips", "magcache_forced", "probe_forced")
+    counted = _counted("qwen-image-2.1", conditions, (pipeline, run))
+    vanilla = counted["vanilla"]
+    forced, magcache = counted["forced_skips"], counted["magcache_forced"]
+    probe = counted["probe_forced"]
+    assert "".join(s.decision for s in forced) == "FSCF"
+    assert "".join(s.decision for s in magcache) == "FSCS"
+    assert "".join(s.decision for s in probe) == "FSCF"
+    assert all(s.syncs == s.evals == 1 for s in vanilla[1:])
+    for run_steps in (forced, magcache, probe):
+        assert run_steps[0].syncs == vanilla[0].syncs  # mflux's own first-step evaluations
+        assert all(s.conversions == 0 for s in run_steps)  # no decision waits
+        assert all(s.syncs == s.evals == 1 for s in run_steps[1:])
+        assert all(s.idle_evals == 1 for s in run_steps[1:])  # mflux's own eval: nothing left
+    # A skipped step runs a fraction of a computed step's graph.
+    assert 0 < forced[1].nodes < forced[2].nodes / 2
+    assert 0 < probe[1].nodes < probe[2].nodes
+    assert 0 < magcache[1].nodes < magcache[2].nodes / 2
 
 
 def test_a_read_of_a_measurement_not_yet_evaluated_is_counted_as_a_sync() -> None:

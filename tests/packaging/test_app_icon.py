@@ -130,29 +130,6 @@ def test_spec_gives_linux_executables_no_icon(monkeypatch: pytest.MonkeyPatch) -
 # --- the window icon ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def restored_app(qapp):  # type: ignore[no-untyped-def]
-    """The shared QApplication, put back as it was after configure_application changed it."""
-    from PySide6.QtWidgets import QApplication
-
-    saved = (
-        qapp.windowIcon(),
-        qapp.styleSheet(),
-        qapp.style().name(),
-        QApplication.applicationName(),
-        QApplication.organizationName(),
-        QApplication.applicationVersion(),
-    )
-    yield qapp
-    icon, sheet, style, name, organisation, version = saved
-    qapp.setWindowIcon(icon)
-    qapp.setStyleSheet(sheet)
-    qapp.setStyle(style)
-    QApplication.setApplicationName(name)
-    QApplication.setOrganizationName(organisation)
-    QApplication.setApplicationVersion(version)
-
-
 def test_the_app_and_its_windows_get_the_icon(restored_app) -> None:  # type: ignore[no-untyped-def]
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QWidget

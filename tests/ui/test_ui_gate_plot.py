@@ -179,6 +179,31 @@ def test_labels_stay_off_the_demo_runs_data(
             _check_labels(window.gate_plot, off_data=True)
 
 
+@pytest.mark.slow
+def test_labels_stay_off_the_data_when_no_spot_beside_the_line_is_free(
+    qtbot: QtBot, make_real_window: Callable[[int], MainWindow]
+) -> None:
+    """The turn-5 walk: Details open, seed 42 at 0.1, then the slider dragged to 0.1433 and
+    Generate. Every spot touching the line at 0.1433 has a dot or a line in it, and the label took
+    the least covered one: the line from step 26 to 27 ran through "t = 0.1433" (1320×860; at
+    1280×820 the same). A free spot a little above or below the line is better than one on it."""
+    window = make_real_window(28)
+    window.form.seed = 42
+    window.run_details.set_expanded(True)
+    for threshold in (0.1, 0.1433, 0.15):
+        window.form.threshold = threshold
+        with qtbot.waitSignal(window.run_ended, timeout=300_000):
+            assert window.session.generate() is not None
+        assert window.run.status is RunStatus.finished, window.run.error
+        if threshold == 0.1:
+            continue
+        for size in ((1320, 860), (1280, 820)):
+            window.resize(*size)
+            qtbot.waitUntil(lambda s=size: (window.width(), window.height()) == s)
+            _settle()
+            _check_labels(window.gate_plot, off_data=True)
+
+
 def test_the_legend_breaks_only_between_its_items(qtbot: QtBot) -> None:
     """At 1024×700 the legend broke "— threshold" across two lines."""
     plot = _shown_plot(qtbot, (600, 260))

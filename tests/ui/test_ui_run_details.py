@@ -3,10 +3,17 @@ technical figures only inside it, and its state remembered in the typed settings
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QImage
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QComboBox, QWidget
 from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.storage.settings import SettingsStore
+from app.ui import launch
 from app.ui.plain_words import CHANGE_WORDS, picture_change, short_summary
 from app.ui.run_model import RunStatus
 from tests.fakes.engine import FakeEngine
@@ -120,3 +127,93 @@ def test_a_gate_without_a_calibration_points_to_the_windows_calibrate(
     assert "Calibrate This Model" in reason and "teacache-studio" not in reason, reason
     cli = get_variant("flux1-krea-dev").gate_unavailable_reason("magcache")
     assert cli is not None and "teacache-studio calibrate" in cli
+
+
+def _on_screen(window: QWidget) -> np.ndarray | None:
+    """The window's pixels as the screen holds them (the offscreen platform: its backing store);
+    None while the platform has none to give (just after a popup closed)."""
+    image = QGuiApplication.primaryScreen().grabWindow(window.winId()).toImage()
+    if image.isNull():
+        return None
+    rgb = image.convertToFormat(QImage.Format.Format_RGB32)
+    pixels = np.frombuffer(rgb.constBits(), dtype=np.uint8)
+    return pixels.reshape(rgb.height(), rgb.bytesPerLine())[:, : rgb.width() * 4].copy()
+
+
+def _settled_screen(qtbot: QtBot, window: QWidget) -> np.ndarray:
+    """The screen once the event loop has stopped changing it (posted layouts and paints run)."""
+    before = _on_screen(window)
+    for _ in range(100):
+        qtbot.wait(100)
+        now = _on_screen(window)
+        if now is not None and before is not None and np.array_equal(now, before):
+            return now
+        before = now
+    raise AssertionError("the window's pixels never settled")
+
+
+def _stale_rows(qtbot: QtBot, window: QWidget) -> list[int]:
+    """Rows of the window that repainting every widget changes: what the screen showed that the
+    widgets no longer draw. (The walk's 1 px resize did the same; ``window.repaint()`` does not:
+    it leaves such a strip as it is. Nor a comparison with ``window.grab()``: that renders
+    pyqtgraph's views itself and takes their pending updates, so the screen goes stale by the
+    test's own doing.)"""
+    before = _settled_screen(qtbot, window)
+    for widget in (window, *window.findChildren(QWidget)):
+        widget.update()
+    after = _settled_screen(qtbot, window)
+    return np.flatnonzero((before != after).any(axis=1)).tolist()
+
+
+def _pick_in_popup(qtbot: QtBot, combo: QComboBox, text: str) -> None:
+    """The user's path: open the combo's popup and click the entry (the walk's repro; choosing by
+    ``setCurrentIndex`` never showed the ghost)."""
+    combo.showPopup()
+    view = combo.view()
+    qtbot.waitUntil(view.isVisible, timeout=SIGNAL_TIMEOUT_MS)
+    index = combo.model().index(combo.findText(text), 0)
+    QTest.mouseClick(
+        view.viewport(),
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+        view.visualRect(index).center(),
+    )
+    qtbot.waitUntil(lambda: not view.isVisible(), timeout=SIGNAL_TIMEOUT_MS)
+    assert combo.currentText() == text
+
+
+@pytest.mark.parametrize("size", [(1320, 860), (1280, 820), (1024, 700)])
+def test_details_leave_no_stale_line_when_their_height_changes(
+    qtbot: QtBot,
+    make_window: WindowFactory,
+    restored_app,  # type: ignore[no-untyped-def]
+    size: tuple[int, int],
+) -> None:
+    """#27 item 19 as the turn-4 walk saw it: with Details open, picking MagCache then TeaCache in
+    the gate's popup changes Details' height, and Qt left the strip Details moved away from
+    unrepainted: half a line of the old text stayed on screen (above "No run yet.", or under the
+    last line) until something repainted that area. The walk's settings (Details open, MagCache
+    at 0.03 on the demo, loaded at start), the app's style sheet and the popup are each needed:
+    choosing by ``setCurrentIndex`` or setting the threshold in the form never showed it. Before
+    the fix this failed at 1320×860 and 1280×820 (rows 456–457 and 435–436 after the MagCache
+    pick); after each pick, repainting every widget must change no pixel on screen."""
+    launch.configure_application(restored_app)  # the shipped look: Fusion and the style sheet
+    store = SettingsStore()  # the walk's settings: Details open, MagCache at 0.03 on the demo
+    settings = store.load()
+    settings.details_expanded = True
+    settings.thresholds["demo@magcache"] = 0.03
+    store.save(settings)
+    window = make_window(FakeEngine())
+    window.resize(*size)
+    details = window.run_details
+    qtbot.waitUntil(details.figures_shown, timeout=SIGNAL_TIMEOUT_MS)
+    combo = window.controls.gate_picker.combo
+    heights: dict[str, set[int]] = {"MagCache": set(), "TeaCache": set()}
+    for name in ("MagCache", "TeaCache", "MagCache", "TeaCache"):
+        _pick_in_popup(qtbot, combo, name)
+        rows = _stale_rows(qtbot, window)
+        assert not rows, f"{name} at {size}: rows {rows[0]}–{rows[-1]} ({len(rows)}) left stale"
+        heights[name].add(details.height())
+    # Details did change height (the case the test is about), the same for each pick of a gate.
+    assert len(heights["MagCache"]) == len(heights["TeaCache"]) == 1
+    assert heights["MagCache"] != heights["TeaCache"]

@@ -55,7 +55,7 @@ from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCr
 
 from app.adapters import common, flux2, shells, z_image  # noqa: E402
 from app.adapters.base import GateLifecycle  # noqa: E402
-from app.adapters.compiled import SplitStep  # noqa: E402
+from app.adapters.compiled import LookAhead, SplitStep  # noqa: E402
 from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams  # noqa: E402
 from app.gate.live import LiveGate, read_ratio  # noqa: E402
 
@@ -301,7 +301,7 @@ def _patched(clock: _PhaseClock) -> list[tuple[Any, str, Any]]:
     patch(TeaCacheGate, "decide", "decide")
     patch(MagCacheGate, "decide", "decide")
     patch(LiveGate, "end_step", "end_step")
-    patch(SplitStep, "look_ahead", "look_ahead")
+    patch(LookAhead, "look_ahead", "look_ahead")
     patch(FlowMatchEulerDiscreteScheduler, "step", "scheduler_step")
     patch(LinearScheduler, "step", "scheduler_step")
     patch(mx, "eval", "latents_eval")
