@@ -195,8 +195,10 @@ def _toc_names(entries: Iterable[Any]) -> Iterator[tuple[str, str]]:
 
 
 def run_analysis(workdir: Path) -> AnalysisResult:
-    import PyInstaller.__main__
-    from PyInstaller.building import build_main
+    # PyInstaller is the optional `packaging` extra (the bundle step installs it): pyright sees its
+    # stubs but not its source here.
+    import PyInstaller.__main__  # pyright: ignore[reportMissingModuleSource]
+    from PyInstaller.building import build_main  # pyright: ignore[reportMissingModuleSource]
 
     original = build_main.Analysis
     recorded: list[Any] = []
@@ -256,7 +258,7 @@ def load_recorded_analysis(workpath: Path) -> AnalysisResult:
     PyInstaller records each Analysis as a Python literal (``Analysis-NN.toc``) whose fields
     follow ``Analysis._GUTS``; the app's is the one whose input is ``launcher.py``.
     """
-    from PyInstaller.building.build_main import Analysis
+    from PyInstaller.building.build_main import Analysis  # pyright: ignore[reportMissingModuleSource]
 
     guts = Analysis._GUTS  # pyright: ignore[reportAttributeAccessIssue]  (private: the .toc fields)
     fields = [name for name, _check in guts]

@@ -8,7 +8,9 @@ families (SeedVR2, Fibo, Depth Pro, ...) the app never offers.
 
 from __future__ import annotations
 
-from PyInstaller.utils.hooks import collect_submodules, copy_metadata
+# PyInstaller is the optional `packaging` extra (the bundle step installs it): pyright sees its
+# stubs but not its source here.
+from PyInstaller.utils.hooks import collect_submodules, copy_metadata  # pyright: ignore[reportMissingModuleSource]
 
 FAMILIES = ("flux", "flux2", "z_image", "qwen")
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PyInstaller.utils.hooks import (
+# PyInstaller is the optional `packaging` extra (the bundle step installs it): pyright sees its
+# stubs but not its source here.
+from PyInstaller.utils.hooks import (  # pyright: ignore[reportMissingModuleSource]
     collect_dynamic_libs,
     collect_submodules,
     copy_metadata,
