@@ -13,18 +13,11 @@ from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QContextMenuEvent, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
-from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
+from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, image_rgb, run_to_end
 
 from app.ui.images import IMAGE_NAMES
 from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
-
-
-def _rgb(image: QImage) -> np.ndarray:
-    image = image.convertToFormat(QImage.Format.Format_RGB888)
-    w, h = image.width(), image.height()
-    raw = np.frombuffer(image.constBits(), dtype=np.uint8, count=image.sizeInBytes())  # type: ignore[call-overload]
-    return raw.reshape(h, image.bytesPerLine())[:, : 3 * w].reshape(h, w, 3).copy()
 
 
 def _finished(
@@ -82,7 +75,7 @@ def test_copy_puts_each_image_on_the_clipboard(qtbot: QtBot, make_window: Window
         copy = next(a for a in menu.actions() if a.text().startswith("Copy"))
         assert copy.isEnabled()
         copy.trigger()
-        assert np.array_equal(_rgb(QGuiApplication.clipboard().image()), array)
+        assert np.array_equal(image_rgb(QGuiApplication.clipboard().image()), array)
         assert window.statusBar().currentMessage() == f"Copied the {IMAGE_NAMES[index]} image"
     difference = compare.rgb_image(2)
     assert difference is not None and difference.shape == (*gated.shape[:2], 3)
@@ -106,7 +99,7 @@ def test_drag_carries_the_image_and_a_png_file(qtbot: QtBot, make_window: Window
     data = window.compare.drag_data(0)
     assert data is not None and data.hasImage() and data.hasUrls()
     image = data.imageData()
-    assert isinstance(image, QImage) and np.array_equal(_rgb(image), gated)
+    assert isinstance(image, QImage) and np.array_equal(image_rgb(image), gated)
     path = Path(data.urls()[0].toLocalFile())
     assert path.suffix == ".png"
     with Image.open(path) as png:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication, QImage
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QComboBox, QWidget
 from pytestqt.qtbot import QtBot
-from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
+from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, image_rgb, run_to_end
 
 from app.storage.settings import SettingsStore
 from app.ui import launch
@@ -133,11 +133,7 @@ def _on_screen(window: QWidget) -> np.ndarray | None:
     """The window's pixels as the screen holds them (the offscreen platform: its backing store);
     None while the platform has none to give (just after a popup closed)."""
     image = QGuiApplication.primaryScreen().grabWindow(window.winId()).toImage()
-    if image.isNull():
-        return None
-    rgb = image.convertToFormat(QImage.Format.Format_RGB32)
-    pixels = np.frombuffer(rgb.constBits(), dtype=np.uint8)
-    return pixels.reshape(rgb.height(), rgb.bytesPerLine())[:, : rgb.width() * 4].copy()
+    return None if image.isNull() else image_rgb(image)
 
 
 def _settled_screen(qtbot: QtBot, window: QWidget) -> np.ndarray:
@@ -162,7 +158,7 @@ def _stale_rows(qtbot: QtBot, window: QWidget) -> list[int]:
     for widget in (window, *window.findChildren(QWidget)):
         widget.update()
     after = _settled_screen(qtbot, window)
-    return np.flatnonzero((before != after).any(axis=1)).tolist()
+    return np.flatnonzero((before != after).any(axis=(1, 2))).tolist()
 
 
 def _pick_in_popup(qtbot: QtBot, combo: QComboBox, text: str) -> None:

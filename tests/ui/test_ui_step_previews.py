@@ -17,6 +17,7 @@ from PySide6.QtCore import QEvent, QPoint
 from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
+from ui_support import image_rgb
 
 import app.ui.refresh as refresh_module
 from app.engine.events import Pass
@@ -87,14 +88,11 @@ def test_panes_show_steps_forming_and_the_timeline_shows_each_steps_thumbnail(
     pixmap = popup.image.pixmap()
     assert not pixmap.isNull() and max(pixmap.width(), pixmap.height()) > 0
     # …and the popup's picture is that step's preview, not another step's.
-    image = pixmap.toImage().convertToFormat(pixmap.toImage().Format.Format_RGB888)
-    side = image.width()
-    bits = np.frombuffer(image.constBits(), dtype=np.uint8)
-    shown_rgb = bits.reshape(image.height(), image.bytesPerLine())[:, : 3 * side]
-    shown_rgb = shown_rgb.reshape(image.height(), side, 3)
+    shown_rgb = image_rgb(pixmap.toImage())
+    height, side = shown_rgb.shape[:2]
     hovered = thumbnails[skipped]
     assert hovered is not None
-    expected = fit_preview(hovered, image.height(), side)
+    expected = fit_preview(hovered, height, side)
     assert np.array_equal(shown_rgb, expected)
 
     # Leaving the timeline hides it; a cell without a preview falls back to the plain tooltip.

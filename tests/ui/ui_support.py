@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import numpy as np
+from PySide6.QtGui import QImage
 from pytestqt.qtbot import QtBot
 
 from app.ui.downloads import Progress
@@ -13,6 +15,14 @@ from app.ui.window import MainWindow
 from app.variants import Variant
 
 SIGNAL_TIMEOUT_MS = 15_000  # generous for a loaded 2-core CI machine; runs take milliseconds
+
+
+def image_rgb(image: QImage) -> np.ndarray:
+    """A QImage's pixels as an (height, width, 3) uint8 array (a copy: the image may go)."""
+    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    w, h = image.width(), image.height()
+    raw = np.frombuffer(image.constBits(), dtype=np.uint8, count=image.sizeInBytes())  # type: ignore[call-overload]
+    return raw.reshape(h, image.bytesPerLine())[:, : 3 * w].reshape(h, w, 3).copy()
 
 
 class FakeModelStore:
