@@ -20,6 +20,7 @@ import numpy as np
 
 from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
+from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
 from app.gate.kinds import DEFAULT_GATE, recorded_gate
 from app.metrics import LocalDifference
@@ -299,36 +300,36 @@ class RunReport:
             steps = tuple(step_from_json(row, len(rows)) for row in rows)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"the report's step record is malformed ({exc})") from None
-        gated_seconds = _float(data.get("gated_seconds"))
+        gated_seconds = json_float(data.get("gated_seconds"))
         if gated_seconds is None:
             raise ValueError("the report has no gated time (gated_seconds)")
         gated = PassResult(
             gated_image,
             steps,
             gated_seconds,
-            wall_seconds=_float(data.get("gated_wall_seconds")),
-            latents_sha256=_str(data.get("gated_latents_sha256")),
-            peak_memory_bytes=_int(data.get("gated_peak_memory_bytes")),
-            resumed_from=_int(data.get("resumed_from_step")),
+            wall_seconds=json_float(data.get("gated_wall_seconds")),
+            latents_sha256=json_str(data.get("gated_latents_sha256")),
+            peak_memory_bytes=json_int(data.get("gated_peak_memory_bytes")),
+            resumed_from=json_int(data.get("resumed_from_step")),
             measured_at=None,
         )
         vanilla = None
-        vanilla_seconds = _float(data.get("vanilla_seconds"))
+        vanilla_seconds = json_float(data.get("vanilla_seconds"))
         if vanilla_image is not None and vanilla_seconds is not None:
             vanilla = PassResult(
                 vanilla_image,
                 tuple(vanilla_steps) if vanilla_steps is not None else _vanilla_steps(data),
                 vanilla_seconds,
-                wall_seconds=_float(data.get("vanilla_wall_seconds")),
-                latents_sha256=_str(data.get("vanilla_latents_sha256")),
-                measured_at=_time(data.get("vanilla_measured_at")),
+                wall_seconds=json_float(data.get("vanilla_wall_seconds")),
+                latents_sha256=json_str(data.get("vanilla_latents_sha256")),
+                measured_at=json_time(data.get("vanilla_measured_at")),
                 cached=data.get("vanilla_cached") is True,
             )
-        local = _float(data.get("local_diff"))
+        local = json_float(data.get("local_diff"))
         window = data.get("local_diff_window")
         local_diff = None
         if local is not None and isinstance(window, Mapping):
-            x, y, size = (_int(window.get(k)) for k in ("x", "y", "size"))
+            x, y, size = (json_int(window.get(k)) for k in ("x", "y", "size"))
             if x is not None and y is not None and size is not None:
                 local_diff = LocalDifference(local, x, y, size)
         calibrated = data.get("calibrated_range")
@@ -337,17 +338,17 @@ class RunReport:
             request=request,
             gated=gated,
             vanilla=vanilla,
-            ssim=_float(data.get("ssim")),
-            max_abs_diff=_float(data.get("max_abs_diff")),
+            ssim=json_float(data.get("ssim")),
+            max_abs_diff=json_float(data.get("max_abs_diff")),
             engagement=_engagement_from_json(data.get("engagement")),
             coefficients=tuple(
-                float(c) for c in data.get("coefficients") or () if _float(c) is not None
+                float(c) for c in data.get("coefficients") or () if json_float(c) is not None
             ),
             calibrated_range=(
                 (float(calibrated[0]), float(calibrated[1]))
                 if isinstance(calibrated, list | tuple)
                 and len(calibrated) == 2
-                and all(_float(v) is not None for v in calibrated)
+                and all(json_float(v) is not None for v in calibrated)
                 else None
             ),
             versions=(
@@ -356,7 +357,7 @@ class RunReport:
                 else {}
             ),
             engine=str(data.get("engine") or "mflux"),
-            warmup_seconds=_float(data.get("warmup_seconds")),
+            warmup_seconds=json_float(data.get("warmup_seconds")),
             local_diff=local_diff,
             target_search=_target_search_from_json(data, request.threshold),
         )
@@ -368,15 +369,15 @@ def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
         index=int(row["index"]),
         num_steps=int(row.get("num_steps", num_steps)),
         decision=Decision(row["decision"]),
-        rel_l1=_float(row.get("rel_l1")),
-        predicted=_float(row.get("predicted")),
-        accumulated=_float(row.get("accumulated")),
+        rel_l1=json_float(row.get("rel_l1")),
+        predicted=json_float(row.get("predicted")),
+        accumulated=json_float(row.get("accumulated")),
         threshold=float(row.get("threshold", 0.0)),
         seconds=float(row.get("seconds", 0.0)),
-        output_rel_l1=_float(row.get("output_rel_l1")),
+        output_rel_l1=json_float(row.get("output_rel_l1")),
         gate=recorded_gate(row.get("gate")),
-        mag_ratio=_float(row.get("mag_ratio")),
-        block_change=_float(row.get("block_change")),
+        mag_ratio=json_float(row.get("mag_ratio")),
+        block_change=json_float(row.get("block_change")),
         block_changes=_changes(row.get("block_changes")),
     )
 
@@ -386,7 +387,7 @@ def _changes(value: object) -> tuple[float, ...] | None:
     as NaN, which the probe's rule treats as a numerical miss, as it did live)."""
     if not isinstance(value, list):
         return None
-    return tuple(math.nan if (v := _float(x)) is None else v for x in value)
+    return tuple(math.nan if (v := json_float(x)) is None else v for x in value)
 
 
 def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
@@ -408,12 +409,12 @@ def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
             index=i,
             num_steps=n,
             decision=letters[letter],
-            rel_l1=_float(trace[i]),
+            rel_l1=json_float(trace[i]),
             predicted=None,
             accumulated=None,
             threshold=0.0,
-            seconds=_float(seconds[i]) or 0.0,
-            mag_ratio=_float(ratios[i]),
+            seconds=json_float(seconds[i]) or 0.0,
+            mag_ratio=json_float(ratios[i]),
             block_change=changes[i][0] if changes[i] else None,  # type: ignore[index]
             block_changes=changes[i],
         )
@@ -435,10 +436,10 @@ def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             threshold=float(data["threshold"]),
             width=int(data["width"]),
             height=int(data["height"]),
-            guidance=_float(data.get("guidance")),
-            quantize=_int(data.get("quantize")),
+            guidance=json_float(data.get("guidance")),
+            quantize=json_int(data.get("quantize")),
             loras=loras,
-            model_path=_str(data.get("model_path")),
+            model_path=json_str(data.get("model_path")),
             gate=str(data.get("gate") or DEFAULT_GATE),
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -446,18 +447,18 @@ def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
 
 
 def _engagement_from_json(data: object) -> Engagement | None:
-    if not isinstance(data, Mapping) or _int(data.get("eligible_steps")) is None:
+    if not isinstance(data, Mapping) or json_int(data.get("eligible_steps")) is None:
         return None
     return Engagement(
-        _int(data.get("eligible_steps")) or 0,
-        _float(data.get("onset_threshold")),
-        _int(data.get("onset_step")),
+        json_int(data.get("eligible_steps")) or 0,
+        json_float(data.get("onset_threshold")),
+        json_int(data.get("onset_step")),
     )
 
 
 def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> TargetSearch | None:
     rows = data.get("target_search")
-    min_ssim = _float(data.get("target_ssim"))
+    min_ssim = json_float(data.get("target_ssim"))
     if not isinstance(rows, list) or min_ssim is None:
         return None
     probes = tuple(
@@ -465,50 +466,26 @@ def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> Targe
             threshold=float(row["threshold"]),
             skipped=int(row["skipped"]),
             pattern=str(row.get("pattern") or ""),
-            ssim=_float(row.get("ssim")),
-            local_diff=_float(row.get("local_diff")),
+            ssim=json_float(row.get("ssim")),
+            local_diff=json_float(row.get("local_diff")),
             met=row.get("met") is True,
-            predicted_skipped=_int(row.get("predicted_skipped")),
+            predicted_skipped=json_int(row.get("predicted_skipped")),
         )
         for row in rows
-        if isinstance(row, Mapping) and _float(row.get("threshold")) is not None
+        if isinstance(row, Mapping) and json_float(row.get("threshold")) is not None
     )
     chosen = next(
         (float(row["threshold"]) for row in rows if isinstance(row, Mapping) and row.get("chosen")),
         threshold,
     )
     return TargetSearch(
-        target=QualityTarget(min_ssim, _float(data.get("target_max_local_diff"))),
+        target=QualityTarget(min_ssim, json_float(data.get("target_max_local_diff"))),
         probes=probes,
         chosen_threshold=chosen,
         met=data.get("target_met") is True,
         note=str(data.get("target_note") or ""),
         complete=data.get("target_complete") is not False,
     )
-
-
-def _float(value: object) -> float | None:
-    """A JSON number as a float (never a bool; NaN and infinities are not figures)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 def measure_run(
