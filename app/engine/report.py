@@ -2,10 +2,11 @@
 
 The engine builds a ``RunReport`` once (``measure_run``: SSIM and speedup are computed here and
 nowhere else) and sends it as the payload of ``RunFinished``. The window, ``teacache-studio
-generate`` and the history all read this object; ``to_json`` writes the keys report.json and
-run.json have always held. ``speedup_label`` is the one function that says how a speedup was
-measured; ``RunReport.from_json`` reads that object back (the history and a saved threshold
-comparison read a run this way, never field by field). Qt-free and MLX-free.
+generate`` and the history all read this object; ``to_json`` is its one serialisation (report.json,
+and the report run.json holds once), ``RunReport.from_json`` reads it back (the history and a
+saved threshold comparison read a run this way, never field by field): only these two know the
+report's keys. ``speedup_label`` is the one function that says how a speedup was measured.
+Qt-free and MLX-free.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
-from app.gate.kinds import DEFAULT_GATE, recorded_gate
+from app.gate.kinds import recorded_gate
 from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
@@ -248,6 +249,9 @@ class RunReport:
                     "vanilla_block_changes": [
                         None if s.block_changes is None else list(s.block_changes) for s in v.steps
                     ],
+                    # The vanilla pass's steps whole (the columns above are report.json's
+                    # long-standing keys; these are what a run read back shows and simulates on).
+                    "vanilla_steps_detail": [step.as_dict() for step in v.steps],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,
                     "vanilla_measured_at": (
@@ -284,22 +288,17 @@ class RunReport:
         request: GenerationRequest | None = None,
     ) -> RunReport:
         """The report ``to_json`` wrote, read back with the run's images (saved beside it as
-        PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them whole
-        (the history does); else they are rebuilt from the JSON's per-step vanilla record
-        (decisions, trace, magnitude ratios and step times: what the report reads). ``request``
+        PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them apart;
+        else they are read from ``vanilla_steps_detail`` (written since run.json holds the report
+        once), else rebuilt from the JSON's per-step vanilla columns (decisions, trace, magnitude
+        ratios and step times: what the report reads). ``request``
         defaults to the one the JSON records, as it ran (not checked again: a record, not a
         new request). Raises ``ValueError`` (one sentence) where a figure it needs is missing.
 
         The speedup and its label are derived again, as for a live report, never copied."""
         if request is None:
-            request = _request_from_json(data)
-        rows = data.get("steps_detail")
-        if not isinstance(rows, list):
-            raise ValueError("the report has no per-step record (steps_detail)")
-        try:
-            steps = tuple(step_from_json(row, len(rows)) for row in rows)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"the report's step record is malformed ({exc})") from None
+            request = request_from_json(data)
+        steps = steps_from_json(data)
         gated_seconds = json_float(data.get("gated_seconds"))
         if gated_seconds is None:
             raise ValueError("the report has no gated time (gated_seconds)")
@@ -390,9 +389,24 @@ def _changes(value: object) -> tuple[float, ...] | None:
     return tuple(math.nan if (v := json_float(x)) is None else v for x in value)
 
 
+def steps_from_json(data: Mapping[str, Any], key: str = "steps_detail") -> tuple[StepEvent, ...]:
+    """A report's per-step record (the gated pass's, or ``vanilla_steps_detail``) read back;
+    ``ValueError`` (one sentence) where it is missing or malformed."""
+    rows = data.get(key)
+    if not isinstance(rows, list):
+        raise ValueError(f"the report has no per-step record ({key})")
+    try:
+        return tuple(step_from_json(row, len(rows)) for row in rows)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the report's step record is malformed ({exc})") from None
+
+
 def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
-    """The vanilla pass's steps from ``to_json``'s per-step vanilla keys (no prediction: a
-    vanilla pass computes every step)."""
+    """The vanilla pass's steps: ``vanilla_steps_detail`` where the report has it, else rebuilt
+    from ``to_json``'s per-step vanilla columns (no prediction: a vanilla pass computes every
+    step)."""
+    if isinstance(data.get("vanilla_steps_detail"), list):
+        return steps_from_json(data, "vanilla_steps_detail")
     pattern = str(data.get("vanilla_pattern") or "")
     n = len(pattern)
 
@@ -422,8 +436,9 @@ def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
     )
 
 
-def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
-    """The request a report records (``to_json``'s keys), as it ran."""
+def request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
+    """The request a report records (``to_json``'s keys), as it ran (not checked again: a
+    record, not a new request); ``ValueError`` (one sentence) where it records none."""
     try:
         loras = tuple(
             LoraSpec(str(row["path"]), float(row["scale"])) for row in data.get("loras") or ()
@@ -440,7 +455,7 @@ def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             quantize=json_int(data.get("quantize")),
             loras=loras,
             model_path=json_str(data.get("model_path")),
-            gate=str(data.get("gate") or DEFAULT_GATE),
+            gate=recorded_gate(data.get("gate")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the report does not record its request ({exc})") from None
@@ -618,29 +633,6 @@ def label_head(label: str) -> str:
     """A speedup label's first clause ("measured", "nothing skipped", "re-timed estimate (3 of
     28 steps replayed)"): what a figure shown without its full label must still say."""
     return label.split(", ")[0]
-
-
-def legacy_speedup_label(
-    *,
-    replayed_steps: int,
-    steps: int,
-    vanilla_cached: bool,
-    vanilla_measured_at: datetime | None = None,
-) -> str:
-    """The label of a history entry saved before labels were written (its speedup was the plain
-    ratio of the two loop times)."""
-    if replayed_steps > 0:
-        label = f"estimate ({replayed_steps} of {steps} steps replayed)"
-    elif not vanilla_cached:
-        return "measured"
-    else:
-        label = ""
-    if vanilla_cached:
-        cached = "vanilla cached"
-        if vanilla_measured_at is not None:
-            cached += f", measured {vanilla_measured_at:%H:%M}"
-        label = f"{label}, {cached}" if label else cached
-    return label
 
 
 def _percent(fraction: float) -> str:
