@@ -26,20 +26,17 @@ from app.engine.target import QualitySearch
 from app.errors import UserFacingError
 from app.gate import StepEvent
 from app.gate.kinds import gate_kind
-from app.storage.history import (
-    HistoryEntry,
-    HistoryStore,
+from app.storage.export import (
     export_entry,
     export_metadata,
     export_name,
     export_side_by_side,
-    friendly_time,
     gated_caption,
-    history_origin,
     lora_captions,
     report_metadata,
     speedup_caption,
 )
+from app.storage.history import HistoryEntry, HistoryStore, friendly_time, history_origin
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import (
     BannerFix,
