@@ -9,7 +9,7 @@ from PySide6.QtCore import QPoint, Qt
 from pytestqt.qtbot import QtBot
 from ui_support import WindowFactory
 
-from app.engine.events import RunFinished
+from app.engine.events import RunFinished, RunWarning
 from app.storage.comparisons import is_comparison, load_comparison
 from app.ui.history_view import entry_summary
 from app.ui.run_model import RunStatus
@@ -329,3 +329,25 @@ def test_a_tile_flags_one_spot_and_a_reopened_comparison_keeps_its_mark_and_note
     assert note in comparer.warnings and note in dialog.about.text()
     flagged = ["one spot differs" in cell.stats.text() for cell in dialog.cells[1:]]
     assert flagged == spots  # the flag survives the history
+
+
+def test_two_different_warnings_of_one_kind_both_reach_the_view_and_the_saved_comparison(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Two passes warn with one kind in other words: both notes are shown, saved and reopened (a
+    warning is the same one again only when its words are)."""
+    first, second = RunWarning(0, "note", "first words"), RunWarning(0, "note", "other words")
+    engine = FakeEngine(scripts=[FakeScript(warnings=(first,)), FakeScript(warnings=(second,))])
+    window = make_window(engine)
+    dialog = _dialog(window)
+    dialog.thresholds.setText(THRESHOLDS)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
+    comparer = window.comparer
+    assert {"first words", "other words"} <= set(comparer.warnings)
+    assert "first words" in dialog.about.text() and "other words" in dialog.about.text()
+    [entry] = window.history.entries()
+    assert {"first words", "other words"} <= set(entry.warning_messages)
+    comparer.warnings = []
+    assert window.open_history_entry(entry)
+    assert {"first words", "other words"} <= set(comparer.warnings)
