@@ -141,6 +141,47 @@ def test_the_dialog_says_which_threshold_was_chosen_and_why(
     assert "TeaCache threshold, by the most skipped steps" in dialog.details.text()
 
 
+def _click_start(dialog: CalibrateDialog, name: str) -> None:
+    """Start with the prompts and ``name``; whether it started is the caller's to check."""
+    dialog.prompts.setPlainText(PROMPTS)
+    dialog.name.setText(name)
+    dialog.start_button.click()
+
+
+def test_calibrate_again_on_a_user_calibration_replaces_it_and_a_cancel_keeps_it(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """With a user calibration selected (the one just made), Calibrate Again measures its base
+    again: it runs, saves the new one and selects it; cancelled, it keeps the one selected."""
+    gate = StepGate()
+    gate.open()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _open(window)
+    _start(qtbot, window, dialog, "mine")
+    _wait_idle(qtbot, window)
+    assert window.form.variant_id == "demo+mine"
+    assert dialog.start_button.text() == "Calibrate Again"
+
+    _click_start(dialog, "again")
+    assert window.calibrator.status is CalibrateStatus.running, dialog.error.text()
+    _wait_idle(qtbot, window)
+    calibrator = window.calibrator
+    assert calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert calibrator.job is not None and calibrator.job.request.variant_id == "demo"  # the base
+    assert window.form.variant_id == "demo+again" and window.form.gate == "teacache"
+    assert {"demo+mine", "demo+again"} <= set(all_variants())
+    assert dialog.start_button.text() == "Calibrate Again"
+
+    gate.hold()
+    _click_start(dialog, "halfway")
+    assert calibrator.status is CalibrateStatus.running, dialog.error.text()
+    qtbot.waitUntil(lambda: gate.waiting_at is not None, timeout=SIGNAL_TIMEOUT_MS)  # held
+    dialog.cancel_button.click()
+    _wait_idle(qtbot, window)
+    assert calibrator.status is CalibrateStatus.cancelled
+    assert window.form.variant_id == "demo+again" and "demo+halfway" not in all_variants()
+
+
 def test_cancel_midway_saves_nothing(qtbot: QtBot, make_window: WindowFactory) -> None:
     gate = StepGate()
     window = make_window(FakeEngine(step_gate=gate))
