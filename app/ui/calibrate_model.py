@@ -191,6 +191,22 @@ class ModelCalibrator:
         self._changed()
         return True
 
+    def forget_last_run(self) -> None:
+        """Back to idle after a run that ended (finished, cancelled or failed): a dialog opened
+        again starts fresh instead of showing that run's progress and outcome as if current. The
+        saved calibration stays in the picker. Nothing changes while a run goes on."""
+        if self.status.busy:
+            return
+        self.status = CalibrateStatus.idle
+        self.run_id = self.job = self.result = None
+        self.message = ""
+        self.prompts_done = self.steps_done = self._timed_steps = 0
+        self.current = None
+        self.choosing, self.trials_done, self.trying = False, 0, None
+        self._pending = []
+        self._started_at = self._finished_at = None
+        self._changed()
+
     def _request(self) -> GenerationRequest:
         request = self.session.form.request()
         return replace(request, variant_id=calibration_base(request.variant_id))

@@ -182,6 +182,35 @@ def test_calibrate_again_on_a_user_calibration_replaces_it_and_a_cancel_keeps_it
     assert window.form.variant_id == "demo+again" and "demo+halfway" not in all_variants()
 
 
+@pytest.mark.parametrize("ending", ["finished", "cancelled"])
+def test_a_reopened_dialog_does_not_show_the_last_run_as_current(
+    qtbot: QtBot, make_window: WindowFactory, ending: str
+) -> None:
+    """Walk #39 item 9: closed after a calibration and opened again, the dialog still showed
+    that run's progress, its "Done: …" or "Cancelled" line and its fit as if they were now."""
+    gate = StepGate()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _open(window)
+    _start(qtbot, window, dialog, "before")
+    if ending == "cancelled":
+        gate.release(2)
+        qtbot.waitUntil(lambda: window.calibrator.steps_done == 2, timeout=SIGNAL_TIMEOUT_MS)
+        dialog.cancel_button.click()
+    else:
+        gate.open()
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus(ending)
+    assert dialog.status.isVisible() or dialog.error.isVisible()  # shown while it is current
+    dialog.close()
+
+    window.calibrate_action.trigger()  # Model ▸ Calibrate This Model… again
+    assert window.calibrate_dialog is dialog and dialog.isVisible()
+    for widget in (dialog.progress, dialog.status, dialog.error, dialog.outcome):
+        assert not widget.isVisible(), widget
+    assert dialog.start_button.text() == "Calibrate" and dialog.start_button.isEnabled()
+    assert dialog.name.text() != "before"  # a free name again
+
+
 def test_cancel_midway_saves_nothing(qtbot: QtBot, make_window: WindowFactory) -> None:
     gate = StepGate()
     window = make_window(FakeEngine(step_gate=gate))
