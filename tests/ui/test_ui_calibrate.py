@@ -321,6 +321,26 @@ def test_a_name_taken_is_refused(qtbot: QtBot, make_window: WindowFactory) -> No
     assert "'taken' already exists for demo" in dialog.error.text()
 
 
+def test_a_name_with_a_space_says_why_before_and_when_it_is_refused(
+    make_window: WindowFactory,
+) -> None:
+    """Walk #39 item 11: "my cal" showed "Will be saved as demo+my cal", a name it would then
+    refuse. The line under the name says at once why it cannot be saved and which name would do;
+    Calibrate refuses it in the same words and runs nothing; the suggested name saves."""
+    engine = FakeEngine()
+    window = make_window(engine)
+    dialog = _open(window)
+    dialog.prompts.setPlainText(PROMPTS)
+    dialog.name.setText("my cal")
+    line = dialog.saved_as.text()
+    assert "demo+my cal" not in line and "no spaces" in line and "'my-cal' would do" in line
+    dialog.start_button.click()
+    assert window.calibrator.run_id is None and engine.requests == [] and _nothing_saved()
+    assert dialog.error.isVisible() and dialog.error.text() == line
+    dialog.name.setText("my-cal")
+    assert dialog.saved_as.text() == "Will be saved as demo+my-cal"
+
+
 def _lora_file(path: Path) -> Path:
     header = json.dumps({"__metadata__": {}}).encode()
     path.write_bytes(struct.pack("<Q", len(header)) + header)
