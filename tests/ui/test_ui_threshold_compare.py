@@ -343,6 +343,7 @@ def test_two_different_warnings_of_one_kind_both_reach_the_view_and_the_saved_co
     dialog.thresholds.setText(THRESHOLDS)
     qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: not window.host.busy, timeout=FINISH_MS)  # reopening waits for it
     comparer = window.comparer
     assert {"first words", "other words"} <= set(comparer.warnings)
     assert "first words" in dialog.about.text() and "other words" in dialog.about.text()
@@ -364,6 +365,7 @@ def test_current_marks_the_tile_the_main_window_shows_and_no_other(
     dialog.thresholds.setText(THRESHOLDS)
     qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: not window.host.busy, timeout=FINISH_MS)  # reopening waits for it
     comparer = window.comparer
     [entry] = window.history.entries()
 
