@@ -701,8 +701,11 @@ class Session:
             parts.append("Downloaded")
         else:
             parts.append(f"Not downloaded · {self.download_label(variant)}")
-            if variant.gated_repo:  # said before the download starts (weights.licence_note)
+            # Said before the download starts too (``Variant.licence_note``).
+            if variant.gated_repo:
                 parts.append("licence to accept on Hugging Face first")
+            elif variant.licence is not None:
+                parts.append(f"under the {variant.licence}")
         if variant.distilled:
             parts.append("distilled")
         parts.append(f"{variant.default_steps} steps by default")

@@ -113,6 +113,10 @@ class Variant:
     min_steps: int = 2
     embedded: bool = False
     gated_repo: bool = False  # Hugging Face needs an accepted licence and a token
+    # The licence the weights come under where it limits their use (gated or not): said before a
+    # download starts (``licence_note``) and beside the download's size; None: no such limit
+    # recorded (an open licence).
+    licence: str | None = None
     base_variant: str | None = None  # the non-distilled sibling to suggest
     # Smallest predicted change seen on calibration data, where one was measured: the evidence
     # that a distilled schedule's gate stays above any sensible threshold.
@@ -263,15 +267,21 @@ class Variant:
 
     @property
     def licence_note(self) -> str | None:
-        """For a gated repo: what to do before its download can start, in one sentence (said
-        before the download starts); None for the others."""
-        if not self.gated_repo:
-            return None
-        return (
-            f"{self.display_name} is a gated model: accept its licence at "
-            f"https://huggingface.co/{self.hf_repo} and log in with `hf auth login` (or set "
-            "HF_TOKEN) before it downloads"
-        )
+        """What a download must say before it starts, in one sentence: for a gated repo what to
+        do before it can start, for weights under a licence that limits their use which one and
+        where to read it; None for the others."""
+        if self.gated_repo:
+            return (
+                f"{self.display_name} is a gated model: accept its licence at "
+                f"https://huggingface.co/{self.hf_repo} and log in with `hf auth login` (or set "
+                "HF_TOKEN) before it downloads"
+            )
+        if self.licence is not None:
+            return (
+                f"{self.display_name} comes under the {self.licence}: read it at "
+                f"https://huggingface.co/{self.hf_repo} before you use its weights"
+            )
+        return None
 
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
 
-from app.engine.events import Pass, PassStarted, StepDone
+from app.engine.events import Pass, PassStarted, RunWarning, StepDone
 from app.engine.jobs import Generate
 from app.engine.request import GUIDANCE_RANGE
 from app.gate import Decision
@@ -592,3 +592,19 @@ def test_random_seed_and_reset_threshold(make_window: WindowFactory) -> None:
     default = ui_default_threshold(window.form.variant)
     assert window.form.threshold == default
     assert window.controls.threshold.value() == pytest.approx(default)
+
+
+def test_two_different_warnings_of_one_kind_both_reach_the_window_and_the_history(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """A run that warns twice with one kind in other words shows both notes and saves both; the
+    same words again are one note."""
+    first, second = RunWarning(0, "note", "first words"), RunWarning(0, "note", "other words")
+    window = make_window(FakeEngine(FakeScript(warnings=(first, second, first))))
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    shown = [n.message for n in window.session.notices() if n.message.endswith("words")]
+    assert shown == ["first words", "other words"]
+    banners = [b.notice.message for b in window.banners.banners]
+    assert "first words" in banners and "other words" in banners
+    [entry] = window.history.entries()
+    assert entry.warning_messages == ("first words", "other words")
