@@ -111,7 +111,10 @@ FAMILY = Family(
         "(lab/bench/device/issue29.sh)"
     ),
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.flux3",
     ),
     adapter="app.adapters.flux3",
     preview=LatentPreview(

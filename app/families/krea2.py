@@ -101,7 +101,10 @@ FAMILY = Family(
         "unmeasured until the H200 batch (lab/bench/device/issue29.sh)"
     ),
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.krea2",
     ),
     adapter="app.adapters.krea2",
     preview=LatentPreview(

@@ -80,7 +80,10 @@ FAMILY = Family(
         "H200 batch (lab/bench/device/issue29.sh)"
     ),
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.qwen21",
     ),
     adapter="app.adapters.qwen_image21",
     # One 64-channel latent per 16 × 16 pixels, unpatched: projected at H/16

@@ -111,7 +111,6 @@ class Variant:
     cfg: bool = False  # two transformer passes per step (one gate decision, two residuals)
     default_size: tuple[int, int] = (1024, 1024)
     min_steps: int = 2
-    embedded: bool = False
     gated_repo: bool = False  # Hugging Face needs an accepted licence and a token
     base_variant: str | None = None  # the non-distilled sibling to suggest
     # Smallest predicted change seen on calibration data, where one was measured: the evidence
@@ -282,8 +281,8 @@ class Variant:
                 f"quantize must be one of {', '.join(map(str, QUANTIZE_LEVELS))} or none, "
                 f"got {quantize!r}"
             )
-        if self.embedded:
-            return 0.0
+        if self.family.weights_shipped:
+            return 0.0  # part of the app's own memory
         if self.stored_quantize is not None:
             quantize = self.stored_quantize
         quantized = self.params_billion - self.unquantized_billion
@@ -295,8 +294,8 @@ class Variant:
         upper bound measured on CUDA (the family's ``activation_gb_per_megapixel``), or with
         ``upper=False`` the realistic figure the default quantization is chosen by
         (``REALISTIC_WORKING_SHARE`` of it). Never below ``MIN_WORKING_GB``."""
-        if self.embedded:
-            return 0.5
+        if self.family.working_gb is not None:
+            return self.family.working_gb
         width, height = size if size is not None else self.default_size
         share = 1.0 if upper else REALISTIC_WORKING_SHARE
         per_megapixel = self.family.activation_gb_per_megapixel * share
@@ -318,6 +317,7 @@ class Variant:
     def summary(self) -> dict[str, object]:
         data = asdict(self)
         data["family"] = self.family.id
+        data["embedded"] = self.family.weights_shipped  # ``variants --json`` has always said so
         data["weights_gb"] = {
             quantize_label(q, short=True): round(self.weights_gb(q), 1)
             for q in (None, *sorted(QUANTIZE_LEVELS, reverse=True))
