@@ -44,6 +44,7 @@ __all__ = [
     "get_family",
     "join_names",
     "load",
+    "mflux_packages",
 ]
 
 
@@ -78,3 +79,9 @@ def get_family(family_id: str) -> Family:
 def family_names(has: Callable[[Family], bool], conjunction: str) -> str:
     """The short names of the families that ``has``, in order: "FLUX.1, FLUX.2 and Z-Image"."""
     return join_names([f.short_name for f in FAMILIES.values() if has(f)], conjunction)
+
+
+def mflux_packages() -> tuple[str, ...]:
+    """Every family's mflux packages, each once, in the registry's order: what the bundle
+    collects (``packaging/hooks/hook-mflux.py``, ``packaging/bundle_config.py``)."""
+    return tuple(dict.fromkeys(p for f in FAMILIES.values() for p in f.mflux_packages))
