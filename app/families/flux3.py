@@ -101,15 +101,9 @@ FAMILY = Family(
     display_name="FLUX.3 Image Klein",
     short_name="FLUX.3",
     order=25,
-    activation_gb_per_megapixel=14.8,
-    memory_measured_on="flux2-klein-4b",
-    memory_basis=(
-        "FLUX.2 Klein 4B's, the nearest measured family: the same VAE with identical weights "
-        "and 128-channel tokens, a 3072-wide transformer (mflux's README: 30.7 GB peak at 1024² "
-        "in bf16 on an M4 Pro with its earlier full-image decode, about 13 GB beside the "
-        "weights); FLUX.3 itself is unmeasured until the H200 batch "
-        "(lab/bench/device/issue29.sh)"
-    ),
+    # The base's H200 report (13.7; the distilled model's 13.5): the larger, an upper bound
+    activation_gb_per_megapixel=13.7,
+    memory_measured_on="flux3-image-klein-base",
     mflux=Mflux(
         pipeline=_pipeline,
         weight_definition=_weight_definition,

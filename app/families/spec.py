@@ -132,8 +132,9 @@ class Family:
     folders: FolderDetection | None  # None: no model folders of this family
     sizes: tuple[Size, ...] = GENERAL_SIZES  # offered after a variant's own size
     # None: ``activation_gb_per_megapixel`` was measured on ``memory_measured_on``, one of this
-    # family's variants. A sentence: the figure is another family's (``memory_measured_on`` names
-    # its variant), borrowed for the reason given until this family is measured.
+    # family's variants (the one whose report measures most). A sentence: the figure is another
+    # family's (``memory_measured_on`` names its variant), borrowed for the reason given until a
+    # report of this family is committed (tests/variants/test_memory_estimate.py then fails).
     memory_basis: str | None = None
 
     # -- capabilities (the defaults: a model mflux loads from the Hub or a model folder) --------

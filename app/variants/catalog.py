@@ -344,10 +344,13 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
 # module's ``activation_gb_per_megapixel``): the peak memory minus the
 # memory after loading, measured at 1024 × 1024 in bf16 on the H200 with full-size random
 # weights (resources/benchmarks/<variant>-1024-random-h200.json: max of the three conditions'
-# peak_memory_bytes minus runs[0].load_peak_memory_bytes), the larger of two batches (the first
-# kept in lab/bench/results/memory-basis/: FLUX.1 dev read 6.3 then 8.1 GB, Klein 4B 14.8 then
-# 14.4, Z-Image and Qwen-Image the same twice); tests/variants/test_memory_estimate.py re-derives
-# them; GB here is 2**30 bytes, as in the memory check. Scaled linearly with the pixel count: at
+# peak_memory_bytes minus runs[0].load_peak_memory_bytes), the larger of the batches where there
+# were two (the first kept in lab/bench/results/memory-basis/: FLUX.1 dev read 6.3 then 8.1 GB,
+# Klein 4B 14.8 then 14.4, Z-Image and Qwen-Image the same twice) and of a family's measured
+# variants (FLUX.3: its base's 13.7 over the distilled 13.5). tests/variants/
+# test_memory_estimate.py re-derives them, and fails while a family borrows a figure that a
+# committed report measures.
+# GB here is 2**30 bytes, as in the memory check. Scaled linearly with the pixel count: at
 # 512 × 512 Klein 4B measured 3.7 GB where a quarter of 14.4 is 3.6, so linear scaling holds.
 # MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be
 # the VAE decode at full resolution or CUDA's allocator, not the transformer; a Mac may need less.
