@@ -1,11 +1,13 @@
 """The model families: one module per family, each holding all the app knows of it.
 
-A family module (``flux1``, ``flux2``, ``z_image``, ``qwen_image``, ``demo``) defines ``FAMILY``,
-a ``Family`` (``app.families.spec``): label and order, mflux's classes, the gate's adapter,
-latent unpacking and preview projection, the random-weight shell and real dimensions, model-folder
-detection, memory per megapixel. Every other package asks this registry; none spells a family
-out. Adding a family is one module here (found by walking this package), its variants' rows in
-``app.variants.builtin`` and its tests (``tests/families/`` checks the module is complete).
+Each family module (every module here but ``spec`` and ``latent_rgb``: see ``FAMILIES``) defines
+``FAMILY``, a ``Family`` (``app.families.spec``): label and order, mflux's classes and package, the
+gate's adapter, latent unpacking and preview projection, the random-weight shell and real
+dimensions, model-folder detection, memory per megapixel, and its capabilities (weights shipped
+or from the Hub, quantizable, LoRA, a prompt check, a loader of its own). Every other package asks
+this registry; none spells a family out, nor branches on one. Adding a family is one module here
+(found by walking this package), its variants' rows in ``app.variants.builtin`` and its tests
+(``tests/families/`` checks the module is complete).
 
 Data only: importing this package imports neither MLX nor mflux.
 """

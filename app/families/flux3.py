@@ -49,7 +49,7 @@ FLUX3_TINY = Flux3Dims(2, 2, 4, 32, 64, (8, 8, 8, 8))
 # but the base's ``flow_map``): 5 per-mode + 28 single blocks, 24 heads × 128 (3072 wide), joint
 # attention 20480 (Qwen3-VL-4B's hidden states, 8 layers × 2560). 5.55B parameters distilled, 5.54B
 # base (counted from mflux's classes; the H200 probe read 5.55 and 5.54,
-# /work/shared/research/turn3/h200-rerun/flux3-probe.json).
+# ../shared/research/turn3/h200-rerun/flux3-probe.json).
 FLUX3_FULL = Flux3Dims(5, 28, 24, 128, 20480, (32, 32, 32, 32))
 
 
