@@ -245,7 +245,7 @@ def check_loras(
         return ()
     if not variant.family.supports_lora:
         what = (
-            "ships with the app, not an mflux model,"
+            "ships with the app (not an mflux model)"
             if variant.family.weights_shipped
             else f"is a {variant.family.display_name} model, which mflux has no LoRA mapping for,"
         )

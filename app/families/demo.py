@@ -30,7 +30,7 @@ FAMILY = Family(
     display_name="Embedded demo",
     short_name="demo",
     order=0,
-    activation_gb_per_megapixel=0.0,  # ``working_gb`` below states the demo's own figure
+    activation_gb_per_megapixel=0.0,  # ``flat_working_gb`` below states the demo's own figure
     memory_measured_on=None,
     mflux=None,
     adapter=None,
@@ -44,5 +44,5 @@ FAMILY = Family(
     prompt_check="app.demo.prompt:prompt_problem",
     calibration_prompts=CALIBRATION_PROMPTS,
     fixed_size=True,
-    working_gb=0.5,
+    flat_working_gb=0.5,
 )

@@ -152,7 +152,7 @@ class Family:
     fixed_size: bool = False  # draws only its variants' own size (trained at that size)
     # Working memory of one generation whatever the size, where the family states it flat; None:
     # ``activation_gb_per_megapixel`` at the size.
-    working_gb: float | None = None
+    flat_working_gb: float | None = None
 
     def __repr__(self) -> str:
         return f"Family({self.id!r})"

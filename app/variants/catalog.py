@@ -294,8 +294,8 @@ class Variant:
         upper bound measured on CUDA (the family's ``activation_gb_per_megapixel``), or with
         ``upper=False`` the realistic figure the default quantization is chosen by
         (``REALISTIC_WORKING_SHARE`` of it). Never below ``MIN_WORKING_GB``."""
-        if self.family.working_gb is not None:
-            return self.family.working_gb
+        if self.family.flat_working_gb is not None:
+            return self.family.flat_working_gb
         width, height = size if size is not None else self.default_size
         share = 1.0 if upper else REALISTIC_WORKING_SHARE
         per_megapixel = self.family.activation_gb_per_megapixel * share

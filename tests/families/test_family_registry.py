@@ -153,7 +153,7 @@ def test_an_mflux_family_has_the_capabilities_of_a_hub_model(family: Family) -> 
     assert not family.weights_shipped and family.loader is None
     assert family.quantizable and family.supports_lora
     assert family.prompt_check is None and family.calibration_prompts is None
-    assert not family.fixed_size and family.working_gb is None
+    assert not family.fixed_size and family.flat_working_gb is None
 
 
 def test_the_demo_family_says_what_it_is_as_capabilities() -> None:
@@ -161,7 +161,7 @@ def test_the_demo_family_says_what_it_is_as_capabilities() -> None:
     over its closed vocabulary (which its suggested calibration prompts pass)."""
     demo = get_family("demo")
     assert demo.weights_shipped and not demo.quantizable and not demo.supports_lora
-    assert demo.fixed_size and demo.working_gb == 0.5 and not demo.mflux_packages
+    assert demo.fixed_size and demo.flat_working_gb == 0.5 and not demo.mflux_packages
     assert callable(load(demo.loader or ""))
     check = load(demo.prompt_check or "")
     assert demo.calibration_prompts

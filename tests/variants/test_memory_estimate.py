@@ -56,7 +56,7 @@ def test_a_family_with_a_committed_report_does_not_borrow(family: Family) -> Non
     no report borrows with its reason written, or states its working memory flat (the demo)."""
     reported = [v.id for v in VARIANTS.values() if v.family is family and _report(v.id).exists()]
     if not reported:
-        assert family.memory_basis is not None or family.working_gb is not None, family.id
+        assert family.memory_basis is not None or family.flat_working_gb is not None, family.id
         return
     assert family.memory_basis is None, (
         f"{family.id} borrows {family.activation_gb_per_megapixel} GB/MP while "
