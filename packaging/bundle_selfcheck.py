@@ -3,7 +3,7 @@
 One real MLX operation on the default device (the GPU through Metal on macOS), which libmlx
 was loaded and whether ``mlx.metallib`` sits beside it, the OpenBLAS preload on Linux, the
 app's own resource lookup and its family registry, and every model family importable (its mflux
-classes, its gate adapter, its tokenizer classes). Prints one JSON object; exits 0 only when
+classes and its tokenizer classes). Prints one JSON object; exits 0 only when
 every check passed. ``packaging/verify_bundle.py`` runs it. Usage:
 ``teacache-studio-selfcheck [--allow-cpu]``.
 """
@@ -88,12 +88,14 @@ def _resources_check() -> dict[str, Any]:
 
 def _families_check() -> dict[str, Any]:
     """Each model family mflux loads, imported as the app would: its mflux classes (pipeline,
-    weight definition, LoRA mapping), its gate adapter and its tokenizer classes, resolved by
-    name on ``transformers`` as mflux's tokenizer loader does. A family whose mflux package the
-    bundle lacks fails here, not at its first download."""
+    weight definition, LoRA mapping) and its tokenizer classes, resolved by name on
+    ``transformers`` as mflux's tokenizer loader does. A family whose mflux package the bundle
+    lacks fails here, not at its first download. (Not its gate adapter: this executable's own
+    archive holds only what it imports, and ``app`` modules named by path are the app's;
+    check_analysis.py checks the app holds every one.)"""
     import transformers
 
-    from app.families import FAMILIES, load
+    from app.families import FAMILIES
 
     imported: list[str] = []
     failures: dict[str, str] = {}
@@ -105,8 +107,6 @@ def _families_check() -> dict[str, Any]:
             definition = family.mflux.weight_definition()
             if family.mflux.lora_mapping is not None:
                 family.mflux.lora_mapping()
-            if family.adapter is not None:
-                load(family.adapter)
             for tokenizer in definition.get_tokenizers():
                 getattr(transformers, tokenizer.tokenizer_class)
         except Exception as exc:  # report every family, not the first failure only

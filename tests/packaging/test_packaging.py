@@ -901,7 +901,7 @@ def test_selfcheck_runs_a_real_mlx_operation_from_source() -> None:
     # the family registry found every family a built-in variant names
     assert set(report["resources"]["variant_families"]) <= set(report["resources"]["families"])
     assert report["resources"]["families"][0] == "demo"
-    # every family mflux loads imports (its mflux classes, adapter and tokenizer classes)
+    # every family mflux loads imports (its mflux classes and tokenizer classes)
     from app.families import FAMILIES
 
     mflux_families = [f.id for f in FAMILIES.values() if f.mflux is not None]
