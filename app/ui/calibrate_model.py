@@ -145,7 +145,7 @@ class ModelCalibrator:
         parts.append(f"seed {int(f.seed)}")
         if f.guidance is not None:
             parts.append(f"guidance {float(f.guidance):g}")
-        if not variant.embedded:
+        if variant.family.quantizable:
             parts.append(quantize_label(f.quantize))
         return " · ".join(parts)
 
@@ -484,7 +484,7 @@ def detail_words(result: CalibrationResult) -> list[str]:
         lines.append(f"Notes: {provenance['notes']}")
     scope = document.get("scope", {})
     base = get_variant(r.variant_id)
-    measured = [] if base.embedded else [quantize_label(r.quantize)]
+    measured = [quantize_label(r.quantize)] if base.family.quantizable else []
     if scope.get("loras"):
         measured.append(
             "LoRA " + ", ".join(f"{x['path']} × {x['scale']:g}" for x in scope["loras"])

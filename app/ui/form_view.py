@@ -492,7 +492,7 @@ class FormPanel:
         c.guidance_label.setVisible(has_guidance)
         if has_guidance and self.form.guidance is not None:
             c.guidance.setValue(self.form.guidance)
-        c.loras.set_available(not variant.embedded)
+        c.loras.set_available(variant.family.supports_lora)
         self.refresh_variant_info()
         self.refresh_threshold_hint()
         self.refresh_input_problem()

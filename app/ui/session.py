@@ -52,7 +52,13 @@ from app.ui.analysis import (
 from app.ui.defaults import MAX_SEED
 from app.ui.plain_words import gate_unavailable
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
-from app.variants import UnknownVariantError, Variant, all_variants, get_variant
+from app.variants import (
+    DEFAULT_VARIANT,
+    UnknownVariantError,
+    Variant,
+    all_variants,
+    get_variant,
+)
 
 if TYPE_CHECKING:
     from app.ui.downloads import ModelStore
@@ -680,7 +686,7 @@ class Session:
         """The variant picker's badge per real model: on disk, or its download size."""
         badges: dict[str, str] = {}
         for variant in all_variants().values():
-            if variant.embedded:
+            if variant.family.weights_shipped:
                 continue
             on_disk = self.is_available(variant.id)
             if variant.model_path is not None:
@@ -692,7 +698,7 @@ class Session:
     def variant_info(self) -> str:
         variant = self.form.variant
         parts = []
-        if variant.embedded:
+        if variant.family.weights_shipped:
             parts.append("Built in, runs offline")
         elif variant.model_path is not None:
             missing = "" if self.is_available(variant.id) else " (missing)"
@@ -713,7 +719,7 @@ class Session:
 
     def needs_download(self) -> bool:
         variant = self.form.variant
-        return not variant.embedded and not self.is_available(variant.id)
+        return not variant.family.weights_shipped and not self.is_available(variant.id)
 
     def download_current(self) -> bool:
         variant = self.form.variant
@@ -733,7 +739,7 @@ class Session:
             + (f" {variant.licence_note}." if variant.licence_note is not None else ""),
             actions=(
                 NoticeAction("Download", BannerFix.download()),
-                NoticeAction("Use the demo model", BannerFix.use_variant("demo")),
+                NoticeAction("Use the demo model", BannerFix.use_variant(DEFAULT_VARIANT)),
             ),
             key="error",
         )

@@ -466,6 +466,15 @@ def _builtin() -> list[Variant]:
 
 
 DEMO_GUIDANCE = 3.0
+# The settings defaults the demo pair had while settings format 1 stored every value (thresholds
+# 0.1 → 0.0125 → 0.1 as it was recalibrated, guidance 1 → 3 when it began to sample with CFG):
+# ``app.storage.settings`` drops them from a format-1 file. The real models' defaults did not
+# change in that time.
+FORMAT1_DEFAULTS: dict[str, dict[str, tuple[float, ...]]] = {
+    "thresholds": {"demo": (0.0125, 0.1), "demo-turbo": (0.0125, 0.1)},
+    "steps": {"demo": (28,), "demo-turbo": (4,)},
+    "guidance": {"demo": (1.0, 3.0), "demo-turbo": (1.0,)},
+}
 
 
 def _demo_variants() -> list[Variant]:
@@ -499,7 +508,6 @@ def _demo_variants() -> list[Variant]:
                 hf_repo=None,
                 params_billion=0.01,
                 default_size=(128, 128),
-                embedded=True,
                 base_variant="demo" if distilled else None,
                 min_predicted_change=calibration.get("min_predicted_change"),
                 magcache=magcache_from_document(calibration),

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from app.engine import events as ev
-from app.engine.calibration import DEMO_PROMPTS, Calibrate
+from app.engine.calibration import Calibrate
 from app.engine.comparison import ThresholdComparison
 from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import QualityTarget, make_request
 from app.engine.target import QualitySearch, candidates
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript
 
 PROMPT = "a red circle on a blue background"

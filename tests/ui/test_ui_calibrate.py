@@ -15,8 +15,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory
 
-from app.engine.calibration import DEMO_PROMPTS
 from app.engine.request import LoraSpec
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.gate.kinds import gate_kind
 from app.ui.calibrate_model import CalibrateStatus, ModelCalibrator, format_duration
 from app.ui.calibrate_view import CalibrateDialog
