@@ -13,8 +13,9 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 from ui_support import WindowFactory, run_to_end
 
-from app.engine.calibration import DEMO_PROMPTS, Calibrate
+from app.engine.calibration import Calibrate
 from app.engine.jobs import run_job
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.engine.request import GenerationRequest, make_request
 from app.gate.kinds import GATE_KINDS, GATES, gate_kind
 from app.storage.comparisons import is_comparison
@@ -146,7 +147,7 @@ def test_a_reopened_run_shows_its_own_band_not_the_last_live_one(
     live_band = window.run.band
     assert live_band is not None and live_band != first_band
 
-    first = next(e for e in window.history.entries() if e.request_data["seed"] == 1)
+    first = next(e for e in window.history.entries() if e.request.seed == 1)
     assert window.open_history_entry(first)
     report = window.run.report
     assert report is not None and report.vanilla is not None

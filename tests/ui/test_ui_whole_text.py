@@ -52,7 +52,7 @@ def test_the_model_list_shows_each_name_and_its_badge_apart(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
     """Every variant not on disk: the longest badges ("distilled · ≈1.5 GB ↓")."""
-    missing = {v for v, variant in all_variants().items() if not variant.embedded}
+    missing = {v for v, variant in all_variants().items() if not variant.family.weights_shipped}
     window = make_window(FakeEngine(), store=FakeModelStore(missing=missing))
     _settle(qtbot, window)
     picker = window.controls.variant_picker
