@@ -15,8 +15,8 @@ from ui_support import WindowFactory, run_to_end
 
 from app.engine.calibration import Calibrate
 from app.engine.jobs import run_job
-from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.engine.request import GenerationRequest, make_request
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.gate.kinds import GATE_KINDS, GATES, gate_kind
 from app.storage.comparisons import is_comparison
 from app.ui.analysis import engagement_band
