@@ -240,6 +240,19 @@ def test_a_dismissed_schedule_banner_returns_after_a_fix(rig: Rig) -> None:
     assert [n.key for n in rig.notices.notices()] == ["schedule"]
 
 
+def test_a_dismissed_banner_returns_with_a_new_run_and_stays_away_until_then(rig: Rig) -> None:
+    """The session tells the notices that a run starts (``Studio.build``'s connection): a banner
+    dismissed before it may return, one dismissed during it stays away."""
+    rig.form.threshold = 0.0
+    rig.notices.dismiss("schedule")
+    assert rig.notices.notices() == ()
+    assert rig.session.generate() is not None
+    assert [n.key for n in rig.notices.notices()] == ["schedule"]
+    rig.notices.dismiss("schedule")
+    rig.link.finish()
+    assert rig.notices.notices() == ()
+
+
 def test_cancel_only_while_a_run_is_going(rig: Rig) -> None:
     assert not rig.session.cancel()
     rig.session.generate()
