@@ -230,6 +230,7 @@ class ResultsView(QWidget):
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
             local_diff=r.local_diff,
+            ssimulacra2=r.ssimulacra2,
         )
         details = describe_run(r)
         if not details[1]:  # nothing run (or shown) yet: the picked gate's calibration

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.report import label_head
+from app.metrics import ssimulacra2_words
 from app.storage.comparisons import ComparisonRow
 from app.ui.job_slot import JobStatus
 from app.ui.plain_words import LOCAL_VISIBLE, similarity_words
@@ -347,7 +348,7 @@ class ThresholdCompareDialog(QDialog):
             twin = same.get(i)
             note = f"same steps skipped as t = {c.thresholds[twin]:g}" if twin is not None else ""
             cell.stats.setText(_row_stats(row, note))
-            cell.stats.setToolTip(f"Speedup: {row.speedup_label}" if row.speedup_label else "")
+            cell.stats.setToolTip(_row_tooltip(row))
         if not self._user_zoomed:
             QTimer.singleShot(0, self.fit)
 
@@ -383,9 +384,22 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def _row_tooltip(row: ComparisonRow) -> str:
+    """The speedup's full label, and what the tile's "S2" score is."""
+    lines = [f"Speedup: {row.speedup_label}"] if row.speedup_label else []
+    if row.ssimulacra2 is not None:
+        lines.append(
+            f"S2: SSIMULACRA2 {row.ssimulacra2:.1f} against vanilla (100 = identical): "
+            f"{ssimulacra2_words(row.ssimulacra2)}"
+        )
+    return "\n".join(lines)
+
+
 def _row_stats(row: ComparisonRow, note: str) -> str:
     skips = "—" if row.skips is None else f"{row.skips} of {row.steps} skipped"
     ssim = "—" if row.ssim is None else f"{row.ssim:.4f}"
+    if row.ssimulacra2 is not None:
+        ssim += f" · S2 {row.ssimulacra2:.0f}"  # SSIMULACRA2: the tile's tooltip spells it out
     lines = [f"{skips} · SSIM {ssim}", f"time {_seconds(row.gated_seconds)}"]
     local = row.local_diff
     if row.ssim is not None and local is not None and local > LOCAL_VISIBLE:
