@@ -1,0 +1,134 @@
+"""MLX's CPU compile cache between processes (issue #39): the race, and what the fix costs.
+
+``race``: rounds of PROCESSES fresh processes started together on one empty ``$TMPDIR``, each
+compiling the same KERNELS small ``mx.compile``d functions (one g++ each), in MLX's own shared
+folder and with ``app.compile_cache.use_private_compile_cache``; counts the processes that failed.
+
+``cost``: the wall time of ``teacache-studio generate --variant demo`` (a fresh process; the demo
+compiles mlx.nn's activations, three kernels) cold and warm, in MLX's own folder and private, the
+conditions interleaved, medians::
+
+    uv run python -m lab.bench.compile_cache --rounds 5 --reps 3 --out lab/bench/results/x.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from app.compile_cache import SHARED_TMPDIR_ENV
+from app.fileio.jsonio import dumps_json
+from app.hardware import git_commit, host_info
+
+PROCESSES = 3
+KERNELS = 10
+# Waits until the start time given, then compiles KERNELS functions; exit 1 on MLX's error.
+RACER = """
+import sys, time
+if sys.argv[1] == "private":
+    from app.compile_cache import use_private_compile_cache
+    use_private_compile_cache()
+import mlx.core as mx
+ops = [mx.sigmoid, mx.tanh, mx.exp, mx.abs, mx.sin, mx.cos, mx.log1p, mx.sqrt, mx.square,
+       mx.negative][: int(sys.argv[3])]
+x = mx.arange(64, dtype=mx.float32)
+while time.time() < float(sys.argv[2]):
+    time.sleep(0.001)
+try:
+    for op in ops:
+        mx.eval(mx.compile(lambda x, op=op: op(x) * x + 1)(x))
+except RuntimeError as error:
+    sys.exit(f"{type(error).__name__}: {error}")
+"""
+OWN_FOLDER_CLI = "import sys; from app.cli.main import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _env(tmpdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != SHARED_TMPDIR_ENV}
+    env["TMPDIR"] = str(tmpdir)
+    return env
+
+
+def race(mode: str, rounds: int) -> dict[str, object]:
+    failed, errors = 0, []
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as cold:
+            start = str(time.time() + 3)  # every process imported MLX by then
+            racers = [
+                subprocess.Popen(
+                    [sys.executable, "-c", RACER, mode, start, str(KERNELS)],
+                    env=_env(Path(cold)),
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(PROCESSES)
+            ]
+            for racer in racers:
+                _, stderr = racer.communicate()
+                if racer.returncode:
+                    failed += 1
+                    errors.append(stderr.strip().splitlines()[-1][:160])
+    return {"rounds": rounds, "processes": rounds * PROCESSES, "failed": failed, "errors": errors}
+
+
+def _generate(mode: str, tmpdir: Path, out: Path) -> float:
+    command = ["-m", "app"] if mode == "private" else ["-c", OWN_FOLDER_CLI]
+    args = ["generate", "--variant", "demo", "--prompt", "a red circle", "--steps", "8"]
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, *command, *args, "--out", str(out)],
+        env=_env(tmpdir),
+        check=True,
+        capture_output=True,
+    )
+    return time.perf_counter() - started
+
+
+def cost(reps: int) -> dict[str, dict[str, object]]:
+    seconds: dict[str, list[float]] = {}
+    for _ in range(reps):
+        for mode in ("own", "private"):
+            with tempfile.TemporaryDirectory() as folder:
+                tmpdir = Path(folder)
+                seconds.setdefault(f"{mode} cold", []).append(
+                    _generate(mode, tmpdir, tmpdir / "cold-out")
+                )
+                seconds.setdefault(f"{mode} warm", []).append(
+                    _generate(mode, tmpdir, tmpdir / "warm-out")
+                )
+                shutil.rmtree(tmpdir / "cold-out", ignore_errors=True)
+    return {
+        name: {"median_s": round(statistics.median(s), 2), "runs_s": [round(t, 2) for t in s]}
+        for name, s in seconds.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    result = {
+        "command": "uv run python -m lab.bench.compile_cache " + " ".join(argv or sys.argv[1:]),
+        "machine": host_info(),
+        "commit": git_commit(),
+        "load_average_at_start": os.getloadavg(),
+        "race": {mode: race(mode, args.rounds) for mode in ("own", "private")},
+        "cost": cost(args.reps),
+    }
+    result["load_average_at_end"] = os.getloadavg()
+    args.out.write_text(dumps_json(result, indent=2) + "\n")
+    print(dumps_json({k: result[k] for k in ("race", "cost")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
