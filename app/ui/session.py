@@ -52,7 +52,7 @@ from app.ui.analysis import (
     lora_calibration_note,
     schedule_notice,
 )
-from app.ui.defaults import MAX_SEED
+from app.ui.defaults import MAX_SEED, MIN_SEED
 from app.ui.plain_words import gate_unavailable
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
 from app.variants import UnknownVariantError, Variant, all_variants, get_variant
@@ -272,7 +272,7 @@ class Session:
         return True
 
     def randomize_seed(self) -> None:
-        self.form.seed = random.randrange(0, MAX_SEED)
+        self.form.seed = random.randint(MIN_SEED, MAX_SEED)
 
     def threshold_only_change(self) -> bool:
         """The inputs differ from the finished run's only in the threshold (a cheap re-run)."""
