@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -251,10 +252,13 @@ def schedule_notice(
     if not traced_here and floor is not None:
         evidence.append((floor, kind.floor_source))
 
-    parts = [
-        f"{eligible} of {steps} steps could be skipped at all (the first and last are always "
-        "computed)."
-    ]
+    calibration = kind.calibration_of(variant)
+    protected = (
+        always_computed_words(kind, kind.params(calibration, threshold), steps, eligible)
+        if calibration is not None
+        else ""
+    )
+    parts = [f"{eligible} of {steps} steps could be skipped at all{protected}."]
     blocking: tuple[float, str] | None = None
     if not blocked:
         parts.append(
@@ -381,6 +385,29 @@ def schedule_notice(
     )
     notice_kind = NoticeKind.warning if blocked else NoticeKind.info
     return Notice(notice_kind, title, " ".join(parts), extra, tuple(actions), "schedule")
+
+
+def always_computed_words(kind: AnyGateKind, params: Any, steps: int, eligible: int) -> str:
+    """Which steps the gate never skips, as the banner's parenthesis (" (the first 4 and the last
+    are always computed)"), read off the kind's own rule: the steps its simulation forces whatever
+    it measures (the timeline's forced cells) and, where none leads, a first step with nothing
+    cached to reuse yet. Empty where those do not account for every step outside ``eligible``
+    (the schedule check's count)."""
+    verdicts = kind.simulate(params, [None] * steps)
+    forced = [v.decision is Decision.forced for v in verdicts]
+    lead = next((i for i, f in enumerate(forced) if not f), steps)
+    trail = 0 if lead == steps else next(i for i, f in enumerate(reversed(forced)) if not f)
+    if lead == 0 and steps - eligible - trail == 1:
+        lead = 1  # nothing cached before the first step
+    if lead + trail + eligible != steps or lead + trail == 0:
+        return ""
+    sides = [
+        f"the {side}" + (f" {count}" if count > 1 else "")
+        for side, count in (("first", lead), ("last", trail))
+        if count
+    ]
+    verb = "is" if lead + trail == 1 else "are"
+    return f" ({' and '.join(sides)} {verb} always computed)"
 
 
 def _calibration_min(variant: Variant, steps: int, gate: str = DEFAULT_GATE) -> float | None:
