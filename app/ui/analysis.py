@@ -314,13 +314,24 @@ def schedule_notice(
 
     actions: list[NoticeAction] = []
     advice: list[str] = []
+    basis = ""  # where an uncalibrated default comes from, for the banner's details
     if base is not None and base_default is not None:
-        # The base variant's calibrated threshold skips at its default steps (why it was chosen):
-        # the fix sets both, not the base's remembered inputs (which may not skip).
-        advice.append(
-            f"use {base.display_name} at {base.default_steps} steps and its calibrated "
-            f"threshold {fmt(base_default)}"
-        )
+        # The base variant's threshold skips at its default steps (why it was chosen): the fix
+        # sets both, not the base's remembered inputs (which may not skip). "Calibrated" only
+        # where a calibration measured it; else the gate's default, with its basis (#39).
+        base_calibration = kind.calibration_of(base)
+        if base_calibration is not None and base_calibration is kind.uncalibrated:
+            advice.append(
+                f"use {base.display_name} at {base.default_steps} steps and the threshold "
+                f"{fmt(base_default)}, the {kind.label}'s default for every model (nothing was "
+                f"calibrated on {base.display_name}; the banner's tooltip and Copy give its basis)"
+            )
+            basis = f"{kind.label}'s default threshold: {kind.provenance_text(base_calibration)}"
+        else:
+            advice.append(
+                f"use {base.display_name} at {base.default_steps} steps and its calibrated "
+                f"threshold {fmt(base_default)}"
+            )
         fix = BannerFix.use_variant(base.id, steps=base.default_steps, threshold=base_default)
         actions.append(NoticeAction(f"Use {base.display_name}", fix))
     if blocked and eligible > 0:
@@ -383,6 +394,8 @@ def schedule_notice(
     extra = f"check_schedule: {check.reason}" + (
         f"\nsuggestion: {suggestion}" if suggestion else ""
     )
+    if basis:
+        extra += f"\n{basis}"
     notice_kind = NoticeKind.warning if blocked else NoticeKind.info
     return Notice(notice_kind, title, " ".join(parts), extra, tuple(actions), "schedule")
 
