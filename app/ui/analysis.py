@@ -61,17 +61,35 @@ class EngagementBand:
     curve: tuple[tuple[float, int], ...] = field(default_factory=tuple)
     gate: str = DEFAULT_GATE
     trace: tuple[float | None, ...] = ()  # the gate's signal on the vanilla run (what it simulates)
+    params: Any = None  # the gate's parameters the curve replays (at another threshold each)
 
     def engages_at(self, threshold: float) -> bool:
         return gate_kind(self.gate).engages(threshold, self.onset)
 
     def predicted_skips(self, threshold: float) -> int:
+        """The grid's count at the last of its thresholds at or below ``threshold``."""
         best = 0
         for t, skips in self.curve:
             if t > threshold:
                 break
             best = skips
         return best
+
+    def skips_at(self, threshold: float) -> int:
+        """The rule's own count at ``threshold`` on this trace (the grid's neighbour can differ:
+        a count can change between two of its thresholds)."""
+        if self.params is None:
+            return self.predicted_skips(threshold)
+        return gate_kind(self.gate).skipped(self.params.with_threshold(threshold), self.trace)
+
+    def curve_through(self, *thresholds: float | None) -> tuple[tuple[float, int], ...]:
+        """The curve with the rule's exact count at each of ``thresholds`` added (the run's and
+        the slider's), so the curve read at those lines is the rule's answer there."""
+        points = dict(self.curve)
+        for threshold in thresholds:
+            if threshold is not None:
+                points[threshold] = self.skips_at(threshold)
+        return tuple(sorted(points.items()))
 
 
 def engagement_band(
@@ -107,6 +125,27 @@ def engagement_band(
         curve,
         gate,
         tuple(trace),
+        probe,
+    )
+
+
+def curve_drift_note(
+    band: EngagementBand | None, threshold: float, gated: Sequence[StepEvent | None]
+) -> str:
+    """Where a finished run skipped another number of steps than the skip curve says at its
+    threshold: why, in one sentence. Empty where they agree or the run is not complete."""
+    if band is None or not gated or any(s is None for s in gated) or len(gated) != band.steps:
+        return ""
+    if any(s is not None and s.gate != band.gate for s in gated):
+        return ""
+    ran, simulated = count_skips(gated), band.skips_at(threshold)
+    if ran == simulated:
+        return ""
+    return (
+        "The skips curve is simulated on the vanilla pass: exact up to the first skip, after "
+        "which the gated pass measures its own, slightly different steps, so at "
+        f"{format_threshold(threshold)} this run skipped {ran} where the simulation says "
+        f"{simulated}."
     )
 
 
