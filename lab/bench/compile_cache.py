@@ -4,9 +4,11 @@
 compiling the same KERNELS small ``mx.compile``d functions (one g++ each), in MLX's own shared
 folder and with ``app.compile_cache.use_private_compile_cache``; counts the processes that failed.
 
-``cost``: the wall time of ``teacache-studio generate --variant demo`` (a fresh process; the demo
-compiles mlx.nn's activations, three kernels) cold and warm, in MLX's own folder and private, the
-conditions interleaved, medians::
+``cost``: in a fresh process, the demo's compiled activations (mlx.nn's SiLU and ReLU, the three
+kernels ``generate --variant demo`` compiles) timed in parts after ``app`` is imported: the
+private folder's set-up (seeding from the store), the first evaluation (g++ on a cold cache, a
+dlopen on a warm one), publishing; cold and warm, MLX's own folder and private, interleaved,
+medians::
 
     uv run python -m lab.bench.compile_cache --rounds 5 --reps 3 --out lab/bench/results/x.json
 """
@@ -14,8 +16,8 @@ conditions interleaved, medians::
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -47,7 +49,31 @@ try:
 except RuntimeError as error:
     sys.exit(f"{type(error).__name__}: {error}")
 """
-OWN_FOLDER_CLI = "import sys; from app.cli.main import main; sys.exit(main(sys.argv[1:]))"
+# The cost: the demo's compiled activations (SiLU on a contiguous and a strided array, ReLU:
+# three kernels) in a fresh process, timed in parts; prints one JSON line.
+TIMER = """
+import json, sys, time
+from pathlib import Path
+from app.compile_cache import publish_compiled, use_private_compile_cache
+started = time.perf_counter()
+private = None
+if sys.argv[1] == "private":
+    private = use_private_compile_cache()
+setup = time.perf_counter() - started
+import mlx.core as mx
+import mlx.nn as nn
+x = mx.random.normal((4, 64, 256))
+mx.eval(x)
+started = time.perf_counter()
+mx.eval(nn.silu(x), nn.silu(x[:, ::2, :]), nn.relu(x))
+first_eval = time.perf_counter() - started
+publish = None
+if private is not None:
+    started = time.perf_counter()
+    publish_compiled(private, private.parent / "store")
+    publish = time.perf_counter() - started
+print(json.dumps({"setup_s": setup, "first_eval_s": first_eval, "publish_s": publish}))
+"""
 
 
 def _env(tmpdir: Path) -> dict[str, str]:
@@ -78,36 +104,34 @@ def race(mode: str, rounds: int) -> dict[str, object]:
     return {"rounds": rounds, "processes": rounds * PROCESSES, "failed": failed, "errors": errors}
 
 
-def _generate(mode: str, tmpdir: Path, out: Path) -> float:
-    command = ["-m", "app"] if mode == "private" else ["-c", OWN_FOLDER_CLI]
-    args = ["generate", "--variant", "demo", "--prompt", "a red circle", "--steps", "8"]
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, *command, *args, "--out", str(out)],
+def _timed(mode: str, tmpdir: Path) -> dict[str, float | None]:
+    done = subprocess.run(
+        [sys.executable, "-c", TIMER, mode],
         env=_env(tmpdir),
         check=True,
         capture_output=True,
+        text=True,
     )
-    return time.perf_counter() - started
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def cost(reps: int) -> dict[str, dict[str, object]]:
-    seconds: dict[str, list[float]] = {}
+    """Per condition (MLX's own folder or private, cold or warm), the median of each part."""
+    runs: dict[str, list[dict[str, float | None]]] = {}
     for _ in range(reps):
         for mode in ("own", "private"):
             with tempfile.TemporaryDirectory() as folder:
-                tmpdir = Path(folder)
-                seconds.setdefault(f"{mode} cold", []).append(
-                    _generate(mode, tmpdir, tmpdir / "cold-out")
-                )
-                seconds.setdefault(f"{mode} warm", []).append(
-                    _generate(mode, tmpdir, tmpdir / "warm-out")
-                )
-                shutil.rmtree(tmpdir / "cold-out", ignore_errors=True)
-    return {
-        name: {"median_s": round(statistics.median(s), 2), "runs_s": [round(t, 2) for t in s]}
-        for name, s in seconds.items()
-    }
+                runs.setdefault(f"{mode} cold", []).append(_timed(mode, Path(folder)))
+                runs.setdefault(f"{mode} warm", []).append(_timed(mode, Path(folder)))
+    summary: dict[str, dict[str, object]] = {}
+    for name, rows in runs.items():
+        summary[name] = {
+            part: round(statistics.median(float(r[part] or 0.0) for r in rows), 4)
+            for part in ("setup_s", "first_eval_s", "publish_s")
+            if rows[0][part] is not None
+        }
+        summary[name]["runs"] = rows
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
