@@ -135,17 +135,14 @@ FORBIDDEN_LIBRARY_FRAGMENTS: tuple[str, ...] = (
 
 # Modules the frozen app needs that static analysis cannot be trusted to find: imported from C
 # (nanobind), by name (transformers' lazy module, mflux's tokenizer loader), or lazily.
-# (Every module under app/ is required as well; check_analysis.py lists them from the tree.)
+# (Every module under app/ is required as well, and every model family's mflux package:
+# ``required_modules`` adds them, from the tree and from the family registry.)
 REQUIRED_MODULES: tuple[str, ...] = (
     "mlx.core",
     "mlx._reprlib_fix",
     "mlx.__array_api_info",
     "mlx.nn",
     "mlx.utils",
-    "mflux.models.flux",
-    "mflux.models.flux2",
-    "mflux.models.z_image",
-    "mflux.models.qwen",
     "mflux.callbacks.callback_registry",
     "transformers.models.auto.tokenization_auto",
     "transformers.models.clip.tokenization_clip",
@@ -169,6 +166,23 @@ RUNTIME_DEMO_SUFFIXES: tuple[str, ...] = (".safetensors", ".calibration.json")
 RUNTIME_DEMO_FILES: tuple[str, ...] = ("demo.json",)
 # The macOS icon reaches the bundle through BUNDLE(icon=...), as Contents/Resources/*.icns.
 RESOURCE_EXCLUDED_SUFFIXES: tuple[str, ...] = (".icns",)
+
+
+def family_mflux_packages() -> tuple[str, ...]:
+    """Every model family's mflux package ("mflux.models.flux2", ...), read from the family
+    registry (``app.families.mflux_packages``): data only and standard library, so asking needs
+    neither MLX nor mflux. A new family is collected by its module alone."""
+    root = str(PROJECT_ROOT)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from app.families import mflux_packages
+
+    return mflux_packages()
+
+
+def required_modules() -> tuple[str, ...]:
+    """``REQUIRED_MODULES`` and every model family's mflux package."""
+    return (*REQUIRED_MODULES, *family_mflux_packages())
 
 
 def is_runtime_resource(relative: Path) -> bool:

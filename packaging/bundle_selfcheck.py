@@ -2,7 +2,8 @@
 
 One real MLX operation on the default device (the GPU through Metal on macOS), which libmlx
 was loaded and whether ``mlx.metallib`` sits beside it, the OpenBLAS preload on Linux, the
-app's own resource lookup and its family registry. Prints one JSON object; exits 0 only when
+app's own resource lookup and its family registry, and every model family importable (its mflux
+classes and its tokenizer classes). Prints one JSON object; exits 0 only when
 every check passed. ``packaging/verify_bundle.py`` runs it. Usage:
 ``teacache-studio-selfcheck [--allow-cpu]``.
 """
@@ -85,6 +86,36 @@ def _resources_check() -> dict[str, Any]:
     return result
 
 
+def _families_check() -> dict[str, Any]:
+    """Each model family mflux loads, imported as the app would: its mflux classes (pipeline,
+    weight definition, LoRA mapping) and its tokenizer classes, resolved by name on
+    ``transformers`` as mflux's tokenizer loader does. A family whose mflux package the bundle
+    lacks fails here, not at its first download. (Not its gate adapter: this executable's own
+    archive holds only what it imports, and ``app`` modules named by path are the app's;
+    check_analysis.py checks the app holds every one.)"""
+    import transformers
+
+    from app.families import FAMILIES
+
+    imported: list[str] = []
+    failures: dict[str, str] = {}
+    for family in FAMILIES.values():
+        if family.mflux is None:
+            continue
+        try:
+            family.mflux.pipeline()
+            definition = family.mflux.weight_definition()
+            if family.mflux.lora_mapping is not None:
+                family.mflux.lora_mapping()
+            for tokenizer in definition.get_tokenizers():
+                getattr(transformers, tokenizer.tokenizer_class)
+        except Exception as exc:  # report every family, not the first failure only
+            failures[family.id] = f"{type(exc).__name__}: {exc}"
+        else:
+            imported.append(family.id)
+    return {"imported": imported, "failures": failures}
+
+
 def main(argv: list[str]) -> int:
     allow_cpu = "--allow-cpu" in argv
     report: dict[str, Any] = {
@@ -134,6 +165,15 @@ def main(argv: list[str]) -> int:
             )
     except Exception as exc:
         failures.append(f"resource lookup failed: {type(exc).__name__}: {exc}")
+
+    try:
+        report["families"] = families = _families_check()
+        failures += [
+            f"the {family} family cannot be imported: {why}"
+            for family, why in families["failures"].items()
+        ]
+    except Exception as exc:
+        failures.append(f"the family check failed: {type(exc).__name__}: {exc}")
 
     report["failures"] = failures
     report["ok"] = not failures

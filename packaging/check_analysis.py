@@ -4,7 +4,8 @@ Runs ``teacache-studio.spec`` with only ``Analysis`` active (PYZ, EXE, COLLECT a
 stubbed, so nothing is written but PyInstaller's work files in a temporary folder) and fails when:
 
 - a module the frozen app needs is missing: every module under ``app/``, plus the modules that
-  are imported from C, by name or lazily (``bundle_config.REQUIRED_MODULES``);
+  are imported from C, by name or lazily, and every model family's mflux package
+  (``bundle_config.required_modules``);
 - an excluded module sneaked in (``bundle_config.EXCLUDED_MODULES``), or a library that only
   such modules need (``FORBIDDEN_LIBRARY_FRAGMENTS``);
 - the app's own code imports an excluded module (it would fail in the bundle only);
@@ -126,9 +127,9 @@ def evaluate(result: AnalysisResult, platform: str = sys.platform) -> Report:
 
     for name in sorted(set(config.app_modules()) - modules):
         report.fail(f"our module {name} is not in the bundle (a package without __init__.py?)")
-    for name in config.REQUIRED_MODULES:
+    for name in config.required_modules():
         if name not in modules:
-            report.fail(f"required module {name} is missing (see bundle_config.REQUIRED_MODULES)")
+            report.fail(f"required module {name} is missing (see bundle_config.required_modules)")
 
     sneaked = sorted(name for name in modules if is_excluded(name))
     if sneaked:

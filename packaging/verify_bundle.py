@@ -9,7 +9,8 @@ the metallib and every Mach-O built for no newer macOS than ``LSMinimumSystemVer
 executables and the Info.plist keys; ``resources/demo`` present; nothing the spec excludes.
 Runtime, in a clean environment (no PYTHONPATH, a temporary home, offscreen Qt, offline hub):
 ``--version``, ``variants --json``, the bundled self-check (a real MLX operation, on the GPU on
-macOS) and ``--smoke-test`` (the main window offscreen and one demo generation).
+macOS, and every model family importable) and ``--smoke-test`` (the main window offscreen and
+one demo generation).
 
 Each failed check prints ``FAIL <check>: <why>``; the exit code is 1 when any failed.
 Standard library only, so any Python 3.11+ can run it against any bundle.
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 
 def _load_bundle_config() -> ModuleType:
@@ -239,6 +241,7 @@ class Verifier:
     allow_cpu: bool = False
     timeout: float = 900.0
     results: list[tuple[str, bool, str]] = field(default_factory=list)
+    selfcheck_report: dict[str, Any] | None = None  # the frozen self-check's JSON, once it ran
 
     def check(self, name: str, function: Callable[[], str | None]) -> None:
         started = time.monotonic()
@@ -499,12 +502,24 @@ class Verifier:
             raise CheckFailed(
                 f"exit {done.returncode}, no JSON: {self._last_lines(done.stdout + done.stderr)}"
             ) from None
+        self.selfcheck_report = report
         if done.returncode != 0 or not report.get("ok"):
             raise CheckFailed("; ".join(report.get("failures", [])) or f"exit {done.returncode}")
         mlx = report["mlx"]
         root = str(self.bundle.root)
         loaded = [path.removeprefix(root + os.sep) for path in mlx["libmlx_loaded"]]
         return f"MLX {mlx['mlx_version']} on {mlx['device']}, loaded {', '.join(loaded)}"
+
+    def families(self) -> str:
+        """Every model family importable in the bundle, from the self-check's report."""
+        report = self.selfcheck_report
+        if report is None:
+            raise CheckFailed("the self-check gave no report")
+        families = report.get("families", {})
+        if families.get("failures") or not families.get("imported"):
+            problems = "; ".join(f"{k}: {v}" for k, v in families.get("failures", {}).items())
+            raise CheckFailed(problems or "no family was imported")
+        return f"{len(families['imported'])} importable: {', '.join(families['imported'])}"
 
     def smoke_test(self) -> str:
         done = self._run(self.bundle.executable, "--smoke-test")
@@ -536,6 +551,7 @@ class Verifier:
             self.check("--version", self.version)
             self.check("variants --json", self.variants)
             self.check("self-check (real MLX op)", self.selfcheck)
+            self.check("model families", self.families)
             if smoke_test:
                 self.check("--smoke-test", self.smoke_test)
             else:

@@ -66,32 +66,6 @@ class GateState:
             self.gate.record_output(noise)
 
 
-def probe_stack(
-    gate: LiveGate,
-    first_in: mx.array,
-    first_out: mx.array,
-    rest: Callable[[], mx.array],
-    signal: mx.array | None = None,
-) -> mx.array:
-    """The first-block probe's stack on the conditional branch, after the family ran its first
-    block: the gate reads the block's residual (``signal``, by default ``first_out − first_in``;
-    the image stream), and the verdict either runs the remaining blocks (``rest``: the stack's
-    output on ``first_out``'s tokens), storing their residual over ``first_out``, or adds the
-    cached one to ``first_out``. Every family's adapter declares its block-0 split (the first
-    block, and ``rest``) and calls this.
-
-    Under CFG the unconditional branch reads the same verdict and keeps TeaCache's residual (the
-    whole stack's, over its input): its first block is not needed for the decision, so a skip
-    spares it too, and a computed step runs exactly what vanilla runs."""
-    verdict = gate.decide(first_out - first_in if signal is None else signal)
-    if not verdict.decision.computes:
-        return gate.reuse(first_out, COND)
-    out = rest()
-    if verdict.store_residual:
-        gate.store_residual(out, first_out, COND)
-    return out
-
-
 def install_class_swap(
     pipeline: Any,
     gate: LiveGate,

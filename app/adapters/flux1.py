@@ -1,23 +1,17 @@
-"""FLUX.1 (dev, schnell, Krea dev): the gate sits inside the transformer call.
+"""FLUX.1 (dev, schnell, Krea dev): its anatomy.
 
-mflux calls ``Flux1.transformer`` eagerly once per step, so the adapter swaps the transformer's
-class for a per-installation subclass whose ``__call__`` re-walks ``Transformer.__call__`` with the
-gate between body and tail. The swap touches neither the parameter tree nor the instance
-attributes; the gate state lives on the subclass (a class attribute, not a module child).
+mflux 0.24.0 calls ``Flux1.transformer`` eagerly once per step; the gated step enters there
+(``app.adapters.entries.install_call``: the transformer's class is swapped for a per-installation
+subclass, parameters and attributes untouched). ``Transformer.__call__`` (fingerprinted in
+tests/adapters/test_mflux_fingerprint.py), in the step's parts:
 
-Re-walk of mflux 0.24.0 ``Transformer.__call__`` (fingerprinted in tests/test_mflux_fingerprint.py):
-
-- prelude: ``x_embedder``, ``context_embedder``, ``compute_text_embeddings`` (runs every step);
-- signal: ``transformer_blocks[0].norm1(hidden_states, text_embeddings)[0]``, the AdaLN-Zero
-  modulated block-0 image input (upstream TeaCache4FLUX's signal);
-- body: rotary embeddings, the joint blocks, concat ``[text, image]``, the single blocks; the
-  residual is taken over that concatenated sequence;
-- tail: slice the image tokens, ``norm_out``, ``proj_out``.
-
-The block-0 split (the first-block probe, ``common.probe_stack``): ``_first_block`` runs the
-rotary embeddings and joint block 0; its residual is taken on the image stream (``hidden_states``
-out minus in); ``_rest_blocks`` runs joint blocks 1.. and the single blocks and returns the image
-tokens the tail reads. A vanilla (observing) pass records the same residual after block 0.
+- embed: ``x_embedder``, ``compute_text_embeddings`` (the time and pooled-text embedding);
+- signal (TeaCache's): ``transformer_blocks[0].norm1(x, temb)[0]``, the AdaLN-Zero modulated
+  block-0 image input (upstream TeaCache4FLUX's signal);
+- context: ``context_embedder``, the rotary embeddings (Kontext's image ids included);
+- blocks: the joint blocks over (text, image), then the single blocks over ``concat([text,
+  image])`` (ControlNet's samples added where mflux adds them);
+- tail: the image tokens, ``norm_out``, ``proj_out``.
 """
 
 from __future__ import annotations
@@ -28,17 +22,91 @@ import mlx.core as mx
 from mflux.models.flux.model.flux_transformer.transformer import Transformer
 
 from app.adapters.base import Installation
-from app.adapters.common import COND, GateState, install_class_swap, probe_stack
+from app.adapters.entries import CallAnatomy, StepCall, install_call
 from app.families.flux1 import FAMILY
 from app.gate import LiveGate
 
 
-class GatedFlux1Transformer(Transformer):
-    """Base of the per-installation subclasses; never instantiated."""
+class Flux1Anatomy(CallAnatomy):
+    """``rest``: ``(t, config, prompt_embeds, pooled_prompt_embeds, controlnet_block_samples,
+    controlnet_single_block_samples, kontext_image_ids)`` of the call (eager: any values)."""
 
-    _teacache: GateState
+    tr: Transformer
 
-    def __call__(  # type: ignore[override]
+    @property
+    def num_blocks(self) -> int:
+        return len(self.tr.transformer_blocks) + len(self.tr.single_transformer_blocks)
+
+    def embed(self, latents: mx.array, timestep: Any, rest: Any) -> dict[str, mx.array]:
+        t, config, _, pooled, *_ = rest
+        temb = Transformer.compute_text_embeddings(t, pooled, self.tr.time_text_embed, config)
+        return {"hs": self.tr.x_embedder(latents), "temb": temb}
+
+    def stream_tokens(self, head: dict[str, mx.array], rest: Any) -> mx.array:
+        return head["hs"]
+
+    def signal(self, head: dict[str, mx.array], ctx: Any, before: Any, after: Any) -> mx.array:
+        block = self.tr.transformer_blocks[0]
+        return block.norm1(hidden_states=head["hs"], text_embeddings=head["temb"])[0]
+
+    def context(self, head: dict[str, mx.array], rest: Any) -> dict[str, Any]:
+        _, config, prompt_embeds, _, block_samples, single_samples, kontext_ids = rest
+        tr = self.tr
+        return {
+            "ehs": tr.context_embedder(prompt_embeds),
+            "temb": head["temb"],
+            "rope": Transformer.compute_rotary_embeddings(
+                prompt_embeds, tr.pos_embed, config, kontext_ids
+            ),
+            "block_samples": block_samples,
+            "single_samples": single_samples,
+        }
+
+    def stream(self, head: dict[str, mx.array], ctx: dict[str, Any]) -> dict[str, mx.array]:
+        return {"txt": ctx["ehs"], "img": head["hs"]}
+
+    def blocks(
+        self, ctx: dict[str, Any], state: dict[str, mx.array], start: int, stop: int
+    ) -> dict[str, mx.array]:
+        tr = self.tr
+        joints = len(tr.transformer_blocks)
+        for idx in range(start, min(stop, joints)):
+            txt, img = tr._apply_joint_transformer_block(
+                idx=idx,
+                block=tr.transformer_blocks[idx],
+                hidden_states=state["img"],
+                encoder_hidden_states=state["txt"],
+                text_embeddings=ctx["temb"],
+                image_rotary_embeddings=ctx["rope"],
+                controlnet_block_samples=ctx["block_samples"],
+            )
+            state = {"txt": txt, "img": img}
+        if stop <= joints:
+            return state
+        out = state.get("joint")
+        if out is None:
+            out = mx.concatenate([state["txt"], state["img"]], axis=1)
+        for idx in range(max(start, joints) - joints, stop - joints):
+            out = tr._apply_single_transformer_block(
+                idx=idx,
+                block=tr.single_transformer_blocks[idx],
+                hidden_states=out,
+                encoder_hidden_states=state["txt"],
+                text_embeddings=ctx["temb"],
+                image_rotary_embeddings=ctx["rope"],
+                controlnet_single_block_samples=ctx["single_samples"],
+            )
+        return {"joint": out, "txt": state["txt"]}
+
+    def tokens(self, ctx: dict[str, Any], state: dict[str, mx.array]) -> mx.array:
+        if "joint" in state:
+            return state["joint"][:, state["txt"].shape[1] :, ...]
+        return state["img"]
+
+    def tail(self, head: dict[str, mx.array], tokens: mx.array, rest: Any) -> mx.array:
+        return self.tr.proj_out(self.tr.norm_out(tokens, head["temb"]))
+
+    def branch_call(
         self,
         t: int,
         config: Any,
@@ -48,146 +116,20 @@ class GatedFlux1Transformer(Transformer):
         controlnet_block_samples: list[mx.array] | None = None,
         controlnet_single_block_samples: list[mx.array] | None = None,
         kontext_image_ids: mx.array | None = None,
-    ) -> mx.array:
-        state = type(self)._teacache
-        if not state.gating:
-            return Transformer.__call__(
-                self, t, config, hidden_states, prompt_embeds, pooled_prompt_embeds,
-                controlnet_block_samples, controlnet_single_block_samples, kontext_image_ids,
-            )  # fmt: skip
-        gate = state.gate
-        if not gate.needs_signal:
-            # Threshold 0: mflux's own forward, no signal, no residual, no extra concat.
-            gate.decide(None)
-            noise = Transformer.__call__(
-                self, t, config, hidden_states, prompt_embeds, pooled_prompt_embeds,
-                controlnet_block_samples, controlnet_single_block_samples, kontext_image_ids,
-            )  # fmt: skip
-            state.record(noise)
-            return noise
-
-        # 1. Prelude (every step).
-        hs = self.x_embedder(hidden_states)
-        ehs = self.context_embedder(prompt_embeds)
-        temb = Transformer.compute_text_embeddings(
-            t, pooled_prompt_embeds, self.time_text_embed, config
+    ) -> StepCall:
+        rest = (
+            t,
+            config,
+            prompt_embeds,
+            pooled_prompt_embeds,
+            controlnet_block_samples,
+            controlnet_single_block_samples,
+            kontext_image_ids,
         )
-        text_len = ehs.shape[1]
-        if gate.probes_first_block:  # the first-block probe: split after block 0
-            rope = Transformer.compute_rotary_embeddings(
-                prompt_embeds, self.pos_embed, config, kontext_image_ids
-            )
-            blocks = (temb, rope, controlnet_block_samples, controlnet_single_block_samples)
-            ehs1, hs1 = self._first_block(hs, ehs, *blocks)
-            out = probe_stack(gate, hs, hs1, lambda: self._rest_blocks(ehs1, hs1, *blocks))
-            noise = self.proj_out(self.norm_out(out, temb))
-            state.record(noise)
-            return noise
-        # 2. Signal and decision.
-        signal = self.transformer_blocks[0].norm1(hidden_states=hs, text_embeddings=temb)[0]
-        verdict = gate.decide(signal)
-        # 3. Body, or the cached residual.
-        if verdict.decision.computes:
-            rope = Transformer.compute_rotary_embeddings(
-                prompt_embeds, self.pos_embed, config, kontext_image_ids
-            )
-            body_ehs, body_hs = ehs, hs
-            for idx, block in enumerate(self.transformer_blocks):
-                body_ehs, body_hs = self._apply_joint_transformer_block(
-                    idx=idx,
-                    block=block,
-                    hidden_states=body_hs,
-                    encoder_hidden_states=body_ehs,
-                    text_embeddings=temb,
-                    image_rotary_embeddings=rope,
-                    controlnet_block_samples=controlnet_block_samples,  # type: ignore[arg-type]
-                )
-                if idx == 0 and gate.records_first_block:  # the probe's vanilla trace
-                    gate.record_first_block(body_hs - hs)
-            out = mx.concatenate([body_ehs, body_hs], axis=1)
-            for idx, block in enumerate(self.single_transformer_blocks):
-                out = self._apply_single_transformer_block(
-                    idx=idx,
-                    block=block,
-                    hidden_states=out,
-                    encoder_hidden_states=body_ehs,
-                    text_embeddings=temb,
-                    image_rotary_embeddings=rope,
-                    controlnet_single_block_samples=controlnet_single_block_samples,  # type: ignore[arg-type]
-                )
-            if verdict.store_residual:
-                gate.store_residual(out, mx.concatenate([ehs, hs], axis=1), COND)
-        else:
-            out = gate.reuse(mx.concatenate([ehs, hs], axis=1), COND)
-        # 4. Tail.
-        out = out[:, text_len:, ...]
-        out = self.norm_out(out, temb)
-        noise = self.proj_out(out)
-        state.record(noise)
-        return noise
-
-    # -- the block-0 split (the first-block probe) ---------------------------------------------
-    def _first_block(
-        self,
-        hs: mx.array,
-        ehs: mx.array,
-        temb: mx.array,
-        rope: mx.array,
-        controlnet_block_samples: list[mx.array] | None,
-        controlnet_single_block_samples: list[mx.array] | None,
-    ) -> tuple[mx.array, mx.array]:
-        """Joint block 0: (text stream, image stream) after it."""
-        return self._apply_joint_transformer_block(
-            idx=0,
-            block=self.transformer_blocks[0],
-            hidden_states=hs,
-            encoder_hidden_states=ehs,
-            text_embeddings=temb,
-            image_rotary_embeddings=rope,
-            controlnet_block_samples=controlnet_block_samples,  # type: ignore[arg-type]
-        )
-
-    def _rest_blocks(
-        self,
-        ehs: mx.array,
-        hs: mx.array,
-        temb: mx.array,
-        rope: mx.array,
-        controlnet_block_samples: list[mx.array] | None,
-        controlnet_single_block_samples: list[mx.array] | None,
-    ) -> mx.array:
-        """Joint blocks 1.., concat, single blocks: the image tokens the tail reads."""
-        for idx, block in enumerate(self.transformer_blocks):
-            if idx == 0:
-                continue
-            ehs, hs = self._apply_joint_transformer_block(
-                idx=idx,
-                block=block,
-                hidden_states=hs,
-                encoder_hidden_states=ehs,
-                text_embeddings=temb,
-                image_rotary_embeddings=rope,
-                controlnet_block_samples=controlnet_block_samples,  # type: ignore[arg-type]
-            )
-        out = mx.concatenate([ehs, hs], axis=1)
-        for idx, block in enumerate(self.single_transformer_blocks):
-            out = self._apply_single_transformer_block(
-                idx=idx,
-                block=block,
-                hidden_states=out,
-                encoder_hidden_states=ehs,
-                text_embeddings=temb,
-                image_rotary_embeddings=rope,
-                controlnet_single_block_samples=controlnet_single_block_samples,  # type: ignore[arg-type]
-            )
-        return out[:, ehs.shape[1] :, ...]
+        return StepCall(hidden_states, t, rest)
 
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:
-    return install_class_swap(
-        pipeline,
-        gate,
-        family=FAMILY,
-        expected=Transformer,
-        gated_base=GatedFlux1Transformer,
+    return install_call(
+        pipeline, gate, family=FAMILY, anatomy=Flux1Anatomy, transformer_class=Transformer
     )

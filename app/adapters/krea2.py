@@ -1,42 +1,30 @@
-"""Krea 2 (Turbo): a gated ``predict``, split-compiled where mflux compiles its own.
+"""Krea 2 (Turbo): its anatomy, compiled where mflux compiles its predict.
 
 mflux 0.24.0 builds ``predict = self._predict(self.transformer, embeds, neg_embeds, guidance)`` once
 per generation (the captions' embeddings and the guidance are the closure's) and wraps it in
-``mx.compile`` except on base/Pro M1/M2. The adapter sets an instance attribute ``_predict`` with
-that signature whose closure keeps the gate outside any compiled code:
+``mx.compile`` except on base/Pro M1/M2; the gated step enters there
+(``app.adapters.entries.install_predict``). ``Krea2Transformer.__call__`` (no control image, no
+attention mask) and ``Krea2._predict``, in the step's parts:
 
-- at threshold 0 (and outside a generation) it calls mflux's own predict, untouched;
-- otherwise one step is: prelude, the decision (eager), then the body and tail of each CFG branch
-  or the tail of input + cached residual; compiled (app/adapters/compiled.py) where mflux's own
-  predict is, eager where it is not.
-
-Re-walk of mflux 0.24.0 ``Krea2Transformer.__call__`` (no control image, no attention mask) and
-``Krea2._predict``:
-
-- prelude: pad and patchify the latents, ``first``; the time embedding ``t`` (``tmlp``) and its
-  projection ``tvec`` (``tproj``), the time-only modulation every block adds its table to (each
-  branch recomputes them, as each of mflux's transformer calls does);
-- signal: block 0's modulated input over the image tokens, ``(1 + prescale) · prenorm(x) +
-  preshift`` (``prenorm`` is per token, so the image part of the joint input is this) —
-  caption-independent, so one decision serves both CFG branches exactly;
-- body (per branch): the caption's text fusion and MLP, the joint sequence ``[text, image]``, its
-  rotary embeddings, the blocks; the residual is kept over the image tokens (the tail is per
-  token), one per branch (``"cond"``/``"uncond"``);
-- tail: ``last`` (a per-token modulated norm and linear), the image tokens, unpatchify and crop;
-  CFG combines ``u + g·(c − u)``.
-
-The block-0 split (the first-block probe): the probe prelude is the prelude plus the conditional
-branch's joint sequence through block 0 (``_first_block``); the probe body runs the remaining
-blocks (``_rest_blocks``) and the tail, and the unconditional branch whole. The conditional
-branch decides on block 0's change of the image tokens and keeps its residual over block 0's
-output; the unconditional branch reads that verdict and keeps the whole stack's residual, as under
-TeaCache. A vanilla (observing) pass runs the same split and records block 0's change, so a probe
-pass resumed from vanilla replays what it would compute; compiled or eager as the plain split.
+- once per generation and caption: the caption's text fusion and MLP (they read the caption
+  alone, not the timestep);
+- embed: pad and patchify the latents, ``first``;
+- signal (TeaCache's): block 0's modulated input over the image tokens, ``(1 + prescale) ·
+  prenorm(x) + preshift`` (``prenorm`` is per token) — caption-independent, so one decision
+  serves both CFG branches exactly;
+- context (per branch): the time embedding ``t`` (``tmlp``) and its projection ``tvec``
+  (``tproj``), and the rotary embeddings of ``[text, image]``. Each branch computes its own, as
+  each of mflux's transformer calls does: one pair shared by two branches inside one
+  ``mx.compile`` trips MLX 0.32.2's compiler (``IndexError: _Map_base::at`` where one modulation
+  split feeds two blocks);
+- stream and blocks: the joint sequence ``[text, image]`` through the blocks;
+- tail: ``last`` (a per-token modulated norm and linear) over the joint sequence, the image
+  tokens, unpatchify and crop (so the residual is kept over the joint sequence, and a computed
+  step's tail is mflux's op for op); CFG combines ``u + g·(c − u)``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -45,77 +33,66 @@ from mflux.models.krea2.model.krea2_transformer.timestep_embedder import Krea2Ti
 from mflux.models.krea2.model.krea2_transformer.transformer import Krea2Transformer
 
 from app.adapters.base import Installation
-from app.adapters.common import COND, UNCOND, GateState, install_predict_factory
-from app.adapters.compiled import counted_compile, is_compiled
+from app.adapters.entries import PredictAnatomy, StepCall, install_predict
 from app.families.krea2 import FAMILY
 from app.gate import LiveGate
 
 
-class _Krea2Step:
-    """One generation's gated step (its captions and guidance are the generation's), in three
-    functions compiled where mflux's own predict is."""
+class Krea2Anatomy(PredictAnatomy):
+    """Built from mflux's factory arguments ``(embeds, neg_embeds, guidance)``; ``rest``: one
+    branch's ``(embeds, context)``, the context being the caption's fused stream (built once per
+    generation and caption)."""
 
-    def __init__(
-        self,
-        tr: Krea2Transformer,
-        embeds: mx.array,
-        neg_embeds: mx.array | None,
-        guidance: float,
-        traces: Counter[str],
-        *,
-        compiled: bool,
-    ) -> None:
-        self.tr = tr
-        self.embeds = embeds
-        self.neg_embeds = neg_embeds
-        self.guidance = guidance
+    tr: Krea2Transformer
 
-        def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-            return counted_compile(name, fn, traces) if compiled else fn
+    def __init__(self, transformer: Krea2Transformer, *factory_args: Any) -> None:
+        super().__init__(transformer, *factory_args)
+        self.embeds, self.neg_embeds, self.guidance = factory_args
+        self._contexts: list[tuple[mx.array, mx.array]] = []
+        self._context_fn: Callable[[mx.array], mx.array] = self._fuse
+        self._size = (0, 0)
+        self._grid = (0, 0)
 
-        self.prelude = wrap("prelude", self._prelude)
-        self.body = wrap("body", self._body)
-        self.tail = wrap("tail", self._tail)
-        self.probe_prelude = wrap("probe_prelude", self._probe_prelude)
-        self.probe_body = wrap("probe_body", self._probe_body)
+    def compile(self, part: Callable[[str, Any], Any]) -> None:
+        self._context_fn = part("caption", self._fuse)
 
-    # -- the transformer's parts, verbatim from Krea2Transformer.__call__ ----------------------
+    def _fuse(self, embeds: mx.array) -> mx.array:
+        tr = self.tr
+        return tr.txtmlp(tr.txtfusion(tr._unpack_context(embeds), mask=None))
+
+    def _caption(self, embeds: mx.array) -> tuple[mx.array, mx.array]:
+        for made in self._contexts:
+            if made[0] is embeds:
+                return made
+        made = (embeds, self._context_fn(embeds))
+        self._contexts.append(made)
+        return made
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.tr.blocks)
+
     def _time(self, timestep: mx.array, dtype: mx.Dtype) -> tuple[mx.array, mx.array]:
-        """``t`` and ``tvec``. Each branch computes its own, as each mflux transformer call does:
-        one pair shared by two branches inside one ``mx.compile`` trips MLX 0.32.2's compiler
-        (``IndexError: _Map_base::at`` where one modulation split feeds two blocks)."""
+        """``t`` and ``tvec``, verbatim from Krea2Transformer.__call__."""
         tr = self.tr
         embedding = Krea2TimestepMLP.timestep_embedding(timestep, tr.tdim)
         t = tr.tmlp(embedding[:, None, :].astype(dtype))
         return t, tr.tproj(t)
 
-    def _prelude(self, latents: mx.array, timestep: mx.array) -> tuple[mx.array, mx.array]:
+    def embed(self, latents: mx.array, timestep: Any, rest: Any) -> dict[str, mx.array]:
         tr = self.tr
         x = Krea2Transformer._pad_to_multiple(latents, tr.patch)
-        img = tr.first(Krea2Transformer._patchify(x, tr.patch))
-        _, tvec = self._time(timestep, img.dtype)
-        block0 = tr.blocks[0]
+        return {"img": tr.first(Krea2Transformer._patchify(x, tr.patch)), "timestep": timestep}
+
+    def stream_tokens(self, head: dict[str, mx.array], rest: Any) -> mx.array:
+        return mx.concatenate([rest[1], head["img"]], axis=1)
+
+    def signal(self, head: dict[str, mx.array], ctx: Any, before: Any, after: Any) -> mx.array:
+        img = head["img"]
+        _, tvec = self._time(head["timestep"], img.dtype)
+        block0 = self.tr.blocks[0]
         prescale, preshift, *_ = block0.mod(tvec)
-        return img, (1 + prescale) * block0.prenorm(img) + preshift
-
-    def _unpatchify(self, final: mx.array) -> mx.array:
-        tr = self.tr
-        h_, w_ = self._grid
-        bs, patch = final.shape[0], tr.patch
-        out = final.reshape(bs, h_, w_, tr.channels, patch, patch).transpose(0, 3, 1, 4, 2, 5)
-        out = out.reshape(bs, tr.channels, h_ * patch, w_ * patch)
-        return out[:, :, : self._size[0], : self._size[1]]
-
-    def _joint(
-        self, img: mx.array, timestep: mx.array, embeds: mx.array
-    ) -> tuple[mx.array, mx.array, mx.array, mx.array, int]:
-        """One caption's joint sequence ``[text, image]`` before the blocks: ``t``, ``tvec``, the
-        sequence, its rotary embeddings, the caption's length."""
-        tr = self.tr
-        t, tvec = self._time(timestep, img.dtype)
-        context = tr.txtmlp(tr.txtfusion(tr._unpack_context(embeds), mask=None))
-        combined = mx.concatenate([context, img], axis=1)
-        return t, tvec, combined, self._freqs(img.shape[0], context.shape[1]), context.shape[1]
+        return (1 + prescale) * block0.prenorm(img) + preshift
 
     def _freqs(self, bs: int, txtlen: int) -> mx.array:
         """The rotary embeddings of ``[text, image]``: text at (0, 0, 0), image at (0, h, w)."""
@@ -128,156 +105,53 @@ class _Krea2Step:
         imgpos = mx.broadcast_to(imgids, (bs, h_ * w_, 3))
         return self.tr.pe_embedder(mx.concatenate([txtpos, imgpos], axis=1))
 
-    def _branch(
-        self, img: mx.array, timestep: mx.array, embeds: mx.array
-    ) -> tuple[mx.array, mx.array]:
-        """One caption's stack over ``[text, image]`` and its tail: the velocity, and the
-        blocks' output over the image tokens (for the residual)."""
-        tr = self.tr
-        t, tvec, combined, freqs, txtlen = self._joint(img, timestep, embeds)
-        for block in tr.blocks:
-            combined = block(combined, tvec, freqs, None)
-        final = tr.last(combined, t)
-        return self._unpatchify(final[:, txtlen:, :]), combined[:, txtlen:]
+    def context(self, head: dict[str, mx.array], rest: Any) -> dict[str, mx.array]:
+        img, context = head["img"], rest[1]
+        t, tvec = self._time(head["timestep"], img.dtype)
+        freqs = self._freqs(img.shape[0], context.shape[1])
+        return {"t": t, "tvec": tvec, "freqs": freqs, "caption": context}
 
-    # -- the block-0 split (the first-block probe) ---------------------------------------------
-    def _first_block(self, img: mx.array, timestep: mx.array, embeds: mx.array) -> mx.array:
-        """The caption's joint sequence through block 0."""
-        _, tvec, combined, freqs, _ = self._joint(img, timestep, embeds)
-        return self.tr.blocks[0](combined, tvec, freqs, None)
+    def stream(self, head: dict[str, mx.array], ctx: dict[str, mx.array]) -> mx.array:
+        return mx.concatenate([ctx["caption"], head["img"]], axis=1)
 
-    def _rest_blocks(self, combined1: mx.array, timestep: mx.array) -> tuple[mx.array, mx.array]:
-        """Blocks 1.. from block 0's output and the tail: the velocity, and the image tokens
-        after the last block."""
-        tr = self.tr
+    def blocks(self, ctx: dict[str, mx.array], state: mx.array, start: int, stop: int) -> mx.array:
+        for block in self.tr.blocks[start:stop]:
+            state = block(state, ctx["tvec"], ctx["freqs"], None)
+        return state
+
+    def tokens(self, ctx: dict[str, mx.array], state: mx.array) -> mx.array:
+        return state
+
+    def image(self, ctx: dict[str, mx.array], state: mx.array) -> mx.array:
         h_, w_ = self._grid
-        bs, txtlen = combined1.shape[0], combined1.shape[1] - h_ * w_
-        t, tvec = self._time(timestep, combined1.dtype)
-        freqs = self._freqs(bs, txtlen)
-        for block in tr.blocks[1:]:
-            combined1 = block(combined1, tvec, freqs, None)
-        final = tr.last(combined1, t)
-        return self._unpatchify(final[:, txtlen:, :]), combined1[:, txtlen:]
+        return state[:, state.shape[1] - h_ * w_ :]
 
-    def _probe_prelude(
-        self, latents: mx.array, timestep: mx.array, embeds: mx.array
-    ) -> tuple[mx.array, ...]:
-        img, signal = self._prelude(latents, timestep)
-        combined1 = self._first_block(img, timestep, embeds)
-        return img, signal, combined1, combined1[:, combined1.shape[1] - img.shape[1] :]
+    def tail(self, head: dict[str, mx.array], tokens: mx.array, rest: Any) -> mx.array:
+        tr = self.tr
+        t, _ = self._time(head["timestep"], tokens.dtype)
+        final = tr.last(tokens, t)[:, rest[1].shape[1] :, :]
+        h_, w_ = self._grid
+        bs, patch = final.shape[0], tr.patch
+        out = final.reshape(bs, h_, w_, tr.channels, patch, patch).transpose(0, 3, 1, 4, 2, 5)
+        out = out.reshape(bs, tr.channels, h_ * patch, w_ * patch)
+        return out[:, :, : self._size[0], : self._size[1]]
 
-    def _probe_body(
-        self,
-        combined1: mx.array,
-        img: mx.array,
-        timestep: mx.array,
-        neg_embeds: mx.array | None,
-    ) -> tuple[mx.array, ...]:
-        v, cond = self._rest_blocks(combined1, timestep)
-        if neg_embeds is None:
-            return v, cond
-        v_neg, uncond = self._branch(img, timestep, neg_embeds)
-        return v_neg + self.guidance * (v - v_neg), cond, uncond
+    @staticmethod
+    def next_timestep(config: Any, t: int) -> mx.array:
+        return config.scheduler.sigmas[t].reshape(1)  # as Krea2.generate_image passes it
 
-    def _body(
-        self,
-        img: mx.array,
-        timestep: mx.array,
-        embeds: mx.array,
-        neg_embeds: mx.array | None,
-    ) -> tuple[mx.array, ...]:
-        v, cond = self._branch(img, timestep, embeds)
-        if neg_embeds is None:
-            return v, cond
-        v_neg, uncond = self._branch(img, timestep, neg_embeds)
-        return v_neg + self.guidance * (v - v_neg), cond, uncond
-
-    def _head(self, out: mx.array, timestep: mx.array) -> mx.array:
-        t, _ = self._time(timestep, out.dtype)
-        return self._unpatchify(self.tr.last(out, t))
-
-    def _tail(self, timestep: mx.array, cond: mx.array, uncond: mx.array | None) -> mx.array:
-        v = self._head(cond, timestep)
-        if uncond is None:
-            return v
-        v_neg = self._head(uncond, timestep)
-        return v_neg + self.guidance * (v - v_neg)
-
-    # -- one step ----------------------------------------------------------------------------
-    def step(self, state: GateState, latents: mx.array, timestep: mx.array) -> mx.array:
-        gate = state.gate
+    def step_call(self, latents: mx.array, timestep: mx.array) -> StepCall:
         patch = self.tr.patch
         height, width = latents.shape[-2], latents.shape[-1]
         self._size = (height, width)  # constant within a generation: read while tracing
         self._grid = (-(-height // patch), -(-width // patch))
-        if gate.probes_first_block or gate.records_first_block:
-            return self._probe_step(state, latents, timestep)
-        img, signal = self.prelude(latents, timestep)
-        verdict = gate.decide(signal)
-        if verdict.decision.computes:
-            v, *outs = self.body(img, timestep, self.embeds, self.neg_embeds)
-            if verdict.store_residual:
-                for branch, out in zip((COND, UNCOND), outs, strict=False):
-                    gate.store_residual(out, img, branch)
-            return v
-        uncond = gate.reuse(img, UNCOND) if self.neg_embeds is not None else None
-        return self.tail(timestep, gate.reuse(img, COND), uncond)
+        cond = self._caption(self.embeds)
+        uncond = None if self.neg_embeds is None else self._caption(self.neg_embeds)
+        return StepCall(latents, timestep, cond, uncond, self.guidance)
 
-    def _probe_step(self, state: GateState, latents: mx.array, timestep: mx.array) -> mx.array:
-        """One step on the block-0 split: the probe decides on block 0's change of the
-        conditional branch's image tokens (an observer on TeaCache's signal, recording that
-        change); the probe's conditional residual is over block 0's output, an observer's and
-        every unconditional one over the stack's input."""
-        gate = state.gate
-        img, signal, combined1, img1 = self.probe_prelude(latents, timestep, self.embeds)
-        if gate.probes_first_block:
-            verdict = gate.decide(img1 - img)
-        else:  # an observer: TeaCache's signal, and the probe's trace
-            verdict = gate.decide(signal)
-            gate.record_first_block(img1 - img)
-        if verdict.decision.computes:
-            v, *outs = self.probe_body(combined1, img, timestep, self.neg_embeds)
-            if verdict.store_residual:
-                bases = (img1 if gate.probes_first_block else img, img)
-                for branch, out, base in zip((COND, UNCOND), outs, bases, strict=False):
-                    gate.store_residual(out, base, branch)
-            return v
-        uncond = gate.reuse(img, UNCOND) if self.neg_embeds is not None else None
-        return self.tail(timestep, gate.reuse(img1, COND), uncond)
-
-
-def make_predict_factory(state: GateState) -> Callable[..., Callable[..., mx.array]]:
-    def factory(
-        transformer: Krea2Transformer,
-        embeds: mx.array,
-        neg_embeds: mx.array | None,
-        guidance: float,
-    ) -> Callable[..., mx.array]:
-        own_factory: Any = state.own_factory
-        own = own_factory(transformer, embeds, neg_embeds, guidance)
-        split = _Krea2Step(
-            transformer, embeds, neg_embeds, guidance, state.traces, compiled=is_compiled(own)
-        )
-
-        def predict(latents: mx.array, timestep: mx.array) -> mx.array:
-            gate = state.gate
-            if not state.gating or not gate.needs_signal:
-                # Outside a generation, and at threshold 0: mflux's own predict, untouched.
-                if state.gating:
-                    gate.decide(None)
-                v = own(latents=latents, timestep=timestep)
-                if state.gating:
-                    state.record(v)
-                return v
-            v = split.step(state, latents, timestep)
-            state.record(v)
-            return v
-
-        return predict
-
-    factory.teacache_state = state  # type: ignore[attr-defined]  # marks an installed gate
-    return factory
+    def combine(self, cond: mx.array, uncond: mx.array, guidance: Any) -> mx.array:
+        return uncond + guidance * (cond - uncond)
 
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:
-    return install_predict_factory(pipeline, gate, family=FAMILY, make_factory=make_predict_factory)
+    return install_predict(pipeline, gate, family=FAMILY, anatomy=Krea2Anatomy)

@@ -1,26 +1,20 @@
-"""Qwen-Image: the gate sits inside the transformer call, shared by the two calls per step.
+"""Qwen-Image: its anatomy.
 
 mflux 0.24.0 ``QwenImage.generate_image`` calls the transformer twice per step with the same
-``t`` — the positive caption, then the negative — and combines them outside (norm-rescaled CFG).
-The adapter swaps the transformer's class (as for FLUX.1) and pairs the two calls on one
-decision: the first call of a step decides, the second reuses the decision; each keeps its own
-residual (``"cond"``/``"uncond"``).
+``t`` — the positive caption, then the negative — and combines them outside (norm-rescaled CFG);
+the gated step enters at the transformer's call (``app.adapters.entries.install_call``), the first
+call of a step deciding for both. ``QwenTransformer.__call__`` (text-to-image path), in the step's
+parts:
 
-Re-walk of ``QwenTransformer.__call__``:
-
-- prelude: ``img_in``, the timestep, ``time_text_embed`` (timestep-only, so the signal is
+- embed: ``img_in``, the timestep, ``time_text_embed`` (timestep-only, so the signal is
   caption-independent and the shared decision exact for both branches);
-- signal ("signal A"): block 0's modulated image input, ``_modulate(img_norm1(x), mod1)``;
-- body: caption embedding, rotary embeddings, the dual-stream blocks; residual over the image
-  stream (the tail reads only that stream);
+- signal (TeaCache's "signal A"): block 0's modulated image input,
+  ``_modulate(img_norm1(x), mod1)``;
+- context: the caption embedding (``txt_norm``, ``txt_in``) and the rotary embeddings;
+- blocks: the dual-stream blocks over (text, image); the tail reads the image stream;
 - tail: ``norm_out``, ``proj_out``.
 
-The block-0 split (the first-block probe, ``common.probe_stack``): ``_caption`` and ``_block(0,
-…)`` run the caption embedding, the rotary embeddings and block 0; its residual is taken on the
-image stream; ``_rest_blocks`` runs blocks 1... The conditional call decides; the unconditional
-call of the same step reads that verdict and keeps the whole stack's residual (as under
-TeaCache). A vanilla (observing) pass records the same residual after block 0 of the conditional
-call.
+The edit paths (a conditioning image's ids or grid) run mflux's own call, ungated.
 """
 
 from __future__ import annotations
@@ -32,17 +26,79 @@ from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransf
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
 from app.adapters.base import Installation
-from app.adapters.common import COND, GateState, install_class_swap, probe_stack
+from app.adapters.entries import CallAnatomy, StepCall, install_call
 from app.families.qwen_image import FAMILY
 from app.gate import LiveGate
 
 
-class GatedQwenTransformer(QwenTransformer):
-    """Base of the per-installation subclasses; never instantiated."""
+class QwenAnatomy(CallAnatomy):
+    """``rest``: ``(t, config, encoder_hidden_states, encoder_hidden_states_mask)``."""
 
-    _teacache: GateState
+    tr: QwenTransformer
 
-    def __call__(  # type: ignore[override]
+    @property
+    def num_blocks(self) -> int:
+        return len(self.tr.transformer_blocks)
+
+    def embed(self, latents: mx.array, timestep: Any, rest: Any) -> dict[str, mx.array]:
+        t, config, _, _ = rest
+        hs = self.tr.img_in(latents)
+        step = QwenTransformer._compute_timestep(t, config)
+        step = mx.broadcast_to(step, (hs.shape[0],)).astype(hs.dtype)
+        return {"hs": hs, "temb": self.tr.time_text_embed(step, hs)}
+
+    def stream_tokens(self, head: dict[str, mx.array], rest: Any) -> mx.array:
+        return head["hs"]
+
+    def signal(self, head: dict[str, mx.array], ctx: Any, before: Any, after: Any) -> mx.array:
+        block0 = self.tr.transformer_blocks[0]
+        mod1, _ = mx.split(block0.img_mod_linear(block0.img_mod_silu(head["temb"])), 2, axis=-1)
+        signal, _ = QwenTransformerBlock._modulate(block0.img_norm1(head["hs"]), mod1)
+        return signal
+
+    def context(self, head: dict[str, mx.array], rest: Any) -> dict[str, Any]:
+        _, config, encoder_hidden_states, mask = rest
+        tr = self.tr
+        return {
+            "ehs": tr.txt_in(tr.txt_norm(encoder_hidden_states)),
+            "rope": QwenTransformer._compute_rotary_embeddings(
+                encoder_hidden_states_mask=mask,
+                pos_embed=tr.pos_embed,
+                config=config,
+                cond_image_grid=None,
+            ),
+            "mask": mask,
+            "temb": head["temb"],
+        }
+
+    def stream(self, head: dict[str, mx.array], ctx: dict[str, Any]) -> dict[str, mx.array]:
+        return {"txt": ctx["ehs"], "img": head["hs"]}
+
+    def blocks(
+        self, ctx: dict[str, Any], state: dict[str, mx.array], start: int, stop: int
+    ) -> dict[str, mx.array]:
+        txt, img = state["txt"], state["img"]
+        for idx in range(start, stop):
+            txt, img = QwenTransformer._apply_transformer_block(
+                idx=idx,
+                block=self.tr.transformer_blocks[idx],
+                hidden_states=img,
+                encoder_hidden_states=txt,
+                encoder_hidden_states_mask=ctx["mask"],
+                text_embeddings=ctx["temb"],
+                image_rotary_embeddings=ctx["rope"],
+                cond_embeddings=None,
+                is_cond_token=None,
+            )
+        return {"txt": txt, "img": img}
+
+    def tokens(self, ctx: dict[str, Any], state: dict[str, mx.array]) -> mx.array:
+        return state["img"]
+
+    def tail(self, head: dict[str, mx.array], tokens: mx.array, rest: Any) -> mx.array:
+        return self.tr.proj_out(self.tr.norm_out(tokens, head["temb"]))
+
+    def branch_call(
         self,
         t: int,
         config: Any,
@@ -51,127 +107,14 @@ class GatedQwenTransformer(QwenTransformer):
         encoder_hidden_states_mask: mx.array,
         qwen_image_ids: mx.array | None = None,
         cond_image_grid: tuple[int, int, int] | None = None,
-    ) -> mx.array:
-        state = type(self)._teacache
-        plain = (
-            not state.gating
-            or qwen_image_ids is not None
-            or cond_image_grid is not None  # edit paths: ungated
-        )
-        if plain:
-            return QwenTransformer.__call__(
-                self, t, config, hidden_states, encoder_hidden_states, encoder_hidden_states_mask,
-                qwen_image_ids, cond_image_grid,
-            )  # fmt: skip
-        gate = state.gate
-        branch = state.branch_of_call()
-        if not gate.needs_signal:
-            gate.decide(None)
-            noise = QwenTransformer.__call__(
-                self, t, config, hidden_states, encoder_hidden_states, encoder_hidden_states_mask
-            )
-            if branch == "cond":
-                state.record(noise)
-            return noise
-
-        # 1. Prelude.
-        hs = self.img_in(hidden_states)
-        batch_size = hs.shape[0]
-        timestep = QwenTransformer._compute_timestep(t, config)
-        timestep = mx.broadcast_to(timestep, (batch_size,)).astype(hs.dtype)
-        temb = self.time_text_embed(timestep, hs)
-        if gate.probes_first_block and branch == COND:  # the probe: split after block 0
-            ehs, rope = self._caption(config, encoder_hidden_states, encoder_hidden_states_mask)
-            mask = encoder_hidden_states_mask
-            ehs1, hs1 = self._block(0, hs, ehs, mask, temb, rope)
-            out = probe_stack(gate, hs, hs1, lambda: self._rest_blocks(hs1, ehs1, mask, temb, rope))
-            noise = self.proj_out(self.norm_out(out, temb))
-            state.record(noise)
-            return noise
-        # 2. Signal and decision: decided on the first call of the step, reused on the second.
-        signal = None
-        if branch == "cond":
-            block0 = self.transformer_blocks[0]
-            mod1, _ = mx.split(block0.img_mod_linear(block0.img_mod_silu(temb)), 2, axis=-1)
-            signal, _ = QwenTransformerBlock._modulate(block0.img_norm1(hs), mod1)
-        verdict = gate.decide(signal)
-        # 3. Body, or the cached residual.
-        if verdict.decision.computes:
-            ehs = self.txt_in(self.txt_norm(encoder_hidden_states))
-            rope = QwenTransformer._compute_rotary_embeddings(
-                encoder_hidden_states_mask=encoder_hidden_states_mask,
-                pos_embed=self.pos_embed,
-                config=config,
-                cond_image_grid=None,
-            )
-            out = hs
-            for idx, block in enumerate(self.transformer_blocks):
-                ehs, out = QwenTransformer._apply_transformer_block(
-                    idx=idx,
-                    block=block,
-                    hidden_states=out,
-                    encoder_hidden_states=ehs,
-                    encoder_hidden_states_mask=encoder_hidden_states_mask,
-                    text_embeddings=temb,
-                    image_rotary_embeddings=rope,
-                    cond_embeddings=None,
-                    is_cond_token=None,
-                )
-                if idx == 0 and branch == COND and gate.records_first_block:
-                    gate.record_first_block(out - hs)  # the probe's vanilla trace
-            if verdict.store_residual:
-                gate.store_residual(out, hs, branch)
-        else:
-            out = gate.reuse(hs, branch)
-        # 4. Tail.
-        out = self.norm_out(out, temb)
-        noise = self.proj_out(out)
-        if branch == "cond":
-            state.record(noise)  # calibration pairs follow the conditional branch
-        return noise
-
-    # -- the block-0 split (the first-block probe) ---------------------------------------------
-    def _caption(
-        self, config: Any, encoder_hidden_states: mx.array, mask: mx.array
-    ) -> tuple[mx.array, Any]:
-        ehs = self.txt_in(self.txt_norm(encoder_hidden_states))
-        rope = QwenTransformer._compute_rotary_embeddings(
-            encoder_hidden_states_mask=mask,
-            pos_embed=self.pos_embed,
-            config=config,
-            cond_image_grid=None,
-        )
-        return ehs, rope
-
-    def _block(
-        self, idx: int, hs: mx.array, ehs: mx.array, mask: mx.array, temb: mx.array, rope: Any
-    ) -> tuple[mx.array, mx.array]:
-        """Block ``idx``: (text stream, image stream) after it."""
-        return QwenTransformer._apply_transformer_block(
-            idx=idx,
-            block=self.transformer_blocks[idx],
-            hidden_states=hs,
-            encoder_hidden_states=ehs,
-            encoder_hidden_states_mask=mask,
-            text_embeddings=temb,
-            image_rotary_embeddings=rope,
-            cond_embeddings=None,
-            is_cond_token=None,
-        )
-
-    def _rest_blocks(
-        self, hs: mx.array, ehs: mx.array, mask: mx.array, temb: mx.array, rope: Any
-    ) -> mx.array:
-        for idx in range(1, len(self.transformer_blocks)):
-            ehs, hs = self._block(idx, hs, ehs, mask, temb, rope)
-        return hs
+    ) -> StepCall | None:
+        if qwen_image_ids is not None or cond_image_grid is not None:
+            return None  # an edit's call: mflux's own
+        rest = (t, config, encoder_hidden_states, encoder_hidden_states_mask)
+        return StepCall(hidden_states, t, rest)
 
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:
-    return install_class_swap(
-        pipeline,
-        gate,
-        family=FAMILY,
-        expected=QwenTransformer,
-        gated_base=GatedQwenTransformer,
+    return install_call(
+        pipeline, gate, family=FAMILY, anatomy=QwenAnatomy, transformer_class=QwenTransformer
     )

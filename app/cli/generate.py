@@ -206,7 +206,7 @@ def _generate(args: argparse.Namespace) -> int:
     from app.cli.outdir import output_folder
     from app.fileio.jsonio import write_json_atomic
     from app.gate.kinds import gate_kind
-    from app.storage.history import report_metadata, write_png
+    from app.storage.export import report_metadata, write_png
 
     out = Path(args.out)
     with output_folder(out) as folder:  # checked before the model loads; removed if we fail

@@ -23,7 +23,7 @@ def resolve_model_path(variant_id: str | None, model_path: str | None) -> tuple[
     any work."""
     from app.errors import UserFacingError
     from app.variants import UnknownVariantError, get_variant
-    from app.variants.folders import check_folder, inspect_folder
+    from app.variants.folders import any_folder_base, check_folder, inspect_folder
 
     if model_path is None:
         if not variant_id:
@@ -40,13 +40,14 @@ def resolve_model_path(variant_id: str | None, model_path: str | None) -> tuple[
                 "--variant"
             )
         if variant_id is None:
-            variant_id = "flux2-klein-4b"  # any real variant: the check below says what is wrong
+            variant_id = any_folder_base().id  # the check below says what is wrong
     try:
         variant = get_variant(variant_id)
     except UnknownVariantError as exc:
         raise UserError(str(exc)) from None
-    if variant.embedded:
-        raise UserError(f"{variant.id} ships with the app and takes no --model-path")
+    if variant.family.folders is None:
+        shipped = " ships with the app and" if variant.family.weights_shipped else ""
+        raise UserError(f"{variant.id}{shipped} takes no --model-path")
     try:
         check_folder(model_path, variant)
     except UserFacingError as exc:

@@ -171,6 +171,16 @@ def parse_prompt(text: str) -> PromptSpec:
     return PromptSpec(clauses=clauses, background=background, text=text)
 
 
+def prompt_problem(text: str) -> str | None:
+    """Why the demo model cannot draw ``text``, in one sentence; None where it can (the demo
+    family's prompt check, ``app.families.demo``)."""
+    try:
+        parse_prompt(text)
+    except PromptError as exc:
+        return str(exc)
+    return None
+
+
 def _parse_clause(words: list[str]) -> Clause:
     fields: dict[str, Any] = {}
 

@@ -78,20 +78,9 @@ MIN_PROMPTS = 2
 MIN_PAIRS = polynomial.DEGREE + 1
 DEFAULT_HOLDOUT = 0.3
 
-# Fixed prompt lists, as the reference recipe does (research §8): one for the demo's closed
-# vocabulary, one for real models (the mlx-teacache list): short, and as different as can be.
-DEMO_PROMPTS = (
-    "a red circle on a blue background",
-    "two small yellow stars at the left on a black background",
-    "a large green square at the centre on a white background",
-    "three small blue triangles at the top on a yellow background",
-    "a purple star at the right on a green background",
-    "a large orange circle at the bottom on a purple background",
-    "two white squares at the right on a black background",
-    "a black triangle at the centre on a white background",
-    "a small striped red star at the top on a green background",
-    "a large dotted blue circle at the left on a yellow background",
-)
+# The fixed prompt list for real models, as the reference recipe does (research §8; the
+# mlx-teacache list): short, and as different as can be. A family with a closed vocabulary
+# suggests its own (``Family.calibration_prompts``).
 REAL_PROMPTS = (
     "a red apple on a wooden table",
     "a mountain landscape at sunset",
@@ -116,8 +105,8 @@ class CalibrationError(UserFacingError):
 
 
 def default_prompts(variant: Variant) -> tuple[str, ...]:
-    """The suggested prompts: the embedded demo draws only its own vocabulary."""
-    return DEMO_PROMPTS if variant.embedded else REAL_PROMPTS
+    """The suggested prompts: the family's own (a closed vocabulary), else the general list."""
+    return variant.family.calibration_prompts or REAL_PROMPTS
 
 
 def parse_prompts(text: str) -> tuple[str, ...]:

@@ -60,6 +60,7 @@ from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, generate_kwargs
 from app.engine.timing import WARMUP_STEPS, warmup_params
+from app.families import load
 from app.gate import Decision, Engagement, LiveGate, StepEvent, TeaCacheGate
 from app.gate.kinds import GateParamsLike, kind_of, make_gate, observer_params
 from app.variants import Variant, check_schedule
@@ -192,7 +193,8 @@ class Engine:
         quiet_mflux_progress()
         self._loader = loader or default_loader
         self._pipelines: OrderedDict[PipelineKey, Any] = OrderedDict()
-        self._embedded: set[PipelineKey] = set()  # the demos' pipelines: tiny, they stay loaded
+        # Pipelines whose weights ship with the app: tiny, they stay loaded.
+        self._shipped: set[PipelineKey] = set()
         self._vanilla: OrderedDict[tuple[object, ...], PassOutcome] = OrderedDict()
         self._vanilla_cache_size = vanilla_cache_size
         # A calibration's vanilla runs (``capture_output``) are kept apart, so its threshold
@@ -230,7 +232,7 @@ class Engine:
 
     def close(self) -> None:
         self._pipelines.clear()
-        self._embedded.clear()
+        self._shipped.clear()
         self._vanilla.clear()
         self._captured.clear()
         self._warm.clear()
@@ -378,9 +380,10 @@ class Engine:
         if key in self._pipelines:
             self._pipelines.move_to_end(key)
             return self._pipelines[key]
-        if not variant.embedded:
-            # Real models are large: keep only one resident (the demos are tiny and stay).
-            for other in [k for k in self._pipelines if k not in self._embedded]:
+        shipped = variant.family.weights_shipped
+        if not shipped:
+            # Real models are large: keep only one resident (shipped ones are tiny and stay).
+            for other in [k for k in self._pipelines if k not in self._shipped]:
                 del self._pipelines[other]
                 self._warm = {w for w in self._warm if w[: len(other)] != other}
             self._vanilla.clear()
@@ -390,8 +393,8 @@ class Engine:
         started = time.perf_counter()
         pipeline = self._loader(variant, request, emit, cancel)
         self._pipelines[key] = pipeline
-        if variant.embedded:
-            self._embedded.add(key)
+        if shipped:
+            self._shipped.add(key)
         emit(ModelReady(variant.id, time.perf_counter() - started))
         return pipeline
 
@@ -614,12 +617,9 @@ def pipeline_key(variant: Variant, request: GenerationRequest) -> PipelineKey:
 def default_loader(
     variant: Variant, request: GenerationRequest, emit: Emit, cancel: threading.Event
 ) -> Any:
-    if variant.embedded:  # the demo: its weights ship with the app
-        from app.demo.pipeline import load_demo_pipeline
-
-        pipeline = load_demo_pipeline(
-            variant.id.partition("+")[0]
-        )  # user calibrations share weights
+    if variant.family.loader is not None:  # a family that builds its own pipeline
+        build = load(variant.family.loader)
+        pipeline = build(variant.id.partition("+")[0])  # user calibrations share weights
     else:
 
         def progress(done: int | None, total: int | None, message: str) -> None:

@@ -91,9 +91,9 @@ def default_quantize(
 ) -> int | None:
     """The most precise choice (full precision, then 8, 6, 5, 4, 3 bits) whose weights plus the
     realistic working memory at ``size`` fit this machine with headroom; the smallest where none
-    does; None where the machine's memory is unknown or the variant is embedded."""
+    does; None where the machine's memory is unknown or the family is not quantizable."""
     have_gb = _have_gb(memory_bytes)
-    if have_gb is None or variant.embedded:
+    if have_gb is None or not variant.family.quantizable:
         return None
     choices = _choices()
     for quantize in choices:
@@ -134,7 +134,7 @@ def check_memory(
     """Refuse before loading only when the weights at ``quantize`` plus ``OS_FLOOR_GB`` exceed
     physical memory (that cannot work), naming the quantization to choose instead."""
     have_gb = _have_gb(memory_bytes)
-    if have_gb is None or variant.embedded or weights_fit(variant, quantize, have_gb):
+    if have_gb is None or variant.family.weights_shipped or weights_fit(variant, quantize, have_gb):
         return
     fix = lower_quantize(variant, quantize, size, have_gb, refused=True)
     advice = (
@@ -158,7 +158,8 @@ def memory_warning(
     """Where the weights fit but the estimated peak at ``size`` (an upper bound) exceeds physical
     memory: the sentence to warn with (the run is allowed); None otherwise."""
     have_gb = _have_gb(memory_bytes)
-    if have_gb is None or variant.embedded or not weights_fit(variant, quantize, have_gb):
+    shipped = variant.family.weights_shipped
+    if have_gb is None or shipped or not weights_fit(variant, quantize, have_gb):
         return None
     peak = variant.memory_estimate_gb(quantize, size)
     if peak <= have_gb:

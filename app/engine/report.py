@@ -2,10 +2,11 @@
 
 The engine builds a ``RunReport`` once (``measure_run``: SSIM and speedup are computed here and
 nowhere else) and sends it as the payload of ``RunFinished``. The window, ``teacache-studio
-generate`` and the history all read this object; ``to_json`` writes the keys report.json and
-run.json have always held. ``speedup_label`` is the one function that says how a speedup was
-measured; ``RunReport.from_json`` reads that object back (the history and a saved threshold
-comparison read a run this way, never field by field). Qt-free and MLX-free.
+generate`` and the history all read this object; ``to_json`` is its one serialisation (report.json,
+and the report run.json holds once), ``RunReport.from_json`` reads it back (the history and a
+saved threshold comparison read a run this way, never field by field): only these two know the
+report's keys. ``speedup_label`` is the one function that says how a speedup was measured.
+Qt-free and MLX-free.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import numpy as np
 
 from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
+from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
-from app.gate.kinds import DEFAULT_GATE, recorded_gate
+from app.gate.kinds import recorded_gate
 from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
@@ -247,6 +249,9 @@ class RunReport:
                     "vanilla_block_changes": [
                         None if s.block_changes is None else list(s.block_changes) for s in v.steps
                     ],
+                    # The vanilla pass's steps whole (the columns above are report.json's
+                    # long-standing keys; these are what a run read back shows and simulates on).
+                    "vanilla_steps_detail": [step.as_dict() for step in v.steps],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,
                     "vanilla_measured_at": (
@@ -283,52 +288,47 @@ class RunReport:
         request: GenerationRequest | None = None,
     ) -> RunReport:
         """The report ``to_json`` wrote, read back with the run's images (saved beside it as
-        PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them whole
-        (the history does); else they are rebuilt from the JSON's per-step vanilla record
-        (decisions, trace, magnitude ratios and step times: what the report reads). ``request``
+        PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them apart;
+        else they are read from ``vanilla_steps_detail`` (written since run.json holds the report
+        once), else rebuilt from the JSON's per-step vanilla columns (decisions, trace, magnitude
+        ratios and step times: what the report reads). ``request``
         defaults to the one the JSON records, as it ran (not checked again: a record, not a
         new request). Raises ``ValueError`` (one sentence) where a figure it needs is missing.
 
         The speedup and its label are derived again, as for a live report, never copied."""
         if request is None:
-            request = _request_from_json(data)
-        rows = data.get("steps_detail")
-        if not isinstance(rows, list):
-            raise ValueError("the report has no per-step record (steps_detail)")
-        try:
-            steps = tuple(step_from_json(row, len(rows)) for row in rows)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"the report's step record is malformed ({exc})") from None
-        gated_seconds = _float(data.get("gated_seconds"))
+            request = request_from_json(data)
+        steps = steps_from_json(data)
+        gated_seconds = json_float(data.get("gated_seconds"))
         if gated_seconds is None:
             raise ValueError("the report has no gated time (gated_seconds)")
         gated = PassResult(
             gated_image,
             steps,
             gated_seconds,
-            wall_seconds=_float(data.get("gated_wall_seconds")),
-            latents_sha256=_str(data.get("gated_latents_sha256")),
-            peak_memory_bytes=_int(data.get("gated_peak_memory_bytes")),
-            resumed_from=_int(data.get("resumed_from_step")),
+            wall_seconds=json_float(data.get("gated_wall_seconds")),
+            latents_sha256=json_str(data.get("gated_latents_sha256")),
+            peak_memory_bytes=json_int(data.get("gated_peak_memory_bytes")),
+            resumed_from=json_int(data.get("resumed_from_step")),
             measured_at=None,
         )
         vanilla = None
-        vanilla_seconds = _float(data.get("vanilla_seconds"))
+        vanilla_seconds = json_float(data.get("vanilla_seconds"))
         if vanilla_image is not None and vanilla_seconds is not None:
             vanilla = PassResult(
                 vanilla_image,
                 tuple(vanilla_steps) if vanilla_steps is not None else _vanilla_steps(data),
                 vanilla_seconds,
-                wall_seconds=_float(data.get("vanilla_wall_seconds")),
-                latents_sha256=_str(data.get("vanilla_latents_sha256")),
-                measured_at=_time(data.get("vanilla_measured_at")),
+                wall_seconds=json_float(data.get("vanilla_wall_seconds")),
+                latents_sha256=json_str(data.get("vanilla_latents_sha256")),
+                measured_at=json_time(data.get("vanilla_measured_at")),
                 cached=data.get("vanilla_cached") is True,
             )
-        local = _float(data.get("local_diff"))
+        local = json_float(data.get("local_diff"))
         window = data.get("local_diff_window")
         local_diff = None
         if local is not None and isinstance(window, Mapping):
-            x, y, size = (_int(window.get(k)) for k in ("x", "y", "size"))
+            x, y, size = (json_int(window.get(k)) for k in ("x", "y", "size"))
             if x is not None and y is not None and size is not None:
                 local_diff = LocalDifference(local, x, y, size)
         calibrated = data.get("calibrated_range")
@@ -337,17 +337,17 @@ class RunReport:
             request=request,
             gated=gated,
             vanilla=vanilla,
-            ssim=_float(data.get("ssim")),
-            max_abs_diff=_float(data.get("max_abs_diff")),
+            ssim=json_float(data.get("ssim")),
+            max_abs_diff=json_float(data.get("max_abs_diff")),
             engagement=_engagement_from_json(data.get("engagement")),
             coefficients=tuple(
-                float(c) for c in data.get("coefficients") or () if _float(c) is not None
+                float(c) for c in data.get("coefficients") or () if json_float(c) is not None
             ),
             calibrated_range=(
                 (float(calibrated[0]), float(calibrated[1]))
                 if isinstance(calibrated, list | tuple)
                 and len(calibrated) == 2
-                and all(_float(v) is not None for v in calibrated)
+                and all(json_float(v) is not None for v in calibrated)
                 else None
             ),
             versions=(
@@ -356,7 +356,7 @@ class RunReport:
                 else {}
             ),
             engine=str(data.get("engine") or "mflux"),
-            warmup_seconds=_float(data.get("warmup_seconds")),
+            warmup_seconds=json_float(data.get("warmup_seconds")),
             local_diff=local_diff,
             target_search=_target_search_from_json(data, request.threshold),
         )
@@ -368,15 +368,15 @@ def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
         index=int(row["index"]),
         num_steps=int(row.get("num_steps", num_steps)),
         decision=Decision(row["decision"]),
-        rel_l1=_float(row.get("rel_l1")),
-        predicted=_float(row.get("predicted")),
-        accumulated=_float(row.get("accumulated")),
+        rel_l1=json_float(row.get("rel_l1")),
+        predicted=json_float(row.get("predicted")),
+        accumulated=json_float(row.get("accumulated")),
         threshold=float(row.get("threshold", 0.0)),
         seconds=float(row.get("seconds", 0.0)),
-        output_rel_l1=_float(row.get("output_rel_l1")),
+        output_rel_l1=json_float(row.get("output_rel_l1")),
         gate=recorded_gate(row.get("gate")),
-        mag_ratio=_float(row.get("mag_ratio")),
-        block_change=_float(row.get("block_change")),
+        mag_ratio=json_float(row.get("mag_ratio")),
+        block_change=json_float(row.get("block_change")),
         block_changes=_changes(row.get("block_changes")),
     )
 
@@ -386,12 +386,27 @@ def _changes(value: object) -> tuple[float, ...] | None:
     as NaN, which the probe's rule treats as a numerical miss, as it did live)."""
     if not isinstance(value, list):
         return None
-    return tuple(math.nan if (v := _float(x)) is None else v for x in value)
+    return tuple(math.nan if (v := json_float(x)) is None else v for x in value)
+
+
+def steps_from_json(data: Mapping[str, Any], key: str = "steps_detail") -> tuple[StepEvent, ...]:
+    """A report's per-step record (the gated pass's, or ``vanilla_steps_detail``) read back;
+    ``ValueError`` (one sentence) where it is missing or malformed."""
+    rows = data.get(key)
+    if not isinstance(rows, list):
+        raise ValueError(f"the report has no per-step record ({key})")
+    try:
+        return tuple(step_from_json(row, len(rows)) for row in rows)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the report's step record is malformed ({exc})") from None
 
 
 def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
-    """The vanilla pass's steps from ``to_json``'s per-step vanilla keys (no prediction: a
-    vanilla pass computes every step)."""
+    """The vanilla pass's steps: ``vanilla_steps_detail`` where the report has it, else rebuilt
+    from ``to_json``'s per-step vanilla columns (no prediction: a vanilla pass computes every
+    step)."""
+    if isinstance(data.get("vanilla_steps_detail"), list):
+        return steps_from_json(data, "vanilla_steps_detail")
     pattern = str(data.get("vanilla_pattern") or "")
     n = len(pattern)
 
@@ -408,12 +423,12 @@ def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
             index=i,
             num_steps=n,
             decision=letters[letter],
-            rel_l1=_float(trace[i]),
+            rel_l1=json_float(trace[i]),
             predicted=None,
             accumulated=None,
             threshold=0.0,
-            seconds=_float(seconds[i]) or 0.0,
-            mag_ratio=_float(ratios[i]),
+            seconds=json_float(seconds[i]) or 0.0,
+            mag_ratio=json_float(ratios[i]),
             block_change=changes[i][0] if changes[i] else None,  # type: ignore[index]
             block_changes=changes[i],
         )
@@ -421,8 +436,9 @@ def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
     )
 
 
-def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
-    """The request a report records (``to_json``'s keys), as it ran."""
+def request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
+    """The request a report records (``to_json``'s keys), as it ran (not checked again: a
+    record, not a new request); ``ValueError`` (one sentence) where it records none."""
     try:
         loras = tuple(
             LoraSpec(str(row["path"]), float(row["scale"])) for row in data.get("loras") or ()
@@ -435,29 +451,29 @@ def _request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             threshold=float(data["threshold"]),
             width=int(data["width"]),
             height=int(data["height"]),
-            guidance=_float(data.get("guidance")),
-            quantize=_int(data.get("quantize")),
+            guidance=json_float(data.get("guidance")),
+            quantize=json_int(data.get("quantize")),
             loras=loras,
-            model_path=_str(data.get("model_path")),
-            gate=str(data.get("gate") or DEFAULT_GATE),
+            model_path=json_str(data.get("model_path")),
+            gate=recorded_gate(data.get("gate")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the report does not record its request ({exc})") from None
 
 
 def _engagement_from_json(data: object) -> Engagement | None:
-    if not isinstance(data, Mapping) or _int(data.get("eligible_steps")) is None:
+    if not isinstance(data, Mapping) or json_int(data.get("eligible_steps")) is None:
         return None
     return Engagement(
-        _int(data.get("eligible_steps")) or 0,
-        _float(data.get("onset_threshold")),
-        _int(data.get("onset_step")),
+        json_int(data.get("eligible_steps")) or 0,
+        json_float(data.get("onset_threshold")),
+        json_int(data.get("onset_step")),
     )
 
 
 def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> TargetSearch | None:
     rows = data.get("target_search")
-    min_ssim = _float(data.get("target_ssim"))
+    min_ssim = json_float(data.get("target_ssim"))
     if not isinstance(rows, list) or min_ssim is None:
         return None
     probes = tuple(
@@ -465,50 +481,26 @@ def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> Targe
             threshold=float(row["threshold"]),
             skipped=int(row["skipped"]),
             pattern=str(row.get("pattern") or ""),
-            ssim=_float(row.get("ssim")),
-            local_diff=_float(row.get("local_diff")),
+            ssim=json_float(row.get("ssim")),
+            local_diff=json_float(row.get("local_diff")),
             met=row.get("met") is True,
-            predicted_skipped=_int(row.get("predicted_skipped")),
+            predicted_skipped=json_int(row.get("predicted_skipped")),
         )
         for row in rows
-        if isinstance(row, Mapping) and _float(row.get("threshold")) is not None
+        if isinstance(row, Mapping) and json_float(row.get("threshold")) is not None
     )
     chosen = next(
         (float(row["threshold"]) for row in rows if isinstance(row, Mapping) and row.get("chosen")),
         threshold,
     )
     return TargetSearch(
-        target=QualityTarget(min_ssim, _float(data.get("target_max_local_diff"))),
+        target=QualityTarget(min_ssim, json_float(data.get("target_max_local_diff"))),
         probes=probes,
         chosen_threshold=chosen,
         met=data.get("target_met") is True,
         note=str(data.get("target_note") or ""),
         complete=data.get("target_complete") is not False,
     )
-
-
-def _float(value: object) -> float | None:
-    """A JSON number as a float (never a bool; NaN and infinities are not figures)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 def measure_run(
@@ -641,29 +633,6 @@ def label_head(label: str) -> str:
     """A speedup label's first clause ("measured", "nothing skipped", "re-timed estimate (3 of
     28 steps replayed)"): what a figure shown without its full label must still say."""
     return label.split(", ")[0]
-
-
-def legacy_speedup_label(
-    *,
-    replayed_steps: int,
-    steps: int,
-    vanilla_cached: bool,
-    vanilla_measured_at: datetime | None = None,
-) -> str:
-    """The label of a history entry saved before labels were written (its speedup was the plain
-    ratio of the two loop times)."""
-    if replayed_steps > 0:
-        label = f"estimate ({replayed_steps} of {steps} steps replayed)"
-    elif not vanilla_cached:
-        return "measured"
-    else:
-        label = ""
-    if vanilla_cached:
-        cached = "vanilla cached"
-        if vanilla_measured_at is not None:
-            cached += f", measured {vanilla_measured_at:%H:%M}"
-        label = f"{label}, {cached}" if label else cached
-    return label
 
 
 def _percent(fraction: float) -> str:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from app.families import family_names
+from app.families import family_names, load
 from app.gate.decision import GateConfigError
 from app.gate.kinds import DEFAULT_GATE, GateParamsLike, UnknownGateError, check_gate, gate_kind
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
@@ -248,8 +248,8 @@ def check_loras(
         return ()
     if not variant.family.supports_lora:
         what = (
-            "is the built-in demo model, not an mflux model,"
-            if variant.embedded
+            "ships with the app (not an mflux model)"
+            if variant.family.weights_shipped
             else f"is a {variant.family.display_name} model, which mflux has no LoRA mapping for,"
         )
         raise RequestError(
@@ -280,18 +280,15 @@ def check_loras(
 
 
 def check_prompt(variant: Variant, prompt: str) -> str:
-    """The prompt without surrounding blanks; ``RequestError`` where it is empty or (the embedded
-    demo draws only its own vocabulary) one the demo cannot parse."""
+    """The prompt without surrounding blanks; ``RequestError`` where it is empty or one the
+    variant's family cannot draw (its prompt check: the demo draws only its own vocabulary)."""
     prompt = prompt.strip()
     if not prompt:
         raise RequestError("the prompt is empty; describe the image you want")
-    if variant.embedded:
-        from app.demo.prompt import PromptError, parse_prompt
-
-        try:
-            parse_prompt(prompt)
-        except PromptError as exc:
-            raise RequestError(str(exc)) from None
+    if variant.family.prompt_check is not None:
+        problem = load(variant.family.prompt_check)(prompt)
+        if problem is not None:
+            raise RequestError(problem)
     return prompt
 
 
@@ -363,7 +360,7 @@ def make_request(
             raise RequestError(f"{name} must be a multiple of {multiple} pixels, got {value}")
         if value > MAX_SIDE:
             raise RequestError(f"{name} must be at most {MAX_SIDE} pixels, got {value}")
-    if variant.embedded and (width, height) != variant.default_size:
+    if variant.family.fixed_size and (width, height) != variant.default_size:
         w, h = variant.default_size
         raise RequestError(
             f"{variant.id} draws {w} × {h} pixels only (it was trained at that size), "
@@ -419,8 +416,9 @@ def make_request(
 
 def _model_folder(variant: Variant, model_path: str | Path) -> str:
     """The folder as an absolute path; its files are checked when the model loads."""
-    if variant.embedded:
-        raise RequestError(f"{variant.id} ships with the app and takes no model folder")
+    if variant.family.folders is None:
+        shipped = " ships with the app and" if variant.family.weights_shipped else ""
+        raise RequestError(f"{variant.id}{shipped} takes no model folder")
     folder = Path(model_path).expanduser()
     if not folder.is_dir():
         raise RequestError(f"the model folder {folder} does not exist or is not a folder")

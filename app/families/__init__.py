@@ -1,11 +1,13 @@
 """The model families: one module per family, each holding all the app knows of it.
 
-A family module (``flux1``, ``flux2``, ``z_image``, ``qwen_image``, ``demo``) defines ``FAMILY``,
-a ``Family`` (``app.families.spec``): label and order, mflux's classes, the gate's adapter,
-latent unpacking and preview projection, the random-weight shell and real dimensions, model-folder
-detection, memory per megapixel. Every other package asks this registry; none spells a family
-out. Adding a family is one module here (found by walking this package), its variants' rows in
-``app.variants.builtin`` and its tests (``tests/families/`` checks the module is complete).
+Each family module (every module here but ``spec`` and ``latent_rgb``: see ``FAMILIES``) defines
+``FAMILY``, a ``Family`` (``app.families.spec``): label and order, mflux's classes and package, the
+gate's adapter, latent unpacking and preview projection, the random-weight shell and real
+dimensions, model-folder detection, memory per megapixel, and its capabilities (weights shipped
+or from the Hub, quantizable, LoRA, a prompt check, a loader of its own). Every other package asks
+this registry; none spells a family out, nor branches on one. Adding a family is one module here
+(found by walking this package), its variants' rows in ``app.variants.builtin`` and its tests
+(``tests/families/`` checks the module is complete).
 
 Data only: importing this package imports neither MLX nor mflux.
 """
@@ -44,6 +46,7 @@ __all__ = [
     "get_family",
     "join_names",
     "load",
+    "mflux_packages",
 ]
 
 
@@ -78,3 +81,9 @@ def get_family(family_id: str) -> Family:
 def family_names(has: Callable[[Family], bool], conjunction: str) -> str:
     """The short names of the families that ``has``, in order: "FLUX.1, FLUX.2 and Z-Image"."""
     return join_names([f.short_name for f in FAMILIES.values() if has(f)], conjunction)
+
+
+def mflux_packages() -> tuple[str, ...]:
+    """Every family's mflux packages, each once, in the registry's order: what the bundle
+    collects (``packaging/hooks/hook-mflux.py``, ``packaging/bundle_config.py``)."""
+    return tuple(dict.fromkeys(p for f in FAMILIES.values() for p in f.mflux_packages))

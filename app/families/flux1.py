@@ -67,7 +67,10 @@ FAMILY = Family(
     activation_gb_per_megapixel=8.1,  # FLUX.1 dev
     memory_measured_on="flux1-dev",
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.flux",
     ),
     adapter="app.adapters.flux1",
     preview=LatentPreview(

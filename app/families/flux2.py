@@ -85,7 +85,10 @@ FAMILY = Family(
     activation_gb_per_megapixel=14.8,  # Klein 4B (the 9B has wider blocks: likely more)
     memory_measured_on="flux2-klein-4b",
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.flux2",
     ),
     adapter="app.adapters.flux2",
     preview=LatentPreview(

@@ -49,7 +49,7 @@ FLUX3_TINY = Flux3Dims(2, 2, 4, 32, 64, (8, 8, 8, 8))
 # but the base's ``flow_map``): 5 per-mode + 28 single blocks, 24 heads × 128 (3072 wide), joint
 # attention 20480 (Qwen3-VL-4B's hidden states, 8 layers × 2560). 5.55B parameters distilled, 5.54B
 # base (counted from mflux's classes; the H200 probe read 5.55 and 5.54,
-# /work/shared/research/turn3/h200-rerun/flux3-probe.json).
+# ../shared/research/turn3/h200-rerun/flux3-probe.json).
 FLUX3_FULL = Flux3Dims(5, 28, 24, 128, 20480, (32, 32, 32, 32))
 
 
@@ -101,17 +101,14 @@ FAMILY = Family(
     display_name="FLUX.3 Image Klein",
     short_name="FLUX.3",
     order=25,
-    activation_gb_per_megapixel=14.8,
-    memory_measured_on="flux2-klein-4b",
-    memory_basis=(
-        "FLUX.2 Klein 4B's, the nearest measured family: the same VAE with identical weights "
-        "and 128-channel tokens, a 3072-wide transformer (mflux's README: 30.7 GB peak at 1024² "
-        "in bf16 on an M4 Pro with its earlier full-image decode, about 13 GB beside the "
-        "weights); FLUX.3 itself is unmeasured until the H200 batch "
-        "(lab/bench/device/issue29.sh)"
-    ),
+    # The base's H200 report (13.7; the distilled model's 13.5): the larger, an upper bound
+    activation_gb_per_megapixel=13.7,
+    memory_measured_on="flux3-image-klein-base",
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.flux3",
     ),
     adapter="app.adapters.flux3",
     preview=LatentPreview(

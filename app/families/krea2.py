@@ -92,16 +92,13 @@ FAMILY = Family(
     display_name="Krea 2",
     short_name="Krea 2",
     order=50,
-    activation_gb_per_megapixel=11.8,
-    memory_measured_on="z-image",
-    memory_basis=(
-        "Z-Image's, the nearest measured single-stream DiT: mflux's README measures Krea 2 Turbo "
-        "with its depth ControlNet at 29 GB at 1024² in 8-bit on an M5 Max, 7–9 GB beside the "
-        "weights, which Qwen-Image's 5.1 (the same VAE) would understate; Krea 2 itself is "
-        "unmeasured until the H200 batch (lab/bench/device/issue29.sh)"
-    ),
+    activation_gb_per_megapixel=5.7,  # Krea 2 Turbo
+    memory_measured_on="krea-2",
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.krea2",
     ),
     adapter="app.adapters.krea2",
     preview=LatentPreview(

@@ -69,7 +69,10 @@ FAMILY = Family(
     activation_gb_per_megapixel=5.1,
     memory_measured_on="qwen-image",
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.qwen",
     ),
     adapter="app.adapters.qwen_image",
     preview=LatentPreview(

@@ -71,16 +71,13 @@ FAMILY = Family(
     display_name="Qwen-Image 2.1",
     short_name="Qwen-Image 2.1",
     order=45,
-    activation_gb_per_megapixel=14.8,
-    memory_measured_on="flux2-klein-4b",
-    memory_basis=(
-        "FLUX.2 Klein 4B's, the largest measured: mflux's README measures Qwen-Image 2.1's peak "
-        "at about 46 GB at 1024² in bf16 on an M5 Max, about 15 GB beside its 28 GB of weights, "
-        "which Qwen-Image's 5.1 would understate; Qwen-Image 2.1 itself is unmeasured until the "
-        "H200 batch (lab/bench/device/issue29.sh)"
-    ),
+    activation_gb_per_megapixel=18.6,
+    memory_measured_on="qwen-image-2.1",
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.qwen21",
     ),
     adapter="app.adapters.qwen_image21",
     # One 64-channel latent per 16 × 16 pixels, unpatched: projected at H/16

@@ -6,8 +6,9 @@ no mflux. A family names
 - mflux's classes through its own small functions that import them on first call (``Mflux``), so
   pyright checks each import and PyInstaller collects each module;
 - this app's modules that carry its integration (the gate's adapter, the random-weight shell
-  builder) by dotted path, loaded with ``load`` by the layer they belong to (``app.adapters``),
-  so the families sit below every other package and import none of them.
+  builder; a loader and prompt check of its own) by dotted path, loaded with ``load`` by the
+  layer that uses them (``app.adapters``, ``app.engine``), so the families sit below every other
+  package and import none of them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class Mflux:
     pipeline: Callable[[], type]  # the text-to-image pipeline class, mflux's constructor
     weight_definition: Callable[[], type]  # its download patterns and tokenizers
     lora_mapping: Callable[[], type] | None  # its LoRA key mapping (``get_mapping()``); None: none
+    # The mflux package the classes above live in ("mflux.models.flux2"): the bundle collects it
+    # whole (packaging/hooks/hook-mflux.py), since mflux imports model code lazily
+    package: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,8 +111,10 @@ class FolderDetection:
 
 @dataclass(frozen=True, eq=False)
 class Family:
-    """One model family. ``None`` entries are what the family does not have; only the embedded
-    demo may lack the mflux ones (``tests/families/test_contract.py``)."""
+    """One model family. ``None`` entries are what the family does not have; only a family whose
+    weights ship with the app may lack the mflux ones (``tests/families/test_family_registry.py``).
+    What the family can do (its capabilities, last below) is what every other package asks, never
+    which family it is."""
 
     id: str  # the one spelling: a variant's "family", the history, ``variants --json``
     display_name: str  # the picker's header and messages ("FLUX.2 Klein")
@@ -126,9 +132,27 @@ class Family:
     folders: FolderDetection | None  # None: no model folders of this family
     sizes: tuple[Size, ...] = GENERAL_SIZES  # offered after a variant's own size
     # None: ``activation_gb_per_megapixel`` was measured on ``memory_measured_on``, one of this
-    # family's variants. A sentence: the figure is another family's (``memory_measured_on`` names
-    # its variant), borrowed for the reason given until this family is measured.
+    # family's variants (the one whose report measures most). A sentence: the figure is another
+    # family's (``memory_measured_on`` names its variant), borrowed for the reason given until a
+    # report of this family is committed (tests/variants/test_memory_estimate.py then fails).
     memory_basis: str | None = None
+
+    # -- capabilities (the defaults: a model mflux loads from the Hub or a model folder) --------
+    # The weights ship with the app: always on disk, nothing to download, no Hub repo, no memory
+    # check (they count as no memory beside the app's own); tiny, so the engine keeps them loaded.
+    weights_shipped: bool = False
+    # "module:function" that builds the pipeline of a variant id (a user calibration's base id);
+    # None: mflux's loader (``app.engine.loader.load_pipeline``), from the Hub or a model folder.
+    loader: str | None = None
+    quantizable: bool = True  # mflux can quantize its weights (``QUANTIZE_LEVELS``)
+    # "module:function": ``(prompt) -> str | None``, the sentence saying why the family cannot draw
+    # a prompt (a closed vocabulary), None where it can; None: every prompt is drawn.
+    prompt_check: str | None = None
+    calibration_prompts: tuple[str, ...] | None = None  # suggested; None: the general list
+    fixed_size: bool = False  # draws only its variants' own size (trained at that size)
+    # Working memory of one generation whatever the size, where the family states it flat; None:
+    # ``activation_gb_per_megapixel`` at the size.
+    flat_working_gb: float | None = None
 
     def __repr__(self) -> str:
         return f"Family({self.id!r})"
@@ -136,6 +160,12 @@ class Family:
     @property
     def supports_lora(self) -> bool:
         return self.mflux is not None and self.mflux.lora_mapping is not None
+
+    @property
+    def mflux_packages(self) -> tuple[str, ...]:
+        """The mflux packages the family's classes live in (none for a family mflux does not
+        load): what the bundle must collect for it."""
+        return () if self.mflux is None else (self.mflux.package,)
 
     def require_mflux(self) -> Mflux:
         if self.mflux is None:

@@ -70,7 +70,10 @@ FAMILY = Family(
     activation_gb_per_megapixel=11.8,
     memory_measured_on="z-image",
     mflux=Mflux(
-        pipeline=_pipeline, weight_definition=_weight_definition, lora_mapping=_lora_mapping
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.z_image",
     ),
     adapter="app.adapters.z_image",
     # FLUX.1's latent space (ComfyUI's ZImage uses the Flux format); the loop's latents are

@@ -1,9 +1,13 @@
-"""Strict JSON for every file and line the project writes: no NaN, no Infinity.
+"""Strict JSON for every file and line the project writes: no NaN, no Infinity; lenient reading.
 
 Python's ``json`` writes ``NaN`` and ``Infinity`` by default, which no strict JSON reader accepts
 (a browser, ``jq``, another language's parser). Every writer goes through ``dumps_json``, which
 turns non-finite floats into ``null`` first and then dumps with ``allow_nan=False``, so a value that
 slips past the conversion raises instead of writing an unreadable file.
+
+Reading a file the app wrote (perhaps an older build, perhaps edited by hand) is lenient: the
+``json_float``/``json_int``/``json_str``/``json_time`` readers take one value as parsed and give
+it typed, or None where it is missing or of another type, never raising.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import math
 import numbers
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +71,30 @@ def loads_strict(text: str) -> Any:
         raise ValueError(f"not strict JSON: {name}")
 
     return json.loads(text, parse_constant=reject)
+
+
+def json_float(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (a bool is not a number here, and NaN
+    or an infinity is not a figure)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def json_int(value: object) -> int | None:
+    """A JSON integer; None for anything else (a bool or a float included)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def json_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def json_time(value: object) -> datetime | None:
+    """An ISO 8601 time as written by ``datetime.isoformat``; None where it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

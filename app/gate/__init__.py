@@ -1,4 +1,5 @@
-"""The gate kernel (TeaCache and MagCache): pure MLX, no Qt, no mflux.
+"""The gate kernel (every gate kind: see the registry, ``app.gate.kinds``): pure MLX, no Qt, no
+mflux.
 
 The decision rules (``decision``, ``magcache``), the telemetry record (``events``), the simulator
 (``simulator``) and the registry of gate kinds (``kinds``) are plain Python; only the live gates

@@ -20,11 +20,12 @@ class StepEvent:
     change of the transformer output) is filled only when the gate captures outputs (calibration
     data).
 
-    ``gate`` names the rule that decided (``"teacache"`` or ``"magcache"``). Under MagCache
-    ``rel_l1`` is None (it reads no signal), ``predicted`` is the step's magnitude ratio from the
-    calibration table and ``accumulated`` the accumulated error ``sum |1 - prod ratios|`` compared
-    with ``threshold``. ``mag_ratio`` is the *measured* magnitude ratio of the residual against the
-    previous step's, recorded on vanilla (observe) passes: MagCache's calibration data.
+    ``gate`` names the rule that decided (a gate kind's name: see the registry,
+    ``app.gate.kinds.GATE_KINDS``). Under MagCache ``rel_l1`` is None (it reads no signal),
+    ``predicted`` is the step's magnitude ratio from the calibration table and ``accumulated`` the
+    accumulated error ``sum |1 - prod ratios|`` compared with ``threshold``. ``mag_ratio`` is the
+    *measured* magnitude ratio of the residual against the previous step's, recorded on vanilla
+    (observe) passes: MagCache's calibration data.
 
     ``block_change`` is the first-block probe's ``d``: the relative change of the first block's
     residual against the last computed step's (on a vanilla pass: against the previous step).

@@ -37,7 +37,7 @@ from app.gate.decision import Decision, GateConfigError, Verdict, as_float, is_w
 GATE_NAME = "firstblock"
 
 # The defaults, each with its basis (the published ones are in
-# /work/shared/research/turn3/peers.md §2; the demo's own curve is the probe's line of
+# ../shared/research/turn3/peers.md §2; the demo's own curve is the probe's line of
 # lab/gates/results/compare-demo.json: 20 prompts neither gate saw, 28 steps, CFG 3):
 # - The threshold: 0.10, what the rule that chose the demo's TeaCache and MagCache defaults
 #   (lab.demo.calibrate.choose_threshold; tests/lab/test_gates_compare.py) picks on that curve:

@@ -55,7 +55,7 @@ from app.gate.firstblock import (
 )
 from app.gate.magcache import GATE_NAME as MAGCACHE_NAME
 from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
-from app.gate.signals import Signal
+from app.gate.signals import DECIDES_ON, Signal, Tap, Taps
 
 __all__ = [
     "FirstBlockGate",
@@ -70,6 +70,8 @@ __all__ = [
 ]
 
 _EPS = 1e-12
+# The blocks the first-block probe runs before deciding (and the vanilla pass records after).
+PROBE_DEPTH = 1
 
 
 def rel_l1_pair(current: mx.array, previous: mx.array) -> mx.array:
@@ -180,9 +182,31 @@ class LiveGate(ABC):
 
     @property
     def records_first_block(self) -> bool:
-        """Whether the adapter must hand this gate the first block's residual on every step
+        """Whether the step must hand this gate the first block's residual on every step
         (``record_first_block``): an observing gate records the probe's trace."""
         return self.observe
+
+    @property
+    def taps(self) -> Taps:
+        """What the gated step (``app.adapters.step``) builds for this gate on each step. An
+        observer (a vanilla pass) decides on TeaCache's signal and records the probe's block
+        residual at the probe's depth (one layout for both, so a probe pass resumed from vanilla
+        replays what it would compute), the body residual and, capturing, the output."""
+        decides_on = DECIDES_ON[self.signal] if self.needs_signal else None
+        if not self.observe:
+            split = PROBE_DEPTH if decides_on is Tap.block_residual else 0
+            return Taps(decides_on, split=split, residual_from=split)
+        records = {Tap.block_residual, Tap.body_residual}
+        if self.capture_output:
+            records.add(Tap.output)
+        return Taps(decides_on, frozenset(records), split=PROBE_DEPTH)
+
+    def record_tap(self, tap: Tap, value: mx.array) -> None:
+        """An observer's record of a tap it asked for (``taps.records``)."""
+        if tap is Tap.block_residual:
+            self.record_first_block(value)
+        elif tap is Tap.output:
+            self.record_output(value)
 
     @property
     def step_index(self) -> int:

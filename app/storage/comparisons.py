@@ -1,27 +1,28 @@
 """A threshold comparison in the history: one entry, reopened as a comparison.
 
-The entry is an ordinary history folder (so older builds and the side-by-side export still read
-it, as the run at the threshold the user had): ``gated.png`` and ``vanilla.png`` are that run's,
-and ``run.json`` gains ``"kind": "comparison"`` and a ``comparison`` object with one row per
-finished threshold (threshold, skips, SSIM, times, the speedup and its label, the full report)
-whose image is ``compare-<i>.png``. Written through ``HistoryStore.save``: one atomic rename.
+The entry is an ordinary history folder (``app.storage.history``), read as one run wherever a run
+is read (the History list, the side-by-side export, reopening it in the window): its report,
+``gated.png`` and ``vanilla.png`` are the run at the threshold the user had (``representative``).
+run.json gains a ``comparison`` object: the thresholds asked for, whether the comparison was
+cancelled or failed, the hardware, and one row per finished threshold, which is its image
+(``compare-<i>.png``) and its report (``RunReport.to_json``; the shown row's is the entry's own
+report, not written twice). Every figure a row shows is its report's. Written through
+``HistoryStore.save``: one atomic rename.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from app.engine.comparison import ComparisonResult
 from app.engine.report import RunReport
-from app.storage.history import HistoryEntry, HistoryStore, RunRecord, encode_png
-
-KIND = "comparison"
+from app.fileio.jsonio import json_float, json_int
+from app.storage.export import png_bytes, report_metadata
+from app.storage.history import HistoryEntry, HistoryStore, read_png
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,49 +117,45 @@ def save_comparison(
     if not result.reports:
         raise ValueError("a comparison with no finished entry is not saved")
     shown = representative(result)
-    record = RunRecord.from_report(result.reports[shown], warnings)
-    rows = [ComparisonRow.from_report(r) for r in result.reports]
-    files = {image_name(i): encode_png(r.gated.image, r) for i, r in enumerate(result.reports)}
-    same = same_skips(rows)
-    table = []
-    for i, (row, report) in enumerate(zip(rows, result.reports, strict=True)):
-        data = row.to_json(image_name(i))
-        data["same_skips_as"] = same.get(i)
-        data["report"] = report.to_json()
-        table.append(data)
-    meta = {
-        "kind": KIND,
-        "comparison": {
-            "thresholds": list(result.comparison.thresholds),
-            "base_threshold": result.comparison.base.threshold,
-            "shown": shown,
-            "cancelled": result.cancelled,
-            "failure": result.failure,
-            "hardware": hardware,
-            "entries": table,
-        },
+    files = {
+        image_name(i): png_bytes(r.gated.image, report_metadata(r))
+        for i, r in enumerate(result.reports)
     }
-    return store.save(record, extra_files=files, extra_meta=meta)
+    rows: list[dict[str, object]] = [
+        {"image": image_name(i)} if i == shown else {"image": image_name(i), "report": r.to_json()}
+        for i, r in enumerate(result.reports)
+    ]
+    table = {
+        "thresholds": list(result.comparison.thresholds),
+        "base_threshold": result.comparison.base.threshold,
+        "shown": shown,
+        "cancelled": result.cancelled,
+        "failure": result.failure,
+        "hardware": hardware,
+        "entries": rows,
+    }
+    return store.save(result.reports[shown], warnings, extra_files=files, comparison=table)
 
 
 def is_comparison(entry: HistoryEntry) -> bool:
-    return entry.meta.get("kind") == KIND and isinstance(entry.meta.get("comparison"), dict)
+    return entry.comparison is not None
 
 
 def load_comparison(entry: HistoryEntry) -> SavedComparison:
     """Read a comparison entry back with its images; ``ValueError`` or ``OSError`` where the
     folder is damaged (one sentence)."""
-    data = entry.meta.get("comparison")
-    if not is_comparison(entry) or not isinstance(data, dict):
+    data = entry.comparison
+    if data is None:
         raise ValueError("this history entry is not a threshold comparison")
     raw_rows = data.get("entries")
     if not isinstance(raw_rows, list) or not raw_rows:
         raise ValueError("the comparison lists no entries")
     _, vanilla = entry.load_images()
-    rows = tuple(_row(raw, entry, vanilla) for raw in raw_rows)
+    shown = json_int(data.get("shown"))
+    rows = tuple(_row(raw, entry, vanilla, i == shown) for i, raw in enumerate(raw_rows))
     thresholds = data.get("thresholds")
     asked = (
-        tuple(float(t) for t in thresholds if _number(t))
+        tuple(t for t in map(json_float, thresholds) if t is not None)
         if isinstance(thresholds, list)
         else tuple(r.threshold for r in rows)
     )
@@ -188,54 +185,16 @@ def same_skips(rows: Sequence[ComparisonRow]) -> dict[int, int]:
     return same
 
 
-def _row(raw: Any, entry: HistoryEntry, vanilla: np.ndarray | None) -> ComparisonRow:
-    if not isinstance(raw, dict) or not _number(raw.get("threshold")):
-        raise ValueError("a comparison entry has no threshold")
+def _row(raw: Any, entry: HistoryEntry, vanilla: np.ndarray | None, shown: bool) -> ComparisonRow:
+    if not isinstance(raw, Mapping):
+        raise ValueError("a comparison entry is malformed")
     name = raw.get("image")
     if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
         raise ValueError("a comparison entry names no image")
-    image = _read_png(entry.folder / name)
-    data = raw.get("report")
-    if isinstance(data, dict):
-        try:
-            report = RunReport.from_json(
-                data,
-                gated_image=image,
-                vanilla_image=vanilla,
-                vanilla_steps=entry.step_events("vanilla"),
-            )
-        except ValueError:
-            pass  # an incomplete report: the row's own figures below
-        else:
-            return ComparisonRow.from_report(report)
-    steps = raw.get("steps")
-    return ComparisonRow(
-        threshold=float(raw["threshold"]),
-        image=image,
-        skips=_int(raw.get("skips")),
-        steps=int(steps) if isinstance(steps, int) else entry.steps,
-        ssim=_float(raw.get("ssim")),
-        gated_seconds=_float(raw.get("gated_seconds")),
-        vanilla_seconds=_float(raw.get("vanilla_seconds")),
-        speedup=_float(raw.get("speedup")),
-        speedup_label=str(raw.get("speedup_label") or ""),
-        resumed_from=_int(raw.get("resumed_from")),
-        pattern=str(raw.get("pattern") or ""),
+    data = raw.get("report", entry.report_json if shown else None)
+    if not isinstance(data, Mapping):
+        raise ValueError("a comparison entry has no report")
+    image = read_png(entry.folder / name)
+    return ComparisonRow.from_report(
+        RunReport.from_json(data, gated_image=image, vanilla_image=vanilla)
     )
-
-
-def _read_png(path: Path) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.ascontiguousarray(np.asarray(image.convert("RGB"), dtype=np.uint8))
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _float(value: object) -> float | None:
-    return float(value) if _number(value) else None  # type: ignore[arg-type]
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -20,6 +20,7 @@ from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
 from app.variants import DEFAULT_VARIANT, QUANTIZE_LEVELS
+from app.variants.builtin import FORMAT1_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -27,16 +28,6 @@ log = logging.getLogger(__name__)
 # written before that stored every value, the defaults of the day included).
 SETTINGS_FORMAT = 2
 PROMPT_HISTORY_LIMIT = 20
-
-# Defaults the embedded demo had while format 1 stored every value (thresholds 0.1 → 0.0125 → 0.1
-# as it was recalibrated, guidance 1 → 3 when it began to sample with CFG). A format-1 file that
-# holds one of them almost surely holds a default nobody chose, so it is dropped on load and the
-# current default applies. The real models' defaults did not change in that time.
-_FORMER_DEFAULTS: dict[str, dict[str, tuple[float, ...]]] = {
-    "thresholds": {"demo": (0.0125, 0.1), "demo-turbo": (0.0125, 0.1)},
-    "steps": {"demo": (28,), "demo-turbo": (4,)},
-    "guidance": {"demo": (1.0, 3.0), "demo-turbo": (1.0,)},
-}
 
 
 @dataclass
@@ -194,7 +185,10 @@ def settings_from_json(data: object) -> tuple[Settings, list[str]]:
 
 
 def _drop_former_defaults(settings: Settings) -> None:
-    for table_name, former in _FORMER_DEFAULTS.items():
+    """A format-1 file stored every value, the defaults of the day included (the registry's
+    ``FORMAT1_DEFAULTS``): one of those almost surely is a default nobody chose, so it is dropped
+    and the current default applies."""
+    for table_name, former in FORMAT1_DEFAULTS.items():
         table: dict[str, float] = getattr(settings, table_name)
         for variant_id, values in former.items():
             if variant_id in table and table[variant_id] in values:

@@ -46,7 +46,7 @@ from app.gate.kinds import gate_kind, magcache_from_document
 from app.hardware import hardware_label
 from app.variants import Variant, get_variant
 from app.variants.catalog import quantize_label
-from app.variants.user import calibration_base
+from app.variants.user import calibration_base, user_variant_id
 
 if TYPE_CHECKING:
     from app.ui.session import Session
@@ -125,6 +125,17 @@ class ModelCalibrator:
     def suggested_name(self) -> str:
         return free_name(self.base_variant().id)
 
+    def saved_as_text(self, name: str) -> str:
+        """The line under the name: the id the calibration will be saved as, or, for a name
+        that cannot be one (a space, a capital), why, before anything is started."""
+        name = name.strip()
+        if not name:
+            return ""
+        try:
+            return f"Will be saved as {user_variant_id(self.base_variant().id, name)}"
+        except ValueError as exc:
+            return _sentence(str(exc))
+
     def target_text(self) -> str:
         """What will be measured, from the form: the model and its settings, in one line."""
         f = self.session.form
@@ -134,7 +145,7 @@ class ModelCalibrator:
         parts.append(f"seed {int(f.seed)}")
         if f.guidance is not None:
             parts.append(f"guidance {float(f.guidance):g}")
-        if not variant.embedded:
+        if variant.family.quantizable:
             parts.append(quantize_label(f.quantize))
         return " · ".join(parts)
 
@@ -190,6 +201,22 @@ class ModelCalibrator:
         self.status = CalibrateStatus.cancelling
         self._changed()
         return True
+
+    def forget_last_run(self) -> None:
+        """Back to idle after a run that ended (finished, cancelled or failed): a dialog opened
+        again starts fresh instead of showing that run's progress and outcome as if current. The
+        saved calibration stays in the picker. Nothing changes while a run goes on."""
+        if self.status.busy:
+            return
+        self.status = CalibrateStatus.idle
+        self.run_id = self.job = self.result = None
+        self.message = ""
+        self.prompts_done = self.steps_done = self._timed_steps = 0
+        self.current = None
+        self.choosing, self.trials_done, self.trying = False, 0, None
+        self._pending = []
+        self._started_at = self._finished_at = None
+        self._changed()
 
     def _request(self) -> GenerationRequest:
         request = self.session.form.request()
@@ -457,7 +484,7 @@ def detail_words(result: CalibrationResult) -> list[str]:
         lines.append(f"Notes: {provenance['notes']}")
     scope = document.get("scope", {})
     base = get_variant(r.variant_id)
-    measured = [] if base.embedded else [quantize_label(r.quantize)]
+    measured = [quantize_label(r.quantize)] if base.family.quantizable else []
     if scope.get("loras"):
         measured.append(
             "LoRA " + ", ".join(f"{x['path']} × {x['scale']:g}" for x in scope["loras"])

@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
 from app.engine.calibration import MIN_PROMPTS, parse_prompts
 from app.ui.calibrate_model import CalibrateStatus, ModelCalibrator
 from app.ui.theme import mute, small_font
-from app.variants.user import SEPARATOR
 
 CLOCK_INTERVAL_MS = 1000  # the time left ticks on between steps
 
@@ -247,9 +246,7 @@ class CalibrateDialog(QDialog):
         self.count.setText(f"{count} prompt{'s' if count != 1 else ''}{need}")
 
     def _show_saved_as(self, name: str) -> None:
-        base = self.calibrator.base_variant().id
-        name = name.strip()
-        self.saved_as.setText(f"Will be saved as {base}{SEPARATOR}{name}" if name else "")
+        self.saved_as.setText(self.calibrator.saved_as_text(name))
 
     def _show_details(self, shown: bool) -> None:
         self.details_button.setArrowType(

@@ -41,6 +41,6 @@ def size_allowed(variant: Variant, size: tuple[int, int] | list[int]) -> bool:
     if len(size) != 2:
         return False
     width, height = int(size[0]), int(size[1])
-    if variant.embedded:
+    if variant.family.fixed_size:
         return (width, height) in size_presets(variant)
     return all(0 < v <= MAX_SIDE and v % 16 == 0 for v in (width, height))

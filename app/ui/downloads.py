@@ -32,12 +32,13 @@ class ModelStore(Protocol):
 
 
 class DefaultModelStore:
-    """Embedded variants are always there; the rest ask ``app.variants.weights``."""
+    """Variants whose weights ship with the app are always there; the rest ask
+    ``app.variants.weights``."""
 
     def __init__(self) -> None:
         self._loading: Any = None
         self._status: dict[str, bool] = {}
-        try:  # a build without the Hub client still opens, with the embedded model only
+        try:  # a build without the Hub client still opens, with the shipped models only
             from app.variants import weights
         except ImportError:
             log.info("app.variants.weights is not available: real models cannot be downloaded")
@@ -45,7 +46,7 @@ class DefaultModelStore:
             self._loading = weights
 
     def is_available(self, variant: Variant) -> bool:
-        if variant.embedded:
+        if variant.family.weights_shipped:
             return True
         if self._loading is None:
             return False
@@ -61,7 +62,7 @@ class DefaultModelStore:
         return on_disk
 
     def download_size(self, variant: Variant) -> int | None:
-        if variant.embedded:
+        if variant.family.weights_shipped:
             return 0
         estimate = getattr(self._loading, "estimated_download_bytes", None)
         if callable(estimate):

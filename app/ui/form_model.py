@@ -79,7 +79,7 @@ class FormModel(QObject):
     size = Prop[tuple[int, int]]((128, 128))
     guidance = Prop[float | None](None)
     loras = Prop[tuple[LoraSpec, ...]](())  # always () for the demo models (not mflux models)
-    quantize = Prop[int | None](None)  # None: full precision (and every embedded variant)
+    quantize = Prop[int | None](None)  # None: full precision (and every unquantizable variant)
     # The window asks for live step previews; a timing benchmark may turn them off (their cost
     # is charged to no step, but it is wall time).
     live_previews = True
@@ -186,12 +186,13 @@ class FormModel(QObject):
             s.sizes.pop(vid, None)
         if self.guidance is not None:
             _remember(s.guidance, vid, float(self.guidance), variant.default_guidance)
-        if self.loras and not variant.embedded:
+        if self.loras and variant.family.supports_lora:
             s.loras[vid] = [[lora.path, lora.scale] for lora in self.loras]
         else:
             s.loras.pop(vid, None)
         default = initial_quantize(variant, self.size, self.memory_bytes)
-        if variant.embedded or variant.stored_quantize is not None or self.quantize == default:
+        fixed = not variant.family.quantizable or variant.stored_quantize is not None
+        if fixed or self.quantize == default:
             s.quantize.pop(vid, None)
         else:
             s.quantize[vid] = 0 if self.quantize is None else int(self.quantize)
@@ -209,7 +210,7 @@ class FormModel(QObject):
             size=(int(self.size[0]), int(self.size[1])),
             guidance=self.guidance,
             loras=self.loras,
-            quantize=None if self.variant.embedded else self.quantize,
+            quantize=self.quantize if self.variant.family.quantizable else None,
             previews=self.live_previews,
             gate=self.gate,
         )
@@ -250,7 +251,7 @@ class FormModel(QObject):
             low, high = GUIDANCE_RANGE
             if not low <= guidance <= high:
                 guidance = variant.default_guidance
-        stored_loras = [] if variant.embedded else s.loras.get(variant_id, [])
+        stored_loras = s.loras.get(variant_id, []) if variant.family.supports_lora else []
         loras = tuple(LoraSpec(str(path), float(scale)) for path, scale in stored_loras)  # type: ignore[arg-type]
         self.variant_id = variant_id
         self.steps = steps
@@ -269,6 +270,7 @@ class FormModel(QObject):
         self._refresh_gate_note()
         self.quantize = initial_quantize(variant, size, self.memory_bytes)
         stored_choice = s.quantize.get(variant_id)
-        if stored_choice is not None and not variant.embedded and variant.stored_quantize is None:
+        chooses = variant.family.quantizable and variant.stored_quantize is None
+        if stored_choice is not None and chooses:
             self.quantize = stored_choice or None  # 0: full precision
         self.variant_loaded.emit(variant_id)

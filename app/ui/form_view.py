@@ -259,6 +259,9 @@ class ControlsView(QFrame):
         self.threshold = ThresholdControl()
         self.threshold.setToolTip(threshold_tooltip(DEFAULT_GATE))
         self.threshold_note = RangeNote(self.threshold.spin)
+        # The entry's own change signal is blocked while the slider, Reset or a gate switch sets
+        # it: the note goes with the control's change of value, however made.
+        self.threshold.valueChanged.connect(lambda _value: self.threshold_note.say(""))
         self.threshold_reset = QToolButton()
         self.threshold_reset.setText("Reset")
         self.threshold_reset.setToolTip("Back to this variant's default threshold")
@@ -490,7 +493,7 @@ class FormPanel:
         c.guidance_label.setVisible(has_guidance)
         if has_guidance and self.form.guidance is not None:
             c.guidance.setValue(self.form.guidance)
-        c.loras.set_available(not variant.embedded)
+        c.loras.set_available(variant.family.supports_lora)
         self.refresh_variant_info()
         self.refresh_threshold_hint()
         self.refresh_input_problem()

@@ -22,15 +22,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.report import label_head
-from app.storage.comparisons import is_comparison
-from app.storage.history import (
-    HistoryEntry,
-    HistoryStore,
-    export_entry,
-    export_name,
-    friendly_time,
-    lora_captions,
-)
+from app.gate.kinds import gate_kind
+from app.storage.export import export_entry, export_name, lora_captions
+from app.storage.history import HistoryEntry, HistoryStore, friendly_time
 from app.ui.plain_words import similarity_words
 from app.ui.theme import mute, small_font
 
@@ -46,21 +40,22 @@ def to_qimage(array: np.ndarray) -> QImage:
 
 
 def entry_summary(entry: HistoryEntry) -> str:
-    parts = [entry.variant_id, f"seed {entry.seed}", f"{entry.steps} steps"]
-    parts += lora_captions(entry.loras)
-    if is_comparison(entry):
-        rows = entry.meta["comparison"].get("entries", [])
+    request = entry.request
+    parts = [request.variant_id, f"seed {request.seed}", f"{request.steps} steps"]
+    parts += lora_captions(request.loras)
+    if entry.comparison is not None:  # a threshold comparison (``is_comparison``)
+        rows = entry.comparison.get("entries", [])
         count = len(rows) if isinstance(rows, list) else 0
         parts.insert(0, f"Comparison of {count} thresholds")
         return " · ".join(parts)
-    if entry.threshold is not None:  # the gate that ran: two gates' rows tell apart
-        parts.append(f"{entry.gate_label} t={entry.threshold:.4g}")
+    # the gate that ran: two gates' rows tell apart
+    parts.append(f"{gate_kind(request.gate).label} t={request.threshold:.4g}")
     try:
         report = entry.report
     except (OSError, ValueError) as exc:
         log.warning("history entry %s: %s", entry.id, exc)
         return " · ".join([*parts, "its figures cannot be read"])
-    parts.append(f"{report.gated.skipped} of {entry.steps} skipped")
+    parts.append(f"{report.gated.skipped} of {request.steps} skipped")
     if report.ssim is not None:  # the Similarity card's words, the figures beside them
         words = similarity_words(report.ssim, report.local_diff_value)
         figures = f"SSIM {report.ssim:.3f}"
@@ -76,7 +71,8 @@ def entry_summary(entry: HistoryEntry) -> str:
 def entry_export_name(entry: HistoryEntry) -> str:
     """The export's default file name: the window's scheme (``<gate>-<variant>-s<seed>.png``),
     not the entry's internal id."""
-    return export_name(entry.gate, entry.variant_id, entry.seed)
+    request = entry.request
+    return export_name(request.gate, request.variant_id, request.seed)
 
 
 class HistoryDialog(QDialog):
@@ -147,7 +143,7 @@ class HistoryDialog(QDialog):
         self.list.clear()
         for entry in self.entries:
             item = QListWidgetItem(
-                f"{entry.prompt}\n{entry_summary(entry)} · {friendly_time(entry.created)}"
+                f"{entry.request.prompt}\n{entry_summary(entry)} · {friendly_time(entry.created)}"
             )
             item.setData(Qt.ItemDataRole.UserRole, entry.id)
             label = entry.speedup_label if entry.speedup is not None else ""
@@ -227,7 +223,7 @@ class HistoryDialog(QDialog):
         if entry is None:
             return
         answer = QMessageBox.question(
-            self, "Delete run", f"Delete this run from the history?\n\n{entry.prompt}"
+            self, "Delete run", f"Delete this run from the history?\n\n{entry.request.prompt}"
         )
         if answer == QMessageBox.StandardButton.Yes:
             self.store.delete(entry)

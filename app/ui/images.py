@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from superqt import QElidingLabel
 
 from app.gate.kinds import DEFAULT_GATE, gate_kind
-from app.storage.history import write_png
+from app.storage.export import write_png
 from app.ui.plain_words import similarity_words
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
 

@@ -199,6 +199,7 @@ def _run_headless(app, window, screenshot: str | None) -> int:
 
     from app.ui.defaults import DEFAULT_PROMPT
     from app.ui.run_model import RunStatus
+    from app.variants import DEFAULT_VARIANT
 
     outcome: dict[str, object] = {"code": 1}
 
@@ -233,7 +234,7 @@ def _run_headless(app, window, screenshot: str | None) -> int:
 
     window.run_ended.connect(finish)
     window.resize(*SCREENSHOT_SIZE)
-    window.form.select_variant("demo")
+    window.form.select_variant(DEFAULT_VARIANT)  # the demo: built in, draws DEFAULT_PROMPT
     window.form.prompt = DEFAULT_PROMPT
     window.show()
     QTimer.singleShot(HEADLESS_TIMEOUT_MS, timeout)

@@ -63,7 +63,9 @@ def examine_folder(folder: str, base: str | None = None) -> FolderCheck:
         info = inspect_folder(root)
     except OSError as exc:
         return FolderCheck(folder, "", (), False, None, unreadable(root, exc))
-    bases = info.candidates or tuple(v.id for v in VARIANTS.values() if not v.embedded)
+    bases = info.candidates or tuple(
+        v.id for v in VARIANTS.values() if v.family.folders is not None
+    )
     chosen = base if base in bases else bases[0]
     try:
         check_folder(root, get_variant(chosen), info)

@@ -63,7 +63,7 @@ def quantize_choices(
 ) -> list[QuantizeChoice]:
     """Every level mflux offers, most precise first; a pre-quantized model folder offers only
     its stored level (mflux loads it at that level whatever is asked)."""
-    if variant.embedded:
+    if not variant.family.quantizable:
         return []
     levels: list[int | None] = [None, *sorted(QUANTIZE_LEVELS, reverse=True)]
     if variant.stored_quantize is not None:
@@ -85,7 +85,7 @@ def quantize_choices(
 def initial_quantize(
     variant: Variant, size: tuple[int, int], memory_bytes: int | None
 ) -> int | None:
-    if variant.embedded:
+    if not variant.family.quantizable:
         return None
     if variant.stored_quantize is not None:
         return variant.stored_quantize
@@ -98,7 +98,7 @@ def memory_notice(
     """Before Generate: the load check's refusal (red) where the weights cannot fit, or its
     warning (yellow) where only the estimated peak is over; "Use N-bit" where a lower level
     helps."""
-    if variant.embedded or memory_bytes is None:
+    if variant.family.weights_shipped or memory_bytes is None:
         return None
     have = memory_bytes / 1024**3
     try:

@@ -75,7 +75,7 @@ class QuantizeControl(QWidget):
 
 def bind_quantize(control: QuantizeControl, label: QWidget, form: FormModel) -> None:
     """Keep the picker on the form's variant, size and quantization; a pick sets the form's.
-    Hidden for the embedded models, which have nothing to quantize."""
+    Hidden for the models mflux does not quantize (the demo's shipped weights)."""
 
     def refresh(*_: object) -> None:
         variant = form.variant

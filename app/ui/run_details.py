@@ -133,13 +133,23 @@ class RunDetails(QWidget):
         """QCollapsible sizes its content by ``sizeHint``, which ignores word wrap: the figures'
         height at the panel's real width instead, so no line is cut off."""
         if self.expanded:
-            width = max(1, self.disclosure.width())
+            width = max(1, self.figures_width())
             height = self.figures.heightForWidth(width) + 4
             self.disclosure.content().setMaximumHeight(height)
             # A minimum too, so the results splitter gives the figures their room (and the
             # results scroll) instead of cutting their last lines off in a short window.
             if self.minimumHeight() != height:
                 self.setMinimumHeight(height)
+
+    def figures_width(self) -> int:
+        """The width the figures wrap at: the disclosure's, less its content's margins (the
+        disclosure's width counted 5 px too many, so a line that wrapped only in those 5 px
+        went uncounted and the last line was cut at 1024×700)."""
+        content = self.disclosure.content()
+        layout = content.layout()
+        margins = layout.contentsMargins() if layout is not None else None
+        inset = margins.left() + margins.right() if margins is not None else 0
+        return self.disclosure.width() - inset
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

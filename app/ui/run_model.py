@@ -316,7 +316,11 @@ class RunModel(QObject):
                     "\n".join(f"{k}: {v}" for k, v in event.details.items()),
                     key=event.kind,
                 )
-                self.notices = (*(n for n in self.notices if n.key != notice.key), notice)
+                # The same kind in other words is another note (a repeat replaces its own).
+                kept = (
+                    n for n in self.notices if (n.key, n.message) != (notice.key, notice.message)
+                )
+                self.notices = (*kept, notice)
             case RunAnalysis():
                 self.difference = event.difference
             case RunSaved():

@@ -26,20 +26,17 @@ from app.engine.target import QualitySearch
 from app.errors import UserFacingError
 from app.gate import StepEvent
 from app.gate.kinds import gate_kind
-from app.storage.history import (
-    HistoryEntry,
-    HistoryStore,
+from app.storage.export import (
     export_entry,
     export_metadata,
     export_name,
     export_side_by_side,
-    friendly_time,
     gated_caption,
-    history_origin,
     lora_captions,
     report_metadata,
     speedup_caption,
 )
+from app.storage.history import HistoryEntry, HistoryStore, friendly_time, history_origin
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import (
     BannerFix,
@@ -56,7 +53,13 @@ from app.ui.analysis import (
 from app.ui.defaults import MAX_SEED, MIN_SEED
 from app.ui.plain_words import gate_unavailable
 from app.ui.quantize_model import MEMORY_NOTICE, memory_notice
-from app.variants import UnknownVariantError, Variant, all_variants, get_variant
+from app.variants import (
+    DEFAULT_VARIANT,
+    UnknownVariantError,
+    Variant,
+    all_variants,
+    get_variant,
+)
 
 if TYPE_CHECKING:
     from app.ui.downloads import ModelStore
@@ -690,7 +693,7 @@ class Session:
         """The variant picker's badge per real model: on disk, or its download size."""
         badges: dict[str, str] = {}
         for variant in all_variants().values():
-            if variant.embedded:
+            if variant.family.weights_shipped:
                 continue
             on_disk = self.is_available(variant.id)
             if variant.model_path is not None:
@@ -702,7 +705,7 @@ class Session:
     def variant_info(self) -> str:
         variant = self.form.variant
         parts = []
-        if variant.embedded:
+        if variant.family.weights_shipped:
             parts.append("Built in, runs offline")
         elif variant.model_path is not None:
             missing = "" if self.is_available(variant.id) else " (missing)"
@@ -711,8 +714,11 @@ class Session:
             parts.append("Downloaded")
         else:
             parts.append(f"Not downloaded · {self.download_label(variant)}")
-            if variant.gated_repo:  # said before the download starts (weights.licence_note)
+            # Said before the download starts too (``Variant.licence_note``).
+            if variant.gated_repo:
                 parts.append("licence to accept on Hugging Face first")
+            elif variant.licence is not None:
+                parts.append(f"under the {variant.licence}")
         if variant.distilled:
             parts.append("distilled")
         parts.append(f"{variant.default_steps} steps by default")
@@ -720,7 +726,7 @@ class Session:
 
     def needs_download(self) -> bool:
         variant = self.form.variant
-        return not variant.embedded and not self.is_available(variant.id)
+        return not variant.family.weights_shipped and not self.is_available(variant.id)
 
     def download_current(self) -> bool:
         variant = self.form.variant
@@ -740,7 +746,7 @@ class Session:
             + (f" {variant.licence_note}." if variant.licence_note is not None else ""),
             actions=(
                 NoticeAction("Download", BannerFix.download()),
-                NoticeAction("Use the demo model", BannerFix.use_variant("demo")),
+                NoticeAction("Use the demo model", BannerFix.use_variant(DEFAULT_VARIANT)),
             ),
             key="error",
         )

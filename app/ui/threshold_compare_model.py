@@ -105,7 +105,9 @@ class ThresholdComparer:
         self.saved_entry: str | None = None
         self.hardware = ""
         self.origin = ""  # "" for a comparison run now; "from history, …" for a reopened one
-        self.picked: int | None = None
+        # The entry made current (picked here, or the one the History opened in the main window)
+        # with the report the main window showed then: current while it still shows that one.
+        self._current: tuple[int, object] | None = None
 
     # -- actions -----------------------------------------------------------------------------------
     def default_text(self) -> str:
@@ -159,7 +161,7 @@ class ThresholdComparer:
         self.saved_entry = None
         self.hardware = ""
         self.origin = ""
-        self.picked = None
+        self._current = None
         self._changed()
         return run_id
 
@@ -185,7 +187,7 @@ class ThresholdComparer:
         if row.report is not None:
             where = self.origin or "this comparison"
             self.session.run.show(row.report, f"{where}, t={row.threshold:g}")
-        self.picked = index
+        self._current = (index, self.session.run.report)
         self._changed()
         return True
 
@@ -214,9 +216,20 @@ class ThresholdComparer:
         self.origin = f"the comparison of {friendly_time(entry.created)}"
         self.progress = _finished_text(len(saved.rows), len(saved.thresholds), saved.cancelled)
         self.warnings = list(entry.warning_messages)  # its notes, as when it ran
-        self.picked = self._shown_index(entry)
+        shown = self._shown_index(entry)
+        self._current = None if shown is None else (shown, self.session.run.report)
         self._changed()
         return True
+
+    @property
+    def picked(self) -> int | None:
+        """The entry whose result the main window shows (its tile reads "✓ current"): the one
+        picked here or opened from the History, until the main window shows another result (a
+        Generate, another run reopened). A view redraws on the run's ``report_changed``."""
+        if self._current is None:
+            return None
+        index, shown = self._current
+        return index if self.session.run.report is shown else None
 
     def _shown_index(self, entry: HistoryEntry) -> int | None:
         """The entry the main window shows where it shows this comparison (the History opens

@@ -211,6 +211,8 @@ class ThresholdCompareDialog(QDialog):
         self._columns = 0
         self._shown: tuple[object, ...] = ()
         comparer.listeners.append(self.refresh)
+        # "✓ current" follows the main window's result: a Generate or a reopened run ends it.
+        comparer.session.run.report_changed.connect(lambda _report: self.refresh())
         self.fill_defaults()
         self.refresh()
 

@@ -12,16 +12,26 @@ from collections.abc import Sequence
 
 import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt
-from PySide6.QtGui import QBrush, QColor, QHelpEvent, QPainter, QPaintEvent, QPalette, QPen
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFontMetrics,
+    QHelpEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QPen,
+)
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QWidget
 
 from app.engine.events import Pass
 from app.gate import Decision, StepEvent
-from app.gate.kinds import DEFAULT_GATE, gate_kind
+from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, gate_kind
 from app.ui.step_previews import StepThumbnailPopup
 from app.ui.theme import DECISION_COLOURS, DECISION_HELP, DECISION_LABELS, muted, small_font
 
-GUTTER = 78
+MIN_GUTTER = 78  # the labels' column at least; wider where a label needs it (``gutter``)
+LABEL_GAP = 10  # between a row's label and its first cell
 GATED_H = 26
 VANILLA_H = 8
 ROW_GAP = 7
@@ -154,14 +164,33 @@ class StepTimeline(QWidget):
     def _count(self) -> int:
         return max(len(self._gated), len(self._vanilla))
 
+    def row_labels(self) -> tuple[str, ...]:
+        """Every label the rows can carry: each gate kind's (the gated row's), vanilla's."""
+        return (*(kind.label for kind in GATE_KINDS.values()), self.gate_name, "Vanilla ↺")
+
+    def gutter(self) -> int:
+        """The labels' column: the widest row label in the timeline's font and the gap, so each
+        shows whole ("First-block probe" lost "First" in a fixed 78 px) and the cells do not move
+        when the gate changes."""
+        metrics = QFontMetrics(small_font(self.font()))
+        widest = max(metrics.horizontalAdvance(label) for label in self.row_labels())
+        return max(MIN_GUTTER, widest + LABEL_GAP + 2)
+
+    def label_rect(self, which: Pass) -> QRectF:
+        """Where a row's label is drawn, right-aligned against its first cell."""
+        width = self.gutter() - LABEL_GAP
+        if which is Pass.gated:
+            return QRectF(0, TOP, width, GATED_H)
+        return QRectF(0, TOP + GATED_H + ROW_GAP - 4, width, VANILLA_H + 8)
+
     def _cell_width(self) -> float:
         n = self._count()
-        return min(MAX_CELL, (self.width() - GUTTER - 6) / n) if n else 0.0
+        return min(MAX_CELL, (self.width() - self.gutter() - 6) / n) if n else 0.0
 
     def cell_rect(self, which: Pass, index: int) -> QRectF:
         w = self._cell_width()
         gap = 2.0 if w >= 7 else (1.0 if w >= 3 else 0.0)
-        x = GUTTER + index * w
+        x = self.gutter() + index * w
         if which is Pass.gated:
             return QRectF(x, TOP, max(1.0, w - gap), GATED_H)
         return QRectF(x, TOP + GATED_H + ROW_GAP, max(1.0, w - gap), VANILLA_H)
@@ -169,9 +198,10 @@ class StepTimeline(QWidget):
     def hit(self, pos: QPoint) -> tuple[Pass, int] | None:
         n = self._count()
         w = self._cell_width()
-        if not n or w <= 0 or pos.x() < GUTTER:
+        gutter = self.gutter()
+        if not n or w <= 0 or pos.x() < gutter:
             return None
-        index = int((pos.x() - GUTTER) // w)
+        index = int((pos.x() - gutter) // w)
         if not 0 <= index < n:
             return None
         y = pos.y()
@@ -193,22 +223,23 @@ class StepTimeline(QWidget):
 
         painter.setPen(palette.color(QPalette.ColorRole.WindowText))
         painter.drawText(
-            QRectF(0, TOP, GUTTER - 10, GATED_H),
+            self.label_rect(Pass.gated),
             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
             self.gate_name,
         )
         painter.setPen(secondary)
         vanilla_label = "Vanilla ↺" if self._vanilla_cached else "Vanilla"
         painter.drawText(
-            QRectF(0, TOP + GATED_H + ROW_GAP - 4, GUTTER - 10, VANILLA_H + 8),
+            self.label_rect(Pass.vanilla),
             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
             vanilla_label,
         )
 
         n = self._count()
         if not n:
+            gutter = self.gutter()
             painter.drawText(
-                QRectF(GUTTER, TOP, self.width() - GUTTER, GATED_H),
+                QRectF(gutter, TOP, self.width() - gutter, GATED_H),
                 Qt.AlignmentFlag.AlignVCenter,
                 "Press Generate to watch each step.",
             )

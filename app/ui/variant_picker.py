@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
 
 from app.families import FAMILIES
 from app.ui.theme import muted, small_font
@@ -96,6 +102,25 @@ class VariantPicker(QComboBox):
         if extra:
             parts.append(extra)
         return " · ".join(parts)
+
+    def popup_width(self) -> int:
+        """The list's width that shows every row whole: its name, the gap and its badge
+        (``_BadgeDelegate.sizeHint``), beside the scroll bar. Qt sizes the list by the names
+        alone, so a badge ran into a long name ("Turbodistilled")."""
+        view = self.view()
+        option = QStyleOptionViewItem()
+        option.initFrom(view)
+        option.font = view.font()  # type: ignore[attr-defined]
+        option.fontMetrics = view.fontMetrics()  # type: ignore[attr-defined]
+        delegate = self.itemDelegate()
+        rows = (self._model.index(row, 0) for row in range(self._model.rowCount()))
+        widest = max((delegate.sizeHint(option, index).width() for index in rows), default=0)
+        scroll_bar = view.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        return widest + scroll_bar + 2 * view.frameWidth()
+
+    def showPopup(self) -> None:
+        self.view().setMinimumWidth(self.popup_width())
+        super().showPopup()
 
     def current_variant_id(self) -> str | None:
         data = self.currentData(VARIANT_ROLE)

@@ -253,6 +253,8 @@ class MainWindow(QMainWindow):
         if self.calibrate_dialog is None:
             self.calibrate_dialog = CalibrateDialog(self.calibrator, self)
         else:
+            if not self.calibrate_dialog.isVisible():  # opened again: the last run is past
+                self.calibrator.forget_last_run()
             self.calibrate_dialog.fill_defaults()
         self.calibrate_dialog.show()
         self.calibrate_dialog.raise_()

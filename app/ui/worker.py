@@ -40,13 +40,15 @@ from app.engine.events import (
 )
 from app.engine.jobs import Job, run_job
 from app.engine.protocol import EngineProtocol
-from app.storage.history import HistoryEntry, RunRecord
+from app.engine.report import RunReport
+from app.storage.history import HistoryEntry
 from app.ui.analysis import RunAnalysis, RunSaved, difference_map
 
 log = logging.getLogger(__name__)
 
 EngineFactory = Callable[[], EngineProtocol]
-SaveRun = Callable[[RunRecord], HistoryEntry]
+# A finished run's report and its warnings → its history entry.
+SaveRun = Callable[[RunReport, tuple[dict[str, object], ...]], HistoryEntry]
 # A threshold comparison's finished entries and its warnings → its one history entry.
 SaveComparison = Callable[[ComparisonResult, tuple[dict[str, object], ...]], HistoryEntry]
 TERMINAL = (RunFinished, RunCancelled, RunFailed, ComparisonFinished, CalibrationFinished)
@@ -192,7 +194,7 @@ class EngineWorker(QObject):
             {"kind": w.kind, "message": w.message, "details": w.details} for w in c.warnings
         )
         try:
-            entry = self._save(RunRecord.from_report(report, warnings))
+            entry = self._save(report, warnings)
         except Exception as exc:  # disk full, permissions...
             log.exception("saving run %s to the history failed", c.run_id)
             self.relayed.emit(RunWarning(c.run_id, "history", f"the run was not saved: {exc}"))

@@ -118,7 +118,8 @@ def _this_years() -> list[Variant]:
             coefficients=None,
             provenance=_uncalibrated("flux3-image-klein", "FLUX.3 Image Klein"),
             hf_repo="black-forest-labs/flux-3-image-klein",
-            gated_repo=True,  # FLUX Kommunity License, accepted on the model page
+            gated_repo=True,  # accepted on the model page
+            licence="FLUX Kommunity License",
             params_billion=9.25,  # 5.55B transformer, 3.62B Qwen3-VL-4B (32 layers), 0.08B VAE
             mflux_name="flux3-image-klein",
             base_variant="flux3-image-klein-base",
@@ -135,6 +136,7 @@ def _this_years() -> list[Variant]:
             provenance=_uncalibrated("flux3-image-klein-base", "FLUX.3 Image Klein base"),
             hf_repo="black-forest-labs/flux-3-image-klein-base",
             gated_repo=True,
+            licence="FLUX Kommunity License",
             params_billion=9.24,  # no target-time embedder: 5.54B transformer
             mflux_name="flux3-image-klein-base",
             cfg=True,  # the unconditional branch is the empty prompt
@@ -155,7 +157,7 @@ def _this_years() -> list[Variant]:
             params_billion=15.01,  # 7.12B transformer, 7.57B Qwen3-VL-8B, 0.33B VAE
             unquantized_billion=7.57,  # mflux never quantizes its text encoder (skip_quantization)
             mflux_name="qwen-image-2.1",
-            notes=("Qwen Research License: non-commercial use",),
+            licence="Qwen Research License (non-commercial use only)",
         ),
         Variant(
             id="qwen-image-2.1-turbo",
@@ -176,7 +178,7 @@ def _this_years() -> list[Variant]:
             unquantized_billion=7.57,
             mflux_name="qwen-image-2.1-turbo",
             base_variant="qwen-image-2.1",
-            notes=("Qwen Research License: non-commercial use",),
+            licence="Qwen Research License (non-commercial use only)",
         ),
         Variant(
             id="krea-2",
@@ -193,7 +195,8 @@ def _this_years() -> list[Variant]:
             coefficients=None,
             provenance=_uncalibrated("krea-2", "Krea 2 Turbo"),
             hf_repo="krea/Krea-2-Turbo",
-            gated_repo=True,  # Krea 2 Community License: mflux says to accept its terms
+            gated_repo=True,  # mflux says to accept its terms
+            licence="Krea 2 Community License",
             params_billion=16.97,  # 12.82B transformer, 4.02B Qwen3-VL-4B, 0.13B VAE
             unquantized_billion=4.02,  # mflux never quantizes its text encoder (skip_quantization)
             mflux_name="krea-2",
@@ -224,6 +227,7 @@ def _builtin() -> list[Variant]:
             provenance=flux1_prov,
             hf_repo="black-forest-labs/FLUX.1-dev",
             gated_repo=True,
+            licence="FLUX.1 [dev] Non-Commercial License",
             params_billion=16.8,
             mflux_name="dev",
             notes=(
@@ -276,6 +280,7 @@ def _builtin() -> list[Variant]:
             ),
             hf_repo="black-forest-labs/FLUX.1-Krea-dev",
             gated_repo=True,
+            licence="FLUX.1 [dev] Non-Commercial License",
             params_billion=16.8,
             mflux_name="krea-dev",
             notes=(
@@ -461,6 +466,15 @@ def _builtin() -> list[Variant]:
 
 
 DEMO_GUIDANCE = 3.0
+# The settings defaults the demo pair had while settings format 1 stored every value (thresholds
+# 0.1 → 0.0125 → 0.1 as it was recalibrated, guidance 1 → 3 when it began to sample with CFG):
+# ``app.storage.settings`` drops them from a format-1 file. The real models' defaults did not
+# change in that time.
+FORMAT1_DEFAULTS: dict[str, dict[str, tuple[float, ...]]] = {
+    "thresholds": {"demo": (0.0125, 0.1), "demo-turbo": (0.0125, 0.1)},
+    "steps": {"demo": (28,), "demo-turbo": (4,)},
+    "guidance": {"demo": (1.0, 3.0), "demo-turbo": (1.0,)},
+}
 
 
 def _demo_variants() -> list[Variant]:
@@ -494,7 +508,6 @@ def _demo_variants() -> list[Variant]:
                 hf_repo=None,
                 params_billion=0.01,
                 default_size=(128, 128),
-                embedded=True,
                 base_variant="demo" if distilled else None,
                 min_predicted_change=calibration.get("min_predicted_change"),
                 magcache=magcache_from_document(calibration),

@@ -111,8 +111,11 @@ class Variant:
     cfg: bool = False  # two transformer passes per step (one gate decision, two residuals)
     default_size: tuple[int, int] = (1024, 1024)
     min_steps: int = 2
-    embedded: bool = False
     gated_repo: bool = False  # Hugging Face needs an accepted licence and a token
+    # The licence the weights come under where it limits their use (gated or not): said before a
+    # download starts (``licence_note``) and beside the download's size; None: no such limit
+    # recorded (an open licence).
+    licence: str | None = None
     base_variant: str | None = None  # the non-distilled sibling to suggest
     # Smallest predicted change seen on calibration data, where one was measured: the evidence
     # that a distilled schedule's gate stays above any sensible threshold.
@@ -263,15 +266,21 @@ class Variant:
 
     @property
     def licence_note(self) -> str | None:
-        """For a gated repo: what to do before its download can start, in one sentence (said
-        before the download starts); None for the others."""
-        if not self.gated_repo:
-            return None
-        return (
-            f"{self.display_name} is a gated model: accept its licence at "
-            f"https://huggingface.co/{self.hf_repo} and log in with `hf auth login` (or set "
-            "HF_TOKEN) before it downloads"
-        )
+        """What a download must say before it starts, in one sentence: for a gated repo what to
+        do before it can start, for weights under a licence that limits their use which one and
+        where to read it; None for the others."""
+        if self.gated_repo:
+            return (
+                f"{self.display_name} is a gated model: accept its licence at "
+                f"https://huggingface.co/{self.hf_repo} and log in with `hf auth login` (or set "
+                "HF_TOKEN) before it downloads"
+            )
+        if self.licence is not None:
+            return (
+                f"{self.display_name} comes under the {self.licence}: read it at "
+                f"https://huggingface.co/{self.hf_repo} before you use its weights"
+            )
+        return None
 
     def weights_gb(self, quantize: int | None = None) -> float:
         """The weights at ``quantize`` in GB (2**30 bytes): parameters × bytes per weight
@@ -282,8 +291,8 @@ class Variant:
                 f"quantize must be one of {', '.join(map(str, QUANTIZE_LEVELS))} or none, "
                 f"got {quantize!r}"
             )
-        if self.embedded:
-            return 0.0
+        if self.family.weights_shipped:
+            return 0.0  # part of the app's own memory
         if self.stored_quantize is not None:
             quantize = self.stored_quantize
         quantized = self.params_billion - self.unquantized_billion
@@ -295,8 +304,8 @@ class Variant:
         upper bound measured on CUDA (the family's ``activation_gb_per_megapixel``), or with
         ``upper=False`` the realistic figure the default quantization is chosen by
         (``REALISTIC_WORKING_SHARE`` of it). Never below ``MIN_WORKING_GB``."""
-        if self.embedded:
-            return 0.5
+        if self.family.flat_working_gb is not None:
+            return self.family.flat_working_gb
         width, height = size if size is not None else self.default_size
         share = 1.0 if upper else REALISTIC_WORKING_SHARE
         per_megapixel = self.family.activation_gb_per_megapixel * share
@@ -318,6 +327,7 @@ class Variant:
     def summary(self) -> dict[str, object]:
         data = asdict(self)
         data["family"] = self.family.id
+        data["embedded"] = self.family.weights_shipped  # ``variants --json`` has always said so
         data["weights_gb"] = {
             quantize_label(q, short=True): round(self.weights_gb(q), 1)
             for q in (None, *sorted(QUANTIZE_LEVELS, reverse=True))
@@ -344,10 +354,13 @@ _BYTES_PER_PARAM: dict[int | None, float] = {
 # module's ``activation_gb_per_megapixel``): the peak memory minus the
 # memory after loading, measured at 1024 × 1024 in bf16 on the H200 with full-size random
 # weights (resources/benchmarks/<variant>-1024-random-h200.json: max of the three conditions'
-# peak_memory_bytes minus runs[0].load_peak_memory_bytes), the larger of two batches (the first
-# kept in lab/bench/results/memory-basis/: FLUX.1 dev read 6.3 then 8.1 GB, Klein 4B 14.8 then
-# 14.4, Z-Image and Qwen-Image the same twice); tests/variants/test_memory_estimate.py re-derives
-# them; GB here is 2**30 bytes, as in the memory check. Scaled linearly with the pixel count: at
+# peak_memory_bytes minus runs[0].load_peak_memory_bytes), the larger of the batches where there
+# were two (the first kept in lab/bench/results/memory-basis/: FLUX.1 dev read 6.3 then 8.1 GB,
+# Klein 4B 14.8 then 14.4, Z-Image and Qwen-Image the same twice) and of a family's measured
+# variants (FLUX.3: its base's 13.7 over the distilled 13.5). tests/variants/
+# test_memory_estimate.py re-derives them, and fails while a family borrows a figure that a
+# committed report measures.
+# GB here is 2**30 bytes, as in the memory check. Scaled linearly with the pixel count: at
 # 512 × 512 Klein 4B measured 3.7 GB where a quarter of 14.4 is 3.6, so linear scaling holds.
 # MLX's CUDA backend is what was measured, so this is an upper bound for a Mac: the peak may be
 # the VAE decode at full resolution or CUDA's allocator, not the transformer; a Mac may need less.

@@ -309,6 +309,12 @@ def folder_name(path: Path, taken: set[str]) -> str:
     return name
 
 
+def any_folder_base() -> Variant:
+    """A built-in variant a model folder can hold, to check a folder whose files show no variant
+    against: the check's sentence says what is wrong whichever variant it is."""
+    return next(v for v in BUILTIN_VARIANTS.values() if v.family.folders is not None)
+
+
 def add_model_folder(folder: str | Path, base_variant: str | None = None) -> ModelFolder:
     """Check ``folder`` and remember it. ``base_variant`` where the files cannot tell (several
     variants share one architecture); ``ModelFolderError`` when it is unusable or ambiguous."""
@@ -318,12 +324,12 @@ def add_model_folder(folder: str | Path, base_variant: str | None = None) -> Mod
         base_variant = info.detected
         if base_variant is None:
             if not info.candidates:
-                check_folder(root, next(iter(BUILTIN_VARIANTS.values())))  # says what is wrong
+                check_folder(root, any_folder_base())  # says what is wrong
             raise ModelFolderError(
                 f"{root} could be any of {', '.join(info.candidates)}: choose which one it is"
             )
     base = BUILTIN_VARIANTS.get(base_variant)
-    if base is None or base.embedded:
+    if base is None or base.family.folders is None:
         raise ModelFolderError(f"{base_variant!r} is not a model variant a folder can hold")
     info = check_folder(root, base)
     existing = _remembered()

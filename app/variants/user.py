@@ -69,13 +69,24 @@ def calibrations_dir() -> Path:
 
 
 def validate_name(name: str) -> str:
-    """A calibration name becomes part of a variant id and a file name: keep it plain."""
+    """A calibration name becomes part of a variant id and a file name: keep it plain. A name
+    refused says why, and the plain name nearest it where there is one (``plain_name``)."""
     if not _NAME.match(name):
+        nearest = plain_name(name)
+        instead = f"; {nearest!r} would do" if nearest else ""
         raise ValueError(
             f"calibration name {name!r} must be 1–40 characters of lowercase letters, digits, "
-            "'-' or '_', starting with a letter or digit"
+            "'-' or '_', starting with a letter or digit (no spaces: it becomes part of the "
+            f"model's id and of a file name){instead}"
         )
     return name
+
+
+def plain_name(name: str) -> str | None:
+    """The name ``validate_name`` takes nearest ``name``: lowercase, each run of other characters
+    (a space included) one '-'; None where nothing usable is left."""
+    plain = re.sub(r"[^a-z0-9_-]+", "-", name.strip().lower()).strip("-_")[:40].strip("-_")
+    return plain if _NAME.match(plain) else None
 
 
 def user_variant_id(base_id: str, name: str) -> str:

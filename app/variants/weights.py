@@ -204,7 +204,7 @@ def _hub_offline() -> bool:
 
 
 def require_real(variant: Variant) -> None:
-    if variant.embedded or not variant.hf_repo or not variant.mflux_name:
+    if variant.family.weights_shipped or not variant.hf_repo or not variant.mflux_name:
         raise ModelNotFoundError(f"{variant.display_name} ships with the app; nothing to load")
 
 
@@ -368,7 +368,7 @@ def _cached_snapshot(repo_id: str, cache_dir: Path) -> Path | None:
 
 def snapshot_status(variant: Variant, cache_dir: str | Path | None = None) -> DiskStatus:
     """Is ``variant`` on disk at mflux's pinned revision, complete? No network."""
-    if variant.embedded:
+    if variant.family.weights_shipped:
         return DiskStatus(True, None)
     require_real(variant)
     snapshot = _cached_snapshot(variant.hf_repo or "", _cache_dir(cache_dir))
@@ -394,7 +394,7 @@ def download_size(
     variant: Variant, *, token: str | None = None, cache_dir: str | Path | None = None
 ) -> DownloadSize:
     """Bytes to download: exact from the Hub when it can be asked, an estimate otherwise."""
-    if variant.embedded:
+    if variant.family.weights_shipped:
         return DownloadSize(0, 0, True)
     if snapshot_status(variant, cache_dir).on_disk:
         size = sum(f.stat().st_size for f in _snapshot_files(variant, cache_dir))

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.engine.calibration import DEMO_PROMPTS
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.fileio.jsonio import write_json_atomic
 from lab.readme_figures import Passage, fixed
 

@@ -1,18 +1,37 @@
-"""PyInstaller hook for mflux 0.24: the four model families the app runs, and their tokenizers.
+"""PyInstaller hook for mflux 0.24: the mflux package of every model family the app runs (read
+from the family registry, ``app.families``: a new family is collected by its module alone), and
+the tokenizers they load.
 
 mflux imports model code lazily and picks tokenizer classes by name
 (``getattr(transformers, "Qwen2Tokenizer")``, ``AutoTokenizer`` resolving a model type), which
 static analysis cannot follow. Collect what the families need; skip training code and the other
-families (SeedVR2, Fibo, Depth Pro, ...) the app never offers.
+mflux models (SeedVR2, Fibo, Depth Pro, ...) the app never offers.
 """
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
 
 # PyInstaller is the optional `packaging` extra (the bundle step installs it): pyright sees its
 # stubs but not its source here.
 from PyInstaller.utils.hooks import collect_submodules, copy_metadata  # pyright: ignore[reportMissingModuleSource]
 
-FAMILIES = ("flux", "flux2", "z_image", "qwen")
+
+def _bundle_config():
+    """packaging/bundle_config.py, as the spec registered it (or loaded by path: packaging/ is no
+    package)."""
+    loaded = sys.modules.get("teacache_bundle_config")
+    if loaded is not None:
+        return loaded
+    location = Path(__file__).resolve().parents[1] / "bundle_config.py"
+    spec = importlib.util.spec_from_file_location("teacache_bundle_config", location)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _wanted(name: str) -> bool:
@@ -21,13 +40,14 @@ def _wanted(name: str) -> bool:
 
 hiddenimports: list[str] = []
 for package in (
-    *(f"mflux.models.{family}" for family in FAMILIES),
+    *_bundle_config().family_mflux_packages(),
     "mflux.models.common",
     "mflux.callbacks",
 ):
     hiddenimports += collect_submodules(package, filter=_wanted)
 
-# Tokenizers by family: FLUX.1 CLIP + T5; FLUX.2 Klein, Z-Image and Qwen-Image Qwen2/Qwen3
+# Tokenizers by family: FLUX.1 CLIP + T5; FLUX.2 Klein, Z-Image and Qwen-Image Qwen2/Qwen3;
+# FLUX.3 Klein, Qwen-Image 2.1 and Krea 2 Qwen2's tokenizer over a Qwen3-VL text encoder
 # (AutoTokenizer reads the model type from the config, so the configuration modules too).
 hiddenimports += [
     "transformers.models.auto.tokenization_auto",
@@ -39,6 +59,7 @@ hiddenimports += [
     "transformers.models.qwen2.tokenization_qwen2",
     "transformers.models.qwen2.configuration_qwen2",
     "transformers.models.qwen3.configuration_qwen3",
+    "transformers.models.qwen3_vl.configuration_qwen3_vl",
 ]
 
 datas = copy_metadata("mflux")  # mflux.utils.version_util asks importlib.metadata

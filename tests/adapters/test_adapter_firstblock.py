@@ -1,5 +1,5 @@
-"""The first-block probe in every family's adapter (app/adapters/common.probe_stack and each
-family's block-0 split), on tiny float32 random-weight shells running mflux's real
+"""The first-block probe on every family's anatomy (the one gated step, app/adapters/step.py,
+split after the first block), on tiny float32 random-weight shells running mflux's real
 ``generate_image``.
 
 Oracles: at threshold 0 the probe is mflux's own forward (bit-exact against the vanilla pass, which
@@ -23,18 +23,8 @@ import pytest
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import (
-    common,
-    flux1,
-    flux2,
-    flux3,
-    install_gate,
-    krea2,
-    qwen_image,
-    qwen_image21,
-    shells,
-    z_image,
-)
+from app.adapters import common, install_gate, shells
+from app.adapters.step import GatedStep
 from app.families import get_family
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from app.gate.firstblock import TRACE_DEPTH, FirstBlockParams
@@ -71,30 +61,23 @@ class Case:
 
 # Each family, with CFG where it has it (the unconditional branch reads the conditional branch's
 # verdict) and without (FLUX.2 at guidance 1, Z-Image Turbo). FLUX.1 runs 3 steps: its shell is
-# 3072 wide even when tiny.
-FLUX1_REST = (flux1.GatedFlux1Transformer, "_rest_blocks")
-QWEN_REST = (qwen_image.GatedQwenTransformer, "_rest_blocks")
-# Qwen-Image 2.1 is always compiled (mflux has no eager 2.1 forward): its split's ``rest`` calls
-# the compiled remaining blocks, on computed steps only. Krea 2 runs eager here.
-QWEN21_REST = (qwen_image21._ProbeSplit, "rest")
-KREA2_REST = (krea2._Krea2Step, "_rest_blocks")
+# 3072 wide even when tiny. The remaining blocks are the one gated step's for every family
+# (app/adapters/step.py): the conditional branch's body, from the decision's split (the spy
+# wraps each generation's, compiled or not: Qwen-Image 2.1 is always compiled, mflux having no
+# eager 2.1 forward).
+REST = (GatedStep, "cond_body")
+FLUX1_REST = QWEN_REST = QWEN21_REST = KREA2_REST = REST
 NEGATIVE = "blurry"
 CASES = {
     "flux1-dev": Case("flux1", "dev", 3, 3.5, FLUX1_REST, cfg=False),
-    "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 6, 4.0, (flux2, "_rest_blocks"), cfg=True),
-    "flux2-no-cfg": Case(
-        "flux2", "flux2-klein-base-4b", 6, 1.0, (flux2, "_rest_blocks"), cfg=False
-    ),
-    "z-image-cfg": Case("z-image", "z-image", 6, 4.0, (z_image, "_rest_layers"), cfg=True),
-    "z-image-turbo": Case(
-        "z-image", "z-image-turbo", 5, None, (z_image, "_rest_layers"), cfg=False, seed=1
-    ),
+    "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 6, 4.0, REST, cfg=True),
+    "flux2-no-cfg": Case("flux2", "flux2-klein-base-4b", 6, 1.0, REST, cfg=False),
+    "z-image-cfg": Case("z-image", "z-image", 6, 4.0, REST, cfg=True),
+    "z-image-turbo": Case("z-image", "z-image-turbo", 5, None, REST, cfg=False, seed=1),
     "qwen-image": Case("qwen-image", "qwen-image", 6, 4.0, QWEN_REST, cfg=True),
     # FLUX.3 Image Klein: the distilled flow map (no CFG) and the base (CFG on the empty prompt)
-    "flux3": Case("flux3", "flux3-image-klein", 6, None, (flux3, "_rest_blocks"), cfg=False),
-    "flux3-base-cfg": Case(
-        "flux3", "flux3-image-klein-base", 6, 3.5, (flux3, "_rest_blocks"), cfg=True
-    ),
+    "flux3": Case("flux3", "flux3-image-klein", 6, None, REST, cfg=False),
+    "flux3-base-cfg": Case("flux3", "flux3-image-klein-base", 6, 3.5, REST, cfg=True),
     # Qwen-Image 2.1: the text-cache path, without and with true CFG (a negative caption), and
     # mflux's joint-sequence path; Krea 2: Turbo (guidance 1) and CFG
     "qwen-image-2.1": Case("qwen-image-2.1", "qwen-image-2.1", 6, None, QWEN21_REST, cfg=False),
@@ -155,14 +138,21 @@ def test_the_probe_on_every_family(
 
     rest_calls: list[int] = []
     owner, name = case.rest
-    original = getattr(owner, name)
+    original_init = owner.__init__
     probe = probes.RecordingProbe(FORCED)
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        rest_calls.append(probe.step_index)
-        return original(*args, **kwargs)
+    def spying_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        body = getattr(self, name)
 
-    monkeypatch.setattr(owner, name, spy)
+        def spy(pre: Any, *rest: Any) -> Any:
+            if "state" in pre:  # the conditional branch, continuing from the decision's split
+                rest_calls.append(probe.step_index)
+            return body(pre, *rest)
+
+        setattr(self, name, spy)
+
+    monkeypatch.setattr(owner, "__init__", spying_init)
     with install_gate(pipeline, probe):
         forced = probes.generate_latents(pipeline, **case.kwargs)
 
@@ -228,9 +218,9 @@ NO_CFG = {**CFG, "guidance": 1.0}
 TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5, "krea-2": 2e-6}
 SMALLEST_SKIP_EFFECT = {"flux2": 6.8e-4, "z-image": 1.85e-2, "krea-2": 5.4e-4}
 TRACES = {
-    "flux2": {"probe_prelude": 1, "probe_body": 1, "tail": 1, "measure": 1},
+    "flux2": {"prelude": 1, "body": 1, "tail": 1, "measure": 1},
     "z-image": {"caption": 1, "prelude": 1, "body": 1, "tail": 1, "measure": 1},
-    "krea-2": {"probe_prelude": 1, "probe_body": 1, "tail": 1},
+    "krea-2": {"caption": 1, "prelude": 1, "measure": 1, "body": 1, "tail": 1},
 }
 
 

@@ -162,5 +162,7 @@ def test_calls_outside_a_generation_are_not_gated(distilled: Any) -> None:
     assert gate.events == [] and gate.cached_branches == ()
     assert mx.array_equal(gated, plain).item()
     # The re-walk's prelude and signal are mflux's own on the same inputs.
-    pre = flux3._prelude(distilled.transformer, kwargs["latents"], times[1:2], times[2:3])
-    assert mx.array_equal(pre.x, _expected_input(distilled, kwargs["latents"])).item()
+    anatomy = flux3.Flux3Anatomy(distilled.transformer)
+    rest = (times[2:3], kwargs["latent_ids"], tokens, ids)
+    head = anatomy.embed(kwargs["latents"], times[1:2], rest)
+    assert mx.array_equal(head["x"], _expected_input(distilled, kwargs["latents"])).item()

@@ -84,12 +84,20 @@ def _run_recorded(pipeline: Any, gate: Any, **kwargs: Any) -> tuple[Any, list[mx
     return recorder, sink
 
 
-def _tail(pipeline: Any, hidden: mx.array, timestep: mx.array) -> mx.array:
-    """mflux's ``_image_forward`` tail on ``hidden``, written out here: the time row's scale."""
+def _tail(pipeline: Any, hidden: mx.array, timestep: mx.array, text_len: int) -> mx.array:
+    """mflux's tail on ``hidden``, written out here: ``_image_forward``'s (the time row's scale
+    over the image tokens), or with ``text_len`` ``_forward``'s (each token's row over the joint
+    sequence, the image tokens returned)."""
     tr = pipeline.transformer
     temb = tr.time_text_embed(mx.concatenate([timestep, mx.zeros((1,), dtype=timestep.dtype)]))
-    scale = tr.norm_out.linear(nn.silu(temb))[0][None, None, :]
-    return tr.proj_out(tr.norm_out(hidden, mx.broadcast_to(scale, hidden.shape)))
+    scale = tr.norm_out.linear(nn.silu(temb))
+    if not text_len:
+        scale = mx.broadcast_to(scale[0][None, None, :], hidden.shape)
+        return tr.proj_out(tr.norm_out(hidden, scale))
+    scale = qwen_image21.Qwen21Transformer._select_modulation_rows(
+        scale, text_len, hidden.shape[1] - text_len
+    )
+    return tr.proj_out(tr.norm_out(hidden, scale))[:, text_len:]
 
 
 @pytest.mark.parametrize("use_text_cache", [True, False], ids=["text-cache", "joint"])
@@ -116,13 +124,16 @@ def test_forced_skips_reuse_the_residual_on_both_of_mfluxs_paths(
         out, stored_in, stored_residual = gate.stored[(step - 1, "cond")]
         assert residual is stored_residual
         assert mx.array_equal(stored_residual, out - stored_in).item()
-        # The image stream of this step's own latents.
-        assert mx.array_equal(body_in, tr.img_in(recorder.inputs[step])).item()
+        # The image stream of this step's own latents (on the joint path, the residual is kept
+        # over the joint sequence the tail reads: the caption's tokens, then the image's).
+        text_len = body_in.shape[1] - recorder.inputs[step].shape[1]
+        image_in = body_in[:, text_len:]
+        assert mx.array_equal(image_in, tr.img_in(recorder.inputs[step])).item()
         assert mx.array_equal(result, body_in + residual).item()
         timestep = mx.array([sigmas[step].item()], dtype=mx.float32)
         # The compiled tail against this eager one: bit for bit on these shells (seeds 0–2,
         # both paths, measured max |Δ| 0).
-        assert mx.array_equal(sink[step], _tail(pipeline, result, timestep)).item()
+        assert mx.array_equal(sink[step], _tail(pipeline, result, timestep, text_len)).item()
 
 
 def test_true_cfg_pairs_two_calls_on_one_decision_with_two_residuals(pipeline: Any) -> None:
@@ -271,7 +282,9 @@ def test_a_lookahead_built_for_another_timestep_stops_the_run(
     def previous_timestep(config: Any, t: int) -> mx.array:
         return qwen_image21.Qwen21Transformer._compute_timestep(t - 1, config)
 
-    monkeypatch.setattr(qwen_image21._Split, "next_timestep", staticmethod(previous_timestep))
+    monkeypatch.setattr(
+        qwen_image21.Qwen21Anatomy, "next_timestep", staticmethod(previous_timestep)
+    )
     gate = TeaCacheGate(ALTERNATE)
     with install_gate(pipeline, gate), pytest.raises(RuntimeError, match="lookahead"):
         probes.generate_latents(pipeline, **RUN)

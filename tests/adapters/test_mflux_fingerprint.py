@@ -68,7 +68,7 @@ FINGERPRINTS: dict[tuple[str, str], tuple[str, str]] = {
     ("mflux.models.flux2.variants.txt2img.flux2_klein", "Flux2Klein.generate_image"): (
         "55fdd5ce9b42d0b1",
         "app/adapters/flux2.py (predict built once per run from self._predict; the lookahead's "
-        "next timestep = config.scheduler.timesteps[t], _CompiledFlux2.next_timestep)",
+        "next timestep = config.scheduler.timesteps[t], Flux2Anatomy.next_timestep)",
     ),
     ("mflux.models.flux2.variants.txt2img.flux2_klein", "Flux2Klein._predict"): (
         "395d6edc9170b58c",
@@ -103,7 +103,7 @@ FINGERPRINTS: dict[tuple[str, str], tuple[str, str]] = {
     ("mflux.models.z_image.variants.z_image", "ZImage.generate_image"): (
         "7e145e8bd3a606c9",
         "app/adapters/z_image.py (predict built once per run, timestep = 1 − sigma, as the "
-        "lookahead's _CompiledZImage.next_timestep builds it)",
+        "lookahead's ZImageAnatomy.next_timestep builds it)",
     ),
     ("mflux.models.z_image.variants.z_image", "ZImage._predict"): (
         "9a96f2feef6e5b84",

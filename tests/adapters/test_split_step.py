@@ -79,13 +79,13 @@ def test_flux2_magcache_skips_with_the_embedding_and_the_tail_only(
         monkeypatch, Flux2Modulation, pipeline.transformer.double_stream_modulation_img
     )
     signals: Counter[str] = Counter()
-    original_signal = flux2._signal
+    original_signal = flux2.Flux2Anatomy.signal
 
     def counting_signal(*args: Any) -> mx.array:
         signals["calls"] += 1
         return original_signal(*args)
 
-    monkeypatch.setattr(flux2, "_signal", counting_signal)
+    monkeypatch.setattr(flux2.Flux2Anatomy, "signal", counting_signal)
     gate = MagCacheGate(MAGCACHE)
     parts = _gated(pipeline, gate)
     assert gate.pattern == "FFSCSCSC" and gate.skipped == 3
@@ -93,7 +93,9 @@ def test_flux2_magcache_skips_with_the_embedding_and_the_tail_only(
     # One prelude a step (the embedding and the time embedding), then the body or the tail.
     assert parts == {"prelude": STEPS, "body": computed, "tail": gate.skipped}
     assert signals["calls"] == 0  # MagCache reads no signal: none is built
-    assert modulation["calls"] == computed  # the image modulation only where the body runs
+    # The image modulation only where the body runs: once per branch, as mflux's transformer
+    # call builds it, never on a skipped step.
+    assert modulation["calls"] == computed * 2
 
 
 @pytest.mark.usefixtures("eager_parts")
@@ -132,21 +134,21 @@ def test_flux2_probe_skips_with_block_zero_and_the_tail_only(
     first = _count(monkeypatch, type(tr.transformer_blocks[0]), tr.transformer_blocks[0])
     singles = _count(monkeypatch, type(tr.single_transformer_blocks[0]))
     signals: Counter[str] = Counter()
-    original_signal = flux2._signal
+    original_signal = flux2.Flux2Anatomy.signal
 
     def counting_signal(*args: Any) -> mx.array:
         signals["calls"] += 1
         return original_signal(*args)
 
-    monkeypatch.setattr(flux2, "_signal", counting_signal)
+    monkeypatch.setattr(flux2.Flux2Anatomy, "signal", counting_signal)
     gate = FirstBlockGate(PROBE)
     parts = _gated(pipeline, gate)
     assert gate.pattern == "FSCSCSCF" and gate.skipped == 3
     computed = STEPS - gate.skipped
     assert parts == {
-        "probe_prelude": STEPS,
+        "prelude": STEPS,
         "measure": STEPS - 1,  # built with each later step's prelude, at the step before's end
-        "probe_body": computed,
+        "body": computed,
         "tail": gate.skipped,
     }
     assert signals["calls"] == 0  # the probe reads its block, not TeaCache's signal
@@ -271,7 +273,7 @@ def test_a_lookahead_built_for_another_timestep_stops_the_run(
     def previous_timestep(config: Any, t: int) -> mx.array:
         return config.scheduler.timesteps[t - 1]
 
-    monkeypatch.setattr(flux2._CompiledFlux2, "next_timestep", staticmethod(previous_timestep))
+    monkeypatch.setattr(flux2.Flux2Anatomy, "next_timestep", staticmethod(previous_timestep))
     pipeline = shells.flux2_shell("flux2-klein-base-4b")
     gate = TeaCacheGate(TEACACHE)
     with install_gate(pipeline, gate), pytest.raises(RuntimeError, match="lookahead"):

@@ -13,7 +13,6 @@ import pytest
 from app.bench.calibrate import run_calibration
 from app.cli.main import main
 from app.engine.calibration import (
-    DEMO_PROMPTS,
     Calibrate,
     PromptCapture,
     calibration_document,
@@ -21,6 +20,7 @@ from app.engine.calibration import (
     split_prompts,
 )
 from app.engine.request import GenerationRequest
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.variants import get_variant
 from app.variants.user import calibrations_dir, save_calibration
 from tests.fakes.engine import FAKE_OUTPUT_POLYNOMIAL, FakeEngine

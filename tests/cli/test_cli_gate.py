@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.engine.calibration import DEMO_PROMPTS
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.gate import simulate_magcache
 from app.variants import get_variant
 from app.variants.user import calibrations_dir

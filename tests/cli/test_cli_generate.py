@@ -219,7 +219,7 @@ def test_target_search_previews_are_the_chosen_passes(tmp_path: Path) -> None:
 def test_the_pngs_carry_the_runs_figures_as_the_windows_export_does(tmp_path: Path) -> None:
     """gated.png and vanilla.png carried no metadata; mflux's own outputs do (#27, "Also")."""
     from app import __version__
-    from app.storage.history import export_metadata
+    from app.storage.export import export_metadata
 
     report = _generate(tmp_path, "--seed", "5", "--steps", "12", "--gate", "magcache")
     assert report["skipped"] > 0  # a run that skipped: its figures are worth carrying

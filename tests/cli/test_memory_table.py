@@ -42,7 +42,7 @@ def test_each_row_is_the_estimates_and_the_window_default_per_mac() -> None:
     rows = {
         line.split(" | ")[0][2:]: line for line in memory_table().splitlines()[3:] if "|" in line
     }
-    real = [v for v in VARIANTS.values() if not v.embedded]
+    real = [v for v in VARIANTS.values() if not v.family.weights_shipped]
     assert set(rows) == {v.display_name for v in real}
     levels = [None, 8, 6, 5, 4, 3]
     for variant in real:

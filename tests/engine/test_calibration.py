@@ -20,7 +20,6 @@ import pytest
 from app import paths
 from app.engine import events as ev
 from app.engine.calibration import (
-    DEMO_PROMPTS,
     MIN_PROMPTS,
     Calibrate,
     CalibrationError,
@@ -31,6 +30,7 @@ from app.engine.calibration import (
 from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import LoraSpec, make_request
 from app.engine.threshold_rule import GRID, MIN_SSIM, SKIP_SHARE_BAND, RuleRow, choose
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.variants import all_variants, get_variant
 from app.variants.user import CalibrationExistsError, calibrations_dir, save_calibration
 from tests.fakes.engine import (

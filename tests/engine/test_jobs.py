@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from app.engine import events as ev
-from app.engine.calibration import DEMO_PROMPTS, Calibrate
+from app.engine.calibration import Calibrate
 from app.engine.comparison import ThresholdComparison
 from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import QualityTarget, make_request
 from app.engine.target import QualitySearch, candidates
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript
 
 PROMPT = "a red circle on a blue background"
@@ -147,6 +148,20 @@ def test_a_search_forwards_each_warning_once() -> None:
     assert search is not None and len(search.probes) > 1  # several passes repeated them
     warnings = [(e.kind, e.message) for e in events if isinstance(e, ev.RunWarning)]
     assert warnings and len(warnings) == len(set(warnings))
+
+
+def test_two_different_warnings_of_one_kind_are_both_forwarded() -> None:
+    """The runner forwards each warning once: the same kind and words again is a repeat, the same
+    kind in other words is another warning (within one pass and from pass to pass)."""
+    first, second = ev.RunWarning(0, "note", "first words"), ev.RunWarning(0, "note", "other words")
+    generate = _run(FakeEngine(FakeScript(warnings=(first, second, first))), Generate(_request()))
+    per_pass = [FakeScript(warnings=(first,)), FakeScript(warnings=(second, first))]
+    comparison = _run(
+        FakeEngine(scripts=per_pass), ThresholdComparison(_request(), (0.05, 0.1, 0.2, 0.3))
+    )
+    for events in (generate, comparison):
+        notes = [e.message for e in events if isinstance(e, ev.RunWarning) and e.kind == "note"]
+        assert notes == ["first words", "other words"]
 
 
 def test_a_generate_ends_as_its_pass_ended() -> None:

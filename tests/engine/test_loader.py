@@ -23,7 +23,7 @@ from app.engine.request import LoraSpec
 from app.variants import VARIANTS, get_variant, weights
 from tests.fakes.hub import KLEIN, FakeHub, damage, http_error, write_snapshot
 
-REAL = [v for v in VARIANTS.values() if not v.embedded]
+REAL = [v for v in VARIANTS.values() if not v.family.weights_shipped]
 DEV = get_variant("flux1-dev")
 GB = 1024**3
 KLEIN_PIN = weights.pinned_revision("black-forest-labs/FLUX.2-klein-4B")

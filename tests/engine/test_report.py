@@ -16,12 +16,11 @@ from app.engine.report import (
     RunReport,
     TargetProbe,
     TargetSearch,
-    legacy_speedup_label,
     measure_run,
 )
 from app.engine.request import QualityTarget, make_request
 from app.gate import Decision, Engagement, StepEvent
-from app.storage.history import META_FILE, HistoryStore, RunRecord
+from app.storage.history import META_FILE, HistoryEntry, HistoryStore
 
 STEPS = 8
 AT_14_02 = datetime(2026, 3, 1, 14, 2, 31, tzinfo=timezone(timedelta(hours=1)))
@@ -122,44 +121,17 @@ def test_json_keeps_the_report_keys_and_carries_the_label() -> None:
 
 def test_history_saves_the_reports_label_and_numbers(tmp_path: Path) -> None:
     report = _report(resumed_from=3, cached=True)
-    entry = HistoryStore(tmp_path).save(RunRecord.from_report(report))
+    entry = HistoryStore(tmp_path).save(report)
     [read] = HistoryStore(tmp_path).entries()
-    assert read.speedup_label == report.speedup_label == entry.result["speedup_label"]
-    assert read.meta["report"]["speedup_label"] == report.speedup_label
+    assert read.speedup_label == report.speedup_label == entry.report_json["speedup_label"]
+    assert _saved_report(read)["speedup_label"] == report.speedup_label  # run.json's report
     assert read.speedup == pytest.approx(report.speedup)
-    assert read.ssim == pytest.approx(report.ssim)
+    assert read.report.ssim == pytest.approx(report.ssim)
     assert read.speedup_estimated
 
 
-def test_old_history_files_without_a_label_still_read_and_get_the_right_one(
-    tmp_path: Path,
-) -> None:
-    entry = HistoryStore(tmp_path).save(RunRecord.from_report(_report(resumed_from=0)))
-    meta = json.loads((entry.folder / META_FILE).read_text())
-    # As written before the label existed: "estimated" whenever the pass had resumed at all.
-    for key in ("speedup_label", "vanilla_measured_at"):
-        del meta["result"][key]
-    del meta["report"]["speedup_label"]
-    meta["result"]["speedup_estimated"] = True
-    (entry.folder / META_FILE).write_text(json.dumps(meta))
-    [old] = HistoryStore(tmp_path).entries()
-    assert old.speedup_label == "measured"  # resumed at step 0: nothing was replayed
-    assert not old.speedup_estimated
-    meta["result"]["resumed_from"] = 2
-    meta["result"]["vanilla_cached"] = True
-    (entry.folder / META_FILE).write_text(json.dumps(meta))
-    [older] = HistoryStore(tmp_path).entries()
-    assert older.speedup_label == "estimate (2 of 8 steps replayed), vanilla cached"
-
-
-def test_the_legacy_label_function_alone() -> None:
-    assert legacy_speedup_label(replayed_steps=0, steps=28, vanilla_cached=False) == "measured"
-    assert legacy_speedup_label(replayed_steps=5, steps=28, vanilla_cached=False) == (
-        "estimate (5 of 28 steps replayed)"
-    )
-    assert legacy_speedup_label(replayed_steps=0, steps=28, vanilla_cached=True) == (
-        "vanilla cached"
-    )
+def _saved_report(entry: HistoryEntry) -> dict[str, object]:
+    return json.loads((entry.folder / META_FILE).read_text())["report"]
 
 
 def _full_report() -> RunReport:
@@ -224,11 +196,20 @@ def test_from_json_reads_back_what_to_json_wrote() -> None:
     # Derived again, never copied: the label names the re-timing, the figure is re-timed.
     assert back.speedup == pytest.approx(report.speedup)
     assert "re-timed" in back.speedup_label and back.speedup_label == report.speedup_label
-    # Without the vanilla steps kept whole, the JSON's per-step vanilla record is enough.
-    alone = RunReport.from_json(
+    # Without the vanilla steps given apart, the JSON's own (vanilla_steps_detail) are read.
+    whole = RunReport.from_json(
         data, gated_image=report.gated.image, vanilla_image=report.vanilla.image
     )
-    assert alone.to_json() == report.to_json() and alone.speedup_label == report.speedup_label
+    assert whole.to_json() == report.to_json() and whole.speedup_label == report.speedup_label
+    assert whole.vanilla is not None and whole.vanilla.steps == report.vanilla.steps
+    # A report.json from before they were written whole: its per-step vanilla columns suffice.
+    columns = {k: v for k, v in data.items() if k != "vanilla_steps_detail"}
+    alone = RunReport.from_json(
+        columns, gated_image=report.gated.image, vanilla_image=report.vanilla.image
+    )
+    rebuilt = {k: v for k, v in alone.to_json().items() if k != "vanilla_steps_detail"}
+    assert json.loads(json.dumps(rebuilt)) == columns
+    assert alone.speedup_label == report.speedup_label
 
 
 def test_from_json_says_what_is_missing() -> None:
@@ -244,11 +225,12 @@ def test_from_json_says_what_is_missing() -> None:
 
 def test_a_history_entry_reads_its_report_back_whole(tmp_path: Path) -> None:
     report = _full_report()
-    HistoryStore(tmp_path).save(RunRecord.from_report(report))
+    HistoryStore(tmp_path).save(report)
     [entry] = HistoryStore(tmp_path).entries()
     assert entry.report.to_json() == report.to_json()
     assert entry.speedup_label == report.speedup_label  # the full label, re-timing included
-    assert (entry.skips, entry.ssim, entry.local_diff) == (
+    read = entry.report
+    assert (read.gated.skipped, read.ssim, read.local_diff_value) == (
         report.gated.skipped,
         report.ssim,
         report.local_diff_value,

@@ -72,12 +72,7 @@ def _members(family: Family) -> list[Any]:
     return [v for v in BUILTIN_VARIANTS.values() if v.family is family]
 
 
-def _embedded(family: Family) -> bool:
-    """A family of models that ship with the app (the demo): no Hub, no mflux weights."""
-    return all(v.embedded for v in _members(family))
-
-
-MFLUX_FAMILIES = [f for f in FAMILIES.values() if not _embedded(f)]
+MFLUX_FAMILIES = [f for f in FAMILIES.values() if not f.weights_shipped]
 
 
 # -- registration ---------------------------------------------------------------------------------
@@ -117,7 +112,9 @@ def test_every_family_has_variants_and_one_kind_of_them() -> None:
     for family in FAMILIES.values():
         members = _members(family)
         assert members, f"{family.id} has no built-in variant"
-        assert len({v.embedded for v in members}) == 1, f"{family.id} mixes embedded and Hub"
+        # weights shipped with the app, or every variant's from the Hub
+        from_hub = {v.hf_repo is not None for v in members}
+        assert from_hub == {not family.weights_shipped}, f"{family.id} mixes shipped and Hub"
 
 
 # -- completeness -------------------------------------------------------------------------------
@@ -143,12 +140,36 @@ def test_every_mflux_family_has_every_entry(family: Family) -> None:
 
 
 def test_only_the_embedded_family_lacks_the_mflux_entries() -> None:
-    embedded = [f for f in FAMILIES.values() if _embedded(f)]
+    embedded = [f for f in FAMILIES.values() if f.weights_shipped]
     assert [f.id for f in embedded] == ["demo"]
     demo = embedded[0]
     assert demo.mflux is None and demo.adapter is None and demo.random_weights is None
     assert demo.folders is None and not demo.supports_lora
     assert demo.sizes == ((128, 128),)  # the demo model is trained at one size
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_an_mflux_family_has_the_capabilities_of_a_hub_model(family: Family) -> None:
+    assert not family.weights_shipped and family.loader is None
+    assert family.quantizable and family.supports_lora
+    assert family.prompt_check is None and family.calibration_prompts is None
+    assert not family.fixed_size and family.flat_working_gb is None
+
+
+def test_the_demo_family_says_what_it_is_as_capabilities() -> None:
+    """Weights shipped, not quantizable, no LoRA, one size, its own loader and a prompt check
+    over its closed vocabulary (which its suggested calibration prompts pass)."""
+    demo = get_family("demo")
+    assert demo.weights_shipped and not demo.quantizable and not demo.supports_lora
+    assert demo.fixed_size and demo.flat_working_gb == 0.5 and not demo.mflux_packages
+    assert callable(load(demo.loader or ""))
+    check = load(demo.prompt_check or "")
+    assert demo.calibration_prompts
+    assert [check(prompt) for prompt in demo.calibration_prompts] == [None] * len(
+        demo.calibration_prompts
+    )
+    problem = check("a purple elephant")
+    assert isinstance(problem, str) and "'elephant'" in problem
 
 
 # -- the lazy names -----------------------------------------------------------------------------
@@ -165,6 +186,10 @@ def test_lazy_names_resolve_to_mfluxs_real_classes(family: Family) -> None:
     assert mflux.pipeline() is pipeline
     assert mflux.weight_definition() is weights
     assert (mflux.lora_mapping() if mflux.lora_mapping else None) is lora
+    # the package the bundle collects for the family holds its classes
+    assert family.mflux_packages == (mflux.package,)
+    for cls in (pipeline, weights, lora):
+        assert cls is None or cls.__module__.startswith(f"{mflux.package}."), cls
     pattern = TRANSFORMER_PATTERN.get(family.id, "transformer/*.safetensors")
     assert pattern in weights.get_download_patterns()
     if lora is not None:
@@ -318,4 +343,41 @@ def test_the_comparison_finder_finds_one(tmp_path: Path) -> None:
         'variant.family.id == "flux1"',
         "v.family is z_image.FAMILY",
         'family in ("flux1", "flux2")',
+    ]
+
+
+# -- no hidden family branch --------------------------------------------------------------------
+
+
+def _embedded_reads(file: Path, root: Path = ROOT) -> list[str]:
+    """Every ``x.embedded``: the demo as a branch (``if variant.embedded``) instead of a
+    capability its family states (``variant.family.weights_shipped``, ``.quantizable``, ...)."""
+    source = file.read_text(encoding="utf-8")
+    return [
+        f"{file.relative_to(root)}:{node.lineno}: {ast.get_source_segment(source, node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr == "embedded"
+    ]
+
+
+def test_no_module_outside_the_registries_branches_on_embedded() -> None:
+    offenders = [
+        line
+        for file in sorted((ROOT / "app").rglob("*.py"))
+        if file.relative_to(ROOT / "app").parts[0] not in {"families", "variants"}
+        for line in _embedded_reads(file)
+    ]
+    assert not offenders, offenders
+
+
+def test_the_embedded_finder_finds_one(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "if variant.embedded:\n    pass\n"
+        "quantize = None if self.variant.embedded else 4\n"
+        "shipped = variant.family.weights_shipped\n"
+    )
+    assert [line.split(": ", 1)[1] for line in _embedded_reads(sample, tmp_path)] == [
+        "variant.embedded",
+        "self.variant.embedded",
     ]

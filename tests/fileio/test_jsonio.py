@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.fileio.jsonio import dumps_json, finite, loads_strict, write_json_atomic
+from app.fileio.jsonio import (
+    dumps_json,
+    finite,
+    json_float,
+    json_int,
+    json_str,
+    json_time,
+    loads_strict,
+    write_json_atomic,
+)
 
 
 def test_non_finite_numbers_become_null_at_any_depth() -> None:
@@ -64,3 +74,18 @@ def test_no_module_writes_json_without_the_strict_helper() -> None:
         if "json.dump(" in line or "json.dumps(" in line
     ]
     assert offenders == []
+
+
+def test_the_lenient_readers_type_a_value_or_give_none() -> None:
+    assert (json_float(2), json_float(2.5), json_float(True), json_float("2")) == (
+        2.0,
+        2.5,
+        None,
+        None,
+    )
+    assert json_float(math.nan) is None and json_float(-math.inf) is None  # not figures
+    assert (json_int(3), json_int(3.0), json_int(False), json_int(None)) == (3, None, None, None)
+    assert (json_str("a"), json_str(1)) == ("a", None)
+    when = json_time("2026-03-01T14:02:31+01:00")
+    assert when is not None and (when.hour, when.utcoffset()) == (14, timedelta(hours=1))
+    assert json_time("yesterday") is None and json_time(0) is None

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import plistlib
+import runpy
 import shutil
 import stat
 import struct
@@ -596,7 +597,7 @@ def test_notarize_staples_only_what_was_accepted_and_keeps_the_log(
 
 
 def _good_analysis(platform: str = "linux") -> Any:
-    modules = set(config.app_modules()) | set(config.REQUIRED_MODULES)
+    modules = set(config.app_modules()) | set(config.required_modules())
     resources = [f"{folder}/{Path(src).name}" for src, folder in config.resource_datas()]
     if platform == "darwin":
         binaries = ["mlx/lib/libmlx.dylib", "mlx/core.cpython-311-darwin.so"]
@@ -808,6 +809,79 @@ def test_verify_bundle_refuses_to_run_a_mac_app_elsewhere(tmp_path: Path) -> Non
     assert verify_bundle.main([str(tmp_path / "missing")]) == 2
 
 
+# --- every model family's mflux package is collected -------------------------------------------
+
+
+def _hook_collection(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """Run packaging/hooks/hook-mflux.py with stand-ins for PyInstaller's helpers: the packages
+    it collects whole, and its hidden imports."""
+    collected: list[str] = []
+
+    def collect_submodules(package: str, filter: Any = None) -> list[str]:
+        collected.append(package)
+        return [package]
+
+    hooks = types.ModuleType("PyInstaller.utils.hooks")
+    hooks.collect_submodules = collect_submodules  # type: ignore[attr-defined]
+    hooks.copy_metadata = lambda name: []  # type: ignore[attr-defined]
+    for name, module in (
+        ("PyInstaller", types.ModuleType("PyInstaller")),
+        ("PyInstaller.utils", types.ModuleType("PyInstaller.utils")),
+        ("PyInstaller.utils.hooks", hooks),
+    ):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setitem(sys.modules, "teacache_bundle_config", config)  # as the spec registers it
+    namespace = runpy.run_path(str(PACKAGING / "hooks" / "hook-mflux.py"))
+    return collected, namespace["hiddenimports"]
+
+
+def _uncollected(packages: list[str]) -> list[str]:
+    """Each mflux class of a family (imported for real) that lies in none of ``packages``."""
+    from app.families import FAMILIES
+
+    missing = []
+    for family in FAMILIES.values():
+        if family.mflux is None:
+            continue
+        lora = family.mflux.lora_mapping
+        classes = [family.mflux.pipeline(), family.mflux.weight_definition()]
+        classes += [lora()] if lora is not None else []
+        for cls in classes:
+            if not any(cls.__module__.startswith(f"{package}.") for package in packages):
+                missing.append(f"{family.id}: {cls.__module__}")
+    return missing
+
+
+def test_the_mflux_hook_collects_every_familys_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    collected, hidden = _hook_collection(monkeypatch)
+    assert _uncollected(collected) == []
+    assert set(hidden) >= set(collected)
+    # this year's families too (the hook once listed four packages by hand)
+    assert {"mflux.models.flux3", "mflux.models.qwen21", "mflux.models.krea2"} <= set(collected)
+
+
+def test_a_family_left_out_of_the_collection_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    collected, _ = _hook_collection(monkeypatch)
+    without_krea = [package for package in collected if package != "mflux.models.krea2"]
+    assert _uncollected(without_krea) == [
+        "krea-2: mflux.models.krea2.variants.txt2img.krea2",
+        "krea-2: mflux.models.krea2.weights.krea2_weight_definition",
+        "krea-2: mflux.models.krea2.weights.krea2_lora_mapping",
+    ]
+
+
+def test_check_analysis_wants_every_familys_mflux_package() -> None:
+    from app.families import mflux_packages
+
+    assert set(mflux_packages()) <= set(config.required_modules())
+    result = _good_analysis()
+    result.modules -= {"mflux.models.qwen21"}
+    failures = check_analysis.evaluate(result, platform="linux").failures
+    assert failures == [
+        "required module mflux.models.qwen21 is missing (see bundle_config.required_modules)"
+    ]
+
+
 # --- the self-check and the resources lookup, from source -------------------------------------
 
 
@@ -827,6 +901,11 @@ def test_selfcheck_runs_a_real_mlx_operation_from_source() -> None:
     # the family registry found every family a built-in variant names
     assert set(report["resources"]["variant_families"]) <= set(report["resources"]["families"])
     assert report["resources"]["families"][0] == "demo"
+    # every family mflux loads imports (its mflux classes and tokenizer classes)
+    from app.families import FAMILIES
+
+    mflux_families = [f.id for f in FAMILIES.values() if f.mflux is not None]
+    assert report["families"] == {"imported": mflux_families, "failures": {}}
 
 
 def test_resources_dir_from_source_is_the_one_locator_everyone_uses() -> None:

@@ -3,9 +3,10 @@
 Runs ``packaging/linux/build_and_smoke.sh`` into a temporary folder: PyInstaller (analysis and
 collection), then ``check_analysis.py --from-workpath`` (required modules present, excluded ones
 absent) and ``verify_bundle.py`` (layout; ``--version``, ``variants --json``, the frozen
-self-check's real MLX operation; and the frozen app's ``--smoke-test`` once the demo weights
-exist). Measured on the 2-core Linux machine: 2 to 4 minutes (PyInstaller 119 s when idle,
-237 s at load average 5.7; the checks about 7 s), a 571 MB bundle (238 MiB as .tar.gz).
+self-check's real MLX operation and every model family's imports; and the frozen app's
+``--smoke-test`` once the demo weights exist). Measured on the 2-core Linux machine: 2 to 4
+minutes (PyInstaller 119 s when idle, 237 s at load average 5.7; the checks about 7 s), a 571 MB
+bundle (238 MiB as .tar.gz).
 The script installs the ``packaging`` dependency group (PyInstaller) with uv.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from app.families import FAMILIES
 from app.variants import DEMO_DIR
 from app.variants.builtin import BUILTIN_VARIANTS
 
@@ -63,6 +65,9 @@ def test_linux_bundle_builds_and_runs_from_the_inside(tmp_path: Path) -> None:
         "ok   --version",
         f"ok   variants --json: {len(BUILTIN_VARIANTS)} variants",  # every built-in one
         "ok   self-check (real MLX op): MLX 0.32.2",
+        # every family mflux loads imports inside the bundle (its package was collected)
+        f"ok   model families: {sum(f.mflux is not None for f in FAMILIES.values())} importable: "
+        + ", ".join(f.id for f in FAMILIES.values() if f.mflux is not None),
         "all checks passed",
     ):
         assert check in output, check

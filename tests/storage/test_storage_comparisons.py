@@ -3,6 +3,7 @@ unaffected, and written in one rename (no half entry on failure)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from app.storage.comparisons import (
     same_skips,
     save_comparison,
 )
-from app.storage.history import HistoryStore, RunRecord, export_entry
+from app.storage.export import export_entry
+from app.storage.history import META_FILE, HistoryStore
 from tests.fakes.engine import FakeEngine
 
 THRESHOLDS = (0.05, 0.1, 0.2, 0.3)
@@ -64,10 +66,29 @@ def test_a_comparison_round_trips_as_one_entry(tmp_path: Path) -> None:
     vanilla = result.reports[0].vanilla
     assert vanilla is not None and saved.vanilla is not None
     assert np.array_equal(saved.vanilla, vanilla.image)
-    # Read as a single run (older builds, the side-by-side export): the user's threshold.
-    assert listed[0].threshold == 0.1
+    # Read as a single run (the list, the side-by-side export): the user's threshold.
+    assert listed[0].request.threshold == 0.1
     assert np.array_equal(listed[0].load_images()[0], result.reports[1].gated.image)
     assert export_entry(listed[0], tmp_path / "out").is_file()
+
+
+def test_a_comparison_entry_has_the_shape_of_a_run_and_each_row_is_its_report(
+    tmp_path: Path,
+) -> None:
+    result = _result()
+    entry = save_comparison(HistoryStore(tmp_path), result, hardware="Test CPU")
+    meta = json.loads((entry.folder / META_FILE).read_text())
+    assert set(meta) == {"format", "id", "created", "warnings", "versions", "report", "comparison"}
+    shown = meta["comparison"]["shown"]
+    assert shown == 1  # the user's threshold, 0.1
+    assert meta["report"] == json.loads(json.dumps(result.reports[shown].to_json()))
+    rows = meta["comparison"]["entries"]
+    assert [set(row) for row in rows] == [
+        {"image"} if i == shown else {"image", "report"} for i in range(len(THRESHOLDS))
+    ]  # the shown row's report is the entry's own, written once
+    for i, row in enumerate(rows):
+        if i != shown:
+            assert row["report"] == json.loads(json.dumps(result.reports[i].to_json()))
 
 
 def test_a_cancelled_comparison_keeps_its_finished_rows(tmp_path: Path) -> None:
@@ -81,7 +102,7 @@ def test_a_cancelled_comparison_keeps_its_finished_rows(tmp_path: Path) -> None:
 def test_plain_runs_still_load_beside_comparisons(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path)
     result = _result()
-    store.save(RunRecord.from_report(result.reports[0]))
+    store.save(result.reports[0])
     save_comparison(store, result, hardware="")
     kinds = sorted(is_comparison(e) for e in store.entries())
     assert kinds == [False, True] and store.warnings == []

@@ -15,8 +15,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory
 
-from app.engine.calibration import DEMO_PROMPTS
 from app.engine.request import LoraSpec
+from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.gate.kinds import gate_kind
 from app.ui.calibrate_model import CalibrateStatus, ModelCalibrator, format_duration
 from app.ui.calibrate_view import CalibrateDialog
@@ -141,6 +141,76 @@ def test_the_dialog_says_which_threshold_was_chosen_and_why(
     assert "TeaCache threshold, by the most skipped steps" in dialog.details.text()
 
 
+def _click_start(dialog: CalibrateDialog, name: str) -> None:
+    """Start with the prompts and ``name``; whether it started is the caller's to check."""
+    dialog.prompts.setPlainText(PROMPTS)
+    dialog.name.setText(name)
+    dialog.start_button.click()
+
+
+def test_calibrate_again_on_a_user_calibration_replaces_it_and_a_cancel_keeps_it(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """With a user calibration selected (the one just made), Calibrate Again measures its base
+    again: it runs, saves the new one and selects it; cancelled, it keeps the one selected."""
+    gate = StepGate()
+    gate.open()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _open(window)
+    _start(qtbot, window, dialog, "mine")
+    _wait_idle(qtbot, window)
+    assert window.form.variant_id == "demo+mine"
+    assert dialog.start_button.text() == "Calibrate Again"
+
+    _click_start(dialog, "again")
+    assert window.calibrator.status is CalibrateStatus.running, dialog.error.text()
+    _wait_idle(qtbot, window)
+    calibrator = window.calibrator
+    assert calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert calibrator.job is not None and calibrator.job.request.variant_id == "demo"  # the base
+    assert window.form.variant_id == "demo+again" and window.form.gate == "teacache"
+    assert {"demo+mine", "demo+again"} <= set(all_variants())
+    assert dialog.start_button.text() == "Calibrate Again"
+
+    gate.hold()
+    _click_start(dialog, "halfway")
+    assert calibrator.status is CalibrateStatus.running, dialog.error.text()
+    qtbot.waitUntil(lambda: gate.waiting_at is not None, timeout=SIGNAL_TIMEOUT_MS)  # held
+    dialog.cancel_button.click()
+    _wait_idle(qtbot, window)
+    assert calibrator.status is CalibrateStatus.cancelled
+    assert window.form.variant_id == "demo+again" and "demo+halfway" not in all_variants()
+
+
+@pytest.mark.parametrize("ending", ["finished", "cancelled"])
+def test_a_reopened_dialog_does_not_show_the_last_run_as_current(
+    qtbot: QtBot, make_window: WindowFactory, ending: str
+) -> None:
+    """Walk #39 item 9: closed after a calibration and opened again, the dialog still showed
+    that run's progress, its "Done: …" or "Cancelled" line and its fit as if they were now."""
+    gate = StepGate()
+    window = make_window(FakeEngine(step_gate=gate))
+    dialog = _open(window)
+    _start(qtbot, window, dialog, "before")
+    if ending == "cancelled":
+        gate.release(2)
+        qtbot.waitUntil(lambda: window.calibrator.steps_done == 2, timeout=SIGNAL_TIMEOUT_MS)
+        dialog.cancel_button.click()
+    else:
+        gate.open()
+    _wait_idle(qtbot, window)
+    assert window.calibrator.status is CalibrateStatus(ending)
+    assert dialog.status.isVisible() or dialog.error.isVisible()  # shown while it is current
+    dialog.close()
+
+    window.calibrate_action.trigger()  # Model ▸ Calibrate This Model… again
+    assert window.calibrate_dialog is dialog and dialog.isVisible()
+    for widget in (dialog.progress, dialog.status, dialog.error, dialog.outcome):
+        assert not widget.isVisible(), widget
+    assert dialog.start_button.text() == "Calibrate" and dialog.start_button.isEnabled()
+    assert dialog.name.text() != "before"  # a free name again
+
+
 def test_cancel_midway_saves_nothing(qtbot: QtBot, make_window: WindowFactory) -> None:
     gate = StepGate()
     window = make_window(FakeEngine(step_gate=gate))
@@ -249,6 +319,26 @@ def test_a_name_taken_is_refused(qtbot: QtBot, make_window: WindowFactory) -> No
     dialog.start_button.click()
     assert window.calibrator.status is CalibrateStatus.idle
     assert "'taken' already exists for demo" in dialog.error.text()
+
+
+def test_a_name_with_a_space_says_why_before_and_when_it_is_refused(
+    make_window: WindowFactory,
+) -> None:
+    """Walk #39 item 11: "my cal" showed "Will be saved as demo+my cal", a name it would then
+    refuse. The line under the name says at once why it cannot be saved and which name would do;
+    Calibrate refuses it in the same words and runs nothing; the suggested name saves."""
+    engine = FakeEngine()
+    window = make_window(engine)
+    dialog = _open(window)
+    dialog.prompts.setPlainText(PROMPTS)
+    dialog.name.setText("my cal")
+    line = dialog.saved_as.text()
+    assert "demo+my cal" not in line and "no spaces" in line and "'my-cal' would do" in line
+    dialog.start_button.click()
+    assert window.calibrator.run_id is None and engine.requests == [] and _nothing_saved()
+    assert dialog.error.isVisible() and dialog.error.text() == line
+    dialog.name.setText("my-cal")
+    assert dialog.saved_as.text() == "Will be saved as demo+my-cal"
 
 
 def _lora_file(path: Path) -> Path:

@@ -73,7 +73,7 @@ def test_a_magcache_export_and_save_name_and_record_their_gate(
     # The history's own export (History ▸ Export Side-by-Side…) says the same.
     entry = window.history.get(Path(str(window.run.saved_entry)).name)
     assert entry is not None
-    from app.storage.history import entry_captions, export_entry
+    from app.storage.export import entry_captions, export_entry
 
     assert entry_captions(entry)["gated_caption"].startswith("MagCache")
     history_export = export_entry(entry, tmp_path / "from history")

@@ -211,7 +211,7 @@ def test_history_rows_fit_the_dialog_and_read_as_the_cards_do(
     qtbot.waitExposed(dialog)
     [entry] = dialog.entries
     summary = entry_summary(entry)
-    assert "is identical" not in summary and f"0 of {entry.steps} skipped" in summary
+    assert "is identical" not in summary and f"0 of {entry.request.steps} skipped" in summary
     report = entry.report
     assert report.ssim == 1.0 and report.local_diff_value == 0.0  # what the row is about
     assert "identical (SSIM 1.000, local difference 0.000)" in summary

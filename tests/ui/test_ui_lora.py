@@ -54,7 +54,7 @@ def test_a_lora_added_in_the_form_reaches_the_request_the_plot_note_and_the_expo
     assert "TeaCache's calibration was made on the base model" in window.gate_plot.note.text()
 
     [saved] = window.session.history.entries()  # the run as the history keeps it
-    assert saved.loras == (LoraSpec(str(path.resolve()), 0.75),)
+    assert saved.request.loras == (LoraSpec(str(path.resolve()), 0.75),)
     assert "LoRA ink.safetensors × 0.75" in entry_summary(saved)
 
     out = window.export_current(tmp_path / "side-by-side.png")

@@ -266,7 +266,7 @@ def test_the_file_menu_adds_and_removes_a_folder(
 
 
 def test_history_and_png_metadata_carry_the_quantization_and_the_folder(tmp_path: Path) -> None:
-    from app.storage.history import entry_metadata
+    from app.storage.export import entry_metadata
 
     session = make_session(tmp_path, 64)
     folder = write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell"))

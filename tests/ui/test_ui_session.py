@@ -4,6 +4,8 @@ view-model's one handler, so no event loop and no widget is involved."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,7 +20,7 @@ from app.engine.comparison import ThresholdComparison
 from app.engine.events import EngineEvent, RunFinished
 from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import GenerationRequest
-from app.storage.history import HistoryStore, RunRecord
+from app.storage.history import HistoryStore
 from app.storage.settings import SettingsStore
 from app.ui.analysis import BannerFix, FixKind, NoticeKind
 from app.ui.form_model import FormModel
@@ -76,7 +78,7 @@ class FakeEngineLink:
         run_job(self.engine, run_id, job, events.append, cancel)
         for event in events:
             if save is not None and isinstance(event, RunFinished):
-                save.save(RunRecord.from_report(event.report))
+                save.save(event.report)
             for model in self.deliver:
                 model.handle_event(event)
         return events
@@ -266,6 +268,34 @@ def test_open_entry_is_refused_while_a_run_is_going(rig: Rig) -> None:
     rig.session.generate()
     assert not rig.session.open_entry(entry)
     assert rig.run.error is not None and "wait for the current run" in rig.run.error.message
+
+
+def test_a_run_saved_by_an_older_build_reopens_and_exports_as_it_was_saved(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """A history folder of format 1 (6553d13's, ``tests/storage/old_history``) through the
+    public reopen and export paths: the inputs come back, the run shows, the export carries the
+    speedup the History listed."""
+    old = Path(__file__).parents[1] / "storage" / "old_history" / "6553d13"
+    folder = old / "20261206-054608-446114-demo-s5"  # a plain run, 128²
+    shutil.copytree(folder, rig.history.root / folder.name)
+    saved = json.loads((folder / "run.json").read_text())
+    [entry] = rig.history.entries()
+    assert rig.session.open_entry(entry)
+    assert (rig.form.prompt, rig.form.seed, rig.form.steps) == (
+        "a red circle and a blue square",
+        5,
+        8,
+    )
+    assert (rig.form.gate, rig.form.threshold) == ("teacache", 0.1)
+    assert rig.run.report is not None and rig.run.skips == saved["result"]["skips"]
+    assert rig.run.origin.startswith("from history")
+    out = rig.session.export(tmp_path / "old.png")
+    assert out is not None
+    with Image.open(out) as image:
+        text = dict(image.text)  # type: ignore[attr-defined]
+    assert float(text["speedup"]) == saved["result"]["speedup"]
+    assert text["speedup_label"] == saved["report"]["speedup_label"]
 
 
 def test_availability_texts(rig: Rig) -> None:

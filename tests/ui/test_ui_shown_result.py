@@ -113,7 +113,7 @@ def test_a_reopened_run_shows_no_banner_computed_for_another_variants_run(
     window.form.steps = 10
     assert run_to_end(qtbot, window) is RunStatus.finished
     [demo_entry] = window.history.entries()
-    assert demo_entry.skips > 0
+    assert demo_entry.report.gated.skipped > 0
     window.session.select_variant("demo-turbo")
     assert run_to_end(qtbot, window) is RunStatus.finished
     assert window.banners.banner("schedule") is not None
@@ -121,7 +121,7 @@ def test_a_reopened_run_shows_no_banner_computed_for_another_variants_run(
     assert window.session.open_entry(demo_entry)
     assert window.session.schedule_notice() is None
     assert window.banners.banner("schedule") is None
-    assert window.run.report is not None and window.run.skips == demo_entry.skips
+    assert window.run.report is not None and window.run.skips == demo_entry.report.gated.skipped
 
 
 def test_the_difference_view_and_the_local_difference_are_one_measure(

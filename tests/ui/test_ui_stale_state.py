@@ -143,7 +143,7 @@ def test_a_run_opened_from_history_says_so_and_not_cached(
     fresh_label = window.run.speedup_label
     assert window.compare.speedup_card.note.text() == fresh_label  # new runs: unchanged
     entry = window.history.entries()[0]  # the newest: the one with the cached vanilla
-    assert entry.result.get("vanilla_cached") is True
+    assert entry.report_json.get("vanilla_cached") is True
     assert window.session.open_entry(entry)
     when = datetime.fromisoformat(entry.created)
     # The label first: a narrow card elides the end, and the head says what the figure is (#39).

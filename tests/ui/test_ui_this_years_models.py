@@ -48,6 +48,8 @@ def test_a_model_of_this_year_opens_without_its_weights(
     info = window.controls.variant_info.text()
     assert info.startswith(f"Not downloaded · {size}")
     assert ("licence to accept on Hugging Face first" in info) == variant.gated_repo
+    licensed = variant.licence is not None and not variant.gated_repo  # Qwen-Image 2.1's
+    assert (f"under the {variant.licence}" in info) == licensed
     assert ("distilled" in info.split(" · ")) == variant.distilled
     assert f"{variant.default_steps} steps by default" in info
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from pytestqt.qtbot import QtBot
-from ui_support import WindowFactory
+from ui_support import WindowFactory, run_to_end
 
-from app.engine.events import RunFinished
+from app.engine.events import RunFinished, RunWarning
 from app.storage.comparisons import is_comparison, load_comparison
 from app.ui.history_view import entry_summary
 from app.ui.run_model import RunStatus
@@ -329,3 +329,64 @@ def test_a_tile_flags_one_spot_and_a_reopened_comparison_keeps_its_mark_and_note
     assert note in comparer.warnings and note in dialog.about.text()
     flagged = ["one spot differs" in cell.stats.text() for cell in dialog.cells[1:]]
     assert flagged == spots  # the flag survives the history
+
+
+def test_two_different_warnings_of_one_kind_both_reach_the_view_and_the_saved_comparison(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Two passes warn with one kind in other words: both notes are shown, saved and reopened (a
+    warning is the same one again only when its words are)."""
+    first, second = RunWarning(0, "note", "first words"), RunWarning(0, "note", "other words")
+    engine = FakeEngine(scripts=[FakeScript(warnings=(first,)), FakeScript(warnings=(second,))])
+    window = make_window(engine)
+    dialog = _dialog(window)
+    dialog.thresholds.setText(THRESHOLDS)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: not window.host.busy, timeout=FINISH_MS)  # reopening waits for it
+    comparer = window.comparer
+    assert {"first words", "other words"} <= set(comparer.warnings)
+    assert "first words" in dialog.about.text() and "other words" in dialog.about.text()
+    [entry] = window.history.entries()
+    assert {"first words", "other words"} <= set(entry.warning_messages)
+    comparer.warnings = []
+    assert window.open_history_entry(entry)
+    assert {"first words", "other words"} <= set(comparer.warnings)
+
+
+def test_current_marks_the_tile_the_main_window_shows_and_no_other(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """Walk #39 item 10: a reopened comparison kept "✓ current" on the tile picked in it after the
+    main window had moved on (a Generate at another threshold, another run reopened), so it
+    marked a tile whose result was not the one on screen."""
+    window = make_window(FakeEngine())
+    dialog = _dialog(window)
+    dialog.thresholds.setText(THRESHOLDS)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: not window.host.busy, timeout=FINISH_MS)  # reopening waits for it
+    comparer = window.comparer
+    [entry] = window.history.entries()
+
+    def marked() -> list[bool]:
+        return ["✓ current" in cell.title.text() for cell in dialog.cells[1:]]
+
+    assert window.open_history_entry(entry)
+    shown = window.run.request
+    assert shown is not None
+    at = comparer.thresholds.index(shown.threshold)
+    assert marked() == [i == at for i in range(4)]
+    comparer.pick(2)  # t = 0.2
+    assert marked() == [False, False, True, False]
+
+    window.form.threshold = 0.15  # the user moves on and generates
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert comparer.picked is None and marked() == [False] * 4
+
+    run_entry = next(e for e in window.history.entries() if not is_comparison(e))
+    assert window.open_history_entry(run_entry)  # another run reopened
+    assert comparer.picked is None and marked() == [False] * 4
+
+    assert window.open_history_entry(entry)  # the comparison again: its shown entry
+    assert marked() == [i == at for i in range(4)]

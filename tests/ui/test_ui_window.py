@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,11 +15,12 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory, run_to_end
 
-from app.engine.events import Pass, PassStarted, StepDone
+from app.engine.events import Pass, PassStarted, RunWarning, StepDone
 from app.engine.jobs import Generate
 from app.engine.request import GUIDANCE_RANGE
 from app.gate import Decision
-from app.storage.history import entry_captions
+from app.storage.export import entry_captions
+from app.storage.history import META_FILE, HistoryEntry
 from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT, MAX_SEED
@@ -30,6 +33,11 @@ from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
 def held_engine() -> tuple[FakeEngine, StepGate]:
     gate = StepGate()
     return FakeEngine(step_gate=gate), gate
+
+
+def _saved_report(entry: HistoryEntry) -> dict[str, Any]:
+    """run.json's report object, as written."""
+    return json.loads((entry.folder / META_FILE).read_text())["report"]
 
 
 def wait_held_at(qtbot: QtBot, gate: StepGate, which: Pass, passed: int) -> None:
@@ -187,7 +195,7 @@ def test_card_tooltip_export_history_and_report_say_the_same_speedup_label(
     entry = window.history.get(Path(saved).name) if saved else None
     assert entry is not None
     assert entry.speedup_label == label
-    assert entry.meta["report"]["speedup_label"] == label  # report.json's object
+    assert _saved_report(entry)["speedup_label"] == label  # run.json's report object
     assert f"({label})" in entry_captions(entry)["footer"]  # the exported side-by-side
 
 
@@ -216,7 +224,7 @@ def test_a_re_timed_speedup_names_the_times_it_is_the_ratio_of_everywhere(
     assert label.startswith("re-timed estimate")
     saved = window.run.saved_entry
     entry = window.history.get(Path(saved).name) if saved else None
-    assert entry is not None and entry.result["speedup_label"] == label  # run.json's result
+    assert entry is not None and _saved_report(entry)["speedup_label"] == label  # run.json
     assert entry.speedup == pytest.approx(figure.value)
 
 
@@ -250,8 +258,8 @@ def test_nothing_skipped_reads_1_everywhere_with_the_times_still_shown(
     entry = window.history.get(Path(saved).name) if saved else None
     assert entry is not None
     assert (entry.speedup, entry.speedup_label) == (1.0, "nothing skipped")
-    assert entry.meta["report"]["speedup"] == 1.0
-    assert entry.meta["report"]["speedup_label"] == "nothing skipped"
+    assert _saved_report(entry)["speedup"] == 1.0
+    assert _saved_report(entry)["speedup_label"] == "nothing skipped"
     assert "speedup 1.00× (nothing skipped)" in entry_captions(entry)["footer"]
     assert "1.00× nothing skipped" in entry_summary(entry)
 
@@ -586,3 +594,19 @@ def test_random_seed_and_reset_threshold(make_window: WindowFactory) -> None:
     default = ui_default_threshold(window.form.variant)
     assert window.form.threshold == default
     assert window.controls.threshold.value() == pytest.approx(default)
+
+
+def test_two_different_warnings_of_one_kind_both_reach_the_window_and_the_history(
+    qtbot: QtBot, make_window: WindowFactory
+) -> None:
+    """A run that warns twice with one kind in other words shows both notes and saves both; the
+    same words again are one note."""
+    first, second = RunWarning(0, "note", "first words"), RunWarning(0, "note", "other words")
+    window = make_window(FakeEngine(FakeScript(warnings=(first, second, first))))
+    assert run_to_end(qtbot, window) is RunStatus.finished
+    shown = [n.message for n in window.session.notices() if n.message.endswith("words")]
+    assert shown == ["first words", "other words"]
+    banners = [b.notice.message for b in window.banners.banners]
+    assert "first words" in banners and "other words" in banners
+    [entry] = window.history.entries()
+    assert entry.warning_messages == ("first words", "other words")

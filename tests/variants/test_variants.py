@@ -93,7 +93,7 @@ def test_variant_is_complete(variant: Variant) -> None:
 
 @pytest.mark.parametrize("variant", ALL, ids=by_id)
 def test_model_source_is_named(variant: Variant) -> None:
-    if variant.embedded:
+    if variant.family.weights_shipped:
         assert variant.hf_repo is None and variant.family is get_family("demo")
     else:
         assert variant.hf_repo and variant.hf_repo.count("/") == 1
@@ -104,7 +104,7 @@ def test_model_source_is_named(variant: Variant) -> None:
 def test_memory_estimate_is_positive_and_rises_with_less_quantization(variant: Variant) -> None:
     estimates = [variant.memory_estimate_gb(q) for q in (*QUANTIZE_LEVELS, None)]
     assert all(e > 0 for e in estimates)
-    if variant.embedded:
+    if variant.family.weights_shipped:
         assert estimates == sorted(estimates)
     else:
         assert all(a < b for a, b in itertools.pairwise(estimates)), estimates

@@ -161,9 +161,42 @@ def test_a_gated_model_says_so_before_its_download_starts(hub: FakeHub, online: 
     assert reports[0] == (None, None, note)  # before the first byte (and the size query)
     assert [m for _, _, m in reports].count(note) == 1
     assert len(hub.calls) == 2  # then the size, then the download itself
-    assert get_variant("qwen-image-2.1").licence_note is None  # not gated: no note
-    gated = {v.id for v in VARIANTS.values() if v.licence_note is not None}
+    gated = {v.id for v in VARIANTS.values() if v.gated_repo}
     assert gated >= {"flux3-image-klein", "flux3-image-klein-base", "krea-2", "flux1-dev"}
+
+
+LICENSED = sorted(v.id for v in VARIANTS.values() if v.gated_repo or v.licence is not None)
+
+
+def test_no_variant_keeps_its_licence_only_in_its_notes() -> None:
+    """Walk #39 item 12: Qwen-Image 2.1's Qwen Research License sat in the row's ``notes``,
+    which nothing says before a download: a licence is the row's ``licence``."""
+    hidden = {v.id: n for v in VARIANTS.values() for n in v.notes if "licen" in n.lower()}
+    assert hidden == {}
+    assert {"qwen-image-2.1", "qwen-image-2.1-turbo"} <= set(LICENSED)
+
+
+@pytest.mark.parametrize("variant_id", LICENSED)
+def test_every_licensed_variant_says_its_licence_before_its_download_starts(
+    hub: FakeHub, online: None, variant_id: str
+) -> None:
+    """Every variant whose weights come under a licence to accept or one that limits their use
+    says so before the first byte (and before the size query), once, naming the licence."""
+    variant = get_variant(variant_id)
+    note = variant.licence_note
+    assert note is not None and variant.display_name in note
+    assert f"https://huggingface.co/{variant.hf_repo}" in note
+    if variant.licence is not None and not variant.gated_repo:
+        assert variant.licence in note
+    hub.variant = variant
+    reports: list[tuple[int | None, int | None, str]] = []
+    weights.ensure_snapshot(variant, progress=lambda d, t, m: reports.append((d, t, m)))
+    assert reports[0] == (None, None, note)
+    assert [m for _, _, m in reports].count(note) == 1
+
+
+def test_an_unlicensed_variant_says_no_licence() -> None:
+    assert KLEIN.licence is None and not KLEIN.gated_repo and KLEIN.licence_note is None
 
 
 def test_download_can_be_cancelled_mid_way(hub: FakeHub, online: None) -> None:

@@ -3,7 +3,7 @@ isolation and inside mflux's loop.
 
 For FLUX.2 Klein 4B (1024², 512²) and Z-Image (1024²) shells with random weights, bfloat16: the
 untouched mflux compiled predict (a computed step's transformer work), and the parts of a gated
-step (app/adapters/compiled.py): the compiled prelude, the compiled measurement (rel-L1), the
+step (app/adapters/step.py, compiled): the compiled prelude, the compiled measurement (rel-L1), the
 host read of an evaluated measurement (what the decision costs now: no sync), the compiled tail
 (the residual added inside), the compiled body+tail, the scheduler step, an empty sync (launch
 floor), and ``skipped_step_graph``: everything a skipped step evaluates in its one sync (tail,
@@ -55,7 +55,8 @@ from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCr
 
 from app.adapters import common, flux2, shells, z_image  # noqa: E402
 from app.adapters.base import GateLifecycle  # noqa: E402
-from app.adapters.compiled import LookAhead, SplitStep  # noqa: E402
+from app.adapters.compiled import LookAhead  # noqa: E402
+from app.adapters.step import GatedStep  # noqa: E402
 from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams  # noqa: E402
 from app.gate.live import LiveGate, read_ratio  # noqa: E402
 
@@ -76,6 +77,13 @@ MAG_FORCED = MagCacheParams(
 
 def _state(gate: LiveGate) -> common.GateState:
     return common.GateState(gate, GateLifecycle(gate))
+
+
+def _step(anatomy: Any, gate: LiveGate) -> GatedStep:
+    """A compiled gated step over ``anatomy`` for ``gate``, as a generation builds it."""
+    step = GatedStep(anatomy, _state(gate), compiled=True, combine=anatomy.combine)
+    gate.begin(LOOP_STEPS)
+    return step
 
 
 def _time(fn: Callable[[], Any], n: int = N) -> float:
@@ -117,34 +125,36 @@ def profile_flux2(size: int) -> dict[str, Any]:
             latents=latents, latent_ids=latent_ids, prompt_embeds=embeds, text_ids=ids,
             negative_prompt_embeds=None, negative_text_ids=None, guidance=1.0, timestep=timestep,
         )  # fmt: skip
-        inputs = (latent_ids, embeds, ids, None, None, 1.0)
-        split = flux2._CompiledFlux2(tr, _state(TeaCacheGate(FORCED)))
-        hs, temb, mod_img, signal = split.prelude(latents, timestep, inputs)
+        rest = (latent_ids, embeds, ids)
+        anatomy = flux2.Flux2Anatomy(tr)
+        split = _step(anatomy, TeaCacheGate(FORCED))
+        pre = split.prelude(latents, timestep, rest)
+        signal = pre["signal"]
         anchor = signal * 1.01
-        mx.eval(hs, temb, mod_img, signal, anchor)
+        mx.eval(pre, anchor)
         pair = split.measure(signal, anchor)
-        _, residual = split.body(hs, temb, mod_img, *inputs)
+        _, residual = split.body(pre, rest, None, None, 1.0)
         mx.eval(pair, residual)
-        mag = flux2._CompiledFlux2(tr, _state(MagCacheGate(MAG_FORCED)))
+        mag = _step(anatomy, MagCacheGate(MAG_FORCED))
         step = _scheduler(latents.shape)
 
         def skipped_graph() -> Any:
-            noise = split.tail(hs, temb, residual, None, 1.0)
+            noise = split.tail(pre, rest, residual, None, None, None, 1.0)
             following = step(noise, latents)
-            pre = split.prelude(following, timestep, inputs)
-            return following, pre, split.measure(pre[-1], signal)
+            nxt = split.prelude(following, timestep, rest)
+            return following, nxt, split.measure(nxt["signal"], signal)
 
         def magcache_skip() -> Any:
-            pre = mag.prelude(latents, timestep, inputs)
-            return step(mag.tail(pre[0], pre[1], residual, None, 1.0), latents)
+            p = mag.prelude(latents, timestep, rest)
+            return step(mag.tail(p, rest, residual, None, None, None, 1.0), latents)
 
         parts = {
             "vanilla_predict": _time(lambda: vanilla(**kw)),
-            "prelude": _time(lambda: split.prelude(latents, timestep, inputs)),
+            "prelude": _time(lambda: split.prelude(latents, timestep, rest)),
             "measure": _time(lambda: split.measure(signal, anchor)),
             "host_read_evaluated": _sync(lambda: read_ratio(pair)),
-            "tail": _time(lambda: split.tail(hs, temb, residual, None, 1.0)),
-            "body_and_tail": _time(lambda: split.body(hs, temb, mod_img, *inputs)),
+            "tail": _time(lambda: split.tail(pre, rest, residual, None, None, None, 1.0)),
+            "body_and_tail": _time(lambda: split.body(pre, rest, None, None, 1.0)),
             "scheduler_step": _time(lambda: step(residual[..., :128], latents)),
             "skipped_step_graph": _time(skipped_graph),
             "magcache_skip_graph": _time(magcache_skip),
@@ -213,44 +223,44 @@ def _z_image_parts(pipe: Any, size: int) -> dict[str, float]:
         latents=latents, timestep=timestep, sigmas=sigmas, text_encodings=cap,
         negative_encodings=neg, guidance=4.0,
     )  # fmt: skip
-    inputs = (sigmas, cap, neg, 4.0)
-    split = z_image._CompiledZImage(tr, _state(TeaCacheGate(FORCED)))
-    pre = split.prelude(latents, timestep, inputs)
-    t_emb, x_cond, x_uncond, _, signal = pre
+    anatomy = z_image.ZImageAnatomy(tr)
+    split = _step(anatomy, TeaCacheGate(FORCED))
+    call = anatomy.step_call(latents, timestep, sigmas, cap, neg, 4.0)
+    rest, urest = call.cond, call.uncond
+    pre = split.prelude(latents, timestep, rest)
+    signal = pre["signal"]
     anchor = signal * 1.01
     mx.eval(pre, anchor)
-    x_u = x_cond if x_uncond is None else x_uncond
+    upre = {"head": pre["head"]}  # the shell's captions pad alike: the branches share it
     pair = split.measure(signal, anchor)
-    _, rc, ru = split.body_outputs(pre, inputs)
+    _, rc, ru = split.body(pre, rest, upre, urest, 4.0)
     mx.eval(pair, rc, ru)
-    mag = z_image._CompiledZImage(tr, _state(MagCacheGate(MAG_FORCED)))
-    mag.prelude(latents, timestep, inputs)  # its captions
-    x_size = z_image._x_size(latents)
+    mag = _step(anatomy, MagCacheGate(MAG_FORCED))
     step = _scheduler(latents.shape)
 
-    def tail(t: Any, xc: Any, xu: Any) -> mx.array:
-        return split.tail(t, xc, rc, xu, ru, 4.0, x_size)
+    def tail(p: Any, up: Any) -> mx.array:
+        return split.tail(p, rest, rc, up, urest, ru, 4.0)
 
     def skipped_graph() -> Any:
-        following = step(tail(t_emb, x_cond, x_u), latents)
-        nxt = split.prelude(following, timestep, inputs)
-        return following, nxt, split.measure(nxt[-1], signal)
+        following = step(tail(pre, upre), latents)
+        nxt = split.prelude(following, timestep, rest)
+        return following, nxt, split.measure(nxt["signal"], signal)
 
     def magcache_skip() -> Any:
-        p = mag.prelude(latents, timestep, inputs)
-        return step(tail(p[0], p[1], p[1] if p[2] is None else p[2]), latents)
+        p = mag.prelude(latents, timestep, rest)
+        return step(tail(p, {"head": p["head"]}), latents)  # the captions pad alike: shared
 
     def caption() -> Any:
-        return split.captions._build(latents, cap)
+        return z_image._caption(tr, latents, cap)
 
     return {
         "vanilla_predict": _time(lambda: vanilla(**kw)),
         "caption": _time(caption),
-        "prelude": _time(lambda: split.prelude(latents, timestep, inputs)),
+        "prelude": _time(lambda: split.prelude(latents, timestep, rest)),
         "measure": _time(lambda: split.measure(signal, anchor)),
         "host_read_evaluated": _sync(lambda: read_ratio(pair)),
-        "tail": _time(lambda: tail(t_emb, x_cond, x_u)),
-        "body_and_tail": _time(lambda: split.body_outputs(pre, inputs)),
+        "tail": _time(lambda: tail(pre, upre)),
+        "body_and_tail": _time(lambda: split.body(pre, rest, upre, urest, 4.0)),
         "scheduler_step": _time(lambda: step(latents, latents)),
         "skipped_step_graph": _time(skipped_graph),
         "magcache_skip_graph": _time(magcache_skip),
@@ -305,18 +315,16 @@ def _patched(clock: _PhaseClock) -> list[tuple[Any, str, Any]]:
     patch(FlowMatchEulerDiscreteScheduler, "step", "scheduler_step")
     patch(LinearScheduler, "step", "scheduler_step")
     patch(mx, "eval", "latents_eval")
-    for family in SplitStep.__subclasses__():  # each family's, after it made its parts
-        original_init = family.__init__
+    original_init = GatedStep.__init__
 
-        def init(self: Any, *args: Any, _original: Any = original_init, **kwargs: Any) -> None:
-            _original(self, *args, **kwargs)
-            self._look_ahead = self.look_ahead  # the wrapped one
-            for part in ("measure", "body", "tail"):
-                setattr(self, part, clock.wrap(part, getattr(self, part)))
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self._look_ahead = self.look_ahead  # the wrapped one
+        for part in ("prelude", "measure", "body", "tail", "cond_body", "cond_tail"):
+            setattr(self, part, clock.wrap(part.removeprefix("cond_"), getattr(self, part)))
 
-        undo.append((family, "__init__", original_init))
-        family.__init__ = init  # type: ignore[method-assign]
-        patch(family, "prelude", "prelude")  # the family's caller of its compiled prelude
+    undo.append((GatedStep, "__init__", original_init))
+    GatedStep.__init__ = init  # type: ignore[method-assign]
     return undo
 
 
