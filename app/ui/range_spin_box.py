@@ -1,6 +1,6 @@
 """Number boxes that say their allowed range when a typed value falls outside it.
 
-Qt's number boxes refuse a keystroke that leaves their range (a threshold of 5) and put the
+Qt's number boxes refuse a keystroke that leaves their range (5 typed as the threshold) and put the
 previous value back when an unfinished one is left (guidance 0); both silently.
 ``RangeDoubleSpinBox`` behaves the same and emits ``out_of_range`` with one short sentence on the
 allowed range; ``RangeNote`` is the inline label that shows it until the value next changes.

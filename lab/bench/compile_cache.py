@@ -52,7 +52,7 @@ except RuntimeError as error:
 # The cost: the demo's compiled activations (SiLU on a contiguous and a strided array, ReLU:
 # three kernels) in a fresh process, timed in parts; prints one JSON line.
 TIMER = """
-import json, sys, time
+import sys, time
 from pathlib import Path
 from app.compile_cache import publish_compiled, use_private_compile_cache
 started = time.perf_counter()
@@ -72,7 +72,8 @@ if private is not None:
     started = time.perf_counter()
     publish_compiled(private, private.parent / "store")
     publish = time.perf_counter() - started
-print(json.dumps({"setup_s": setup, "first_eval_s": first_eval, "publish_s": publish}))
+from app.fileio.jsonio import dumps_json
+print(dumps_json({"setup_s": setup, "first_eval_s": first_eval, "publish_s": publish}))
 """
 
 
