@@ -21,7 +21,7 @@ from ui_support import WindowFactory, run_to_end
 from app.gate import Decision
 from app.gate.kinds import gate_kind
 from app.ui.analysis import count_skips
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 
@@ -49,7 +49,7 @@ def test_the_curve_at_the_runs_threshold_is_the_rules_answer_there(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
     window = make_window(FakeEngine())
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     band = window.run.band
     assert band is not None and band.onset is not None
     # The first threshold the entry can hold that skips: just above the onset, between two of
@@ -57,7 +57,7 @@ def test_the_curve_at_the_runs_threshold_is_the_rules_answer_there(
     first = gate_kind(band.gate).smallest_engaging(band.onset)
     assert first is not None
     window.form.threshold = first
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     window.refresh.now("plot")
     skipped = count_skips(window.run.gated_steps)
     assert skipped > 0  # engagement: the run at the first skipping threshold skipped
@@ -73,7 +73,7 @@ def test_a_run_that_drifted_from_the_simulation_is_said_with_both_counts(
 ) -> None:
     window = make_window(FakeEngine())
     window.form.threshold = 0.12
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     report = window.run.report
     assert report is not None
     simulated = _simulated(window, 0.12)

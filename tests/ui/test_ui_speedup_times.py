@@ -17,8 +17,7 @@ from ui_support import WindowFactory, run_to_end
 
 from app.engine.report import label_head
 from app.ui.images import StatCard
-from app.ui.run_model import RunStatus
-from app.ui.threshold_compare_model import CompareStatus
+from app.ui.job_slot import JobStatus
 from tests.fakes.engine import FakeEngine, FakeScript
 
 TIME = re.compile(r"(\d+(?:\.\d+)?) (ms|s)\b")
@@ -59,7 +58,7 @@ def test_every_tile_shows_the_two_times_its_speedup_is_the_ratio_of(
     dialog = window.show_comparison()
     dialog.thresholds.setText("0.05, 0.1, 0.2, 0.3")
     qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: window.comparer.status is CompareStatus.finished, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: window.comparer.status is JobStatus.finished, timeout=FINISH_MS)
 
     rows = [r for r in window.comparer.rows if r is not None]
     heads = [label_head(r.speedup_label) for r in rows]
@@ -83,9 +82,9 @@ def test_a_reopened_runs_speedup_card_says_first_what_kind_of_figure_it_is(
     window = make_window(FakeEngine(FakeScript(step_seconds=0.004)))
     window.resize(1024, 700)  # the smallest window the layout is held to
     window.show()
-    assert run_to_end(qtbot, window) is RunStatus.finished  # measured
+    assert run_to_end(qtbot, window) is JobStatus.finished  # measured
     window.form.threshold = 0.06
-    assert run_to_end(qtbot, window) is RunStatus.finished  # vanilla cached: re-timed
+    assert run_to_end(qtbot, window) is JobStatus.finished  # vanilla cached: re-timed
     compare = window.compare
     for entry in window.history.entries():  # newest first: the re-timed one, then the measured
         assert window.session.open_entry(entry)
