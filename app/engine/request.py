@@ -20,6 +20,9 @@ MAX_STEPS = 1000
 # from the prompt), and the published recipes (FLUX.1 dev 3.5, Klein base and Z-Image 4,
 # Qwen-Image 4, the demo 3) sit well inside 10, beyond which images saturate.
 GUIDANCE_RANGE = (1.0, 10.0)
+# The seeds every entry takes, one range for all (`generate --seed`, the window's seed box, the
+# settings): a 32-bit unsigned integer, as the engine has taken since its first version.
+SEED_RANGE = (0, 2**32 - 1)
 # LoRA cards recommend scales up to about 1.5 and slider LoRAs use negative ones; past ±5 the
 # update dwarfs the base weights, so a larger number is almost surely a typo.
 LORA_SCALE_RANGE = (-5.0, 5.0)
@@ -392,8 +395,8 @@ def make_request(
             f"{variant.id} draws {w} × {h} pixels only (it was trained at that size), "
             f"got {width} × {height}"
         )
-    if seed < 0 or seed >= 2**32:
-        raise RequestError(f"seed must be between 0 and {2**32 - 1}, got {seed}")
+    if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise RequestError(f"seed must be between {SEED_RANGE[0]} and {SEED_RANGE[1]}, got {seed}")
     if guidance is None:
         guidance = variant.default_guidance
     elif variant.default_guidance is None:

@@ -400,15 +400,28 @@ def _row_stats(row: ComparisonRow, note: str) -> str:
     ssim = "—" if row.ssim is None else f"{row.ssim:.4f}"
     if row.ssimulacra2 is not None:
         ssim += f" · S2 {row.ssimulacra2:.0f}"  # SSIMULACRA2: the tile's tooltip spells it out
-    lines = [f"{skips} · SSIM {ssim}", f"time {_seconds(row.gated_seconds)}"]
+    figure = row.report.speedup_figure if row.report is not None else None
+    if row.speedup is not None and figure is not None:
+        # The two times the speedup is the ratio of, re-timed ones where the figure was re-timed
+        # (its label, on the next line, says so): the vanilla tile's measured time can differ.
+        timed = (
+            f"time {_seconds(figure.gated_seconds)} · vanilla {_seconds(figure.vanilla_seconds)}"
+        )
+        speedup = f"{row.speedup:.2f}× {short_label(row.speedup_label)}"
+    else:  # a row saved without its report: the times and speedup it recorded
+        timed = f"time {_seconds(row.gated_seconds)}"
+        speedup = ""
+        if row.speedup is not None:
+            timed += f" · {row.speedup:.2f}×"
+            speedup = short_label(row.speedup_label)
+    lines = [f"{skips} · SSIM {ssim}", timed]
     local = row.local_diff
     if row.ssim is not None and local is not None and local > LOCAL_VISIBLE:
         # As the Similarity card says it; one line with the twin's note (the cell holds four).
         spot = similarity_words(row.ssim, local)
         note = f"{spot} · {note.replace('same steps skipped as', 'same as')}" if note else spot
-    if row.speedup is not None:
-        lines[-1] += f" · {row.speedup:.2f}×"
-        lines.append(short_label(row.speedup_label))
+    if speedup:
+        lines.append(speedup)
     if note:
         lines.append(note)
     return "\n".join(lines)
