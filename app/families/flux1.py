@@ -77,7 +77,7 @@ FAMILY = Family(
         unpack=_unpack, factors=FLUX1_FACTORS, bias=FLUX1_BIAS, packed_channels=16
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:flux1_shell", model_name="dev", tiny=FLUX1_TINY, full=FLUX1_DEV
+        builder="app.adapters.flux1:shell", model_name="dev", tiny=FLUX1_TINY, full=FLUX1_DEV
     ),
     folders=FolderDetection(prefixes=("time_text_embed.text_embedder.",), candidates=_candidates),
 )

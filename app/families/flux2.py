@@ -95,7 +95,7 @@ FAMILY = Family(
         unpack=_unpack, factors=FLUX2_FACTORS, bias=FLUX2_BIAS, packed_channels=32
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:flux2_shell",
+        builder="app.adapters.flux2:shell",
         model_name="flux2-klein-4b",
         tiny=FLUX2_TINY,
         full=FLUX2_KLEIN_4B,

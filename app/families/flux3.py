@@ -119,7 +119,7 @@ FAMILY = Family(
         loop_sigmas=_loop_sigmas,
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:flux3_shell",
+        builder="app.adapters.flux3:shell",
         model_name="flux3-image-klein",
         tiny=FLUX3_TINY,
         full=FLUX3_FULL,

@@ -105,7 +105,7 @@ FAMILY = Family(
         unpack=_unpack, factors=WAN21_FACTORS, bias=WAN21_BIAS, packed_channels=None
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:krea2_shell",
+        builder="app.adapters.krea2:shell",
         model_name="krea-2",
         tiny=KREA2_TINY,
         full=KREA2_FULL,

@@ -79,7 +79,7 @@ FAMILY = Family(
         unpack=_unpack, factors=WAN21_FACTORS, bias=WAN21_BIAS, packed_channels=16
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:qwen_shell",
+        builder="app.adapters.qwen_image:shell",
         model_name="qwen-image",
         tiny=QWEN_TINY,
         full=QWEN_FULL,

@@ -88,7 +88,7 @@ FAMILY = Family(
         packed_channels=None,
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:qwen21_shell",
+        builder="app.adapters.qwen_image21:shell",
         model_name="qwen-image-2.1",
         tiny=QWEN21_TINY,
         full=QWEN21_FULL,

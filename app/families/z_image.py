@@ -82,7 +82,7 @@ FAMILY = Family(
         unpack=_unpack, factors=FLUX1_FACTORS, bias=FLUX1_BIAS, packed_channels=None
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:z_image_shell",
+        builder="app.adapters.z_image:shell",
         model_name="z-image",
         tiny=Z_IMAGE_TINY,
         full=Z_IMAGE_FULL,

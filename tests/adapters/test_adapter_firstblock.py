@@ -24,7 +24,10 @@ from mflux.models.common.config.model_config import ModelConfig
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import common, install_gate, shells
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.krea2 import shell as krea2_shell
 from app.adapters.step import GatedStep
+from app.adapters.z_image import shell as z_image_shell
 from app.families import get_family
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from app.gate.firstblock import TRACE_DEPTH, FirstBlockParams
@@ -198,9 +201,9 @@ def test_the_probe_on_every_family(
 # -- the compiled split (FLUX.2, Z-Image, Krea 2) --------------------------------------------------
 
 COMPILED_CASES = {
-    "flux2": lambda seed: shells.flux2_shell("flux2-klein-base-4b", seed=seed),
-    "z-image": lambda seed: shells.z_image_shell("z-image", seed=seed),
-    "krea-2": lambda seed: shells.krea2_shell("krea-2", seed=seed),
+    "flux2": lambda seed: flux2_shell("flux2-klein-base-4b", seed=seed),
+    "z-image": lambda seed: z_image_shell("z-image", seed=seed),
+    "krea-2": lambda seed: krea2_shell("krea-2", seed=seed),
 }
 STEPS = 8
 CFG = {"num_inference_steps": STEPS, "height": 128, "width": 128, "guidance": 4.0}

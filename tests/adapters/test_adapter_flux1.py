@@ -14,7 +14,9 @@ from mflux.models.flux.model.flux_transformer.single_transformer_block import (
     SingleTransformerBlock,
 )
 
-from app.adapters import AlreadyInstalledError, common, install_gate, shells
+from app.adapters import AlreadyInstalledError, common, install_gate
+from app.adapters.flux1 import shell as flux1_shell
+from app.families.flux1 import Flux1Dims
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 @pytest.fixture(scope="module")
 def dev() -> Any:
     with common.use_precision(mx.float32):
-        return shells.flux1_shell("dev")
+        return flux1_shell("dev")
 
 
 def test_forced_skip_reuses_the_residual_over_the_concatenated_sequence(
@@ -110,7 +112,7 @@ def test_schnell_parity(dev: Any) -> None:
     """schnell has no guidance embedder (a different TimeTextEmbed); same seam otherwise.
     Its shell borrows dev's two blocks (building another 546M parameters would double the cost)."""
     with common.use_precision(mx.float32):
-        schnell = shells.flux1_shell("schnell", dims=shells.Flux1Dims(0, 0), seed=3)
+        schnell = flux1_shell("schnell", dims=Flux1Dims(0, 0), seed=3)
     schnell.transformer.transformer_blocks = dev.transformer.transformer_blocks
     schnell.transformer.single_transformer_blocks = dev.transformer.single_transformer_blocks
     run = {"num_inference_steps": 2, "height": 128, "width": 128}

@@ -20,8 +20,13 @@ from app.adapters import (
     UnsupportedPipelineError,
     detect_family,
     install_gate,
-    shells,
 )
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.flux3 import shell as flux3_shell
+from app.adapters.krea2 import shell as krea2_shell
+from app.adapters.qwen_image import shell as qwen_shell
+from app.adapters.qwen_image21 import shell as qwen21_shell
+from app.adapters.z_image import shell as z_image_shell
 from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
@@ -29,12 +34,12 @@ OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 ON = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5)
 
 BUILDERS: dict[str, Callable[[], Any]] = {
-    "flux2": shells.flux2_shell,
-    "z-image": shells.z_image_shell,
-    "qwen-image": shells.qwen_shell,
-    "flux3": shells.flux3_shell,
-    "qwen-image-2.1": shells.qwen21_shell,
-    "krea-2": shells.krea2_shell,
+    "flux2": lambda: flux2_shell("flux2-klein-base-4b"),
+    "z-image": lambda: z_image_shell("z-image"),
+    "qwen-image": lambda: qwen_shell("qwen-image"),
+    "flux3": lambda: flux3_shell("flux3-image-klein"),
+    "qwen-image-2.1": lambda: qwen21_shell("qwen-image-2.1"),
+    "krea-2": lambda: krea2_shell("krea-2"),
 }
 
 # Families whose mflux generation replaces weight arrays by equal views (Qwen-Image 2.1's
@@ -113,7 +118,7 @@ def test_a_failure_mid_install_rolls_everything_back(pipeline: Any) -> None:
 
 
 def test_an_existing_instance_predict_is_restored_not_deleted() -> None:
-    pipeline = shells.flux2_shell()
+    pipeline = flux2_shell("flux2-klein-base-4b")
 
     def own_factory(transformer: Any) -> Any:  # e.g. the demo's eager vanilla predict
         raise AssertionError("not called while a gate is installed")

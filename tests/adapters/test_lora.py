@@ -15,7 +15,12 @@ from typing import Any
 import mlx.core as mx
 import pytest
 
-from app.adapters import common, lora, shells
+from app.adapters import common, lora
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.flux3 import shell as flux3_shell
+from app.adapters.krea2 import shell as krea2_shell
+from app.adapters.qwen_image21 import shell as qwen21_shell
+from app.adapters.z_image import shell as z_image_shell
 from tests.fakes import lora as fake_lora
 from tests.fakes import probes
 
@@ -31,11 +36,11 @@ LORA_EFFECT_FLOOR = 0.007
 BAKE_TOLERANCE = 1e-6
 
 FAMILIES: list[tuple[str, Callable[[], Any], Mapping[str, str]]] = [
-    ("flux2", lambda: shells.flux2_shell("flux2-klein-base-4b"), fake_lora.FLUX2_TARGETS),
-    ("z-image", lambda: shells.z_image_shell("z-image"), fake_lora.Z_IMAGE_TARGETS),
-    ("flux3", lambda: shells.flux3_shell("flux3-image-klein-base"), fake_lora.FLUX3_TARGETS),
-    ("qwen-image-2.1", shells.qwen21_shell, fake_lora.QWEN21_TARGETS),
-    ("krea-2", shells.krea2_shell, fake_lora.KREA2_TARGETS),
+    ("flux2", lambda: flux2_shell("flux2-klein-base-4b"), fake_lora.FLUX2_TARGETS),
+    ("z-image", lambda: z_image_shell("z-image"), fake_lora.Z_IMAGE_TARGETS),
+    ("flux3", lambda: flux3_shell("flux3-image-klein-base"), fake_lora.FLUX3_TARGETS),
+    ("qwen-image-2.1", lambda: qwen21_shell("qwen-image-2.1"), fake_lora.QWEN21_TARGETS),
+    ("krea-2", lambda: krea2_shell("krea-2"), fake_lora.KREA2_TARGETS),
 ]
 
 
@@ -67,7 +72,7 @@ def test_a_lora_for_the_shells_keys_is_baked_where_mflux_maps_it_and_changes_the
 
 def test_a_file_that_names_no_layer_of_the_model_is_refused(tmp_path: Path) -> None:
     with common.use_precision(mx.float32):
-        pipeline = shells.flux2_shell()
+        pipeline = flux2_shell("flux2-klein-base-4b")
         path = fake_lora.write_unrelated_safetensors(tmp_path / "other.safetensors")
         refused = r"No LoRA layers were applied from other\.safetensors"
         with pytest.raises(ValueError, match=refused):
@@ -76,6 +81,6 @@ def test_a_file_that_names_no_layer_of_the_model_is_refused(tmp_path: Path) -> N
 
 def test_no_lora_leaves_the_pipeline_alone() -> None:
     with common.use_precision(mx.float32):
-        pipeline = shells.flux2_shell()
+        pipeline = flux2_shell("flux2-klein-base-4b")
         lora.apply_loras(pipeline, [], [])
     assert pipeline.lora_paths is None and pipeline.lora_scales is None

@@ -17,6 +17,12 @@ import numpy as np
 import pytest
 
 from app.adapters import common, install_gate, previews, shells
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.flux3 import shell as flux3_shell
+from app.adapters.krea2 import shell as krea2_shell
+from app.adapters.qwen_image import shell as qwen_shell
+from app.adapters.qwen_image21 import shell as qwen21_shell
+from app.adapters.z_image import shell as z_image_shell
 from app.families import get_family, latent_rgb
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 
@@ -76,19 +82,19 @@ def _run(pipeline: Any, gate: TeaCacheGate | None = None, **kwargs: Any):
 @pytest.fixture(scope="module")
 def flux2() -> Any:
     with common.use_precision(mx.float32):
-        return shells.flux2_shell()
+        return flux2_shell("flux2-klein-base-4b")
 
 
 @pytest.fixture(scope="module")
 def z_image() -> Any:
     with common.use_precision(mx.float32):
-        return shells.z_image_shell("z-image")
+        return z_image_shell("z-image")
 
 
 @pytest.fixture(scope="module")
 def qwen() -> Any:
     with common.use_precision(mx.float32):
-        return shells.qwen_shell()
+        return qwen_shell("qwen-image")
 
 
 def test_clean_prediction_is_what_mflux_passes_as_denoised() -> None:
@@ -327,7 +333,7 @@ def test_flux3_previews_each_flow_map_steps_clean_prediction() -> None:
     )
 
     with common.use_precision(mx.float32):
-        flux3 = shells.flux3_shell()
+        flux3 = flux3_shell("flux3-image-klein")
     cleans, images, recorder = _run_family(flux3)
     assert sorted(images) == list(range(STEPS))
     sig = np.array(Flux3FlowMapScheduler(num_inference_steps=STEPS).timesteps)
@@ -342,7 +348,7 @@ def test_flux3_previews_each_flow_map_steps_clean_prediction() -> None:
 
 def test_krea2_previews_take_mfluxs_denoised_bit_for_bit() -> None:
     with common.use_precision(mx.float32):
-        krea2 = shells.krea2_shell()
+        krea2 = krea2_shell("krea-2")
     denoised = DenoisedRecorder()
     with common.attached(krea2, denoised):
         cleans, images, _ = _run_family(krea2, guidance=1.0)
@@ -356,7 +362,7 @@ def test_krea2_previews_take_mfluxs_denoised_bit_for_bit() -> None:
 
 def test_qwen21_previews_its_schedulers_clean_prediction_at_a_sixteenth() -> None:
     with common.use_precision(mx.float32):
-        qwen21 = shells.qwen21_shell()
+        qwen21 = qwen21_shell("qwen-image-2.1")
     cleans, images, recorder = _run_family(qwen21)
     assert sorted(images) == list(range(STEPS)) and recorder.sigmas is not None
     sig, lat = recorder.sigmas, recorder.latents

@@ -13,9 +13,15 @@ from pathlib import Path
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from app.adapters import shells
+from app.adapters.qwen_image import shell as qwen_shell
 from app.bench.worker import WorkerSpec, _random_weight_pipeline, warm_loop_estimate
 from app.engine.request import GenerationRequest, LoraSpec
+from app.families.flux1 import FLUX1_DEV, FLUX1_TINY
+from app.families.flux2 import FLUX2_KLEIN_4B
+from app.families.flux3 import FLUX3_FULL, FLUX3_TINY
+from app.families.krea2 import KREA2_FULL, KREA2_TINY
+from app.families.qwen_image import QWEN_FULL, QWEN_TINY, QwenDims
+from app.families.qwen_image21 import QWEN21_FULL, QWEN21_TINY
 from app.variants import get_variant
 
 
@@ -25,7 +31,7 @@ def test_full_dimensions_are_mflux_own() -> None:
 
     parameters = inspect.signature(QwenTransformer.__init__).parameters
     defaults = {name: p.default for name, p in parameters.items()}
-    assert shells.QWEN_FULL.kwargs() == {
+    assert QWEN_FULL.kwargs() == {
         "num_layers": defaults["num_layers"],  # 60
         "num_attention_heads": defaults["num_attention_heads"],  # 24
         "attention_head_dim": defaults["attention_head_dim"],  # 128
@@ -33,8 +39,8 @@ def test_full_dimensions_are_mflux_own() -> None:
     }
     # FLUX.1 dev's block counts come from its weights (19 joint + 38 single, mflux-internals
     # §1.1); the width is hard-coded 3072 in mflux.
-    assert (shells.FLUX1_DEV.joint_blocks, shells.FLUX1_DEV.single_blocks) == (19, 38)
-    flux2 = shells.FLUX2_KLEIN_4B.kwargs()
+    assert (FLUX1_DEV.joint_blocks, FLUX1_DEV.single_blocks) == (19, 38)
+    flux2 = FLUX2_KLEIN_4B.kwargs()
     for key, value in ModelConfig.flux2_klein_4b().transformer_overrides.items():
         assert flux2[key] == value, key
 
@@ -45,7 +51,7 @@ def test_bfloat16_build_never_holds_a_float32_copy() -> None:
     mx.synchronize()
     mx.reset_peak_memory()
     baseline = mx.get_active_memory()
-    pipeline = shells.qwen_shell(dims=shells.QwenDims(4, 8, 1024), dtype=mx.bfloat16)
+    pipeline = qwen_shell("qwen-image", dims=QwenDims(4, 8, 1024), dtype=mx.bfloat16)
     weights: dict[str, mx.array] = dict(tree_flatten(pipeline.transformer.parameters()))
     assert {v.dtype for v in weights.values()} == {mx.bfloat16}
     size = sum(v.nbytes for v in weights.values())
@@ -74,11 +80,11 @@ def test_worker_builds_tiny_flux1_and_qwen_shells() -> None:
 
     qwen = _random_weight_pipeline(_spec("qwen-image"), get_variant("qwen-image"))
     assert isinstance(qwen, QwenImage)
-    assert len(qwen.transformer.transformer_blocks) == shells.QWEN_TINY.num_layers
+    assert len(qwen.transformer.transformer_blocks) == QWEN_TINY.num_layers
     flux1 = _random_weight_pipeline(_spec("flux1-dev"), get_variant("flux1-dev"))
     assert isinstance(flux1, Flux1)
-    assert len(flux1.transformer.transformer_blocks) == shells.FLUX1_TINY.joint_blocks
-    assert len(flux1.transformer.single_transformer_blocks) == shells.FLUX1_TINY.single_blocks
+    assert len(flux1.transformer.transformer_blocks) == FLUX1_TINY.joint_blocks
+    assert len(flux1.transformer.single_transformer_blocks) == FLUX1_TINY.single_blocks
     assert flux1.model_config is not None
     assert flux1.model_config.model_name.endswith("FLUX.1-dev")
 
@@ -144,9 +150,9 @@ def test_this_years_full_dimensions_and_parameters_are_mflux_own() -> None:
     from mflux.models.qwen21.model.qwen21_vae.qwen21_vae import Qwen21VAE
 
     for cls, full in (
-        (Flux3Transformer, shells.FLUX3_FULL),
-        (Qwen21Transformer, shells.QWEN21_FULL),
-        (Krea2Transformer, shells.KREA2_FULL),
+        (Flux3Transformer, FLUX3_FULL),
+        (Qwen21Transformer, QWEN21_FULL),
+        (Krea2Transformer, KREA2_FULL),
     ):
         defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()}
         assert all(defaults[k] == v for k, v in full.kwargs().items()), cls.__name__
@@ -186,9 +192,9 @@ def test_worker_builds_this_years_tiny_shells() -> None:
         _spec("flux3-image-klein-base"), get_variant("flux3-image-klein-base")
     )
     assert isinstance(base, Flux3Klein) and not base.transformer.flow_map  # the base's config
-    assert len(base.transformer.single_transformer_blocks) == shells.FLUX3_TINY.num_single_layers
+    assert len(base.transformer.single_transformer_blocks) == FLUX3_TINY.num_single_layers
     qwen21 = _random_weight_pipeline(_spec("qwen-image-2.1"), get_variant("qwen-image-2.1"))
     assert isinstance(qwen21, QwenImage21)
-    assert len(qwen21.transformer.transformer_blocks) == shells.QWEN21_TINY.num_layers
+    assert len(qwen21.transformer.transformer_blocks) == QWEN21_TINY.num_layers
     krea2 = _random_weight_pipeline(_spec("krea-2"), get_variant("krea-2"))
-    assert isinstance(krea2, Krea2) and len(krea2.transformer.blocks) == shells.KREA2_TINY.layers
+    assert isinstance(krea2, Krea2) and len(krea2.transformer.blocks) == KREA2_TINY.layers

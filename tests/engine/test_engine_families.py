@@ -22,6 +22,13 @@ from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
 from app.adapters import common, shells
+from app.adapters.flux1 import shell as flux1_shell
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.flux3 import shell as flux3_shell
+from app.adapters.krea2 import shell as krea2_shell
+from app.adapters.qwen_image import shell as qwen_shell
+from app.adapters.qwen_image21 import shell as qwen21_shell
+from app.adapters.z_image import shell as z_image_shell
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
@@ -32,17 +39,17 @@ PROMPT = shells.DEFAULT_PROMPT
 # parameters), so it runs fewer steps on fewer tokens (64² pixels: 16 image tokens beside the 16
 # text tokens); the oracles here (bit-exactness, a scripted pattern) hold at any size.
 FAMILIES: dict[str, tuple[Callable[[], Any], int, tuple[int, int]]] = {
-    "flux1-dev": (lambda: shells.flux1_shell("dev"), 4, (64, 64)),
-    "flux1-schnell": (lambda: shells.flux1_shell("schnell", seed=3), 4, (64, 64)),
-    "flux2-klein-base-4b": (lambda: shells.flux2_shell("flux2-klein-base-4b"), 6, (128, 128)),
-    "z-image": (lambda: shells.z_image_shell("z-image"), 6, (128, 128)),
-    "qwen-image": (lambda: shells.qwen_shell(), 6, (128, 128)),
+    "flux1-dev": (lambda: flux1_shell("dev"), 4, (64, 64)),
+    "flux1-schnell": (lambda: flux1_shell("schnell", seed=3), 4, (64, 64)),
+    "flux2-klein-base-4b": (lambda: flux2_shell("flux2-klein-base-4b"), 6, (128, 128)),
+    "z-image": (lambda: z_image_shell("z-image"), 6, (128, 128)),
+    "qwen-image": (lambda: qwen_shell("qwen-image"), 6, (128, 128)),
     # Issue #29's families: FLUX.3's flow map (distilled) and its CFG base, Qwen-Image 2.1 on its
     # text-cache path, Krea 2's stochastic sampler (its noise is seeded: both passes draw alike)
-    "flux3-image-klein": (lambda: shells.flux3_shell("flux3-image-klein"), 6, (128, 128)),
-    "flux3-image-klein-base": (lambda: shells.flux3_shell("flux3-image-klein-base"), 6, (128, 128)),
-    "qwen-image-2.1": (lambda: shells.qwen21_shell(), 6, (128, 128)),
-    "krea-2": (lambda: shells.krea2_shell(), 6, (128, 128)),
+    "flux3-image-klein": (lambda: flux3_shell("flux3-image-klein"), 6, (128, 128)),
+    "flux3-image-klein-base": (lambda: flux3_shell("flux3-image-klein-base"), 6, (128, 128)),
+    "qwen-image-2.1": (lambda: qwen21_shell("qwen-image-2.1"), 6, (128, 128)),
+    "krea-2": (lambda: krea2_shell("krea-2"), 6, (128, 128)),
 }
 
 

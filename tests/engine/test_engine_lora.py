@@ -21,6 +21,8 @@ from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
 from app.adapters import common, lora, shells
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.z_image import shell as z_image_shell
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import GenerationRequest, make_request
@@ -28,8 +30,12 @@ from tests.fakes import lora as fake_lora
 
 STEPS = 6
 FAMILIES: list[tuple[str, Callable[[], Any], dict[str, str]]] = [
-    ("flux2-klein-base-4b", shells.flux2_shell, dict(fake_lora.FLUX2_TARGETS)),
-    ("z-image", shells.z_image_shell, dict(fake_lora.Z_IMAGE_TARGETS)),
+    (
+        "flux2-klein-base-4b",
+        lambda: flux2_shell("flux2-klein-base-4b"),
+        dict(fake_lora.FLUX2_TARGETS),
+    ),
+    ("z-image", lambda: z_image_shell("z-image"), dict(fake_lora.Z_IMAGE_TARGETS)),
 ]
 IDS = [f[0] for f in FAMILIES]
 

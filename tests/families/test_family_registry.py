@@ -207,7 +207,7 @@ def test_the_adapter_is_a_module_of_the_adapters_layer_with_an_install(family: F
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_the_shell_builder_takes_the_shared_keywords_and_both_sizes(family: Family) -> None:
     spec = family.require_random_weights()
-    assert spec.builder.startswith("app.adapters.")
+    assert spec.builder == f"{family.adapter}:shell"  # beside the family's anatomy
     builder = load(spec.builder)
     parameters = inspect.signature(builder).parameters
     assert next(iter(parameters)) == "model_name"

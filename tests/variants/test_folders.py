@@ -11,8 +11,14 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from app.adapters import common, shells
+from app.adapters import common
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.flux3 import shell as flux3_shell
+from app.adapters.krea2 import shell as krea2_shell
+from app.adapters.qwen_image import shell as qwen_shell
+from app.adapters.qwen_image21 import shell as qwen21_shell
 from app.engine.request import RequestError, make_request
+from app.families.flux2 import Flux2Dims
 from app.variants import all_variants, get_variant, weights
 from app.variants.catalog import UnknownVariantError
 from app.variants.folders import (
@@ -30,16 +36,16 @@ from tests.fakes.model_folders import quantize_shell, save_shell
 KLEIN = get_variant("flux2-klein-4b")
 QWEN = get_variant("qwen-image")
 # Klein 4B's block count (5 double-stream blocks) at a tiny width: the size is read from it.
-KLEIN_4B_TINY = shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
+KLEIN_4B_TINY = Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("folders")
     with common.use_precision(mx.float32):
-        klein = shells.flux2_shell("flux2-klein-4b", dims=KLEIN_4B_TINY)
+        klein = flux2_shell("flux2-klein-4b", dims=KLEIN_4B_TINY)
         quantize_shell(klein, 4)
-        qwen = shells.qwen_shell()
+        qwen = qwen_shell("qwen-image")
         return {
             "klein-q4": save_shell(klein, KLEIN, root / "klein-q4", 4),
             "qwen": save_shell(qwen, QWEN, root / "qwen", None),
@@ -255,10 +261,10 @@ def this_years(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         return {
             variant_id: save_shell(build(), get_variant(variant_id), root / variant_id, None)
             for variant_id, build in (
-                ("flux3-image-klein", lambda: shells.flux3_shell("flux3-image-klein")),
-                ("flux3-image-klein-base", lambda: shells.flux3_shell("flux3-image-klein-base")),
-                ("qwen-image-2.1", shells.qwen21_shell),
-                ("krea-2", shells.krea2_shell),
+                ("flux3-image-klein", lambda: flux3_shell("flux3-image-klein")),
+                ("flux3-image-klein-base", lambda: flux3_shell("flux3-image-klein-base")),
+                ("qwen-image-2.1", lambda: qwen21_shell("qwen-image-2.1")),
+                ("krea-2", lambda: krea2_shell("krea-2")),
             )
         }
 
