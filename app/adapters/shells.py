@@ -27,9 +27,9 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
-from app.families import Family, load
+from app.families import Family, ShellCase, load
 
-__all__ = ["DEFAULT_PROMPT", "StubVAE", "random_weight_shell"]
+__all__ = ["DEFAULT_PROMPT", "StubVAE", "case_shell", "random_weight_shell"]
 
 DEFAULT_PROMPT = "a red circle on a blue background"
 
@@ -142,6 +142,15 @@ def random_weight_shell(
         dtype=dtype,
         seed=seed,
         **extras,
+    )
+
+
+def case_shell(family: Family, case: ShellCase, *, dtype: mx.Dtype = mx.float32) -> Any:
+    """The tiny shell a generic test runs ``case`` of ``family`` on: its model, its seed, and
+    embeddings for ``DEFAULT_PROMPT`` and the case's negative prompt."""
+    negative = () if case.negative_prompt is None else (case.negative_prompt,)
+    return random_weight_shell(
+        family, case.model_name, prompts=(DEFAULT_PROMPT, *negative), dtype=dtype, seed=case.seed
     )
 
 

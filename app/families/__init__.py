@@ -6,8 +6,8 @@ gate's adapter, latent unpacking and preview projection, the random-weight shell
 dimensions, model-folder detection, memory per megapixel, and its capabilities (weights shipped
 or from the Hub, quantizable, LoRA, a prompt check, a loader of its own). Every other package asks
 this registry; none spells a family out, nor branches on one. Adding a family is one module here
-(found by walking this package), its variants' rows in ``app.variants.builtin`` and its tests
-(``tests/families/`` checks the module is complete).
+(found by walking this package), its anatomy and shell in ``app.adapters``, its variants' rows in
+``app.variants.builtin`` and its tests (``tests/families/`` checks the module is complete).
 
 Data only: importing this package imports neither MLX nor mflux.
 """
@@ -27,6 +27,8 @@ from app.families.spec import (
     LatentPreview,
     Mflux,
     RandomWeights,
+    ShellCase,
+    ShellTest,
     UnknownFamilyError,
     join_names,
     load,
@@ -41,12 +43,15 @@ __all__ = [
     "LatentPreview",
     "Mflux",
     "RandomWeights",
+    "ShellCase",
+    "ShellTest",
     "UnknownFamilyError",
     "family_names",
     "get_family",
     "join_names",
     "load",
     "mflux_packages",
+    "shell_cases",
 ]
 
 
@@ -87,3 +92,15 @@ def mflux_packages() -> tuple[str, ...]:
     """Every family's mflux packages, each once, in the registry's order: what the bundle
     collects (``packaging/hooks/hook-mflux.py``, ``packaging/bundle_config.py``)."""
     return tuple(dict.fromkeys(p for f in FAMILIES.values() for p in f.mflux_packages))
+
+
+def shell_cases(test: ShellTest) -> tuple[tuple[Family, ShellCase], ...]:
+    """Every family's shell cases that ``test`` runs (``RandomWeights.cases``), in the registry's
+    order: what the generic tests iterate. A family without random weights has none (the
+    registry says which: ``Family.random_weights`` is None)."""
+    return tuple(
+        (family, case)
+        for family in FAMILIES.values()
+        if family.random_weights is not None
+        for case in family.random_weights.cases_for(test)
+    )

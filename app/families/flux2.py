@@ -7,7 +7,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -99,6 +107,20 @@ FAMILY = Family(
         model_name="flux2-klein-4b",
         tiny=FLUX2_TINY,
         full=FLUX2_KLEIN_4B,
+        cases=(
+            # The FLUX.2 shell's first block changes by 1.0–1.3 at every step of its 6 after a
+            # 2-step warm-up (measured), more than any threshold allows; over 10 it dips to 0.90.
+            ShellCase(
+                "flux2-cfg",
+                "flux2-klein-base-4b",
+                6,
+                4.0,
+                cfg=True,
+                tests=frozenset(ShellTest),
+                probe_resume_steps=10,
+            ),
+            ShellCase("flux2-no-cfg", "flux2-klein-base-4b", 6, 1.0),  # guidance 1: no CFG
+        ),
     ),
     folders=FolderDetection(
         prefixes=("time_guidance_embed.", "double_stream_modulation_img."), candidates=_candidates

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import QWEN_IMAGE21_BIAS, QWEN_IMAGE21_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -92,6 +101,45 @@ FAMILY = Family(
         model_name="qwen-image-2.1",
         tiny=QWEN21_TINY,
         full=QWEN21_FULL,
+        cases=(
+            # no guidance (mflux's default): the text-cache path without CFG
+            ShellCase(
+                "qwen-image-2.1",
+                "qwen-image-2.1",
+                6,
+                None,
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.lora},
+            ),
+            # Turbo on its fixed sigma nodes
+            ShellCase(
+                "qwen-image-2.1-turbo",
+                "qwen-image-2.1-turbo",
+                5,
+                None,
+                seed=1,
+                tests=frozenset({ShellTest.parity}),
+            ),
+            # true CFG (a negative caption), on the text-cache path and on mflux's joint one
+            ShellCase(
+                "qwen-image-2.1-cfg",
+                "qwen-image-2.1",
+                6,
+                4.0,
+                negative_prompt="blurry",
+                cfg=True,
+                tests=frozenset({ShellTest.probe, ShellTest.residual}),
+            ),
+            ShellCase(
+                "qwen-image-2.1-joint",
+                "qwen-image-2.1",
+                6,
+                4.0,
+                negative_prompt="blurry",
+                transformer_attrs=(("use_text_cache", False),),
+                cfg=True,
+                tests=frozenset({ShellTest.probe}),
+            ),
+        ),
     ),
     # Qwen-Image's names (img_in., txt_in.) are here too; the shared modulation is 2.1's own
     folders=FolderDetection(prefixes=("modulation.",)),

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX1_BIAS, FLUX1_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -86,6 +94,11 @@ FAMILY = Family(
         model_name="z-image",
         tiny=Z_IMAGE_TINY,
         full=Z_IMAGE_FULL,
+        cases=(
+            ShellCase("z-image-cfg", "z-image", 6, 4.0, cfg=True, tests=frozenset(ShellTest)),
+            # guidance-distilled: one branch, the linear scheduler
+            ShellCase("z-image-turbo", "z-image-turbo", 5, None, seed=1),
+        ),
     ),
     folders=FolderDetection(prefixes=("cap_embedder.", "all_x_embedder.")),
 )

@@ -115,7 +115,8 @@ def test_a_workers_lora_survives_the_process_boundary_and_is_baked_into_the_shel
     plain = replace(_spec("flux2-klein-base-4b"), dtype="float32")
     base = _random_weight_pipeline(plain, get_variant("flux2-klein-base-4b"))
     path = tmp_path / "style.safetensors"
-    updates = fake_lora.write_lora(path, base.transformer, fake_lora.FLUX2_TARGETS)
+    targets = fake_lora.lora_targets(get_variant("flux2-klein-base-4b").family, base.transformer)
+    updates = fake_lora.write_lora(path, base.transformer, targets)
     with_lora = replace(plain.request, loras=(LoraSpec(str(path), 0.5),))
     spec = WorkerSpec.from_json(replace(plain, request=with_lora).to_json())
     assert spec.request.loras == (LoraSpec(str(path), 0.5),)
