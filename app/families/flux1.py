@@ -63,6 +63,10 @@ def _unpack(latents: mx.array, height: int, width: int) -> mx.array:
     return FluxLatentCreator.unpack_latents(latents, height, width)
 
 
+_TEXT_EMBEDDER = "time_text_embed.text_embedder.linear_1.weight"
+_GUIDANCE_EMBEDDER = "time_text_embed.guidance_embedder.linear_1.weight"
+
+
 def _candidates(members: tuple[str, ...], keys: Mapping[str, Sequence[int]]) -> tuple[str, ...]:
     """schnell has no guidance embedder; dev and Krea dev have one."""
     guided = any(k.startswith("time_text_embed.guidance_embedder.") for k in keys)
@@ -109,5 +113,12 @@ FAMILY = Family(
             ),
         ),
     ),
-    folders=FolderDetection(prefixes=("time_text_embed.text_embedder.",), candidates=_candidates),
+    folders=FolderDetection(
+        prefixes=("time_text_embed.text_embedder.",),
+        candidates=_candidates,
+        samples={
+            "flux1-dev": (_TEXT_EMBEDDER, _GUIDANCE_EMBEDDER),
+            "flux1-krea-dev": (_TEXT_EMBEDDER, _GUIDANCE_EMBEDDER),
+        },
+    ),
 )

@@ -156,6 +156,13 @@ FAMILY = Family(
         ),
     ),
     folders=FolderDetection(
-        prefixes=("early_stream_modulations.", "txt_mode_blocks."), candidates=_candidates
+        prefixes=("early_stream_modulations.", "txt_mode_blocks."),
+        candidates=_candidates,
+        samples={
+            "flux3-image-klein": (
+                "early_stream_modulations.image.linear.weight",
+                "target_timestep_embedder.linear_1.weight",  # the distilled flow map
+            )
+        },
     ),
 )

@@ -142,5 +142,12 @@ FAMILY = Family(
         ),
     ),
     # Qwen-Image's names (img_in., txt_in.) are here too; the shared modulation is 2.1's own
-    folders=FolderDetection(prefixes=("modulation.",)),
+    # img_in./txt_in. are Qwen-Image's names too: 2.1 is told by its shared modulation
+    folders=FolderDetection(
+        prefixes=("modulation.",),
+        samples={
+            variant_id: ("modulation.1.weight", "img_in.weight")
+            for variant_id in ("qwen-image-2.1", "qwen-image-2.1-turbo")
+        },
+    ),
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -176,6 +176,14 @@ class FolderDetection:
     candidates: Callable[[tuple[str, ...], Mapping[str, Sequence[int]]], tuple[str, ...]] | None = (
         None
     )
+    # Transformer weight names a folder of a built-in variant holds, where more than the first
+    # prefix tells it apart (variant id → names): what the folder and snapshot tests write into
+    # a stand-in of that variant's folder (``sample``), and what ``candidates`` must place it by
+    samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def sample(self, variant_id: str) -> tuple[str, ...]:
+        """A few transformer weight names a folder of ``variant_id`` holds."""
+        return self.samples.get(variant_id) or (f"{self.prefixes[0]}weight",)
 
     def matches(self, keys: Mapping[str, Sequence[int]]) -> bool:
         return any(k.startswith(self.prefixes) for k in keys) and not (

@@ -13,13 +13,12 @@ import pytest
 
 from app.adapters import common
 from app.adapters.flux2 import shell as flux2_shell
-from app.adapters.flux3 import shell as flux3_shell
-from app.adapters.krea2 import shell as krea2_shell
 from app.adapters.qwen_image import shell as qwen_shell
-from app.adapters.qwen_image21 import shell as qwen21_shell
+from app.adapters.shells import random_weight_shell
 from app.engine.request import RequestError, make_request
 from app.families.flux2 import Flux2Dims
 from app.variants import all_variants, get_variant, weights
+from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import UnknownVariantError
 from app.variants.folders import (
     ModelFolderError,
@@ -74,6 +73,21 @@ def test_a_hugging_face_snapshot_is_recognised_too(tmp_path: Path) -> None:
     assert dev.candidates == ("flux1-dev", "flux1-krea-dev")
     schnell = inspect_folder(write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell")))
     assert schnell.detected == "flux1-schnell"
+
+
+@pytest.mark.parametrize(
+    "variant_id", [v.id for v in BUILTIN_VARIANTS.values() if v.family.folders is not None]
+)
+def test_every_variants_snapshot_is_told_by_its_familys_folder_rule(
+    variant_id: str, tmp_path: Path
+) -> None:
+    """A Hugging Face snapshot of each built-in variant, its transformer holding its family's
+    folder sample (``FolderDetection.sample``), is that family's and fits that variant."""
+    variant = get_variant(variant_id)
+    info = inspect_folder(write_snapshot(tmp_path / "snapshot", variant))
+    assert info.family is variant.family
+    assert variant_id in info.candidates
+    assert info.detected in (variant_id, None)
 
 
 def _one_line(error: BaseException) -> str:
@@ -259,12 +273,15 @@ def this_years(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("this-years")
     with common.use_precision(mx.float32):
         return {
-            variant_id: save_shell(build(), get_variant(variant_id), root / variant_id, None)
-            for variant_id, build in (
-                ("flux3-image-klein", lambda: flux3_shell("flux3-image-klein")),
-                ("flux3-image-klein-base", lambda: flux3_shell("flux3-image-klein-base")),
-                ("qwen-image-2.1", lambda: qwen21_shell("qwen-image-2.1")),
-                ("krea-2", lambda: krea2_shell("krea-2")),
+            variant.id: save_shell(
+                random_weight_shell(variant.family, variant.mflux_name),
+                variant,
+                root / variant.id,
+                None,
+            )
+            for variant in map(
+                get_variant,
+                ("flux3-image-klein", "flux3-image-klein-base", "qwen-image-2.1", "krea-2"),
             )
         }
 
