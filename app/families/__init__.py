@@ -7,7 +7,8 @@ dimensions, model-folder detection, memory per megapixel, and its capabilities (
 or from the Hub, quantizable, LoRA, a prompt check, a loader of its own). Every other package asks
 this registry; none spells a family out, nor branches on one. Adding a family is one module here
 (found by walking this package), its anatomy and shell in ``app.adapters``, its variants' rows in
-``app.variants.builtin`` and its tests (``tests/families/`` checks the module is complete).
+``app.variants.builtin`` and its tests (``tests/families/`` checks the module is complete). A test
+may register a family of its own for a block (``registered``).
 
 Data only: importing this package imports neither MLX nor mflux.
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from types import MappingProxyType
 
 from app.families.spec import (
@@ -51,6 +53,7 @@ __all__ = [
     "join_names",
     "load",
     "mflux_packages",
+    "registered",
     "shell_cases",
 ]
 
@@ -70,7 +73,8 @@ def _discover() -> dict[str, Family]:
     return by_id
 
 
-FAMILIES: Mapping[str, Family] = MappingProxyType(_discover())
+_BY_ID = _discover()
+FAMILIES: Mapping[str, Family] = MappingProxyType(_BY_ID)
 
 
 def get_family(family_id: str) -> Family:
@@ -104,3 +108,19 @@ def shell_cases(test: ShellTest) -> tuple[tuple[Family, ShellCase], ...]:
         if family.random_weights is not None
         for case in family.random_weights.cases_for(test)
     )
+
+
+@contextmanager
+def registered(family: Family) -> Iterator[Family]:
+    """``family`` in the registry for the block, in the picker's order, then gone again: a test's
+    own family (one a test module defines) runs through every layer as a module of this package
+    would. ``FamilyError`` where the id is taken."""
+    if family.id in _BY_ID:
+        raise FamilyError(f"a family {family.id!r} is registered already")
+    ordered = sorted([*_BY_ID.values(), family], key=lambda f: (f.order, f.id))
+    _BY_ID.clear()
+    _BY_ID.update((f.id, f) for f in ordered)
+    try:
+        yield family
+    finally:
+        del _BY_ID[family.id]
