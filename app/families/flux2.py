@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
 from app.families.spec import (
+    GATE_TESTS,
     Family,
     FolderDetection,
     LatentPreview,
@@ -116,7 +117,8 @@ FAMILY = Family(
                 6,
                 4.0,
                 cfg=True,
-                tests=frozenset(ShellTest),
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
                 probe_resume_steps=10,
             ),
             ShellCase("flux2-no-cfg", "flux2-klein-base-4b", 6, 1.0),  # guidance 1: no CFG

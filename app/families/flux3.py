@@ -139,7 +139,7 @@ FAMILY = Family(
                 "flux3-image-klein",
                 6,
                 None,
-                tests=GATE_TESTS | {ShellTest.engine},
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview},
             ),
             # the base with CFG on the empty prompt. Its first block changes by 1.03–1.30 at
             # every step of 6 (1.13 at least after the warm-up), 1.02 at best over 8, 0.88 over
@@ -150,7 +150,7 @@ FAMILY = Family(
                 6,
                 3.5,
                 cfg=True,
-                tests=frozenset(ShellTest),
+                tests=GATE_TESTS | {ShellTest.residual, ShellTest.engine, ShellTest.lora},
                 probe_resume_steps=10,
             ),
         ),

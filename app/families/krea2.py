@@ -121,7 +121,9 @@ FAMILY = Family(
         cases=(
             # Turbo (guidance 1: no CFG) and CFG on " "; its stochastic sampler's noise is
             # seeded, so two passes draw alike
-            ShellCase("krea-2", "krea-2", 6, 1.0, tests=GATE_TESTS | {ShellTest.engine}),
+            ShellCase(
+                "krea-2", "krea-2", 6, 1.0, tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview}
+            ),
             ShellCase(
                 "krea-2-cfg",
                 "krea-2",

@@ -99,7 +99,7 @@ FAMILY = Family(
                 6,
                 4.0,
                 cfg=True,
-                tests=GATE_TESTS | {ShellTest.residual, ShellTest.engine},
+                tests=GATE_TESTS | {ShellTest.residual, ShellTest.engine, ShellTest.preview},
             ),
         ),
     ),

@@ -108,7 +108,7 @@ FAMILY = Family(
                 "qwen-image-2.1",
                 6,
                 None,
-                tests=GATE_TESTS | {ShellTest.engine, ShellTest.lora},
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.lora, ShellTest.preview},
             ),
             # Turbo on its fixed sigma nodes
             ShellCase(

@@ -102,6 +102,9 @@ class ShellTest(StrEnum):
     # the family by class (tests/adapters/test_adapter_install.py): the family's first case
     # that names it, a fresh shell per test
     install = "install"
+    # each step's preview is its clean prediction at the seam the loop offers, and the family's
+    # table on mflux's unpacking, over 5 steps at 128×96 (tests/adapters/test_previews.py)
+    preview = "preview"
 
 
 # What a case runs by default: the gate's no-op, the probe and the installation's checks.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX1_BIAS, FLUX1_FACTORS
 from app.families.spec import (
+    GATE_TESTS,
     Family,
     FolderDetection,
     LatentPreview,
@@ -95,7 +96,15 @@ FAMILY = Family(
         tiny=Z_IMAGE_TINY,
         full=Z_IMAGE_FULL,
         cases=(
-            ShellCase("z-image-cfg", "z-image", 6, 4.0, cfg=True, tests=frozenset(ShellTest)),
+            ShellCase(
+                "z-image-cfg",
+                "z-image",
+                6,
+                4.0,
+                cfg=True,
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
+            ),
             # guidance-distilled: one branch, the linear scheduler
             ShellCase("z-image-turbo", "z-image-turbo", 5, None, seed=1),
         ),
