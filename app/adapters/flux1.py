@@ -158,11 +158,7 @@ def shell(
     pipeline.t5_text_encoder = None
     pipeline.clip_text_encoder = None
     mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
-    transformer = Transformer(
-        model_config=model_config,
-        num_transformer_blocks=dims.joint_blocks,
-        num_single_transformer_blocks=dims.single_blocks,
-    )
+    transformer = Transformer(model_config=model_config, **dims.kwargs())
     shells._init_weights(transformer, seed, dtype)
     pipeline.transformer = transformer
     keys = mx.random.split(mx.random.key(seed + 1), 2 * len(prompts))

@@ -28,6 +28,13 @@ class Flux1Dims:
     joint_blocks: int
     single_blocks: int
 
+    def kwargs(self) -> dict[str, int]:
+        """``Transformer``'s keywords (beside its model config)."""
+        return {
+            "num_transformer_blocks": self.joint_blocks,
+            "num_single_transformer_blocks": self.single_blocks,
+        }
+
 
 # The smallest FLUX.1 mflux builds: one block of each kind, still at the hard-coded 3072 width
 # (546M parameters, 1.1 GB in bfloat16).
