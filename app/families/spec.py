@@ -55,6 +55,11 @@ class Mflux:
     # The mflux package the classes above live in ("mflux.models.flux2"): the bundle collects it
     # whole (packaging/hooks/hook-mflux.py), since mflux imports model code lazily
     package: str
+    # mflux's model name → the files of its Hub repo that mflux's loader reads by name, where
+    # they are not the weight definition's download layout (Anima's ComfyUI single files, one
+    # transformer per variant): what a download fetches and a snapshot must hold. None: the
+    # weight definition's download patterns and tokenizers.
+    hub_files: Callable[[str], tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,7 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.families import demo, flux1, flux2, flux3, krea2, qwen_image, qwen_image21, z_image
+from app.families import (
+    anima,
+    demo,
+    flux1,
+    flux2,
+    flux3,
+    krea2,
+    qwen_image,
+    qwen_image21,
+    z_image,
+)
 from app.paths import DEMO_DIR
 from app.variants.catalog import (
     MagCacheCalibration,
@@ -204,6 +214,70 @@ def _this_years() -> list[Variant]:
                 "Krea 2 Raw, the undistilled checkpoint, is for training, not inference (Krea): "
                 "no base variant to suggest",
             ),
+        ),
+    ]
+
+
+# Anima's licence (model card of circlestone-labs/Anima, read there; mflux does not name it): the
+# weights are for non-commercial use, commercial use under a separate licence from CircleStone
+# Labs (the repo's licence discussion, #58). Its Hub repo is not gated.
+_ANIMA_LICENCE = "Anima model licence (non-commercial use; commercial use licensed separately)"
+
+
+def _anima() -> list[Variant]:
+    """Anima's three transformers (issue #40), one Hub repo of ComfyUI single files. Steps and
+    guidance are mflux's (``Anima.DEFAULT_STEPS`` / ``DEFAULT_GUIDANCE``, from the model card);
+    parameters counted from mflux's classes at real size: 2.09B transformer (the 0.13B LLM
+    adapter included), 0.60B Qwen3-0.6B text encoder, 0.13B Qwen-Image VAE. mflux keeps the text
+    encoder and the transformer's LLM adapter, timestep embedding and AdaLN modulations dense at
+    every quantization (``AnimaWeightDefinition``: 0.60B + 0.33B)."""
+    common = {
+        "family": anima.FAMILY,
+        "coefficients": None,
+        "default_threshold": None,
+        "hf_repo": "circlestone-labs/Anima",
+        "licence": _ANIMA_LICENCE,
+        "params_billion": 2.81,
+        "unquantized_billion": 0.93,
+    }
+    return [
+        Variant(
+            id="anima-turbo",
+            display_name="Anima Turbo",
+            distilled=True,
+            distilled_reason=(
+                "distilled for 8 to 12 steps without CFG (model card); 10 steps leave room to "
+                f"skip, but no calibration says how much; {_UNMEASURED}"
+            ),
+            default_steps=10,
+            default_guidance=1.0,  # mflux's Turbo default: no CFG (above 1: CFG on "")
+            provenance=_uncalibrated("anima-turbo", "Anima Turbo"),
+            mflux_name="anima-turbo",
+            base_variant="anima-aesthetic",
+            **common,
+        ),
+        Variant(
+            id="anima-aesthetic",
+            display_name="Anima Aesthetic",
+            distilled=False,
+            default_steps=30,
+            default_guidance=4.0,
+            provenance=_uncalibrated("anima-aesthetic", "Anima Aesthetic"),
+            mflux_name="anima-aesthetic",
+            cfg=True,  # the unconditional branch is the empty prompt
+            **common,
+        ),
+        Variant(
+            id="anima-base",
+            display_name="Anima Base",
+            distilled=False,
+            default_steps=30,
+            default_guidance=4.0,
+            provenance=_uncalibrated("anima-base", "Anima Base"),
+            mflux_name="anima-base",
+            cfg=True,
+            notes=("the checkpoint to train LoRAs on; a plainer default style than Aesthetic",),
+            **common,
         ),
     ]
 
@@ -521,5 +595,5 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_demo_variants()]
+    v.id: v for v in [*_builtin(), *_this_years(), *_anima(), *_demo_variants()]
 }

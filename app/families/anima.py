@@ -1,0 +1,138 @@
+"""Anima (Turbo, Aesthetic, Base): circlestone-labs' 2B anime and illustration model, a
+Cosmos-Predict2 DiT (28 blocks, self-attention over the image, cross-attention to the caption)
+with an LLM adapter from Qwen3-0.6B states to the caption, and the Qwen-Image VAE, in mflux.
+
+Its loop holds the Qwen-Image VAE's normalized latents, unpacked (1, 16, H/8, W/8): mflux decodes
+them with ``QwenVAE`` (mflux/models/anima/anima_initializer.py), as it does Qwen-Image's, so
+Qwen-Image's published Wan-2.1 table applies. The loop steps with its own sampler (ER-SDE or
+Euler), not ``config.scheduler``, and hands its in-loop callbacks the step's clean prediction
+(``denoised``), which the preview reads.
+
+The Hub repo is one of ComfyUI single files, one transformer file per variant beside the VAE and
+the Qwen3 text encoder (``split_files/``), not the layout mflux's weight definition downloads (an
+``mflux-save`` one): ``Mflux.hub_files`` names the files mflux reads for a variant
+(``AnimaInitializer._load_upstream_weights``), which a download fetches. mflux fetches the two
+tokenizers itself at load, from ``Qwen/Qwen3-0.6B-Base`` and ``google/t5-v1_1-xxl`` (a few MB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app.families.latent_rgb import WAN21_BIAS, WAN21_FACTORS
+from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+
+if TYPE_CHECKING:
+    import mlx.core as mx
+
+
+@dataclass(frozen=True)
+class AnimaDims:
+    """An Anima transformer's size (``AnimaTransformer``'s keywords, and its LLM adapter's depth
+    and heads: ``AnimaLLMAdapter``'s, which the transformer builds at 6 blocks and 16 heads, the
+    width ``context_dim``): fully parametric. The head size ``dim / num_heads`` must leave the
+    rotary embedding a spatial band (at least 6)."""
+
+    dim: int
+    num_blocks: int
+    num_heads: int
+    mlp_ratio: float
+    context_dim: int
+    adaln_lora_dim: int
+    adapter_layers: int
+    adapter_heads: int
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "dim": self.dim,
+            "num_blocks": self.num_blocks,
+            "num_heads": self.num_heads,
+            "mlp_ratio": self.mlp_ratio,
+            "context_dim": self.context_dim,
+            "adaln_lora_dim": self.adaln_lora_dim,
+        }
+
+
+# Tiny: two blocks, and an adapter of one block (the random init of its six would cost most of
+# the shell's build on the CPU)
+ANIMA_TINY = AnimaDims(64, 2, 4, 2.0, 64, 16, 1, 4)
+# Anima as mflux builds it (``AnimaTransformer()``'s defaults, no override): 28 blocks, 2048 wide,
+# 16 heads × 128, MLP ×4, AdaLN-LoRA rank 256; the caption is 1024 wide (Qwen3-0.6B's states
+# through the 6-block LLM adapter); 2.09B parameters, 0.135B of them the adapter (counted from
+# mflux's classes).
+ANIMA_FULL = AnimaDims(2048, 28, 16, 4.0, 1024, 256, 6, 16)
+
+
+def _pipeline() -> type:
+    from mflux.models.anima.variants.txt2img.anima import Anima
+
+    return Anima
+
+
+def _weight_definition() -> type:
+    from mflux.models.anima.weights.anima_weight_definition import AnimaWeightDefinition
+
+    return AnimaWeightDefinition
+
+
+def _lora_mapping() -> type:
+    from mflux.models.anima.weights.anima_lora_mapping import AnimaLoRAMapping
+
+    return AnimaLoRAMapping
+
+
+def _hub_files(model_name: str) -> tuple[str, ...]:
+    """The variant's three files in the repo, as ``AnimaInitializer._load_upstream_weights``
+    names them: its transformer, the Qwen3 text encoder and the VAE."""
+    from mflux.models.anima.weights.anima_weight_definition import AnimaWeightDefinition
+    from mflux.models.common.config.model_config import ModelConfig
+
+    variant = ModelConfig.from_name(model_name=model_name).aliases[0]
+    components = (
+        AnimaWeightDefinition.source_vae(),
+        AnimaWeightDefinition.source_transformer(variant),
+        AnimaWeightDefinition.source_text_encoder(),
+    )
+    return tuple(f"{c.hf_subdir}/{(c.weight_files or [''])[0]}" for c in components)
+
+
+def _unpack(latents: mx.array, height: int, width: int) -> mx.array:
+    from mflux.models.anima.latent_creator.anima_latent_creator import AnimaLatentCreator
+
+    return AnimaLatentCreator.unpack_latents(latents, height, width)  # already (1, 16, H/8, W/8)
+
+
+FAMILY = Family(
+    id="anima",
+    display_name="Anima",
+    short_name="Anima",
+    order=55,
+    activation_gb_per_megapixel=14.8,
+    memory_measured_on="flux2-klein-4b",
+    memory_basis=(
+        "no Anima report yet: FLUX.2 Klein 4B's figure, an upper bound here (a transformer "
+        "forward at 1024² peaked 9.2 GB above Anima's weights on an H100 against 17.1 GB above "
+        "Klein 4B's, ../shared/research/turn4/families-probe.md)"
+    ),
+    mflux=Mflux(
+        pipeline=_pipeline,
+        weight_definition=_weight_definition,
+        lora_mapping=_lora_mapping,
+        package="mflux.models.anima",
+        hub_files=_hub_files,
+    ),
+    adapter="app.adapters.anima",
+    preview=LatentPreview(
+        unpack=_unpack, factors=WAN21_FACTORS, bias=WAN21_BIAS, packed_channels=None
+    ),
+    random_weights=RandomWeights(
+        builder="app.adapters.anima:shell",
+        model_name="anima-turbo",
+        tiny=ANIMA_TINY,
+        full=ANIMA_FULL,
+    ),
+    # mflux-save's names (the ComfyUI files' ``net.`` prefix is dropped on load): the LLM adapter
+    # and the timestep embedding's norm are Anima's own. The three variants share one layout.
+    folders=FolderDetection(prefixes=("llm_adapter.", "t_embedding_norm.")),
+)
