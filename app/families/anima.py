@@ -82,19 +82,21 @@ def _lora_mapping() -> type:
     return AnimaLoRAMapping
 
 
-def _hub_files(model_name: str) -> tuple[str, ...]:
-    """The variant's three files in the repo, as ``AnimaInitializer._load_upstream_weights``
-    names them: its transformer, the Qwen3 text encoder and the VAE."""
-    from mflux.models.anima.weights.anima_weight_definition import AnimaWeightDefinition
-    from mflux.models.common.config.model_config import ModelConfig
-
-    variant = ModelConfig.from_name(model_name=model_name).aliases[0]
-    components = (
-        AnimaWeightDefinition.source_vae(),
-        AnimaWeightDefinition.source_transformer(variant),
-        AnimaWeightDefinition.source_text_encoder(),
+# The files mflux reads from the repo for each variant (``AnimaInitializer._load_upstream_weights``
+# over ``AnimaWeightDefinition.source_vae``, ``source_transformer`` and ``source_text_encoder``):
+# data here, so a download names them without importing mflux on its own thread
+# (tests/families/test_anima.py holds them to mflux's).
+_DIR = "split_files"
+_VAE = f"{_DIR}/vae/qwen_image_vae.safetensors"
+_TEXT_ENCODER = f"{_DIR}/text_encoders/qwen_3_06b_base.safetensors"
+HUB_FILES = {
+    name: (_VAE, f"{_DIR}/diffusion_models/{file}", _TEXT_ENCODER)
+    for name, file in (
+        ("anima-turbo", "anima-turbo-v1.1.safetensors"),
+        ("anima-aesthetic", "anima-aesthetic-v1.1.safetensors"),
+        ("anima-base", "anima-base-v1.0.safetensors"),
     )
-    return tuple(f"{c.hf_subdir}/{(c.weight_files or [''])[0]}" for c in components)
+}
 
 
 def _unpack(latents: mx.array, height: int, width: int) -> mx.array:
@@ -120,7 +122,7 @@ FAMILY = Family(
         weight_definition=_weight_definition,
         lora_mapping=_lora_mapping,
         package="mflux.models.anima",
-        hub_files=_hub_files,
+        hub_files=HUB_FILES,
     ),
     adapter="app.adapters.anima",
     preview=LatentPreview(

@@ -57,9 +57,10 @@ class Mflux:
     package: str
     # mflux's model name → the files of its Hub repo that mflux's loader reads by name, where
     # they are not the weight definition's download layout (Anima's ComfyUI single files, one
-    # transformer per variant): what a download fetches and a snapshot must hold. None: the
-    # weight definition's download patterns and tokenizers.
-    hub_files: Callable[[str], tuple[str, ...]] | None = None
+    # transformer per variant): what a download fetches and a snapshot must hold. Plain data (a
+    # download names them without importing mflux on its thread). None: the weight definition's
+    # download patterns and tokenizers.
+    hub_files: Mapping[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, eq=False)

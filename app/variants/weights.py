@@ -217,7 +217,7 @@ def _hub_files(variant: Variant) -> tuple[str, ...] | None:
     """The files mflux reads by name from the variant's Hub repo (``Mflux.hub_files``), or None
     where it downloads its weight definition's patterns."""
     files = variant.family.require_mflux().hub_files
-    return None if files is None else files(variant.mflux_name or "")
+    return None if files is None else files[variant.mflux_name or ""]
 
 
 def download_patterns(variant: Variant) -> list[str]:
