@@ -16,6 +16,7 @@ from app.families import (
     flux2,
     flux3,
     krea2,
+    moss_image,
     qwen_image,
     qwen_image21,
     z_image,
@@ -279,6 +280,43 @@ def _anima() -> list[Variant]:
             notes=("the checkpoint to train LoRAs on; a plainer default style than Aesthetic",),
             **common,
         ),
+    ]
+
+
+def _moss_image() -> list[Variant]:
+    """MOSS-Image SFT and Base (issue #40): mflux's defaults (``MOSSImage.DEFAULT_STEPS`` 50,
+    ``DEFAULT_GUIDANCE`` 3, CFG on the empty prompt with layer 22 skipped in that branch) and
+    repos; parameters counted from mflux's classes at real size: 5.08B transformer, 7.94B
+    Qwen3.5 text model (the vision tower is not loaded), 0.06B FLUX.2 VAE with the small decoder;
+    mflux quantizes the transformer and the text encoder. Licence: Apache 2.0, an open one (the
+    SFT's model card, as mflux's README gives it; the project, OpenMOSS/MOSS-Image, is Apache
+    2.0 too; the Base's card was not readable offline)."""
+    return [
+        Variant(
+            id=variant_id,
+            display_name=name,
+            family=moss_image.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=3.0,
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated(variant_id, name),
+            hf_repo=repo,
+            params_billion=13.08,
+            mflux_name=variant_id,
+            cfg=True,  # the unconditional branch: the empty prompt, layer 22 skipped
+            notes=notes,
+        )
+        for variant_id, name, repo, notes in (
+            ("moss-image-sft", "MOSS-Image SFT", "OpenMOSS-Team/MOSS-Image-SFT", ()),
+            (
+                "moss-image-base",
+                "MOSS-Image Base",
+                "OpenMOSS-Team/MOSS-Image-Base",
+                ("the SFT's base checkpoint: the same architecture, other transformer weights",),
+            ),
+        )
     ]
 
 
@@ -595,5 +633,5 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_anima(), *_demo_variants()]
+    v.id: v for v in [*_builtin(), *_this_years(), *_anima(), *_moss_image(), *_demo_variants()]
 }
