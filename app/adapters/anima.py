@@ -33,7 +33,6 @@ from typing import Any
 
 import mlx.core as mx
 from mflux.models.anima.model.anima_transformer.anima_block import AnimaBlock
-from mflux.models.anima.model.anima_transformer.anima_llm_adapter import AnimaLLMAdapter
 from mflux.models.anima.model.anima_transformer.anima_transformer import AnimaTransformer
 
 from app.adapters.base import Installation
@@ -181,15 +180,6 @@ def shell(
     pipeline.text_encoder = None
     mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = AnimaTransformer(**dims.kwargs())
-    adapter = transformer.llm_adapter
-    if (len(adapter.blocks), adapter.blocks[0].self_attn.num_heads) != (
-        dims.adapter_layers,
-        dims.adapter_heads,
-    ):  # the transformer builds mflux's; a tiny one is smaller
-        vocab = adapter.embed.weight.shape[0]
-        transformer.llm_adapter = AnimaLLMAdapter(
-            vocab, dims.context_dim, dims.adapter_layers, dims.adapter_heads
-        )
     _init_weights(transformer, seed, dtype)
     pipeline.transformer = transformer
     all_prompts = [*prompts, ""]

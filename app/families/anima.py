@@ -29,10 +29,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AnimaDims:
-    """An Anima transformer's size (``AnimaTransformer``'s keywords, and its LLM adapter's depth
-    and heads: ``AnimaLLMAdapter``'s, which the transformer builds at 6 blocks and 16 heads, the
-    width ``context_dim``): fully parametric. The head size ``dim / num_heads`` must leave the
-    rotary embedding a spatial band (at least 6)."""
+    """An Anima transformer's size (``AnimaTransformer``'s keywords; the LLM adapter inside it is
+    ``context_dim`` wide, with mflux's fixed 6 blocks and 16 heads): fully parametric. The head
+    size ``dim / num_heads`` must leave the rotary embedding a spatial band (at least 6)."""
 
     dim: int
     num_blocks: int
@@ -40,8 +39,6 @@ class AnimaDims:
     mlp_ratio: float
     context_dim: int
     adaln_lora_dim: int
-    adapter_layers: int
-    adapter_heads: int
 
     def kwargs(self) -> dict[str, Any]:
         return {
@@ -54,14 +51,12 @@ class AnimaDims:
         }
 
 
-# Tiny: two blocks, and an adapter of one block (the random init of its six would cost most of
-# the shell's build on the CPU)
-ANIMA_TINY = AnimaDims(64, 2, 4, 2.0, 64, 16, 1, 4)
+ANIMA_TINY = AnimaDims(64, 2, 4, 2.0, 64, 16)
 # Anima as mflux builds it (``AnimaTransformer()``'s defaults, no override): 28 blocks, 2048 wide,
 # 16 heads × 128, MLP ×4, AdaLN-LoRA rank 256; the caption is 1024 wide (Qwen3-0.6B's states
 # through the 6-block LLM adapter); 2.09B parameters, 0.135B of them the adapter (counted from
 # mflux's classes).
-ANIMA_FULL = AnimaDims(2048, 28, 16, 4.0, 1024, 256, 6, 16)
+ANIMA_FULL = AnimaDims(2048, 28, 16, 4.0, 1024, 256)
 
 
 def _pipeline() -> type:

@@ -28,7 +28,6 @@ def _parameters(module: Any) -> int:
 
 def test_the_real_dimensions_and_parameters_are_mfluxs() -> None:
     from mflux.models.anima.anima_initializer import QWEN3_06B_CONFIG
-    from mflux.models.anima.model.anima_transformer.anima_llm_adapter import AnimaLLMAdapter
     from mflux.models.anima.model.anima_transformer.anima_transformer import AnimaTransformer
     from mflux.models.anima.weights.anima_weight_definition import AnimaWeightDefinition
     from mflux.models.common.config.model_config import ModelConfig
@@ -39,13 +38,6 @@ def test_the_real_dimensions_and_parameters_are_mfluxs() -> None:
         n: p.default for n, p in inspect.signature(AnimaTransformer.__init__).parameters.items()
     }
     assert all(defaults[k] == v for k, v in ANIMA_FULL.kwargs().items())
-    adapter = {
-        n: p.default for n, p in inspect.signature(AnimaLLMAdapter.__init__).parameters.items()
-    }
-    assert (ANIMA_FULL.adapter_layers, ANIMA_FULL.adapter_heads) == (
-        adapter["num_layers"],
-        adapter["num_heads"],
-    )
     for name in VARIANTS:  # mflux builds each with AnimaTransformer(): no override
         assert ModelConfig.from_name(model_name=name).transformer_overrides == {}
 
