@@ -36,27 +36,10 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
 # -- tiny snapshots -------------------------------------------------------------------------------
 
 
-# One weight name per family that app.variants.folders recognises the family by.
-_FAMILY_KEY = {
-    "flux1": "time_text_embed.text_embedder.linear_1.weight",
-    "flux2": "time_guidance_embed.linear_1.weight",
-    "z-image": "cap_embedder.1.weight",
-    "qwen-image": "img_in.weight",
-    "flux3": "early_stream_modulations.image.linear.weight",
-    "qwen-image-2.1": "modulation.1.weight",
-    "krea-2": "txtfusion.projector.weight",
-}
-
-
 def transformer_keys(variant: Any) -> list[str]:
-    keys = [_FAMILY_KEY[variant.family.id]]
-    if variant.family.id == "flux1" and variant.id != "flux1-schnell":
-        keys.append("time_text_embed.guidance_embedder.linear_1.weight")  # dev and Krea dev
-    if variant.family.id == "flux3" and not variant.id.endswith("-base"):
-        keys.append("target_timestep_embedder.linear_1.weight")  # the distilled flow map
-    if variant.family.id == "qwen-image-2.1":
-        keys.append("img_in.weight")  # Qwen-Image's name too: 2.1 is told by its modulation
-    return keys
+    """Weight names a transformer of ``variant`` holds: its family's folder sample
+    (``FolderDetection.sample``), which app.variants.folders recognises it by."""
+    return list(variant.family.folders.sample(variant.id))
 
 
 def write_snapshot(root: Path, variant: Any = KLEIN) -> Path:
