@@ -140,21 +140,22 @@ def install(pipeline: Any, gate: LiveGate) -> Installation:
 class _AnimaPrompts:
     """Instance override of ``Anima._encode_prompt``: mflux's, with the Qwen3 encoder and the two
     tokenizers stood in for by a table of random Qwen3 states and T5 ids per prompt; the LLM
-    adapter (the transformer's ``encode_text``) runs as in mflux, once per prompt, cached in
-    ``prompt_cache``."""
+    adapter (the transformer's ``encode_text``) runs as in mflux, once per prompt, on first use
+    (after any LoRA). Cached here, not in the pipeline's ``prompt_cache`` (a module child: a
+    generation would change the pipeline's parameter tree, which the installation tests hold)."""
 
     def __init__(self, pipeline: Any, table: dict[str, tuple[mx.array, mx.array]]) -> None:
         self.pipeline = pipeline
         self.table = table
+        self.cache: dict[str, mx.array] = {}
 
     def __call__(self, prompt: str) -> mx.array:
-        cache = self.pipeline.prompt_cache
-        if prompt not in cache:
+        if prompt not in self.cache:
             hidden_states, t5_ids = self.table[prompt]
             context = self.pipeline.transformer.encode_text(hidden_states, t5_ids)
             mx.eval(context)
-            cache[prompt] = context
-        return cache[prompt]
+            self.cache[prompt] = context
+        return self.cache[prompt]
 
 
 def shell(

@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import WAN21_BIAS, WAN21_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -128,8 +137,35 @@ FAMILY = Family(
         model_name="anima-turbo",
         tiny=ANIMA_TINY,
         full=ANIMA_FULL,
+        cases=(
+            # Turbo (guidance 1: one branch) and Base with CFG on the empty prompt (Aesthetic is
+            # the same path); mflux's ER-SDE noise is seeded, so two passes draw alike
+            ShellCase(
+                "anima-turbo",
+                "anima-turbo",
+                6,
+                1.0,
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview},
+            ),
+            ShellCase(
+                "anima-base-cfg",
+                "anima-base",
+                6,
+                4.0,
+                cfg=True,
+                tests=GATE_TESTS | {ShellTest.residual, ShellTest.engine, ShellTest.lora},
+            ),
+        ),
     ),
-    # mflux-save's names (the ComfyUI files' ``net.`` prefix is dropped on load): the LLM adapter
-    # and the timestep embedding's norm are Anima's own. The three variants share one layout.
-    folders=FolderDetection(prefixes=("llm_adapter.", "t_embedding_norm.")),
+    # The LLM adapter and the timestep embedding's norm are Anima's own: mflux-save's names, and
+    # the ComfyUI files' in a copy of the Hub repo (``net.`` or ``model.diffusion_model.``
+    # prefixed, split_files/diffusion_models). The three variants share one layout (you choose).
+    folders=FolderDetection(
+        prefixes=tuple(
+            f"{prefix}{name}"
+            for prefix in ("", "net.", "model.diffusion_model.")
+            for name in ("llm_adapter.", "t_embedding_norm.")
+        ),
+        weight_dirs=(f"{_DIR}/diffusion_models",),
+    ),
 )

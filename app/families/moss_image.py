@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -107,6 +116,20 @@ FAMILY = Family(
         model_name="moss-image-sft",
         tiny=MOSS_IMAGE_TINY,
         full=MOSS_IMAGE_FULL,
+        cases=(
+            # mflux's CFG (guidance 3: the unconditional call on the empty prompt, layer 22
+            # skipped, its own residual) and without (guidance 1: one call a step)
+            ShellCase(
+                "moss-image-sft-cfg",
+                "moss-image-sft",
+                6,
+                3.0,
+                cfg=True,
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
+            ),
+            ShellCase("moss-image-no-cfg", "moss-image-sft", 6, 1.0),
+        ),
     ),
     # The official checkpoint's names (mflux's are the same): the video embedder and the shared
     # modulations are MOSS-Image's own. SFT and Base share one layout.

@@ -189,6 +189,10 @@ class FolderDetection:
     # prefix tells it apart (variant id → names): what the folder and snapshot tests write into
     # a stand-in of that variant's folder (``sample``), and what ``candidates`` must place it by
     samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Folders of a copy of the family's Hub repo that hold its transformer's weights where they
+    # are not in transformer/ (Anima's ComfyUI files, split_files/diffusion_models): the folder
+    # check reads the weight names there too
+    weight_dirs: tuple[str, ...] = ()
 
     def sample(self, variant_id: str) -> tuple[str, ...]:
         """A few transformer weight names a folder of ``variant_id`` holds."""

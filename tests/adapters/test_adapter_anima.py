@@ -7,8 +7,9 @@ True) vanilla and the gated re-walk share one numerical path; on the compiled on
 compiled step traced bit-identical to mflux's one compiled predict on these float32 shells (seeds
 0–1, with and without CFG: max |Δ| 0), so both compare bit for bit.
 
-Until the family kit lets the generic tests read a family's cases, the generic tests' own bodies
-run here on Anima's (``PARITY``, ``PROBE``, ``OBSERVED``, ``COMPILED_PROBE``).
+The generic tests run Anima's shell cases (``FAMILY.random_weights.cases``); the compiled probe's
+measured tolerance is the generic test's body run here on Anima's shell (its tables are keyed by
+family).
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from mflux.models.anima.variants.txt2img.anima import Anima
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 import tests.adapters.test_adapter_firstblock as firstblock
-import tests.adapters.test_adapter_observed_residual as observed
-import tests.adapters.test_adapter_parity as parity
 from app.adapters import common, install_gate, lora, shells
 from app.adapters.anima import shell as anima_shell
 from app.adapters.common import ClassFactoryRouter
@@ -43,17 +42,6 @@ STEPS = 6
 TURBO = {"num_inference_steps": STEPS, "height": 64, "width": 64, "guidance": 1.0}
 CFG = {**TURBO, "guidance": 4.0}
 
-# The generic tests' cases for Anima: Turbo (guidance 1: one branch) and Base with CFG (the
-# unconditional branch is the empty prompt, with its own residual).
-PARITY = {
-    "anima-turbo": parity.Case("anima", "anima-turbo", 6, 1.0),
-    "anima-base-cfg": parity.Case("anima", "anima-base", 6, 4.0),
-}
-PROBE = {
-    "anima-turbo": firstblock.Case("anima", "anima-turbo", 6, 1.0, firstblock.REST, cfg=False),
-    "anima-base-cfg": firstblock.Case("anima", "anima-base", 6, 4.0, firstblock.REST, cfg=True),
-}
-OBSERVED = observed.Case("anima-base", 6, 4.0)
 # The compiled probe against the eager one (firstblock's recipe: forced pattern, 8 steps, 128²),
 # relative L1 of the final latents. Basis: `uv run python -m tests.adapters.test_adapter_anima`
 # on the project's Linux x86-64 CPU box (2 cores, mlx-cpu 0.32.2, mflux 0.24.0), seeds 0–2, CFG
@@ -89,37 +77,7 @@ def pipeline(built: Callable[[str, int], Any]) -> Any:
     return built("anima-base", 0)
 
 
-# -- the generic tests on Anima's cases --------------------------------------------------------
-
-
-@pytest.mark.usefixtures("eager")
-@pytest.mark.parametrize("case", list(PARITY.values()), ids=list(PARITY))
-def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
-    built: Callable[[str, int], Any], case: parity.Case
-) -> None:
-    parity.test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
-        lambda c: built(c.model_name, c.seed), case
-    )
-
-
-@pytest.mark.usefixtures("eager")
-@pytest.mark.parametrize("case", list(PROBE.values()), ids=list(PROBE))
-def test_the_probe_on_anima(
-    built: Callable[[str, int], Any], case: firstblock.Case, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    firstblock.test_the_probe_on_every_family(
-        lambda c: built(c.model_name, c.seed), case, monkeypatch
-    )
-
-
-@pytest.mark.parametrize("path", ["eager", "compiled"])
-def test_observed_residual_is_the_bodys_output_minus_its_input(
-    built: Callable[[str, int], Any], path: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(observed.CASES, "anima", OBSERVED)
-    observed.test_observed_residual_is_the_bodys_output_minus_its_input(
-        lambda family: built(OBSERVED.model_name, 0), "anima", path, monkeypatch
-    )
+# -- the compiled probe against the eager one (the generic test's tables are keyed by family) ----
 
 
 def _compiled_probe_setup(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,14 +5,12 @@ transformer once per branch: the gated step is eager, and vanilla and the gated 
 numerical path, compared bit for bit. The unconditional branch skips layer 22 (mflux's default),
 so the tiny shell has 23 layers.
 
-Until the family kit lets the generic tests read a family's cases, the generic tests' own bodies
-run here on MOSS-Image's (``PARITY``, ``PROBE``, ``OBSERVED``).
+The generic tests run MOSS-Image's shell cases (``FAMILY.random_weights.cases``): CFG and not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -22,15 +20,10 @@ from mflux.models.moss_image.model.moss_image_transformer.moss_image_block impor
     MOSSImageTextBlock,
 )
 
-import tests.adapters.test_adapter_firstblock as firstblock
-import tests.adapters.test_adapter_observed_residual as observed
-import tests.adapters.test_adapter_parity as parity
-from app.adapters import common, install_gate, lora, shells
-from app.adapters.moss_image import shell as moss_shell
+from app.adapters import common, install_gate, shells
 from app.adapters.replay import record_and_replay
 from app.families import get_family
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
-from tests.fakes import lora as fake_lora
 from tests.fakes import probes
 
 ALTERNATE = TeaCacheParams(
@@ -40,22 +33,6 @@ OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 STEPS = 6
 CFG = {"num_inference_steps": STEPS, "height": 64, "width": 64, "guidance": 3.0}
 NO_CFG = {**CFG, "guidance": 1.0}
-
-# The generic tests' cases: SFT with mflux's CFG (guidance 3: the unconditional branch on the
-# empty prompt, layer 22 skipped, its own residual) and without (guidance 1: one call a step).
-PARITY = {
-    "moss-image-sft-cfg": parity.Case("moss-image", "moss-image-sft", 6, 3.0),
-    "moss-image-no-cfg": parity.Case("moss-image", "moss-image-sft", 6, 1.0),
-}
-PROBE = {
-    "moss-image-sft-cfg": firstblock.Case(
-        "moss-image", "moss-image-sft", 6, 3.0, firstblock.REST, cfg=True
-    ),
-    "moss-image-no-cfg": firstblock.Case(
-        "moss-image", "moss-image-sft", 6, 1.0, firstblock.REST, cfg=False
-    ),
-}
-OBSERVED = observed.Case("moss-image-sft", 6, 3.0)
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
@@ -80,36 +57,6 @@ def built() -> Iterator[Callable[[str, int], Any]]:
 @pytest.fixture
 def pipeline(built: Callable[[str, int], Any]) -> Any:
     return built("moss-image-sft", 0)
-
-
-# -- the generic tests on MOSS-Image's cases -----------------------------------------------------
-
-
-@pytest.mark.parametrize("case", list(PARITY.values()), ids=list(PARITY))
-def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
-    built: Callable[[str, int], Any], case: parity.Case
-) -> None:
-    parity.test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
-        lambda c: built(c.model_name, c.seed), case
-    )
-
-
-@pytest.mark.parametrize("case", list(PROBE.values()), ids=list(PROBE))
-def test_the_probe_on_moss_image(
-    built: Callable[[str, int], Any], case: firstblock.Case, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    firstblock.test_the_probe_on_every_family(
-        lambda c: built(c.model_name, c.seed), case, monkeypatch
-    )
-
-
-def test_observed_residual_is_the_bodys_output_minus_its_input(
-    built: Callable[[str, int], Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(observed.CASES, "moss-image", OBSERVED)
-    observed.test_observed_residual_is_the_bodys_output_minus_its_input(
-        lambda family: built(OBSERVED.model_name, 0), "moss-image", "eager", monkeypatch
-    )
 
 
 # -- MOSS-Image's own ----------------------------------------------------------------------------
@@ -245,35 +192,3 @@ def test_calls_outside_a_generation_are_not_gated(pipeline: Any) -> None:
     plain = pipeline.transformer(latents, 600.0, caption)
     assert gate.events == [] and gate.cached_branches == ()
     assert mx.array_equal(gated, plain).item()
-
-
-# -- LoRA: the six projections mflux maps, in kohya's and PEFT's prefixes --------------------------
-
-LORA_TARGETS = {
-    "diffusion_model.layers.0.proj.q": "layers.0.proj.q",
-    "layers.5.proj.ffn_up_gate": "layers.5.proj.ffn_up_gate",
-    "transformer.layers.22.proj.o": "layers.22.proj.o",
-}
-
-
-def test_a_lora_lands_where_mflux_maps_it_and_changes_the_output(tmp_path: Path) -> None:
-    """Oracles as tests/adapters/test_lora.py: the baked weight is the base plus scale × B·A to
-    float32 rounding of one addition (measured 6e-8 on these shells; bound 1e-6), and the LoRA
-    moves the latents (measured max |Δ| 0.24 at scale 0.7 over 4 steps with CFG; a build without
-    it differs by exactly 0)."""
-    run = {"num_inference_steps": 4, "height": 64, "width": 64, "guidance": 3.0}
-    with common.use_precision(mx.float32):
-        plain = probes.generate_latents(moss_shell(), **run)
-        patched = moss_shell()
-        before = {
-            path: mx.array(fake_lora.module_at(patched.transformer, path).weight)
-            for path in LORA_TARGETS.values()
-        }
-        file = tmp_path / "style.safetensors"
-        updates = fake_lora.write_lora(file, patched.transformer, LORA_TARGETS)
-        lora.apply_loras(patched, [str(file)], [0.7])
-        for path, update in updates.items():
-            weight = fake_lora.module_at(patched.transformer, path).weight
-            assert float(mx.max(mx.abs(weight - (before[path] + 0.7 * update)))) <= 1e-6
-        styled = probes.generate_latents(patched, **run)
-    assert float(mx.max(mx.abs(styled - plain))) >= 0.007  # tests/adapters/test_lora.py's floor

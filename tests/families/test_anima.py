@@ -131,3 +131,35 @@ def test_a_download_asks_the_hub_for_those_files_and_says_the_licence_first(
     assert [c["repo_id"] for c in calls] == ["circlestone-labs/Anima"] * 2
     assert all(c["allow_patterns"] == list(HUB_FILES["anima-aesthetic"]) for c in calls)
     assert said[0] == variant.licence_note and variant.licence and variant.licence in said[0]
+
+
+def test_a_copy_of_the_hub_repo_opens_as_a_model_folder_of_the_variants_it_holds(
+    tmp_path: Path,
+) -> None:
+    """mflux loads a copy of circlestone-labs/Anima as it is (its ComfyUI files under
+    split_files/, the transformer's names ``net.`` prefixed in the Base file): the folder check
+    finds Anima there, the three variants its weights fit (one layout), and a variant whose
+    transformer file is missing is one sentence."""
+    from app.variants.folders import check_folder, inspect_folder
+
+    root = tmp_path / "Anima"
+    for name in HUB_FILES["anima-base"]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        keys = ["vae.w"]
+        if "diffusion_models" in name:
+            keys = ["net.llm_adapter.blocks.0.self_attn.q_proj.weight", "net.blocks.0.mlp.layer1"]
+        mx.save_safetensors(str(root / name), {k: mx.zeros((4, 4)) for k in keys})
+    info = inspect_folder(root)
+    assert info.family is get_family("anima") and info.has_transformer
+    assert set(info.candidates) == set(VARIANTS)
+    assert check_folder(root, get_variant("anima-base")).family is get_family("anima")
+    with pytest.raises(
+        weights.IncompleteSnapshotError, match=r"anima-turbo-v1\.1\.safetensors is missing"
+    ):
+        check_folder(root, get_variant("anima-turbo"))
+    # names no family reads are no model of any family
+    transformer = root / HUB_FILES["anima-base"][1]
+    mx.save_safetensors(str(transformer), {"something.else.weight": mx.zeros((4, 4))})
+    assert inspect_folder(root).family is None
+    with pytest.raises(weights.IncompleteSnapshotError, match="no weights mflux can read"):
+        check_folder(root, get_variant("anima-base"))
