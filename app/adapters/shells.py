@@ -70,6 +70,18 @@ def _random(key: mx.array, shape: Sequence[int], dtype: mx.Dtype, scale: float =
 _POOL_SIZE = 8_388_617  # prime, so tiled rows of any width never line up
 
 
+def _pool_run(pool: mx.array, offset: int, size: int) -> mx.array:
+    """``size`` values of the pool read from ``offset`` on, wrapping round: the first ``size`` of
+    the pool rolled by ``offset`` and tiled, without building the whole roll (a copy of the
+    8M-value pool per matrix made a tiny shell's build take seconds per hundred matrices)."""
+    runs, start, left = [], offset, size
+    while left > 0:
+        take = min(left, pool.size - start)
+        runs.append(pool[start : start + take])
+        start, left = 0, left - take
+    return runs[0] if len(runs) == 1 else mx.concatenate(runs)
+
+
 def _init_weights(module: nn.Module, seed: int, dtype: mx.Dtype, scale: float = 1.0) -> None:
     """Random weights, fast: every matrix is a tiling of one shared random pool at its own
     offset, scaled like MLX's default ``Linear`` init (uniform ±1/√fan_in). Drawing 546M numbers
@@ -83,10 +95,7 @@ def _init_weights(module: nn.Module, seed: int, dtype: mx.Dtype, scale: float = 
         if not mx.issubdtype(value.dtype, mx.floating):
             continue
         if value.ndim >= 2:
-            offset = int(rng.integers(_POOL_SIZE))
-            rolled = mx.concatenate([pool[offset:], pool[:offset]])
-            repeats = -(-value.size // _POOL_SIZE)
-            flat = (mx.tile(rolled, (repeats,)) if repeats > 1 else rolled)[: value.size]
+            flat = _pool_run(pool, int(rng.integers(_POOL_SIZE)), value.size)
             bound = scale / float(np.sqrt(value.shape[-1]))
             weight = (flat.reshape(value.shape) * bound).astype(dtype)
         elif value.dtype != dtype:

@@ -56,6 +56,12 @@ class Mflux:
     # The mflux package the classes above live in ("mflux.models.flux2"): the bundle collects it
     # whole (packaging/hooks/hook-mflux.py), since mflux imports model code lazily
     package: str
+    # mflux's model name → the files of its Hub repo that mflux's loader reads by name, where
+    # they are not the weight definition's download layout (Anima's ComfyUI single files, one
+    # transformer per variant): what a download fetches and a snapshot must hold. Plain data (a
+    # download names them without importing mflux on its thread). None: the weight definition's
+    # download patterns and tokenizers.
+    hub_files: Mapping[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,6 +189,10 @@ class FolderDetection:
     # prefix tells it apart (variant id → names): what the folder and snapshot tests write into
     # a stand-in of that variant's folder (``sample``), and what ``candidates`` must place it by
     samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Folders of a copy of the family's Hub repo that hold its transformer's weights where they
+    # are not in transformer/ (Anima's ComfyUI files, split_files/diffusion_models): the folder
+    # check reads the weight names there too
+    weight_dirs: tuple[str, ...] = ()
 
     def sample(self, variant_id: str) -> tuple[str, ...]:
         """A few transformer weight names a folder of ``variant_id`` holds."""

@@ -9,7 +9,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.families import demo, flux1, flux2, flux3, krea2, qwen_image, qwen_image21, z_image
+from app.families import (
+    anima,
+    demo,
+    flux1,
+    flux2,
+    flux3,
+    krea2,
+    moss_image,
+    qwen_image,
+    qwen_image21,
+    z_image,
+)
 from app.paths import DEMO_DIR
 from app.variants.catalog import (
     MagCacheCalibration,
@@ -205,6 +216,107 @@ def _this_years() -> list[Variant]:
                 "no base variant to suggest",
             ),
         ),
+    ]
+
+
+# Anima's licence (model card of circlestone-labs/Anima, read there; mflux does not name it): the
+# weights are for non-commercial use, commercial use under a separate licence from CircleStone
+# Labs (the repo's licence discussion, #58). Its Hub repo is not gated.
+_ANIMA_LICENCE = "Anima model licence (non-commercial use; commercial use licensed separately)"
+
+
+def _anima() -> list[Variant]:
+    """Anima's three transformers (issue #40), one Hub repo of ComfyUI single files. Steps and
+    guidance are mflux's (``Anima.DEFAULT_STEPS`` / ``DEFAULT_GUIDANCE``, from the model card);
+    parameters counted from mflux's classes at real size: 2.09B transformer (the 0.13B LLM
+    adapter included), 0.60B Qwen3-0.6B text encoder, 0.13B Qwen-Image VAE. mflux keeps the text
+    encoder and the transformer's LLM adapter, timestep embedding and AdaLN modulations dense at
+    every quantization (``AnimaWeightDefinition``: 0.60B + 0.33B)."""
+    common = {
+        "family": anima.FAMILY,
+        "coefficients": None,
+        "default_threshold": None,
+        "hf_repo": "circlestone-labs/Anima",
+        "licence": _ANIMA_LICENCE,
+        "params_billion": 2.81,
+        "unquantized_billion": 0.93,
+    }
+    return [
+        Variant(
+            id="anima-turbo",
+            display_name="Anima Turbo",
+            distilled=True,
+            distilled_reason=(
+                "distilled for 8 to 12 steps without CFG (model card); 10 steps leave room to "
+                f"skip, but no calibration says how much; {_UNMEASURED}"
+            ),
+            default_steps=10,
+            default_guidance=1.0,  # mflux's Turbo default: no CFG (above 1: CFG on "")
+            provenance=_uncalibrated("anima-turbo", "Anima Turbo"),
+            mflux_name="anima-turbo",
+            base_variant="anima-aesthetic",
+            **common,
+        ),
+        Variant(
+            id="anima-aesthetic",
+            display_name="Anima Aesthetic",
+            distilled=False,
+            default_steps=30,
+            default_guidance=4.0,
+            provenance=_uncalibrated("anima-aesthetic", "Anima Aesthetic"),
+            mflux_name="anima-aesthetic",
+            cfg=True,  # the unconditional branch is the empty prompt
+            **common,
+        ),
+        Variant(
+            id="anima-base",
+            display_name="Anima Base",
+            distilled=False,
+            default_steps=30,
+            default_guidance=4.0,
+            provenance=_uncalibrated("anima-base", "Anima Base"),
+            mflux_name="anima-base",
+            cfg=True,
+            notes=("the checkpoint to train LoRAs on; a plainer default style than Aesthetic",),
+            **common,
+        ),
+    ]
+
+
+def _moss_image() -> list[Variant]:
+    """MOSS-Image SFT and Base (issue #40): mflux's defaults (``MOSSImage.DEFAULT_STEPS`` 50,
+    ``DEFAULT_GUIDANCE`` 3, CFG on the empty prompt with layer 22 skipped in that branch) and
+    repos; parameters counted from mflux's classes at real size: 5.08B transformer, 7.94B
+    Qwen3.5 text model (the vision tower is not loaded), 0.06B FLUX.2 VAE with the small decoder;
+    mflux quantizes the transformer and the text encoder. Licence: Apache 2.0, an open one (the
+    SFT's model card, as mflux's README gives it; the project, OpenMOSS/MOSS-Image, is Apache
+    2.0 too; the Base's card was not readable offline)."""
+    return [
+        Variant(
+            id=variant_id,
+            display_name=name,
+            family=moss_image.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=3.0,
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated(variant_id, name),
+            hf_repo=repo,
+            params_billion=13.08,
+            mflux_name=variant_id,
+            cfg=True,  # the unconditional branch: the empty prompt, layer 22 skipped
+            notes=notes,
+        )
+        for variant_id, name, repo, notes in (
+            ("moss-image-sft", "MOSS-Image SFT", "OpenMOSS-Team/MOSS-Image-SFT", ()),
+            (
+                "moss-image-base",
+                "MOSS-Image Base",
+                "OpenMOSS-Team/MOSS-Image-Base",
+                ("the SFT's base checkpoint: the same architecture, other transformer weights",),
+            ),
+        )
     ]
 
 
@@ -521,5 +633,5 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_demo_variants()]
+    v.id: v for v in [*_builtin(), *_this_years(), *_anima(), *_moss_image(), *_demo_variants()]
 }

@@ -44,8 +44,19 @@ def transformer_keys(variant: Any) -> list[str]:
 
 def write_snapshot(root: Path, variant: Any = KLEIN) -> Path:
     """A structurally complete snapshot of ``variant``: one tiny safetensors file and a config
-    per weight folder, one file per tokenizer folder."""
+    per weight folder, one file per tokenizer folder (or one tiny file per name, where the family
+    names the files mflux reads: ``Mflux.hub_files``)."""
     root.mkdir(parents=True, exist_ok=True)
+    named = variant.family.require_mflux().hub_files
+    if named is not None:  # files mflux's loader reads by name (Anima's single files)
+        folders = variant.family.folders
+        weight_dirs = () if folders is None else folders.weight_dirs
+        for name in named[variant.mflux_name]:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            in_weight_dir = Path(name).parent.as_posix() in weight_dirs
+            keys = transformer_keys(variant) if in_weight_dir else ["w"]
+            mx.save_safetensors(str(root / name), {k: mx.zeros((4, 4)) for k in keys})
+        return root
     definition = weights._weight_definition(variant)
     for pattern in definition.get_download_patterns():
         if pattern.endswith(".safetensors") and "/" not in pattern and "*" not in pattern:
