@@ -9,7 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.families import demo, flux1, flux2, flux3, krea2, qwen_image, qwen_image21, z_image
+from app.families import (
+    demo,
+    ernie_image,
+    flux1,
+    flux2,
+    flux3,
+    krea2,
+    qwen_image,
+    qwen_image21,
+    z_image,
+)
 from app.paths import DEMO_DIR
 from app.variants.catalog import (
     MagCacheCalibration,
@@ -204,6 +214,53 @@ def _this_years() -> list[Variant]:
                 "Krea 2 Raw, the undistilled checkpoint, is for training, not inference (Krea): "
                 "no base variant to suggest",
             ),
+        ),
+    ]
+
+
+def _ernie_image() -> list[Variant]:
+    """ERNIE-Image and its Turbo (issue #40): steps from mflux's ``MODEL_INFERENCE_STEPS``,
+    guidance from each of its two commands (base ``--guidance`` 4.0; Turbo refuses any but 1.0),
+    the size from ``generate_image``; the Hub repos are ``ModelConfig.model_name``. Parameters are
+    counted from mflux's classes at real size: ``ErnieTransformer()`` 8.03B, the Ministral-3B
+    text encoder (``ErnieMistralTextEncoder``) 3.43B, ``Flux2VAE`` 0.08B; mflux quantizes all
+    three. Both repos say Apache 2.0 on their model cards (as reported of them; not readable
+    here offline): an open licence, so no ``licence`` is recorded and nothing is gated."""
+    return [
+        Variant(
+            id="ernie-image",
+            display_name="ERNIE-Image",
+            family=ernie_image.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=4.0,  # mflux-generate-ernie-image's --guidance default
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("ernie-image", "ERNIE-Image"),
+            hf_repo="baidu/ERNIE-Image",
+            params_billion=11.55,
+            mflux_name="ernie-image",
+            # both branches in one transformer call of batch 2 ([negative " ", prompt])
+            cfg=True,
+        ),
+        Variant(
+            id="ernie-image-turbo",
+            display_name="ERNIE-Image Turbo",
+            family=ernie_image.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "step- and guidance-distilled to 8 steps (mflux refuses any guidance but 1); no "
+                f"calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=None,  # guidance-distilled: mflux's Turbo command passes 1.0 only
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("ernie-image-turbo", "ERNIE-Image Turbo"),
+            hf_repo="baidu/ERNIE-Image-Turbo",
+            params_billion=11.55,
+            mflux_name="ernie-image-turbo",
+            base_variant="ernie-image",
         ),
     ]
 
@@ -521,5 +578,5 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_demo_variants()]
+    v.id: v for v in [*_builtin(), *_this_years(), *_ernie_image(), *_demo_variants()]
 }
