@@ -16,6 +16,7 @@ from app.families import (
     flux2,
     flux3,
     krea2,
+    lens,
     qwen_image,
     qwen_image21,
     z_image,
@@ -261,6 +262,51 @@ def _ernie_image() -> list[Variant]:
             params_billion=11.55,
             mflux_name="ernie-image-turbo",
             base_variant="ernie-image",
+        ),
+    ]
+
+
+def _lens() -> list[Variant]:
+    """Lens Turbo (issue #40), mflux's one Lens variant: 4 steps (``MODEL_INFERENCE_STEPS``), no
+    guidance (``LensImage.generate_image`` takes none), 1024² (its default); the Hub repo is
+    ``ModelConfig.model_name``, the DiT's. Parameters counted from mflux's classes at real size:
+    ``LensTransformer()`` 4.10B and ``Flux2VAE`` 0.08B, quantizable; the GPT-OSS 20B encoder
+    (20.9B parameters, mflux's ``GptOssModel`` at GPT-OSS-20B's config: 24 layers, 32 experts)
+    ships pre-quantized and no ``quantize`` changes it: its 11.45 GB in memory (19.12B expert
+    weights at MXFP4's 4.25 bits, 1.22B other matrices at 8-bit's 8.5, the repo's name's recipe
+    assumed; lm_head dropped by mflux) counted as 5.73B parameters at 16 bits
+    (``unquantized_billion``)."""
+    return [
+        Variant(
+            id="lens-turbo",
+            display_name="Lens Turbo",
+            family=lens.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled to 4 steps with guidance internalized (mflux's Lens README); no "
+                f"calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=4,
+            default_guidance=None,  # LensImage.generate_image takes no guidance
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("lens-turbo", "Lens Turbo"),
+            hf_repo="Comfy-Org/Lens",
+            licence=(
+                "Lens licence (not known here: Microsoft withdrew its release, Comfy-Org "
+                "mirrors the weights)"
+            ),
+            params_billion=9.91,
+            unquantized_billion=5.73,
+            mflux_name="lens-turbo",
+            notes=(
+                "mflux configures no undistilled Lens (Microsoft's base was withdrawn): no base "
+                "variant to suggest",
+                "mflux assembles Lens from three repositories: the studio downloads and checks "
+                "the DiT (Comfy-Org/Lens); mflux fetches the GPT-OSS 20B encoder "
+                "(mlx-community/gpt-oss-20b-MXFP4-Q8) and FLUX.2 Klein 4B's VAE itself on the "
+                "first load",
+            ),
         ),
     ]
 
@@ -578,5 +624,5 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_ernie_image(), *_demo_variants()]
+    v.id: v for v in [*_builtin(), *_this_years(), *_ernie_image(), *_lens(), *_demo_variants()]
 }
