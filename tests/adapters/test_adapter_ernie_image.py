@@ -12,6 +12,7 @@ and CFG: max |Δ| 0), so both compare bit for bit.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -24,7 +25,7 @@ from mflux.models.ernie_image.model.ernie_transformer.transformer_block import (
 )
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, install_gate
+from app.adapters import common, install_gate, lora
 from app.adapters.ernie_image import STREAM_DTYPE_ATTR, ErnieAnatomy, shell
 from app.adapters.replay import record_and_replay
 from app.adapters.shells import DEFAULT_PROMPT
@@ -273,3 +274,37 @@ def test_the_residual_stream_is_float32_unless_the_bfloat16_stream_is_chosen() -
             dtypes.append(state.dtype)
             assert anatomy.tail(head, anatomy.tokens(ctx, state), text).dtype == mx.bfloat16
     assert dtypes == [mx.float32, mx.bfloat16]
+
+
+# A LoRA in the names mflux's ERNIE mapping accepts (PEFT's ``transformer.``, ComfyUI's
+# ``diffusion_model.`` and the bare module path), on both blocks' attention and MLP.
+LORA_TARGETS = {
+    "transformer.layers.0.self_attention.to_q": "layers.0.self_attention.to_q",
+    "diffusion_model.layers.1.mlp.linear_fc2": "layers.1.mlp.linear_fc2",
+    "layers.1.self_attention.to_out.0": "layers.1.self_attention.to_out.0",
+}
+
+
+def test_a_lora_is_baked_where_mfluxs_mapping_puts_it_and_changes_the_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As tests/adapters/test_lora.py holds the other families (its bounds: the bake to 1e-6,
+    the effect above 0.007 of the final latents; measured here 6.0e-8 and 0.19)."""
+    from tests.fakes import lora as fake_lora
+
+    _use_path(monkeypatch, "eager")
+    with common.use_precision(mx.float32):
+        plain = probes.generate_latents(shell("ernie-image"), **CFG)
+        patched = shell("ernie-image")
+        before = {
+            p: fake_lora.module_at(patched.transformer, p).weight for p in LORA_TARGETS.values()
+        }
+        updates = fake_lora.write_lora(
+            tmp_path / "style.safetensors", patched.transformer, LORA_TARGETS
+        )
+        lora.apply_loras(patched, [str(tmp_path / "style.safetensors")], [0.7])
+        for module_path, update in updates.items():
+            weight = fake_lora.module_at(patched.transformer, module_path).weight
+            assert float(mx.max(mx.abs(weight - before[module_path] - 0.7 * update))) <= 1e-6
+        changed = probes.generate_latents(patched, **CFG)
+    assert float(mx.max(mx.abs(changed - plain))) > 0.007
