@@ -224,3 +224,39 @@ def test_the_projection_is_flux2s_on_the_packed_tokens() -> None:
     assert got.shape == want.shape == (height // 8, width // 8, 3)
     assert int(np.abs(got.astype(int) - want.astype(int)).max()) <= 1
     assert np.mean(got == want) > 0.99
+
+
+def _snapshot(pipeline: Any) -> dict[str, Any]:
+    """What an installation may touch, by identity (tests/fakes/probes.py's snapshot reads the
+    pipeline as an ``nn.Module``; ``LensImage`` is a plain class): the classes, the pipeline's and
+    the transformer's attributes, the transformer's parameter tree, the callback lists."""
+    from mlx.utils import tree_flatten
+
+    transformer = pipeline.transformer
+    return {
+        "pipeline_class": type(pipeline),
+        "pipeline_attrs": {k: id(v) for k, v in vars(pipeline).items()},
+        "transformer_class": type(transformer),
+        "transformer_attrs": {k: id(v) for k, v in vars(transformer).items()},
+        "parameters": {k: id(v) for k, v in tree_flatten(transformer.parameters())},
+        "callbacks": {
+            name: [id(entry) for entry in getattr(pipeline.callbacks, name)]
+            for name in ("before_loop", "in_loop", "after_loop", "interrupt")
+        },
+    }
+
+
+def test_install_then_remove_restores_the_pipeline_exactly(pipeline: Any) -> None:
+    from app.adapters import AlreadyInstalledError, detect_family
+
+    assert detect_family(pipeline) is FAMILY
+    before = _snapshot(pipeline)
+    with install_gate(pipeline, TeaCacheGate(ALTERNATE)) as installation:
+        during = _snapshot(pipeline)
+        assert during["parameters"] == before["parameters"]
+        assert during["transformer_class"] is not before["transformer_class"]
+        with pytest.raises(AlreadyInstalledError):
+            install_gate(pipeline, TeaCacheGate(ALTERNATE))
+        probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
+        assert installation.family == "lens"
+    assert _snapshot(pipeline) == before
