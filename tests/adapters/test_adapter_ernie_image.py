@@ -308,3 +308,62 @@ def test_a_lora_is_baked_where_mfluxs_mapping_puts_it_and_changes_the_output(
             assert float(mx.max(mx.abs(weight - before[module_path] - 0.7 * update))) <= 1e-6
         changed = probes.generate_latents(patched, **CFG)
     assert float(mx.max(mx.abs(changed - plain))) > 0.007
+
+
+def test_previews_read_the_schedulers_clean_prediction_in_flux2s_latent_space(
+    shells: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mflux's ERNIE loop steps ``config.scheduler`` (the previewer reads each step's ``x − σ·v``
+    there) on FLUX.2's latents laid out spatially: 2×2 patches of its 32 channels, channel
+    ``c·4 + dy·2 + dx``, decoded by ``Flux2VAE.decode_packed_latents`` whose weights ERNIE maps as
+    FLUX.2's. The projection is FLUX.2's table on the unpatchified latent."""
+    import numpy as np
+    from mflux.models.ernie_image.variants.txt2img.ernie_image import ErnieImage
+    from mflux.models.ernie_image.weights.ernie_weight_mapping import ErnieWeightMapping
+    from mflux.models.flux2.model.flux2_vae.vae import Flux2VAE
+    from mflux.models.flux2.weights.flux2_weight_mapping import Flux2WeightMapping
+
+    from app.adapters import previews
+    from app.families import latent_rgb
+    from app.families.ernie_image import FAMILY
+    from tests.adapters.test_previews import DERIVED_ATOL, _expected
+
+    assert ErnieImage.__annotations__["vae"] is Flux2VAE
+    ernie = [t.to_pattern for t in ErnieWeightMapping.get_vae_mapping()]
+    assert ernie == [t.to_pattern for t in Flux2WeightMapping.get_vae_mapping()]
+    assert FAMILY.require_preview().loop_sigmas is None
+
+    _use_path(monkeypatch, "eager")
+    pipeline = shells["turbo"]
+    cleans: dict[int, np.ndarray] = {}
+    images: dict[int, np.ndarray] = {}
+    previewer = previews.previewer_for(pipeline, images.__setitem__)
+    projection = previewer.decode
+
+    def decode(x0: mx.array, height: int, width: int) -> np.ndarray | mx.array:
+        cleans[len(cleans)] = np.array(x0)
+        return projection(x0, height, width)
+
+    previewer.decode = decode
+    with (
+        common.attached(pipeline, probes.LatentRecorder()) as recorder,
+        common.attached(pipeline, previewer),
+    ):
+        final = probes.generate_latents(pipeline, **TURBO)
+    assert sorted(images) == list(range(STEPS))
+    sig = np.array(recorder.config.scheduler.sigmas)
+    lat = [np.array(x) for x in recorder.inputs]
+    for t in range(STEPS):
+        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
+        np.testing.assert_allclose(cleans[t], lat[t] - sig[t] * velocity, atol=DERIVED_ATOL)
+    assert np.array_equal(cleans[STEPS - 1], np.array(final))  # σ = 0 at the last step
+
+    height, width = 64, 96
+    h, w = height // 16, width // 16
+    packed = np.random.default_rng(7).standard_normal((1, 128, h, w)).astype(np.float32)
+    latent = packed[0].reshape(32, 2, 2, h, w).transpose(0, 3, 1, 4, 2).reshape(32, 2 * h, 2 * w)
+    got = previews.to_host(previews.family_projection(FAMILY)(mx.array(packed), height, width))
+    want = _expected(latent, latent_rgb.FLUX2_FACTORS, latent_rgb.FLUX2_BIAS)
+    assert got.shape == want.shape == (height // 8, width // 8, 3)
+    assert int(np.abs(got.astype(int) - want.astype(int)).max()) <= 1
+    assert np.mean(got == want) > 0.99
