@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.engine.events import RunWarning
 from app.engine.request import GenerationRequest
 from app.gate import Engagement
-from app.gate.kinds import GateParamsLike, kind_of
+from app.gate.kinds import GateParamsLike, format_threshold, kind_of
 from app.variants import ScheduleCheck, Variant, check_schedule
 
 
@@ -23,19 +23,20 @@ def engagement_warning(run_id: int, params: GateParamsLike, onset: Engagement) -
     else:
         measured = (
             f"{source}: the smallest {smallest} among {onset.eligible_steps} "
-            f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); "
+            f"eligible steps is {kind.format_onset(onset.onset_threshold)} "
+            f"(step {onset.onset_step}); "
         )
         # MagCache skips at a threshold equal to the first-reuse error (its rule compares <=).
         blocked = current <= 0.0 or not kind.engages(current, onset.onset_threshold)
         if blocked:
             message = measured + (
                 f"skipping would begin only above that, so at the current threshold "
-                f"{current:.2f} nothing is skipped."
+                f"{format_threshold(current)} nothing is skipped."
             )
         else:
             message = measured + (
-                f"the current threshold {current:.2f} is above it, so the gate skips on this "
-                "schedule: compare with vanilla before trusting the image."
+                f"the current threshold {format_threshold(current)} is above it, so the gate skips "
+                "on this schedule: compare with vanilla before trusting the image."
             )
     return RunWarning(
         run_id,

@@ -122,6 +122,8 @@ class Exporter:
         parts += lora_captions(request.loras if request is not None else self.form.loras)
         if r.ssim is not None:
             parts.append(f"SSIM {r.ssim:.4f}")
+        if r.ssimulacra2 is not None:
+            parts.append(f"SSIMULACRA2 {r.ssimulacra2:.1f}")
         if r.speedup is not None:
             parts.append(speedup_caption(r.speedup, r.speedup_label))
         prompt = request.prompt if request is not None else self.form.prompt

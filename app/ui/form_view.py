@@ -32,7 +32,7 @@ from superqt.utils import signals_blocked
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.app import Studio
-from app.ui.defaults import MAX_SEED, default_threshold, size_allowed, size_presets
+from app.ui.defaults import MAX_SEED, MIN_SEED, default_threshold, size_allowed, size_presets
 from app.ui.downloads import format_bytes
 from app.ui.form_model import FormModel
 from app.ui.gate_picker import GatePicker
@@ -40,7 +40,7 @@ from app.ui.lora_list import LoraList
 from app.ui.observable import Binding, bind
 from app.ui.plain_words import calibration_tooltip, gate_unavailable
 from app.ui.quantize_view import QuantizeControl, bind_quantize
-from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeSpinBox
+from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeWholeNumberBox
 from app.ui.theme import caption_font, mute, small_font
 from app.ui.variant_picker import VariantPicker
 from app.variants import Variant, get_variant
@@ -241,7 +241,7 @@ class ControlsView(QFrame):
         self.steps_problem.setFont(small_font(self.steps_problem.font()))
         self.steps_problem.setStyleSheet("color: #c62828;")
         self.steps_problem.setVisible(False)
-        self.seed = RangeSpinBox("The seed", 0, MAX_SEED)
+        self.seed = RangeWholeNumberBox("The seed", MIN_SEED, MAX_SEED)
         self.seed.setAccelerated(True)
         self.seed_note = RangeNote(self.seed)
         self.random_seed = QToolButton()
@@ -420,6 +420,7 @@ def bind_form(view: ControlsView, form: FormModel) -> list[Binding]:
             c.seed.setValue,
             c.seed.valueChanged,
             to_widget=lambda v: min(int(v), MAX_SEED),
+            to_model=int,
         ),
         bind(
             f,

@@ -20,6 +20,7 @@ from app.gate.kinds import gate_kind
 from app.ui.analysis import (
     EngagementBand,
     Notice,
+    curve_drift_note,
     engagement_band,
     lora_calibration_note,
     schedule_notice,
@@ -143,8 +144,9 @@ class GateAdvice:
         return self._wide_band[1]
 
     def gate_plot_note(self) -> str:
-        """The gate plot's caveat for the shown run's LoRAs (the form's before any run), against
-        what its variant's calibration was made with."""
+        """The gate plot's caveats: the shown run's LoRAs (the form's before any run) against
+        what its variant's calibration was made with, and a run that skipped another number of
+        steps than the simulated skip curve says (``curve_drift_note``)."""
         request = self.run.request
         if request is None:
             return lora_calibration_note(self.form.loras, self.form.variant, self.form.gate)
@@ -152,7 +154,12 @@ class GateAdvice:
             variant = request.variant
         except UnknownVariantError:  # a run from the history whose calibration is gone
             variant = None
-        return lora_calibration_note(request.loras, variant, request.gate)
+        data = self.gate_plot_data()
+        notes = (
+            lora_calibration_note(request.loras, variant, request.gate),
+            curve_drift_note(data.band, data.threshold, data.gated),
+        )
+        return " ".join(note for note in notes if note)
 
     def threshold_hint(self) -> str:
         """Eligible steps and where skipping begins, in the picked gate's own numbers."""

@@ -134,7 +134,13 @@ class GatePlot(QWidget):
         ):
             item.addItem(plot_item)
 
-        self.skip_curve = pg.PlotDataItem(stepMode=None)
+        # A count holds from its threshold to the next one: drawn as steps, not slanted lines
+        # that read a neighbour's count at the run's threshold (#39).
+        self.skip_curve = pg.PlotDataItem(stepMode="left")
+        # The shown run's own count at its threshold, on the curve the simulation drew.
+        self.run_point = pg.ScatterPlotItem(
+            size=8, brush=pg.mkBrush(DECISION_COLOURS[Decision.skipped]), pen=pg.mkPen(None)
+        )
         self.curve_threshold = pg.InfiniteLine(
             angle=90, movable=False, pen=pg.mkPen(_colour(THRESHOLD_COLOUR), width=2)
         )
@@ -150,6 +156,7 @@ class GatePlot(QWidget):
         )
         for plot_item in (
             self.skip_curve,
+            self.run_point,
             self.curve_threshold,
             self.curve_preview,
             self.curve_onset,
@@ -254,9 +261,17 @@ class GatePlot(QWidget):
             self.onset_line.setValue(onset)
             self.curve_onset.setValue(onset)
         if band is not None and band.curve:
-            self.skip_curve.setData([t for t, _ in band.curve], [k for _, k in band.curve])
+            curve = band.curve_through(threshold, preview if show_preview else None)
+            self.skip_curve.setData([t for t, _ in curve], [k for _, k in curve])
         else:
             self.skip_curve.setData([], [])
+        finished = bool(gated) and all(s is not None for s in gated)
+        skipped = 0
+        if finished and band is not None and len(gated) == band.steps:
+            skipped = sum(1 for s in gated if s is not None and s.decision is Decision.skipped)
+            self.run_point.setData([threshold], [skipped])
+        else:
+            self.run_point.setData([], [])
 
         steps = max(len(gated), len(vanilla), 1)
         values = [threshold, *(v for v in vy), *(v for v in gy)]
@@ -278,9 +293,9 @@ class GatePlot(QWidget):
             right = max(band.curve[-1][0], threshold, preview if show_preview and preview else 0.0)
             _plot_item(self.curve_plot).getViewBox().setXRange(0.0, right, padding=0.02)
             _plot_item(self.curve_plot).getViewBox().setYRange(
-                0, max(1, band.max_skips) * 1.1, padding=0
+                0, max(1, band.max_skips, skipped) * 1.1, padding=0
             )
-            spacing = _nice_spacing(max(1, band.max_skips), 5)
+            spacing = _nice_spacing(max(1, band.max_skips, skipped), 5)
             _plot_item(self.curve_plot).getAxis("left").setTickSpacing(spacing, spacing)
         else:
             _plot_item(self.curve_plot).getViewBox().setXRange(

@@ -224,12 +224,14 @@ class ResultsView(QWidget):
             gated_seconds=r.gated_seconds,
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
-            speedup_label=f"{r.origin} · {r.speedup_label}" if r.origin else r.speedup_label,
+            # What the figure is comes first: a narrow card elides the end (#39).
+            speedup_label=f"{r.speedup_label} · {r.origin}" if r.origin else r.speedup_label,
             skips=r.skips,
             steps=steps,
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
             local_diff=r.local_diff,
+            ssimulacra2=r.ssimulacra2,
         )
         details = describe_run(r)
         if not details[1]:  # nothing run (or shown) yet: the picked gate's calibration

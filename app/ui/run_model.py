@@ -186,6 +186,11 @@ class RunModel(QObject):
         return self.report.ssim if self.report is not None else None
 
     @property
+    def ssimulacra2(self) -> float | None:
+        """SSIMULACRA2 of the gated image against vanilla's (``app.metrics``)."""
+        return self.report.ssimulacra2 if self.report is not None else None
+
+    @property
     def local_diff(self) -> float | None:
         """The worst window of the difference (``app.metrics``), 0–1."""
         return self.report.local_diff_value if self.report is not None else None

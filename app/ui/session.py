@@ -28,7 +28,7 @@ from app.engine.target import QualitySearch
 from app.storage.export import lora_captions
 from app.storage.history import HistoryEntry, friendly_time, history_origin
 from app.storage.settings import Settings, SettingsStore
-from app.ui.defaults import MAX_SEED
+from app.ui.defaults import MAX_SEED, MIN_SEED
 
 if TYPE_CHECKING:
     from app.ui.availability_model import Availability
@@ -178,7 +178,7 @@ class Session:
         return True
 
     def randomize_seed(self) -> None:
-        self.form.seed = random.randrange(0, MAX_SEED)
+        self.form.seed = random.randint(MIN_SEED, MAX_SEED)
 
     def threshold_only_change(self) -> bool:
         """The inputs differ from the finished run's only in the threshold (a cheap re-run)."""

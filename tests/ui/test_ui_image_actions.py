@@ -214,8 +214,9 @@ def test_history_rows_fit_the_dialog_and_read_as_the_cards_do(
     assert "is identical" not in summary and f"0 of {entry.request.steps} skipped" in summary
     report = entry.report
     assert report.ssim == 1.0 and report.local_diff_value == 0.0  # what the row is about
-    assert "identical (SSIM 1.000, local difference 0.000)" in summary
-    assert window.compare.ssim_card.note.text() == "identical"  # the card's word, repeated
+    assert "identical (SSIM 1.000, SSIMULACRA2 100, local difference 0.000)" in summary
+    # The card's word, repeated, with the SSIMULACRA2 score the row shows too.
+    assert window.compare.ssim_card.note.text() == "identical · SSIMULACRA2 100"
     item = dialog.list.item(0)
     longest = max(
         dialog.list.fontMetrics().horizontalAdvance(line) for line in item.text().split("\n")

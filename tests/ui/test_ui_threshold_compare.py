@@ -62,7 +62,9 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
     assert f"of {STEPS} skipped" in stats and "SSIM" in stats and "time" in stats
     label = rows[3].speedup_label  # the same label a single run carries: its first clause shown,
     assert label.split(", ")[0] in stats and label  # all of it in the tooltip
-    assert dialog.cells[4].stats.toolTip() == f"Speedup: {label}"
+    # The speedup's full label, then what the tile's "S2" (its SSIMULACRA2) means.
+    tip = dialog.cells[4].stats.toolTip().splitlines()
+    assert tip[0] == f"Speedup: {label}" and tip[1].startswith("S2: SSIMULACRA2 ")
     assert "times measured on" in dialog.about.text()
     assert window.run.status is JobStatus.idle  # the main view was not driven by the batch
 

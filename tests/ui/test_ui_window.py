@@ -553,6 +553,8 @@ def test_a_value_outside_its_range_gets_a_note_on_the_range(
     qtbot.keyClicks(c.seed, "99999999999999999999")
     assert c.seed_note.isVisible()
     assert c.seed_note.text().startswith(f"The seed must be between 0 and {MAX_SEED};")
+    qtbot.keyClick(c.seed, Qt.Key.Key_Return)  # the seed commits when editing ends (#39)
+    assert c.seed_note.isVisible()
     assert window.form.seed == int(c.seed.text()) <= MAX_SEED  # what the box holds is the seed
 
     spin = c.threshold.spin
