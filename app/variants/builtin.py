@@ -12,10 +12,12 @@ from pathlib import Path
 from app.families import (
     anima,
     demo,
+    ernie_image,
     flux1,
     flux2,
     flux3,
     krea2,
+    lens,
     moss_image,
     qwen_image,
     qwen_image21,
@@ -317,6 +319,98 @@ def _moss_image() -> list[Variant]:
                 ("the SFT's base checkpoint: the same architecture, other transformer weights",),
             ),
         )
+    ]
+
+
+def _ernie_image() -> list[Variant]:
+    """ERNIE-Image and its Turbo (issue #40): steps from mflux's ``MODEL_INFERENCE_STEPS``,
+    guidance from each of its two commands (base ``--guidance`` 4.0; Turbo refuses any but 1.0),
+    the size from ``generate_image``; the Hub repos are ``ModelConfig.model_name``. Parameters are
+    counted from mflux's classes at real size: ``ErnieTransformer()`` 8.03B, the Ministral-3B
+    text encoder (``ErnieMistralTextEncoder``) 3.43B, ``Flux2VAE`` 0.08B; mflux quantizes all
+    three. Both repos say Apache 2.0 on their model cards (as reported of them; not readable
+    here offline): an open licence, so no ``licence`` is recorded and nothing is gated."""
+    return [
+        Variant(
+            id="ernie-image",
+            display_name="ERNIE-Image",
+            family=ernie_image.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=4.0,  # mflux-generate-ernie-image's --guidance default
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("ernie-image", "ERNIE-Image"),
+            hf_repo="baidu/ERNIE-Image",
+            params_billion=11.55,
+            mflux_name="ernie-image",
+            # both branches in one transformer call of batch 2 ([negative " ", prompt])
+            cfg=True,
+        ),
+        Variant(
+            id="ernie-image-turbo",
+            display_name="ERNIE-Image Turbo",
+            family=ernie_image.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "step- and guidance-distilled to 8 steps (mflux refuses any guidance but 1); no "
+                f"calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=None,  # guidance-distilled: mflux's Turbo command passes 1.0 only
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("ernie-image-turbo", "ERNIE-Image Turbo"),
+            hf_repo="baidu/ERNIE-Image-Turbo",
+            params_billion=11.55,
+            mflux_name="ernie-image-turbo",
+            base_variant="ernie-image",
+        ),
+    ]
+
+
+def _lens() -> list[Variant]:
+    """Lens Turbo (issue #40), mflux's one Lens variant: 4 steps (``MODEL_INFERENCE_STEPS``), no
+    guidance (``LensImage.generate_image`` takes none), 1024² (its default); the Hub repo is
+    ``ModelConfig.model_name``, the DiT's. Parameters counted from mflux's classes at real size:
+    ``LensTransformer()`` 4.10B and ``Flux2VAE`` 0.08B, quantizable; the GPT-OSS 20B encoder
+    (20.9B parameters, mflux's ``GptOssModel`` at GPT-OSS-20B's config: 24 layers, 32 experts)
+    ships pre-quantized and no ``quantize`` changes it: its 11.45 GB in memory (19.12B expert
+    weights at MXFP4's 4.25 bits, 1.22B other matrices at 8-bit's 8.5, the repo's name's recipe
+    assumed; lm_head dropped by mflux) counted as 5.73B parameters at 16 bits
+    (``unquantized_billion``)."""
+    return [
+        Variant(
+            id="lens-turbo",
+            display_name="Lens Turbo",
+            family=lens.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled to 4 steps with guidance internalized (mflux's Lens README); no "
+                f"calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=4,
+            default_guidance=None,  # LensImage.generate_image takes no guidance
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("lens-turbo", "Lens Turbo"),
+            hf_repo="Comfy-Org/Lens",
+            licence=(
+                "Lens licence (not known here: Microsoft withdrew its release, Comfy-Org "
+                "mirrors the weights)"
+            ),
+            params_billion=9.91,
+            unquantized_billion=5.73,
+            mflux_name="lens-turbo",
+            notes=(
+                "mflux configures no undistilled Lens (Microsoft's base was withdrawn): no base "
+                "variant to suggest",
+                "mflux assembles Lens from three repositories: the studio downloads and checks "
+                "the DiT (Comfy-Org/Lens); mflux fetches the GPT-OSS 20B encoder "
+                "(mlx-community/gpt-oss-20b-MXFP4-Q8) and FLUX.2 Klein 4B's VAE itself on the "
+                "first load",
+            ),
+        ),
     ]
 
 
@@ -633,5 +727,14 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_anima(), *_moss_image(), *_demo_variants()]
+    v.id: v
+    for v in [
+        *_builtin(),
+        *_this_years(),
+        *_anima(),
+        *_moss_image(),
+        *_ernie_image(),
+        *_lens(),
+        *_demo_variants(),
+    ]
 }
