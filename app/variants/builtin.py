@@ -9,7 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.families import demo, flux1, flux2, flux3, krea2, qwen_image, qwen_image21, z_image
+from app.families import (
+    demo,
+    fibo,
+    flux1,
+    flux2,
+    flux3,
+    krea2,
+    qwen_image,
+    qwen_image21,
+    z_image,
+)
 from app.paths import DEMO_DIR
 from app.variants.catalog import (
     MagCacheCalibration,
@@ -204,6 +214,59 @@ def _this_years() -> list[Variant]:
                 "Krea 2 Raw, the undistilled checkpoint, is for training, not inference (Krea): "
                 "no base variant to suggest",
             ),
+        ),
+    ]
+
+
+# Bria's FIBO cards: briaai/FIBO's is gated (a form to accept), under the "bria-fibo" licence, CC
+# BY-NC 4.0: non-commercial use only (read on its model card). FIBO Lite's card was not read here
+# (offline); it is taken to be the same, as Bria's FIBO cards share the gate and the licence.
+_BRIA_FIBO = "Bria FIBO licence (CC BY-NC 4.0, non-commercial use only)"
+
+
+def _fibo() -> list[Variant]:
+    """FIBO and FIBO Lite (issue #40). Steps are mflux's ``MODEL_INFERENCE_STEPS``; guidance its
+    command line's (``fibo_generate.py``: 5 for FIBO; FIBO Lite is run at 1 whatever is asked,
+    ``FIBO.generate_image``); the Hub repos are ``ModelConfig.model_name``; parameters counted
+    from mflux's classes at real size: 8.29B transformer, 3.08B SmolLM3-3B, 0.69B Wan 2.2 VAE."""
+    return [
+        Variant(
+            id="fibo",
+            display_name="FIBO",
+            family=fibo.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=5.0,
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo", "FIBO"),
+            hf_repo="briaai/FIBO",
+            gated_repo=True,  # a form to fill on the model page
+            licence=_BRIA_FIBO,
+            params_billion=12.05,
+            mflux_name="fibo",
+            cfg=True,  # both branches in one call, a batch of two
+        ),
+        Variant(
+            id="fibo-lite",
+            display_name="FIBO Lite",
+            family=fibo.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled in two stages (classifier-free guidance, then SCFM) to 8 steps without "
+                f"guidance; no calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=None,  # mflux runs FIBO Lite at guidance 1 whatever is asked
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo-lite", "FIBO Lite"),
+            hf_repo="briaai/Fibo-lite",
+            gated_repo=True,
+            licence=_BRIA_FIBO,
+            params_billion=12.05,
+            mflux_name="fibo-lite",
+            base_variant="fibo",
         ),
     ]
 
@@ -521,5 +584,5 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_demo_variants()]
+    v.id: v for v in [*_builtin(), *_this_years(), *_fibo(), *_demo_variants()]
 }
