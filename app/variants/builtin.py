@@ -12,6 +12,7 @@ from pathlib import Path
 from app.families import (
     demo,
     fibo,
+    fibo2,
     flux1,
     flux2,
     flux3,
@@ -220,15 +221,18 @@ def _this_years() -> list[Variant]:
 
 # Bria's FIBO cards: briaai/FIBO's is gated (a form to accept), under the "bria-fibo" licence, CC
 # BY-NC 4.0: non-commercial use only (read on its model card). FIBO Lite's card was not read here
-# (offline); it is taken to be the same, as Bria's FIBO cards share the gate and the licence.
+# (offline), nor FIBO 2's (briaai/Fibo-2.0-dev); they are taken to be the same, as Bria's FIBO
+# cards share the gate and the licence (a FIBO 2 mirror names "bria-fibo" too).
 _BRIA_FIBO = "Bria FIBO licence (CC BY-NC 4.0, non-commercial use only)"
 
 
 def _fibo() -> list[Variant]:
-    """FIBO and FIBO Lite (issue #40). Steps are mflux's ``MODEL_INFERENCE_STEPS``; guidance its
-    command line's (``fibo_generate.py``: 5 for FIBO; FIBO Lite is run at 1 whatever is asked,
-    ``FIBO.generate_image``); the Hub repos are ``ModelConfig.model_name``; parameters counted
-    from mflux's classes at real size: 8.29B transformer, 3.08B SmolLM3-3B, 0.69B Wan 2.2 VAE."""
+    """FIBO, FIBO Lite and FIBO 2 (issue #40). Steps are mflux's ``MODEL_INFERENCE_STEPS``;
+    guidance its own defaults (``fibo_generate.py``: 5 for FIBO; FIBO Lite runs at 1 whatever is
+    asked, ``FIBO.generate_image``; ``_Fibo2Core.DEFAULT_GUIDANCE`` 5); the Hub repos are
+    ``ModelConfig.model_name``; parameters counted from mflux's classes at real size (FIBO: 8.29B
+    transformer, 3.08B SmolLM3-3B, 0.69B Wan 2.2 VAE). mflux's FIBO 2 command also runs Edit Turbo
+    from a caption; the edit checkpoints are issue #41's."""
     return [
         Variant(
             id="fibo",
@@ -267,6 +271,24 @@ def _fibo() -> list[Variant]:
             params_billion=12.05,
             mflux_name="fibo-lite",
             base_variant="fibo",
+        ),
+        Variant(
+            id="fibo2",
+            display_name="FIBO 2",
+            family=fibo2.FAMILY,
+            distilled=False,
+            default_steps=50,  # mflux's MODEL_INFERENCE_STEPS
+            default_guidance=5.0,  # _Fibo2Core.DEFAULT_GUIDANCE (the model card's)
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo2", "FIBO 2"),
+            hf_repo="briaai/Fibo-2.0-dev",
+            gated_repo=True,
+            licence=_BRIA_FIBO,
+            # 8.13B transformer, 4.34B Qwen3-VL-4B (with its vision tower), 0.08B FLUX.2 VAE
+            params_billion=12.55,
+            mflux_name="fibo2",
+            cfg=True,  # the negative caption's pass after the caption's, as mflux runs them
         ),
     ]
 
