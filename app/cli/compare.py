@@ -54,6 +54,8 @@ def _compare(args: argparse.Namespace) -> int:
             else ""
         )
         ssim = "—" if report.ssim is None else f"{report.ssim:.4f}"
+        if report.ssimulacra2 is not None:
+            ssim += f", SSIMULACRA2 {report.ssimulacra2:.1f}"
         print(
             f"t={report.request.threshold:g}: skipped {report.gated.skipped} of {base.steps} "
             f"({report.gated.pattern}), SSIM {ssim}, gated {report.gated.loop_seconds:.2f} s"

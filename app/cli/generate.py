@@ -165,6 +165,8 @@ def run_headless(
 
 def probe_line(probe: TargetProbe) -> str:
     ssim = "—" if probe.ssim is None else f"{probe.ssim:.4f}"
+    if probe.ssimulacra2 is not None:
+        ssim += f", SSIMULACRA2 {probe.ssimulacra2:.1f}"
     local = "—" if probe.local_diff is None else f"{probe.local_diff:.3f}"
     verdict = "meets" if probe.met else "misses"
     return (
@@ -174,21 +176,23 @@ def probe_line(probe: TargetProbe) -> str:
 
 
 def target_from_args(args: argparse.Namespace) -> QualityTarget | None:
-    """``--target-ssim`` (with ``--max-local-diff``) as a validated target, or None."""
+    """``--target-ssim`` and/or ``--target-ssimulacra2`` (with ``--max-local-diff``) as a
+    validated target, or None."""
     from app.engine.request import DEFAULT_MAX_LOCAL_DIFF, RequestError, make_target
 
-    if args.target_ssim is None:
+    perceptual = getattr(args, "target_ssimulacra2", None)
+    if args.target_ssim is None and perceptual is None:
         if args.max_local_diff is not None:
             raise UserError("--max-local-diff bounds a target run: give --target-ssim too")
         return None
     if args.threshold is not None:
+        flag = "--target-ssim" if args.target_ssim is not None else "--target-ssimulacra2"
         raise UserError(
-            "give either --threshold or --target-ssim, not both: the target search picks the "
-            "threshold"
+            f"give either --threshold or {flag}, not both: the target search picks the threshold"
         )
     bound = DEFAULT_MAX_LOCAL_DIFF if args.max_local_diff is None else args.max_local_diff
     try:
-        return make_target(args.target_ssim, bound)
+        return make_target(args.target_ssim, bound, perceptual)
     except RequestError as exc:
         raise UserError(str(exc)) from None
 
@@ -237,6 +241,8 @@ def _generate(args: argparse.Namespace) -> int:
     )
     loras = "".join(f" + LoRA {lora.label()}" for lora in request.loras)
     local = f", local difference {report.local_diff.value:.3f}" if report.local_diff else ""
+    if report.ssimulacra2 is not None:
+        ssim += f", SSIMULACRA2 {report.ssimulacra2:.1f}"
     if report.target_search is not None:
         print(report.target_search.note)
     print(
@@ -292,6 +298,14 @@ def setup(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="instead of --threshold: find the threshold with the most skips whose SSIM against "
         "vanilla is at least S (0 < S ≤ 1; the window's default is 0.97)",
+    )
+    p.add_argument(
+        "--target-ssimulacra2",
+        type=float,
+        metavar="Q",
+        help="instead of --threshold (or beside --target-ssim): find the threshold with the most "
+        "skips whose SSIMULACRA2 against vanilla is at least Q (up to 100; 90: no visible "
+        "difference, 70: hard to notice side by side)",
     )
     p.add_argument(
         "--max-local-diff",

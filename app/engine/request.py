@@ -50,40 +50,69 @@ MAX_SEARCH_PASSES = 8
 @dataclass(frozen=True, slots=True)
 class QualityTarget:
     """Ask for a quality instead of a threshold: the search keeps the threshold with the most
-    skips whose measured SSIM against vanilla is at least ``min_ssim`` and whose worst local
-    difference is at most ``max_local_diff`` (None: no local bound)."""
+    skips whose measured SSIM against vanilla is at least ``min_ssim`` (None: no SSIM bound),
+    whose worst local difference is at most ``max_local_diff`` (None: no local bound) and whose
+    SSIMULACRA2 is at least ``min_ssimulacra2`` (None: no perceptual bound)."""
 
-    min_ssim: float = DEFAULT_MIN_SSIM
+    min_ssim: float | None = DEFAULT_MIN_SSIM
     max_local_diff: float | None = DEFAULT_MAX_LOCAL_DIFF
     max_passes: int = MAX_SEARCH_PASSES
+    min_ssimulacra2: float | None = None
 
-    def met_by(self, ssim: float | None, local_diff: float | None) -> bool:
-        if ssim is None or not math.isfinite(ssim) or ssim < self.min_ssim:
+    def met_by(
+        self, ssim: float | None, local_diff: float | None, ssimulacra2: float | None = None
+    ) -> bool:
+        if self.min_ssim is not None and not _at_least(ssim, self.min_ssim):
+            return False
+        if self.min_ssimulacra2 is not None and not _at_least(ssimulacra2, self.min_ssimulacra2):
             return False
         if self.max_local_diff is None:
             return True
         return local_diff is not None and local_diff <= self.max_local_diff
 
     def describe(self) -> str:
-        text = f"SSIM ≥ {self.min_ssim:g}"
+        bounds = []
+        if self.min_ssim is not None:
+            bounds.append(f"SSIM ≥ {self.min_ssim:g}")
+        if self.min_ssimulacra2 is not None:
+            bounds.append(f"SSIMULACRA2 ≥ {self.min_ssimulacra2:g}")
         if self.max_local_diff is not None:
-            text += f" and local difference ≤ {self.max_local_diff:g}"
-        return text
+            bounds.append(f"local difference ≤ {self.max_local_diff:g}")
+        return " and ".join(bounds)
+
+
+def _at_least(value: float | None, bound: float) -> bool:
+    return value is not None and math.isfinite(value) and value >= bound
 
 
 def make_target(
-    min_ssim: float, max_local_diff: float | None = DEFAULT_MAX_LOCAL_DIFF
+    min_ssim: float | None,
+    max_local_diff: float | None = DEFAULT_MAX_LOCAL_DIFF,
+    min_ssimulacra2: float | None = None,
 ) -> QualityTarget:
-    """Validate a quality target. Raises ``RequestError`` with one sentence."""
-    if not (math.isfinite(min_ssim) and 0.0 < min_ssim <= 1.0):
+    """Validate a quality target (an SSIM bound, a SSIMULACRA2 bound, or both). Raises
+    ``RequestError`` with one sentence."""
+    if min_ssim is None and min_ssimulacra2 is None:
+        raise RequestError("a quality target needs a minimum SSIM or a minimum SSIMULACRA2")
+    if min_ssim is not None and not (math.isfinite(min_ssim) and 0.0 < min_ssim <= 1.0):
         raise RequestError(f"the target SSIM must be above 0 and at most 1, got {min_ssim:g}")
+    if min_ssimulacra2 is not None and not (
+        math.isfinite(min_ssimulacra2) and min_ssimulacra2 <= 100.0
+    ):
+        raise RequestError(
+            f"the target SSIMULACRA2 must be a number up to 100, got {min_ssimulacra2:g}"
+        )
     if max_local_diff is not None and not (
         math.isfinite(max_local_diff) and 0.0 <= max_local_diff <= 1.0
     ):
         raise RequestError(
             f"the largest local difference must be between 0 and 1, got {max_local_diff:g}"
         )
-    return QualityTarget(float(min_ssim), max_local_diff)
+    return QualityTarget(
+        None if min_ssim is None else float(min_ssim),
+        max_local_diff,
+        min_ssimulacra2=None if min_ssimulacra2 is None else float(min_ssimulacra2),
+    )
 
 
 @dataclass(frozen=True, slots=True)

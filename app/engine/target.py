@@ -108,8 +108,9 @@ class SearchPlan:
             pattern=report.gated.pattern,
             ssim=report.ssim,
             local_diff=local,
-            met=self.target.met_by(report.ssim, local),
+            met=self.target.met_by(report.ssim, local, report.ssimulacra2),
             predicted_skipped=self.predicted,
+            ssimulacra2=report.ssimulacra2,
         )
         self.reports.append(report)
         self.probes.append(probe)

@@ -112,6 +112,7 @@ def export_metadata(
     guidance: float | None = None,
     size: tuple[int, int] | None = None,
     local_diff: float | None = None,
+    ssimulacra2: float | None = None,
 ) -> dict[str, str]:
     """The text chunks of a run's PNG, the one builder every PNG of a run uses (the window's
     export and Save, the history's export, ``generate``'s gated.png and vanilla.png): one key per
@@ -128,6 +129,7 @@ def export_metadata(
         "threshold": threshold,
         "skips": skips,
         "ssim": ssim,
+        "ssimulacra2": ssimulacra2,
         "local_diff": local_diff,
         "gated_seconds": gated_seconds,
         "vanilla_seconds": vanilla_seconds,
@@ -164,6 +166,7 @@ def report_metadata(
         skips=report.gated.skipped,
         gate=r.gate,
         ssim=report.ssim,
+        ssimulacra2=report.ssimulacra2,
         gated_seconds=report.gated.loop_seconds,
         vanilla_seconds=vanilla.loop_seconds if vanilla is not None else None,
         speedup=speedup,
@@ -316,6 +319,8 @@ def entry_captions(entry: SavedRun) -> dict[str, str]:
     parts += lora_captions(request.loras)
     if report.ssim is not None:
         parts.append(f"SSIM {report.ssim:.4f}")
+    if report.ssimulacra2 is not None:
+        parts.append(f"SSIMULACRA2 {report.ssimulacra2:.1f}")
     if entry.speedup is not None:
         parts.append(speedup_caption(entry.speedup, entry.speedup_label))
     prompt = request.prompt if len(request.prompt) <= 90 else request.prompt[:89] + "…"

@@ -13,6 +13,8 @@ from app.engine.request import (
     MAX_STEPS,
     GenerationRequest,
     LoraSpec,
+    RequestError,
+    check_steps,
     make_request,
 )
 from app.gate.kinds import DEFAULT_GATE, gate_kind
@@ -198,6 +200,14 @@ class FormModel(QObject):
             s.quantize[vid] = 0 if self.quantize is None else int(self.quantize)
         s.seed = int(self.seed)
         s.last_prompt = self.prompt
+
+    def steps_problem(self) -> str | None:
+        """The request check's sentence where the steps are outside the variant's range."""
+        try:
+            check_steps(self.variant, int(self.steps))
+        except RequestError as exc:
+            return str(exc)[:1].upper() + str(exc)[1:] + "."
+        return None
 
     def request(self) -> GenerationRequest:
         """Raises ``RequestError`` with a user-facing sentence."""

@@ -1,5 +1,6 @@
 """The input side of the window: the sidebar's widgets and layout, bound to ``FormModel``
-(``app.ui.form_model``) by ``bind_form``; what its buttons do is the session's."""
+(``app.ui.form_model``) by ``bind_form``; what its buttons do is the session's (or, for a
+download, the availability's)."""
 
 from __future__ import annotations
 
@@ -458,12 +459,14 @@ def bind_form(view: ControlsView, form: FormModel) -> list[Binding]:
 
 class FormPanel:
     """The sidebar at work: ``ControlsView`` bound to ``FormModel``, its buttons connected to the
-    session, and the texts it shows (model, calibration, threshold hint, steps problem, download
-    row) refreshed from the session as the inputs change."""
+    session and the availability, and the texts it shows (model, calibration, threshold hint,
+    steps problem, download row) refreshed from them and the gate advice as the inputs change."""
 
     def __init__(self, view: ControlsView, studio: Studio) -> None:
         self.view = view
         self.form, self.session, self.downloads = studio.form, studio.session, studio.downloads
+        self.availability, self.gate_advice = studio.availability, studio.gate_advice
+        self.notices = studio.notices
         c, f, s = view, studio.form, studio.session
         self.bindings = bind_form(c, f)
         f.gate_changed.connect(lambda _gate: self.refresh_threshold_hint())
@@ -484,7 +487,7 @@ class FormPanel:
         c.example_button.clicked.connect(self._use_example)
         c.rerun.setChecked(studio.settings.rerun_on_threshold_change)
         c.rerun.toggled.connect(s.set_rerun_on_threshold_change)
-        c.download_button.clicked.connect(s.download_current)
+        c.download_button.clicked.connect(self.availability.download_current)
         c.download_cancel.clicked.connect(self.downloads.cancel)
         self.downloads.started.connect(lambda _vid: self._refresh_download_row())
         self.downloads.progressed.connect(self._on_download_progress)
@@ -539,7 +542,7 @@ class FormPanel:
             self._fill_sizes()
 
     def refresh_input_problem(self, *_args: object) -> None:
-        problem = self.session.steps_problem()
+        problem = self.form.steps_problem()
         self.view.steps_problem.setText(problem or "")
         self.view.steps_problem.setVisible(bool(problem))
 
@@ -549,7 +552,7 @@ class FormPanel:
             self.form.size = (int(data[0]), int(data[1]))
 
     def refresh_threshold_hint(self) -> None:
-        self.view.threshold_hint.setText(self.session.threshold_hint())
+        self.view.threshold_hint.setText(self.gate_advice.threshold_hint())
         self.view.threshold.setToolTip(threshold_tooltip(self.form.gate))
         self.view.rerun.setToolTip(rerun_tooltip(self.form.gate))
         # The slider's fine part reaches three times the gate's default for this model.
@@ -580,12 +583,12 @@ class FormPanel:
 
     # -- model availability and downloads
     def refresh_availability(self) -> None:
-        self.view.variant_picker.rebuild(self.session.availability_badges())
+        self.view.variant_picker.rebuild(self.availability.availability_badges())
         self.view.variant_picker.set_variant(self.form.variant_id)
 
     def refresh_variant_info(self) -> None:
         variant = self.form.variant
-        self.view.variant_info.setText(self.session.variant_info())
+        self.view.variant_info.setText(self.availability.variant_info())
         gate = self.form.gate
         # The sidebar's plain line; the figures and their source sit under Details (#27 item 24:
         # the hover held the calibrate command, formulas and commit hashes). Where the form opened
@@ -599,9 +602,9 @@ class FormPanel:
         c = self.view
         variant = self.form.variant
         this_one = self.downloads.variant_id == variant.id
-        c.download_button.setVisible(self.session.needs_download() and not this_one)
+        c.download_button.setVisible(self.availability.needs_download() and not this_one)
         c.download_button.setEnabled(not self.downloads.busy)
-        c.download_button.setText(f"Download ({self.session.download_label(variant)})")
+        c.download_button.setText(f"Download ({self.availability.download_label(variant)})")
         c.download_box.setVisible(this_one)
 
     def _on_download_progress(
@@ -626,5 +629,5 @@ class FormPanel:
         self.refresh_variant_info()
 
     def _on_download_failed(self, variant_id: str, message: str) -> None:
-        self.session.download_failed(message)
+        self.notices.download_failed(message)
         self.refresh_variant_info()

@@ -59,6 +59,8 @@ def entry_summary(entry: HistoryEntry) -> str:
     if report.ssim is not None:  # the Similarity card's words, the figures beside them
         words = similarity_words(report.ssim, report.local_diff_value)
         figures = f"SSIM {report.ssim:.3f}"
+        if report.ssimulacra2 is not None:
+            figures += f", SSIMULACRA2 {report.ssimulacra2:.0f}"
         if report.local_diff_value is not None:
             figures += f", local difference {report.local_diff_value:.3f}"
         parts.append(f"{words} ({figures})")

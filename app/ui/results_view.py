@@ -2,8 +2,8 @@
 the images with their numbers, the summary line and Details, the step timeline and the gate plot.
 
 A view of ``RunModel`` (``app.ui.run_model``): it renders the run going on or the result on screen
-and nothing else, at the cadence of ``app.ui.refresh`` while a run is going. The actions are the
-session's; the window lays this view out beside the form.
+and nothing else, at the cadence of ``app.ui.refresh`` while a run is going; the gate plot reads
+``GateAdvice``. The actions are the Qt-free models'; the window lays this view out beside the form.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from app.ui.veil import Veil
 class ResultsView(QWidget):
     def __init__(self, studio: Studio, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.run, self.form, self.session = studio.run, studio.form, studio.session
+        self.run, self.form, self.gate_advice = studio.run, studio.form, studio.gate_advice
         self.banners = BannerStack()
         self.compare = ComparePanel()
-        self.compare.metadata_source = self.session.export_metadata
+        self.compare.metadata_source = studio.exporter.export_metadata
         self.run_details = RunDetails()  # the plain summary line and the Details disclosure
         self._shown_details: tuple[str, list[str]] | None = None
         self.run_details.set_expanded(studio.settings.details_expanded)
@@ -200,9 +200,9 @@ class ResultsView(QWidget):
         self.timeline.set_previews(r.gated_thumbnails, r.vanilla_thumbnails)
 
     def refresh_plot(self) -> None:
-        d = self.session.gate_plot_data()  # the what-if line: the inputs' on this very trace
+        d = self.gate_advice.gate_plot_data()  # the what-if line: the inputs' on this very trace
         self.gate_plot.set_data(d.gated, d.vanilla, d.threshold, d.band, d.preview, gate=d.gate)
-        self.gate_plot.set_note(self.session.gate_plot_note())
+        self.gate_plot.set_note(self.gate_advice.gate_plot_note())
 
     def refresh_images(self) -> None:
         r = self.run
@@ -230,6 +230,7 @@ class ResultsView(QWidget):
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
             local_diff=r.local_diff,
+            ssimulacra2=r.ssimulacra2,
         )
         details = describe_run(r)
         if not details[1]:  # nothing run (or shown) yet: the picked gate's calibration

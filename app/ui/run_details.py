@@ -216,6 +216,7 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
     facts = DetailFacts(
         ssim=report.ssim,
         local_diff=report.local_diff_value,
+        ssimulacra2=report.ssimulacra2,
         max_abs_diff=report.max_abs_diff,
         threshold=request.threshold,
         gate=kind.name,
