@@ -208,6 +208,15 @@ class FolderDetection:
 
 
 @dataclass(frozen=True, eq=False)
+class PromptFormat:
+    """What a family's prompts are, where it reads more than a plain sentence: the window shows
+    ``note`` under the prompt and offers ``example`` to start from."""
+
+    note: str  # one or two short sentences, shown under the prompt
+    example: str | None = None  # a prompt in the format (where it comes from, written beside it)
+
+
+@dataclass(frozen=True, eq=False)
 class Family:
     """One model family. ``None`` entries are what the family does not have; only a family whose
     weights ship with the app may lack the mflux ones (``tests/families/test_family_registry.py``).
@@ -247,6 +256,8 @@ class Family:
     # a prompt (a closed vocabulary), None where it can; None: every prompt is drawn.
     prompt_check: str | None = None
     calibration_prompts: tuple[str, ...] | None = None  # suggested; None: the general list
+    # What its prompts are (JSON captions, say), shown under the prompt; None: plain text
+    prompt_format: PromptFormat | None = None
     fixed_size: bool = False  # draws only its variants' own size (trained at that size)
     # Working memory of one generation whatever the size, where the family states it flat; None:
     # ``activation_gb_per_megapixel`` at the size.

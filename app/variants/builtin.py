@@ -13,6 +13,8 @@ from app.families import (
     anima,
     demo,
     ernie_image,
+    fibo,
+    fibo2,
     flux1,
     flux2,
     flux3,
@@ -414,6 +416,80 @@ def _lens() -> list[Variant]:
     ]
 
 
+# Bria's FIBO cards: briaai/FIBO's is gated (a form to accept), under the "bria-fibo" licence, CC
+# BY-NC 4.0: non-commercial use only (read on its model card). FIBO Lite's card was not read here
+# (offline), nor FIBO 2's (briaai/Fibo-2.0-dev); they are taken to be the same, as Bria's FIBO
+# cards share the gate and the licence (a FIBO 2 mirror names "bria-fibo" too).
+_BRIA_FIBO = "Bria FIBO licence (CC BY-NC 4.0, non-commercial use only)"
+
+
+def _fibo() -> list[Variant]:
+    """FIBO, FIBO Lite and FIBO 2 (issue #40). Steps are mflux's ``MODEL_INFERENCE_STEPS``;
+    guidance its own defaults (``fibo_generate.py``: 5 for FIBO; FIBO Lite runs at 1 whatever is
+    asked, ``FIBO.generate_image``; ``_Fibo2Core.DEFAULT_GUIDANCE`` 5); the Hub repos are
+    ``ModelConfig.model_name``; parameters counted from mflux's classes at real size (FIBO: 8.29B
+    transformer, 3.08B SmolLM3-3B, 0.69B Wan 2.2 VAE). mflux's FIBO 2 command also runs Edit Turbo
+    from a caption; the edit checkpoints are issue #41's."""
+    return [
+        Variant(
+            id="fibo",
+            display_name="FIBO",
+            family=fibo.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=5.0,
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo", "FIBO"),
+            hf_repo="briaai/FIBO",
+            gated_repo=True,  # a form to fill on the model page
+            licence=_BRIA_FIBO,
+            params_billion=12.05,
+            mflux_name="fibo",
+            cfg=True,  # both branches in one call, a batch of two
+        ),
+        Variant(
+            id="fibo-lite",
+            display_name="FIBO Lite",
+            family=fibo.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled in two stages (classifier-free guidance, then SCFM) to 8 steps without "
+                f"guidance; no calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=None,  # mflux runs FIBO Lite at guidance 1 whatever is asked
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo-lite", "FIBO Lite"),
+            hf_repo="briaai/Fibo-lite",
+            gated_repo=True,
+            licence=_BRIA_FIBO,
+            params_billion=12.05,
+            mflux_name="fibo-lite",
+            base_variant="fibo",
+        ),
+        Variant(
+            id="fibo2",
+            display_name="FIBO 2",
+            family=fibo2.FAMILY,
+            distilled=False,
+            default_steps=50,  # mflux's MODEL_INFERENCE_STEPS
+            default_guidance=5.0,  # _Fibo2Core.DEFAULT_GUIDANCE (the model card's)
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo2", "FIBO 2"),
+            hf_repo="briaai/Fibo-2.0-dev",
+            gated_repo=True,
+            licence=_BRIA_FIBO,
+            # 8.13B transformer, 4.34B Qwen3-VL-4B (with its vision tower), 0.08B FLUX.2 VAE
+            params_billion=12.55,
+            mflux_name="fibo2",
+            cfg=True,  # the negative caption's pass after the caption's, as mflux runs them
+        ),
+    ]
+
+
 def _builtin() -> list[Variant]:
     flux1_prov = Provenance(
         source=f"upstream TeaCache FLUX.1 fit ({_UPSTREAM}), as vendored by {_MLX_TEACACHE}",
@@ -735,6 +811,7 @@ BUILTIN_VARIANTS: dict[str, Variant] = {
         *_moss_image(),
         *_ernie_image(),
         *_lens(),
+        *_fibo(),
         *_demo_variants(),
     ]
 }
