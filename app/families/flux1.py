@@ -80,4 +80,5 @@ FAMILY = Family(
         builder="app.adapters.shells:flux1_shell", model_name="dev", tiny=FLUX1_TINY, full=FLUX1_DEV
     ),
     folders=FolderDetection(prefixes=("time_text_embed.text_embedder.",), candidates=_candidates),
+    img2img=True,
 )

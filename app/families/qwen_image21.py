@@ -95,4 +95,5 @@ FAMILY = Family(
     ),
     # Qwen-Image's names (img_in., txt_in.) are here too; the shared modulation is 2.1's own
     folders=FolderDetection(prefixes=("modulation.",)),
+    img2img=True,
 )

@@ -88,4 +88,5 @@ FAMILY = Family(
         full=Z_IMAGE_FULL,
     ),
     folders=FolderDetection(prefixes=("cap_embedder.", "all_x_embedder.")),
+    img2img=True,
 )

@@ -197,6 +197,18 @@ def test_lazy_names_resolve_to_mfluxs_real_classes(family: Family) -> None:
 
 
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_img2img_is_said_exactly_where_mflux_takes_a_picture(family: Family) -> None:
+    """``Family.img2img`` is mflux's own answer: its pipeline's ``generate_image`` takes
+    ``image_path`` and ``image_strength`` (mflux 0.24: every family here but FLUX.3 Klein)."""
+    import inspect
+
+    pipeline = MFLUX_CLASSES[family.id][0]
+    parameters = inspect.signature(pipeline.generate_image).parameters
+    takes = {"image_path", "image_strength"} <= set(parameters)
+    assert family.img2img == takes
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_the_adapter_is_a_module_of_the_adapters_layer_with_an_install(family: Family) -> None:
     assert family.adapter is not None and family.adapter.startswith("app.adapters.")
     module = load(family.adapter)
