@@ -153,9 +153,9 @@ class SearchPlan:
             chosen = best
             p = probes[chosen]
             note = (
-                f"Threshold {p.threshold:g} skips {p.skipped} of {self.request.steps} steps with "
-                f"SSIM {p.ssim:.4f} and local difference {_fmt(p.local_diff)}: the most skips of "
-                f"{len(probes)} tried that met {target.describe()}."
+                f"Threshold {p.threshold:g} skips {p.skipped} of {self.request.active_steps} "
+                f"steps with SSIM {p.ssim:.4f} and local difference {_fmt(p.local_diff)}: the "
+                f"most skips of {len(probes)} tried that met {target.describe()}."
             )
             if not complete:
                 note = f"Cancelled after {len(probes)} passes; the best of those: " + note

@@ -20,11 +20,11 @@ from app.engine.request import (
     make_request,
 )
 from app.families import FAMILIES
-from app.paths import DEMO_DIR
+from app.paths import DEMO_SKETCH
 from app.variants.schedule import image_strength, steps_left_out
 
 PROMPT = "a red circle at the left on a blue background"
-SKETCH = DEMO_DIR / "sketch.png"
+SKETCH = DEMO_SKETCH
 
 
 def picture(tmp_path: Path, size: tuple[int, int] = (40, 24), name: str = "in.png") -> Path:
