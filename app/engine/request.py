@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -372,15 +373,27 @@ def check_loras(
 def check_image_file(path: str | Path) -> InputImage:
     """The picture at ``path`` as an ``InputImage`` (absolute path, hash, displayed size);
     ``RequestError`` with one sentence where it is missing, not a file, not an image Pillow can
-    decode, or smaller than one 16-pixel patch."""
-    from mflux.utils.exif_orientation import oriented_size
-    from PIL import Image, UnidentifiedImageError
-
+    decode, or smaller than one 16-pixel patch. A file checked before and not changed since (its
+    size and modification time) is not decoded and hashed again: the window builds a request on
+    every change of its inputs."""
     file = Path(path).expanduser()
     if not file.exists():
         raise RequestError(f"the picture {file} does not exist")
     if not file.is_file():
         raise RequestError(f"the picture {file} is not a file")
+    try:
+        stat = file.stat()
+    except OSError as exc:
+        raise RequestError(f"cannot read the picture {file}: {exc.strerror or exc}") from None
+    return _checked_image(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _checked_image(path: str, size: int, modified_ns: int) -> InputImage:
+    from mflux.utils.exif_orientation import oriented_size
+    from PIL import Image, UnidentifiedImageError
+
+    file = Path(path)
     try:
         with Image.open(file) as image:
             image.load()  # decodes every pixel: a truncated file fails here, not in the run
@@ -399,7 +412,7 @@ def check_image_file(path: str | Path) -> InputImage:
             f"the picture {file.name} is {width} × {height} pixels; a picture to start from "
             f"needs at least {SIZE_MULTIPLE} pixels a side"
         )
-    return InputImage(str(file.resolve()), digest.hexdigest(), width, height)
+    return InputImage(path, digest.hexdigest(), width, height)
 
 
 def check_images(

@@ -148,6 +148,7 @@ class HistoryEntry:
         """The request that reproduces this run, checked again as new input: None if the
         variant (or a LoRA file) no longer exists."""
         data, recorded = self.report_json, self.request
+        pictures = self.input_pictures() if recorded.images else ()
         try:
             return make_request(
                 recorded.variant_id,
@@ -162,8 +163,8 @@ class HistoryEntry:
                 compare_vanilla=json_float(data.get("vanilla_seconds")) is not None,
                 loras=recorded.loras,
                 gate=str(data.get("gate") or DEFAULT_GATE),  # as written: a gate gone refuses
-                images=self.input_pictures() if recorded.images else (),
-                strength=recorded.strength if recorded.images else None,
+                images=pictures,
+                strength=recorded.strength if pictures else None,
             )
         except (RequestError, TypeError, ValueError):
             return None

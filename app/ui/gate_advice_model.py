@@ -101,6 +101,7 @@ class GateAdvice:
             engagement=r.engagement if same_gate is not None else None,
             run_check=schedule_check(same_threshold) if same_threshold is not None else None,
             gate=f.gate,
+            strength=f.picture_inputs().get("strength"),
         )
 
     def gate_plot_data(self) -> GatePlotData:
