@@ -222,13 +222,17 @@ class GenerationRequest:
 
     def gate_params(self) -> GateParamsLike:
         """The gate's parameters at ``threshold``: from ``unsaved_calibration`` where the request
-        carries one, else from the variant's calibration for ``gate``."""
-        if self.unsaved_calibration is None:
-            return self.variant.params_for(self.gate, self.threshold)
+        carries one, else from the variant's calibration for ``gate``; for the steps a run from a
+        picture runs."""
         kind = gate_kind(self.gate)
-        if not isinstance(self.unsaved_calibration, kind.calibration_type):
+        if self.unsaved_calibration is None:
+            params = self.variant.params_for(self.gate, self.threshold)
+        elif not isinstance(self.unsaved_calibration, kind.calibration_type):
             raise GateConfigError(f"not a {kind.label} calibration: {self.unsaved_calibration!r}")
-        return kind.params(self.unsaved_calibration, self.threshold)
+        else:
+            params = kind.params(self.unsaved_calibration, self.threshold)
+        # From a picture the gate counts only the steps that run (``GateKind.for_steps_run``).
+        return kind.for_steps_run(params, self.steps, self.steps_left_out)
 
     def vanilla_key(self) -> tuple[object, ...]:
         """Everything a vanilla run depends on: moving only the threshold reuses it. A

@@ -128,7 +128,11 @@ class SearchPlan:
         bisection where its threshold falls inside one of them and skipped something."""
         request = self.request
         vanilla = first.vanilla
-        params = request.variant.params_for(request.gate, max(request.threshold, 1e-9))
+        params = gate_kind(request.gate).for_steps_run(
+            request.variant.params_for(request.gate, max(request.threshold, 1e-9)),
+            request.steps,
+            request.steps_left_out,
+        )
         trace = gate_kind(request.gate).trace(vanilla.steps) if vanilla is not None else []
         self.planned = candidates(params, trace) if vanilla is not None else []
         self.lo, self.hi = -1, len(self.planned)

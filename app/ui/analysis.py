@@ -78,15 +78,19 @@ def engagement_band(
     threshold: float,
     vanilla_steps: Sequence[StepEvent | None],
     gate: str = DEFAULT_GATE,
+    left_out: int = 0,
 ) -> EngagementBand | None:
     """The gate's band on this vanilla run: its own trace (``GateKind.trace``; MagCache reads
-    only the step count, exact for every run of this many steps)."""
+    only the step count, exact for every run of this many steps). ``left_out``: the steps a run
+    from a picture never ran before them (``GateKind.for_steps_run``)."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     trace = kind.trace(vanilla_steps)
     if calibration is None or not kind.traced(trace):
         return None
-    probe = kind.params(calibration, max(threshold, 1e-9))
+    probe = kind.for_steps_run(
+        kind.params(calibration, max(threshold, 1e-9)), left_out + len(trace), left_out
+    )
     found = kind.engagement(probe, trace)
     top = 1.0
     if found.onset_threshold is not None:

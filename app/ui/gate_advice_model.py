@@ -73,7 +73,13 @@ class GateAdvice:
             return band
         key = (band, request.variant_id, f.gate, float(f.threshold))
         if self._gate_band is None or self._gate_band[0] != key:
-            found = engagement_band(request.variant, float(f.threshold), r.vanilla_steps, f.gate)
+            found = engagement_band(
+                request.variant,
+                float(f.threshold),
+                r.vanilla_steps,
+                f.gate,
+                left_out=request.steps_left_out,
+            )
             self._gate_band = (key, found)
         return self._gate_band[1]
 
@@ -139,7 +145,13 @@ class GateAdvice:
                 variant = request.variant
             except UnknownVariantError:  # a reopened run of a variant since removed
                 return band
-            wide = engagement_band(variant, threshold, self.run.vanilla_steps, band.gate)
+            wide = engagement_band(
+                variant,
+                threshold,
+                self.run.vanilla_steps,
+                band.gate,
+                left_out=request.steps_left_out,
+            )
             self._wide_band = (key, wide if wide is not None else band)
         return self._wide_band[1]
 

@@ -81,8 +81,9 @@ def check_schedule(
     None)? Answered from the gate's calibration alone: its eligible steps and the floor below
     which no threshold skips (``GateKind.schedule``). ``strength``: a run from a picture, which
     runs only the steps after ``steps_left_out`` (the counts are then of those)."""
-    check = _check(variant, steps - steps_left_out(steps, strength), threshold, gate)
-    if strength is None or (left_out := steps_left_out(steps, strength)) <= 0:
+    left_out = steps_left_out(steps, strength)
+    check = _check(variant, steps - left_out, threshold, gate, (steps, left_out))
+    if strength is None or left_out <= 0:
         return check
     return replace(
         check,
@@ -92,7 +93,15 @@ def check_schedule(
     )
 
 
-def _check(variant: Variant, steps: int, threshold: float | None, gate: str) -> ScheduleCheck:
+def _check(
+    variant: Variant,
+    steps: int,
+    threshold: float | None,
+    gate: str,
+    schedule: tuple[int, int] | None = None,
+) -> ScheduleCheck:
+    """The check over ``steps`` the gate sees; ``schedule``: (the whole schedule, the steps left
+    out of it) for a run from a picture."""
     kind = gate_kind(gate)
     suggestion = _suggestion(variant)
     calibration = kind.calibration_of(variant)
@@ -100,6 +109,8 @@ def _check(variant: Variant, steps: int, threshold: float | None, gate: str) -> 
     if reason is not None or calibration is None:
         return ScheduleCheck(variant.id, steps, 0, False, reason or "", suggestion)
     params = kind.params(calibration, threshold)
+    if schedule is not None:
+        params = kind.for_steps_run(params, *schedule)
     facts = kind.schedule(params, steps)
     eligible, floor = facts.eligible, facts.floor
     if threshold is None and kind.default_threshold(calibration) is None:

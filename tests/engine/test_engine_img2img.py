@@ -62,3 +62,20 @@ def test_generate_job_from_a_picture_reports_its_request() -> None:
     assert report is not None
     assert report.max_abs_diff == 0.0  # both passes from the same picture, one numerical path
     assert report.request.steps_left_out == 2
+
+
+def test_magcache_from_a_picture_decides_on_the_schedules_table_where_the_run_starts() -> None:
+    """MagCache reads its table by the schedule's step: the live gate's verdicts on a run from a
+    picture are the simulator's on the cut table (``GateKind.for_steps_run``), exactly."""
+    from app.gate.kinds import gate_kind
+
+    request = _request(threshold=0.12, gate="magcache")
+    report = Engine(warmup_steps=0).generate(1, request, lambda _e: None, threading.Event())
+    kind = gate_kind("magcache")
+    params = request.gate_params()
+    assert (
+        params.ratios
+        == kind.params(kind.calibration_of(request.variant), 0.12).ratios_for(STEPS)[2:]
+    )  # type: ignore[union-attr, attr-defined]
+    expected = "".join(v.decision.letter for v in kind.simulate(params, [None] * 10))
+    assert report.gated.pattern == expected and report.gated.skipped > 0
