@@ -26,6 +26,7 @@ from app.ui.analysis import (
 )
 from app.ui.plain_words import gate_unavailable
 from app.variants import UnknownVariantError
+from app.variants.schedule import steps_left_out
 
 if TYPE_CHECKING:
     from app.ui.form_model import FormModel
@@ -176,8 +177,14 @@ class GateAdvice:
         calibration = kind.calibration_of(f.variant)
         if calibration is None:
             return gate_unavailable(f.variant, f.gate) or ""
-        params = kind.params(calibration, max(float(f.threshold), 1e-9))
+        steps = int(f.steps)
+        # From a picture the gate decides among the steps strength leaves (``for_steps_run``).
+        left_out = steps_left_out(steps, f.picture_inputs().get("strength"))
+        params = kind.for_steps_run(
+            kind.params(calibration, max(float(f.threshold), 1e-9)), steps, left_out
+        )
+        ran = steps - left_out
         band = self.gate_band()
-        measured = band is not None and band.variant_id == f.variant_id and band.steps == f.steps
+        measured = band is not None and band.variant_id == f.variant_id and band.steps == ran
         onset = band.onset if band is not None else None
-        return kind.threshold_hint(params, int(f.steps), measured=measured, onset=onset)
+        return kind.threshold_hint(params, ran, measured=measured, onset=onset)

@@ -232,7 +232,7 @@ class ResultsView(QWidget):
     def refresh_stats(self) -> None:
         r = self.run
         self.compare.gate_name = self.gate_name()  # the cards' captions and tooltips name it
-        steps = r.request.steps if r.request is not None else len(r.gated_steps)
+        steps = r.request.active_steps if r.request is not None else len(r.gated_steps)
         self.compare.set_stats(
             ssim=r.ssim,
             gated_seconds=r.gated_seconds,
