@@ -191,7 +191,27 @@ def readme_figures() -> list[Block | Passage]:
     source = "lab/img2img/results/strength-demo.json"
     runs = len(document["prompts"]) * len(document["seeds"])
     low = next(row for row in document["rows"] if row["strength"] == 0.4)
+    shown = next(row for row in document["rows"] if row["strength"] == 0.6)
+    first, other = (
+        next(r for r in shown["runs"] if (r["prompt"], r["seed"]) == (PROMPTS[0], seed))
+        for seed in SEEDS
+    )
     return [
+        Passage(
+            source,
+            "The window above ran the first prompt of the table below at seed {seed} and "
+            "strength 0.6 (`lab/ui/img2img_screenshot.py`): {skipped} of the {ran} steps that "
+            "ran were skipped, SSIM {ssim}; at this seed the gated pass reshaped the circle, "
+            "which the difference view shows (the other seed of that prompt kept it, SSIM "
+            "{other}).",
+            {
+                "seed": str(first["seed"]),
+                "skipped": str(first["skipped"]),
+                "ran": str(len(first["pattern"])),
+                "ssim": fixed(first["ssim"], 3),
+                "other": fixed(other["ssim"], 3),
+            },
+        ),
         Block("img2img-strength-table", source, readme_table(document)),
         Passage(
             source,
