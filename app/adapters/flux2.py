@@ -179,6 +179,7 @@ def shell(
     from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
 
     pipeline = shells._base_shell(Flux2Klein, shells._model_config(model_name))
+    pipeline.vae = shells.StubVAE(latent_channels=32)
     pipeline.prompt_cache = {}
     pipeline.compute_precision = ComputePrecision(None)
     pipeline.tokenizers = {}

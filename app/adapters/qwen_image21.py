@@ -209,6 +209,7 @@ def shell(
     from mflux.models.qwen21.variants.txt2img.qwen_image_21 import QwenImage21
 
     pipeline = shells._base_shell(QwenImage21, shells._model_config(model_name))
+    pipeline.vae = shells.StubVAE(latent_channels=64, spatial_scale=16)
     pipeline.prompt_cache = {}
     pipeline.compute_precision = ComputePrecision(None)
     pipeline.tokenizers = {"qwen21": None}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import mlx.core as mx
@@ -36,7 +37,11 @@ DEFAULT_PROMPT = "a red circle on a blue background"
 
 @dataclass(eq=False)
 class StubVAE:
-    """Stands in for every family's VAE: records the latents it is asked to decode.
+    """Stands in for every family's VAE: records the latents it is asked to decode, and encodes a
+    picture (image-to-image) into latents of the family's shape: ``latent_channels`` at
+    1/``spatial_scale`` of the picture's size (FLUX.1, Z-Image, Qwen-Image, Krea 2: 16 at 1/8;
+    FLUX.2: 32 at 1/8, with the batch-norm statistics its encode path reads; Qwen-Image 2.1: 64 at
+    1/16), a fixed function of the pixels, so two runs from one picture start alike.
 
     ``before_decode`` runs first on each decode, so a test can assert what must already be true
     when mflux reaches the decode (for example: the gate holds no residual any more).
@@ -44,6 +49,27 @@ class StubVAE:
 
     before_decode: Callable[[], None] | None = None
     decoded: list[mx.array] = field(default_factory=list)
+    latent_channels: int = 16
+    spatial_scale: int = 8
+
+    def encode(self, image: mx.array) -> mx.array:
+        """(1, 3, H, W) in [-1, 1] → (1, C, H/s, W/s): each channel a weighted mean of one colour
+        over an s × s block."""
+        b, c, h, w = image.shape
+        s = self.spatial_scale
+        pooled = image.reshape(b, c, h // s, s, w // s, s).mean(axis=(3, 5))
+        weights = mx.arange(1, self.latent_channels + 1, dtype=mx.float32) / self.latent_channels
+        rgb = mx.arange(self.latent_channels) % c
+        return (pooled[:, rgb] * weights.reshape(1, -1, 1, 1)).astype(image.dtype)
+
+    @property
+    def bn(self) -> Any:
+        """FLUX.2's encode path normalises its patchified latents with the VAE's batch-norm
+        running statistics (``bn_normalize_vae_encoded_latents``): here the identity."""
+        channels = 4 * self.latent_channels
+        return SimpleNamespace(
+            running_mean=mx.zeros((channels,)), running_var=mx.ones((channels,)), eps=0.0
+        )
 
     def _image(self, latents: mx.array) -> mx.array:
         if self.before_decode is not None:

@@ -81,7 +81,7 @@ FAMILY = Family(
     id="ernie-image",
     display_name="ERNIE-Image",
     short_name="ERNIE-Image",
-    order=55,
+    order=57,
     # Borrowed: FLUX.2 Klein 4B's measured figure (the same VAE, mflux's Flux2VAE, decodes both).
     activation_gb_per_megapixel=14.8,
     memory_measured_on="flux2-klein-4b",

@@ -128,4 +128,5 @@ FAMILY = Family(
             "flux1-krea-dev": (_TEXT_EMBEDDER, _GUIDANCE_EMBEDDER),
         },
     ),
+    img2img=True,
 )

@@ -127,4 +127,5 @@ FAMILY = Family(
     folders=FolderDetection(
         prefixes=("time_guidance_embed.", "double_stream_modulation_img."), candidates=_candidates
     ),
+    img2img=True,
 )

@@ -136,4 +136,5 @@ FAMILY = Family(
     ),
     # mflux's names (a Turbo single file, an mflux-save) and diffusers' (Krea 2 Raw's shards)
     folders=FolderDetection(prefixes=("txtfusion.", "tproj.", "text_fusion.", "time_mod_proj.")),
+    img2img=True,
 )

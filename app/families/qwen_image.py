@@ -108,4 +108,5 @@ FAMILY = Family(
     folders=FolderDetection(
         prefixes=("img_in.", "txt_in."), without=("modulation.", "text_fusion.", "txtfusion.")
     ),
+    img2img=True,
 )

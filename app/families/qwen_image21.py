@@ -150,4 +150,5 @@ FAMILY = Family(
             for variant_id in ("qwen-image-2.1", "qwen-image-2.1-turbo")
         },
     ),
+    img2img=True,
 )

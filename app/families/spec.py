@@ -262,6 +262,12 @@ class Family:
     # Working memory of one generation whatever the size, where the family states it flat; None:
     # ``activation_gb_per_megapixel`` at the size.
     flat_working_gb: float | None = None
+    # A run may start from a picture (image-to-image): mflux's ``generate_image`` takes
+    # ``image_path`` and ``image_strength`` and starts its loop at the strength's step
+    # (``Config.init_time_step``) from the picture noised to that step; the demo does the same
+    # through its own codec. ``tests/families/test_family_registry.py`` holds it to mflux's
+    # signatures.
+    img2img: bool = False
 
     def __repr__(self) -> str:
         return f"Family({self.id!r})"

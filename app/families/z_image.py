@@ -110,4 +110,5 @@ FAMILY = Family(
         ),
     ),
     folders=FolderDetection(prefixes=("cap_embedder.", "all_x_embedder.")),
+    img2img=True,
 )

@@ -79,6 +79,10 @@ def test_ids_labels_and_order_are_unique_and_the_order_is_the_pickers() -> None:
         "qwen-image-2.1",
         "krea-2",
         "anima",
+        "ernie-image",
+        "lens",
+        "fibo",
+        "fibo2",
         "moss-image",
     ]
 
@@ -97,7 +101,9 @@ def test_every_family_has_variants_and_one_kind_of_them() -> None:
 
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_every_mflux_family_has_every_entry(family: Family) -> None:
-    assert family.mflux is not None and family.mflux.lora_mapping is not None
+    assert family.mflux is not None
+    # a LoRA mapping exactly where mflux maps LoRA weights (FIBO, Lens: none)
+    assert (family.mflux.lora_mapping is not None) == family.supports_lora
     assert family.adapter is not None
     assert family.preview is not None
     assert family.random_weights is not None
@@ -126,7 +132,7 @@ def test_only_the_embedded_family_lacks_the_mflux_entries() -> None:
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_an_mflux_family_has_the_capabilities_of_a_hub_model(family: Family) -> None:
     assert not family.weights_shipped and family.loader is None
-    assert family.quantizable and family.supports_lora
+    assert family.quantizable
     assert family.prompt_check is None and family.calibration_prompts is None
     assert not family.fixed_size and family.flat_working_gb is None
 
@@ -179,6 +185,18 @@ def test_no_two_families_share_an_mflux_class() -> None:
     for name in ("pipeline", "weight_definition"):
         classes = [getattr(f.require_mflux(), name)() for f in MFLUX_FAMILIES]
         assert len(set(classes)) == len(classes), name
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_img2img_is_said_exactly_where_mflux_takes_a_picture(family: Family) -> None:
+    """``Family.img2img`` is mflux's own answer: its pipeline's ``generate_image`` takes
+    ``image_path`` and ``image_strength`` (mflux 0.24: every family here but FLUX.3 Klein)."""
+    import inspect
+
+    pipeline = family.require_mflux().pipeline()
+    parameters = inspect.signature(pipeline.generate_image).parameters
+    takes = {"image_path", "image_strength"} <= set(parameters)
+    assert family.img2img == takes
 
 
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
