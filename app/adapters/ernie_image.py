@@ -52,6 +52,7 @@ from app.adapters.base import Installation
 from app.adapters.entries import PredictAnatomy, StepCall, install_predict
 from app.adapters.shells import (
     DEFAULT_PROMPT,
+    StubVAE,
     _base_shell,
     _init_weights,
     _model_config,
@@ -221,6 +222,7 @@ def shell(
 
     model_config = _model_config(model_name)
     pipeline = _base_shell(ErnieImage, model_config)
+    pipeline.vae = StubVAE(latent_channels=32)  # the FLUX.2 VAE's: a picture encodes to 32 at 1/8
     pipeline.prompt_cache = {}
     mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = ErnieTransformer(**{**model_config.transformer_overrides, **dims.kwargs()})

@@ -39,7 +39,6 @@ the rest 1 wide: built lazily by mflux's forward, read by no block, so never eva
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -49,12 +48,18 @@ from mflux.models.fibo.model.fibo_transformer.transformer import FiboTransformer
 
 from app.adapters.base import Installation
 from app.adapters.entries import CallAnatomy, StepCall, install_call
-from app.adapters.shells import DEFAULT_PROMPT, _base_shell, _init_weights, _model_config, _random
-from app.families.fibo import CAPTION_LAYERS, FAMILY, FIBO_TINY, FiboDims
+from app.adapters.shells import (
+    StubVAE,
+    _base_shell,
+    _init_weights,
+    _model_config,
+    _random,
+)
+from app.families.fibo import CAPTION_LAYERS, FAMILY, FIBO_TINY, SHELL_CAPTION, FiboDims
 from app.gate import LiveGate
 
 # The shells' prompt as FIBO reads it: a JSON caption (mflux's encoder parses every prompt)
-CAPTION = json.dumps({"short_description": DEFAULT_PROMPT})
+CAPTION = SHELL_CAPTION
 # mflux's negative prompt where none is given (``PromptEncoder.encode_prompt``)
 MFLUX_NEGATIVE = "ugly, blurry, low quality"
 
@@ -258,6 +263,7 @@ def shell(
     from mflux.models.fibo.variants.txt2img.fibo import FIBO
 
     pipeline = _base_shell(FIBO, _model_config(model_name))
+    pipeline.vae = StubVAE(latent_channels=48, spatial_scale=16)  # the Wan 2.2 VAE's latents
     mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = FiboTransformer(**dims.kwargs())
     unread = CAPTION_LAYERS - dims.blocks  # projected by mflux's forward, read by no block

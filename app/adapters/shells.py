@@ -40,8 +40,9 @@ class StubVAE:
     """Stands in for every family's VAE: records the latents it is asked to decode, and encodes a
     picture (image-to-image) into latents of the family's shape: ``latent_channels`` at
     1/``spatial_scale`` of the picture's size (FLUX.1, Z-Image, Qwen-Image, Krea 2: 16 at 1/8;
-    FLUX.2: 32 at 1/8, with the batch-norm statistics its encode path reads; Qwen-Image 2.1: 64 at
-    1/16), a fixed function of the pixels, so two runs from one picture start alike.
+    FLUX.2 and ERNIE-Image: 32 at 1/8, with the batch-norm statistics their encode paths read;
+    Qwen-Image 2.1: 64 at 1/16; FIBO: 48 at 1/16), a fixed function of the pixels, so two runs
+    from one picture start alike.
 
     ``before_decode`` runs first on each decode, so a test can assert what must already be true
     when mflux reaches the decode (for example: the gate holds no residual any more).
@@ -182,10 +183,12 @@ def random_weight_shell(
 
 def case_shell(family: Family, case: ShellCase, *, dtype: mx.Dtype = mx.float32) -> Any:
     """The tiny shell a generic test runs ``case`` of ``family`` on: its model, its seed, and
-    embeddings for ``DEFAULT_PROMPT`` and the case's negative prompt."""
+    embeddings for the case's prompt (``DEFAULT_PROMPT`` where it has none of its own) and its
+    negative prompt."""
     negative = () if case.negative_prompt is None else (case.negative_prompt,)
+    prompt = DEFAULT_PROMPT if case.prompt is None else case.prompt
     return random_weight_shell(
-        family, case.model_name, prompts=(DEFAULT_PROMPT, *negative), dtype=dtype, seed=case.seed
+        family, case.model_name, prompts=(prompt, *negative), dtype=dtype, seed=case.seed
     )
 
 

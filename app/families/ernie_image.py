@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -105,7 +114,32 @@ FAMILY = Family(
         model_name="ernie-image-turbo",
         tiny=ERNIE_TINY,
         full=ERNIE_FULL,
+        cases=(
+            # The base with CFG (mflux's one call of batch 2, [negative, prompt]) and Turbo
+            # (distilled, no guidance argument), at 64² (16 image tokens beside 16 caption tokens)
+            ShellCase(
+                "ernie-image-cfg",
+                "ernie-image",
+                6,
+                4.0,
+                cfg=True,
+                size=64,
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.img2img},
+            ),
+            ShellCase(
+                "ernie-image-turbo",
+                "ernie-image-turbo",
+                6,
+                None,
+                size=64,
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview},
+            ),
+        ),
     ),
     # Hugging Face's name (``adaLN_modulation.1``) and mflux-save's (``adaln_modulation``)
     folders=FolderDetection(prefixes=("adaLN_modulation.1.", "adaln_modulation.")),
+    # mflux encodes the picture with the FLUX.2 VAE, packs and normalizes it as its loop's
+    # latents (``ErnieImage._prepare_latents``)
+    img2img=True,
 )

@@ -35,6 +35,8 @@ from app.families.spec import (
     PromptFormat,
     RandomWeights,
     RGBFactors,
+    ShellCase,
+    ShellTest,
 )
 
 if TYPE_CHECKING:
@@ -191,6 +193,8 @@ _SUBJECTS = (
     "A neon-lit rainy street.",
 )
 CALIBRATION_CAPTIONS = tuple(json.dumps({"short_description": s}) for s in _SUBJECTS)
+# The shells' prompt (``app.adapters.shells.DEFAULT_PROMPT``) as FIBO reads it: a JSON caption
+SHELL_CAPTION = json.dumps({"short_description": "a red circle on a blue background"})
 
 
 def json_caption_problem(prompt: str) -> str | None:
@@ -271,6 +275,54 @@ FAMILY = Family(
         model_name="fibo",
         tiny=FIBO_TINY,
         full=FIBO_FULL,
+        # 64² (16 image tokens beside 12 caption tokens at the hard-coded 3072 width), 4 steps.
+        # FIBO with CFG (mflux's default 5: one call of batch 2, [negative, positive]) and
+        # without (guidance 1); FIBO Lite, which mflux runs at guidance 1 whatever is asked. The
+        # first block changes by 0.93–1.19 a step (measured, seed 1, 64², float32): over 4 steps
+        # the probe never skips, so its engine resume runs 8. Each shell is 2 GB in float32: no
+        # fresh one a test for the installation's checks.
+        cases=(
+            ShellCase(
+                "fibo-cfg",
+                "fibo",
+                4,
+                5.0,
+                prompt=SHELL_CAPTION,
+                cfg=True,
+                size=64,
+                tests=frozenset(
+                    {
+                        ShellTest.parity,
+                        ShellTest.probe,
+                        ShellTest.residual,
+                        ShellTest.engine,
+                        ShellTest.img2img,
+                    }
+                ),
+                probe_resume_steps=8,
+            ),
+            ShellCase(
+                "fibo-no-cfg",
+                "fibo",
+                4,
+                1.0,
+                prompt=SHELL_CAPTION,
+                size=64,
+                tests=frozenset({ShellTest.parity, ShellTest.probe}),
+            ),
+            ShellCase(
+                "fibo-lite",
+                "fibo-lite",
+                4,
+                None,
+                prompt=SHELL_CAPTION,
+                size=64,
+                tests=frozenset(
+                    {ShellTest.parity, ShellTest.probe, ShellTest.engine, ShellTest.preview}
+                ),
+                probe_resume_steps=8,
+            ),
+        ),
     ),
     # The 46 caption projections are FIBO's alone (mflux-save and diffusers name them alike);
     # FIBO and FIBO Lite share the architecture
@@ -278,4 +330,7 @@ FAMILY = Family(
     prompt_check="app.families.fibo:json_caption_problem",
     calibration_prompts=CALIBRATION_CAPTIONS,
     prompt_format=PROMPT_FORMAT,
+    # mflux encodes the picture with the Wan 2.2 VAE and packs it as its loop's latents
+    # (``FIBO.generate_image``'s ``Img2Img`` over ``FiboLatentCreator``)
+    img2img=True,
 )

@@ -30,12 +30,15 @@ from typing import TYPE_CHECKING, Any
 from app.families.fibo import MFLUX_EXAMPLE_CAPTION
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
 from app.families.spec import (
+    GATE_TESTS,
     Family,
     FolderDetection,
     LatentPreview,
     Mflux,
     PromptFormat,
     RandomWeights,
+    ShellCase,
+    ShellTest,
 )
 
 if TYPE_CHECKING:
@@ -165,6 +168,19 @@ FAMILY = Family(
         model_name="fibo2",
         tiny=FIBO2_TINY,
         full=FIBO2_FULL,
+        # mflux's default guidance 5 (the caption's call, then the negative's) and none
+        cases=(
+            ShellCase(
+                "fibo2-cfg",
+                "fibo2",
+                6,
+                5.0,
+                cfg=True,
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
+            ),
+            ShellCase("fibo2-no-cfg", "fibo2", 6, 1.0),
+        ),
     ),
     # The perceiver is FIBO 2's alone (Z-Image has noise refiners too)
     folders=FolderDetection(prefixes=("perceiver.",)),

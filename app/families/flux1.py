@@ -110,7 +110,9 @@ FAMILY = Family(
                 "dev",
                 3,
                 3.5,
-                tests=frozenset({ShellTest.parity, ShellTest.probe, ShellTest.residual}),
+                tests=frozenset(
+                    {ShellTest.parity, ShellTest.probe, ShellTest.residual, ShellTest.img2img}
+                ),
             ),
             # Through the engine: 4 steps (the resume needs a skip after two replayed ones) on
             # 64² pixels (16 image tokens beside the 16 text tokens)

@@ -118,7 +118,13 @@ FAMILY = Family(
                 4.0,
                 cfg=True,
                 tests=GATE_TESTS
-                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
+                | {
+                    ShellTest.residual,
+                    ShellTest.engine,
+                    ShellTest.lora,
+                    ShellTest.preview,
+                    ShellTest.img2img,
+                },
                 probe_resume_steps=10,
             ),
             ShellCase("flux2-no-cfg", "flux2-klein-base-4b", 6, 1.0),  # guidance 1: no CFG

@@ -122,7 +122,11 @@ FAMILY = Family(
             # Turbo (guidance 1: no CFG) and CFG on " "; its stochastic sampler's noise is
             # seeded, so two passes draw alike
             ShellCase(
-                "krea-2", "krea-2", 6, 1.0, tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview}
+                "krea-2",
+                "krea-2",
+                6,
+                1.0,
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview, ShellTest.img2img},
             ),
             ShellCase(
                 "krea-2-cfg",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
-from app.families.spec import Family, LatentPreview, Mflux, RandomWeights
+from app.families.spec import Family, LatentPreview, Mflux, RandomWeights, ShellCase, ShellTest
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -66,15 +66,7 @@ def _pipeline() -> type:
 def _weight_definition() -> type:
     from mflux.models.lens.weights.lens_weight_definition import LensWeightDefinition
 
-    class LensWeights(LensWeightDefinition):
-        """mflux's definition of the variant's repo (the DiT's one file); its tokenizer comes with
-        the encoder's repo, which mflux fetches itself, so none is listed here."""
-
-        @staticmethod
-        def get_tokenizers() -> list[Any]:
-            return []
-
-    return LensWeights
+    return LensWeightDefinition
 
 
 def _unpack(latents: mx.array, height: int, width: int) -> mx.array:
@@ -116,6 +108,10 @@ FAMILY = Family(
         weight_definition=_weight_definition,
         lora_mapping=None,  # mflux maps no LoRA for Lens (its README: no LoRA flags)
         package="mflux.models.lens",
+        tokenizers_elsewhere=(
+            "mflux's Lens definition covers the DiT's repo alone: the tokenizer comes with the "
+            "GPT-OSS 20B encoder's repo, which mflux fetches itself at the first load"
+        ),
     ),
     adapter="app.adapters.lens",
     preview=LatentPreview(
@@ -130,6 +126,22 @@ FAMILY = Family(
         model_name="lens-turbo",
         tiny=LENS_TINY,
         full=LENS_FULL,
+        # Turbo, distilled (no guidance, no CFG), at 64² (16 image tokens beside 16 text). Its
+        # installation checks and previews are tests/adapters/test_adapter_lens.py's: ``LensImage``
+        # is no ``nn.Module`` (the generic snapshot reads one), and its loop draws the first
+        # latents in bfloat16 (the preview's first step is within bfloat16's rounding there)
+        cases=(
+            ShellCase(
+                "lens-turbo",
+                "lens-turbo",
+                6,
+                None,
+                size=64,
+                tests=frozenset(
+                    {ShellTest.parity, ShellTest.probe, ShellTest.residual, ShellTest.engine}
+                ),
+            ),
+        ),
     ),
     # No model folders: mflux has no saver for Lens (``LensImage`` has no ``save_model``), and its
     # one layout, the Comfy mirror's ``diffusion_models/`` file, is no folder layout the studio

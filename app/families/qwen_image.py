@@ -99,7 +99,8 @@ FAMILY = Family(
                 6,
                 4.0,
                 cfg=True,
-                tests=GATE_TESTS | {ShellTest.residual, ShellTest.engine, ShellTest.preview},
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.preview, ShellTest.img2img},
             ),
         ),
     ),

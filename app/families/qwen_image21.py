@@ -108,7 +108,8 @@ FAMILY = Family(
                 "qwen-image-2.1",
                 6,
                 None,
-                tests=GATE_TESTS | {ShellTest.engine, ShellTest.lora, ShellTest.preview},
+                tests=GATE_TESTS
+                | {ShellTest.engine, ShellTest.lora, ShellTest.preview, ShellTest.img2img},
             ),
             # Turbo on its fixed sigma nodes
             ShellCase(

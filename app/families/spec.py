@@ -62,6 +62,16 @@ class Mflux:
     # download names them without importing mflux on its thread). None: the weight definition's
     # download patterns and tokenizers.
     hub_files: Mapping[str, tuple[str, ...]] | None = None
+    # Where mflux's weight definition names no tokenizers (it has no ``get_tokenizers``): why,
+    # in a sentence (Lens's comes with its text encoder's own repo, which mflux fetches itself at
+    # the first load); a download then fetches none. None: the definition names them, and a
+    # download fetches them beside the weights.
+    tokenizers_elsewhere: str | None = None
+
+    def tokenizers(self) -> list[Any]:
+        """mflux's tokenizer definitions for the family's repo (none where it names none)."""
+        definition: Any = self.weight_definition()
+        return [] if self.tokenizers_elsewhere else definition.get_tokenizers()
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +121,11 @@ class ShellTest(StrEnum):
     # each step's preview is its clean prediction at the seam the loop offers, and the family's
     # table on mflux's unpacking, over 5 steps at 128×96 (tests/adapters/test_previews.py)
     preview = "preview"
+    # from a picture (image-to-image, ``Family.img2img``): the loop runs only the steps after
+    # the strength's, the gate counts those, threshold 0 stays bit-exact to vanilla from the same
+    # picture, forced skips engage among them (tests/adapters/test_adapter_img2img.py): one case
+    # a family that takes a picture
+    img2img = "img2img"
 
 
 # What a case runs by default: the gate's no-op, the probe and the installation's checks.
@@ -128,6 +143,9 @@ class ShellCase:
     guidance: float | None  # None: the family takes no guidance argument
     seed: int = 0  # the shell's (its random weights and prompt table)
     negative_prompt: str | None = None  # a caption of its own for the unconditional branch
+    # the prompt where the family reads no plain sentence (FIBO's JSON caption); None: the
+    # shells' default prompt (``app.adapters.shells.DEFAULT_PROMPT``)
+    prompt: str | None = None
     # attributes set on the shell's transformer for the run (another path of mflux's forward),
     # e.g. (("use_text_cache", False),)
     transformer_attrs: tuple[tuple[str, Any], ...] = ()
@@ -141,13 +159,16 @@ class ShellCase:
     def generate_kwargs(
         self, *, size: int | None = None, steps: int | None = None
     ) -> dict[str, Any]:
-        """``generate_image``'s keywords for the case (the seed and prompt are the caller's)."""
+        """``generate_image``'s keywords for the case (the seed is the caller's; the prompt is
+        the case's where it has one of its own)."""
         side = size or self.size
         run: dict[str, Any] = {
             "num_inference_steps": steps or self.steps,
             "height": side,
             "width": side,
         }
+        if self.prompt is not None:
+            run["prompt"] = self.prompt
         if self.negative_prompt is not None:
             run["negative_prompt"] = self.negative_prompt
         if self.guidance is not None:

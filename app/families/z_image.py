@@ -103,7 +103,13 @@ FAMILY = Family(
                 4.0,
                 cfg=True,
                 tests=GATE_TESTS
-                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
+                | {
+                    ShellTest.residual,
+                    ShellTest.engine,
+                    ShellTest.lora,
+                    ShellTest.preview,
+                    ShellTest.img2img,
+                },
             ),
             # guidance-distilled: one branch, the linear scheduler
             ShellCase("z-image-turbo", "z-image-turbo", 5, None, seed=1),

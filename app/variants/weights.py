@@ -229,13 +229,13 @@ def download_patterns(variant: Variant) -> list[str]:
         return list(named)
     definition = _weight_definition(variant)
     patterns = list(definition.get_download_patterns())
-    for tokenizer in definition.get_tokenizers():
+    for tokenizer in variant.family.require_mflux().tokenizers():
         patterns += tokenizer.download_patterns or [f"{tokenizer.hf_subdir}/**"]
     return list(dict.fromkeys(patterns))
 
 
 def _tokenizer_dirs(variant: Variant) -> list[str]:
-    return [t.hf_subdir for t in _weight_definition(variant).get_tokenizers() if t.hf_subdir]
+    return [t.hf_subdir for t in variant.family.require_mflux().tokenizers() if t.hf_subdir]
 
 
 def pinned_revision(repo_id: str) -> str | None:

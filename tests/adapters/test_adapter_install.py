@@ -49,6 +49,14 @@ def built(request: pytest.FixtureRequest) -> tuple[Family, Any]:
 
 
 @pytest.fixture
+def run(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A short generation's keywords: the case's prompt where it has one (FIBO's JSON caption)."""
+    _, case = request.node.callspec.params["built"]
+    prompt = {} if case.prompt is None else {"prompt": case.prompt}
+    return {"num_inference_steps": 3, "height": 64, "width": 64, **prompt}
+
+
+@pytest.fixture
 def pipeline(built: tuple[Family, Any]) -> Any:
     return built[1]
 
@@ -68,7 +76,7 @@ def test_unsupported_pipelines_are_refused_with_one_clear_message() -> None:
 
 @pytest.mark.parametrize("params", [OFF, ON], ids=["threshold-0", "enabled"])
 def test_install_then_remove_restores_the_pipeline_exactly(
-    pipeline: Any, params: TeaCacheParams
+    pipeline: Any, params: TeaCacheParams, run: dict[str, Any]
 ) -> None:
     before = probes.pipeline_snapshot(pipeline)
     values = dict(tree_flatten(pipeline.parameters()))
@@ -85,7 +93,7 @@ def test_install_then_remove_restores_the_pipeline_exactly(
             assert lifecycles[0] in getattr(pipeline.callbacks, name)
         with pytest.raises(AlreadyInstalledError):
             install_gate(pipeline, TeaCacheGate(params))
-        probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
+        probes.generate_latents(pipeline, **run)
         assert installation.family == detect_family(pipeline).id
     after = probes.pipeline_snapshot(pipeline)
     if after["parameters"] != before["parameters"]:
@@ -97,7 +105,7 @@ def test_install_then_remove_restores_the_pipeline_exactly(
         assert after_values.keys() == values.keys()
         assert all(mx.array_equal(after_values[k], v).item() for k, v in values.items())
         plain = probes.pipeline_snapshot(pipeline)["parameters"]
-        probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
+        probes.generate_latents(pipeline, **run)
         assert probes.pipeline_snapshot(pipeline)["parameters"] != plain
         after["parameters"] = before["parameters"]
     assert after == before

@@ -282,7 +282,7 @@ class DenoisedRecorder:
 
 
 def _run_family(pipeline: Any, **kwargs: Any) -> tuple[dict[int, np.ndarray], dict, Any]:
-    """One generation (``kwargs``: ``generate_image``'s, the seed and prompt given here) with the
+    """One generation (``kwargs``: ``generate_image``'s, the seed given here) with the
     pipeline's own previewer (``previewer_for``), its decode wrapped to keep each step's clean
     latents."""
     cleans: dict[int, np.ndarray] = {}
@@ -297,7 +297,8 @@ def _run_family(pipeline: Any, **kwargs: Any) -> tuple[dict[int, np.ndarray], di
     previewer.decode = decode
     recorder = LoopRecorder()
     with common.attached(pipeline, recorder), common.attached(pipeline, previewer):
-        pipeline.generate_image(seed=0, prompt=shells.DEFAULT_PROMPT, **kwargs)
+        kwargs.setdefault("prompt", shells.DEFAULT_PROMPT)  # the case's, where it has one
+        pipeline.generate_image(seed=0, **kwargs)
     return cleans, images, recorder
 
 

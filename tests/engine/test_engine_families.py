@@ -73,6 +73,11 @@ def shell(request: pytest.FixtureRequest) -> Iterator[Shell]:
     yield Shell(variant.id, pipeline, case.steps, (case.size, case.size), case)
 
 
+def _prompt(shell: Shell) -> str:
+    """The case's prompt (FIBO's JSON caption), else the shells' default."""
+    return shell.case.prompt or PROMPT
+
+
 def _run(shell: Shell, threshold: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     variant_id, pipeline, steps, size, _ = shell
     base = variants.get_variant(variant_id)
@@ -89,7 +94,7 @@ def _run(shell: Shell, threshold: float, monkeypatch: pytest.MonkeyPatch) -> dic
     with common.use_precision(mx.float32):
         engine = Engine(loader=lambda *args: pipeline)
         request = make_request(
-            scripted.id, PROMPT, seed=1, steps=steps, threshold=threshold, size=size
+            scripted.id, _prompt(shell), seed=1, steps=steps, threshold=threshold, size=size
         )
         seen: list[Any] = []
         engine.run(1, request, seen.append, threading.Event())
@@ -174,7 +179,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
         def run(threshold: float, resume: bool) -> dict[str, Any]:
             request = make_request(
                 scripted_id,
-                PROMPT,
+                _prompt(shell),
                 seed=1,
                 steps=steps,
                 threshold=threshold,
@@ -232,8 +237,9 @@ def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
         engine = Engine(loader=lambda *args: pipeline)
 
         def run(threshold: float, resume: bool) -> dict[str, Any]:
-            request = make_request(probe_id, PROMPT, seed=1, steps=steps, threshold=threshold,
-                                   size=size, resume=resume, gate="firstblock")  # fmt: skip
+            request = make_request(probe_id, _prompt(shell), seed=1, steps=steps,
+                                   threshold=threshold, size=size, resume=resume,
+                                   gate="firstblock")  # fmt: skip
             seen: list[Any] = []
             engine.run(1, request, seen.append, threading.Event())
             assert isinstance(seen[-1], ev.RunFinished), getattr(seen[-1], "details", seen[-1])

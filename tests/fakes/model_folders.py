@@ -46,7 +46,7 @@ def save_shell(pipeline: Any, variant: Variant, root: Path, bits: int | None) ->
         base_path=str(root),
         weight_definition=definition,
     )
-    for tokenizer in definition.get_tokenizers():
+    for tokenizer in variant.family.require_mflux().tokenizers():
         (root / tokenizer.hf_subdir).mkdir(parents=True, exist_ok=True)
         (root / tokenizer.hf_subdir / "tokenizer.json").write_text("{}", encoding="utf-8")
     mx.eval(pipeline.transformer.parameters())

@@ -107,7 +107,11 @@ def test_every_mflux_family_has_every_entry(family: Family) -> None:
     assert family.adapter is not None
     assert family.preview is not None
     assert family.random_weights is not None
-    assert family.folders is not None and family.folders.prefixes
+    # model folders exactly where mflux saves (and so reads) a folder layout of the family (Lens:
+    # mflux has no saver, and its one layout is the Comfy mirror's single file)
+    saves = callable(getattr(family.mflux.pipeline(), "save_model", None))
+    assert (family.folders is not None) == saves
+    assert family.folders is None or family.folders.prefixes
     assert family.sizes
     # memory: measured (tests/variants/test_memory_estimate.py reads the report it names), on one
     # of the family's variants, or borrowed from another family's with the reason written
@@ -131,10 +135,22 @@ def test_only_the_embedded_family_lacks_the_mflux_entries() -> None:
 
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_an_mflux_family_has_the_capabilities_of_a_hub_model(family: Family) -> None:
+    """mflux loads it from the Hub or a folder, quantizes it, draws it at any size with working
+    memory by the megapixel; where it checks prompts (FIBO's JSON captions), the calibration
+    prompts it suggests (or the general list) and its format's example pass the check."""
+    from app.engine.calibration import REAL_PROMPTS
+
     assert not family.weights_shipped and family.loader is None
     assert family.quantizable
-    assert family.prompt_check is None and family.calibration_prompts is None
     assert not family.fixed_size and family.flat_working_gb is None
+    if family.prompt_check is not None:
+        check = load(family.prompt_check)
+        prompts = family.calibration_prompts or REAL_PROMPTS
+        assert [check(prompt) for prompt in prompts] == [None] * len(prompts)
+        example = family.prompt_format.example if family.prompt_format else None
+        assert example is None or check(example) is None
+    else:
+        assert family.calibration_prompts is None  # the general list: every prompt is drawn
 
 
 def test_the_demo_family_says_what_it_is_as_capabilities() -> None:
@@ -169,13 +185,22 @@ def test_lazy_names_resolve_to_mfluxs_real_classes(family: Family) -> None:
     # each is the kind of class mflux's loaders take
     assert all(inspect.isclass(cls) for cls in (pipeline, weights))
     assert callable(pipeline.generate_image)
-    assert weights.get_components() and weights.get_tokenizers()
+    assert weights.get_components()
+    # the tokenizers a download fetches: the definition's, or none where mflux fetches them
+    # from another repo itself (the reason written on the family)
+    if mflux.tokenizers_elsewhere is None:
+        assert weights.get_tokenizers() and mflux.tokenizers() == weights.get_tokenizers()
+    else:
+        assert mflux.tokenizers_elsewhere.strip() and mflux.tokenizers() == []
+        assert not hasattr(weights, "get_tokenizers")
     # the transformer's weights are in mflux's download patterns: a folder of shards, or the
-    # files its weight definition names (Krea 2 Turbo's single native file at the repo's root),
-    # each matched by a pattern (Anima's mflux-save layout downloads ``transformer/*``)
+    # files its weight definition names in its folder (Krea 2 Turbo's single native file at the
+    # repo's root, Lens's in diffusion_models/), each matched by a pattern (Anima's mflux-save
+    # layout downloads ``transformer/*``)
     (transformer,) = [c for c in weights.get_components() if c.name == "transformer"]
     patterns = weights.get_download_patterns()
-    files = transformer.weight_files or [f"{transformer.hf_subdir}/*.safetensors"]
+    folder = f"{transformer.hf_subdir}/" if transformer.hf_subdir else ""
+    files = [folder + f for f in transformer.weight_files or ["*.safetensors"]]
     assert all(any(fnmatch(f, p) for p in patterns) for f in files), (files, patterns)
     if lora is not None:
         assert lora.get_mapping()  # mflux's own key mapping, non-empty
@@ -236,6 +261,8 @@ def test_the_shell_cases_cover_every_generic_test_with_models_the_family_runs(
     members = _members(family)
     for test in REQUIRED_TESTS:
         assert spec.cases_for(test), f"{family.id} has no {test} case"
+    # one run from a picture exactly where the family starts from one (``Family.img2img``)
+    assert len(spec.cases_for(ShellTest.img2img)) == int(family.img2img), family.id
     assert len(spec.cases_for(ShellTest.residual)) == 1  # one a family, with CFG where it has it
     assert any(case.cfg for case in spec.cases) <= spec.cases_for(ShellTest.residual)[0].cfg
     for case in spec.cases:
@@ -265,7 +292,9 @@ def test_the_preview_table_matches_the_latent_channels(family: Family) -> None:
     assert callable(preview.unpack)
 
 
-@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+@pytest.mark.parametrize(
+    "family", [f for f in MFLUX_FAMILIES if f.folders is not None], ids=lambda f: f.id
+)
 def test_a_folder_with_the_familys_weight_names_is_detected_as_that_family(
     family: Family,
 ) -> None:
@@ -287,7 +316,7 @@ def test_an_unknown_family_id_is_one_clear_error() -> None:
         get_family("flux9")
     assert str(raised.value) == (
         "unknown model family 'flux9'; known: demo, flux1, flux2, flux3, z-image, qwen-image, "
-        "qwen-image-2.1, krea-2, anima, moss-image"
+        "qwen-image-2.1, krea-2, anima, ernie-image, lens, fibo, fibo2, moss-image"
     )
 
 
@@ -329,10 +358,12 @@ def test_a_pipeline_is_its_own_familys_even_when_it_subclasses_another() -> None
 
 def test_family_lists_in_sentences_come_from_the_registry() -> None:
     assert family_names(lambda f: f.supports_lora, "or") == (
-        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima or MOSS-Image"
+        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima, ERNIE-Image, "
+        "FIBO 2 or MOSS-Image"
     )
     assert family_names(lambda f: f.random_weights is not None, "and") == (
-        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima and MOSS-Image"
+        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima, ERNIE-Image, "
+        "Lens, FIBO, FIBO 2 and MOSS-Image"
     )
 
 
