@@ -1,5 +1,9 @@
 """ERNIE-Image adapter on tiny random-weight shells running mflux's real ``generate_image``.
 
+The generic tests run the family's shell cases (``FAMILY.random_weights.cases``: parity and the
+probe on the eager path, the observed residual, the engine, LoRA, previews, the installation,
+a picture); here is what is ERNIE-Image's alone, on both of mflux's paths where it matters.
+
 mflux compiles ERNIE-Image's predict except on base/Pro M1/M2; both paths are checked. With CFG
 mflux runs one transformer call of batch 2 (``[negative, prompt]``); the anatomy keeps the batch,
 so a step is one branch of the gated step and each CFG branch's residual is its own row of the
@@ -12,7 +16,6 @@ and CFG: max |Δ| 0), so both compare bit for bit.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -25,7 +28,7 @@ from mflux.models.ernie_image.model.ernie_transformer.transformer_block import (
 )
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, install_gate, lora
+from app.adapters import common, install_gate
 from app.adapters.ernie_image import STREAM_DTYPE_ATTR, ErnieAnatomy, shell
 from app.adapters.replay import record_and_replay
 from app.adapters.shells import DEFAULT_PROMPT
@@ -61,12 +64,12 @@ def _use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: path == "eager"))
 
 
-@pytest.mark.parametrize("path", ["eager", "compiled"])
 @pytest.mark.parametrize("run", list(RUNS))
-def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
-    shells: dict[str, Any], run: str, path: str, monkeypatch: pytest.MonkeyPatch
+def test_threshold_zero_and_observe_are_bit_exact_to_vanilla_on_the_compiled_path(
+    shells: dict[str, Any], run: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _use_path(monkeypatch, path)
+    """The eager path is the generic test's (tests/adapters/test_adapter_parity.py)."""
+    _use_path(monkeypatch, "compiled")
     pipeline, kwargs = shells[run], RUNS[run][1]
     vanilla = probes.generate_latents(pipeline, **kwargs)
     off = probes.RecordingGate(OFF)
@@ -276,47 +279,12 @@ def test_the_residual_stream_is_float32_unless_the_bfloat16_stream_is_chosen() -
     assert dtypes == [mx.float32, mx.bfloat16]
 
 
-# A LoRA in the names mflux's ERNIE mapping accepts (PEFT's ``transformer.``, ComfyUI's
-# ``diffusion_model.`` and the bare module path), on both blocks' attention and MLP.
-LORA_TARGETS = {
-    "transformer.layers.0.self_attention.to_q": "layers.0.self_attention.to_q",
-    "diffusion_model.layers.1.mlp.linear_fc2": "layers.1.mlp.linear_fc2",
-    "layers.1.self_attention.to_out.0": "layers.1.self_attention.to_out.0",
-}
-
-
-def test_a_lora_is_baked_where_mfluxs_mapping_puts_it_and_changes_the_output(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As tests/adapters/test_lora.py holds the other families (its bounds: the bake to 1e-6,
-    the effect above 0.007 of the final latents; measured here 6.0e-8 and 0.19)."""
-    from tests.fakes import lora as fake_lora
-
-    _use_path(monkeypatch, "eager")
-    with common.use_precision(mx.float32):
-        plain = probes.generate_latents(shell("ernie-image"), **CFG)
-        patched = shell("ernie-image")
-        before = {
-            p: fake_lora.module_at(patched.transformer, p).weight for p in LORA_TARGETS.values()
-        }
-        updates = fake_lora.write_lora(
-            tmp_path / "style.safetensors", patched.transformer, LORA_TARGETS
-        )
-        lora.apply_loras(patched, [str(tmp_path / "style.safetensors")], [0.7])
-        for module_path, update in updates.items():
-            weight = fake_lora.module_at(patched.transformer, module_path).weight
-            assert float(mx.max(mx.abs(weight - before[module_path] - 0.7 * update))) <= 1e-6
-        changed = probes.generate_latents(patched, **CFG)
-    assert float(mx.max(mx.abs(changed - plain))) > 0.007
-
-
-def test_previews_read_the_schedulers_clean_prediction_in_flux2s_latent_space(
-    shells: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """mflux's ERNIE loop steps ``config.scheduler`` (the previewer reads each step's ``x − σ·v``
-    there) on FLUX.2's latents laid out spatially: 2×2 patches of its 32 channels, channel
-    ``c·4 + dy·2 + dx``, decoded by ``Flux2VAE.decode_packed_latents`` whose weights ERNIE maps as
-    FLUX.2's. The projection is FLUX.2's table on the unpatchified latent."""
+def test_the_preview_is_flux2s_table_on_the_unpatchified_latents() -> None:
+    """mflux's ERNIE loop steps ``config.scheduler`` on FLUX.2's latents laid out spatially: 2×2
+    patches of its 32 channels, channel ``c·4 + dy·2 + dx``, decoded by
+    ``Flux2VAE.decode_packed_latents`` whose weights ERNIE maps as FLUX.2's. The projection is
+    FLUX.2's table on the latent unpatchified here, independently of mflux's unpatchify (each
+    step's clean prediction is the generic preview test's)."""
     import numpy as np
     from mflux.models.ernie_image.variants.txt2img.ernie_image import ErnieImage
     from mflux.models.ernie_image.weights.ernie_weight_mapping import ErnieWeightMapping
@@ -326,37 +294,12 @@ def test_previews_read_the_schedulers_clean_prediction_in_flux2s_latent_space(
     from app.adapters import previews
     from app.families import latent_rgb
     from app.families.ernie_image import FAMILY
-    from tests.adapters.test_previews import DERIVED_ATOL, _expected
+    from tests.adapters.test_previews import _expected
 
     assert ErnieImage.__annotations__["vae"] is Flux2VAE
     ernie = [t.to_pattern for t in ErnieWeightMapping.get_vae_mapping()]
     assert ernie == [t.to_pattern for t in Flux2WeightMapping.get_vae_mapping()]
     assert FAMILY.require_preview().loop_sigmas is None
-
-    _use_path(monkeypatch, "eager")
-    pipeline = shells["turbo"]
-    cleans: dict[int, np.ndarray] = {}
-    images: dict[int, np.ndarray] = {}
-    previewer = previews.previewer_for(pipeline, images.__setitem__)
-    projection = previewer.decode
-
-    def decode(x0: mx.array, height: int, width: int) -> np.ndarray | mx.array:
-        cleans[len(cleans)] = np.array(x0)
-        return projection(x0, height, width)
-
-    previewer.decode = decode
-    with (
-        common.attached(pipeline, probes.LatentRecorder()) as recorder,
-        common.attached(pipeline, previewer),
-    ):
-        final = probes.generate_latents(pipeline, **TURBO)
-    assert sorted(images) == list(range(STEPS))
-    sig = np.array(recorder.config.scheduler.sigmas)
-    lat = [np.array(x) for x in recorder.inputs]
-    for t in range(STEPS):
-        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
-        np.testing.assert_allclose(cleans[t], lat[t] - sig[t] * velocity, atol=DERIVED_ATOL)
-    assert np.array_equal(cleans[STEPS - 1], np.array(final))  # σ = 0 at the last step
 
     height, width = 64, 96
     h, w = height // 16, width // 16

@@ -12,7 +12,6 @@ picture into the family's latent shape (``app.adapters.shells.StubVAE.encode``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.adapters import common, install_gate, shells
-from app.families import FAMILIES, get_family
+from app.adapters import common, install_gate
+from app.adapters.shells import case_shell
+from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import Decision, TeaCacheParams
 from app.variants.schedule import image_strength, steps_left_out
 from tests.fakes import probes
@@ -33,76 +33,51 @@ OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 FORCED = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.01), rel_l1_thresh=0.05)
 
 
-@dataclass(frozen=True)
-class Case:
-    family: str
-    model_name: str
-    steps: int
-    strength: float
-    guidance: float | None
-
-    @property
-    def active(self) -> int:
-        return self.steps - steps_left_out(self.steps, self.strength)
-
-
-# One model per img2img family (FLUX.1's shell is 3072 wide even when tiny: fewer steps).
-CASES = {
-    "flux1-dev": Case("flux1", "dev", 4, 0.8, 3.5),
-    "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 8, 0.6, 4.0),
-    "z-image": Case("z-image", "z-image", 8, 0.6, 4.0),
-    "qwen-image": Case("qwen-image", "qwen-image", 8, 0.6, 4.0),
-    "qwen-image-2.1": Case("qwen-image-2.1", "qwen-image-2.1", 8, 0.6, None),
-    "krea-2": Case("krea-2", "krea-2", 8, 0.6, 1.0),
-}
+# Every family's run from a picture (``ShellCase``, ``ShellTest.img2img``; the registry contract
+# wants one exactly where ``Family.img2img``): the case's model, guidance and prompt, over
+# ``STEPS`` at 128², the first ``steps_left_out`` of them never run.
+CASES = shell_cases(ShellTest.img2img)
+STEPS, STRENGTH, SIZE = 8, 0.6, 128
+ACTIVE = STEPS - steps_left_out(STEPS, STRENGTH)
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
-
-
-def test_every_family_that_starts_from_a_picture_has_a_case() -> None:
-    takers = {f.id for f in FAMILIES.values() if f.img2img and f.random_weights is not None}
-    assert {case.family for case in CASES.values()} == takers
 
 
 @pytest.fixture(scope="module")
 def picture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = np.random.default_rng(5)
     path = tmp_path_factory.mktemp("img2img") / "start.png"
-    Image.fromarray(rng.integers(0, 256, (128, 128, 3), dtype=np.uint8)).save(path)
+    Image.fromarray(rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8)).save(path)
     return path
 
 
 @pytest.fixture(scope="module")
-def shell() -> Iterator[Callable[[Case], Any]]:
+def shell() -> Iterator[Callable[[Family, ShellCase], Any]]:
     built: dict[str, Any] = {}
 
-    def get(case: Case) -> Any:
-        if case.family not in built:
+    def get(family: Family, case: ShellCase) -> Any:
+        if case.name not in built:
             with common.use_precision(mx.float32):
-                built[case.family] = shells.random_weight_shell(
-                    get_family(case.family), case.model_name
-                )
-        return built[case.family]
+                built[case.name] = case_shell(family, case)
+        return built[case.name]
 
     yield get
     built.clear()
 
 
-def _kwargs(case: Case, picture: Path | None) -> dict[str, Any]:
-    run: dict[str, Any] = {"num_inference_steps": case.steps, "height": 128, "width": 128}
-    if case.guidance is not None:
-        run["guidance"] = case.guidance
+def _kwargs(case: ShellCase, picture: Path | None) -> dict[str, Any]:
+    run = case.generate_kwargs(size=SIZE, steps=STEPS)
     if picture is not None:
         run["image_path"] = str(picture)
-        run["image_strength"] = image_strength(case.strength)
+        run["image_strength"] = image_strength(STRENGTH)
     return run
 
 
-@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[family.id for family, _ in CASES])
 def test_threshold_zero_from_a_picture_is_bit_exact_to_vanilla(
-    shell: Callable[[Case], Any], case: Case, picture: Path
+    shell: Callable[[Family, ShellCase], Any], family: Family, case: ShellCase, picture: Path
 ) -> None:
-    pipeline = shell(case)
+    pipeline = shell(family, case)
     kwargs = _kwargs(case, picture)
     vanilla = probes.generate_latents(pipeline, **kwargs)
     off = probes.RecordingGate(OFF)
@@ -114,16 +89,16 @@ def test_threshold_zero_from_a_picture_is_bit_exact_to_vanilla(
     # the picture took part: the same seed from noise ends elsewhere
     assert not mx.array_equal(vanilla, from_noise).item()
     # mflux's loop ran only the steps after the strength's: the gate saw exactly those
-    assert 0 < case.active < case.steps
-    assert off.num_steps == case.active
-    assert off.pattern == "C" * case.active and off.reused == {}
+    assert 0 < ACTIVE < STEPS
+    assert off.num_steps == ACTIVE
+    assert off.pattern == "C" * ACTIVE and off.reused == {}
 
 
-@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[family.id for family, _ in CASES])
 def test_forced_skips_engage_within_the_steps_that_run(
-    shell: Callable[[Case], Any], case: Case, picture: Path
+    shell: Callable[[Family, ShellCase], Any], family: Family, case: ShellCase, picture: Path
 ) -> None:
-    pipeline = shell(case)
+    pipeline = shell(family, case)
     kwargs = _kwargs(case, picture)
     vanilla = probes.generate_latents(pipeline, **kwargs)
     gate = probes.RecordingGate(FORCED)
@@ -131,7 +106,7 @@ def test_forced_skips_engage_within_the_steps_that_run(
         gated = probes.generate_latents(pipeline, **kwargs)
 
     pattern = gate.pattern
-    assert len(pattern) == case.active
+    assert len(pattern) == ACTIVE
     assert pattern[0] in "CF" and pattern[-1] in "CF" and gate.skipped > 0
     assert not mx.array_equal(gated, vanilla).item()  # the skips changed the result
     # each skipped step reused the residual its last computed step stored, branch by branch
