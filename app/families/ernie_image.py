@@ -115,14 +115,13 @@ FAMILY = Family(
         tiny=ERNIE_TINY,
         full=ERNIE_FULL,
         cases=(
-            # The base with CFG (mflux's one call of batch 2, [negative, prompt]) and Turbo
+            # The base with CFG (mflux: one call of batch 2, [negative, prompt]) and Turbo
             # (distilled, no guidance argument), at 64² (16 image tokens beside 16 caption tokens)
             ShellCase(
                 "ernie-image-cfg",
                 "ernie-image",
                 6,
                 4.0,
-                cfg=True,
                 size=64,
                 tests=GATE_TESTS
                 | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.img2img},

@@ -288,7 +288,6 @@ FAMILY = Family(
                 4,
                 5.0,
                 prompt=SHELL_CAPTION,
-                cfg=True,
                 size=64,
                 tests=frozenset(
                     {

@@ -149,7 +149,9 @@ class ShellCase:
     # attributes set on the shell's transformer for the run (another path of mflux's forward),
     # e.g. (("use_text_cache", False),)
     transformer_attrs: tuple[tuple[str, Any], ...] = ()
-    cfg: bool = False  # two branches a step (the unconditional keeps its residual)
+    # two branches a step, the unconditional keeping its own residual (CFG as one batch of two,
+    # ERNIE-Image's and FIBO's, is one branch to the gate: each row of its residual a branch's)
+    cfg: bool = False
     size: int = 128  # the image's side in pixels
     tests: frozenset[ShellTest] = GATE_TESTS  # the generic tests that run it
     # Steps of the engine's first-block resume test where ``steps`` are too few for the probe to

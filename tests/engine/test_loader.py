@@ -38,25 +38,31 @@ def test_each_real_variant_maps_to_mflux_config_repo_pin_and_patterns(variant: A
     assert config.model_name == variant.hf_repo  # the registry's repo is the one mflux loads
     assert weights.pinned_revision(variant.hf_repo or "")  # and mflux pins a revision of it
     patterns = weights.download_patterns(variant)
-    # The transformer's weights (Krea 2 keeps them as one file at the repo's top), the VAE's, and
-    # the text encoder's tokenizer (its own folder, inside text_encoder/, or Qwen's processor/).
-    transformer = {"krea-2": "turbo.safetensors"}.get(
-        variant.family.id, "transformer/*.safetensors"
-    )
-    assert transformer in patterns and "vae/*.safetensors" in patterns
-    assert any("tokenizer" in p or p.startswith("processor/") for p in patterns)
-    assert (
-        loader.pipeline_class(variant).__name__
-        == {
-            "flux1": "Flux1",
-            "flux2": "Flux2Klein",
-            "z-image": "ZImage",
-            "qwen-image": "QwenImage",
-            "flux3": "Flux3Klein",
-            "qwen-image-2.1": "QwenImage21",
-            "krea-2": "Krea2",
-        }[variant.family.id]
-    )
+    mflux = variant.family.require_mflux()
+    if mflux.hub_files is not None:  # the files mflux's loader reads by name (Anima's)
+        assert patterns == list(mflux.hub_files[variant.mflux_name])
+    else:
+        # The transformer's weights (in its folder, or the files mflux's definition names there:
+        # Krea 2's one file at the repo's top, Lens's in diffusion_models/), the VAE's where the
+        # repo holds it (Lens's comes from FLUX.2 Klein's), and the text encoder's tokenizer
+        # where mflux's definition names one (Lens's comes with its encoder's repo).
+        definition: Any = mflux.weight_definition()
+        components = {c.name: c for c in definition.get_components()}
+        assert "transformer" in components
+        for name in ("transformer", "vae"):
+            component = components.get(name)
+            if component is None:  # a VAE from another repo, which mflux fetches itself
+                continue
+            folder = f"{component.hf_subdir}/" if component.hf_subdir else ""
+            files = [folder + f for f in component.weight_files or ["*.safetensors"]]
+            assert all(f in patterns for f in files), (name, files, patterns)
+        for tokenizer in mflux.tokenizers():
+            assert tokenizer.download_patterns or f"{tokenizer.hf_subdir}/**" in patterns
+            assert set(tokenizer.download_patterns or ()) <= set(patterns)
+        assert mflux.tokenizers() or mflux.tokenizers_elsewhere
+    # the loader builds the family's own mflux pipeline (tests/families/test_family_registry.py
+    # holds it to mflux's classes)
+    assert loader.pipeline_class(variant) is mflux.pipeline()
 
 
 def test_embedded_variants_are_not_loaded_here() -> None:

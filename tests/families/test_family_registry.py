@@ -265,6 +265,9 @@ def test_the_shell_cases_cover_every_generic_test_with_models_the_family_runs(
     assert len(spec.cases_for(ShellTest.img2img)) == int(family.img2img), family.id
     assert len(spec.cases_for(ShellTest.residual)) == 1  # one a family, with CFG where it has it
     assert any(case.cfg for case in spec.cases) <= spec.cases_for(ShellTest.residual)[0].cfg
+    # with CFG where the family runs it (as two branches, or one batch of two)
+    guidance = spec.cases_for(ShellTest.residual)[0].guidance
+    assert any(v.cfg for v in members) <= (guidance is not None and guidance > 1.0), family.id
     for case in spec.cases:
         assert ModelConfig.from_name(model_name=case.model_name) is not None
         assert case.model_name in {v.mflux_name for v in members}, case.name
