@@ -59,8 +59,18 @@ def _shapes(module: Any) -> dict[str, tuple[int, ...]]:
 
 
 def _transformer_class(family: Family) -> Any:
-    """The transformer class mflux's pipeline for the family holds (its annotation)."""
-    return typing.get_type_hints(family.require_mflux().pipeline())["transformer"]
+    """The transformer class mflux's pipeline for the family holds: its annotation, or where the
+    pipeline annotates none (``LensImage`` sets it in its constructor), the class of the tiny
+    shell's, which must be mflux's own from the family's package."""
+    mflux = family.require_mflux()
+    hinted = typing.get_type_hints(mflux.pipeline()).get("transformer")
+    if hinted is not None:
+        return hinted
+    from app.adapters.shells import random_weight_shell
+
+    cls = type(random_weight_shell(family).transformer)
+    assert cls.__module__.startswith(f"{mflux.package}."), cls
+    return cls
 
 
 def _mflux_transformer(family: Family, model_name: str, **dims: Any) -> Any:
