@@ -33,8 +33,8 @@ a stub tokenizer and text encoder that hand mflux's own ``PromptEncoder`` random
 prompt (37, as SmolLM3-3B's embeddings and 36 layers), and ``StubVAE``. FIBO's width is hard-coded
 (3072), so the tiny shell has one block of each kind at full width; mflux's prompt encoder always
 hands the transformer 46 caption layers (``total_num_layers_transformer``) and its forward projects
-every one (``caption_projection[i]`` for i < 46), so a shell with fewer blocks gets projections for
-the rest 1 wide: built lazily by mflux's forward, read by no block, so never evaluated.
+every one (``caption_projection[i]`` for i < 46), so a shell with fewer blocks gets a stand-in for
+the rest that passes the layer through: read by no block, so never evaluated.
 """
 
 from __future__ import annotations
@@ -248,6 +248,13 @@ class _PromptTable:
         return list(self.states[cast(int, input_ids[0, 0].item())])
 
 
+def _unread_projection(layer: mx.array) -> mx.array:
+    """Stands in for the caption projection of a block the shell does not have: mflux's forward
+    projects all 46 layers, and no block reads these (no parameters: the shell's transformer holds
+    exactly mflux's own build at its dimensions)."""
+    return layer
+
+
 def shell(
     model_name: str = "fibo",
     *,
@@ -259,19 +266,18 @@ def shell(
 ) -> Any:
     """A FIBO (or FIBO Lite) shell. Each prompt gets ``text_tokens`` tokens of random hidden
     states; mflux's negative prompt gets fewer (so the CFG batch pads one, as mflux does)."""
-    from mflux.models.fibo.model.fibo_transformer.text_projection import BriaFiboTextProjection
     from mflux.models.fibo.variants.txt2img.fibo import FIBO
 
     pipeline = _base_shell(FIBO, _model_config(model_name))
     pipeline.vae = StubVAE(latent_channels=48, spatial_scale=16)  # the Wan 2.2 VAE's latents
     mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
     transformer = FiboTransformer(**dims.kwargs())
+    _init_weights(transformer, seed, dtype)
     unread = CAPTION_LAYERS - dims.blocks  # projected by mflux's forward, read by no block
     transformer.caption_projection = [
         *transformer.caption_projection,
-        *(BriaFiboTextProjection(hidden_size=1) for _ in range(unread)),
+        *(_unread_projection for _ in range(unread)),
     ]
-    _init_weights(transformer, seed, dtype)
     pipeline.transformer = transformer
     lengths = {prompt: text_tokens for prompt in prompts}
     lengths.setdefault(MFLUX_NEGATIVE, max(1, text_tokens - 4))
