@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from app.gate.decision import Decision
 
+# ``StepEvent.gate`` of a vanilla pass's step: no rule decided it (every step computes), and every
+# gate kind recorded its own figures on it. No gate kind is called so (``app.gate.kinds``).
+VANILLA = "vanilla"
+
 
 @dataclass(frozen=True, slots=True)
 class StepEvent:

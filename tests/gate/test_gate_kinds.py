@@ -23,6 +23,7 @@ from app.gate.kinds import (
     kind_of,
     make_gate,
     observer_params,
+    registered,
 )
 from app.gate.kinds.base import PlotSpec, Signal
 from app.variants import get_variant
@@ -47,6 +48,31 @@ def test_the_registry_is_keyed_by_each_kinds_own_name() -> None:
     keys = {kind.threshold_key("demo") for kind in GATE_KINDS.values()}
     assert len(keys) == len(GATE_KINDS)  # each gate's threshold is remembered apart
     assert set(calibrated_gates()) <= set(GATES)
+
+
+def test_a_kind_registered_for_a_block_is_looked_up_as_the_shipped_ones() -> None:
+    """``registered``: a kind from outside the package (a test's toy kind) joins the registry
+    after the shipped ones for the block, and leaves it after, even on an error."""
+
+    from app.gate.kinds.magcache import MagCacheKind
+
+    class Renamed(MagCacheKind):
+        name = "renamed"
+
+    kind = Renamed()
+    with registered(kind):
+        assert gate_kind("renamed") is kind and check_gate("renamed") == "renamed"
+        assert list(GATE_KINDS)[-1] == "renamed" and tuple(GATE_KINDS)[:-1] == GATES
+        with pytest.raises(ValueError, match="registered already"), registered(kind):
+            pass
+    assert "renamed" not in GATE_KINDS
+    with pytest.raises(RuntimeError, match="inside"), registered(kind):
+        raise RuntimeError("inside the block")
+    with pytest.raises(UnknownGateError):
+        gate_kind("renamed")
+    shipped = GATE_KINDS[DEFAULT_GATE]
+    with pytest.raises(ValueError, match="registered already"), registered(shipped):
+        pass
 
 
 def smooth_vanilla_steps(steps: int) -> list[StepEvent]:

@@ -16,11 +16,12 @@ one: ``Variant.calibrations``; the kind's ``calibration_type`` says which it rea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from app.gate.decision import GateConfigError, TeaCacheParams
-from app.gate.events import StepEvent
+from app.gate.events import VANILLA, StepEvent
 from app.gate.kinds.base import (
     THRESHOLD_DECIMALS,
     Calibrated,
@@ -50,11 +51,13 @@ if TYPE_CHECKING:
 
 AnyGateKind = GateKind[Any, Any, Any]
 
-# In the picker's order; the first is the default where a variant has its calibration.
+# In the picker's order; the first is the default where a variant has its calibration. Every
+# lookup reads this one dict, so a kind added by ``registered`` (a test's toy kind) is asked as the
+# shipped ones are.
 GATE_KINDS: Final[dict[str, AnyGateKind]] = {
     kind.name: kind for kind in (TEACACHE_KIND, MAGCACHE_KIND, FIRSTBLOCK_KIND)
 }
-GATES: Final = tuple(GATE_KINDS)
+GATES: Final = tuple(GATE_KINDS)  # the shipped kinds' names (``GATE_KINDS`` holds every one)
 DEFAULT_GATE: Final = TEACACHE_KIND.name
 # Where TeaCache has no calibration for the model that runs (a variant without one, a model
 # folder's fine-tune, a LoRA set): the kind that needs none (``Variant.default_gate``).
@@ -72,7 +75,21 @@ _UNPRICED = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh
 
 class UnknownGateError(ValueError):
     def __init__(self, name: object) -> None:
-        super().__init__(f"unknown gate {name!r}; choose one of: {', '.join(GATES)}")
+        super().__init__(f"unknown gate {name!r}; choose one of: {', '.join(GATE_KINDS)}")
+
+
+@contextmanager
+def registered(kind: AnyGateKind) -> Iterator[AnyGateKind]:
+    """``kind`` in the registry for the block, after the shipped kinds (what adding a kind module
+    to ``GATE_KINDS`` does, from outside the package: a test's toy kind); taken out again after.
+    ``ValueError`` where its name is taken."""
+    if kind.name in GATE_KINDS or kind.name == VANILLA:
+        raise ValueError(f"a gate kind named {kind.name!r} is registered already")
+    GATE_KINDS[kind.name] = kind
+    try:
+        yield kind
+    finally:
+        GATE_KINDS.pop(kind.name, None)
 
 
 def check_gate(name: object) -> str:
@@ -167,4 +184,5 @@ __all__ = [
     "make_gate",
     "observer_params",
     "recorded_gate",
+    "registered",
 ]
