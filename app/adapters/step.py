@@ -158,8 +158,12 @@ class GatedStep(LookAhead):
         signal_blocks = anatomy.signal_blocks if taps.wants(Tap.modulated_input) else 0
         self.split = max(taps.split, signal_blocks)
         self.signal_blocks = signal_blocks
+        # The taps a recorder asks for that the prelude builds (the body's residual and the
+        # output reach it through ``keep_residual`` and ``GateState.record``).
         self.records = tuple(
-            tap for tap in (Tap.block_residual,) if tap in taps.records and taps.split
+            tap
+            for tap in (Tap.modulated_input, Tap.block_residual)
+            if tap in taps.records and (tap is not Tap.block_residual or taps.split)
         )
         part = (lambda name, fn: counted_compile(name, fn, state.traces)) if compiled else _identity
         self.prelude = part("prelude", self._prelude)

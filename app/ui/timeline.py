@@ -74,15 +74,19 @@ def paint_cell(
 
 
 def describe_step(step: StepEvent, which: Pass) -> str:
-    """The step's tooltip, in the figures of the gate that decided it (``GateKind.step_lines``;
-    a vanilla step is its observer's)."""
-    kind = gate_kind(step.gate)
+    """The step's tooltip, in the figures of the gate that decided it (``GateKind.step_lines``);
+    a vanilla step in each kind's figures it recorded."""
     gated = which is Pass.gated
-    pass_name = kind.pass_name if gated else "Vanilla pass"
-    lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · {pass_name}"]
     if gated:
+        kind = gate_kind(step.gate)
+        lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · {kind.pass_name}"]
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
-    lines += kind.step_lines(step, gated)
+        lines += kind.step_lines(step, gated)
+    else:
+        lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · Vanilla pass"]
+        for name, kind in GATE_KINDS.items():
+            if name in step.signals:
+                lines += kind.step_lines(step, gated)
     lines.append(f"step time: {step.seconds * 1000:.1f} ms")
     return "<br>".join(lines)
 

@@ -142,7 +142,7 @@ def test_generate_with_the_probe_at_its_default_on_the_demo(tmp_path: Path) -> N
     assert {s["gate"] for s in report["steps_detail"]} == {"firstblock"}
     # The gated steps carry the change they compared; the vanilla pass recorded the probe's trace.
     skipped = [s for s in report["steps_detail"] if s["decision"] == "skipped"]
-    assert all(s["block_change"] < report["threshold"] for s in skipped)
+    assert all(s["signals"]["firstblock"]["change"] < report["threshold"] for s in skipped)
     changes = report["vanilla_block_changes"]
     assert len(changes) == 28 and changes[0] is None and all(changes[1:])
 

@@ -18,6 +18,7 @@ from app.demo.pipeline import DemoFlux2Klein
 from app.engine.notices import engagement_warning
 from app.gate import LiveGate, TeaCacheGate, kind_of
 from app.gate.decision import prediction_floor
+from app.gate.kinds import TEACACHE_KIND, vanilla_recorder
 from app.gate.simulator import engagement
 from app.variants import get_variant
 from lab.demo.calibrate import SWEEP_SEED_BASE, prompts, ssim
@@ -121,9 +122,9 @@ def test_turbo_skips_nothing_below_its_onset_and_engages_above_it(
     assert variant.default_threshold is None  # the gate is off by default on the distilled model
     assert prediction_floor(variant.teacache_params(threshold=TURBO_ENGAGED)) > TURBO_NEVER
     for prompt in prompts(SWEEP_SEED_BASE, 3):
-        observer = TeaCacheGate(variant.teacache_params(threshold=0.0), observe=True)
+        observer = vanilla_recorder(variant)
         _run(turbo_pipeline, prompt, 4, observer)
-        trace = [e.rel_l1 for e in observer.events]
+        trace = TEACACHE_KIND.trace(observer.events)
         assert observer.skipped == 0 and len(trace) == 4
         onset = engagement(variant.teacache_params(threshold=TURBO_ENGAGED), trace).onset_threshold
         assert onset is not None and TURBO_NEVER < onset < TURBO_ENGAGED, (prompt, onset)

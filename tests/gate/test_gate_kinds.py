@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from app.gate import Decision, LiveGate, StepEvent
+from app.gate.events import VANILLA
 from app.gate.kinds import (
     DEFAULT_GATE,
     GATE_KINDS,
     GATES,
-    OBSERVER,
     AnyGateKind,
     UnknownGateError,
     calibrated_gates,
@@ -22,10 +22,11 @@ from app.gate.kinds import (
     gate_kind,
     kind_of,
     make_gate,
-    observer_params,
     registered,
+    vanilla_recorder,
 )
 from app.gate.kinds.base import PlotSpec, Signal
+from app.gate.signals import Tap
 from app.variants import get_variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,6 @@ def test_the_registry_is_keyed_by_each_kinds_own_name() -> None:
     for name, kind in GATE_KINDS.items():
         assert kind.name == name and kind.params_type.gate == name  # type: ignore[attr-defined]
         assert gate_kind(name) is kind and check_gate(name) == name
-    assert OBSERVER is GATE_KINDS[DEFAULT_GATE]
     with pytest.raises(UnknownGateError, match="choose one of: teacache, magcache, firstblock"):
         gate_kind("easycache")
     assert len({kind.label for kind in GATE_KINDS.values()}) == len(GATE_KINDS)
@@ -84,16 +84,19 @@ def smooth_vanilla_steps(steps: int) -> list[StepEvent]:
 
     return [
         StepEvent(
-            index=i,
-            num_steps=steps,
-            decision=Decision.computed,
-            rel_l1=None if i == 0 else change(i),
-            predicted=None,
-            accumulated=None,
+            i,
+            steps,
+            Decision.computed,
             threshold=0.0,
             seconds=0.1,
-            mag_ratio=None if i == 0 else 1.0 - change(i),
-            block_changes=tuple(change(i) * (k + 1) for k in range(min(i, 4))) if i else None,
+            gate=VANILLA,
+            signals={
+                "teacache": {"rel_l1": None if i == 0 else change(i), "predicted": None},
+                "magcache": {"ratio": None if i == 0 else 1.0 - change(i)},
+                "firstblock": {
+                    "changes": tuple(change(i) * (k + 1) for k in range(min(i, 4))) if i else None
+                },
+            },
         )
         for i in range(steps)
     ]
@@ -183,22 +186,25 @@ def test_each_kind_builds_its_own_live_gate(kind: AnyGateKind) -> None:
     params = get_variant("demo").params_for(kind.name)
     gate = make_gate(params)
     assert isinstance(gate, LiveGate) and isinstance(gate, kind.live_class())
-    assert gate.gate_name == kind.name and not gate.observe
+    assert gate.gate_name == kind.name and not gate.taps.records
     # The adapters build what the live gate declares: the kind's own signal.
     assert gate.signal is kind.signal
 
 
-def test_the_observer_records_the_vanilla_pass_whichever_gate_runs() -> None:
-    demo = get_variant("demo")
-    for name in GATES:
-        params = observer_params(demo, name, 0.05)
-        observer = make_gate(params, observe=True)
-        assert observer.observe and observer.gate_name == OBSERVER.name
-        # its own threshold where it is the gate that runs, else its calibration's default
-        expected = 0.05 if name == OBSERVER.name else demo.default_threshold_for(OBSERVER.name)
-        assert params.threshold == expected
-    with pytest.raises(ValueError, match="vanilla"):
-        make_gate(demo.params_for("magcache"), observe=True)
+def test_the_vanilla_recorder_asks_every_kind_what_to_record() -> None:
+    """One vanilla pass for every gate: the recorder holds each kind's own recorder (its taps:
+    TeaCache the modulated input, MagCache the body residual, the probe the block residual at its
+    depth; calibrating, TeaCache the output too), on any variant, whichever gate then runs."""
+    for variant_id in ("demo", "flux3-image-klein"):  # with and without TeaCache numbers
+        for calibrating in (False, True):
+            recorder = vanilla_recorder(get_variant(variant_id), calibrating=calibrating)
+            assert recorder.gate_name == VANILLA and recorder.taps.decides_on is None
+            kinds = [r.kind for r in recorder.recorders]  # type: ignore[attr-defined]
+            assert kinds == [n for n, k in GATE_KINDS.items() if k.recorder(None) is not None]
+            assert set(kinds) == set(GATES)
+            wanted = {Tap.modulated_input, Tap.body_residual, Tap.block_residual}
+            assert recorder.taps.records == wanted | ({Tap.output} if calibrating else set())
+            assert recorder.taps.split == 1  # the probe's depth
 
 
 # -- no branch on a gate's name outside app/gate ---------------------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from app.gate import Decision, Engagement, StepEvent
+from app.gate.events import VANILLA
 from app.gate.kinds import gate_kind
 from app.gate.simulator import simulate
 from app.ui.analysis import (
@@ -24,6 +25,7 @@ from app.ui.analysis import (
 )
 from app.ui.defaults import default_threshold
 from app.variants import VARIANTS, Variant, check_schedule, get_variant
+from tests.fakes.steps import tea_step
 
 THRESHOLDS = (0.01, 0.05, 0.1, 0.113, 0.17, 0.2, 0.3, 0.5)
 STEP_COUNTS = (1, 2, 3, 4, 6, 8, 9, 16, 28)
@@ -44,7 +46,8 @@ def _fixes(notice: Notice | None, kind: FixKind) -> list[int | float]:
 def _vanilla(variant_id: str, rel_l1: list[float | None]) -> tuple[StepEvent, ...]:
     n = len(rel_l1)
     return tuple(
-        StepEvent(i, n, Decision.computed, r, None, None, 0.0, 0.01) for i, r in enumerate(rel_l1)
+        tea_step(i, n, Decision.computed, r, None, None, 0.0, 0.01, gate=VANILLA)
+        for i, r in enumerate(rel_l1)
     )
 
 

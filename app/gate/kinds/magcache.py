@@ -5,12 +5,12 @@ signal, so its simulation is exact for a whole run from the table and the step c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.gate.decision import Decision, Verdict
-from app.gate.events import StepEvent
+from app.gate.events import Figure, StepEvent, figure_from_json
 from app.gate.kinds.base import (
     CalibrationMethod,
     Candidate,
@@ -18,6 +18,7 @@ from app.gate.kinds.base import (
     PlotSpec,
     ScheduleFacts,
     Signal,
+    column,
     format_figure,
     inside_closed_low,
 )
@@ -27,7 +28,7 @@ from app.gate.provenance import Provenance
 from app.gate.simulator import Engagement
 
 if TYPE_CHECKING:
-    from app.gate.live import LiveGate
+    from app.gate.live import LiveGate, TapRecorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +111,38 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     def default_threshold(self, calibration: MagCacheCalibration) -> float | None:
         return calibration.default_threshold
 
+    # -- its figures ---------------------------------------------------------------------------
+    def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
+        """The table's ratio for the step (``table_ratio``; the accumulated error is the step's
+        ``accumulated``)."""
+        return {"table_ratio": verdict.predicted}
+
+    def legacy_figures(
+        self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool
+    ) -> dict[str, Figure] | None:
+        """A vanilla row's measured ``mag_ratio``; a MagCache row's table ratio (``predicted``)."""
+        if vanilla:
+            return {"ratio": figure_from_json(row.get("mag_ratio"))}
+        return {"table_ratio": figure_from_json(row.get("predicted"))} if deciding else None
+
+    def vanilla_columns(self, steps: Sequence[StepEvent]) -> dict[str, object]:
+        return {"vanilla_mag_ratios": self.trace(steps)}
+
+    def column_figures(self, report: Mapping[str, Any], steps: int) -> list[dict[str, Figure]]:
+        return [{"ratio": figure_from_json(x)} for x in column(report, "vanilla_mag_ratios", steps)]
+
+    def recorder(
+        self, calibration: MagCacheCalibration | None, *, calibrating: bool = False
+    ) -> TapRecorder:
+        """The body residual's magnitude ratio on every step: what its table is the mean of."""
+        from app.gate.live import MagnitudeRecorder
+
+        return MagnitudeRecorder(self.name)
+
     # -- traces and simulation ---------------------------------------------------------------
     def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
         """The measured ratios (calibration data); the simulator reads only their count."""
-        return [s.mag_ratio if s is not None else None for s in steps]
+        return [_float(s.figures(self.name).get("ratio")) if s is not None else None for s in steps]
 
     def traced(self, trace: Sequence[float | None]) -> bool:
         return len(trace) >= 2
@@ -194,12 +223,17 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     def plot_value(self, step: StepEvent) -> float | None:
         """MagCache's counterpart of "predicted change": the error a first reuse would add,
         |1 − measured magnitude ratio| on the vanilla run."""
-        ratio = step.mag_ratio
+        ratio = _float(step.figures(self.name).get("ratio"))
         return None if ratio is None or not math.isfinite(ratio) else abs(1.0 - ratio)
 
     def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
+        figures = step.figures(self.name)
+        if not gated:
+            ratio = _float(figures.get("ratio"))
+            return [f"magnitude ratio (measured, vs previous step): {format_figure(ratio)}"]
+        table_ratio = _float(figures.get("table_ratio"))
         return [
-            f"magnitude ratio (from the table): {format_figure(step.predicted)}",
+            f"magnitude ratio (from the table): {format_figure(table_ratio)}",
             f"accumulated error: {format_figure(step.accumulated)} vs threshold "
             f"{step.threshold:.4g}",
         ]
@@ -261,6 +295,10 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
         if first is not None and step is not None:
             text += f" From its table, {self.onset_words(first)} (step {step + 1})."
         return text
+
+
+def _float(value: Figure) -> float | None:
+    return value if isinstance(value, float) else None
 
 
 MAGCACHE_KIND = MagCacheKind()
