@@ -26,6 +26,7 @@ from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
 from app.gate import Decision
+from tests.fakes.params import teacache_params
 
 PROMPT = shells.DEFAULT_PROMPT
 # variant id → shell builder, steps, image size. FLUX.1 keeps its real 3072 width (545 M
@@ -185,7 +186,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
         script((0.0, 0.0, -k, 2 * k * x1, c - k * x1 * x1))
         later = min(c - k * (x - x1) ** 2 for x in trace[2 : steps - 1])
         threshold = (c + later) / 2
-        verdicts = simulate(variants.get_variant(scripted_id).teacache_params(threshold), trace)
+        verdicts = simulate(teacache_params(variants.get_variant(scripted_id), threshold), trace)
         first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
         assert first_skip >= 2
 

@@ -23,6 +23,7 @@ from app.engine.request import RequestError, make_request
 from app.gate import Decision, simulate_magcache
 from app.variants import MagCacheCalibration, Provenance
 from tests.engine.test_engine import PROMPT, STEPS, _engine, _request, _run
+from tests.fakes.params import magcache_params
 
 TABLE = (1.0, 1.1, 1.05, 1.02, 1.01, 1.0, 0.99, 1.01, 0.98, 0.97, 0.95, 0.9)
 
@@ -66,7 +67,7 @@ def test_threshold_zero_is_bit_exact_and_skips_nothing(mag_variant: str, shell: 
 def test_gated_pass_follows_the_table_and_tags_its_events(mag_variant: str, shell: Any) -> None:
     seen = _run(_engine(shell), _request(mag_variant, 0.05, gate="magcache"))
     report = _report(seen)
-    expected = simulate_magcache(variants.get_variant(mag_variant).magcache_params(), STEPS)
+    expected = simulate_magcache(magcache_params(variants.get_variant(mag_variant)), STEPS)
     assert report.gated.pattern == "".join(v.decision.letter for v in expected)
     assert report.gated.skipped > 0  # engagement
     assert report.max_abs_diff > 0.0  # skipping really changed the trajectory
@@ -126,5 +127,5 @@ def test_distilled_schedule_warns_and_stays_off_by_default() -> None:
     (warning,) = schedule_warnings(variant, request)
     assert warning.kind == "distilled"
     assert "Demo shapes (demo)" in warning.message  # the suggestion names the base variant
-    params = variant.magcache_params()
+    params = magcache_params(variant)
     assert all(v.decision is not Decision.skipped for v in simulate_magcache(params, 4))

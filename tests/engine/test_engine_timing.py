@@ -26,6 +26,7 @@ from app.engine.engine import Engine
 from app.engine.request import make_request
 from app.engine.timing import WARMUP_STEPS, paired_ratios
 from app.gate import Decision, StepEvent, TeaCacheGate, TeaCacheParams
+from tests.fakes.params import teacache_params
 from tests.fakes.steps import tea_step
 
 PROMPT = "a red circle on a blue background"
@@ -145,7 +146,7 @@ def test_the_vanilla_pass_of_a_generate_does_not_capture_outputs(
     assert all("output_rel_l1" not in s.figures("teacache") for s in vanilla_steps)
     request = _request(forced_variant, threshold=0.0)
     pipeline = engine.pipeline(request.variant, request, lambda e: None, threading.Event())
-    params = request.variant.teacache_params(0.0)
+    params = teacache_params(request.variant, 0.0)
     calibration = engine.run_pass(
         2, ev.Pass.vanilla, pipeline, request, params, lambda e: None, threading.Event(),
         capture_output=True,

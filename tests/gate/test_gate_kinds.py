@@ -1,6 +1,7 @@
 """The registry of gate kinds (``app.gate.kinds``): every kind answers everything the app asks of a
-gate, and nothing outside ``app/gate`` branches on a gate's name or parameter type (an AST check
-over ``app/``, with its own positive controls)."""
+gate, and nothing outside ``app/gate`` branches on a gate's name or parameter type, nor imports a
+kind's own parameters, live gate, recorder or kind (AST checks over ``app/``, with their own
+positive controls)."""
 
 from __future__ import annotations
 
@@ -275,6 +276,74 @@ def test_the_check_leaves_lookups_alone() -> None:
         'data["teacache"] = blob  # the PNG chunk named after the app\n'
     )
     assert gate_branches(source) == []
+
+
+# -- no kind's own classes outside app/gate --------------------------------------------------------
+
+
+def _own_names() -> set[str]:
+    """What only a kind's own module may name: its parameters, live gate, recorder and kind
+    classes, and the registry's ``*_KIND`` instances (code outside ``app/gate`` asks the registry:
+    ``gate_kind(name)``, ``kind_of(params)``, ``make_gate``, ``vanilla_recorder``)."""
+    import app.gate.kinds as kinds
+
+    names = {name for name in dir(kinds) if name.endswith("_KIND")}
+    for kind in GATE_KINDS.values():
+        names |= {kind.params_type.__name__, kind.live_class().__name__, type(kind).__name__}
+        recorder = kind.recorder(None)
+        if recorder is not None:
+            names.add(type(recorder).__name__)
+    return names
+
+
+OWN_NAMES = _own_names()
+
+
+def kind_imports(source: str) -> list[int]:
+    """Lines that import a kind's own class or instance (``from … import TeaCacheParams``) or
+    reach it through a module (``live.TeaCacheGate``)."""
+
+    def own(node: ast.AST) -> bool:
+        if isinstance(node, ast.ImportFrom):
+            return any(alias.name in OWN_NAMES for alias in node.names)
+        return isinstance(node, ast.Attribute) and node.attr in OWN_NAMES
+
+    return [getattr(node, "lineno", 0) for node in ast.walk(ast.parse(source)) if own(node)]
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ("from app.gate import TeaCacheParams\n", 1),
+        ("from app.gate.kinds import (\n    TEACACHE_KIND,\n)\n", 1),
+        ("from app.gate.live import FirstBlockGate as Probe\n", 1),
+        ("import app.gate.live\ngate = app.gate.live.MagCacheGate(params)\n", 2),
+        ("from app.gate.kinds.magcache import MagCacheKind\n", 1),
+        ("from app.gate.live import SignalRecorder\n", 1),
+    ],
+)
+def test_the_check_sees_a_kinds_own_class_imported(source: str, line: int) -> None:
+    assert {"TeaCacheParams", "MagCacheGate", "TEACACHE_KIND", "SignalRecorder"} <= OWN_NAMES
+    assert kind_imports(source) == [line]
+
+
+def test_the_check_leaves_the_registry_alone() -> None:
+    source = (
+        "from app.gate.kinds import GATE_KINDS, gate_kind, kind_of, make_gate, vanilla_recorder\n"
+        "from app.gate import Decision, LiveGate, StepEvent\n"
+        "params = gate_kind(request.gate).params(calibration)\n"
+    )
+    assert kind_imports(source) == []
+
+
+def test_no_module_outside_app_gate_imports_a_kinds_own_class() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(APP.rglob("*.py"))
+        if GATE_DIR not in path.parents
+        for line in kind_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, "ask app.gate.kinds instead: " + ", ".join(offenders)
 
 
 def test_no_module_outside_app_gate_branches_on_a_gate() -> None:

@@ -25,6 +25,7 @@ from app.ui.analysis import (
 )
 from app.ui.defaults import default_threshold
 from app.variants import VARIANTS, Variant, check_schedule, get_variant
+from tests.fakes.params import teacache_params
 from tests.fakes.steps import tea_step
 
 THRESHOLDS = (0.01, 0.05, 0.1, 0.113, 0.17, 0.2, 0.3, 0.5)
@@ -115,7 +116,7 @@ def test_every_offered_fix_would_skip(variant: Variant) -> None:
             for n in _fixes(notice, FixKind.steps):
                 offered += 1
                 assert isinstance(n, int) and n != steps
-                assert variant.teacache_params(threshold).eligible_steps(n) > 0
+                assert teacache_params(variant, threshold).eligible_steps(n) > 0
                 after = schedule_notice(variant, n, threshold)
                 assert after is None or after.kind is NoticeKind.info, (steps, threshold, n)
             for t in _fixes(notice, FixKind.threshold):
@@ -155,7 +156,7 @@ def test_threshold_fix_from_a_measured_trace_skips_on_that_trace() -> None:
     assert notice is not None and notice.kind is NoticeKind.warning
     assert "measured on the last vanilla run" in notice.message
     (suggested,) = _fixes(notice, FixKind.threshold)
-    params = demo.teacache_params(blocked_at)
+    params = teacache_params(demo, blocked_at)
     skipped = [v for v in simulate(replace(params, rel_l1_thresh=suggested), trace)]
     assert any(v.decision is Decision.skipped for v in skipped)
     assert not any(v.decision is Decision.skipped for v in simulate(params, trace))
@@ -228,7 +229,7 @@ def test_a_measured_fix_is_simulated_on_its_trace_and_says_what_it_skips() -> No
     offered = action.fix.threshold
     assert offered is not None and band.onset is not None and offered > band.onset
     skipped = sum(
-        v.decision is Decision.skipped for v in simulate(turbo.teacache_params(offered), trace)
+        v.decision is Decision.skipped for v in simulate(teacache_params(turbo, offered), trace)
     )
     assert skipped > 0
     assert f"skips {skipped} of 4 steps" in notice.message

@@ -24,6 +24,7 @@ from app.ui.gate_plot import PLOT_MIN_VIEW_HEIGHT, GatePlot, legend_html
 from app.ui.run_model import RunStatus
 from app.ui.window import MainWindow
 from app.variants import get_variant
+from tests.fakes.params import teacache_params
 from tests.fakes.steps import tea_step
 
 STEPS = 28
@@ -34,7 +35,7 @@ RELS: list[float | None] = [None] + [0.02 + 0.25 * ((i * 37) % 29) / 29 for i in
 
 def _vanilla() -> tuple[StepEvent, ...]:
     demo = get_variant("demo")
-    params = demo.teacache_params(0.1)
+    params = teacache_params(demo, 0.1)
     from app.gate.decision import predict_change
 
     steps = []
@@ -50,7 +51,7 @@ def _gated(threshold: float) -> tuple[StepEvent, ...]:
     """TeaCache's accumulation on that trace (the simulator's): predictions pile up while below
     the threshold and reset when a step is computed."""
     demo = get_variant("demo")
-    verdicts = simulate(demo.teacache_params(threshold), RELS)
+    verdicts = simulate(teacache_params(demo, threshold), RELS)
     return tuple(
         tea_step(v.index, STEPS, v.decision, v.rel_l1, v.predicted, v.accumulated, threshold, 0.01)
         for v in verdicts

@@ -152,6 +152,11 @@ class GateKind(ABC, Generic[P, C, T]):
         found = variant.calibrations.get(self.name)
         return found if isinstance(found, self.calibration_type) else self.uncalibrated  # type: ignore[return-value]
 
+    def calibration_from_json(self, section: Mapping[str, Any]) -> C:
+        """A calibration of this kind from its section of a calibration file (``ValueError`` or
+        ``KeyError`` where the section is malformed)."""
+        raise NotImplementedError(f"the {self.label} reads no calibration section")
+
     @abstractmethod
     def params(self, calibration: C, threshold: float | None = None) -> P:
         """The parameters at ``threshold`` (the calibration's default where None; off where it

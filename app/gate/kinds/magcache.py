@@ -103,6 +103,9 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     no_default_reason = "the MagCache calibration sets no default threshold"
     no_skip_reason = "MagCache's table drifts by 1 or more at every step it could skip"
 
+    def calibration_from_json(self, section: Mapping[str, Any]) -> MagCacheCalibration:
+        return magcache_from_json(dict(section))
+
     def params(
         self, calibration: MagCacheCalibration, threshold: float | None = None
     ) -> MagCacheParams:

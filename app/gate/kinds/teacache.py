@@ -83,6 +83,26 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
     no_default_reason = "the gate is not calibrated"
     no_skip_reason = "every predicted change is at or above 1 on this schedule"
 
+    def calibration_from_json(self, section: Mapping[str, Any]) -> TeaCacheCalibration:
+        """Its section of a calibration file: the polynomial (high → low), the calibrated range,
+        the default threshold, provenance, the smallest predicted change measured and the steps
+        it was measured at (each but the polynomial optional)."""
+        calibrated = section.get("calibrated_range")
+        provenance = section.get("provenance")
+        minimum = section.get("min_predicted_change")
+        steps = section.get("measured_steps")
+        threshold = section.get("default_threshold")
+        return TeaCacheCalibration(
+            coefficients=tuple(float(c) for c in section["coefficients"]),
+            calibrated_range=None
+            if calibrated is None
+            else (float(calibrated[0]), float(calibrated[1])),
+            default_threshold=None if threshold is None else float(threshold),
+            provenance=Provenance(**provenance) if provenance else Provenance(source=""),
+            min_predicted_change=None if minimum is None else float(minimum),
+            measured_steps=None if steps is None else int(steps),
+        )
+
     def params(
         self, calibration: TeaCacheCalibration, threshold: float | None = None, **overrides: Any
     ) -> TeaCacheParams:
