@@ -5,6 +5,7 @@ No Qt and no MLX; scikit-image is imported on first use (about 0.5 s), not at st
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,53 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
         data_range=255,
     )
     return float(value)
+
+
+def ssimulacra2(reference: np.ndarray, test: np.ndarray) -> float:
+    """SSIMULACRA2 of ``test`` against ``reference`` (two same-shape 8-bit RGB images): a
+    perceptual score made for the changes people notice (colour included), 100 for identical
+    images, 90 and above visually lossless, negative where much changed (``SSIMULACRA2_BANDS``).
+    The ``ssimulacra2`` package (BSD-3; numpy and scipy, no weights) reads images through Pillow,
+    so both are handed over as in-memory PNGs (lossless)."""
+    from ssimulacra2 import compute_ssimulacra2
+
+    return float(compute_ssimulacra2(_png(reference), _png(test)))
+
+
+def _png(image: np.ndarray) -> io.BytesIO:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(image, dtype=np.uint8)).save(buffer, format="PNG", compress_level=0)
+    buffer.seek(0)
+    return buffer
+
+
+# The line below which a SSIMULACRA2 score says something visibly changed. Basis:
+# lab/target/results/ssimulacra2-line.json (`uv run python -m lab.target.ssimulacra2_line`): the 55
+# demo runs of the local-difference survey, whose runs were looked at side by side, re-run for
+# their score: the 47 of ordinary drift scored 37.3 to 96.9, the 5 that lost or reshaped an object
+# −56.1 to −52.3. Any line in that gap separates them; 0 is the round number near its midpoint
+# (−7.5). (On 128-pixel images the scores run lower than on the photographs the scale below was
+# made for: drift reached down to 37.)
+VISIBLE_CHANGE = 0.0
+
+# What a SSIMULACRA2 score means: the lowest score each sentence holds from, highest first. From its
+# authors' scale (libjxl, tools/ssimulacra2/README.md): 90, no difference in a flicker test at 1:1;
+# 70, hard to notice without the original beside it; 50, medium quality. Below that, down to
+# ``VISIBLE_CHANGE``, "a clear difference"; below it, the demo's lost objects.
+SSIMULACRA2_BANDS: tuple[tuple[float, str], ...] = (
+    (90.0, "no visible difference, even flicking between the two"),
+    (70.0, "hard to notice without the other beside it"),
+    (50.0, "a difference you can see side by side"),
+    (VISIBLE_CHANGE, "a clear difference"),
+    (float("-inf"), "a large change: something was lost or reshaped"),
+)
+
+
+def ssimulacra2_words(score: float) -> str:
+    """The band's sentence for ``score`` (``SSIMULACRA2_BANDS``)."""
+    return next(words for floor, words in SSIMULACRA2_BANDS if score >= floor)
 
 
 # The local-difference window: 1/8 of the shorter side, at least 16 px. On the demo's 128 × 128

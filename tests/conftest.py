@@ -1,4 +1,5 @@
-"""Test-wide setup: OpenBLAS before MLX, Qt offscreen, no user files touched."""
+"""Test-wide setup: OpenBLAS before MLX, each worker its own MLX compile folder, Qt offscreen, no
+user files touched."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 from app.blas import preload_openblas
+from app.compile_cache import use_private_compile_cache
 
 preload_openblas()
+# The xdist workers compile the same kernels at once: in MLX's one shared folder, one worker loaded
+# another's half-written library on a cold cache (issue #39); app/compile_cache.py says why.
+use_private_compile_cache()
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

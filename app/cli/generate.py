@@ -48,6 +48,24 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     add_model_path_argument(p)
     add_lora_argument(p)
     add_gate_argument(p)
+    add_image_arguments(p)
+
+
+def add_image_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--image",
+        action="append",
+        metavar="FILE",
+        help="start from this picture (image-to-image) where the family has mflux's path; both "
+        "passes start from it, and the size follows it unless --size is given",
+    )
+    p.add_argument(
+        "--strength",
+        type=float,
+        metavar="S",
+        help="with --image: how far the result may move from the picture, 0 < S ≤ 1 (the share "
+        f"of the steps that run; default {_default_strength():g})",
+    )
 
 
 def add_lora_argument(p: argparse.ArgumentParser) -> None:
@@ -102,6 +120,8 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "quantize": args.quantize,
         "loras": lora_args(args),
         "gate": getattr(args, "gate", None),  # None: the variant's default for this model
+        "images": getattr(args, "image", None) or (),
+        "strength": getattr(args, "strength", None),
     }
     values.update(overrides)
     variant_id, values["model_path"] = resolve_model_path(args.variant, args.model_path)
@@ -165,6 +185,8 @@ def run_headless(
 
 def probe_line(probe: TargetProbe) -> str:
     ssim = "—" if probe.ssim is None else f"{probe.ssim:.4f}"
+    if probe.ssimulacra2 is not None:
+        ssim += f", SSIMULACRA2 {probe.ssimulacra2:.1f}"
     local = "—" if probe.local_diff is None else f"{probe.local_diff:.3f}"
     verdict = "meets" if probe.met else "misses"
     return (
@@ -174,21 +196,23 @@ def probe_line(probe: TargetProbe) -> str:
 
 
 def target_from_args(args: argparse.Namespace) -> QualityTarget | None:
-    """``--target-ssim`` (with ``--max-local-diff``) as a validated target, or None."""
+    """``--target-ssim`` and/or ``--target-ssimulacra2`` (with ``--max-local-diff``) as a
+    validated target, or None."""
     from app.engine.request import DEFAULT_MAX_LOCAL_DIFF, RequestError, make_target
 
-    if args.target_ssim is None:
+    perceptual = getattr(args, "target_ssimulacra2", None)
+    if args.target_ssim is None and perceptual is None:
         if args.max_local_diff is not None:
             raise UserError("--max-local-diff bounds a target run: give --target-ssim too")
         return None
     if args.threshold is not None:
+        flag = "--target-ssim" if args.target_ssim is not None else "--target-ssimulacra2"
         raise UserError(
-            "give either --threshold or --target-ssim, not both: the target search picks the "
-            "threshold"
+            f"give either --threshold or {flag}, not both: the target search picks the threshold"
         )
     bound = DEFAULT_MAX_LOCAL_DIFF if args.max_local_diff is None else args.max_local_diff
     try:
-        return make_target(args.target_ssim, bound)
+        return make_target(args.target_ssim, bound, perceptual)
     except RequestError as exc:
         raise UserError(str(exc)) from None
 
@@ -237,11 +261,21 @@ def _generate(args: argparse.Namespace) -> int:
     )
     loras = "".join(f" + LoRA {lora.label()}" for lora in request.loras)
     local = f", local difference {report.local_diff.value:.3f}" if report.local_diff else ""
+    if report.ssimulacra2 is not None:
+        ssim += f", SSIMULACRA2 {report.ssimulacra2:.1f}"
     if report.target_search is not None:
         print(report.target_search.note)
+    left_out = request.steps_left_out
+    start = (
+        f" (from {request.images[0].name} at strength {request.strength:g}: the first "
+        f"{left_out} never run)"
+        if left_out
+        else ""
+    )
     print(
         f"{request.variant_id}{loras}: threshold {report.request.threshold:g}, skipped "
-        f"{report.gated.skipped} of {request.steps} steps ({report.gated.pattern}), SSIM {ssim}"
+        f"{report.gated.skipped} of {request.active_steps} steps{start} "
+        f"({report.gated.pattern}), SSIM {ssim}"
         f"{local}, vanilla {vanilla_seconds:.2f} s, gated {report.gated.loop_seconds:.2f} s"
         f"{speedup} → {out}"
     )
@@ -294,6 +328,14 @@ def setup(sub: argparse._SubParsersAction) -> None:
         "vanilla is at least S (0 < S ≤ 1; the window's default is 0.97)",
     )
     p.add_argument(
+        "--target-ssimulacra2",
+        type=float,
+        metavar="Q",
+        help="instead of --threshold (or beside --target-ssim): find the threshold with the most "
+        "skips whose SSIMULACRA2 against vanilla is at least Q (up to 100; 90: no visible "
+        "difference, 70: hard to notice side by side)",
+    )
+    p.add_argument(
         "--max-local-diff",
         type=float,
         metavar="D",
@@ -302,6 +344,12 @@ def setup(sub: argparse._SubParsersAction) -> None:
         f"{_default_local_bound():g})",
     )
     p.set_defaults(handler=_generate)
+
+
+def _default_strength() -> float:
+    from app.engine.request import DEFAULT_STRENGTH
+
+    return DEFAULT_STRENGTH
 
 
 def _default_local_bound() -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.engine.events import RunWarning
 from app.engine.request import GenerationRequest
 from app.gate import Engagement
-from app.gate.kinds import GateParamsLike, kind_of
+from app.gate.kinds import GateParamsLike, format_threshold, kind_of
 from app.variants import ScheduleCheck, Variant, check_schedule
 
 
@@ -23,19 +23,20 @@ def engagement_warning(run_id: int, params: GateParamsLike, onset: Engagement) -
     else:
         measured = (
             f"{source}: the smallest {smallest} among {onset.eligible_steps} "
-            f"eligible steps is {onset.onset_threshold:.3f} (step {onset.onset_step}); "
+            f"eligible steps is {kind.format_onset(onset.onset_threshold)} "
+            f"(step {onset.onset_step}); "
         )
         # MagCache skips at a threshold equal to the first-reuse error (its rule compares <=).
         blocked = current <= 0.0 or not kind.engages(current, onset.onset_threshold)
         if blocked:
             message = measured + (
                 f"skipping would begin only above that, so at the current threshold "
-                f"{current:.2f} nothing is skipped."
+                f"{format_threshold(current)} nothing is skipped."
             )
         else:
             message = measured + (
-                f"the current threshold {current:.2f} is above it, so the gate skips on this "
-                "schedule: compare with vanilla before trusting the image."
+                f"the current threshold {format_threshold(current)} is above it, so the gate skips "
+                "on this schedule: compare with vanilla before trusting the image."
             )
     return RunWarning(
         run_id,
@@ -61,7 +62,10 @@ def schedule_check(request: GenerationRequest) -> ScheduleCheck | None:
         request.steps,
         request.threshold if request.threshold > 0 else None,
         gate=request.gate,
+        strength=request.strength if request.images else None,
     )
+    if check.strength_note is not None and request.threshold > 0:
+        return check  # a run from a picture: say how many steps strength leaves the gate
     if check.can_skip and not variant.distilled:
         return None
     if request.threshold <= 0 and not variant.distilled:
@@ -76,6 +80,8 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
     if check is None:
         return []
     message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
+    if check.strength_note is not None:
+        message += f" From a picture, {check.strength_note}."
     if check.suggestion:
         message += f" Instead: {check.suggestion}."
     return [
@@ -89,6 +95,7 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
                 "min_predicted_change": variant.min_predicted_change,
                 "threshold": request.threshold,
                 "suggestion": check.suggestion,
+                "steps_left_out": check.left_out,
             },
         )
     ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
+from app.engine.request import GenerationRequest, InputImage, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
@@ -82,6 +82,7 @@ class TargetProbe:
     local_diff: float | None
     met: bool
     predicted_skipped: int | None = None  # the simulator's count on vanilla's trace
+    ssimulacra2: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -91,6 +92,7 @@ class TargetProbe:
             "pattern": self.pattern,
             "ssim": self.ssim,
             "local_diff": self.local_diff,
+            "ssimulacra2": self.ssimulacra2,
             "met": self.met,
         }
 
@@ -110,6 +112,7 @@ class TargetSearch:
         return {
             "target_ssim": self.target.min_ssim,
             "target_max_local_diff": self.target.max_local_diff,
+            "target_ssimulacra2": self.target.min_ssimulacra2,
             "target_met": self.met,
             "target_note": self.note,
             "target_complete": self.complete,
@@ -141,6 +144,9 @@ class RunReport:
     # The worst window of the gated-vs-vanilla difference image (``app.metrics``): SSIM averages
     # over the image and can stay high while one object is lost.
     local_diff: LocalDifference | None = None
+    # SSIMULACRA2 of the gated image against vanilla's (``app.metrics.ssimulacra2``): a perceptual
+    # score, colour included, beside SSIM; None where undefined (no vanilla, shapes differ).
+    ssimulacra2: float | None = None
     target_search: TargetSearch | None = None  # set on a target run (``app.engine.target``)
 
     @property
@@ -223,6 +229,9 @@ class RunReport:
             "quantize": r.quantize,
             "loras": [{"path": lora.path, "scale": lora.scale} for lora in r.loras],
             "model_path": r.model_path,
+            "images": [image.as_json() for image in r.images],
+            "strength": r.strength,
+            "steps_left_out": r.steps_left_out,
             "skipped": g.skipped,
             "computed": g.computed,
             "pattern": g.pattern,
@@ -260,6 +269,7 @@ class RunReport:
                         v.measured_at.isoformat(timespec="seconds") if v.measured_at else None
                     ),
                     "ssim": self.ssim,
+                    "ssimulacra2": self.ssimulacra2,
                     "max_abs_diff": self.max_abs_diff,
                     "local_diff": self.local_diff.value if self.local_diff else None,
                     "local_diff_window": _window(self.local_diff),
@@ -339,6 +349,7 @@ class RunReport:
             gated=gated,
             vanilla=vanilla,
             ssim=json_float(data.get("ssim")),
+            ssimulacra2=json_float(data.get("ssimulacra2")),
             max_abs_diff=json_float(data.get("max_abs_diff")),
             engagement=_engagement_from_json(data.get("engagement")),
             gate_fields=gate_fields_from_json(data.get("gate_fields")),
@@ -350,7 +361,7 @@ class RunReport:
             engine=str(data.get("engine") or "mflux"),
             warmup_seconds=json_float(data.get("warmup_seconds")),
             local_diff=local_diff,
-            target_search=_target_search_from_json(data, request.threshold),
+            target_search=target_search_from_json(data, request.threshold),
         )
 
 
@@ -432,6 +443,8 @@ def request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             loras=loras,
             model_path=json_str(data.get("model_path")),
             gate=recorded_gate(data.get("gate")),
+            images=tuple(InputImage.from_json(row) for row in data.get("images") or ()),
+            strength=json_float(data.get("strength")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the report does not record its request ({exc})") from None
@@ -447,10 +460,11 @@ def _engagement_from_json(data: object) -> Engagement | None:
     )
 
 
-def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> TargetSearch | None:
+def target_search_from_json(data: Mapping[str, Any], threshold: float) -> TargetSearch | None:
     rows = data.get("target_search")
     min_ssim = json_float(data.get("target_ssim"))
-    if not isinstance(rows, list) or min_ssim is None:
+    min_ssimulacra2 = json_float(data.get("target_ssimulacra2"))
+    if not isinstance(rows, list) or (min_ssim is None and min_ssimulacra2 is None):
         return None
     probes = tuple(
         TargetProbe(
@@ -461,6 +475,7 @@ def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> Targe
             local_diff=json_float(row.get("local_diff")),
             met=row.get("met") is True,
             predicted_skipped=json_int(row.get("predicted_skipped")),
+            ssimulacra2=json_float(row.get("ssimulacra2")),
         )
         for row in rows
         if isinstance(row, Mapping) and json_float(row.get("threshold")) is not None
@@ -470,7 +485,11 @@ def _target_search_from_json(data: Mapping[str, Any], threshold: float) -> Targe
         threshold,
     )
     return TargetSearch(
-        target=QualityTarget(min_ssim, json_float(data.get("target_max_local_diff"))),
+        target=QualityTarget(
+            min_ssim,
+            json_float(data.get("target_max_local_diff")),
+            min_ssimulacra2=min_ssimulacra2,
+        ),
         probes=probes,
         chosen_threshold=chosen,
         met=data.get("target_met") is True,
@@ -491,9 +510,11 @@ def measure_run(
     engine: str = "mflux",
     warmup_seconds: float | None = None,
 ) -> RunReport:
-    """The one place two passes become a result: SSIM is measured here (off the GUI thread)."""
+    """The one place two passes become a result: SSIM, SSIMULACRA2 and the local difference are
+    measured here (off the GUI thread)."""
     similarity = compare_images(gated.image, vanilla.image) if vanilla is not None else None
     local = local_difference(gated.image, vanilla.image) if vanilla is not None else None
+    perceptual = perceptual_score(gated.image, vanilla.image) if vanilla is not None else None
     return RunReport(
         request=request,
         gated=gated,
@@ -506,7 +527,18 @@ def measure_run(
         engine=engine,
         warmup_seconds=warmup_seconds,
         local_diff=local,
+        ssimulacra2=perceptual,
     )
+
+
+def perceptual_score(gated: np.ndarray, vanilla: np.ndarray) -> float | None:
+    """SSIMULACRA2 of the gated image against vanilla's, or None where the shapes differ or the
+    image is smaller than its 8-pixel floor."""
+    if gated.shape != vanilla.shape or min(gated.shape[:2]) < 8 or np.ndim(gated) != 3:
+        return None
+    from app.metrics import ssimulacra2
+
+    return ssimulacra2(vanilla, gated)
 
 
 def local_difference(gated: np.ndarray, vanilla: np.ndarray) -> LocalDifference | None:

@@ -65,6 +65,11 @@ class ComparisonRow:
         """The worst window's mean difference (0–1) of its report; None without one."""
         return self.report.local_diff_value if self.report is not None else None
 
+    @property
+    def ssimulacra2(self) -> float | None:
+        """SSIMULACRA2 against vanilla of its report; None without one."""
+        return self.report.ssimulacra2 if self.report is not None else None
+
     def to_json(self, image_file: str) -> dict[str, object]:
         return {
             "threshold": self.threshold,

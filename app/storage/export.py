@@ -21,7 +21,7 @@ from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 from app import __version__
 from app.engine.report import RunReport
-from app.engine.request import LoraSpec
+from app.engine.request import InputImage, LoraSpec
 from app.fileio.atomic import atomic_write_bytes
 from app.fileio.jsonio import dumps_json
 from app.gate.kinds import DEFAULT_GATE, gate_kind
@@ -112,11 +112,15 @@ def export_metadata(
     guidance: float | None = None,
     size: tuple[int, int] | None = None,
     local_diff: float | None = None,
+    ssimulacra2: float | None = None,
+    images: Sequence[InputImage] = (),
+    strength: float | None = None,
 ) -> dict[str, str]:
     """The text chunks of a run's PNG, the one builder every PNG of a run uses (the window's
     export and Save, the history's export, ``generate``'s gated.png and vanilla.png): one key per
     figure, the speedup with its full label, the prompt as Description, the app and its version
-    as Software, and all of it as JSON under ``teacache``."""
+    as Software, and all of it as JSON under ``teacache``. A run from a picture carries each
+    picture's name and SHA-256 (never its folder) and the strength."""
     fields: dict[str, object] = {
         "prompt": prompt,
         "seed": seed,
@@ -128,6 +132,7 @@ def export_metadata(
         "threshold": threshold,
         "skips": skips,
         "ssim": ssim,
+        "ssimulacra2": ssimulacra2,
         "local_diff": local_diff,
         "gated_seconds": gated_seconds,
         "vanilla_seconds": vanilla_seconds,
@@ -141,6 +146,22 @@ def export_metadata(
     if loras:
         data["loras"] = ", ".join(lora.label() for lora in loras)
         fields["loras"] = [{"path": lora.path, "scale": lora.scale} for lora in loras]
+    if images:
+        data["input_images"] = ", ".join(
+            f"{image.name} (sha256 {image.sha256})" for image in images
+        )
+        fields["input_images"] = [
+            {
+                "name": image.name,
+                "sha256": image.sha256,
+                "width": image.width,
+                "height": image.height,
+            }
+            for image in images
+        ]
+        if strength is not None:
+            data["strength"] = f"{strength:g}"
+            fields["strength"] = strength
     data["Description"] = prompt
     data["Software"] = f"TeaCache Studio {__version__}"
     data["teacache"] = dumps_json({k: v for k, v in fields.items() if v is not None})
@@ -164,6 +185,7 @@ def report_metadata(
         skips=report.gated.skipped,
         gate=r.gate,
         ssim=report.ssim,
+        ssimulacra2=report.ssimulacra2,
         gated_seconds=report.gated.loop_seconds,
         vanilla_seconds=vanilla.loop_seconds if vanilla is not None else None,
         speedup=speedup,
@@ -174,6 +196,8 @@ def report_metadata(
         guidance=r.guidance,
         size=(r.width, r.height),
         local_diff=report.local_diff_value,
+        images=r.images,
+        strength=r.strength,
     )
 
 
@@ -316,6 +340,8 @@ def entry_captions(entry: SavedRun) -> dict[str, str]:
     parts += lora_captions(request.loras)
     if report.ssim is not None:
         parts.append(f"SSIM {report.ssim:.4f}")
+    if report.ssimulacra2 is not None:
+        parts.append(f"SSIMULACRA2 {report.ssimulacra2:.1f}")
     if entry.speedup is not None:
         parts.append(speedup_caption(entry.speedup, entry.speedup_label))
     prompt = request.prompt if len(request.prompt) <= 90 else request.prompt[:89] + "…"

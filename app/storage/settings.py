@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from app import paths
-from app.engine.request import LORA_SCALE_RANGE
+from app.engine.request import LORA_SCALE_RANGE, SEED_RANGE
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
 from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
@@ -158,7 +158,7 @@ _VALIDATORS: dict[str, Validator] = {
     "guidance": _dict_of(_float(0.0, 100.0)),
     "loras": _dict_of(_list_of(_lora)),
     "quantize": _dict_of(_quantize),
-    "seed": _int(0, 2**32 - 1),
+    "seed": _int(*SEED_RANGE),
     "rerun_on_threshold_change": _bool,
     "details_expanded": _bool,
 }

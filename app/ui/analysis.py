@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -60,11 +61,13 @@ class EngagementBand:
     curve: tuple[tuple[float, int], ...] = field(default_factory=tuple)
     gate: str = DEFAULT_GATE
     trace: tuple[float | None, ...] = ()  # the gate's signal on the vanilla run (what it simulates)
+    params: Any = None  # the gate's parameters the curve replays (at another threshold each)
 
     def engages_at(self, threshold: float) -> bool:
         return gate_kind(self.gate).engages(threshold, self.onset)
 
     def predicted_skips(self, threshold: float) -> int:
+        """The grid's count at the last of its thresholds at or below ``threshold``."""
         best = 0
         for t, skips in self.curve:
             if t > threshold:
@@ -72,21 +75,41 @@ class EngagementBand:
             best = skips
         return best
 
+    def skips_at(self, threshold: float) -> int:
+        """The rule's own count at ``threshold`` on this trace (the grid's neighbour can differ:
+        a count can change between two of its thresholds)."""
+        if self.params is None:
+            return self.predicted_skips(threshold)
+        return gate_kind(self.gate).skipped(self.params.with_threshold(threshold), self.trace)
+
+    def curve_through(self, *thresholds: float | None) -> tuple[tuple[float, int], ...]:
+        """The curve with the rule's exact count at each of ``thresholds`` added (the run's and
+        the slider's), so the curve read at those lines is the rule's answer there."""
+        points = dict(self.curve)
+        for threshold in thresholds:
+            if threshold is not None:
+                points[threshold] = self.skips_at(threshold)
+        return tuple(sorted(points.items()))
+
 
 def engagement_band(
     variant: Variant,
     threshold: float,
     vanilla_steps: Sequence[StepEvent | None],
     gate: str = DEFAULT_GATE,
+    left_out: int = 0,
 ) -> EngagementBand | None:
     """The gate's band on this vanilla run: its own trace (``GateKind.trace``; MagCache reads
-    only the step count, exact for every run of this many steps)."""
+    only the step count, exact for every run of this many steps). ``left_out``: the steps a run
+    from a picture never ran before them (``GateKind.for_steps_run``)."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     trace = kind.trace(vanilla_steps)
     if calibration is None or not kind.traced(trace):
         return None
-    probe = kind.params(calibration, max(threshold, 1e-9))
+    probe = kind.for_steps_run(
+        kind.params(calibration, max(threshold, 1e-9)), left_out + len(trace), left_out
+    )
     found = kind.engagement(probe, trace)
     top = 1.0
     if found.onset_threshold is not None:
@@ -106,6 +129,27 @@ def engagement_band(
         curve,
         gate,
         tuple(trace),
+        probe,
+    )
+
+
+def curve_drift_note(
+    band: EngagementBand | None, threshold: float, gated: Sequence[StepEvent | None]
+) -> str:
+    """Where a finished run skipped another number of steps than the skip curve says at its
+    threshold: why, in one sentence. Empty where they agree or the run is not complete."""
+    if band is None or not gated or any(s is None for s in gated) or len(gated) != band.steps:
+        return ""
+    if any(s is not None and s.gate != band.gate for s in gated):
+        return ""
+    ran, simulated = count_skips(gated), band.skips_at(threshold)
+    if ran == simulated:
+        return ""
+    return (
+        "The skips curve is simulated on the vanilla pass: exact up to the first skip, after "
+        "which the gated pass measures its own, slightly different steps, so at "
+        f"{format_threshold(threshold)} this run skipped {ran} where the simulation says "
+        f"{simulated}."
     )
 
 
@@ -190,6 +234,7 @@ def schedule_notice(
     engagement: Engagement | None = None,
     run_check: ScheduleCheck | None = None,
     gate: str = DEFAULT_GATE,
+    strength: float | None = None,
 ) -> Notice | None:
     """The yellow banner when (variant, steps) cannot engage at this threshold, with the real cause
     (no eligible step, or every prediction at or above the threshold; threshold 0 has its own
@@ -199,7 +244,9 @@ def schedule_notice(
     engine's, and ``measured``, the window's band) and the check the engine warned with before it
     (``run_check``: ``app.engine.notices.schedule_check`` of its request). Every number is
     ``gate``'s: ``measured``, ``engagement`` and ``run_check`` must come from a band and a run of
-    that gate (a band of another gate is ignored)."""
+    that gate (a band of another gate is ignored). ``strength``: the run starts from a picture,
+    so only the steps after the strength's run; the banner says how many that leaves the gate
+    (on its own, as a note, where nothing else is wrong)."""
     kind = gate_kind(gate)
     if threshold <= 0.0:
         return Notice(
@@ -209,7 +256,12 @@ def schedule_notice(
             "vanilla.",
             key="schedule",
         )
-    check = check_schedule(variant, steps, threshold, gate=gate)
+    check = check_schedule(variant, steps, threshold, gate=gate, strength=strength)
+    picture = (
+        check.strength_note[:1].upper() + check.strength_note[1:] + "."
+        if check.strength_note
+        else None
+    )
     if measured is not None and (
         measured.variant_id != variant.id or measured.steps != steps or measured.gate != gate
     ):
@@ -234,7 +286,9 @@ def schedule_notice(
     blocked = (measured_blocks or engine_blocks) if traced_here else not check.can_skip
     blocked = blocked or eligible <= 0  # no eligible step: nothing skips, whatever else is said
     if not blocked and not variant.distilled:
-        return None
+        if picture is None:
+            return None
+        return Notice(NoticeKind.info, "Starting from a picture", picture, key="schedule")
 
     # The smallest prediction each source knows of, most direct first: the engine's and the last
     # vanilla run's are exact on a trace of these steps (the simulator's onset); the calibration's
@@ -251,10 +305,16 @@ def schedule_notice(
     if not traced_here and floor is not None:
         evidence.append((floor, kind.floor_source))
 
-    parts = [
-        f"{eligible} of {steps} steps could be skipped at all (the first and last are always "
-        "computed)."
-    ]
+    calibration = kind.calibration_of(variant)
+    steps_run = steps - check.left_out
+    protected = (
+        always_computed_words(kind, kind.params(calibration, threshold), steps_run, eligible)
+        if calibration is not None
+        else ""
+    )
+    parts = [f"{eligible} of {steps_run} steps could be skipped at all{protected}."]
+    if picture is not None:
+        parts.insert(0, picture)
     blocking: tuple[float, str] | None = None
     if not blocked:
         parts.append(
@@ -310,13 +370,24 @@ def schedule_notice(
 
     actions: list[NoticeAction] = []
     advice: list[str] = []
+    basis = ""  # where an uncalibrated default comes from, for the banner's details
     if base is not None and base_default is not None:
-        # The base variant's calibrated threshold skips at its default steps (why it was chosen):
-        # the fix sets both, not the base's remembered inputs (which may not skip).
-        advice.append(
-            f"use {base.display_name} at {base.default_steps} steps and its calibrated "
-            f"threshold {fmt(base_default)}"
-        )
+        # The base variant's threshold skips at its default steps (why it was chosen): the fix
+        # sets both, not the base's remembered inputs (which may not skip). "Calibrated" only
+        # where a calibration measured it; else the gate's default, with its basis (#39).
+        base_calibration = kind.calibration_of(base)
+        if base_calibration is not None and base_calibration is kind.uncalibrated:
+            advice.append(
+                f"use {base.display_name} at {base.default_steps} steps and the threshold "
+                f"{fmt(base_default)}, the {kind.label}'s default for every model (nothing was "
+                f"calibrated on {base.display_name}; the banner's tooltip and Copy give its basis)"
+            )
+            basis = f"{kind.label}'s default threshold: {kind.provenance_text(base_calibration)}"
+        else:
+            advice.append(
+                f"use {base.display_name} at {base.default_steps} steps and its calibrated "
+                f"threshold {fmt(base_default)}"
+            )
         fix = BannerFix.use_variant(base.id, steps=base.default_steps, threshold=base_default)
         actions.append(NoticeAction(f"Use {base.display_name}", fix))
     if blocked and eligible > 0:
@@ -379,8 +450,33 @@ def schedule_notice(
     extra = f"check_schedule: {check.reason}" + (
         f"\nsuggestion: {suggestion}" if suggestion else ""
     )
+    if basis:
+        extra += f"\n{basis}"
     notice_kind = NoticeKind.warning if blocked else NoticeKind.info
     return Notice(notice_kind, title, " ".join(parts), extra, tuple(actions), "schedule")
+
+
+def always_computed_words(kind: AnyGateKind, params: Any, steps: int, eligible: int) -> str:
+    """Which steps the gate never skips, as the banner's parenthesis (" (the first 4 and the last
+    are always computed)"), read off the kind's own rule: the steps its simulation forces whatever
+    it measures (the timeline's forced cells) and, where none leads, a first step with nothing
+    cached to reuse yet. Empty where those do not account for every step outside ``eligible``
+    (the schedule check's count)."""
+    verdicts = kind.simulate(params, [None] * steps)
+    forced = [v.decision is Decision.forced for v in verdicts]
+    lead = next((i for i, f in enumerate(forced) if not f), steps)
+    trail = 0 if lead == steps else next(i for i, f in enumerate(reversed(forced)) if not f)
+    if lead == 0 and steps - eligible - trail == 1:
+        lead = 1  # nothing cached before the first step
+    if lead + trail + eligible != steps or lead + trail == 0:
+        return ""
+    sides = [
+        f"the {side}" + (f" {count}" if count > 1 else "")
+        for side, count in (("first", lead), ("last", trail))
+        if count
+    ]
+    verb = "is" if lead + trail == 1 else "are"
+    return f" ({' and '.join(sides)} {verb} always computed)"
 
 
 def _calibration_min(variant: Variant, steps: int, gate: str = DEFAULT_GATE) -> float | None:

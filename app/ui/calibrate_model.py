@@ -6,8 +6,9 @@ seed, guidance, quantization and LoRA set) and the user's prompts and name, refu
 one sentence before anything runs, and hands the job to the engine thread like a Generate. The
 engine runs one vanilla pass per prompt; the progress follows the steps (with the time left),
 Cancel stops after the current step and writes nothing. When the job has written the calibration,
-``saved`` listeners (the window's picker) hear its id, and then the session selects it
-(``Session.adopt_calibration``). The fit is put in plain words here; its figures are the Details.
+``saved`` listeners (the window's picker) hear its id, and then ``adopt`` selects it
+(``Session.adopt_calibration``, connected in ``Studio.build``). The fit is put in plain words
+here; its figures are the Details.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from app.engine.calibration import (
     Calibrate,
@@ -38,67 +38,47 @@ from app.engine.events import (
     RunFailed,
     StepDone,
 )
-from app.engine.jobs import Job
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.threshold_rule import RULE_WORDS, TrialSpec
 from app.errors import UserFacingError
 from app.gate.kinds import gate_kind, magcache_from_document
 from app.hardware import hardware_label
+from app.ui.job_slot import EngineLink, JobSlot, JobStatus
 from app.variants import Variant, get_variant
 from app.variants.catalog import quantize_label
 from app.variants.user import calibration_base, user_variant_id
 
 if TYPE_CHECKING:
-    from app.ui.session import Session
+    from app.ui.availability_model import Availability
+    from app.ui.form_model import FormModel
 
 # The time left is shown once this many steps have been timed (the first step after a load can
 # carry one-time costs).
 STEPS_BEFORE_ESTIMATE = 2
 
 
-class CalibrateEngineLink(Protocol):
-    """The engine thread as the calibrator sees it (``app.ui.worker.EngineHost``)."""
-
-    @property
-    def busy(self) -> bool: ...
-
-    def submit(self, job: Job) -> int | None: ...
-
-    def cancel(self) -> bool: ...
-
-
-class CalibrateStatus(StrEnum):
-    idle = "idle"
-    running = "running"
-    cancelling = "cancelling"
-    finished = "finished"
-    cancelled = "cancelled"
-    failed = "failed"
-
-    @property
-    def busy(self) -> bool:
-        return self in (CalibrateStatus.running, CalibrateStatus.cancelling)
-
-
 class ModelCalibrator:
     """See the module docstring. ``listeners`` are called after every change of state; ``saved``
-    listeners with the new variant's id once the calibration is written (before it is
-    selected, so a picker can list it first)."""
+    listeners with the new variant's id once the calibration is written (before ``adopt``
+    selects it, so a picker can list it first). It reads the inputs (``form``) and whether the
+    model is on disk (``availability``)."""
 
     def __init__(
         self,
-        session: Session,
-        engine: CalibrateEngineLink,
+        form: FormModel,
+        availability: Availability,
+        engine: EngineLink,
         *,
+        adopt: Callable[[str, Calibrate], object],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.session = session
-        self.engine = engine
+        self.form = form
+        self.availability = availability
+        self.adopt = adopt
+        self.slot = JobSlot(engine)  # the calibration's run on the engine thread
         self.clock = clock
         self.listeners: list[Callable[[], None]] = []
         self.saved: list[Callable[[str], None]] = []
-        self.status = CalibrateStatus.idle
-        self.run_id: int | None = None
         self.job: Calibrate | None = None
         self.result: CalibrationResult | None = None
         self.message = ""  # why nothing started, why it stopped, or what is loading
@@ -114,10 +94,22 @@ class ModelCalibrator:
         self._timed_steps = 0
         self._finished_at: float | None = None
 
+    @property
+    def status(self) -> JobStatus:
+        return self.slot.status
+
+    @status.setter
+    def status(self, value: JobStatus) -> None:
+        self.slot.status = value
+
+    @property
+    def run_id(self) -> int | None:
+        return self.slot.run_id
+
     # -- what the dialog offers --------------------------------------------------------------------
     def base_variant(self) -> Variant:
         """The variant a calibration from the form measures: a user calibration's base."""
-        return get_variant(calibration_base(self.session.form.variant_id))
+        return get_variant(calibration_base(self.form.variant_id))
 
     def suggested_prompts(self) -> str:
         return "\n".join(default_prompts(self.base_variant()))
@@ -138,7 +130,7 @@ class ModelCalibrator:
 
     def target_text(self) -> str:
         """What will be measured, from the form: the model and its settings, in one line."""
-        f = self.session.form
+        f = self.form
         variant = self.base_variant()
         width, height = f.size
         parts = [variant.display_name, f"{int(f.steps)} steps", f"{width} × {height}"]
@@ -151,7 +143,7 @@ class ModelCalibrator:
 
     def scope_text(self) -> str:
         """What the calibration will be for beyond the model: its LoRA set and its folder."""
-        f, variant = self.session.form, self.base_variant()
+        f, variant = self.form, self.base_variant()
         lines = []
         if f.loras:
             names = ", ".join(lora.label() for lora in f.loras)
@@ -164,28 +156,28 @@ class ModelCalibrator:
     def start(self, prompts_text: str, name: str) -> int | None:
         """Start a calibration of the form's model with these prompts (one per line) saved as
         ``name``; returns the run id, or None with ``message`` saying why in one sentence."""
-        if self.engine.busy or self.status.busy:
+        if self.slot.engine.busy or self.status.busy:
             return self._refuse("Wait for the current run to finish.")
         try:
             request = self._request()
         except RequestError as exc:
             return self._refuse(_sentence(str(exc)))
-        if not self.session.is_available(request.variant_id):
+        if not self.availability.is_available(request.variant_id):
             variant = get_variant(request.variant_id)
             return self._refuse(
                 f"{variant.display_name} is not on this machine: download it first "
-                f"({self.session.download_label(variant)}), then calibrate."
+                f"({self.availability.download_label(variant)}), then calibrate."
             )
         job = Calibrate(request, name.strip(), parse_prompts(prompts_text))
         try:
             check_calibration(job)
         except UserFacingError as exc:
             return self._refuse(_sentence(str(exc)))
-        run_id = self.engine.submit(job)
+        run_id = self.slot.submit(job)
         if run_id is None:
             return self._refuse("Wait for the current run to finish.")
-        self.run_id, self.job, self.result = run_id, job, None
-        self.status = CalibrateStatus.running
+        self.job, self.result = job, None
+        self.status = JobStatus.running
         self.message = ""
         self.prompts_done = self.steps_done = self._timed_steps = 0
         self.current = None
@@ -196,9 +188,8 @@ class ModelCalibrator:
         return run_id
 
     def cancel(self) -> bool:
-        if self.status is not CalibrateStatus.running or not self.engine.cancel():
+        if self.status is not JobStatus.running or not self.slot.cancel():
             return False
-        self.status = CalibrateStatus.cancelling
         self._changed()
         return True
 
@@ -208,8 +199,8 @@ class ModelCalibrator:
         saved calibration stays in the picker. Nothing changes while a run goes on."""
         if self.status.busy:
             return
-        self.status = CalibrateStatus.idle
-        self.run_id = self.job = self.result = None
+        self.status = JobStatus.idle
+        self.slot.run_id = self.job = self.result = None
         self.message = ""
         self.prompts_done = self.steps_done = self._timed_steps = 0
         self.current = None
@@ -219,23 +210,23 @@ class ModelCalibrator:
         self._changed()
 
     def _request(self) -> GenerationRequest:
-        request = self.session.form.request()
-        return replace(request, variant_id=calibration_base(request.variant_id))
+        request = self.form.request()
+        # A calibration measures whole schedules from noise, whatever picture the inputs hold.
+        return replace(
+            request, variant_id=calibration_base(request.variant_id), images=(), strength=None
+        )
 
     def _refuse(self, message: str) -> None:
         self.message = message
         if not self.status.busy:
-            self.status = CalibrateStatus.idle
+            self.status = JobStatus.idle
         self._changed()
         return None
 
     # -- engine events -----------------------------------------------------------------------------
     def owns(self, event: object) -> bool:
         """The event belongs to the calibration going on (a model's load has no run id)."""
-        if isinstance(event, LoadProgress | ModelReady):
-            return self.status.busy
-        run_id = getattr(event, "run_id", None)
-        return run_id is not None and run_id == self.run_id
+        return self.slot.owns(event)
 
     def handle_event(self, event: object) -> None:
         if not self.owns(event):
@@ -269,16 +260,16 @@ class ModelCalibrator:
             case CalibrationFinished():
                 self._finished_at = self.clock()
                 self.result = event.result
-                self.status = CalibrateStatus.finished
+                self.status = JobStatus.finished
                 self.message = ""
                 for listener in list(self.saved):  # the picker lists it first...
                     listener(event.result.variant_id)
-                self.session.adopt_calibration(event.result.variant_id, event.result.job)
+                self.adopt(event.result.variant_id, event.result.job)
             case RunCancelled():
-                self.status = CalibrateStatus.cancelled
+                self.status = JobStatus.cancelled
                 self.message = "Cancelled: nothing was saved."
             case RunFailed():
-                self.status = CalibrateStatus.failed
+                self.status = JobStatus.failed
                 self.message = _sentence(event.message) + " Nothing was saved."
             case _:
                 return
@@ -297,7 +288,7 @@ class ModelCalibrator:
         and while the thresholds are chosen (how many passes that takes is known at its end)."""
         if self.job is None or not self._pending:
             return 0.0
-        if self.status is CalibrateStatus.finished:
+        if self.status is JobStatus.finished:
             return 1.0
         if self.choosing and self.status.busy:
             return -1.0
@@ -326,7 +317,7 @@ class ModelCalibrator:
     def progress_text(self) -> str:
         """ "Prompt 2 of 6 · about 40 s left for the prompts", "Loading FLUX.1 dev…", "Choosing
         thresholds…", or the end's sentence."""
-        if self.status is CalibrateStatus.finished and self.result is not None:
+        if self.status is JobStatus.finished and self.result is not None:
             trials = (
                 f" and {self.trials_done} trial passes chose the thresholds"
                 if self.trials_done
@@ -335,7 +326,7 @@ class ModelCalibrator:
             return f"Done: {self.total_prompts} prompts measured{trials} in {self._took()}."
         if not self.status.busy:
             return self.message
-        if self.status is CalibrateStatus.cancelling:
+        if self.status is JobStatus.cancelling:
             return "Cancelling after this step…"
         if self.message:
             return self.message

@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.calibration import MIN_PROMPTS, parse_prompts
-from app.ui.calibrate_model import CalibrateStatus, ModelCalibrator
+from app.ui.calibrate_model import ModelCalibrator
+from app.ui.job_slot import JobStatus
 from app.ui.theme import mute, small_font
 
 CLOCK_INTERVAL_MS = 1000  # the time left ticks on between steps
@@ -164,7 +165,7 @@ class CalibrateDialog(QDialog):
         self.prompts.textChanged.connect(self._show_count)
         self.name.textChanged.connect(self._show_saved_as)
         self._filled_for: str | None = None
-        self._shown_status: CalibrateStatus | None = None
+        self._shown_status: JobStatus | None = None
         calibrator.listeners.append(self.refresh)
         self.fill_defaults()
 
@@ -199,24 +200,24 @@ class CalibrateDialog(QDialog):
         busy = c.status.busy
         for widget in (self.prompts, self.name, self.suggested_button, self.start_button):
             widget.setEnabled(not busy)
-        self.cancel_button.setEnabled(c.status is CalibrateStatus.running)
-        failed = c.status in (CalibrateStatus.failed, CalibrateStatus.cancelled)
-        refused = c.status is CalibrateStatus.idle and bool(c.message)
+        self.cancel_button.setEnabled(c.status is JobStatus.running)
+        failed = c.status in (JobStatus.failed, JobStatus.cancelled)
+        refused = c.status is JobStatus.idle and bool(c.message)
         self.error.setText(c.message if failed or refused else "")
         self.error.setVisible(failed or refused)
         started = c.job is not None
         self.progress.setVisible(started)
         self.status.setVisible(started and not failed)
-        lines = c.result_lines() if c.status is CalibrateStatus.finished else []
+        lines = c.result_lines() if c.status is JobStatus.finished else []
         self.result_text.setText("".join(f"<p>{escape(line)}</p>" for line in lines))
         self.result_text.setVisible(bool(lines))
         self.outcome.setVisible(bool(lines))
         self.details_button.setVisible(bool(lines))
         self.details.setText("\n".join(c.details_lines()) if lines else "")
         self.details.setVisible(bool(lines) and self.details_button.isChecked())
-        finished = c.status is CalibrateStatus.finished
+        finished = c.status is JobStatus.finished
         self.start_button.setText("Calibrate Again" if finished else "Calibrate")
-        if finished and self._shown_status is not CalibrateStatus.finished:
+        if finished and self._shown_status is not JobStatus.finished:
             self.name.setText(c.suggested_name())  # that name is taken now
         self._shown_status = c.status
         if busy and not self._clock.isActive():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.engine.request import MAX_SIDE
+from app.engine.request import MAX_SIDE, SEED_RANGE
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.variants import VARIANTS, Variant
 
@@ -10,7 +10,7 @@ from app.variants import VARIANTS, Variant
 # machine draws something recognisable offline.
 DEFAULT_PROMPT = "two red circles and a blue star on a yellow background"
 
-MAX_SEED = 2**31 - 1  # the seed box is a 32-bit signed QSpinBox
+MIN_SEED, MAX_SEED = SEED_RANGE  # the engine's: the seed box and Random take all of it
 
 
 def default_threshold(variant: Variant, gate: str = DEFAULT_GATE) -> float:

@@ -4,7 +4,8 @@ remembered per variant (and the threshold per gate) in the typed settings. The s
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
@@ -13,6 +14,8 @@ from app.engine.request import (
     MAX_STEPS,
     GenerationRequest,
     LoraSpec,
+    RequestError,
+    check_steps,
     make_request,
 )
 from app.gate.kinds import DEFAULT_GATE, gate_kind
@@ -60,6 +63,7 @@ class FormModel(QObject):
     new variant's values (``variant_id_changed`` fires first, with the others still stale)."""
 
     variant_loaded = Signal(object)
+    request_applied = Signal(object)  # ``apply_request`` put a request in the inputs
     variant_id_changed = Signal(object)
     prompt_changed = Signal(object)
     steps_changed = Signal(object)
@@ -109,6 +113,9 @@ class FormModel(QObject):
         # The form moved to a calibration-free gate because the model that runs is not the one
         # the chosen gate was calibrated on; it moves back when that changes (``_fit_gate``).
         self._moved_gate: str | None = None
+        # The picture to start from and its strength, as ``make_request``'s keywords (the input
+        # panel's ``InputModel.request_inputs``; none until one is connected).
+        self.picture_inputs: Callable[[], dict[str, Any]] = dict
         self._load_variant(variant_id)
         self.loras_changed.connect(lambda _loras: self._fit_gate())
 
@@ -199,6 +206,14 @@ class FormModel(QObject):
         s.seed = int(self.seed)
         s.last_prompt = self.prompt
 
+    def steps_problem(self) -> str | None:
+        """The request check's sentence where the steps are outside the variant's range."""
+        try:
+            check_steps(self.variant, int(self.steps))
+        except RequestError as exc:
+            return str(exc)[:1].upper() + str(exc)[1:] + "."
+        return None
+
     def request(self) -> GenerationRequest:
         """Raises ``RequestError`` with a user-facing sentence."""
         return make_request(
@@ -213,6 +228,7 @@ class FormModel(QObject):
             quantize=self.quantize if self.variant.family.quantizable else None,
             previews=self.live_previews,
             gate=self.gate,
+            **self.picture_inputs(),
         )
 
     def apply_request(self, request: GenerationRequest) -> None:
@@ -232,6 +248,7 @@ class FormModel(QObject):
         self.loras = request.loras
         self.quantize = request.quantize
         self._refresh_gate_note()
+        self.request_applied.emit(request)
 
     def _load_variant(self, variant_id: str) -> None:
         variant = get_variant(variant_id)

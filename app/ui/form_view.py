@@ -1,5 +1,6 @@
 """The input side of the window: the sidebar's widgets and layout, bound to ``FormModel``
-(``app.ui.form_model``) by ``bind_form``; what its buttons do is the session's."""
+(``app.ui.form_model``) by ``bind_form``; what its buttons do is the session's (or, for a
+download, the availability's)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from superqt.utils import signals_blocked
 from app.engine.request import GUIDANCE_RANGE, MAX_STEPS
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.app import Studio
-from app.ui.defaults import MAX_SEED, default_threshold, size_allowed, size_presets
+from app.ui.defaults import MAX_SEED, MIN_SEED, default_threshold, size_allowed, size_presets
 from app.ui.downloads import format_bytes
 from app.ui.form_model import FormModel
 from app.ui.gate_picker import GatePicker
@@ -39,7 +40,7 @@ from app.ui.lora_list import LoraList
 from app.ui.observable import Binding, bind
 from app.ui.plain_words import calibration_tooltip, gate_unavailable
 from app.ui.quantize_view import QuantizeControl, bind_quantize
-from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeSpinBox
+from app.ui.range_spin_box import RangeDoubleSpinBox, RangeNote, RangeWholeNumberBox
 from app.ui.theme import caption_font, mute, small_font
 from app.ui.variant_picker import VariantPicker
 from app.variants import Variant, get_variant
@@ -230,6 +231,18 @@ class ControlsView(QFrame):
         self.recent_menu = QMenu(self.recent_button)
         self.recent_button.setMenu(self.recent_menu)
         self.recent_button.setToolTip("Recent prompts")
+        # What the family's prompts are, where it reads more than plain text (its
+        # ``prompt_format``): a line under the prompt and its example to start from
+        self.prompt_note = QLabel()
+        self.prompt_note.setWordWrap(True)
+        self.prompt_note.setFont(small_font(self.prompt_note.font()))
+        mute(self.prompt_note)
+        self.prompt_note.setVisible(False)
+        self.example_button = QToolButton()
+        self.example_button.setText("Example")
+        self.example_button.setObjectName("Flat")
+        self.example_button.setToolTip("Put this model's example prompt in the prompt box")
+        self.example_button.setVisible(False)
 
         self.steps = QSpinBox()
         self.steps.setRange(1, MAX_STEPS)
@@ -240,7 +253,7 @@ class ControlsView(QFrame):
         self.steps_problem.setFont(small_font(self.steps_problem.font()))
         self.steps_problem.setStyleSheet("color: #c62828;")
         self.steps_problem.setVisible(False)
-        self.seed = RangeSpinBox("The seed", 0, MAX_SEED)
+        self.seed = RangeWholeNumberBox("The seed", MIN_SEED, MAX_SEED)
         self.seed.setAccelerated(True)
         self.seed_note = RangeNote(self.seed)
         self.random_seed = QToolButton()
@@ -307,9 +320,11 @@ class ControlsView(QFrame):
         prompt_header = QHBoxLayout()
         prompt_header.addWidget(section("Prompt"))
         prompt_header.addStretch(1)
+        prompt_header.addWidget(self.example_button)
         prompt_header.addWidget(self.recent_button)
         layout.addLayout(prompt_header)
         layout.addWidget(self.prompt)
+        layout.addWidget(self.prompt_note)
         layout.addSpacing(10)
 
         layout.addWidget(section("Sampling"))
@@ -419,6 +434,7 @@ def bind_form(view: ControlsView, form: FormModel) -> list[Binding]:
             c.seed.setValue,
             c.seed.valueChanged,
             to_widget=lambda v: min(int(v), MAX_SEED),
+            to_model=int,
         ),
         bind(
             f,
@@ -444,12 +460,14 @@ def bind_form(view: ControlsView, form: FormModel) -> list[Binding]:
 
 class FormPanel:
     """The sidebar at work: ``ControlsView`` bound to ``FormModel``, its buttons connected to the
-    session, and the texts it shows (model, calibration, threshold hint, steps problem, download
-    row) refreshed from the session as the inputs change."""
+    session and the availability, and the texts it shows (model, calibration, threshold hint,
+    steps problem, download row) refreshed from them and the gate advice as the inputs change."""
 
     def __init__(self, view: ControlsView, studio: Studio) -> None:
         self.view = view
         self.form, self.session, self.downloads = studio.form, studio.session, studio.downloads
+        self.availability, self.gate_advice = studio.availability, studio.gate_advice
+        self.notices = studio.notices
         c, f, s = view, studio.form, studio.session
         self.bindings = bind_form(c, f)
         f.gate_changed.connect(lambda _gate: self.refresh_threshold_hint())
@@ -467,9 +485,10 @@ class FormPanel:
         c.random_seed.clicked.connect(s.randomize_seed)
         c.threshold_reset.clicked.connect(f.reset_threshold)
         c.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        c.example_button.clicked.connect(self._use_example)
         c.rerun.setChecked(studio.settings.rerun_on_threshold_change)
         c.rerun.toggled.connect(s.set_rerun_on_threshold_change)
-        c.download_button.clicked.connect(s.download_current)
+        c.download_button.clicked.connect(self.availability.download_current)
         c.download_cancel.clicked.connect(self.downloads.cancel)
         self.downloads.started.connect(lambda _vid: self._refresh_download_row())
         self.downloads.progressed.connect(self._on_download_progress)
@@ -493,6 +512,10 @@ class FormPanel:
         if has_guidance and self.form.guidance is not None:
             c.guidance.setValue(self.form.guidance)
         c.loras.set_available(variant.family.supports_lora)
+        prompt_format = variant.family.prompt_format
+        c.prompt_note.setText(prompt_format.note if prompt_format else "")
+        c.prompt_note.setVisible(prompt_format is not None)
+        c.example_button.setVisible(prompt_format is not None and bool(prompt_format.example))
         self.refresh_variant_info()
         self.refresh_threshold_hint()
         self.refresh_input_problem()
@@ -520,7 +543,7 @@ class FormPanel:
             self._fill_sizes()
 
     def refresh_input_problem(self, *_args: object) -> None:
-        problem = self.session.steps_problem()
+        problem = self.form.steps_problem()
         self.view.steps_problem.setText(problem or "")
         self.view.steps_problem.setVisible(bool(problem))
 
@@ -530,13 +553,18 @@ class FormPanel:
             self.form.size = (int(data[0]), int(data[1]))
 
     def refresh_threshold_hint(self) -> None:
-        self.view.threshold_hint.setText(self.session.threshold_hint())
+        self.view.threshold_hint.setText(self.gate_advice.threshold_hint())
         self.view.threshold.setToolTip(threshold_tooltip(self.form.gate))
         self.view.rerun.setToolTip(rerun_tooltip(self.form.gate))
         # The slider's fine part reaches three times the gate's default for this model.
         self.view.threshold.set_knee(
             min(1.0, 3 * default_threshold(self.form.variant, self.form.gate))
         )
+
+    def _use_example(self) -> None:
+        prompt_format = self.form.variant.family.prompt_format
+        if prompt_format is not None and prompt_format.example:
+            self.session.use_prompt(prompt_format.example)
 
     def _fill_recent_menu(self) -> None:
         menu = self.view.recent_menu
@@ -556,12 +584,12 @@ class FormPanel:
 
     # -- model availability and downloads
     def refresh_availability(self) -> None:
-        self.view.variant_picker.rebuild(self.session.availability_badges())
+        self.view.variant_picker.rebuild(self.availability.availability_badges())
         self.view.variant_picker.set_variant(self.form.variant_id)
 
     def refresh_variant_info(self) -> None:
         variant = self.form.variant
-        self.view.variant_info.setText(self.session.variant_info())
+        self.view.variant_info.setText(self.availability.variant_info())
         gate = self.form.gate
         # The sidebar's plain line; the figures and their source sit under Details (#27 item 24:
         # the hover held the calibrate command, formulas and commit hashes). Where the form opened
@@ -575,9 +603,9 @@ class FormPanel:
         c = self.view
         variant = self.form.variant
         this_one = self.downloads.variant_id == variant.id
-        c.download_button.setVisible(self.session.needs_download() and not this_one)
+        c.download_button.setVisible(self.availability.needs_download() and not this_one)
         c.download_button.setEnabled(not self.downloads.busy)
-        c.download_button.setText(f"Download ({self.session.download_label(variant)})")
+        c.download_button.setText(f"Download ({self.availability.download_label(variant)})")
         c.download_box.setVisible(this_one)
 
     def _on_download_progress(
@@ -602,5 +630,5 @@ class FormPanel:
         self.refresh_variant_info()
 
     def _on_download_failed(self, variant_id: str, message: str) -> None:
-        self.session.download_failed(message)
+        self.notices.download_failed(message)
         self.refresh_variant_info()

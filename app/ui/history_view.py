@@ -43,6 +43,8 @@ def entry_summary(entry: HistoryEntry) -> str:
     request = entry.request
     parts = [request.variant_id, f"seed {request.seed}", f"{request.steps} steps"]
     parts += lora_captions(request.loras)
+    if request.images and request.strength is not None:
+        parts.append(f"from {request.images[0].name} at strength {request.strength:g}")
     if entry.comparison is not None:  # a threshold comparison (``is_comparison``)
         rows = entry.comparison.get("entries", [])
         count = len(rows) if isinstance(rows, list) else 0
@@ -55,10 +57,12 @@ def entry_summary(entry: HistoryEntry) -> str:
     except (OSError, ValueError) as exc:
         log.warning("history entry %s: %s", entry.id, exc)
         return " · ".join([*parts, "its figures cannot be read"])
-    parts.append(f"{report.gated.skipped} of {request.steps} skipped")
+    parts.append(f"{report.gated.skipped} of {request.active_steps} skipped")
     if report.ssim is not None:  # the Similarity card's words, the figures beside them
         words = similarity_words(report.ssim, report.local_diff_value)
         figures = f"SSIM {report.ssim:.3f}"
+        if report.ssimulacra2 is not None:
+            figures += f", SSIMULACRA2 {report.ssimulacra2:.0f}"
         if report.local_diff_value is not None:
             figures += f", local difference {report.local_diff_value:.3f}"
         parts.append(f"{words} ({figures})")

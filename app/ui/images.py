@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from superqt import QElidingLabel
 
 from app.gate.kinds import DEFAULT_GATE, gate_kind
+from app.metrics import ssimulacra2_words
 from app.storage.export import write_png
 from app.ui.plain_words import similarity_words
 from app.ui.theme import caption_font, monospace_digits, mute, muted, small_font, value_font
@@ -60,14 +61,21 @@ def speedup_tooltip(label: str, gate: str = DEFAULT_LABEL) -> str:
     return f"{divides}: {label}"
 
 
-def similarity_tooltip(gate: str = DEFAULT_LABEL, local_diff: float | None = None) -> str:
+def similarity_tooltip(
+    gate: str = DEFAULT_LABEL, local_diff: float | None = None, ssimulacra2: float | None = None
+) -> str:
     text = f"How alike the {gate} and vanilla pictures are: SSIM, 1 = identical (uint8 RGB)"
-    if local_diff is None:
-        return text
-    return (
-        f"{text}. Worst local difference {local_diff:.3f} (0–1): the mean difference of the most "
-        "changed 16 × 16 window, which SSIM can miss"
-    )
+    if local_diff is not None:
+        text = (
+            f"{text}. Worst local difference {local_diff:.3f} (0–1): the mean difference of the "
+            "most changed 16 × 16 window, which SSIM can miss"
+        )
+    if ssimulacra2 is not None:
+        text = (
+            f"{text}. SSIMULACRA2 {ssimulacra2:.1f}, a score of the changes eyes notice, colour "
+            f"included (100 = identical): {ssimulacra2_words(ssimulacra2)}"
+        )
+    return text
 
 
 def card_tooltips(gate: str = DEFAULT_LABEL) -> dict[str, str]:
@@ -469,13 +477,14 @@ class ComparePanel(QWidget):
         vanilla_cached: bool,
         resumed_from: int | None,
         local_diff: float | None = None,
+        ssimulacra2: float | None = None,
     ) -> None:
         self.ssim_card.set(
             "—" if ssim is None else f"{ssim:.4f}",
-            "" if ssim is None else _ssim_note(ssim, local_diff),
+            "" if ssim is None else _ssim_note(ssim, local_diff, ssimulacra2),
         )
         gate = self.gate_name
-        self.ssim_card.setToolTip(similarity_tooltip(gate, local_diff))
+        self.ssim_card.setToolTip(similarity_tooltip(gate, local_diff, ssimulacra2))
         tips = card_tooltips(gate)
         self.gated_time_card.caption.setText(f"{gate} time")
         self.gated_time_card.setToolTip(tips["gated_time"])
@@ -523,7 +532,10 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def _ssim_note(value: float, local_diff: float | None = None) -> str:
-    """The card's word (``plain_words.similarity_words``). Short: the card row must fit 1024 px
-    (the figure itself is in the card's tooltip)."""
-    return similarity_words(value, local_diff)
+def _ssim_note(
+    value: float, local_diff: float | None = None, ssimulacra2: float | None = None
+) -> str:
+    """The card's word (``plain_words.similarity_words``) and the SSIMULACRA2 score beside it.
+    Short: the card row must fit 1024 px (what the score means is in the card's tooltip)."""
+    words = similarity_words(value, local_diff)
+    return words if ssimulacra2 is None else f"{words} · SSIMULACRA2 {ssimulacra2:.0f}"

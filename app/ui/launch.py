@@ -198,13 +198,13 @@ def _run_headless(app, window, screenshot: str | None) -> int:
     from PySide6.QtCore import QTimer
 
     from app.ui.defaults import DEFAULT_PROMPT
-    from app.ui.run_model import RunStatus
+    from app.ui.job_slot import JobStatus
     from app.variants import DEFAULT_VARIANT
 
     outcome: dict[str, object] = {"code": 1}
 
     def finish(status: object) -> None:
-        if status is RunStatus.finished:
+        if status is JobStatus.finished:
             outcome["code"] = 0
             if screenshot:
                 app.processEvents()

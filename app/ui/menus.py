@@ -1,6 +1,6 @@
 """The window's menus and their shortcuts (File: History, Export, model folders, Quit; Model:
 Calibrate This Model…; Run: Generate, Cancel, Random Seed, Reset Threshold, Compare Thresholds).
-What each does is wired by the window to the session."""
+What each does is wired by the window to the Qt-free actions (``app.ui.app``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow
 
+from app.ui.model_folders_model import ModelFolders
 from app.ui.model_folders_view import ModelFolderActions
-from app.ui.session import Session
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class WindowActions:
 
 
 def build_menus(
-    window: QMainWindow, session: Session, model_folders_changed: Callable[[], None]
+    window: QMainWindow, folders: ModelFolders, model_folders_changed: Callable[[], None]
 ) -> WindowActions:
     def action(text: str, *keys: QKeySequence | QKeySequence.StandardKey) -> QAction:
         made = QAction(text, window)
@@ -46,7 +46,7 @@ def build_menus(
     file_menu.addAction(history)
     file_menu.addAction(export)
     file_menu.addSeparator()
-    model_folders = ModelFolderActions(window, session, model_folders_changed)
+    model_folders = ModelFolderActions(window, folders, model_folders_changed)
     model_folders.install(file_menu)
     file_menu.addSeparator()
     file_menu.addAction(quit_action)

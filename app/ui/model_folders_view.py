@@ -24,8 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.model_folders_model import FolderCheck, examine_folder
-from app.ui.session import Session
+from app.ui.model_folders_model import FolderCheck, ModelFolders, examine_folder
 from app.variants import get_variant
 
 PAUSE_MS = 600  # typing that stops this long is checked
@@ -188,10 +187,10 @@ class AddModelFolderDialog(QDialog):
 class ModelFolderActions(QObject):
     """The two File menu actions; ``changed`` rebuilds the picker and the banners."""
 
-    def __init__(self, window: QWidget, session: Session, changed: Callable[[], None]) -> None:
+    def __init__(self, window: QWidget, folders: ModelFolders, changed: Callable[[], None]) -> None:
         super().__init__(window)
         self.window = window
-        self.session = session
+        self.folders = folders
         self.changed = changed
         self.add_action = QAction("Add Model Folder…", window)
         self.add_action.triggered.connect(self.add)
@@ -206,7 +205,7 @@ class ModelFolderActions(QObject):
         self.refresh()
 
     def refresh(self) -> None:
-        self.remove_action.setEnabled(self.session.form.variant.model_path is not None)
+        self.remove_action.setEnabled(self.folders.form.variant.model_path is not None)
 
     def add(self) -> None:
         dialog = AddModelFolderDialog(self.window)
@@ -218,12 +217,12 @@ class ModelFolderActions(QObject):
 
     def add_folder(self, folder: str, base_variant: str | None) -> str | None:
         """Remember the folder, list it in the picker, then select it."""
-        variant_id = self.session.add_model_folder(folder, base_variant)
+        variant_id = self.folders.add_model_folder(folder, base_variant)
         if variant_id is not None:
             self.changed()  # the picker lists it before the form selects it
-            self.session.select_variant(variant_id)
+            self.folders.select(variant_id)
         return variant_id
 
     def remove_current(self) -> None:
-        if self.session.remove_model_folder(self.session.form.variant_id):
+        if self.folders.remove_model_folder(self.folders.form.variant_id):
             self.changed()

@@ -16,6 +16,7 @@ from enum import IntEnum
 
 from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
 from app.gate.kinds import DEFAULT_GATE, gate_kind
+from app.metrics import ssimulacra2_words
 from app.variants import Variant
 
 # SSIM bands, from lab/ui/results/summary-bands.png and .json (`python -m lab.ui.summary_bands`:
@@ -135,6 +136,7 @@ class DetailFacts:
 
     ssim: float | None = None
     local_diff: float | None = None
+    ssimulacra2: float | None = None
     max_abs_diff: float | None = None  # final latents, gated against vanilla
     threshold: float | None = None
     gate: str = DEFAULT_GATE  # the gate that ran: names the threshold and the gated latents
@@ -151,6 +153,11 @@ def detail_lines(facts: DetailFacts) -> list[str]:
     lines: list[str] = []
     if facts.ssim is not None:
         lines.append(f"SSIM against vanilla: {facts.ssim:.4f} (uint8 RGB, 1 = identical)")
+    if facts.ssimulacra2 is not None:
+        lines.append(
+            f"SSIMULACRA2 against vanilla: {facts.ssimulacra2:.1f} (100 = identical: "
+            f"{ssimulacra2_words(facts.ssimulacra2)})"
+        )
     if facts.local_diff is not None:
         lines.append(
             f"Local difference: {facts.local_diff:.3f} (worst window's mean difference, 0–1)"

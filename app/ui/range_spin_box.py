@@ -1,17 +1,18 @@
 """Number boxes that say their allowed range when a typed value falls outside it.
 
-A ``QSpinBox`` refuses a keystroke that leaves its range (a seed of 99999999999999999999 stops
-growing) and puts the previous value back when an unfinished one is left (guidance 0); both
-silently. ``RangeSpinBox`` and ``RangeDoubleSpinBox`` behave the same and emit ``out_of_range``
-with one short sentence on the allowed range; ``RangeNote`` is the inline label that shows it
-until the value next changes.
+Qt's number boxes refuse a keystroke that leaves their range (5 typed as the threshold) and put the
+previous value back when an unfinished one is left (guidance 0); both silently.
+``RangeDoubleSpinBox`` behaves the same and emits ``out_of_range`` with one short sentence on the
+allowed range; ``RangeNote`` is the inline label that shows it until the value next changes.
+``RangeWholeNumberBox`` (the seed) holds whole numbers past QSpinBox's 32 bits and refuses an
+out-of-range value whole instead of keeping the digits that fit.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import QDoubleSpinBox, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import QDoubleSpinBox, QLabel, QWidget
 
 from app.ui.theme import small_font
 
@@ -33,7 +34,7 @@ class _RangeWatch:
     """What both boxes share: a refused keystroke is said at once; an unfinished value outside
     the range (typed, so Qt will put the previous value back) is said when editing ends."""
 
-    def __init__(self, box: RangeSpinBox | RangeDoubleSpinBox) -> None:
+    def __init__(self, box: RangeDoubleSpinBox) -> None:
         self.box = box
         self.pending = ""
         box.lineEdit().textEdited.connect(self._edited)  # the user's typing, never a revert
@@ -61,19 +62,6 @@ class _RangeWatch:
             self.pending = ""
 
 
-class RangeSpinBox(QSpinBox):
-    out_of_range = Signal(str)  # one sentence on the allowed range
-
-    def __init__(self, name: str, low: int, high: int, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.name = name
-        self._watch = _RangeWatch(self)
-        self.setRange(low, high)
-
-    def validate(self, text: str, pos: int) -> Validated:
-        return self._watch.validated(text, super().validate(text, pos))
-
-
 class RangeDoubleSpinBox(QDoubleSpinBox):
     out_of_range = Signal(str)  # one sentence on the allowed range
 
@@ -87,10 +75,33 @@ class RangeDoubleSpinBox(QDoubleSpinBox):
         return self._watch.validated(text, super().validate(text, pos))
 
 
+class RangeWholeNumberBox(RangeDoubleSpinBox):
+    """A whole number past QSpinBox's 32-bit signed range (a QDoubleSpinBox without decimals:
+    exact up to 2**53), committed on Enter or focus-out. A typed value outside the range stays on
+    screen and is said at once; when editing ends Qt puts back the value the box held before the
+    edit (nothing was committed while typing), so a refused value is never cut to the digits that
+    fit (3000000000 in a 0–2147483647 box used to become 300000000). ``valueChanged`` carries a
+    float; ``int()`` it."""
+
+    def __init__(self, name: str, low: int, high: int, parent: QWidget | None = None) -> None:
+        if high > 2**53:
+            raise ValueError(f"{high} is past what a double holds exactly")
+        super().__init__(name, low, high, parent)
+        self.setDecimals(0)
+        self.setRange(low, high)
+        self.setKeyboardTracking(False)
+
+    def validate(self, text: str, pos: int) -> Validated:
+        state, text, pos = super().validate(text, pos)
+        if state == QValidator.State.Invalid and self._watch.outside(text):
+            return QValidator.State.Intermediate, text, pos  # shown, said, refused at the end
+        return state, text, pos
+
+
 class RangeNote(QLabel):
     """The inline note under the boxes: the last refusal, until one of them changes value."""
 
-    def __init__(self, *boxes: RangeSpinBox | RangeDoubleSpinBox) -> None:
+    def __init__(self, *boxes: RangeDoubleSpinBox) -> None:
         super().__init__()
         self.setObjectName("InputProblem")
         self.setWordWrap(True)

@@ -2,8 +2,8 @@
 the images with their numbers, the summary line and Details, the step timeline and the gate plot.
 
 A view of ``RunModel`` (``app.ui.run_model``): it renders the run going on or the result on screen
-and nothing else, at the cadence of ``app.ui.refresh`` while a run is going. The actions are the
-session's; the window lays this view out beside the form.
+and nothing else, at the cadence of ``app.ui.refresh`` while a run is going; the gate plot reads
+``GateAdvice``. The actions are the Qt-free models'; the window lays this view out beside the form.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from app.ui.veil import Veil
 class ResultsView(QWidget):
     def __init__(self, studio: Studio, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.run, self.form, self.session = studio.run, studio.form, studio.session
+        self.run, self.form, self.gate_advice = studio.run, studio.form, studio.gate_advice
         self.banners = BannerStack()
         self.compare = ComparePanel()
-        self.compare.metadata_source = self.session.export_metadata
+        self.compare.metadata_source = studio.exporter.export_metadata
         self.run_details = RunDetails()  # the plain summary line and the Details disclosure
         self._shown_details: tuple[str, list[str]] | None = None
         self.run_details.set_expanded(studio.settings.details_expanded)
@@ -190,19 +190,33 @@ class ResultsView(QWidget):
     def refresh_timeline(self) -> None:
         r = self.run
         self.timeline.gate_name = self.gate_name()
+        request = r.request
+        left_out = request.steps_left_out if request is not None else 0
         self.timeline.set_rows(
             r.gated_steps,
             r.vanilla_steps,
             resumed_from=r.resumed_from,
             vanilla_cached=r.vanilla_cached,
             active=r.active_pass,
+            left_out=left_out,
+            strength=request.strength if request is not None else None,
         )
+        self.legend.show_not_run(left_out > 0)
         self.timeline.set_previews(r.gated_thumbnails, r.vanilla_thumbnails)
 
     def refresh_plot(self) -> None:
-        d = self.session.gate_plot_data()  # the what-if line: the inputs' on this very trace
-        self.gate_plot.set_data(d.gated, d.vanilla, d.threshold, d.band, d.preview, gate=d.gate)
-        self.gate_plot.set_note(self.session.gate_plot_note())
+        d = self.gate_advice.gate_plot_data()  # the what-if line: the inputs' on this very trace
+        request = self.run.request
+        self.gate_plot.set_data(
+            d.gated,
+            d.vanilla,
+            d.threshold,
+            d.band,
+            d.preview,
+            gate=d.gate,
+            left_out=request.steps_left_out if request is not None else 0,
+        )
+        self.gate_plot.set_note(self.gate_advice.gate_plot_note())
 
     def refresh_images(self) -> None:
         r = self.run
@@ -218,18 +232,20 @@ class ResultsView(QWidget):
     def refresh_stats(self) -> None:
         r = self.run
         self.compare.gate_name = self.gate_name()  # the cards' captions and tooltips name it
-        steps = r.request.steps if r.request is not None else len(r.gated_steps)
+        steps = r.request.active_steps if r.request is not None else len(r.gated_steps)
         self.compare.set_stats(
             ssim=r.ssim,
             gated_seconds=r.gated_seconds,
             vanilla_seconds=r.vanilla_seconds,
             speedup=r.speedup,
-            speedup_label=f"{r.origin} · {r.speedup_label}" if r.origin else r.speedup_label,
+            # What the figure is comes first: a narrow card elides the end (#39).
+            speedup_label=f"{r.speedup_label} · {r.origin}" if r.origin else r.speedup_label,
             skips=r.skips,
             steps=steps,
             vanilla_cached=r.vanilla_cached and not r.origin,
             resumed_from=r.resumed_from,
             local_diff=r.local_diff,
+            ssimulacra2=r.ssimulacra2,
         )
         details = describe_run(r)
         if not details[1]:  # nothing run (or shown) yet: the picked gate's calibration

@@ -204,7 +204,7 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
     if not run.finished or report is None:
         return "", []
     request = report.request
-    steps = request.steps
+    steps = request.active_steps  # the steps that ran (from a picture, after strength's)
     gated, vanilla = report.gated, report.vanilla
     kind = gate_kind(request.gate)  # the gate that ran: its name, its own calibration
     summary = run_summary(gated.skipped, steps, report.ssim, report.local_diff_value, kind.name)
@@ -216,6 +216,7 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
     facts = DetailFacts(
         ssim=report.ssim,
         local_diff=report.local_diff_value,
+        ssimulacra2=report.ssimulacra2,
         max_abs_diff=report.max_abs_diff,
         threshold=request.threshold,
         gate=kind.name,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from enum import StrEnum
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
@@ -43,6 +42,7 @@ from app.ui.analysis import (
     difference_map,
     engagement_band,
 )
+from app.ui.job_slot import EngineLink, JobSlot, JobStatus, NoEngine
 from app.ui.observable import Prop
 from app.variants import (
     UnknownVariantError,
@@ -51,20 +51,6 @@ from app.variants import (
 StepRow = tuple[StepEvent | None, ...]
 PreviewRow = tuple[np.ndarray | None, ...]  # one step preview per step, None until it arrives
 SCHEDULE_WARNING_KINDS = frozenset({"distilled", "schedule", "engagement", "distilled-schedule"})
-
-
-class RunStatus(StrEnum):
-    idle = "idle"
-    loading = "loading"
-    running = "running"
-    cancelling = "cancelling"
-    finished = "finished"
-    cancelled = "cancelled"
-    failed = "failed"
-
-    @property
-    def busy(self) -> bool:
-        return self in (RunStatus.loading, RunStatus.running, RunStatus.cancelling)
 
 
 class RunModel(QObject):
@@ -104,8 +90,6 @@ class RunModel(QObject):
     report_changed = Signal(object)
     engagement_changed = Signal(object)
 
-    status = Prop(RunStatus.idle)
-    run_id = Prop(0)
     request = Prop[GenerationRequest | None](None)
     phase = Prop("Ready")
     progress = Prop(0.0)  # 0–1, or -1 while indeterminate (loading)
@@ -139,12 +123,40 @@ class RunModel(QObject):
     engagement = Prop[Engagement | None](None)
 
     def __init__(
-        self, parent: QObject | None = None, *, clock: Callable[[], float] = time.monotonic
+        self,
+        parent: QObject | None = None,
+        *,
+        engine: EngineLink | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(parent)
+        # The run's job on the engine thread (``app.ui.job_slot``); its status and run id are
+        # this model's, observed as ``status_changed`` and ``run_id_changed``.
+        self.slot = JobSlot(
+            engine if engine is not None else NoEngine(), run_id=0, changed=self._slot_changed
+        )
         self.clock = clock
         self._pass_started_at: float | None = None  # clock() when the running pass began
         self._step_ended_at: float | None = None  # clock() when its last step arrived
+
+    @property
+    def status(self) -> JobStatus:
+        return self.slot.status
+
+    @status.setter
+    def status(self, value: JobStatus) -> None:
+        self.slot.status = value
+
+    @property
+    def run_id(self) -> int:
+        return self.slot.run_id or 0
+
+    @run_id.setter
+    def run_id(self, value: int) -> None:
+        self.slot.run_id = value
+
+    def _slot_changed(self, name: str, value: object) -> None:
+        getattr(self, f"{name}_changed").emit(value)
 
     @property
     def busy(self) -> bool:
@@ -166,12 +178,17 @@ class RunModel(QObject):
 
     @property
     def finished(self) -> bool:
-        return self.status is RunStatus.finished
+        return self.status is JobStatus.finished
 
     # -- the shown result's figures: its report's ----------------------------------------------
     @property
     def ssim(self) -> float | None:
         return self.report.ssim if self.report is not None else None
+
+    @property
+    def ssimulacra2(self) -> float | None:
+        """SSIMULACRA2 of the gated image against vanilla's (``app.metrics``)."""
+        return self.report.ssimulacra2 if self.report is not None else None
 
     @property
     def local_diff(self) -> float | None:
@@ -206,7 +223,7 @@ class RunModel(QObject):
         step times of this pass (before the gated pass has any, the vanilla pass's), else
         "first step… 12 s" while the first step is still going."""
         which, started = self.active_pass, self._pass_started_at
-        if which is None or started is None or self.status is not RunStatus.running:
+        if which is None or started is None or self.status is not JobStatus.running:
             return self.phase
         row = self.gated_steps if which is Pass.gated else self.vanilla_steps
         done = [s for s in row if s is not None]
@@ -235,7 +252,7 @@ class RunModel(QObject):
         self._pass_started_at = self._step_ended_at = None
         self.run_id = run_id
         self.request = request
-        self.status = RunStatus.loading
+        self.status = JobStatus.loading
         self.phase = "Starting…"
         self.progress = -1.0
         self.active_pass = None
@@ -268,7 +285,7 @@ class RunModel(QObject):
 
     def mark_cancelling(self) -> None:
         if self.status.busy:
-            self.status = RunStatus.cancelling
+            self.status = JobStatus.cancelling
             self.phase = "Cancelling…"
 
     def fail_locally(
@@ -285,11 +302,11 @@ class RunModel(QObject):
 
     # -- the one event handler ---------------------------------------------------------------------
     def handle_event(self, event: EngineEvent | RunAnalysis | RunSaved) -> None:
+        if not self.slot.owns(event):
+            return  # a late event of an earlier run, or a load while no run goes
         if isinstance(event, LoadProgress | ModelReady):
             self._on_load(event)
             return
-        if event.run_id != self.run_id:
-            return  # a late event of an earlier run
         match event:
             case PassStarted():
                 self._on_pass_started(event)
@@ -332,7 +349,7 @@ class RunModel(QObject):
                 at = "" if event.at_step is None else f" at step {event.at_step + 1}"
                 self.phase = f"Cancelled{at}"
                 self.progress = 0.0
-                self.status = RunStatus.cancelled  # last: listeners see the final state
+                self.status = JobStatus.cancelled  # last: listeners see the final state
             case RunFailed():
                 self.active_pass = None
                 self.phase = "Failed"
@@ -340,13 +357,11 @@ class RunModel(QObject):
                 self.error = Notice(
                     NoticeKind.error, "Generation failed", event.message, event.details, key="error"
                 )
-                self.status = RunStatus.failed
+                self.status = JobStatus.failed
 
     def _on_load(self, event: LoadProgress | ModelReady) -> None:
-        if not self.status.busy:
-            return
         if isinstance(event, LoadProgress):
-            self.status = RunStatus.loading
+            self.status = JobStatus.loading
             self.phase = event.message[:1].upper() + event.message[1:]
             total = event.total_bytes
             self.progress = (event.done_bytes or 0) / total if total else -1.0
@@ -355,8 +370,8 @@ class RunModel(QObject):
             self.phase = "Model ready"
 
     def _on_pass_started(self, event: PassStarted) -> None:
-        if self.status is not RunStatus.cancelling:
-            self.status = RunStatus.running
+        if self.status is not JobStatus.cancelling:
+            self.status = JobStatus.running
         self._pass_started_at = self.clock()
         self._step_ended_at = None
         if event.which is Pass.vanilla:
@@ -389,7 +404,7 @@ class RunModel(QObject):
         self._step_ended_at = self.clock()
         setattr(self, name, tuple(row))
         label = self.gated_pass_name if event.which is Pass.gated else "Vanilla pass"
-        if self.status is not RunStatus.cancelling:
+        if self.status is not JobStatus.cancelling:
             self.phase = f"{label} · step {step.index + 1} of {step.num_steps}"
         self._update_progress()
 
@@ -429,11 +444,17 @@ class RunModel(QObject):
         except UnknownVariantError:  # a reopened run of a variant since removed
             self.band = None
             return
-        self.band = engagement_band(variant, request.threshold, self.vanilla_steps, request.gate)
+        self.band = engagement_band(
+            variant,
+            request.threshold,
+            self.vanilla_steps,
+            request.gate,
+            left_out=request.steps_left_out,
+        )
 
     def _update_progress(self) -> None:
         request = self.request
-        if request is None or self.status is RunStatus.cancelling:
+        if request is None or self.status is JobStatus.cancelling:
             return
         n = request.steps
         vanilla_total = n if request.compare_vanilla else 0
@@ -501,7 +522,7 @@ class RunModel(QObject):
                 else f"Showing {origin}"
             )
         self.phase = phase
-        self.status = RunStatus.finished  # last: listeners see the final state
+        self.status = JobStatus.finished  # last: listeners see the final state
 
 
 def _duration(seconds: float) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,41 +36,18 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
-from app.engine.jobs import Job
 from app.engine.request import GenerationRequest, RequestError
 from app.gate.kinds import gate_kind
 from app.hardware import hardware_label
 from app.storage.comparisons import ComparisonRow, load_comparison, same_skips, save_comparison
 from app.storage.history import HistoryEntry, HistoryStore, friendly_time
 from app.ui.analysis import RunSaved
+from app.ui.job_slot import EngineLink, JobSlot, JobStatus
 
 if TYPE_CHECKING:
-    from app.ui.session import Session
-
-
-class ComparisonEngineLink(Protocol):
-    """The engine thread as the comparer sees it (``app.ui.worker.EngineHost``)."""
-
-    @property
-    def busy(self) -> bool: ...
-
-    def submit(self, job: Job) -> int | None: ...
-
-    def cancel(self) -> bool: ...
-
-
-class CompareStatus(StrEnum):
-    idle = "idle"
-    running = "running"
-    cancelling = "cancelling"
-    finished = "finished"
-    cancelled = "cancelled"
-    failed = "failed"
-    opened = "opened"  # reopened from the history
-
-    @property
-    def busy(self) -> bool:
-        return self in (CompareStatus.running, CompareStatus.cancelling)
+    from app.ui.availability_model import Availability
+    from app.ui.form_model import FormModel
+    from app.ui.run_model import RunModel
 
 
 def comparison_saver(
@@ -87,14 +63,25 @@ def comparison_saver(
 
 
 class ThresholdComparer:
-    """See the module docstring. ``listeners`` are called after every change of state."""
+    """See the module docstring. ``listeners`` are called after every change of state. The
+    comparison reads the inputs (``form``) and shows a picked entry on the main window's
+    ``run``; ``remember`` saves the inputs it started from (``Session.remember_inputs``)."""
 
-    def __init__(self, session: Session, engine: ComparisonEngineLink) -> None:
-        self.session = session
-        self.engine = engine
+    def __init__(
+        self,
+        form: FormModel,
+        run: RunModel,
+        availability: Availability,
+        engine: EngineLink,
+        *,
+        remember: Callable[[str], None],
+    ) -> None:
+        self.form = form
+        self.run = run
+        self.availability = availability
+        self.remember = remember
+        self.slot = JobSlot(engine)
         self.listeners: list[Callable[[], None]] = []
-        self.status = CompareStatus.idle
-        self.run_id: int | None = None
         self.base: GenerationRequest | None = None
         self.thresholds: tuple[float, ...] = ()
         self.rows: list[ComparisonRow | None] = []
@@ -109,13 +96,24 @@ class ThresholdComparer:
         # with the report the main window showed then: current while it still shows that one.
         self._current: tuple[int, object] | None = None
 
+    @property
+    def status(self) -> JobStatus:
+        return self.slot.status
+
+    @status.setter
+    def status(self, value: JobStatus) -> None:
+        self.slot.status = value
+
+    @property
+    def run_id(self) -> int | None:
+        return self.slot.run_id
+
     # -- actions -----------------------------------------------------------------------------------
     def default_text(self) -> str:
         """Thresholds around the form's, spread where the last vanilla run of this schedule
         changes the skip count (the simulator), else multiples of it."""
-        form = self.session.form
+        form, run = self.form, self.run
         trace = None
-        run = self.session.run
         try:
             current = form.request()
         except RequestError:
@@ -125,32 +123,30 @@ class ThresholdComparer:
             complete = run.vanilla_steps and all(s is not None for s in run.vanilla_steps)
             if shown.vanilla_key() == current.vanilla_key() and complete:
                 trace = gate_kind(form.gate).trace(run.vanilla_steps)
+        steps = current.active_steps if current is not None else int(form.steps)
         values = default_thresholds(
-            form.variant, int(form.steps), trace, around=float(form.threshold), gate=form.gate
+            form.variant, steps, trace, around=float(form.threshold), gate=form.gate
         )
         return format_thresholds(values)
 
     def start(self, text: str) -> int | None:
         """Start a comparison of the thresholds in ``text`` with the form's other inputs; returns
         the run id, or None with ``message`` saying why in one sentence."""
-        if self.engine.busy:
+        if self.slot.engine.busy:
             return self._refuse("wait for the current run to finish")
         try:
             thresholds = parse_thresholds(text)
-            base = self.session.form.request()
+            base = self.form.request()
             comparison = ThresholdComparison(base, thresholds)
         except RequestError as exc:
             return self._refuse(str(exc))
-        if not self.session.is_available(base.variant_id):
+        if not self.availability.is_available(base.variant_id):
             return self._refuse(f"{base.variant.display_name} is not downloaded yet")
-        run_id = self.engine.submit(comparison)
+        run_id = self.slot.submit(comparison)
         if run_id is None:
             return self._refuse("wait for the current run to finish")
-        self.session.settings.remember_prompt(base.prompt)
-        self.session.form.remember()
-        self.session.save_settings()
-        self.status = CompareStatus.running
-        self.run_id = run_id
+        self.remember(base.prompt)
+        self.status = JobStatus.running
         self.base = base
         self.thresholds = comparison.thresholds
         self.rows = [None] * len(thresholds)
@@ -166,9 +162,8 @@ class ThresholdComparer:
         return run_id
 
     def cancel(self) -> bool:
-        if not self.status.busy or not self.engine.cancel():
+        if not self.slot.cancel():
             return False
-        self.status = CompareStatus.cancelling
         self.progress = "Cancelling… the finished entries are kept"
         self._changed()
         return True
@@ -179,15 +174,15 @@ class ThresholdComparer:
         row = self.rows[index] if 0 <= index < len(self.rows) else None
         if row is None or self.base is None:
             return False
-        if self.session.run.busy:
+        if self.run.busy:
             self.message = "wait for the current run to finish before picking an entry"
             self._changed()
             return False
-        self.session.form.apply_request(replace(self.base, threshold=row.threshold))
+        self.form.apply_request(replace(self.base, threshold=row.threshold))
         if row.report is not None:
             where = self.origin or "this comparison"
-            self.session.run.show(row.report, f"{where}, t={row.threshold:g}")
-        self._current = (index, self.session.run.report)
+            self.run.show(row.report, f"{where}, t={row.threshold:g}")
+        self._current = (index, self.run.report)
         self._changed()
         return True
 
@@ -203,8 +198,8 @@ class ThresholdComparer:
             self.message = f"could not open the saved comparison: {exc}"
             self._changed()
             return False
-        self.status = CompareStatus.opened
-        self.run_id = None
+        self.status = JobStatus.opened
+        self.slot.run_id = None
         self.base = entry.to_request()
         self.thresholds = saved.thresholds
         self.rows = [*saved.rows, *([None] * max(0, len(saved.thresholds) - len(saved.rows)))]
@@ -217,7 +212,7 @@ class ThresholdComparer:
         self.progress = _finished_text(len(saved.rows), len(saved.thresholds), saved.cancelled)
         self.warnings = list(entry.warning_messages)  # its notes, as when it ran
         shown = self._shown_index(entry)
-        self._current = None if shown is None else (shown, self.session.run.report)
+        self._current = None if shown is None else (shown, self.run.report)
         self._changed()
         return True
 
@@ -229,12 +224,12 @@ class ThresholdComparer:
         if self._current is None:
             return None
         index, shown = self._current
-        return index if self.session.run.report is shown else None
+        return index if self.run.report is shown else None
 
     def _shown_index(self, entry: HistoryEntry) -> int | None:
         """The entry the main window shows where it shows this comparison (the History opens
         its run there first): that one is the current one."""
-        run = self.session.run
+        run = self.run
         if run.saved_entry != str(entry.folder) or run.request is None:
             return None
         threshold = run.request.threshold
@@ -251,7 +246,7 @@ class ThresholdComparer:
 
     def _gate_label(self) -> str:
         """The gate the comparison runs (its base request's)."""
-        gate = self.base.gate if self.base is not None else self.session.form.gate
+        gate = self.base.gate if self.base is not None else self.form.gate
         return gate_kind(gate).label
 
     def limits_text(self) -> str:
@@ -267,7 +262,7 @@ class ThresholdComparer:
 
     # -- engine events -----------------------------------------------------------------------------
     def handle_event(self, event: EngineEvent | RunSaved | object) -> None:
-        if self.run_id is None or getattr(event, "run_id", None) != self.run_id:
+        if not self.slot.owns(event):
             return
         match event:
             case PassStarted():
@@ -284,7 +279,7 @@ class ThresholdComparer:
                 self.progress = (
                     f"{self._entry_label(index)} · {what} step {step.index + 1} of {step.num_steps}"
                 )
-                if self.status is CompareStatus.cancelling:
+                if self.status is JobStatus.cancelling:
                     self.progress = "Cancelling… the finished entries are kept"
             case ComparisonEntryDone():
                 if 0 <= event.index < len(self.rows):
@@ -302,10 +297,10 @@ class ThresholdComparer:
             case RunSaved():
                 self.saved_entry = event.folder
             case RunCancelled():
-                self.status = CompareStatus.cancelled
+                self.status = JobStatus.cancelled
                 self.progress = "Cancelled before any threshold finished"
             case RunFailed():
-                self.status = CompareStatus.failed
+                self.status = JobStatus.failed
                 self.message = event.message
                 self.progress = "Failed"
             case _:
@@ -316,12 +311,12 @@ class ThresholdComparer:
     def _finish(self, result: ComparisonResult) -> None:
         done = len(result.reports)
         if result.failure is not None:
-            self.status = CompareStatus.failed
+            self.status = JobStatus.failed
             self.message = result.failure
         elif result.cancelled:
-            self.status = CompareStatus.cancelled
+            self.status = JobStatus.cancelled
         else:
-            self.status = CompareStatus.finished
+            self.status = JobStatus.finished
         self.progress = _finished_text(done, len(self.thresholds), result.cancelled)
 
     def _running_index(self) -> int:

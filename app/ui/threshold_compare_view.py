@@ -27,10 +27,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.report import label_head
+from app.metrics import ssimulacra2_words
 from app.storage.comparisons import ComparisonRow
+from app.ui.job_slot import JobStatus
 from app.ui.plain_words import LOCAL_VISIBLE, similarity_words
 from app.ui.theme import mute, muted, small_font
-from app.ui.threshold_compare_model import CompareStatus, ThresholdComparer
+from app.ui.threshold_compare_model import ThresholdComparer
 
 CELL_MIN = QSize(170, 150)  # below this the grid scrolls instead of squeezing the images
 STATS_LINES = 4  # the numbers under each image
@@ -212,7 +214,7 @@ class ThresholdCompareDialog(QDialog):
         self._shown: tuple[object, ...] = ()
         comparer.listeners.append(self.refresh)
         # "✓ current" follows the main window's result: a Generate or a reopened run ends it.
-        comparer.session.run.report_changed.connect(lambda _report: self.refresh())
+        comparer.run.report_changed.connect(lambda _report: self.refresh())
         self.fill_defaults()
         self.refresh()
 
@@ -242,14 +244,14 @@ class ThresholdCompareDialog(QDialog):
         self.run_button.setEnabled(not busy)
         self.defaults_button.setEnabled(not busy)
         self.thresholds.setReadOnly(busy)
-        self.cancel_button.setEnabled(busy and c.status is not CompareStatus.cancelling)
+        self.cancel_button.setEnabled(busy and c.status is not JobStatus.cancelling)
         self.error.setText(c.message)
         self.error.setVisible(bool(c.message))
         self.hint.setText(c.hint_text())
         self._show_status()
         self.about.setText(self._about_text())
         self.about.setVisible(bool(self.about.text()))
-        if c.status is CompareStatus.opened and c.thresholds:
+        if c.status is JobStatus.opened and c.thresholds:
             self.thresholds.setText(", ".join(f"{t:g}" for t in c.thresholds))
         # Images are repainted only when an entry, the pick or the state changed: repaints on the
         # GUI thread take the CPU the engine's timed steps need (lab.bench.window_timing measured
@@ -262,7 +264,7 @@ class ThresholdCompareDialog(QDialog):
     def _show_status(self) -> None:
         c = self.comparer
         status = c.progress or "Pick thresholds and run the comparison."
-        if c.saved_entry and not c.status.busy and c.status is not CompareStatus.opened:
+        if c.saved_entry and not c.status.busy and c.status is not JobStatus.opened:
             status += " · saved to the history"
         self.status.setText(status)
         self.status.setToolTip(status)
@@ -346,7 +348,7 @@ class ThresholdCompareDialog(QDialog):
             twin = same.get(i)
             note = f"same steps skipped as t = {c.thresholds[twin]:g}" if twin is not None else ""
             cell.stats.setText(_row_stats(row, note))
-            cell.stats.setToolTip(f"Speedup: {row.speedup_label}" if row.speedup_label else "")
+            cell.stats.setToolTip(_row_tooltip(row))
         if not self._user_zoomed:
             QTimer.singleShot(0, self.fit)
 
@@ -382,18 +384,44 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def _row_tooltip(row: ComparisonRow) -> str:
+    """The speedup's full label, and what the tile's "S2" score is."""
+    lines = [f"Speedup: {row.speedup_label}"] if row.speedup_label else []
+    if row.ssimulacra2 is not None:
+        lines.append(
+            f"S2: SSIMULACRA2 {row.ssimulacra2:.1f} against vanilla (100 = identical): "
+            f"{ssimulacra2_words(row.ssimulacra2)}"
+        )
+    return "\n".join(lines)
+
+
 def _row_stats(row: ComparisonRow, note: str) -> str:
     skips = "—" if row.skips is None else f"{row.skips} of {row.steps} skipped"
     ssim = "—" if row.ssim is None else f"{row.ssim:.4f}"
-    lines = [f"{skips} · SSIM {ssim}", f"time {_seconds(row.gated_seconds)}"]
+    if row.ssimulacra2 is not None:
+        ssim += f" · S2 {row.ssimulacra2:.0f}"  # SSIMULACRA2: the tile's tooltip spells it out
+    figure = row.report.speedup_figure if row.report is not None else None
+    if row.speedup is not None and figure is not None:
+        # The two times the speedup is the ratio of, re-timed ones where the figure was re-timed
+        # (its label, on the next line, says so): the vanilla tile's measured time can differ.
+        timed = (
+            f"time {_seconds(figure.gated_seconds)} · vanilla {_seconds(figure.vanilla_seconds)}"
+        )
+        speedup = f"{row.speedup:.2f}× {short_label(row.speedup_label)}"
+    else:  # a row saved without its report: the times and speedup it recorded
+        timed = f"time {_seconds(row.gated_seconds)}"
+        speedup = ""
+        if row.speedup is not None:
+            timed += f" · {row.speedup:.2f}×"
+            speedup = short_label(row.speedup_label)
+    lines = [f"{skips} · SSIM {ssim}", timed]
     local = row.local_diff
     if row.ssim is not None and local is not None and local > LOCAL_VISIBLE:
         # As the Similarity card says it; one line with the twin's note (the cell holds four).
         spot = similarity_words(row.ssim, local)
         note = f"{spot} · {note.replace('same steps skipped as', 'same as')}" if note else spot
-    if row.speedup is not None:
-        lines[-1] += f" · {row.speedup:.2f}×"
-        lines.append(short_label(row.speedup_label))
+    if speedup:
+        lines.append(speedup)
     if note:
         lines.append(note)
     return "\n".join(lines)

@@ -1,9 +1,10 @@
 """The main window: the sidebar (``app.ui.form_view``) beside the result side
 (``app.ui.results_view``), the menus and the status bar, and the jobs only a window has: dialogs,
 closing, geometry. It receives a ``Studio`` (``app.ui.app``: the stores, view-models, engine
-thread, the Qt-free session and the event router), binds widgets to it and connects their signals
-to the session, which holds every action (generate, cancel, reopen, export, download, banner
-fixes) without Qt. ``open_window`` builds both."""
+thread, the Qt-free actions and the event router), binds widgets to it and connects their signals
+to the actions, which hold what every button does without Qt: the session (generate, cancel,
+reopen), the exporter, the availability (downloads), the notices (banner fixes), the gate advice.
+``open_window`` builds both."""
 
 from __future__ import annotations
 
@@ -24,20 +25,20 @@ from app.ui.downloads import ModelStore
 from app.ui.form_view import ControlsView, FormPanel
 from app.ui.geometry import restore_geometry, save_geometry
 from app.ui.history_view import HistoryDialog
+from app.ui.input_view import InputPanel, PictureDrops
+from app.ui.job_slot import JobStatus
 from app.ui.menus import build_menus
 from app.ui.quality_view import QualityPanel
 from app.ui.refresh import RefreshScheduler
 from app.ui.results_view import ResultsView
-from app.ui.run_model import RunStatus
 from app.ui.theme import mute, small_font
-from app.ui.threshold_compare_model import CompareStatus
 from app.ui.threshold_compare_view import ThresholdCompareDialog
 from app.ui.worker import EngineFactory
 
 log = logging.getLogger(__name__)
 RERUN_DELAY_MS = 400
 CLOCK_INTERVAL_MS = 1000  # the status line's time left, while a run is going
-TERMINAL_STATUSES = (RunStatus.finished, RunStatus.cancelled, RunStatus.failed)
+TERMINAL_STATUSES = (JobStatus.finished, JobStatus.cancelled, JobStatus.failed)
 EXPORT_MESSAGE_MS = 10_000  # how long the status bar confirms an export
 
 
@@ -58,7 +59,7 @@ def open_window(
 
 class MainWindow(QMainWindow):
     generation_started = Signal(int)
-    run_ended = Signal(object)  # RunStatus: finished, cancelled or failed
+    run_ended = Signal(object)  # JobStatus: finished, cancelled or failed
     shut_down = Signal()  # settings saved and the engine thread stopped (or left behind)
 
     def __init__(
@@ -73,7 +74,9 @@ class MainWindow(QMainWindow):
         self.form, self.run, self.quality = studio.form, studio.run, studio.quality
         self.host, self.downloads = studio.host, studio.downloads
         self.session, self.comparer = studio.session, studio.comparer
-        self.calibrator = studio.calibrator
+        self.calibrator, self.availability = studio.calibrator, studio.availability
+        self.notices, self.gate_advice = studio.notices, studio.gate_advice
+        self.exporter = studio.exporter
         for part in (self.form, self.run, self.quality, self.host, self.downloads):
             part.setParent(self)  # the window's Qt parts live as long as it does
         self.session.started = self.generation_started.emit
@@ -114,6 +117,11 @@ class MainWindow(QMainWindow):
     # -- construction
     def _build(self) -> None:
         self.controls = ControlsView()
+        self.input_panel = InputPanel(self.studio.inputs)  # under the prompt
+        prompt_at = self.controls.form_layout.indexOf(self.controls.prompt)
+        self.controls.form_layout.insertWidget(prompt_at + 1, self.input_panel)
+        self.controls.form_layout.insertSpacing(prompt_at + 1, 10)
+        self.picture_drops = PictureDrops(self, self.studio.inputs)  # dropped anywhere on it
         self.quality_panel = QualityPanel(self.quality)
         rerun_at = self.controls.form_layout.indexOf(self.controls.rerun)
         self.controls.form_layout.insertWidget(rerun_at + 1, self.quality_panel)
@@ -156,7 +164,7 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(960, 640)
 
     def _build_menus(self) -> None:
-        actions = build_menus(self, self.session, self._model_folders_changed)
+        actions = build_menus(self, self.studio.folders, self._model_folders_changed)
         self.history_action, self.export_action = actions.history, actions.export
         self.quit_action, self.generate_action = actions.quit, actions.generate
         self.cancel_action, self.random_seed_action = actions.cancel, actions.random_seed
@@ -179,6 +187,7 @@ class MainWindow(QMainWindow):
             r.request_changed,
             r.error_changed,
             r.notices_changed,
+            self.studio.inputs.note_changed,  # what strength leaves the gate
         ):
             signal.connect(self._refresh_notices)
         f.threshold_changed.connect(self._on_threshold_changed)
@@ -219,6 +228,8 @@ class MainWindow(QMainWindow):
             f.size_changed,
             f.guidance_changed,
             f.loras_changed,
+            self.studio.inputs.picture_changed,
+            self.studio.inputs.strength_changed,
             r.request_changed,
             r.status_changed,
             r.gated_image_changed,
@@ -242,7 +253,7 @@ class MainWindow(QMainWindow):
     def show_comparison(self) -> ThresholdCompareDialog:
         if self.compare_dialog is None:
             self.compare_dialog = ThresholdCompareDialog(self.comparer, self)
-        elif self.comparer.status is CompareStatus.idle:  # nothing shown yet: follow the form
+        elif self.comparer.status is JobStatus.idle:  # nothing shown yet: follow the form
             self.compare_dialog.fill_defaults()
         self.compare_dialog.show()
         self.compare_dialog.raise_()
@@ -274,17 +285,17 @@ class MainWindow(QMainWindow):
 
     def export_current(self, path: Path | None = None) -> Path | None:
         """Export the shown run side by side; asks where unless ``path`` is given."""
-        if not self.session.can_export():
+        if not self.exporter.can_export():
             return None
         if path is None:
-            suggested = Path.home() / self.session.suggested_export_name()
+            suggested = Path.home() / self.exporter.suggested_export_name()
             name, _ = QFileDialog.getSaveFileName(
                 self, "Export Side-by-Side", str(suggested), "PNG (*.png)"
             )
             if not name:
                 return None
             path = Path(name)
-        written = self.session.export(path)
+        written = self.exporter.export(path)
         if written is not None:
             self.statusBar().showMessage(f"Exported {written}", EXPORT_MESSAGE_MS)
         return written
@@ -352,7 +363,7 @@ class MainWindow(QMainWindow):
         self._refresh_notices()
 
     def _refresh_staleness(self, *_args: object) -> None:
-        self.results.set_stale(self.session.result_caption(), self.session.same_schedule)
+        self.results.set_stale(self.session.result_caption(), self.gate_advice.same_schedule)
 
     def is_dimmed(self, part: str) -> bool:
         """Whether the veil is over ``part`` ("compare", "timeline" or "plot")."""
@@ -367,7 +378,7 @@ class MainWindow(QMainWindow):
         c = self.controls
         c.variant_picker.setEnabled(not busy)  # a run's result belongs to its own selection
         self._refresh_generate_enabled()
-        c.cancel_button.setEnabled(busy and status is not RunStatus.cancelling)
+        c.cancel_button.setEnabled(busy and status is not JobStatus.cancelling)
         self.cancel_action.setEnabled(busy)
         self.results.refresh_images()
         if busy and not self._clock_timer.isActive():
@@ -389,7 +400,7 @@ class MainWindow(QMainWindow):
     def _refresh_generate_enabled(self, *_args: object) -> None:
         """Generate waits for the engine, and for steps the variant can run: the inline sentence
         under Steps already says why, so pressing it would only repeat that in a banner."""
-        ready = not (self.run.busy or self.host.busy) and self.session.steps_problem() is None
+        ready = not (self.run.busy or self.host.busy) and self.form.steps_problem() is None
         self.controls.generate_button.setEnabled(ready)
         self.generate_action.setEnabled(ready)
 
@@ -418,17 +429,17 @@ class MainWindow(QMainWindow):
         self.saved_label.setToolTip(str(folder) if folder else "")
 
     def current_schedule_notice(self) -> Notice | None:
-        return self.session.schedule_notice()
+        return self.gate_advice.schedule_notice()
 
     def _refresh_notices(self) -> None:
-        self.banners.set_notices(self.session.notices())
+        self.banners.set_notices(self.notices.notices())
 
     def _dismiss(self, key: str) -> None:
-        self.session.dismiss(key)
+        self.notices.dismiss(key)
         self._refresh_notices()
 
     def _on_banner_action(self, fix: BannerFix) -> None:
-        self.session.apply_fix(fix)
+        self.notices.apply_fix(fix)
         self._refresh_notices()
 
     # -- persistence

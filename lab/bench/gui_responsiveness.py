@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
     from PySide6.QtGui import QGuiApplication
 
-    from app.ui.run_model import RunStatus
+    from app.ui.job_slot import JobStatus
 
     warm_up_seconds = wait_until_warm(app, window, args.timeout)
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 "median_gap_ms": round(statistics.median(gaps), 2) if gaps else None,
             }
         )
-        if status is not RunStatus.finished:
+        if status is not JobStatus.finished:
             break
     window.close()
     worst = max((r["max_gap_ms"] or 0.0) for r in rows)
@@ -202,7 +202,7 @@ def wait_until_warm(app: Any, window: Any, timeout: float) -> float:
 
 
 def generate_and_wait(app: Any, window: Any, timeout: float) -> object:
-    """Click Generate and run the event loop until the run ends; returns its ``RunStatus``,
+    """Click Generate and run the event loop until the run ends; returns its ``JobStatus``,
     "not started" or "timeout"."""
     ended: list[object] = []
     window.run_ended.connect(ended.append)

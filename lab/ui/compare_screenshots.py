@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.ui.job_slot import JobStatus
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.threshold_compare_model import CompareStatus
     from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     def on_change() -> None:
         if os.environ.get("COMPARE_DEBUG"):
             print(comparer.status, comparer.progress, comparer.message, flush=True)
-        if comparer.status in (CompareStatus.finished, CompareStatus.failed):
+        if comparer.status in (JobStatus.finished, JobStatus.failed):
             comparer.listeners.remove(on_change)
-            if comparer.status is CompareStatus.failed:
+            if comparer.status is JobStatus.failed:
                 print(f"comparison failed: {comparer.message}", file=sys.stderr)
             for row in comparer.rows:
                 if row is not None:

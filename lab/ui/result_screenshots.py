@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication, QWidget
 
+    from app.ui.job_slot import JobStatus
     from app.ui.launch import configure_application, default_engine_factory
-    from app.ui.threshold_compare_model import CompareStatus
     from app.ui.window import open_window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     dialog.fill_defaults()
     print(f"  defaults: {dialog.thresholds.text()}", flush=True)
     dialog.start()
-    wait(lambda: window.comparer.status is CompareStatus.finished)
+    wait(lambda: window.comparer.status is JobStatus.finished)
     shoot(dialog, "compare-1600x1000")
     window.results.run_details.set_expanded(True)
     for index in (len(window.comparer.rows) - 1, 1):

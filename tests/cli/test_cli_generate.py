@@ -180,6 +180,9 @@ def test_target_ssim_writes_the_search_and_the_chosen_threshold(tmp_path: Path) 
         (["--target-ssim", "1.2"], "above 0 and at most 1"),
         (["--target-ssim", "0.97", "--max-local-diff", "-1"], "between 0 and 1"),
         (["--max-local-diff", "0.2"], "give --target-ssim too"),
+        (["--target-ssimulacra2", "70", "--threshold", "0.1"], "--target-ssimulacra2, not both"),
+        (["--target-ssimulacra2", "101"], "a number up to 100"),
+        (["--target-ssimulacra2", "nan"], "a number up to 100"),
     ],
 )
 def test_bad_target_is_one_clear_line(
@@ -237,6 +240,7 @@ def test_the_pngs_carry_the_runs_figures_as_the_windows_export_does(tmp_path: Pa
     assert gated["skips"] == str(report["skipped"])
     assert float(gated["ssim"]) == report["ssim"]
     assert float(gated["local_diff"]) == report["local_diff"]
+    assert float(gated["ssimulacra2"]) == report["ssimulacra2"]
     assert float(gated["speedup"]) == report["speedup"]
     assert gated["speedup_label"] == report["speedup_label"]  # the full label, not its head
     assert gated["app_version"] == __version__ and gated["Software"].endswith(__version__)
@@ -249,6 +253,7 @@ def test_the_pngs_carry_the_runs_figures_as_the_windows_export_does(tmp_path: Pa
         gated_seconds=report["gated_seconds"], vanilla_seconds=report["vanilla_seconds"],
         speedup=report["speedup"], speedup_label=report["speedup_label"],
         guidance=report["guidance"], size=(128, 128), local_diff=report["local_diff"],
+        ssimulacra2=report["ssimulacra2"],
     )  # fmt: skip
     assert {k: v for k, v in gated.items() if k != "image"} == same
     assert {k: v for k, v in vanilla.items() if k != "image"} == same

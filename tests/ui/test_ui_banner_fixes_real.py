@@ -16,7 +16,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.ui.analysis import FixKind, NoticeAction, NoticeKind
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 
 pytestmark = [pytest.mark.slow]
@@ -52,14 +52,14 @@ CASES = [
 def _finish(qtbot: QtBot, window: MainWindow) -> int:
     with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None, window.run.error
-    assert blocker.args[0] is RunStatus.finished, window.run.error  # type: ignore[index]
+    assert blocker.args[0] is JobStatus.finished, window.run.error  # type: ignore[index]
     skips = window.run.skips
     assert skips is not None
     return skips
 
 
 def _fixes(window: MainWindow) -> list[NoticeAction]:
-    notice = window.session.schedule_notice()
+    notice = window.gate_advice.schedule_notice()
     if notice is None:
         return []
     kinds = (FixKind.threshold, FixKind.steps, FixKind.variant)
@@ -71,7 +71,7 @@ def _measured_fix_skips(qtbot: QtBot, window: MainWindow) -> None:
     skips."""
     measured = [a for a in _fixes(window) if a.fix.kind is FixKind.threshold and not a.guess]
     assert measured, "after a run the banner offers a threshold measured on it"
-    window.session.apply_fix(measured[0].fix)
+    window.notices.apply_fix(measured[0].fix)
     assert _finish(qtbot, window) > 0, measured[0].label
 
 
@@ -93,7 +93,7 @@ def test_every_offered_fix_does_what_it_says(
         for action in fixes:
             offered += 1
             case.set_up(window)
-            window.session.apply_fix(action.fix)
+            window.notices.apply_fix(action.fix)
             skips = _finish(qtbot, window)
             if skips == 0:
                 assert action.guess, f"{moment}: {action.label} skipped nothing"
@@ -117,8 +117,8 @@ def test_the_banner_after_a_fix_judges_the_new_threshold(
     assert _finish(qtbot, window) == 0  # on purpose: this threshold cannot skip here
     measured = [a for a in _fixes(window) if a.fix.kind is FixKind.threshold and not a.guess]
     assert measured, "after a run the banner offers a threshold measured on it"
-    window.session.apply_fix(measured[0].fix)
-    notice = window.session.schedule_notice()
+    window.notices.apply_fix(measured[0].fix)
+    notice = window.gate_advice.schedule_notice()
     if notice is not None:
         assert notice.kind is not NoticeKind.warning, notice.title
         assert not [a for a in notice.actions if a.fix.kind is FixKind.threshold], notice.title

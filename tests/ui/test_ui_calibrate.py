@@ -18,8 +18,9 @@ from ui_support import SIGNAL_TIMEOUT_MS, FakeModelStore, WindowFactory
 from app.engine.request import LoraSpec
 from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.gate.kinds import gate_kind
-from app.ui.calibrate_model import CalibrateStatus, ModelCalibrator, format_duration
+from app.ui.calibrate_model import ModelCalibrator, format_duration
 from app.ui.calibrate_view import CalibrateDialog
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from app.variants import all_variants
 from app.variants.user import calibrations_dir
@@ -72,7 +73,7 @@ def test_calibrate_follows_progress_and_selects_the_saved_calibration(
     assert "8 steps" in dialog.target.text()
     _start(qtbot, window, dialog, "mine")
     calibrator = window.calibrator
-    assert calibrator.status is CalibrateStatus.running
+    assert calibrator.status is JobStatus.running
     assert not dialog.prompts.isEnabled() and dialog.cancel_button.isEnabled()
     assert not window.controls.generate_button.isEnabled()  # the engine is busy
 
@@ -87,7 +88,7 @@ def test_calibrate_follows_progress_and_selects_the_saved_calibration(
 
     gate.open()
     _wait_idle(qtbot, window)
-    assert calibrator.status is CalibrateStatus.finished
+    assert calibrator.status is JobStatus.finished
     # The picker lists it and it is selected, TeaCache its gate at its own threshold.
     picker = window.controls.variant_picker
     assert "demo+mine" in picker.variant_rows() and picker.current_variant_id() == "demo+mine"
@@ -125,7 +126,7 @@ def test_the_dialog_says_which_threshold_was_chosen_and_why(
     assert calibrator.progress() == -1.0 and dialog.progress.maximum() == 0  # busy
     gate.open()
     _wait_idle(qtbot, window)
-    assert calibrator.status is CalibrateStatus.finished
+    assert calibrator.status is JobStatus.finished
     result = calibrator.result
     assert result is not None and calibrator.trials_done > 0
     text = dialog.result_text.text()
@@ -164,10 +165,10 @@ def test_calibrate_again_on_a_user_calibration_replaces_it_and_a_cancel_keeps_it
     assert dialog.start_button.text() == "Calibrate Again"
 
     _click_start(dialog, "again")
-    assert window.calibrator.status is CalibrateStatus.running, dialog.error.text()
+    assert window.calibrator.status is JobStatus.running, dialog.error.text()
     _wait_idle(qtbot, window)
     calibrator = window.calibrator
-    assert calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert calibrator.status is JobStatus.finished, dialog.error.text()
     assert calibrator.job is not None and calibrator.job.request.variant_id == "demo"  # the base
     assert window.form.variant_id == "demo+again" and window.form.gate == "teacache"
     assert {"demo+mine", "demo+again"} <= set(all_variants())
@@ -175,11 +176,11 @@ def test_calibrate_again_on_a_user_calibration_replaces_it_and_a_cancel_keeps_it
 
     gate.hold()
     _click_start(dialog, "halfway")
-    assert calibrator.status is CalibrateStatus.running, dialog.error.text()
+    assert calibrator.status is JobStatus.running, dialog.error.text()
     qtbot.waitUntil(lambda: gate.waiting_at is not None, timeout=SIGNAL_TIMEOUT_MS)  # held
     dialog.cancel_button.click()
     _wait_idle(qtbot, window)
-    assert calibrator.status is CalibrateStatus.cancelled
+    assert calibrator.status is JobStatus.cancelled
     assert window.form.variant_id == "demo+again" and "demo+halfway" not in all_variants()
 
 
@@ -200,7 +201,7 @@ def test_a_reopened_dialog_does_not_show_the_last_run_as_current(
     else:
         gate.open()
     _wait_idle(qtbot, window)
-    assert window.calibrator.status is CalibrateStatus(ending)
+    assert window.calibrator.status is JobStatus(ending)
     assert dialog.status.isVisible() or dialog.error.isVisible()  # shown while it is current
     dialog.close()
 
@@ -220,9 +221,9 @@ def test_cancel_midway_saves_nothing(qtbot: QtBot, make_window: WindowFactory) -
     gate.release(8 + 2)
     qtbot.waitUntil(lambda: window.calibrator.prompts_done == 1, timeout=SIGNAL_TIMEOUT_MS)
     dialog.cancel_button.click()
-    assert window.calibrator.status is CalibrateStatus.cancelling
+    assert window.calibrator.status is JobStatus.cancelling
     _wait_idle(qtbot, window)
-    assert window.calibrator.status is CalibrateStatus.cancelled
+    assert window.calibrator.status is JobStatus.cancelled
     assert dialog.error.isVisible() and "nothing was saved" in dialog.error.text()
     assert _nothing_saved() and "demo+halfway" not in all_variants()
     assert "demo+halfway" not in window.controls.variant_picker.variant_rows()
@@ -266,7 +267,7 @@ def test_the_dialog_keeps_its_width_from_idle_through_a_run_to_done(
     settle("measuring")
     gate.open()
     _wait_idle(qtbot, window)
-    assert window.calibrator.status is CalibrateStatus.finished
+    assert window.calibrator.status is JobStatus.finished
     settle("done")
     assert widths == dict.fromkeys(("loading", "cancelled", "measuring", "done"), idle)
 
@@ -279,7 +280,7 @@ def test_a_model_that_fails_to_load_is_one_sentence(
     dialog = _open(window)
     _start(qtbot, window, dialog, "broken")
     _wait_idle(qtbot, window)
-    assert window.calibrator.status is CalibrateStatus.failed
+    assert window.calibrator.status is JobStatus.failed
     assert dialog.error.text() == "Mflux could not load the model: a weight file is damaged. " \
         "Nothing was saved."  # fmt: skip
     assert _nothing_saved() and window.form.variant_id == "demo"
@@ -312,13 +313,13 @@ def test_a_name_taken_is_refused(qtbot: QtBot, make_window: WindowFactory) -> No
     dialog = _open(window)
     _start(qtbot, window, dialog, "taken")
     _wait_idle(qtbot, window)
-    assert window.calibrator.status is CalibrateStatus.finished
+    assert window.calibrator.status is JobStatus.finished
     window.session.select_variant("demo")
     window.show_calibration()
     assert dialog.name.text() != "taken"  # the default is always a free name
     dialog.name.setText("taken")
     dialog.start_button.click()
-    assert window.calibrator.status is CalibrateStatus.idle
+    assert window.calibrator.status is JobStatus.idle
     assert "'taken' already exists for demo" in dialog.error.text()
 
 
@@ -359,7 +360,7 @@ def test_a_calibration_under_a_lora_set_keeps_it_and_says_so(
     window.form.size = (256, 256)  # the fake's SSIM at 1024² would cost seconds a prompt
     assert window.form.gate == "firstblock"  # the LoRA moved the form to the probe
     window.form.select_gate("teacache")  # TeaCache picked under the LoRA: its plot's caveat
-    assert "Calibrated without this LoRA" in window.session.gate_plot_note()
+    assert "Calibrated without this LoRA" in window.gate_advice.gate_plot_note()
     dialog = _open(window, steps=10)
     assert "With LoRA ink.safetensors × 0.75" in dialog.scope.text()
     dialog.prompts.setPlainText("a cat\na dog\na tree")
@@ -367,16 +368,16 @@ def test_a_calibration_under_a_lora_set_keeps_it_and_says_so(
     with qtbot.waitSignal(window.host.busy_changed, timeout=SIGNAL_TIMEOUT_MS):
         dialog.start_button.click()
     _wait_idle(qtbot, window)
-    assert window.calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert window.calibrator.status is JobStatus.finished, dialog.error.text()
     assert window.form.variant_id == "flux1-dev+ink"
     assert window.form.loras == (lora,) and window.form.quantize == 4
-    assert window.session.gate_plot_note() == ""  # calibrated for exactly this set
+    assert window.gate_advice.gate_plot_note() == ""  # calibrated for exactly this set
     assert "Made with LoRA ink.safetensors × 0.75" in window.controls.calibration.text()
     window.form.loras = ()
     assert window.form.gate == "firstblock"  # not calibrated for no LoRA: back on the probe
     window.form.select_gate("teacache")
     assert "Calibrated with LoRA ink.safetensors × 0.75, not with this set" in (
-        window.session.gate_plot_note()
+        window.gate_advice.gate_plot_note()
     )
 
 
@@ -401,7 +402,7 @@ def test_calibrating_from_the_probe_measures_teacache_and_opens_on_it(
     with qtbot.waitSignal(window.host.busy_changed, timeout=SIGNAL_TIMEOUT_MS):
         dialog.start_button.click()
     _wait_idle(qtbot, window)
-    assert window.calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert window.calibrator.status is JobStatus.finished, dialog.error.text()
     job = window.calibrator.job
     assert job is not None and job.gates == calibrated_gates() == ("teacache", "magcache")
     assert window.form.variant_id == "flux1-dev+ink" and window.form.loras == (lora,)
@@ -444,8 +445,14 @@ def test_the_time_left_follows_the_pace() -> None:
     from app.gate import Decision
 
     now = [100.0]
-    session = _session_stub()
-    calibrator = ModelCalibrator(session, Link(), clock=lambda: now[0])  # type: ignore[arg-type]
+    form, availability = _form_stub(), _availability_stub()
+    calibrator = ModelCalibrator(
+        form,  # type: ignore[arg-type]
+        availability,  # type: ignore[arg-type]
+        Link(),  # type: ignore[arg-type]
+        adopt=lambda _variant_id, _job: True,
+        clock=lambda: now[0],
+    )
     assert calibrator.start("\n".join(DEMO_PROMPTS[:2]), "pace") == 1
     calibrator.handle_event(ev.PassStarted(1, ev.Pass.vanilla, 10))
     assert calibrator.progress() == -1.0 and calibrator.seconds_left() is None
@@ -459,8 +466,8 @@ def test_the_time_left_follows_the_pace() -> None:
     assert format_duration(125) == "2 min" and format_duration(3900) == "1 h 5 min"
 
 
-def _session_stub() -> object:
-    """The least of a session the calibrator reads: a form on the demo at 10 steps."""
+def _form_stub() -> object:
+    """The least of a form the calibrator reads: the demo at 10 steps."""
     from app.engine.request import make_request
 
     class Form:
@@ -470,13 +477,17 @@ def _session_stub() -> object:
         def request(self) -> object:
             return make_request("demo", DEMO_PROMPTS[0], steps=10)
 
-    class Session:
-        form = Form()
+    return Form()
 
+
+def _availability_stub() -> object:
+    """Every model on disk."""
+
+    class Availability:
         def is_available(self, variant_id: str) -> bool:
             return True
 
-    return Session()
+    return Availability()
 
 
 @pytest.mark.slow
@@ -494,7 +505,7 @@ def test_calibrate_in_the_window_on_the_real_demo_engine(
     ):
         pass
     window.host.flush()
-    assert window.calibrator.status is CalibrateStatus.finished, dialog.error.text()
+    assert window.calibrator.status is JobStatus.finished, dialog.error.text()
     assert window.controls.variant_picker.current_variant_id() == "demo+real"
     data = json.loads((calibrations_dir() / "demo+real.json").read_text(encoding="utf-8"))
     assert len(data["pairs"]["x"]) == 3 * 5 and len(data["magcache"]["ratios"]) == 6

@@ -33,9 +33,10 @@ from app.ui.analysis import (
     schedule_notice,
 )
 from app.ui.banner import Banner
+from app.ui.job_slot import JobStatus
 from app.ui.launch import launch
 from app.ui.observable import Prop, bind
-from app.ui.run_model import RunModel, RunStatus
+from app.ui.run_model import RunModel
 from app.ui.timeline import StepTimeline
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, minimal_report
@@ -103,10 +104,10 @@ def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:
     model = RunModel()
     request = make_request("demo", "a red star", steps=3)
     model.begin(7, request)
-    assert model.status is RunStatus.loading and model.progress == -1.0
+    assert model.status is JobStatus.loading and model.progress == -1.0
     model.handle_event(LoadProgress("demo", "loading…"))
     model.handle_event(PassStarted(7, Pass.vanilla, 3))
-    assert model.status is RunStatus.running
+    assert model.status is JobStatus.running
     for i in range(3):
         model.handle_event(StepDone(7, Pass.vanilla, _step(i, 3, Decision.computed)))
     image = np.zeros((128, 128, 3), np.uint8)
@@ -126,7 +127,7 @@ def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:
     assert [n.key for n in model.notices] == ["other"]
     model.handle_event(PassFinished(7, Pass.gated, image, 0.2, model.gated_steps))  # type: ignore[arg-type]
     model.handle_event(RunFinished(7, minimal_report(request, gated_seconds=0.2)))
-    assert model.status is RunStatus.finished
+    assert model.status is JobStatus.finished
     assert model.speedup == pytest.approx(1.5)
     assert model.speedup_label == "measured"
     assert model.progress == 1.0
@@ -136,9 +137,9 @@ def test_run_model_cancel(qtbot: QtBot) -> None:
     model = RunModel()
     model.begin(1, make_request("demo", "a red star", steps=3))
     model.mark_cancelling()
-    assert model.status is RunStatus.cancelling
+    assert model.status is JobStatus.cancelling
     model.handle_event(RunCancelled(1, 1))
-    assert model.status is RunStatus.cancelled and model.phase == "Cancelled at step 2"
+    assert model.status is JobStatus.cancelled and model.phase == "Cancelled at step 2"
 
 
 def test_speedup_of_a_resumed_pass_is_flagged_as_an_estimate() -> None:

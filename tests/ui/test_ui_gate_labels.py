@@ -18,7 +18,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 from app.storage.settings import SettingsStore
 from app.ui.gate_picker import GatePicker
 from app.ui.history_view import entry_summary
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 
@@ -42,7 +42,7 @@ def _magcache_run(qtbot: QtBot, make_window: WindowFactory) -> tuple[MainWindow,
     assert window.form.gate == "magcache"
     phases: list[str] = []
     window.run.phase_changed.connect(lambda phase: phases.append(str(phase)))
-    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert run_to_end(qtbot, window) is JobStatus.finished, window.run.error
     request = window.run.request
     assert request is not None and request.gate == "magcache"
     return window, phases
@@ -55,8 +55,8 @@ def test_a_magcache_export_and_save_name_and_record_their_gate(
     Save record ``gate``, and the default file names differ from TeaCache's."""
     window, _ = _magcache_run(qtbot, make_window)
     threshold = window.form.threshold
-    session = window.session
-    caption = session.export_captions()["gated_caption"]
+    exporter = window.exporter
+    caption = exporter.export_captions()["gated_caption"]
     assert caption.startswith(f"MagCache  t={threshold:.4g}") and "TeaCache" not in caption
 
     exported = window.export_current(tmp_path / "side by side")
@@ -79,14 +79,14 @@ def test_a_magcache_export_and_save_name_and_record_their_gate(
     history_export = export_entry(entry, tmp_path / "from history")
     assert _text_chunks(history_export)["gate"] == "magcache"
 
-    magcache_names = (session.suggested_export_name(), window.compare.suggested_name(0))
+    magcache_names = (exporter.suggested_export_name(), window.compare.suggested_name(0))
     assert all("magcache" in name for name in magcache_names)
     pick(window.controls.gate_picker, "teacache")
-    assert run_to_end(qtbot, window) is RunStatus.finished
-    teacache_names = (session.suggested_export_name(), window.compare.suggested_name(0))
+    assert run_to_end(qtbot, window) is JobStatus.finished
+    teacache_names = (exporter.suggested_export_name(), window.compare.suggested_name(0))
     assert all("magcache" not in name for name in teacache_names)
     assert set(magcache_names).isdisjoint(teacache_names)
-    assert session.export_captions()["gated_caption"].startswith("TeaCache")
+    assert exporter.export_captions()["gated_caption"].startswith("TeaCache")
     assert _text_chunks(window.export_current(tmp_path / "tea"))["gate"] == "teacache"  # type: ignore[arg-type]
 
 
@@ -122,21 +122,21 @@ def test_switching_to_magcache_judges_the_schedule_by_magcache_not_teacaches_ons
     MagCache's table skips at 0.02. The plot redraws in MagCache's terms at its threshold."""
     window = make_window(FakeEngine())
     assert window.form.gate == "teacache"
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     band = window.run.band
     assert band is not None and band.onset is not None
     pick(window.controls.gate_picker, "magcache")
     threshold = window.form.threshold
     assert band.onset > threshold  # TeaCache's onset would block MagCache's threshold
-    assert window.session.schedule_notice() is None
-    assert not [n for n in window.session.notices() if n.key == "schedule"]
+    assert window.gate_advice.schedule_notice() is None
+    assert not [n for n in window.notices.notices() if n.key == "schedule"]
     assert "skipping begins at" in window.controls.threshold_hint.text()  # MagCache's table
 
     axis = window.gate_plot.plot.getPlotItem().getAxis("left")  # type: ignore[union-attr]
     qtbot.waitUntil(lambda: axis.labelText == "accumulated error", timeout=SIGNAL_TIMEOUT_MS)
     assert window.gate_plot.threshold_line.value() == threshold  # on MagCache's axis
 
-    assert run_to_end(qtbot, window) is RunStatus.finished  # and the run does skip
+    assert run_to_end(qtbot, window) is JobStatus.finished  # and the run does skip
     assert window.run.skips is not None and window.run.skips > 0
 
 

@@ -10,7 +10,7 @@ from ui_support import WindowFactory, run_to_end
 from app.gate.kinds import gate_kind
 from app.ui.form_model import ui_default_threshold
 from app.ui.gate_picker import GatePicker
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine
 
@@ -42,7 +42,7 @@ def test_picking_magcache_changes_the_threshold_meaning_and_the_request(
     assert "accumulated magnitude drift" in picker.meaning.text()
     assert "MagCache-eligible" in window.controls.threshold_hint.text()
 
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert engine.requests[-1].gate == "magcache"
     assert engine.requests[-1].threshold == form.threshold
 
@@ -90,7 +90,7 @@ def test_the_probe_is_in_the_picker_on_every_variant_and_runs(
     assert form.threshold == ui_default_threshold(get_variant("demo"), "firstblock")
     assert "first block may change" in picker.meaning.text()
     assert "never the first 4 or the last" in window.controls.threshold_hint.text()
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     request = engine.requests[-1]
     assert request.gate == "firstblock" and request.threshold == form.threshold
     assert window.run.report is not None and window.run.report.gated.skipped > 0  # engagement

@@ -21,7 +21,7 @@ from app.gate.events import VANILLA
 from app.gate.simulator import simulate
 from app.ui.analysis import engagement_band
 from app.ui.gate_plot import PLOT_MIN_VIEW_HEIGHT, GatePlot, legend_html
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from app.variants import get_variant
 from tests.fakes.params import teacache_params
@@ -176,7 +176,7 @@ def test_labels_stay_off_the_demo_runs_data(
         window.form.threshold = threshold
         with qtbot.waitSignal(window.run_ended, timeout=300_000):
             assert window.session.generate() is not None
-        assert window.run.status is RunStatus.finished, window.run.error
+        assert window.run.status is JobStatus.finished, window.run.error
         for size in ((1280, 820), (1024, 700)):
             window.resize(*size)
             qtbot.waitUntil(lambda s=size: (window.width(), window.height()) == s)
@@ -199,7 +199,7 @@ def test_labels_stay_off_the_data_when_no_spot_beside_the_line_is_free(
         window.form.threshold = threshold
         with qtbot.waitSignal(window.run_ended, timeout=300_000):
             assert window.session.generate() is not None
-        assert window.run.status is RunStatus.finished, window.run.error
+        assert window.run.status is JobStatus.finished, window.run.error
         if threshold == 0.1:
             continue
         for size in ((1320, 860), (1280, 820)):
@@ -248,7 +248,7 @@ def test_both_plots_have_a_readable_height(
     window = make_window()
     window.form.select_variant("demo-turbo")
     window.form.steps = 2  # the longest banner
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     window.resize(*size)
     qtbot.waitUntil(lambda: (window.width(), window.height()) == size)
     _settle()
@@ -268,7 +268,7 @@ def test_the_skip_curve_covers_the_previewed_threshold(
     stopped near 0.15, so the new threshold was not on it until the run ended."""
     window = make_window()
     window.form.threshold = 0.1
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     window.form.threshold = 0.35
     window.refresh.now("plot")
     low, high = _curve_x_range(window.gate_plot)

@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, image_rgb, run_to_end
 
 from app.ui.images import IMAGE_NAMES
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 
 
@@ -24,7 +24,7 @@ def _finished(
     qtbot: QtBot, make_window: WindowFactory
 ) -> tuple[MainWindow, np.ndarray, np.ndarray]:
     window = make_window()
-    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert run_to_end(qtbot, window) is JobStatus.finished, window.run.error
     gated, vanilla = window.run.gated_image, window.run.vanilla_image
     assert gated is not None and vanilla is not None
     return window, gated, vanilla
@@ -156,10 +156,10 @@ def test_export_is_off_until_there_is_a_result_and_never_says_cannot_generate(
     assert not window.export_action.isEnabled()
     window.export_action.trigger()  # Ctrl+E: a disabled action does nothing
     assert window.run.error is None
-    assert not window.session.can_export()  # asked directly, it names the action that failed
+    assert not window.exporter.can_export()  # asked directly, it names the action that failed
     assert window.run.error is not None and window.run.error.title == "Cannot export"
-    window.session.dismiss("error")
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    window.notices.dismiss("error")
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert window.export_action.isEnabled()
 
 
@@ -203,7 +203,7 @@ def test_history_rows_fit_the_dialog_and_read_as_the_cards_do(
         "white background"
     )
     window.form.threshold = 0.0  # nothing skipped, the picture identical
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
     dialog = window.show_history()
     qtbot.addWidget(dialog)
@@ -214,8 +214,9 @@ def test_history_rows_fit_the_dialog_and_read_as_the_cards_do(
     assert "is identical" not in summary and f"0 of {entry.request.steps} skipped" in summary
     report = entry.report
     assert report.ssim == 1.0 and report.local_diff_value == 0.0  # what the row is about
-    assert "identical (SSIM 1.000, local difference 0.000)" in summary
-    assert window.compare.ssim_card.note.text() == "identical"  # the card's word, repeated
+    assert "identical (SSIM 1.000, SSIMULACRA2 100, local difference 0.000)" in summary
+    # The card's word, repeated, with the SSIMULACRA2 score the row shows too.
+    assert window.compare.ssim_card.note.text() == "identical · SSIMULACRA2 100"
     item = dialog.list.item(0)
     longest = max(
         dialog.list.fontMetrics().horizontalAdvance(line) for line in item.text().split("\n")
@@ -250,5 +251,5 @@ def test_the_history_export_is_named_as_the_window_export(
     assert dialog.export_selected() is None
     entry = dialog.selected()
     assert entry is not None
-    assert suggested == [window.session.suggested_export_name()] * 2
+    assert suggested == [window.exporter.suggested_export_name()] * 2
     assert entry.id not in suggested[1]

@@ -12,7 +12,7 @@ from ui_support import WindowFactory, run_to_end
 
 from app.ui.gate_plot import PLOT_MIN_HEIGHT
 from app.ui.images import IMAGES_MIN_HEIGHT
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 
 SIZES = ((1024, 700), (1600, 1000))
@@ -74,7 +74,7 @@ def longest_banner(qtbot: QtBot, make_window: WindowFactory) -> MainWindow:
     window = make_window()
     window.form.select_variant("demo-turbo")
     window.form.steps = 2
-    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert run_to_end(qtbot, window) is JobStatus.finished, window.run.error
     banner = window.banners.banner("schedule")
     assert banner is not None and banner.notice.actions
     assert len(banner.message.full_text) > 400
@@ -93,8 +93,8 @@ def test_the_layout_holds_without_a_banner(
     qtbot: QtBot, make_window: WindowFactory, size: tuple[int, int]
 ) -> None:
     window = make_window()
-    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
-    assert window.session.notices() == ()
+    assert run_to_end(qtbot, window) is JobStatus.finished, window.run.error
+    assert window.notices.notices() == ()
     _check_layout(qtbot, window, size, banner=False)
 
 
@@ -163,7 +163,7 @@ def test_details_show_every_line_once_after_comparison_picks(
     details = window.results.run_details
     details.set_expanded(True)
     _settle(qtbot, window, (1024, 700))
-    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert run_to_end(qtbot, window) is JobStatus.finished, window.run.error
     dialog = window.show_comparison()
     dialog.thresholds.setText("0.05, 0.1, 0.2, 0.3")
     dialog.start()

@@ -12,8 +12,8 @@ from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.engine.request import LoraSpec
 from app.ui.history_view import entry_summary
+from app.ui.job_slot import JobStatus
 from app.ui.lora_list import UNAVAILABLE
-from app.ui.run_model import RunStatus
 from tests.fakes.engine import FakeEngine
 
 KLEIN_BASE = "flux2-klein-base-4b"
@@ -47,13 +47,13 @@ def test_a_lora_added_in_the_form_reaches_the_request_the_plot_note_and_the_expo
     # of TeaCache stays, and its plot says what its calibration was made on.
     assert window.form.gate == "firstblock"
     window.form.select_gate("teacache")
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert engine.requests[-1].loras == (LoraSpec(str(path.resolve()), 0.75),)
     qtbot.waitUntil(lambda: window.gate_plot.note.isVisible(), timeout=SIGNAL_TIMEOUT_MS)
     assert "Calibrated without this LoRA (ink.safetensors × 0.75)" in window.gate_plot.note.text()
     assert "TeaCache's calibration was made on the base model" in window.gate_plot.note.text()
 
-    [saved] = window.session.history.entries()  # the run as the history keeps it
+    [saved] = window.history.entries()  # the run as the history keeps it
     assert saved.request.loras == (LoraSpec(str(path.resolve()), 0.75),)
     assert "LoRA ink.safetensors × 0.75" in entry_summary(saved)
 
@@ -137,7 +137,7 @@ def test_the_lora_note_names_the_calibration_of_the_gate_that_ran(
     window.controls.loras.add_file(_lora_file(tmp_path))
     assert window.form.gate == "firstblock"  # the LoRA moved the form to the probe...
     window.form.select_gate("magcache")  # ...and the user picks MagCache again
-    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert run_to_end(qtbot, window) is JobStatus.finished, window.run.error
     note = window.gate_plot.note.text()
     assert "Calibrated without this LoRA" in note
     assert "polynomial" not in note
@@ -156,6 +156,6 @@ def test_under_the_probe_a_lora_gets_no_calibration_caveat(
     window.controls.loras.add_file(_lora_file(tmp_path))
     assert window.form.gate == "firstblock"
     assert window.form.gate_note.startswith("TeaCache was calibrated without this LoRA")
-    assert run_to_end(qtbot, window) is RunStatus.finished, window.run.error
+    assert run_to_end(qtbot, window) is JobStatus.finished, window.run.error
     assert window.run.report is not None and window.run.report.request.gate == "firstblock"
     assert window.gate_plot.note.text() == "" and not window.gate_plot.note.isVisible()

@@ -1,4 +1,4 @@
-"""Quantization and model folders in the window: the Qt-free session and form (default, banner,
+"""Quantization and model folders in the window: the Qt-free actions and form (default, banner,
 one-click fix, remembered choice, folders added and removed), the quantization picker bound to
 the form, and the File menu's dialog on a real folder. Memory is given, not probed, so the
 defaults do not depend on this machine."""
@@ -15,36 +15,24 @@ from ui_support import FakeModelStore, WindowFactory
 
 from app.engine.events import RunWarning
 from app.engine.loader import MEMORY_WARNING
-from app.storage.history import HistoryStore
 from app.storage.settings import Settings, SettingsStore
 from app.ui.analysis import FixKind, NoticeKind
 from app.ui.form_model import FormModel
+from app.ui.model_folders_model import MODEL_FOLDER_NOTICE
 from app.ui.model_folders_view import AddModelFolderDialog
 from app.ui.quantize_model import MEMORY_NOTICE, Fit
 from app.ui.quantize_view import FIT_COLOURS, QuantizeControl, bind_quantize
-from app.ui.run_model import RunModel
-from app.ui.session import MODEL_FOLDER_NOTICE, Session
 from app.variants import all_variants, get_variant
 from tests.fakes.hub import write_snapshot
-from tests.ui.test_ui_session import FakeDownloads, FakeEngineLink
+from tests.ui.test_ui_session import FakeDownloads, FakeEngineLink, Rig, connect_fakes
 
 GB = 1024**3
 
 
-def make_session(tmp_path: Path, memory_gb: int) -> Session:
-    settings_store = SettingsStore(tmp_path / "settings.json")
-    settings = settings_store.load()
-    form, run = FormModel(settings, memory_bytes=memory_gb * GB), RunModel()
-    return Session(
-        form,
-        run,
-        FakeEngineLink(deliver=[run]),
-        FakeDownloads(),
-        settings=settings,
-        settings_store=settings_store,
-        history=HistoryStore(tmp_path / "history"),
-        model_store=FakeModelStore(),
-    )
+def make_rig(tmp_path: Path, memory_gb: int) -> Rig:
+    link, downloads, store = FakeEngineLink(), FakeDownloads(), FakeModelStore()
+    actions = connect_fakes(tmp_path, link, downloads, store, memory_bytes=memory_gb * GB)
+    return Rig(actions, link, downloads, store, actions.exporter.history, [])
 
 
 @pytest.mark.parametrize(
@@ -58,49 +46,49 @@ def test_the_default_is_the_most_precise_level_that_fits_with_headroom(
     # 8-bit 20.7, 6-bit 16.8, 5-bit 14.8, 4-bit 12.9; 85 % of 64/32/24/16 GB is
     # 54.4/27.2/20.4/13.6 GB. The upper bounds 39.4/24.7/20.8 GB fit their machines: no banner;
     # 4-bit's 16.9 GB is over 16 GB: the default stands, with the swap warning.
-    session = make_session(tmp_path, memory_gb)
-    assert session.select_variant("flux1-dev")
-    assert session.form.quantize == expected
-    notice = session.memory_notice()
+    rig = make_rig(tmp_path, memory_gb)
+    assert rig.session.select_variant("flux1-dev")
+    assert rig.form.quantize == expected
+    notice = rig.notices.memory_notice()
     if warned:
         assert notice is not None and notice.kind is NoticeKind.warning
         return
     assert notice is None
-    assert session.form.request().quantize == expected
-    session.select_variant("demo")
-    assert session.form.quantize is None  # nothing to quantize
+    assert rig.form.request().quantize == expected
+    rig.session.select_variant("demo")
+    assert rig.form.quantize is None  # nothing to quantize
 
 
 def test_weights_that_cannot_fit_are_a_red_banner_whose_fix_sets_a_level_that_loads(
     tmp_path: Path,
 ) -> None:
-    session = make_session(tmp_path, 24)
-    session.select_variant("flux1-dev")
-    session.form.quantize = None  # 31.3 GB of weights on a 24 GB machine
-    notice = session.memory_notice()
+    rig = make_rig(tmp_path, 24)
+    rig.session.select_variant("flux1-dev")
+    rig.form.quantize = None  # 31.3 GB of weights on a 24 GB machine
+    notice = rig.notices.memory_notice()
     assert notice is not None and notice.key == MEMORY_NOTICE
     assert notice.kind is NoticeKind.error and notice.title == "Cannot load"
-    assert notice in session.notices()
-    session.dismiss(MEMORY_NOTICE)
-    assert notice not in session.notices()
-    session.select_variant("flux1-schnell")
-    session.select_variant("flux1-dev")  # a new selection shows it again
-    session.form.quantize = None
-    assert notice in session.notices()
+    assert notice in rig.notices.notices()
+    rig.notices.dismiss(MEMORY_NOTICE)
+    assert notice not in rig.notices.notices()
+    rig.session.select_variant("flux1-schnell")
+    rig.session.select_variant("flux1-dev")  # a new selection shows it again
+    rig.form.quantize = None
+    assert notice in rig.notices.notices()
     assert notice.message.startswith(
         "FLUX.1 dev at full precision cannot load on this machine: its weights alone need 31.3 GB"
     )
     assert "\n" not in notice.message and ". " not in notice.message  # one sentence
     (action,) = notice.actions
     assert action.label == "Use 6-bit" and action.fix.kind is FixKind.quantize
-    session.apply_fix(action.fix)
-    assert session.form.quantize == 6 and session.memory_notice() is None
-    assert session.generate() is not None
-    link = session.engine
+    rig.notices.apply_fix(action.fix)
+    assert rig.form.quantize == 6 and rig.notices.memory_notice() is None
+    assert rig.session.generate() is not None
+    link = rig.session.engine
     assert isinstance(link, FakeEngineLink) and link.submitted[-1].quantize == 6
     # A larger size needs more working memory: a warning now, never a refusal.
-    session.form.size = (2048, 2048)
-    larger = session.memory_notice()
+    rig.form.size = (2048, 2048)
+    larger = rig.notices.memory_notice()
     assert larger is not None and larger.kind is NoticeKind.warning
 
 
@@ -108,10 +96,10 @@ def test_weights_that_cannot_fit_are_a_red_banner_whose_fix_sets_a_level_that_lo
 def test_a_peak_over_memory_is_a_yellow_warning_with_the_fix_and_the_run_is_allowed(
     tmp_path: Path,
 ) -> None:
-    session = make_session(tmp_path, 36)
-    session.select_variant("flux1-dev")
-    session.form.quantize = None  # weights 31.3 GB fit; the upper bound, 39.4 GB, does not
-    notice = session.memory_notice()
+    rig = make_rig(tmp_path, 36)
+    rig.session.select_variant("flux1-dev")
+    rig.form.quantize = None  # weights 31.3 GB fit; the upper bound, 39.4 GB, does not
+    notice = rig.notices.memory_notice()
     assert notice is not None and notice.key == MEMORY_NOTICE
     assert notice.kind is NoticeKind.warning and notice.title == "May run out of memory"
     assert "upper bound measured with MLX on CUDA" in notice.message
@@ -119,25 +107,25 @@ def test_a_peak_over_memory_is_a_yellow_warning_with_the_fix_and_the_run_is_allo
     assert "Weights 31.3 GB (exact); working memory 4.0–8.1 GB" in notice.details
     (action,) = notice.actions
     assert action.label == "Use 8-bit" and action.fix.kind is FixKind.quantize
-    run_id = session.generate()  # allowed, at the chosen level
+    run_id = rig.session.generate()  # allowed, at the chosen level
     assert run_id is not None
-    link = session.engine
+    link = rig.session.engine
     assert isinstance(link, FakeEngineLink) and link.submitted[-1].quantize is None
     # The engine says the same before loading; the window's banner already did: no second one.
-    shown = session.notices()
-    session.run.handle_event(RunWarning(run_id, MEMORY_WARNING, "x"))
-    assert session.notices() == shown
-    session.apply_fix(action.fix)
-    assert session.form.quantize == 8 and session.memory_notice() is None
+    shown = rig.notices.notices()
+    rig.run.handle_event(RunWarning(run_id, MEMORY_WARNING, "x"))
+    assert rig.notices.notices() == shown
+    rig.notices.apply_fix(action.fix)
+    assert rig.form.quantize == 8 and rig.notices.memory_notice() is None
 
 
 def test_on_a_16_gb_mac_klein_4b_defaults_to_a_level_that_runs_and_says_it_may_swap(
     tmp_path: Path,
 ) -> None:
-    session = make_session(tmp_path, 16)
-    session.select_variant("flux2-klein-4b")
-    assert session.form.quantize == 6  # weights 6.1 GB + half the CUDA working memory: 13.5 GB
-    notice = session.memory_notice()
+    rig = make_rig(tmp_path, 16)
+    rig.session.select_variant("flux2-klein-4b")
+    assert rig.form.quantize == 6  # weights 6.1 GB + half the CUDA working memory: 13.5 GB
+    notice = rig.notices.memory_notice()
     assert notice is not None and notice.kind is NoticeKind.warning
     assert notice.actions == ()  # no lower level's upper bound fits: no chain of one bit less
     assert notice.message.endswith("A smaller image needs less.")
@@ -146,14 +134,14 @@ def test_on_a_16_gb_mac_klein_4b_defaults_to_a_level_that_runs_and_says_it_may_s
 def test_a_chosen_level_is_remembered_per_variant_and_the_default_is_not(
     tmp_path: Path,
 ) -> None:
-    session = make_session(tmp_path, 64)
-    form, settings = session.form, session.settings
-    session.select_variant("flux1-dev")
+    rig = make_rig(tmp_path, 64)
+    form, settings = rig.form, rig.session.settings
+    rig.session.select_variant("flux1-dev")
     form.quantize = 4
-    session.select_variant("z-image")
+    rig.session.select_variant("z-image")
     assert settings.quantize == {"flux1-dev": 4}
     form.quantize = None  # z-image's default on 64 GB: nothing to remember
-    session.select_variant("flux1-dev")
+    rig.session.select_variant("flux1-dev")
     assert form.quantize == 4 and "z-image" not in settings.quantize
     form.quantize = None  # back to the default (full precision here)
     form.remember()
@@ -164,31 +152,31 @@ def test_a_chosen_level_is_remembered_per_variant_and_the_default_is_not(
 
 
 def test_model_folders_are_added_selected_and_removed(tmp_path: Path) -> None:
-    session = make_session(tmp_path, 64)
+    rig = make_rig(tmp_path, 64)
     folder = write_snapshot(tmp_path / "Schnell Copy", get_variant("flux1-schnell"))
-    variant_id = session.add_model_folder(folder, None)  # detected: no guidance embedder
+    variant_id = rig.folders.add_model_folder(folder, None)  # detected: no guidance embedder
     assert variant_id == "flux1-schnell@schnell-copy"
-    assert session.select_variant(variant_id)
-    assert session.is_available(variant_id)
-    assert session.availability_badges()[variant_id] == "folder"
-    assert session.variant_info().startswith(f"Model folder {folder.resolve()}")
-    request = session.form.request()
+    assert rig.session.select_variant(variant_id)
+    assert rig.availability.is_available(variant_id)
+    assert rig.availability.availability_badges()[variant_id] == "folder"
+    assert rig.availability.variant_info().startswith(f"Model folder {folder.resolve()}")
+    request = rig.form.request()
     assert request.model_path == str(folder.resolve()) and request.variant_id == variant_id
-    assert session.remove_model_folder(variant_id)
-    assert session.form.variant_id == "flux1-schnell"  # back to its base
+    assert rig.folders.remove_model_folder(variant_id)
+    assert rig.form.variant_id == "flux1-schnell"  # back to its base
     assert variant_id not in all_variants()
 
 
 def test_an_unusable_folder_is_one_banner_line(tmp_path: Path) -> None:
-    session = make_session(tmp_path, 64)
+    rig = make_rig(tmp_path, 64)
     (tmp_path / "empty").mkdir()
-    assert session.add_model_folder(tmp_path / "empty", "flux1-dev") is None
-    (notice,) = [n for n in session.notices() if n.key == MODEL_FOLDER_NOTICE]
+    assert rig.folders.add_model_folder(tmp_path / "empty", "flux1-dev") is None
+    (notice,) = [n for n in rig.notices.notices() if n.key == MODEL_FOLDER_NOTICE]
     assert notice.title == "Cannot add the model folder"
     assert "holds no model" in notice.message and "\n" not in notice.message
     qwen = write_snapshot(tmp_path / "qwen", get_variant("qwen-image"))
-    assert session.add_model_folder(qwen, "flux1-dev") is None
-    (notice,) = [n for n in session.notices() if n.key == MODEL_FOLDER_NOTICE]
+    assert rig.folders.add_model_folder(qwen, "flux1-dev") is None
+    (notice,) = [n for n in rig.notices.notices() if n.key == MODEL_FOLDER_NOTICE]
     assert "holds a Qwen-Image model, not FLUX.1 dev" in notice.message
 
 
@@ -268,18 +256,18 @@ def test_the_file_menu_adds_and_removes_a_folder(
 def test_history_and_png_metadata_carry_the_quantization_and_the_folder(tmp_path: Path) -> None:
     from app.storage.export import entry_metadata
 
-    session = make_session(tmp_path, 64)
+    rig = make_rig(tmp_path, 64)
     folder = write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell"))
-    variant_id = session.add_model_folder(folder, None)
-    assert variant_id is not None and session.select_variant(variant_id)
-    session.form.quantize = 4
-    assert session.generate() is not None
-    link = session.engine
+    variant_id = rig.folders.add_model_folder(folder, None)
+    assert variant_id is not None and rig.session.select_variant(variant_id)
+    rig.form.quantize = 4
+    assert rig.session.generate() is not None
+    link = rig.session.engine
     assert isinstance(link, FakeEngineLink)
-    link.finish(save=session.history)
-    live = session.export_metadata()
+    link.finish(save=rig.history)
+    live = rig.exporter.export_metadata()
     assert live["quantize"] == "4" and live["model_path"] == str(folder.resolve())
-    [entry] = session.history.entries()
+    [entry] = rig.history.entries()
     saved = entry_metadata(entry)
     assert saved["quantize"] == "4" and saved["model_path"] == str(folder.resolve())
     reopened = entry.to_request()
@@ -320,17 +308,17 @@ def test_on_linux_the_words_name_linux_and_one_memory_figure(tmp_path: Path) -> 
 
     memory = int(23.5 * GB)
     assert memory_label(memory) == "this machine: 23.5 GB"
-    session = make_session(tmp_path, 64)
-    session.form.memory_bytes = memory
-    session.select_variant("flux1-dev")
-    session.form.quantize = None
-    refused = session.memory_notice()
+    rig = make_rig(tmp_path, 64)
+    rig.form.memory_bytes = memory
+    rig.session.select_variant("flux1-dev")
+    rig.form.quantize = None
+    refused = rig.notices.memory_notice()
     assert refused is not None and refused.kind is NoticeKind.error
     assert "1.5 GB for Linux and the app, and it has 23.5 GB" in refused.message
     assert "this machine has 23.5 GB" in refused.details
     assert "macOS" not in refused.message + refused.details
-    session.form.memory_bytes = 36 * GB
-    warned = session.memory_notice()
+    rig.form.memory_bytes = 36 * GB
+    warned = rig.notices.memory_notice()
     assert warned is not None and "so Linux may swap" in warned.message
 
 

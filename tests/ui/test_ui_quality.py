@@ -12,7 +12,7 @@ from ui_support import SIGNAL_TIMEOUT_MS, run_to_end
 from app.engine.events import TargetProbed
 from app.engine.report import TargetSearch
 from app.engine.request import QualityTarget
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 
@@ -30,7 +30,7 @@ def test_the_toggle_and_bounds_go_into_the_request(qtbot: QtBot, make_window) ->
     window: MainWindow = make_window(engine)
     panel = window.quality_panel
     assert not panel.toggle.isChecked() and not panel.bounds.isVisible()
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     # Off: one pass at the slider's threshold, as always, and no search.
     assert len(engine.requests) == 1 and _searched(window) is None
     assert engine.requests[-1].threshold == window.form.threshold
@@ -41,14 +41,14 @@ def test_the_toggle_and_bounds_go_into_the_request(qtbot: QtBot, make_window) ->
     panel.min_ssim.setValue(0.95)
     panel.max_local_diff.setValue(0.3)
     start, before = window.form.threshold, len(engine.requests)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     search = _searched(window)
     assert search is not None and search.target == QualityTarget(0.95, 0.3)
     assert engine.requests[before].threshold == start  # where the search starts
 
     panel.toggle.click()
     before = len(engine.requests)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert len(engine.requests) == before + 1 and _searched(window) is None
 
 
@@ -65,7 +65,7 @@ def test_the_search_is_listed_and_sets_the_slider(qtbot: QtBot, make_window) -> 
     )
     with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None
-    assert blocker.args == [RunStatus.finished], window.run.error
+    assert blocker.args == [JobStatus.finished], window.run.error
     assert seen and seen == list(range(1, len(seen) + 1))  # one more row per finished pass
 
     model = window.quality

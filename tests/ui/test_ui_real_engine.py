@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.events import Pass
 from app.gate import Decision
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from app.variants import check_schedule
 
@@ -28,7 +28,7 @@ def window(make_real_window: Callable[[int], MainWindow]) -> MainWindow:
     return make_real_window(STEPS)
 
 
-def _finish(qtbot: QtBot, window: MainWindow) -> RunStatus:
+def _finish(qtbot: QtBot, window: MainWindow) -> JobStatus:
     with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None
     return blocker.args[0]  # type: ignore[index]
@@ -40,7 +40,7 @@ def test_real_demo_run_fills_the_timeline_and_reuses_vanilla(
     window.form.threshold = 0.3  # loose: this schedule must skip (asserted below)
     fills: list[int] = []
     window.run.gated_steps_changed.connect(lambda _r: fills.append(window.timeline.filled()))
-    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+    assert _finish(qtbot, window) is JobStatus.finished, window.run.error
     assert fills == sorted(fills) and window.timeline.filled() == STEPS
     assert "·" not in window.timeline.pattern()
     assert all(s is not None for s in window.run.vanilla_steps)
@@ -52,7 +52,7 @@ def test_real_demo_run_fills_the_timeline_and_reuses_vanilla(
     assert window.run.saved_entry is not None
 
     window.form.threshold = 0.2
-    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+    assert _finish(qtbot, window) is JobStatus.finished, window.run.error
     assert window.run.vanilla_cached
     assert window.run.resumed_from is not None
 
@@ -63,10 +63,10 @@ def test_real_demo_cancel_within_a_step(qtbot: QtBot, window: MainWindow) -> Non
             window.session.cancel()
 
     window.run.vanilla_steps_changed.connect(cancel_on_first_step)
-    assert _finish(qtbot, window) is RunStatus.cancelled
+    assert _finish(qtbot, window) is JobStatus.cancelled
     assert sum(s is not None for s in window.run.vanilla_steps) < STEPS
     window.run.vanilla_steps_changed.disconnect(cancel_on_first_step)
-    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+    assert _finish(qtbot, window) is JobStatus.finished, window.run.error
 
 
 def test_real_distilled_demo_under_its_floor_skips_nothing_and_says_why(
@@ -76,7 +76,7 @@ def test_real_distilled_demo_under_its_floor_skips_nothing_and_says_why(
     floor = check_schedule(window.form.variant, window.form.steps, 0.01).prediction_floor
     assert floor is not None and floor > 0.0
     window.form.threshold = round(floor * 0.5, 4)  # below anything the gate can predict
-    assert _finish(qtbot, window) is RunStatus.finished, window.run.error
+    assert _finish(qtbot, window) is JobStatus.finished, window.run.error
     assert window.run.skips == 0  # on purpose: this threshold cannot engage on this schedule
     assert all(s is not None and s.decision is not Decision.skipped for s in window.run.gated_steps)
     banner = window.banners.banner("schedule")

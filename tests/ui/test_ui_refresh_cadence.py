@@ -8,7 +8,7 @@ from ui_support import WindowFactory, run_to_end
 
 import app.ui.refresh as refresh_module
 from app.engine.events import Pass, StepDone
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from tests.fakes.engine import FakeEngine
 
 
@@ -27,7 +27,7 @@ def test_the_timeline_follows_its_run_cadence_and_paints_the_final_state_at_once
         set_rows(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(window.timeline, "set_rows", counting_set_rows)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     steps = [e for e in engine.emitted if isinstance(e, StepDone)]
     assert len(steps) == 2 * window.form.steps  # both passes ran: 56 step events …
     assert sum(busy_at_paint) <= 1  # … and at most one timeline repaint during the run
@@ -42,6 +42,6 @@ def test_outside_a_run_the_timeline_follows_the_model_at_once(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
     window = make_window(FakeEngine())
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     window.run.gated_steps = (None,) * 3  # no run going: no cadence, no waiting for a timer
     assert window.timeline.pattern() == "···"

@@ -20,8 +20,7 @@ from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.gate.kinds import GATE_KINDS, GATES, gate_kind
 from app.storage.comparisons import is_comparison
 from app.ui.analysis import engagement_band
-from app.ui.run_model import RunStatus
-from app.ui.threshold_compare_model import CompareStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine
@@ -84,7 +83,7 @@ def test_a_reopened_run_restores_its_gate_threshold_and_calibration(
     _calibrate()
     window = make_window(FakeEngine())
     _select(window, gate)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     ran = window.run.request
     assert ran is not None and ran.gate == gate
     [entry] = window.history.entries()
@@ -113,9 +112,9 @@ def test_a_reopened_comparison_restores_its_gate_thresholds_and_calibration(
     [entry] = window.history.entries()
     assert is_comparison(entry)
     _move_away(window, gate)
-    comparer.status = CompareStatus.idle
+    comparer.status = JobStatus.idle
     assert window.open_history_entry(entry)
-    assert comparer.status is CompareStatus.opened
+    assert comparer.status is JobStatus.opened
     _assert_restored(window, gate, ran)
     base = comparer.base
     assert base is not None and (base.variant_id, base.gate) == (CALIBRATED, gate)
@@ -138,12 +137,12 @@ def test_a_reopened_run_shows_its_own_band_not_the_last_live_one(
     first_gate, second_gate = GATES[0], GATES[1]
     form.select_gate(first_gate)
     form.seed = 1
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     first_band = window.run.band
     assert first_band is not None and first_band.gate == first_gate
     form.select_gate(second_gate)
     form.seed = 2
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     live_band = window.run.band
     assert live_band is not None and live_band != first_band
 
@@ -155,4 +154,4 @@ def test_a_reopened_run_shows_its_own_band_not_the_last_live_one(
         report.request.variant, report.request.threshold, report.vanilla.steps, first_gate
     )
     assert window.run.band == own == first_band
-    assert window.session.gate_plot_data().band == own  # what the gate plot draws
+    assert window.gate_advice.gate_plot_data().band == own  # what the gate plot draws

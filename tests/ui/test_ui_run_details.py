@@ -14,8 +14,8 @@ from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, image_rgb, run_to_end
 
 from app.storage.settings import SettingsStore
 from app.ui import launch
+from app.ui.job_slot import JobStatus
 from app.ui.plain_words import CHANGE_WORDS, picture_change, short_summary
-from app.ui.run_model import RunStatus
 from tests.fakes.engine import FakeEngine
 
 TECHNICAL = ("SSIM", "R²", "rel-L1", "SHA-256", "Polynomial", "sigma")
@@ -25,7 +25,7 @@ def test_summary_line_speaks_plainly_after_a_run(qtbot: QtBot, make_window: Wind
     window = make_window(FakeEngine())
     details = window.run_details
     assert details.summary.full_text() == ""  # nothing to say before a run
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     r = window.run
     steps = r.request.steps if r.request is not None else 0
     assert r.skips is not None and r.skips > 0  # engagement: the run skipped steps
@@ -50,7 +50,7 @@ def test_details_hide_the_figures_until_opened_and_are_remembered(
     assert SettingsStore().load().details_expanded is False
     window = make_window(FakeEngine())
     details = window.run_details
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     figures = details.figures.text()
     assert f"SSIM against vanilla: {window.run.ssim:.4f}" in figures
     assert "Polynomial:" in figures and "Calibration:" in figures and "R²" in figures
@@ -107,7 +107,7 @@ def test_the_calibration_box_speaks_plainly_and_its_provenance_is_under_details(
         ),
         timeout=SIGNAL_TIMEOUT_MS,
     )
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert "SSIM against vanilla" in details.figures.text()
 
 

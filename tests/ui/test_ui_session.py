@@ -11,6 +11,7 @@ import sys
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from PIL import Image
@@ -23,8 +24,15 @@ from app.engine.request import GenerationRequest
 from app.storage.history import HistoryStore
 from app.storage.settings import SettingsStore
 from app.ui.analysis import BannerFix, FixKind, NoticeKind
+from app.ui.app import Actions, connect_actions
+from app.ui.availability_model import Availability
+from app.ui.export_model import Exporter
 from app.ui.form_model import FormModel
-from app.ui.run_model import RunModel, RunStatus
+from app.ui.gate_advice_model import GateAdvice
+from app.ui.job_slot import JobStatus
+from app.ui.model_folders_model import ModelFolders
+from app.ui.notices_model import Notices
+from app.ui.run_model import RunModel
 from app.ui.session import Session
 from app.variants import Variant
 from tests.fakes.engine import FakeEngine, FakeScript
@@ -102,12 +110,36 @@ class FakeDownloads:
 
 @dataclass
 class Rig:
-    session: Session
+    actions: Actions
     link: FakeEngineLink
     downloads: FakeDownloads
     store: FakeModelStore
     history: HistoryStore
     started: list[int]
+
+    @property
+    def session(self) -> Session:
+        return self.actions.session
+
+    @property
+    def notices(self) -> Notices:
+        return self.actions.notices
+
+    @property
+    def gate_advice(self) -> GateAdvice:
+        return self.actions.gate_advice
+
+    @property
+    def exporter(self) -> Exporter:
+        return self.actions.exporter
+
+    @property
+    def availability(self) -> Availability:
+        return self.actions.availability
+
+    @property
+    def folders(self) -> ModelFolders:
+        return self.actions.folders
 
     @property
     def form(self) -> FormModel:
@@ -118,27 +150,40 @@ class Rig:
         return self.session.run
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Rig:
+def connect_fakes(
+    tmp_path: Path,
+    link: FakeEngineLink,
+    downloads: FakeDownloads,
+    store: FakeModelStore,
+    *,
+    memory_bytes: int | Literal["probe"] | None = "probe",
+) -> Actions:
+    """The window's actions as ``Studio.build`` connects them, over a synchronous fake engine
+    (which delivers its events to the run model) and fake downloads."""
     settings_store = SettingsStore(tmp_path / "settings.json")
     settings = settings_store.load()
-    form, run = FormModel(settings), RunModel()
-    link, downloads = FakeEngineLink(deliver=[run]), FakeDownloads()
-    store = FakeModelStore(missing={"flux2-klein-4b"})
-    history = HistoryStore(tmp_path / "history")
-    started: list[int] = []
-    session = Session(
+    form = FormModel(settings, memory_bytes=memory_bytes)
+    run = RunModel(engine=link)
+    link.deliver.append(run)
+    return connect_actions(
         form,
         run,
-        link,
         downloads,
         settings=settings,
         settings_store=settings_store,
-        history=history,
+        history=HistoryStore(tmp_path / "history"),
         model_store=store,
-        started=started.append,
     )
-    return Rig(session, link, downloads, store, history, started)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Rig:
+    link, downloads = FakeEngineLink(), FakeDownloads()
+    store = FakeModelStore(missing={"flux2-klein-4b"})
+    actions = connect_fakes(tmp_path, link, downloads, store)
+    started: list[int] = []
+    actions.session.started = started.append
+    return Rig(actions, link, downloads, store, actions.exporter.history, started)
 
 
 def test_generate_submits_the_inputs_once_and_begins_the_run(rig: Rig) -> None:
@@ -152,7 +197,7 @@ def test_generate_submits_the_inputs_once_and_begins_the_run(rig: Rig) -> None:
     # A first run times both passes in full: no resume, so its speedup is measured.
     assert request == replace(rig.form.request(), resume=False)
     assert (request.variant_id, request.prompt, request.resume) == ("demo", "a red star", False)
-    assert rig.run.status is RunStatus.loading and rig.run.request == request
+    assert rig.run.status is JobStatus.loading and rig.run.request == request
     assert rig.session.generate() is None  # busy: nothing more is submitted
     assert rig.started == [1]
     assert rig.session.recent_prompts[0] == "a red star"
@@ -174,47 +219,60 @@ def test_a_missing_model_offers_typed_fixes(rig: Rig) -> None:
         BannerFix(FixKind.download),
         BannerFix(FixKind.variant, variant="demo"),
     ]
-    rig.session.apply_fix(error.actions[0].fix)
+    rig.notices.apply_fix(error.actions[0].fix)
     assert rig.downloads.started == ["flux2-klein-4b"]
-    rig.session.apply_fix(error.actions[1].fix)
+    rig.notices.apply_fix(error.actions[1].fix)
     assert rig.form.variant_id == "demo"
 
 
 def test_steps_and_threshold_fixes_set_the_inputs(rig: Rig) -> None:
-    rig.session.apply_fix(BannerFix.use_steps(12))
-    rig.session.apply_fix(BannerFix.use_threshold(0.0731))
+    rig.notices.apply_fix(BannerFix.use_steps(12))
+    rig.notices.apply_fix(BannerFix.use_threshold(0.0731))
     assert (rig.form.steps, rig.form.threshold) == (12, 0.0731)
 
 
 def test_a_dismissed_schedule_banner_returns_after_a_fix(rig: Rig) -> None:
     rig.form.threshold = 0.0
-    assert [n.key for n in rig.session.notices()] == ["schedule"]
-    rig.session.dismiss("schedule")
-    assert rig.session.notices() == ()
-    rig.session.apply_fix(BannerFix.use_steps(20))
-    assert [n.key for n in rig.session.notices()] == ["schedule"]
+    assert [n.key for n in rig.notices.notices()] == ["schedule"]
+    rig.notices.dismiss("schedule")
+    assert rig.notices.notices() == ()
+    rig.notices.apply_fix(BannerFix.use_steps(20))
+    assert [n.key for n in rig.notices.notices()] == ["schedule"]
+
+
+def test_a_dismissed_banner_returns_with_a_new_run_and_stays_away_until_then(rig: Rig) -> None:
+    """The session tells the notices that a run starts (``Studio.build``'s connection): a banner
+    dismissed before it may return, one dismissed during it stays away."""
+    rig.form.threshold = 0.0
+    rig.notices.dismiss("schedule")
+    assert rig.notices.notices() == ()
+    assert rig.session.generate() is not None
+    assert [n.key for n in rig.notices.notices()] == ["schedule"]
+    rig.notices.dismiss("schedule")
+    rig.link.finish()
+    assert rig.notices.notices() == ()
 
 
 def test_cancel_only_while_a_run_is_going(rig: Rig) -> None:
     assert not rig.session.cancel()
     rig.session.generate()
     assert rig.session.cancel()
-    assert rig.run.status is RunStatus.cancelling
+    assert rig.run.status is JobStatus.cancelling
     events = rig.link.finish()
     assert type(events[-1]).__name__ == "RunCancelled"
-    assert rig.run.status is RunStatus.cancelled
+    assert rig.run.status is JobStatus.cancelled
 
 
 def test_a_threshold_rerun_reuses_vanilla_and_the_label_says_what_was_measured(rig: Rig) -> None:
     rig.session.generate()
     first = next(e for e in rig.link.finish() if isinstance(e, RunFinished)).report
-    assert rig.run.status is RunStatus.finished and rig.run.speedup is not None
+    assert rig.run.status is JobStatus.finished and rig.run.speedup is not None
     # A first run times both passes in full: nothing replayed, nothing cached, "measured".
     assert first.gated.replayed_steps == 0 and not first.vanilla_cached
     assert rig.run.speedup_label == "measured" and not rig.run.speedup_estimated
     assert not rig.session.threshold_only_change()
     rig.form.threshold = 0.06
-    assert rig.session.threshold_only_change() and rig.session.same_schedule
+    assert rig.session.threshold_only_change() and rig.gate_advice.same_schedule
     # A threshold change re-uses the cached vanilla and resumes the gated pass from it.
     assert rig.session.rerun_threshold() == 2
     assert rig.link.submitted[-1].resume is True
@@ -236,24 +294,24 @@ def test_a_threshold_rerun_reuses_vanilla_and_the_label_says_what_was_measured(r
 
 
 def test_same_schedule_follows_variant_and_steps(rig: Rig) -> None:
-    assert not rig.session.same_schedule  # nothing shown yet
+    assert not rig.gate_advice.same_schedule  # nothing shown yet
     rig.session.generate()
     rig.link.finish()
-    assert rig.session.same_schedule
+    assert rig.gate_advice.same_schedule
     rig.form.steps = 20
-    assert not rig.session.same_schedule
+    assert not rig.gate_advice.same_schedule
 
 
 def test_export_of_an_unsaved_run_and_of_a_saved_one_carry_the_label(
     rig: Rig, tmp_path: Path
 ) -> None:
-    assert rig.session.export(tmp_path / "none.png") is None
+    assert rig.exporter.export(tmp_path / "none.png") is None
     assert rig.run.error is not None
     rig.session.generate()
     rig.link.finish(save=rig.history)
-    footer = rig.session.export_captions()["footer"]
+    footer = rig.exporter.export_captions()["footer"]
     assert rig.run.speedup_label and f"({rig.run.speedup_label})" in footer
-    out = rig.session.export(tmp_path / "side.png")
+    out = rig.exporter.export(tmp_path / "side.png")
     assert out is not None and Image.open(out).size[0] > 0
     [entry] = rig.history.entries()
     assert rig.session.open_entry(entry)
@@ -290,7 +348,7 @@ def test_a_run_saved_by_an_older_build_reopens_and_exports_as_it_was_saved(
     assert (rig.form.gate, rig.form.threshold) == ("teacache", 0.1)
     assert rig.run.report is not None and rig.run.skips == saved["result"]["skips"]
     assert rig.run.origin.startswith("from history")
-    out = rig.session.export(tmp_path / "old.png")
+    out = rig.exporter.export(tmp_path / "old.png")
     assert out is not None
     with Image.open(out) as image:
         text = dict(image.text)  # type: ignore[attr-defined]
@@ -299,15 +357,15 @@ def test_a_run_saved_by_an_older_build_reopens_and_exports_as_it_was_saved(
 
 
 def test_availability_texts(rig: Rig) -> None:
-    badges = rig.session.availability_badges()
+    badges = rig.availability.availability_badges()
     assert badges["flux2-klein-4b"].startswith("≈") and "demo" not in badges
     assert badges["flux2-klein-base-4b"] == "on disk"
     rig.form.select_variant("flux2-klein-4b")
-    assert rig.session.needs_download()
-    assert rig.session.variant_info().startswith("Not downloaded · ")
+    assert rig.availability.needs_download()
+    assert rig.availability.variant_info().startswith("Not downloaded · ")
     rig.form.select_variant("demo")
-    assert not rig.session.needs_download()
-    assert rig.session.variant_info().startswith("Built in, runs offline")
+    assert not rig.availability.needs_download()
+    assert rig.availability.variant_info().startswith("Built in, runs offline")
 
 
 def test_shutdown_saves_the_inputs_and_stops_everything_once(rig: Rig) -> None:
@@ -329,7 +387,19 @@ def test_the_session_module_imports_no_qt() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["event_router", "threshold_compare_model", "quantize_model", "plain_words", "calibrate_model"],
+    [
+        "event_router",
+        "threshold_compare_model",
+        "quantize_model",
+        "plain_words",
+        "calibrate_model",
+        "job_slot",
+        "availability_model",
+        "gate_advice_model",
+        "notices_model",
+        "export_model",
+        "model_folders_model",
+    ],
 )
 def test_the_qt_free_state_of_the_window_imports_no_qt(module: str) -> None:
     """The Qt-free halves of the window (docs/architecture.md, the ui/ module map) stay so."""
@@ -382,9 +452,9 @@ def test_variant_loaded_fires_once_every_input_holds_the_new_variant(rig: Rig) -
 
 
 def test_steps_below_the_minimum_get_the_request_checks_sentence(rig: Rig) -> None:
-    assert rig.session.steps_problem() is None
+    assert rig.form.steps_problem() is None
     rig.form.steps = 1
-    assert rig.session.steps_problem() == "Steps must be at least 2 for demo, got 1."
+    assert rig.form.steps_problem() == "Steps must be at least 2 for demo, got 1."
     assert rig.session.generate() is None
     assert rig.run.error is not None and "at least 2" in rig.run.error.message
     assert rig.form.steps == 1  # nothing put the old value back
@@ -393,7 +463,7 @@ def test_steps_below_the_minimum_get_the_request_checks_sentence(rig: Rig) -> No
 def test_the_variant_cannot_change_during_a_run(rig: Rig) -> None:
     assert rig.session.generate() == 1
     assert not rig.session.select_variant("demo-turbo")
-    rig.session.apply_fix(BannerFix.use_variant("demo-turbo"))
+    rig.notices.apply_fix(BannerFix.use_variant("demo-turbo"))
     assert rig.form.variant_id == "demo"
     rig.link.finish()
     assert rig.run.finished and rig.run.request is not None
@@ -425,10 +495,10 @@ def test_banners_of_the_old_selection_go_when_it_changes(rig: Rig) -> None:
     assert rig.run.error is not None and "not downloaded" in rig.run.error.title
     fix = rig.run.error.actions[1].fix
     assert fix == BannerFix.use_variant("demo")
-    rig.session.apply_fix(fix)
+    rig.notices.apply_fix(fix)
     assert rig.form.variant_id == "demo"
     assert rig.run.error is None
-    assert all("not downloaded" not in n.title for n in rig.session.notices())
+    assert all("not downloaded" not in n.title for n in rig.notices.notices())
 
 
 def test_steps_below_the_minimum_are_one_sentence_not_a_schedule_banner_too(rig: Rig) -> None:
@@ -436,12 +506,12 @@ def test_steps_below_the_minimum_are_one_sentence_not_a_schedule_banner_too(rig:
     banner and the hint "0 of 1 steps may be skipped" (#27 item 17): the steps' own sentence,
     under Steps, is the one message until Generate is pressed."""
     rig.form.steps = 1
-    assert rig.session.steps_problem() == "Steps must be at least 2 for demo, got 1."
-    assert rig.session.notices() == ()
-    assert rig.session.threshold_hint() == ""
+    assert rig.form.steps_problem() == "Steps must be at least 2 for demo, got 1."
+    assert rig.notices.notices() == ()
+    assert rig.gate_advice.threshold_hint() == ""
     rig.form.steps = 2  # valid again, with nothing to skip: the schedule banner says so
-    assert [n.key for n in rig.session.notices()] == ["schedule"]
-    assert "1 steps" not in rig.session.threshold_hint()
+    assert [n.key for n in rig.notices.notices()] == ["schedule"]
+    assert "1 steps" not in rig.gate_advice.threshold_hint()
 
 
 def test_a_count_of_one_is_singular() -> None:

@@ -14,9 +14,8 @@ from pytestqt.qtbot import QtBot
 from ui_support import SIGNAL_TIMEOUT_MS, WindowFactory, run_to_end
 
 from app.engine.report import RunReport
+from app.ui.job_slot import JobStatus
 from app.ui.plain_words import run_summary
-from app.ui.run_model import RunStatus
-from app.ui.threshold_compare_model import CompareStatus
 from app.ui.window import MainWindow
 from tests.fakes.engine import FakeEngine
 
@@ -29,7 +28,7 @@ def _compare(qtbot: QtBot, window: MainWindow, thresholds: str, timeout: int) ->
     dialog = window.show_comparison()
     dialog.thresholds.setText(thresholds)
     assert window.comparer.start(thresholds) is not None
-    qtbot.waitUntil(lambda: window.comparer.status is CompareStatus.finished, timeout=timeout)
+    qtbot.waitUntil(lambda: window.comparer.status is JobStatus.finished, timeout=timeout)
     qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=timeout)
 
 
@@ -54,7 +53,7 @@ def test_a_comparison_pick_shows_its_own_local_difference_details_and_summary(
     window.form.threshold = 0.05
     with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None
-    assert blocker.args[0] is RunStatus.finished, window.run.error  # type: ignore[index]
+    assert blocker.args[0] is JobStatus.finished, window.run.error  # type: ignore[index]
     single = window.run.report
     assert single is not None and single.local_diff is not None
 
@@ -94,14 +93,14 @@ def test_a_pick_shows_no_banner_computed_for_another_variants_run(
 ) -> None:
     window = make_window(FakeEngine())
     window.session.select_variant("demo-turbo")
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert window.banners.banner("schedule") is not None  # the turbo's own banner, rightly
     assert window.session.select_variant("demo")  # as "Use Demo shapes" does
     window.form.steps = 10
     _compare(qtbot, window, "0.05, 0.1, 0.2, 0.3", FAKE_FINISH_MS)
     picked = _pick(window, 0.2)
     assert picked.gated.skipped > 0  # the picked result skips: no banner may say it cannot
-    assert window.session.schedule_notice() is None
+    assert window.gate_advice.schedule_notice() is None
     assert window.banners.banner("schedule") is None
     assert window.run.report is picked
 
@@ -111,15 +110,15 @@ def test_a_reopened_run_shows_no_banner_computed_for_another_variants_run(
 ) -> None:
     window = make_window(FakeEngine())
     window.form.steps = 10
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     [demo_entry] = window.history.entries()
     assert demo_entry.report.gated.skipped > 0
     window.session.select_variant("demo-turbo")
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert window.banners.banner("schedule") is not None
     assert window.session.select_variant("demo")
     assert window.session.open_entry(demo_entry)
-    assert window.session.schedule_notice() is None
+    assert window.gate_advice.schedule_notice() is None
     assert window.banners.banner("schedule") is None
     assert window.run.report is not None and window.run.skips == demo_entry.report.gated.skipped
 
@@ -132,7 +131,7 @@ def test_the_difference_view_and_the_local_difference_are_one_measure(
     drawn image is the reported number."""
     window = make_window(FakeEngine())
     window.form.threshold = 0.3  # the fake's gated image gets per-channel noise per skip
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     report, drawn = window.run.report, window.run.difference
     assert report is not None and report.local_diff is not None and drawn is not None
     assert report.gated.skipped > 0 and report.local_diff.value > 0

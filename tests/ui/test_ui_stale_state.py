@@ -15,7 +15,8 @@ from app.engine.request import make_request
 from app.gate import Decision, StepEvent
 from app.storage.history import history_origin
 from app.storage.settings import SettingsStore
-from app.ui.run_model import RunModel, RunStatus
+from app.ui.job_slot import JobStatus
+from app.ui.run_model import RunModel
 from tests.fakes.engine import FakeEngine, FakeScript
 from tests.fakes.steps import tea_step
 
@@ -66,7 +67,7 @@ def test_steps_below_the_minimum_stay_and_say_why(qtbot: QtBot, make_window: Win
     assert not window.controls.generate_button.isEnabled()
     assert not window.generate_action.isEnabled()
     window.controls.generate_button.click()
-    assert window.run.status is RunStatus.idle  # nothing started...
+    assert window.run.status is JobStatus.idle  # nothing started...
     assert window.banners.banner("error") is None  # ...and the inline sentence is the only one
     assert window.banners.banner("schedule") is None
     steps.setValue(3)
@@ -82,7 +83,7 @@ def test_the_picker_is_disabled_during_a_run(qtbot: QtBot, make_window: WindowFa
     assert not window.controls.variant_picker.isEnabled()
     assert not window.session.select_variant("demo-turbo")
     gate.open()
-    qtbot.waitUntil(lambda: window.run.status is RunStatus.finished, timeout=SIGNAL_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.run.status is JobStatus.finished, timeout=SIGNAL_TIMEOUT_MS)
     assert window.controls.variant_picker.isEnabled()
     assert window.run.request is not None and window.run.request.variant_id == "demo"
 
@@ -93,7 +94,7 @@ def test_a_stale_result_is_dimmed_with_what_made_it(
     window = make_window()
     window.form.select_variant("demo-turbo")
     window.form.threshold = 0.3
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     caption = window.stale_caption
     assert not caption.isVisible()
     assert not window.is_dimmed("compare")
@@ -137,9 +138,9 @@ def test_a_run_opened_from_history_says_so_and_not_cached(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
     window = make_window(FakeEngine(FakeScript(step_seconds=0.001)))
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     window.form.threshold = 0.06
-    assert run_to_end(qtbot, window) is RunStatus.finished  # vanilla cached
+    assert run_to_end(qtbot, window) is JobStatus.finished  # vanilla cached
     assert window.run.vanilla_cached and "cached" in window.compare.titles[1].text()
     fresh_label = window.run.speedup_label
     assert window.compare.speedup_card.note.text() == fresh_label  # new runs: unchanged
@@ -147,7 +148,8 @@ def test_a_run_opened_from_history_says_so_and_not_cached(
     assert entry.report_json.get("vanilla_cached") is True
     assert window.session.open_entry(entry)
     when = datetime.fromisoformat(entry.created)
-    expected = f"from history, run at {when:%H:%M} · {entry.speedup_label}"
+    # The label first: a narrow card elides the end, and the head says what the figure is (#39).
+    expected = f"{entry.speedup_label} · from history, run at {when:%H:%M}"
     qtbot.waitUntil(
         lambda: window.compare.speedup_card.note.text() == expected, timeout=SIGNAL_TIMEOUT_MS
     )
@@ -155,7 +157,7 @@ def test_a_run_opened_from_history_says_so_and_not_cached(
     assert window.compare.vanilla_time_card.note.text() == ""
     # A new run drops the origin again.
     window.form.threshold = 0.07
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert not window.compare.speedup_card.note.text().startswith("from history")
 
 
@@ -251,7 +253,7 @@ def test_closing_during_a_slow_step_hides_at_once_and_says_why(
     engine = SlowStepEngine()
     window = make_window(engine)
     engine.release.set()
-    assert run_to_end(qtbot, window) is RunStatus.finished  # a saved run that must survive
+    assert run_to_end(qtbot, window) is JobStatus.finished  # a saved run that must survive
     (saved,) = window.history.entries()
     engine.entered.clear()
     engine.release.clear()
@@ -278,9 +280,9 @@ def test_a_run_reopened_from_history_with_matching_settings_is_not_dimmed(
     item 23): the live previews, which never change a figure, made the two requests differ."""
     window = make_window()
     assert window.form.live_previews  # the window's runs draw their steps as they go
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     qtbot.waitUntil(lambda: bool(window.run.saved_entry), timeout=SIGNAL_TIMEOUT_MS)
-    [entry] = window.session.history.entries()
+    [entry] = window.history.entries()
     assert window.open_history_entry(entry)
     assert window.run.run_id < 0  # shown from the history
     assert window.session.result_caption() == ""
@@ -299,7 +301,7 @@ def test_a_new_vanilla_pass_drops_the_last_seeds_band_and_details_say_a_run_is_g
     window = make_window(engine)
     window.results.run_details.set_expanded(True)
     gate.open()
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     plot = window.gate_plot
     assert window.run.band is not None and plot.skip_curve.getData()[0] is not None
     assert plot.band.isVisible()
@@ -328,7 +330,7 @@ def test_a_threshold_only_rerun_keeps_the_band_of_its_cached_vanilla(
     engine, gate = held_engine()
     window = make_window(engine)
     gate.open()
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     band = window.run.band
     assert band is not None
     gate.hold()

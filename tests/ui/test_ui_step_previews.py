@@ -22,7 +22,7 @@ from ui_support import image_rgb
 import app.ui.refresh as refresh_module
 from app.engine.events import Pass
 from app.gate import Decision
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.step_previews import fit_preview
 from app.ui.window import MainWindow
 
@@ -57,7 +57,7 @@ def test_panes_show_steps_forming_and_the_timeline_shows_each_steps_thumbnail(
     window.compare.set_images = watch  # type: ignore[method-assign]
     with qtbot.waitSignal(window.run_ended, timeout=REAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None
-    assert blocker.args is not None and blocker.args[0] is RunStatus.finished, window.run.error
+    assert blocker.args is not None and blocker.args[0] is JobStatus.finished, window.run.error
     run = window.run
     assert run.request is not None and run.request.previews
     assert run.skips is not None and run.skips > 0  # engagement: skipped steps were previewed

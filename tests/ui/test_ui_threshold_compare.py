@@ -12,8 +12,7 @@ from ui_support import WindowFactory, run_to_end
 from app.engine.events import RunFinished, RunWarning
 from app.storage.comparisons import is_comparison, load_comparison
 from app.ui.history_view import entry_summary
-from app.ui.run_model import RunStatus
-from app.ui.threshold_compare_model import CompareStatus
+from app.ui.job_slot import JobStatus
 from app.ui.threshold_compare_view import CELL_MIN, ThresholdCompareDialog, best_columns
 from tests.fakes.engine import FakeEngine, FakeScript, StepGate
 
@@ -48,7 +47,7 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
 
     dialog.thresholds.setText(THRESHOLDS)
     qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: window.comparer.status is CompareStatus.finished, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: window.comparer.status is JobStatus.finished, timeout=FINISH_MS)
     qtbot.waitUntil(lambda: window.comparer.saved_entry is not None, timeout=FINISH_MS)
 
     steps = [n for i, n in enumerate(fills) if i == 0 or n != fills[i - 1]]
@@ -63,9 +62,11 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
     assert f"of {STEPS} skipped" in stats and "SSIM" in stats and "time" in stats
     label = rows[3].speedup_label  # the same label a single run carries: its first clause shown,
     assert label.split(", ")[0] in stats and label  # all of it in the tooltip
-    assert dialog.cells[4].stats.toolTip() == f"Speedup: {label}"
+    # The speedup's full label, then what the tile's "S2" (its SSIMULACRA2) means.
+    tip = dialog.cells[4].stats.toolTip().splitlines()
+    assert tip[0] == f"Speedup: {label}" and tip[1].startswith("S2: SSIMULACRA2 ")
     assert "times measured on" in dialog.about.text()
-    assert window.run.status is RunStatus.idle  # the main view was not driven by the batch
+    assert window.run.status is JobStatus.idle  # the main view was not driven by the batch
 
     # At the smallest window size the cells sit side by side in rows, none overlapping, every
     # image at least the minimum (the grid scrolls before it squeezes one).
@@ -108,9 +109,9 @@ def test_entries_fill_in_as_they_finish_and_a_click_makes_one_current(
     saved = load_comparison(entries[0])
     assert [r.threshold for r in saved.rows] == [0.05, 0.1, 0.2, 0.3]
     window.comparer.rows = []
-    window.comparer.status = CompareStatus.idle
+    window.comparer.status = JobStatus.idle
     assert window.open_history_entry(entries[0])
-    assert window.comparer.status is CompareStatus.opened
+    assert window.comparer.status is JobStatus.opened
     assert _filled(dialog) == 4
     assert [r.skips for r in window.comparer.rows if r] == [r.skips for r in rows]
 
@@ -137,7 +138,7 @@ def test_cancel_keeps_the_finished_entries(qtbot: QtBot, make_window: WindowFact
     assert dialog.cancel_button.isEnabled()
     qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
     gate.open()
-    qtbot.waitUntil(lambda: comparer.status is CompareStatus.cancelled, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: comparer.status is JobStatus.cancelled, timeout=FINISH_MS)
     qtbot.waitUntil(lambda: comparer.saved_entry is not None, timeout=FINISH_MS)
     assert sum(r is not None for r in comparer.rows) == 1
     assert _filled(dialog) == 1
@@ -169,7 +170,7 @@ def test_a_bad_list_gets_one_sentence_and_starts_nothing(
     assert dialog.error.isVisibleTo(dialog) and dialog.error.text().startswith(sentence)
     assert "\n" not in dialog.error.text() and dialog.error.text().endswith(".")
     assert not window.host.busy and engine.requests == []
-    assert window.comparer.status is CompareStatus.idle
+    assert window.comparer.status is JobStatus.idle
 
 
 def test_defaults_follow_the_form(qtbot: QtBot, make_window: WindowFactory) -> None:
@@ -220,7 +221,7 @@ def test_picking_an_entry_waits_while_a_generate_runs(
     comparer = window.comparer
     dialog.thresholds.setText(THRESHOLDS)
     dialog.start()
-    qtbot.waitUntil(lambda: comparer.status is CompareStatus.finished, timeout=FINISH_MS)
+    qtbot.waitUntil(lambda: comparer.status is JobStatus.finished, timeout=FINISH_MS)
     qtbot.waitUntil(lambda: not window.host.busy, timeout=FINISH_MS)
 
     gate.hold()
@@ -263,7 +264,7 @@ def test_an_entry_that_skipped_the_same_steps_names_the_first_such_threshold(
         ComparisonRow(t, image, p.count("S"), STEPS, 0.99, 1.0, 2.0, 2.0, "measured", pattern=p)
         for t, p in zip(thresholds, patterns, strict=True)
     ]
-    comparer.status = CompareStatus.opened
+    comparer.status = JobStatus.opened
     dialog.refresh()
     notes = [cell.stats.text().splitlines()[-1] for cell in dialog.cells[1:]]
     assert [n if n.startswith("same steps") else "" for n in notes] == [
@@ -319,7 +320,7 @@ def test_a_tile_flags_one_spot_and_a_reopened_comparison_keeps_its_mark_and_note
     [entry] = window.history.entries()
     window.form.threshold = 0.5  # the user moves on; later reopens the comparison
     assert window.open_history_entry(entry)
-    assert comparer.status is CompareStatus.opened
+    assert comparer.status is JobStatus.opened
     shown = window.run.request
     assert shown is not None
     current = [i for i, t in enumerate(comparer.thresholds) if t == shown.threshold]
@@ -381,7 +382,7 @@ def test_current_marks_the_tile_the_main_window_shows_and_no_other(
     assert marked() == [False, False, True, False]
 
     window.form.threshold = 0.15  # the user moves on and generates
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert comparer.picked is None and marked() == [False] * 4
 
     run_entry = next(e for e in window.history.entries() if not is_comparison(e))

@@ -13,7 +13,7 @@ from ui_support import FakeModelStore, WindowFactory, run_to_end
 
 from app.engine.events import Pass
 from app.gate.kinds import GATE_KINDS
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.theme import small_font
 from app.ui.variant_picker import BADGE_ROLE
 from app.ui.window import MainWindow
@@ -35,7 +35,7 @@ def test_every_timeline_row_label_shows_whole(qtbot: QtBot, make_window: WindowF
     window.form.select_variant("demo")
     longest = max(GATE_KINDS, key=lambda g: len(GATE_KINDS[g].label))
     window.form.select_gate(longest)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     _settle(qtbot, window)
     timeline = window.timeline
     assert timeline.gate_name == GATE_KINDS[longest].label  # "First-block probe"
@@ -84,7 +84,7 @@ def test_the_last_line_of_details_shows_at_the_smallest_window(
 ) -> None:
     """A Details line that fits the disclosure's width but not the figures' own (5 px less)."""
     window = make_window(FakeEngine())
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     details = window.run_details
     details.set_expanded(True)
     _settle(qtbot, window)

@@ -25,7 +25,7 @@ from app.storage.settings import SettingsStore
 from app.ui.analysis import NoticeKind
 from app.ui.defaults import DEFAULT_PROMPT, MAX_SEED
 from app.ui.form_model import ui_default_threshold
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.variants import DEFAULT_VARIANT, check_schedule, get_variant
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
 
@@ -68,9 +68,9 @@ def test_the_engine_is_built_and_runs_on_one_worker_thread(
         return engine
 
     window = make_window(factory=factory)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     window.form.threshold = 0.05
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     [engine] = built
     gui_thread = threading.get_ident()
     assert engine.created_thread != gui_thread
@@ -82,7 +82,7 @@ def test_the_timeline_fills_in_order(qtbot: QtBot, make_window: WindowFactory) -
     window = make_window(engine)
     seen: list[str] = []
     window.run.gated_steps_changed.connect(lambda _row: seen.append(window.timeline.pattern()))
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     steps = window.form.steps
     during = [p for p in seen if "·" in p or len(p) == steps]
     for pattern in during:  # every state is a filled prefix followed by pending cells
@@ -107,13 +107,13 @@ def test_cancel_mid_run(qtbot: QtBot, make_window: WindowFactory) -> None:
     assert not window.controls.generate_button.isEnabled()
     with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
         qtbot.mouseClick(window.controls.cancel_button, Qt.MouseButton.LeftButton)
-    assert blocker.args == [RunStatus.cancelled]
+    assert blocker.args == [JobStatus.cancelled]
     assert window.run.phase.startswith("Cancelled at step 6")
     assert sum(s is not None for s in window.timeline.vanilla) == 5
     assert window.controls.generate_button.isEnabled()
     assert window.history.entries() == []  # a cancelled run is not saved
     gate.open()
-    assert run_to_end(qtbot, window) is RunStatus.finished  # still usable
+    assert run_to_end(qtbot, window) is JobStatus.finished  # still usable
 
 
 def test_escape_cancels_and_ctrl_return_generates(qtbot: QtBot, make_window: WindowFactory) -> None:
@@ -130,7 +130,7 @@ def test_escape_cancels_and_ctrl_return_generates(qtbot: QtBot, make_window: Win
     wait_held_at(qtbot, gate, Pass.vanilla, 0)
     with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
         qtbot.keyClick(window.controls.prompt, Qt.Key.Key_Escape)
-    assert blocker.args == [RunStatus.cancelled]
+    assert blocker.args == [JobStatus.cancelled]
 
 
 def test_a_second_generate_during_a_run_starts_nothing(
@@ -155,11 +155,11 @@ def test_threshold_only_rerun_reuses_the_cached_vanilla(
 ) -> None:
     engine = FakeEngine()
     window = make_window(engine)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert not window.run.vanilla_cached
     first_vanilla = window.run.vanilla_image
     window.form.threshold = 0.06
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     second = [e for e in engine.emitted if getattr(e, "run_id", None) == 2]
     started = [e for e in second if isinstance(e, PassStarted)]
     assert [(e.which, e.cached) for e in started] == [(Pass.vanilla, True), (Pass.gated, False)]
@@ -183,14 +183,14 @@ def test_card_tooltip_export_history_and_report_say_the_same_speedup_label(
     qtbot: QtBot, make_window: WindowFactory
 ) -> None:
     window = make_window(FakeEngine(FakeScript(step_seconds=0.001)))  # timed: a real speedup
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     window.form.threshold = 0.06
-    assert run_to_end(qtbot, window) is RunStatus.finished  # vanilla cached, gated resumed
+    assert run_to_end(qtbot, window) is JobStatus.finished  # vanilla cached, gated resumed
     label = window.run.speedup_label
     assert label.startswith("re-timed estimate (") and ", vanilla cached at " in label
     assert window.compare.speedup_card.note.text() == label
     assert label in window.compare.speedup_card.toolTip()
-    assert f"({label})" in window.session.export_captions()["footer"]
+    assert f"({label})" in window.exporter.export_captions()["footer"]
     saved = window.run.saved_entry
     entry = window.history.get(Path(saved).name) if saved else None
     assert entry is not None
@@ -206,13 +206,13 @@ def test_a_re_timed_speedup_names_the_times_it_is_the_ratio_of_everywhere(
     the ratio of the times shown says so and names the times it is the ratio of; a measured one
     is the ratio of the times shown."""
     window = make_window(FakeEngine(FakeScript(step_seconds=0.001)))
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     r = window.run
     assert r.speedup_label == "measured" and r.skips
     assert r.vanilla_seconds is not None and r.gated_seconds is not None
     assert r.speedup == pytest.approx(r.vanilla_seconds / r.gated_seconds)
     window.form.threshold = 0.06
-    assert run_to_end(qtbot, window) is RunStatus.finished  # vanilla cached: re-timed
+    assert run_to_end(qtbot, window) is JobStatus.finished  # vanilla cached: re-timed
     report = window.run.report
     figure = report.speedup_figure if report is not None else None
     assert figure is not None and figure.retimed
@@ -242,7 +242,7 @@ def test_nothing_skipped_reads_1_everywhere_with_the_times_still_shown(
     engine = FakeEngine(script)
     window = make_window(engine)
     window.form.threshold = 0.01  # every prediction is above it: nothing is skipped
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     r = window.run
     assert r.skips == 0  # engagement, inverted on purpose: this case is about zero skips
     assert r.vanilla_seconds and r.gated_seconds  # both times are still there …
@@ -252,8 +252,8 @@ def test_nothing_skipped_reads_1_everywhere_with_the_times_still_shown(
     card = window.compare.speedup_card
     assert (card.value.text(), card.note.text()) == ("1.00×", "nothing skipped")
     assert "nothing skipped" in card.toolTip()
-    assert "speedup 1.00× (nothing skipped)" in window.session.export_captions()["footer"]
-    assert window.session.export_metadata()["speedup_label"] == "nothing skipped"
+    assert "speedup 1.00× (nothing skipped)" in window.exporter.export_captions()["footer"]
+    assert window.exporter.export_metadata()["speedup_label"] == "nothing skipped"
     saved = window.run.saved_entry
     entry = window.history.get(Path(saved).name) if saved else None
     assert entry is not None
@@ -270,7 +270,7 @@ def test_rerun_on_threshold_change_runs_only_after_a_threshold_move(
     engine = FakeEngine()
     window = make_window(engine)
     window.controls.rerun.setChecked(True)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS):
         window.form.threshold = 0.07
     assert len(engine.requests) == 2 and engine.requests[1].threshold == 0.07
@@ -283,14 +283,14 @@ def test_a_failure_shows_inline_and_the_app_stays_usable(
 ) -> None:
     engine = FakeEngine(scripts=[FakeScript(failure=FakeFailure("out of sand", Pass.gated, 3))])
     window = make_window(engine)
-    assert run_to_end(qtbot, window) is RunStatus.failed
+    assert run_to_end(qtbot, window) is JobStatus.failed
     banner = window.banners.banner("error")
     assert banner is not None and banner.isVisible()
     assert "out of sand" in banner.message.text()
     banner.copy_button.click()
     assert "out of sand" in QGuiApplication.clipboard().text()
     assert window.controls.generate_button.isEnabled()
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert window.banners.banner("error") is None  # a new run clears the old error
 
 
@@ -299,10 +299,10 @@ def test_an_exception_out_of_the_engine_is_reported(
 ) -> None:
     engine = FakeEngine(scripts=[FakeScript(failure=FakeFailure("kaboom", raise_instead=True))])
     window = make_window(engine)
-    assert run_to_end(qtbot, window) is RunStatus.failed
+    assert run_to_end(qtbot, window) is JobStatus.failed
     assert window.run.error is not None and "kaboom" in window.run.error.message
     assert "Traceback" in window.run.error.details
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
 
 
 def test_an_engine_that_cannot_be_built_fails_inline_and_is_retried(
@@ -317,9 +317,9 @@ def test_an_engine_that_cannot_be_built_fails_inline_and_is_retried(
         return FakeEngine()
 
     window = make_window(factory=factory)
-    assert run_to_end(qtbot, window) is RunStatus.failed
+    assert run_to_end(qtbot, window) is JobStatus.failed
     assert window.run.error is not None and "mflux" in window.run.error.message
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert len(attempts) == 2
 
 
@@ -339,7 +339,7 @@ def test_closing_mid_run_stops_cleanly_and_keeps_what_was_saved(
     engine, gate = held_engine()
     gate.open()
     window = make_window(engine)
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     gate.hold()  # hold the next run
     window.form.threshold = 0.042
     window.form.prompt = "three green squares on a white background"
@@ -406,12 +406,12 @@ def test_a_corrupt_settings_file_shows_a_notice_and_uses_defaults(
 
 def test_history_reopen_and_export(qtbot: QtBot, make_window: WindowFactory, tmp_path) -> None:
     window = make_window()
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     saved_pattern = window.timeline.pattern()
     saved_image = window.run.gated_image
     first_threshold = window.form.threshold
     window.form.threshold = 0.05
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     dialog = window.show_history()
     qtbot.addWidget(dialog)
     assert dialog.list.count() == 2
@@ -438,7 +438,7 @@ def test_distilled_warning_banner_before_and_after_a_run(
     assert before is not None and before.notice.kind is NoticeKind.warning
     assert "2 of 4 steps could be skipped at all" in before.message.full_text
     assert "0.261" in before.message.full_text  # from the variant's calibration data
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     after = window.banners.banner("schedule")
     assert after is not None
     assert "every prediction is above it" in after.title.text()
@@ -462,7 +462,7 @@ def test_a_threshold_below_the_onset_explains_why_nothing_skips(
     assert floor is not None
     window.form.threshold = round(floor * 0.5, 4)  # under the polynomial's floor
     assert window.banners.banner("schedule") is not None  # said before the run, too
-    assert run_to_end(qtbot, window) is RunStatus.finished
+    assert run_to_end(qtbot, window) is JobStatus.finished
     assert window.run.skips == 0
     banner = window.banners.banner("schedule")
     assert banner is not None and "No step can be skipped" in banner.title.text()
@@ -553,6 +553,8 @@ def test_a_value_outside_its_range_gets_a_note_on_the_range(
     qtbot.keyClicks(c.seed, "99999999999999999999")
     assert c.seed_note.isVisible()
     assert c.seed_note.text().startswith(f"The seed must be between 0 and {MAX_SEED};")
+    qtbot.keyClick(c.seed, Qt.Key.Key_Return)  # the seed commits when editing ends (#39)
+    assert c.seed_note.isVisible()
     assert window.form.seed == int(c.seed.text()) <= MAX_SEED  # what the box holds is the seed
 
     spin = c.threshold.spin
@@ -601,8 +603,8 @@ def test_two_different_warnings_of_one_kind_both_reach_the_window_and_the_histor
     same words again are one note."""
     first, second = RunWarning(0, "note", "first words"), RunWarning(0, "note", "other words")
     window = make_window(FakeEngine(FakeScript(warnings=(first, second, first))))
-    assert run_to_end(qtbot, window) is RunStatus.finished
-    shown = [n.message for n in window.session.notices() if n.message.endswith("words")]
+    assert run_to_end(qtbot, window) is JobStatus.finished
+    shown = [n.message for n in window.notices.notices() if n.message.endswith("words")]
     assert shown == ["first words", "other words"]
     banners = [b.notice.message for b in window.banners.banners]
     assert "first words" in banners and "other words" in banners

@@ -10,7 +10,7 @@ from PySide6.QtGui import QImage
 from pytestqt.qtbot import QtBot
 
 from app.ui.downloads import Progress
-from app.ui.run_model import RunStatus
+from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from app.variants import Variant
 
@@ -67,7 +67,7 @@ class FakeModelStore:
 WindowFactory = Callable[..., MainWindow]
 
 
-def run_to_end(qtbot: QtBot, window: MainWindow) -> RunStatus:
+def run_to_end(qtbot: QtBot, window: MainWindow) -> JobStatus:
     """Press Generate and wait for the run's end; returns how it ended."""
     with qtbot.waitSignal(window.run_ended, timeout=SIGNAL_TIMEOUT_MS) as blocker:
         assert window.session.generate() is not None

@@ -31,7 +31,6 @@ from app.gate.kinds.base import (
     Signal,
     column,
     format_figure,
-    format_threshold,
     walk_candidates,
 )
 from app.gate.provenance import Provenance
@@ -287,9 +286,7 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
         )
         if measured:
             if onset is not None and onset < 1.0:
-                text += (
-                    f" On the last vanilla run, skipping begins above {format_threshold(onset)}."
-                )
+                text += f" On the last vanilla run, {self.onset_words(onset)}."
             else:
                 text += " On the last vanilla run, no threshold skips a step."
         return text

@@ -142,6 +142,9 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
 
         return MagnitudeRecorder(self.name)
 
+    def for_steps_run(self, params: MagCacheParams, steps: int, left_out: int) -> MagCacheParams:
+        return params.for_steps_run(steps, left_out)
+
     # -- traces and simulation ---------------------------------------------------------------
     def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
         """The measured ratios (calibration data); the simulator reads only their count."""
