@@ -48,6 +48,7 @@ from app.gate.decision import (
     Verdict,
     decide,
     predict_change,
+    teacache_figures,
 )
 from app.gate.events import VANILLA, Figure, Figures, StepEvent
 from app.gate.firstblock import GATE_NAME as FIRSTBLOCK_NAME
@@ -56,10 +57,11 @@ from app.gate.firstblock import (
     FirstBlockParams,
     FirstBlockScalars,
     decide_firstblock,
+    firstblock_figures,
     wants_change,
 )
 from app.gate.magcache import GATE_NAME as MAGCACHE_NAME
-from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache
+from app.gate.magcache import MagCacheParams, MagCacheScalars, decide_magcache, magcache_figures
 from app.gate.signals import DECIDES_ON, Signal, Tap, Taps
 
 __all__ = [
@@ -137,8 +139,10 @@ class LiveGate(ABC):
         *,
         on_step: Callable[[StepEvent], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        figures: Callable[[Verdict], Figures] | None = None,
     ) -> None:
         self.params = params
+        self._figures = self.verdict_figures if figures is None else figures
         self._on_step = on_step
         self._clock = clock
         self.events: list[StepEvent] = []
@@ -267,12 +271,16 @@ class LiveGate(ABC):
     def threshold(self) -> float:
         return float(self.params.threshold)
 
-    def step_signals(self, verdict: Verdict) -> dict[str, Figures]:
-        """The step's figures by kind: this gate's kind's, from its verdict
-        (``GateKind.verdict_figures``, the same as a simulated step's)."""
-        from app.gate.kinds import gate_kind
+    @staticmethod
+    def verdict_figures(verdict: Verdict) -> Figures:
+        """This gate's kind's figures of a step it decided (``GateKind.verdict_figures``, the
+        same as a simulated step's): a shipped gate class names its rule's; a kind's
+        ``make_live`` hands its own to any gate (``figures``)."""
+        return {}
 
-        return {self.gate_name: gate_kind(self.gate_name).verdict_figures(verdict)}
+    def step_signals(self, verdict: Verdict) -> dict[str, Figures]:
+        """The step's figures by kind: this gate's kind's, from its verdict."""
+        return {self.gate_name: dict(self._figures(verdict))}
 
     def end_step(self) -> StepEvent:
         if self._unevaluated:  # a driver that did not evaluate them with the latents
@@ -551,6 +559,7 @@ class TeaCacheGate(LiveGate):
 
     gate_name = TEACACHE_NAME
     signal = Signal.modulated_input
+    verdict_figures = staticmethod(teacache_figures)
     params: TeaCacheParams
 
     def __init__(
@@ -559,8 +568,9 @@ class TeaCacheGate(LiveGate):
         *,
         on_step: Callable[[StepEvent], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        figures: Callable[[Verdict], Figures] | None = None,
     ) -> None:
-        super().__init__(params, on_step=on_step, clock=clock)
+        super().__init__(params, on_step=on_step, clock=clock, figures=figures)
         self._scalars = GateScalars()
         self._anchor: mx.array | None = None
 
@@ -614,6 +624,7 @@ class MagCacheGate(LiveGate):
 
     gate_name = MAGCACHE_NAME
     signal = Signal.none
+    verdict_figures = staticmethod(magcache_figures)
     params: MagCacheParams
 
     def __init__(
@@ -622,8 +633,9 @@ class MagCacheGate(LiveGate):
         *,
         on_step: Callable[[StepEvent], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        figures: Callable[[Verdict], Figures] | None = None,
     ) -> None:
-        super().__init__(params, on_step=on_step, clock=clock)
+        super().__init__(params, on_step=on_step, clock=clock, figures=figures)
         self._mag = MagCacheScalars()
         self._table: tuple[float, ...] = ()
 
@@ -656,6 +668,7 @@ class FirstBlockGate(LiveGate):
 
     gate_name = FIRSTBLOCK_NAME
     signal = Signal.first_block_residual
+    verdict_figures = staticmethod(firstblock_figures)
     depth = PROBE_DEPTH
     params: FirstBlockParams
 
@@ -665,8 +678,9 @@ class FirstBlockGate(LiveGate):
         *,
         on_step: Callable[[StepEvent], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        figures: Callable[[Verdict], Figures] | None = None,
     ) -> None:
-        super().__init__(params, on_step=on_step, clock=clock)
+        super().__init__(params, on_step=on_step, clock=clock, figures=figures)
         self._probe = FirstBlockScalars()
         self._reference: mx.array | None = None
 

@@ -405,7 +405,8 @@ def toy_rule(
         or change is None
         or not math.isfinite(change)
     ):
-        return Verdict(index, Decision.computed, change, store_residual=not last), 0.0
+        stores = params.enabled and not last  # off, nothing is ever reused
+        return Verdict(index, Decision.computed, change, store_residual=stores), 0.0
     total += change
     if total < params.threshold:
         return Verdict(index, Decision.skipped, change, accumulated=total), total

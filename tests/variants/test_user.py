@@ -114,4 +114,4 @@ def test_a_user_calibration_generates_and_is_listed_everywhere(
     assert isinstance(seen[-1], ev.RunFinished), seen[-1]
     report = seen[-1].report.to_json()
     assert report["variant"] == "demo+mycal"
-    assert report["coefficients"] == COEFFICIENTS
+    assert report["gate_fields"]["teacache"]["coefficients"] == COEFFICIENTS

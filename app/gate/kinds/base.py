@@ -333,7 +333,10 @@ class GateKind(ABC, Generic[P, C, T]):
         on_step: Callable[[StepEvent], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> LiveGate:
-        return self.live_class()(params, on_step=on_step, clock=clock)  # type: ignore[call-arg]
+        """The live gate for ``params``, writing this kind's figures on each step it decides
+        (``verdict_figures``: a gate class need not repeat them)."""
+        live = self.live_class()
+        return live(params, on_step=on_step, clock=clock, figures=self.verdict_figures)  # type: ignore[call-arg]
 
     # -- the weight-free schedule check --------------------------------------------------------
     @abstractmethod

@@ -19,6 +19,7 @@ from app.gate.firstblock import (
     DEFAULT_WARMUP_STEPS,
     GATE_NAME,
     FirstBlockParams,
+    firstblock_figures,
     simulate_firstblock,
 )
 from app.gate.firstblock import onset as probe_onset
@@ -131,8 +132,7 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
 
     # -- its figures ---------------------------------------------------------------------------
     def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
-        """The first blocks' change the rule compared (against the last computed step)."""
-        return {"change": verdict.accumulated}
+        return {**firstblock_figures(verdict)}
 
     def legacy_figures(
         self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool

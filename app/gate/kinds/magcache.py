@@ -22,7 +22,7 @@ from app.gate.kinds.base import (
     format_figure,
     inside_closed_low,
 )
-from app.gate.magcache import GATE_NAME, MagCacheParams, simulate_magcache
+from app.gate.magcache import GATE_NAME, MagCacheParams, magcache_figures, simulate_magcache
 from app.gate.magcache import onset as table_onset
 from app.gate.provenance import Provenance
 from app.gate.simulator import Engagement
@@ -116,9 +116,7 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
 
     # -- its figures ---------------------------------------------------------------------------
     def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
-        """The table's ratio for the step (``table_ratio``; the accumulated error is the step's
-        ``accumulated``)."""
-        return {"table_ratio": verdict.predicted}
+        return {**magcache_figures(verdict)}
 
     def legacy_figures(
         self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool

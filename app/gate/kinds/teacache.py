@@ -14,6 +14,7 @@ from app.gate.decision import (
     Verdict,
     predict_change,
     prediction_floor,
+    teacache_figures,
 )
 from app.gate.events import Figure, StepEvent, figure_from_json
 from app.gate.kinds.base import (
@@ -128,8 +129,7 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
 
     # -- its figures ---------------------------------------------------------------------------
     def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
-        """The signal's measured change (``rel_l1``) and the polynomial's price of it."""
-        return {"rel_l1": verdict.rel_l1, "predicted": verdict.predicted}
+        return {**teacache_figures(verdict)}
 
     def legacy_figures(
         self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool
