@@ -272,15 +272,16 @@ class GatedStep(LookAhead):
     # -- driving a step ----------------------------------------------------------------------------
     def _decide(self, latents: mx.array, timestep: Any, rest: Any) -> tuple[Pre, Verdict]:
         """The conditional branch's prelude and the step's verdict (a gate that decides on a tap
-        reads it from the prelude, built ahead where compiled; one that reads none decides
-        first), its records handed to the gate."""
+        or records one reads it from the prelude, built ahead where compiled, so the vanilla
+        recorder's pass runs the path a gated pass runs; one that reads none decides first), its
+        records handed to the gate."""
         gate = self.gate
-        if self.taps.decides_on is not None:
+        if self.taps.decides_on is not None or self.records:
             if self.compiled:
                 pre, measured = self.prelude_ahead(self.prelude, latents, timestep, rest)
             else:
                 pre, measured = self.prelude(latents, timestep, rest), None
-            verdict = gate.decide(pre["signal"], measured)
+            verdict = gate.decide(pre.get("signal"), measured)
         else:
             verdict = gate.decide(None)
             pre = self.prelude(latents, timestep, rest)
