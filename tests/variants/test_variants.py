@@ -156,8 +156,8 @@ def test_non_distilled_variants_engage_at_their_defaults(variant: Variant) -> No
 
 @pytest.mark.parametrize("variant", UNCALIBRATED, ids=by_id)
 def test_a_variant_without_teacache_numbers_says_how_to_make_them(variant: Variant) -> None:
-    """Issues #29's and #40's models: no TeaCache numbers, no default threshold, and each gate without a
-    calibration says in one sentence why (distilled) or which command makes one."""
+    """Issues #29's and #40's models: no TeaCache numbers, no default threshold, and each gate
+    without a calibration says in one sentence why (distilled) or which command makes one."""
     assert variant.distilled == UNCALIBRATED_DISTILLED[variant.id]
     assert variant.teacache is None and variant.default_threshold is None
     assert (variant.distilled_reason is not None) == variant.distilled
