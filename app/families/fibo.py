@@ -38,6 +38,7 @@ from app.families.spec import (
     ShellCase,
     ShellTest,
 )
+from app.fileio.jsonio import dumps_json
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -192,9 +193,9 @@ _SUBJECTS = (
     "A macro photo of a butterfly on a flower.",
     "A neon-lit rainy street.",
 )
-CALIBRATION_CAPTIONS = tuple(json.dumps({"short_description": s}) for s in _SUBJECTS)
+CALIBRATION_CAPTIONS = tuple(dumps_json({"short_description": s}) for s in _SUBJECTS)
 # The shells' prompt (``app.adapters.shells.DEFAULT_PROMPT``) as FIBO reads it: a JSON caption
-SHELL_CAPTION = json.dumps({"short_description": "a red circle on a blue background"})
+SHELL_CAPTION = dumps_json({"short_description": "a red circle on a blue background"})
 
 
 def json_caption_problem(prompt: str) -> str | None:
