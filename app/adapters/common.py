@@ -66,6 +66,11 @@ class GateState:
             self.gate.record_output(noise)
 
 
+def _loop_sigmas(family: Family) -> Callable[[Any], mx.array] | None:
+    """The sigmas the family's loop steps on where they are not ``config.scheduler``'s."""
+    return None if family.preview is None else family.preview.loop_sigmas
+
+
 def install_class_swap(
     pipeline: Any,
     gate: LiveGate,
@@ -89,7 +94,7 @@ def install_class_swap(
         )
     installation = Installation(pipeline, gate, family=family.id)
     try:
-        lifecycle = GateLifecycle(gate)
+        lifecycle = GateLifecycle(gate, _loop_sigmas(family))
         state = GateState(gate, lifecycle)
         gated_class = type(
             gated_base.__name__,
@@ -122,7 +127,7 @@ def install_predict_factory(
     own_factory = pipeline._predict  # the instance override if any, else the class's staticmethod
     installation = Installation(pipeline, gate, family=family.id)
     try:
-        lifecycle = GateLifecycle(gate)
+        lifecycle = GateLifecycle(gate, _loop_sigmas(family))
         state = GateState(gate, lifecycle, own_factory=own_factory)
         installation.set_instance_attr(pipeline, "_predict", make_factory(state))
         installation.register_callback(pipeline.callbacks, lifecycle)

@@ -3,7 +3,8 @@ without loading MLX; ``app.gate.live`` re-exports it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from app.gate.decision import Decision
 
@@ -31,7 +32,12 @@ class StepEvent:
     residual against the last computed step's (on a vanilla pass: against the previous step).
     ``block_changes`` (vanilla passes only) holds ``d`` against each of the previous steps,
     nearest first, up to ``app.gate.firstblock.TRACE_DEPTH`` of them: the probe's simulator reads
-    the one its own last computed step needs (``app.gate.firstblock``)."""
+    the one its own last computed step needs (``app.gate.firstblock``).
+
+    ``fill`` is the fill's record of the step (``app.gate.fill``): on a skipped step ``reach``,
+    the steps past the last computed one its change was forecast to (0: reused as it was); on the
+    computed step that closes a streak, ``error`` and ``reuse_error``, the streak's worst
+    estimated relative error of the fill that ran and of reuse. Empty elsewhere."""
 
     index: int
     num_steps: int
@@ -46,6 +52,7 @@ class StepEvent:
     mag_ratio: float | None = None
     block_change: float | None = None
     block_changes: tuple[float, ...] | None = None
+    fill: Mapping[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -62,4 +69,5 @@ class StepEvent:
             "mag_ratio": self.mag_ratio,
             "block_change": self.block_change,
             "block_changes": None if self.block_changes is None else list(self.block_changes),
+            "fill": dict(self.fill),
         }

@@ -29,7 +29,7 @@ import contextlib
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, cast
 
 import mlx.core as mx
@@ -45,6 +45,8 @@ from app.gate.decision import (
     predict_change,
 )
 from app.gate.events import StepEvent
+from app.gate.fill import REUSE, Fill, even_positions
+from app.gate.fill_memory import FillMemory
 from app.gate.firstblock import GATE_NAME as FIRSTBLOCK_NAME
 from app.gate.firstblock import (
     TRACE_DEPTH,
@@ -135,7 +137,8 @@ class LiveGate(ABC):
         self.events: list[StepEvent] = []
         self.num_steps = 0
         self._previous_output: mx.array | None = None
-        self._residuals: dict[str, mx.array] = {}
+        # The kept residuals, per branch, and the fill that reads them (``app.gate.fill``).
+        self._residuals = FillMemory(REUSE)
         self._unevaluated: list[mx.array] = []
         self._pending: Verdict | None = None
         self._pending_output: float | None = None
@@ -149,13 +152,25 @@ class LiveGate(ABC):
         self._t_last = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
-    def begin(self, num_steps: int) -> None:
-        """Start a generation of ``num_steps`` active steps: drop every cached array and reset."""
+    @property
+    def fill(self) -> Fill:
+        """What a skipped step adds (``app.gate.fill``; ``reuse`` unless set)."""
+        return self._residuals.fill
+
+    @fill.setter
+    def fill(self, fill: Fill) -> None:
+        self._residuals.fill = fill
+
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        """Start a generation of ``num_steps`` active steps: drop every cached array and reset.
+        ``positions``: each active step's place on the schedule (its sigma), which a forecast
+        spaces its differences by; None: evenly spaced."""
         if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 0:
             raise GateConfigError(
                 f"num_steps must be a whole number of steps ≥ 0, got {num_steps!r}"
             )
         self.release()
+        self._residuals.begin(even_positions(num_steps) if positions is None else positions)
         self.events = []
         self.num_steps = num_steps
         self._index = 0
@@ -171,7 +186,7 @@ class LiveGate(ABC):
     def release(self) -> None:
         """Drop every cached array (called after the loop, before the VAE decode)."""
         self._previous_output = None
-        self._residuals.clear()
+        self._residuals.release()
         self._unevaluated = []
         self._block_history = []
 
@@ -236,10 +251,10 @@ class LiveGate(ABC):
         return rel_l1_pair(signal, anchor)
 
     def residual(self, branch: str = "cond") -> mx.array:
-        """The cached residual a skipped step adds (the split-compiled adapters add it inside
-        their compiled tail; ``reuse`` adds it eagerly)."""
+        """What this skipped step adds on ``branch``: the fill's answer from the residuals kept
+        (the compiled step adds it inside its compiled tail; ``reuse`` adds it eagerly)."""
         try:
-            return self._residuals[branch]
+            return self._residuals.residual(branch, self._index)
         except KeyError:
             raise RuntimeError(
                 f"gate skipped a step with no cached residual for {branch!r}"
@@ -263,7 +278,7 @@ class LiveGate(ABC):
             self._unevaluated.append(self._pending_magnitude)
         # Evaluated with the step's latents (see ``unevaluated``) rather than here: a separate
         # eval mid-step is an extra host sync. Both operands live until the step ends anyway.
-        self._residuals[branch] = residual
+        self._residuals.keep(branch, self._index, residual)
         self._unevaluated.append(residual)
 
     def record_first_block(self, residual: mx.array) -> None:
@@ -285,7 +300,7 @@ class LiveGate(ABC):
         """Residuals stored this step and not yet materialised: evaluate them together with the
         step's latents (``GateLifecycle`` does), so storing costs no extra synchronisation."""
         pending, self._unevaluated = self._unevaluated, []
-        return pending
+        return pending + self._residuals.unevaluated()
 
     def reuse(self, body_in: mx.array, branch: str = "cond") -> mx.array:
         return body_in + self.residual(branch)
@@ -340,6 +355,7 @@ class LiveGate(ABC):
             mag_ratio=magnitude,
             block_change=block_change,
             block_changes=block_changes,
+            fill=self._residuals.record(),
         )
         self._t_last = now
         self._pending = None
@@ -395,8 +411,8 @@ class TeaCacheGate(LiveGate):
         self._scalars = GateScalars()
         self._anchor: mx.array | None = None
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._scalars = GateScalars()
 
     def release(self) -> None:
@@ -473,8 +489,8 @@ class MagCacheGate(LiveGate):
         self._mag = MagCacheScalars()
         self._table: tuple[float, ...] = ()
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._mag = MagCacheScalars()
         self._table = self.params.ratios_for(num_steps) if num_steps else ()
 
@@ -516,8 +532,8 @@ class FirstBlockGate(LiveGate):
         self._probe = FirstBlockScalars()
         self._reference: mx.array | None = None
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._probe = FirstBlockScalars()
 
     def release(self) -> None:

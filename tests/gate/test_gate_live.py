@@ -422,6 +422,7 @@ def test_step_events_are_live_and_timed_with_the_injected_clock() -> None:
         "mag_ratio": None,
         "block_change": None,
         "block_changes": None,
+        "fill": {},  # the test never asked for the residual: no fill ran
     }
 
 

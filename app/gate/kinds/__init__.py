@@ -46,6 +46,7 @@ from app.gate.kinds.magcache import (
 from app.gate.kinds.teacache import TEACACHE_KIND, TeaCacheCalibration
 
 if TYPE_CHECKING:
+    from app.gate.fill import Fill
     from app.gate.live import LiveGate
 
 AnyGateKind = GateKind[Any, Any, Any]
@@ -120,9 +121,11 @@ def make_gate(
     observe: bool = False,
     capture_output: bool = False,
     clock: Callable[[], float] = time.perf_counter,
+    fill: Fill | None = None,
 ) -> LiveGate:
     """The live gate for ``params`` (its kind's); ``observe`` gives the vanilla pass's observer,
-    which records every kind's trace and never skips."""
+    which records every kind's trace and never skips. ``fill``: what a skipped step adds
+    (``app.gate.fill``; None: reuse)."""
     if observe:
         if not isinstance(params, TeaCacheParams):  # the observer's (``OBSERVER``)
             raise GateConfigError(
@@ -131,7 +134,10 @@ def make_gate(
         return OBSERVER.make_observer(
             params, on_step=on_step, capture_output=capture_output, clock=clock
         )
-    return kind_of(params).make_live(params, on_step=on_step, clock=clock)
+    gate = kind_of(params).make_live(params, on_step=on_step, clock=clock)
+    if fill is not None:
+        gate.fill = fill
+    return gate
 
 
 __all__ = [
