@@ -23,6 +23,7 @@ from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
+from app.gate.fill import recorded_fill
 from app.gate.kinds import recorded_gate
 from app.metrics import LocalDifference
 
@@ -220,6 +221,7 @@ class RunReport:
             "steps": r.steps,
             "threshold": r.threshold,
             "gate": r.gate,
+            "fill": r.fill,
             "width": r.width,
             "height": r.height,
             "guidance": r.guidance,
@@ -386,7 +388,16 @@ def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
         mag_ratio=json_float(row.get("mag_ratio")),
         block_change=json_float(row.get("block_change")),
         block_changes=_changes(row.get("block_changes")),
+        fill=_fill_record(row.get("fill")),
     )
+
+
+def _fill_record(value: object) -> dict[str, float]:
+    """A step's recorded fill figures (``StepEvent.fill``); a figure strict JSON wrote as null
+    (non-finite) is left out, as is anything not a number."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, x in value.items() if (v := json_float(x)) is not None}
 
 
 def _changes(value: object) -> tuple[float, ...] | None:
@@ -464,6 +475,7 @@ def request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             loras=loras,
             model_path=json_str(data.get("model_path")),
             gate=recorded_gate(data.get("gate")),
+            fill=recorded_fill(data.get("fill")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the report does not record its request ({exc})") from None
