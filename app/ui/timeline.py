@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -26,7 +26,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QWidge
 
 from app.engine.events import Pass
 from app.gate import Decision, StepEvent
+from app.gate.fill import REACH
 from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, gate_kind
+from app.ui.plain_words import fill_step_lines
 from app.ui.step_previews import StepThumbnailPopup
 from app.ui.theme import DECISION_COLOURS, DECISION_HELP, DECISION_LABELS, muted, small_font
 
@@ -73,6 +75,21 @@ def paint_cell(
         painter.drawLine(inset.topRight(), inset.bottomLeft())
 
 
+def forecast_mark(step: StepEvent | None) -> bool:
+    """Whether a gated cell carries the forecast's mark: a skipped step whose change was
+    forecast (not the last computed one reused)."""
+    return step is not None and step.fill.get(REACH, 0.0) > 0
+
+
+def paint_forecast_mark(painter: QPainter, rect: QRectF, alpha: int = 230) -> None:
+    """A small white dot in the cell's top right corner."""
+    radius = max(1.5, min(rect.width(), rect.height()) * 0.13)
+    centre = rect.topRight() + QPointF(-radius * 1.8, radius * 1.8)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(QColor(255, 255, 255, alpha))
+    painter.drawEllipse(centre, radius, radius)
+
+
 def describe_step(step: StepEvent, which: Pass) -> str:
     """The step's tooltip, in the figures of the gate that decided it (``GateKind.step_lines``;
     a vanilla step is its observer's)."""
@@ -83,6 +100,8 @@ def describe_step(step: StepEvent, which: Pass) -> str:
     if gated:
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
     lines += kind.step_lines(step, gated)
+    if gated:
+        lines += fill_step_lines(step)
     lines.append(f"step time: {step.seconds * 1000:.1f} ms")
     return "<br>".join(lines)
 
@@ -255,6 +274,8 @@ class StepTimeline(QWidget):
             paint_cell(
                 painter, rect, step.decision if step else None, pending_pen=pending, radius=radius
             )
+            if forecast_mark(step) and cell_w >= 6:
+                paint_forecast_mark(painter, rect)
             if step is not None and cell_w >= 16:
                 painter.setFont(letter_font)
                 painter.setPen(QColor(255, 255, 255, 230))
@@ -364,20 +385,26 @@ class StepTimeline(QWidget):
 
 
 class _Swatch(QWidget):
-    def __init__(self, decision: Decision | None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, decision: Decision | None, parent: QWidget | None = None, *, forecast: bool = False
+    ) -> None:
         super().__init__(parent)
         self._decision = decision
+        self._forecast = forecast
         self.setFixedSize(14, 14)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        rect = QRectF(1, 1, 12, 12)
         paint_cell(
             painter,
-            QRectF(1, 1, 12, 12),
+            rect,
             self._decision,
             pending_pen=self.palette().color(QPalette.ColorRole.Mid),
         )
+        if self._forecast:
+            paint_forecast_mark(painter, rect)
 
 
 class TimelineLegend(QWidget):
@@ -403,4 +430,19 @@ class TimelineLegend(QWidget):
             layout.addWidget(label)
             layout.addSpacing(8)
             self.labels[decision] = label
+        # The forecast's mark on a skipped step (``app.gate.fill``): shown in the key only once
+        # a run shows one (``show_forecast``), so a reusing run's key stays as it was.
+        self.forecast_swatch = _Swatch(Decision.skipped, self, forecast=True)
+        self.forecast_label = QLabel("Forecast", self)
+        self.forecast_label.setFont(small_font(self.forecast_label.font()))
+        self.forecast_label.setToolTip(
+            "a skipped step that added a forecast of the change, not the last computed one"
+        )
+        layout.addWidget(self.forecast_swatch)
+        layout.addWidget(self.forecast_label)
+        self.show_forecast(False)
         layout.addStretch(1)
+
+    def show_forecast(self, shown: bool) -> None:
+        self.forecast_swatch.setVisible(shown)
+        self.forecast_label.setVisible(shown)
