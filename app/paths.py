@@ -63,3 +63,5 @@ def resources_dir() -> Path:
 
 RESOURCES_DIR = resources_dir()
 DEMO_DIR = RESOURCES_DIR / "demo"  # the embedded demo model: weights, codec, calibrations
+# A picture in the demo's own world to start from (image-to-image): lab/img2img/sketch.py drew it.
+DEMO_SKETCH = DEMO_DIR / "sketch.png"

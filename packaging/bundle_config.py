@@ -163,7 +163,8 @@ REQUIRED_MODULES: tuple[str, ...] = (
 # repository for the README; research results live under lab/ and never reach the bundle.
 RUNTIME_RESOURCE_DIRS: tuple[str, ...] = ("demo", "icons")
 RUNTIME_DEMO_SUFFIXES: tuple[str, ...] = (".safetensors", ".calibration.json")
-RUNTIME_DEMO_FILES: tuple[str, ...] = ("demo.json",)
+# demo.json: its config; sketch.png: the picture the window offers to start from
+RUNTIME_DEMO_FILES: tuple[str, ...] = ("demo.json", "sketch.png")
 # The macOS icon reaches the bundle through BUNDLE(icon=...), as Contents/Resources/*.icns.
 RESOURCE_EXCLUDED_SUFFIXES: tuple[str, ...] = (".icns",)
 

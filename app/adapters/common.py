@@ -109,27 +109,77 @@ def install_class_swap(
     return installation
 
 
+class ClassFactoryRouter:
+    """A predict factory that mflux calls by its class's name (Anima's loop:
+    ``Anima._predict(self.transformer, …)``), where no instance attribute is ever looked up.
+    Installed as the class's ``_predict`` while a gate is installed on one of its pipelines, it
+    hands a call to that pipeline's instance ``_predict`` (the gate's factory, or a seam layered
+    on it: ``app.adapters.replay``) when given that pipeline's transformer, and any other call to
+    mflux's own factory (``own``), so other pipelines of the class run as before."""
+
+    def __init__(self, held: Any) -> None:
+        self.held = held  # the class's own attribute (mflux's staticmethod), put back at the end
+        self.own: Callable[..., Any] = held.__func__ if isinstance(held, staticmethod) else held
+        self.pipelines: dict[int, Any] = {}  # id(transformer) → its pipeline
+
+    def __call__(self, transformer: Any, *args: Any, **kwargs: Any) -> Any:
+        pipeline = self.pipelines.get(id(transformer))
+        factory = self.own if pipeline is None else vars(pipeline)["_predict"]
+        return factory(transformer, *args, **kwargs)
+
+
+def _class_router(owner: type) -> ClassFactoryRouter | None:
+    held = vars(owner).get("_predict")
+    if isinstance(held, staticmethod) and isinstance(held.__func__, ClassFactoryRouter):
+        return held.__func__
+    return None
+
+
+def _route_through_class(installation: Installation, owner: type, pipeline: Any) -> None:
+    """Route ``owner._predict`` calls for this pipeline's transformer to its instance factory;
+    undo takes the route away, and the last one puts mflux's own attribute back."""
+    router = _class_router(owner)
+    if router is None:
+        router = ClassFactoryRouter(vars(owner)["_predict"])
+        owner._predict = staticmethod(router)
+    key = id(pipeline.transformer)
+
+    def undo() -> None:
+        router.pipelines.pop(key, None)
+        if not router.pipelines and _class_router(owner) is router:
+            owner._predict = router.held
+
+    installation.add_rollback(undo)
+    router.pipelines[key] = pipeline
+
+
 def install_predict_factory(
     pipeline: Any,
     gate: LiveGate,
     *,
     family: Family,
     make_factory: Callable[[GateState], Any],
+    by_class: type | None = None,
 ) -> Installation:
     """Install a gate as an instance-level ``_predict`` factory (FLUX.2, Z-Image): mflux builds
     its predict from ``self._predict`` each generation, so the instance attribute wins and its
-    removal restores mflux's own (compiled) predict."""
+    removal restores mflux's own (compiled) predict. ``by_class``: the class whose name mflux's
+    loop calls the factory by (``ClassFactoryRouter``), None where it asks ``self``."""
     current = vars(pipeline).get("_predict")
     if current is not None and hasattr(current, "teacache_state"):
         raise AlreadyInstalledError(
             f"a TeaCache gate is already installed on this {family.short_name} model"
         )
     own_factory = pipeline._predict  # the instance override if any, else the class's staticmethod
+    if isinstance(own_factory, ClassFactoryRouter):  # another pipeline of the class is gated
+        own_factory = own_factory.own
     installation = Installation(pipeline, gate, family=family.id)
     try:
         lifecycle = GateLifecycle(gate, _loop_sigmas(family))
         state = GateState(gate, lifecycle, own_factory=own_factory)
         installation.set_instance_attr(pipeline, "_predict", make_factory(state))
+        if by_class is not None:
+            _route_through_class(installation, by_class, pipeline)
         installation.register_callback(pipeline.callbacks, lifecycle)
     except BaseException:
         installation.remove()

@@ -3,7 +3,9 @@
 - ``install_predict``: the pipeline predicts through ``self._predict(transformer, ...)``, a factory
   called once per generation (FLUX.2, Z-Image, FLUX.3, Krea 2, the demo); an instance attribute
   with mflux's signature wins over the class's, and its removal restores mflux's own (compiled)
-  predict. One predict call is a whole step: both CFG branches and their combination.
+  predict (where the loop names the class, ``Anima._predict(...)``, the class's calls are routed
+  to that instance attribute). One predict call is a whole step: both CFG branches and their
+  combination.
 - ``install_call``: the loop calls the transformer once per branch (FLUX.1, Qwen-Image, Qwen-Image
   2.1): the transformer's class is swapped for a per-installation subclass; the first call of a
   step is the conditional branch, a repeat within the step the unconditional one.
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 import mlx.core as mx
 
@@ -46,6 +48,10 @@ class StepCall:
 class PredictAnatomy(Anatomy):
     """An anatomy entered through mflux's predict factory: built once per generation from the
     factory's arguments (the transformer, and for some families the captions and guidance)."""
+
+    # mflux's loop calls the factory by its class's name (``Anima._predict(...)``), not through
+    # ``self``: the gate routes the class's calls (``app.adapters.common.ClassFactoryRouter``).
+    factory_on_class: ClassVar[bool] = False
 
     def __init__(self, transformer: Any, *factory_args: Any) -> None:
         super().__init__(transformer)
@@ -108,7 +114,10 @@ def install_predict(
         factory.teacache_state = state  # type: ignore[attr-defined]  # marks an installed gate
         return factory
 
-    return install_predict_factory(pipeline, gate, family=family, make_factory=make_factory)
+    owner = family.require_mflux().pipeline() if anatomy.factory_on_class else None
+    return install_predict_factory(
+        pipeline, gate, family=family, make_factory=make_factory, by_class=owner
+    )
 
 
 class _GatedCall:

@@ -16,14 +16,16 @@ tests/adapters/test_mflux_fingerprint.py), in the step's parts:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
 from mflux.models.flux.model.flux_transformer.transformer import Transformer
 
+from app.adapters import shells
 from app.adapters.base import Installation
 from app.adapters.entries import CallAnatomy, StepCall, install_call
-from app.families.flux1 import FAMILY
+from app.families.flux1 import FAMILY, FLUX1_TINY, Flux1Dims
 from app.gate import LiveGate
 
 
@@ -133,3 +135,37 @@ def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_call(
         pipeline, gate, family=FAMILY, anatomy=Flux1Anatomy, transformer_class=Transformer
     )
+
+
+# -- the random-weight shell (``Family.random_weights``; helpers in ``app.adapters.shells``) --
+
+
+def shell(
+    model_name: str,
+    *,
+    dims: Flux1Dims = FLUX1_TINY,
+    prompts: Sequence[str] = (shells.DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.flux.model.flux_transformer.transformer import Transformer
+    from mflux.models.flux.variants.txt2img.flux import Flux1
+
+    model_config = shells._model_config(model_name)
+    pipeline = shells._base_shell(Flux1, model_config)
+    pipeline.tokenizers = {"t5": None, "clip": None}
+    pipeline.t5_text_encoder = None
+    pipeline.clip_text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Transformer(model_config=model_config, **dims.kwargs())
+    shells._init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    keys = mx.random.split(mx.random.key(seed + 1), 2 * len(prompts))
+    cache = {}
+    for i, prompt in enumerate(prompts):
+        t5 = shells._random(keys[2 * i], (1, text_tokens, 4096), dtype)
+        clip = shells._random(keys[2 * i + 1], (1, 768), dtype)
+        cache[prompt] = (t5, clip)
+    pipeline.prompt_cache = cache
+    return pipeline

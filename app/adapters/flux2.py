@@ -23,15 +23,17 @@ A kv-cache call (edit pipelines) runs mflux's own predict, ungated.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
 
+from app.adapters import shells
 from app.adapters.base import Installation
 from app.adapters.entries import PredictAnatomy, StepCall, install_predict
-from app.families.flux2 import FAMILY
+from app.families.flux2 import FAMILY, FLUX2_TINY, Flux2Dims
 from app.gate import LiveGate
 
 
@@ -156,3 +158,43 @@ class Flux2Anatomy(PredictAnatomy):
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_predict(pipeline, gate, family=FAMILY, anatomy=Flux2Anatomy)
+
+
+# -- the random-weight shell (``Family.random_weights``; helpers in ``app.adapters.shells``) --
+
+
+def shell(
+    model_name: str,
+    *,
+    dims: Flux2Dims = FLUX2_TINY,
+    prompts: Sequence[str] = (shells.DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+    init_scale: float = 1.0,
+) -> Any:
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
+    from mflux.models.flux2.model.flux2_transformer.transformer import Flux2Transformer
+    from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
+
+    pipeline = shells._base_shell(Flux2Klein, shells._model_config(model_name))
+    pipeline.vae = shells.StubVAE(latent_channels=32)
+    pipeline.prompt_cache = {}
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {}
+    pipeline.text_encoder = None
+    pipeline.small_decoder = False
+    pipeline.small_text_encoder = False
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Flux2Transformer(**dims.kwargs())
+    shells._init_weights(transformer, seed, dtype, init_scale)
+    pipeline.transformer = transformer
+    table: dict[str, tuple[mx.array, mx.array]] = {}
+    all_prompts = [*prompts, " "]  # mflux's negative prompt for FLUX.2 CFG is a single space
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    for key, prompt in zip(keys, all_prompts, strict=True):
+        embeds = shells._random(key, (1, text_tokens, dims.joint_attention_dim), dtype)
+        table[prompt] = (embeds, Flux2PromptEncoder.prepare_text_ids(embeds))
+    pipeline._encode_prompt_pair = shells._Flux2Prompts(table)
+    return pipeline

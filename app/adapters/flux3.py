@@ -24,15 +24,17 @@ reference images run mflux's own predict). ``Flux3Transformer.__call__`` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux3.model.flux3_transformer.flux3_transformer import Flux3Transformer
 
+from app.adapters import shells
 from app.adapters.base import Installation
 from app.adapters.entries import PredictAnatomy, StepCall, install_predict
-from app.families.flux3 import FAMILY
+from app.families.flux3 import FAMILY, FLUX3_TINY, Flux3Dims
 from app.gate import LiveGate
 
 
@@ -148,3 +150,40 @@ class Flux3Anatomy(PredictAnatomy):
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_predict(pipeline, gate, family=FAMILY, anatomy=Flux3Anatomy)
+
+
+# -- the random-weight shell (``Family.random_weights``; helpers in ``app.adapters.shells``) --
+
+
+def shell(
+    model_name: str,
+    *,
+    dims: Flux3Dims = FLUX3_TINY,
+    prompts: Sequence[str] = (shells.DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.flux3.model.flux3_text_encoder.prompt_encoder import Flux3PromptEncoder
+    from mflux.models.flux3.model.flux3_transformer.flux3_transformer import Flux3Transformer
+    from mflux.models.flux3.variants.txt2img.flux3_klein import Flux3Klein
+
+    model_config = shells._model_config(model_name)
+    pipeline = shells._base_shell(Flux3Klein, model_config)
+    pipeline.prompt_cache = {}
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {}
+    pipeline.text_encoder = None
+    pipeline._noise_override = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Flux3Transformer(**dims.kwargs(), **model_config.transformer_overrides)
+    shells._init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    # ``_encode_prompt`` reads the cache first; the base's CFG branch is the empty prompt
+    all_prompts = [*prompts, ""]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    for key, prompt in zip(keys, all_prompts, strict=True):
+        embeds = shells._random(key, (1, text_tokens, dims.joint_attention_dim), dtype)
+        pipeline.prompt_cache[prompt] = (embeds, Flux3PromptEncoder.prepare_text_ids(text_tokens))
+    return pipeline

@@ -25,16 +25,17 @@ attention mask) and ``Krea2._predict``, in the step's parts:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mlx.core as mx
 from mflux.models.krea2.model.krea2_transformer.timestep_embedder import Krea2TimestepMLP
 from mflux.models.krea2.model.krea2_transformer.transformer import Krea2Transformer
 
+from app.adapters import shells
 from app.adapters.base import Installation
 from app.adapters.entries import PredictAnatomy, StepCall, install_predict
-from app.families.krea2 import FAMILY
+from app.families.krea2 import FAMILY, KREA2_TINY, Krea2Dims
 from app.gate import LiveGate
 
 
@@ -155,3 +156,36 @@ class Krea2Anatomy(PredictAnatomy):
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_predict(pipeline, gate, family=FAMILY, anatomy=Krea2Anatomy)
+
+
+# -- the random-weight shell (``Family.random_weights``; helpers in ``app.adapters.shells``) --
+
+
+def shell(
+    model_name: str,
+    *,
+    dims: Krea2Dims = KREA2_TINY,
+    prompts: Sequence[str] = (shells.DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.krea2.model.krea2_transformer.transformer import Krea2Transformer
+    from mflux.models.krea2.variants.txt2img.krea2 import Krea2
+
+    pipeline = shells._base_shell(Krea2, shells._model_config(model_name))
+    pipeline.prompt_cache = {}
+    pipeline.tokenizers = {"qwen3vl": None}
+    pipeline.text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Krea2Transformer(**dims.kwargs())
+    shells._init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    all_prompts = [*prompts, " "]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    table = {
+        prompt: shells._random(key, (1, text_tokens, dims.context_dim), dtype)
+        for key, prompt in zip(keys, all_prompts, strict=True)
+    }
+    pipeline._encode_prompts = shells._Krea2Prompts(table)
+    return pipeline

@@ -19,15 +19,17 @@ The edit paths (a conditioning image's ids or grid) run mflux's own call, ungate
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransformer
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
+from app.adapters import shells
 from app.adapters.base import Installation
 from app.adapters.entries import CallAnatomy, StepCall, install_call
-from app.families.qwen_image import FAMILY
+from app.families.qwen_image import FAMILY, QWEN_TINY, QwenDims
 from app.gate import LiveGate
 
 
@@ -118,3 +120,38 @@ def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_call(
         pipeline, gate, family=FAMILY, anatomy=QwenAnatomy, transformer_class=QwenTransformer
     )
+
+
+# -- the random-weight shell (``Family.random_weights``; helpers in ``app.adapters.shells``) --
+
+
+def shell(
+    model_name: str,
+    *,
+    dims: QwenDims = QWEN_TINY,
+    prompts: Sequence[str] = (shells.DEFAULT_PROMPT,),
+    negative_prompt: str | None = None,
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    from mflux.models.qwen.model.qwen_transformer.qwen_transformer import QwenTransformer
+    from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
+
+    pipeline = shells._base_shell(QwenImage, shells._model_config(model_name))
+    pipeline.tokenizers = {"qwen": None}
+    pipeline.text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = QwenTransformer(**dims.kwargs())
+    shells._init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    negative = negative_prompt if negative_prompt and negative_prompt.strip() else " "
+    keys = mx.random.split(mx.random.key(seed + 1), 2 * len(prompts))
+    cache = {}
+    mask = mx.ones((1, text_tokens), dtype=mx.int32)
+    for i, prompt in enumerate(prompts):
+        pos = shells._random(keys[2 * i], (1, text_tokens, dims.joint_attention_dim), dtype)
+        neg = shells._random(keys[2 * i + 1], (1, text_tokens, dims.joint_attention_dim), dtype)
+        cache[f"{prompt}|NEG|{negative}"] = (pos, mask, neg, mask)
+    pipeline.prompt_cache = cache
+    return pipeline

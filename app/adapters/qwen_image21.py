@@ -29,16 +29,17 @@ compiled part traces once per generation and path.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import mlx.core as mx
 from mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer import Qwen21Transformer
 from mlx import nn
 
+from app.adapters import shells
 from app.adapters.base import Installation
 from app.adapters.entries import CallAnatomy, StepCall, install_call
-from app.families.qwen_image21 import FAMILY
+from app.families.qwen_image21 import FAMILY, QWEN21_TINY, Qwen21Dims
 from app.gate import LiveGate
 
 
@@ -186,3 +187,41 @@ def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_call(
         pipeline, gate, family=FAMILY, anatomy=Qwen21Anatomy, transformer_class=Qwen21Transformer
     )
+
+
+# -- the random-weight shell (``Family.random_weights``; helpers in ``app.adapters.shells``) --
+
+
+def shell(
+    model_name: str,
+    *,
+    dims: Qwen21Dims = QWEN21_TINY,
+    prompts: Sequence[str] = (shells.DEFAULT_PROMPT,),
+    negative_prompt: str | None = None,
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> Any:
+    """mflux's 2.1 samples without CFG unless ``generate_image`` gets a negative prompt and
+    guidance above 1; ``negative_prompt`` gets embeddings of its own here for that case."""
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.qwen21.model.qwen21_transformer.qwen21_transformer import Qwen21Transformer
+    from mflux.models.qwen21.variants.txt2img.qwen_image_21 import QwenImage21
+
+    pipeline = shells._base_shell(QwenImage21, shells._model_config(model_name))
+    pipeline.vae = shells.StubVAE(latent_channels=64, spatial_scale=16)
+    pipeline.prompt_cache = {}
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {"qwen21": None}
+    pipeline.text_encoder = None
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = Qwen21Transformer(**dims.kwargs())
+    shells._init_weights(transformer, seed, dtype)
+    pipeline.transformer = transformer
+    all_prompts = [*prompts, *([negative_prompt] if negative_prompt else [])]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    mask = mx.ones((1, text_tokens), dtype=mx.int32)
+    for key, prompt in zip(keys, all_prompts, strict=True):
+        embeds = shells._random(key, (1, text_tokens, dims.context_in_dim), dtype)
+        pipeline.prompt_cache[prompt] = (embeds, mask)
+    return pipeline

@@ -25,16 +25,17 @@ except on base/Pro M1/M2; the gated step enters there (``app.adapters.entries.in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 from mflux.models.z_image.model.z_image_transformer.transformer import ZImageTransformer
 
+from app.adapters import shells
 from app.adapters.base import Installation
 from app.adapters.entries import PredictAnatomy, StepCall, install_predict
-from app.families.z_image import FAMILY
+from app.families.z_image import FAMILY, Z_IMAGE_TINY, ZImageDims
 from app.gate import LiveGate
 
 
@@ -221,3 +222,39 @@ class ZImageAnatomy(PredictAnatomy):
 
 def install(pipeline: Any, gate: LiveGate) -> Installation:
     return install_predict(pipeline, gate, family=FAMILY, anatomy=ZImageAnatomy)
+
+
+# -- the random-weight shell (``Family.random_weights``; helpers in ``app.adapters.shells``) --
+
+
+def shell(
+    model_name: str,
+    *,
+    dims: ZImageDims = Z_IMAGE_TINY,
+    prompts: Sequence[str] = (shells.DEFAULT_PROMPT,),
+    text_tokens: int = 16,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+    init_scale: float = 1.0,
+) -> Any:
+    from mflux.models.common.compute_precision.compute_precision import ComputePrecision
+    from mflux.models.z_image.model.z_image_transformer.transformer import ZImageTransformer
+    from mflux.models.z_image.variants.z_image import ZImage
+
+    pipeline = shells._base_shell(ZImage, shells._model_config(model_name))
+    pipeline.compute_precision = ComputePrecision(None)
+    pipeline.tokenizers = {}
+    pipeline.text_encoder = None
+    pipeline.float32 = False
+    mx.random.seed(seed)  # the modules' own init (biases) draws from the global key
+    transformer = ZImageTransformer(**dims.kwargs())
+    shells._init_weights(transformer, seed, dtype, init_scale)
+    pipeline.transformer = transformer
+    all_prompts = [*prompts, " "]
+    keys = mx.random.split(mx.random.key(seed + 1), len(all_prompts))
+    table = {
+        prompt: shells._random(key, (text_tokens, dims.cap_feat_dim), dtype)
+        for key, prompt in zip(keys, all_prompts, strict=True)
+    }
+    pipeline._encode_prompts = shells._ZImagePrompts(table)
+    return pipeline

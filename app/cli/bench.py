@@ -28,7 +28,11 @@ def forced_coefficients(skips_per_compute: int) -> tuple[float, ...]:
 
 def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", help="variant id (see `teacache-studio variants`)")
-    p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"default: “{DEFAULT_PROMPT}”")
+    p.add_argument(
+        "--prompt",
+        help=f"default: “{DEFAULT_PROMPT}”, or the family's example where it reads a format of its "
+        "own (FIBO's JSON captions)",
+    )
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     p.add_argument("--steps", type=int, help="denoising steps (default: the variant's)")
     p.add_argument("--size", type=parse_size_arg, help="WIDTHxHEIGHT (default: the variant's)")
@@ -46,12 +50,21 @@ def make_recipe_request(
     ``forced``: a forced pattern brings its own gate numbers (a variant without a calibration,
     as this year's models, is timed all the same)."""
     from app.engine.request import RequestError, make_request
+    from app.variants import UnknownVariantError, get_variant
 
     variant_id, model_path = resolve_model_path(args.variant, args.model_path)
+    prompt = args.prompt
+    if prompt is None:
+        try:
+            prompt_format = get_variant(variant_id).family.prompt_format
+        except UnknownVariantError:
+            prompt_format = None  # make_request says so in its own words
+        example = prompt_format.example if prompt_format is not None else None
+        prompt = example or DEFAULT_PROMPT
     try:
         return make_request(
             variant_id,
-            args.prompt,
+            prompt,
             seed=args.seed,
             steps=args.steps,
             threshold=threshold,

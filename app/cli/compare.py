@@ -30,7 +30,9 @@ def _compare(args: argparse.Namespace) -> int:
         thresholds = (
             parse_thresholds(args.thresholds)
             if args.thresholds
-            else default_thresholds(base.variant, base.steps, around=base.threshold, gate=base.gate)
+            else default_thresholds(
+                base.variant, base.active_steps, around=base.threshold, gate=base.gate
+            )
         )
         comparison = ThresholdComparison(base, thresholds)
     except RequestError as exc:
@@ -57,9 +59,9 @@ def _compare(args: argparse.Namespace) -> int:
         if report.ssimulacra2 is not None:
             ssim += f", SSIMULACRA2 {report.ssimulacra2:.1f}"
         print(
-            f"t={report.request.threshold:g}: skipped {report.gated.skipped} of {base.steps} "
-            f"({report.gated.pattern}), SSIM {ssim}, gated {report.gated.loop_seconds:.2f} s"
-            f"{speedup}"
+            f"t={report.request.threshold:g}: skipped {report.gated.skipped} of "
+            f"{base.active_steps} ({report.gated.pattern}), SSIM {ssim}, "
+            f"gated {report.gated.loop_seconds:.2f} s{speedup}"
         )
     done, total = len(result.reports), len(comparison.thresholds)
     stopped = "" if done == total else f" ({done} of {total} thresholds; interrupted)"

@@ -49,6 +49,24 @@ def add_request_arguments(p: argparse.ArgumentParser, *, threshold: bool = True)
     add_model_path_argument(p)
     add_lora_argument(p)
     add_gate_argument(p)
+    add_image_arguments(p)
+
+
+def add_image_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--image",
+        action="append",
+        metavar="FILE",
+        help="start from this picture (image-to-image) where the family has mflux's path; both "
+        "passes start from it, and the size follows it unless --size is given",
+    )
+    p.add_argument(
+        "--strength",
+        type=float,
+        metavar="S",
+        help="with --image: how far the result may move from the picture, 0 < S ≤ 1 (the share "
+        f"of the steps that run; default {_default_strength():g})",
+    )
 
 
 def add_lora_argument(p: argparse.ArgumentParser) -> None:
@@ -116,6 +134,8 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "loras": lora_args(args),
         "gate": getattr(args, "gate", None),  # None: the variant's default for this model
         "fill": getattr(args, "fill", DEFAULT_FILL),
+        "images": getattr(args, "image", None) or (),
+        "strength": getattr(args, "strength", None),
     }
     values.update(overrides)
     variant_id, values["model_path"] = resolve_model_path(args.variant, args.model_path)
@@ -260,10 +280,17 @@ def _generate(args: argparse.Namespace) -> int:
     if report.target_search is not None:
         print(report.target_search.note)
     fill = get_fill(request.fill).choice
+    left_out = request.steps_left_out
+    start = (
+        f" (from {request.images[0].name} at strength {request.strength:g}: the first "
+        f"{left_out} never run)"
+        if left_out
+        else ""
+    )
     print(
         f"{request.variant_id}{loras}: threshold {report.request.threshold:g}, skipped "
-        f"{report.gated.skipped} of {request.steps} steps ({report.gated.pattern}; on a skipped "
-        f"step: {fill}), SSIM {ssim}"
+        f"{report.gated.skipped} of {request.active_steps} steps{start} "
+        f"({report.gated.pattern}; on a skipped step: {fill}), SSIM {ssim}"
         f"{local}, vanilla {vanilla_seconds:.2f} s, gated {report.gated.loop_seconds:.2f} s"
         f"{speedup} → {out}"
     )
@@ -332,6 +359,12 @@ def setup(sub: argparse._SubParsersAction) -> None:
         f"{_default_local_bound():g})",
     )
     p.set_defaults(handler=_generate)
+
+
+def _default_strength() -> float:
+    from app.engine.request import DEFAULT_STRENGTH
+
+    return DEFAULT_STRENGTH
 
 
 def _default_local_bound() -> float:

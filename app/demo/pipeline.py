@@ -10,6 +10,11 @@ instance:
 - ``vae``: an object with ``decode_packed_latents(packed, tiling_config)``, the one method
   ``Flux2Klein.generate_image`` calls to decode; it runs the seamless decoder
   (``app.demo.decoder``) on the PCA codec's latents.
+- ``_prepare_img2img_latents``: a run from a picture (``image_path``, ``image_strength``)
+  encodes it with the codec (pixels → the packed tokens, ``DemoVAE.encode_picture``) instead of
+  mflux's FLUX.2 VAE encoder, then noises it to the strength's step as mflux does
+  (``LatentCreator.add_noise_by_interpolation`` at ``sigmas[config.init_time_step]``); mflux's
+  loop then starts at that step.
 - ``_predict``: mflux's own predict closure without ``mx.compile`` (an instance attribute
   overrides the staticmethod factory), so vanilla and gated runs share one numerical path and the
   first generation has no g++/NVRTC compile stall. On the CPU under guidance, its two branches run
@@ -17,7 +22,9 @@ instance:
 
 mflux behaviour relied on (mflux 0.24.0, ``models/flux2/variants/txt2img/flux2_klein.py``):
 ``generate_image`` calls ``self._encode_prompt_pair(prompt=, negative_prompt=" ", guidance=)``,
-``Flux2LatentCreator.prepare_packed_latents`` (noise in ``ModelConfig.precision``),
+``Flux2LatentCreator.prepare_packed_latents`` (noise in ``ModelConfig.precision``), and with a
+picture ``self._prepare_img2img_latents(seed=, config=)`` returning (latents, latent ids, latent
+height, latent width),
 ``self._predict(self.transformer)`` once per generation, ``config.scheduler.step`` per step,
 ``self.callbacks``, then ``self.vae.decode_packed_latents`` on (1, 128, H/16, W/16) and
 ``ImageUtil.to_image`` on a (1, 3, H, W) array in [-1, 1]. ``ModelConfig.precision`` is a class
@@ -36,7 +43,7 @@ import contextlib
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import numpy as np
@@ -133,6 +140,20 @@ class DemoVAE:
         tokens = packed_latents.transpose(0, 2, 3, 1).reshape(batch, h * w, channels)
         return self.decode_tokens(tokens, h * PATCH, w * PATCH).transpose(0, 3, 1, 2)
 
+    def encode_picture(self, path: str | Path, height: int, width: int) -> mx.array:
+        """The picture at ``path`` as packed-token latents (1, tokens, 128): loaded and resized
+        by mflux's own rule (``LatentCreator.encode_image``: EXIF orientation, alpha over white,
+        Lanczos to the run's size), then the codec's encode."""
+        from mflux.utils.image_util import ImageUtil
+
+        picture = ImageUtil.scale_to_dimensions(
+            image=ImageUtil.load_image(path).convert("RGB"),
+            target_width=width,
+            target_height=height,
+        )
+        pixels = mx.array(np.asarray(picture, dtype=np.float32)[None] / 255.0)
+        return self.codec.encode(pixels, xp=mx)
+
     def decode_to_unit(self, latents: mx.array, height: int, width: int) -> mx.array:
         """Packed-token latents (B, tokens, 128) → (B, H, W, 3) in [0, 1], as mflux would save."""
         return mx.clip(self.decode_tokens(latents, height, width) / 2 + 0.5, 0.0, 1.0)
@@ -188,9 +209,8 @@ class DemoFlux2Klein(Flux2Klein):
     def generate_image(self, seed: int, prompt: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         if kwargs.get("scheduler", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER:
             kwargs["scheduler"] = EAGER_SCHEDULER
-        for name in ("image_path", "pid_decode"):
-            if kwargs.get(name):
-                raise ValueError(f"the demo model does not support {name}")
+        if kwargs.get("pid_decode"):
+            raise ValueError("the demo model does not support pid_decode")
         parse_prompt(prompt)  # a clear error for words outside the demo's vocabulary
         guidance = _GENERATE.bind(self, seed, prompt, *args, **kwargs).arguments.get(
             "guidance", _GENERATE.parameters["guidance"].default
@@ -198,6 +218,25 @@ class DemoFlux2Klein(Flux2Klein):
         concurrent = self.concurrent_cfg and cpu_concurrency_helps(guidance)
         with float32_precision(), concurrent_branches(concurrent):
             return super().generate_image(seed, prompt, *args, **kwargs)
+
+    def _prepare_img2img_latents(
+        self, *, seed: int, config: Any
+    ) -> tuple[mx.array, mx.array, int, int]:
+        """mflux's ``Flux2Klein._prepare_img2img_latents`` with the codec as the encoder: the same
+        noise, the picture's tokens, blended at the strength's sigma."""
+        from mflux.models.common.latent_creator.latent_creator import LatentCreator
+        from mflux.models.flux2.latent_creator.flux2_latent_creator import Flux2LatentCreator
+
+        noise, latent_ids, latent_height, latent_width = Flux2LatentCreator.prepare_packed_latents(
+            seed=seed, height=config.height, width=config.width, batch_size=1
+        )
+        vae = cast(DemoVAE, self.vae)
+        clean = vae.encode_picture(config.image_path, config.height, config.width)
+        sigma = config.scheduler.sigmas[config.init_time_step]
+        latents = LatentCreator.add_noise_by_interpolation(
+            clean=clean.astype(noise.dtype), noise=noise, sigma=sigma
+        )
+        return latents, latent_ids, latent_height, latent_width
 
     def decode_preview(self, latents: mx.array, height: int, width: int) -> np.ndarray:
         """A step's predicted clean latents as the exact image (the decoder is cheap, a few

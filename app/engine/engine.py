@@ -277,7 +277,7 @@ class Engine:
             vanilla_cached = vanilla is not None
             if vanilla is not None:
                 cache.move_to_end(key)
-                emit(PassStarted(run_id, Pass.vanilla, request.steps, cached=True))
+                emit(PassStarted(run_id, Pass.vanilla, request.active_steps, cached=True))
                 if request.previews:
                     for index, image in enumerate(vanilla.previews):
                         decision = vanilla.events[index].decision
@@ -311,16 +311,21 @@ class Engine:
         found = kind.engagement(params, kind.trace(vanilla.events)) if vanilla else None
         if found is not None and (
             variant.distilled
-            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+            or not check_schedule(
+                variant,
+                request.steps,
+                gate=request.gate,
+                strength=request.strength if request.images else None,
+            ).can_skip
         ):
             emit(engagement_warning(run_id, params, found))
 
         resume = (
             vanilla is not None
             and request.resume
-            and len(vanilla.events) == request.steps
+            and len(vanilla.events) == request.active_steps
             and len(vanilla.outputs) > 0
-            and len(vanilla.outputs) % request.steps == 0
+            and len(vanilla.outputs) % request.active_steps == 0
         )
         gated = self.run_pass(
             run_id,
@@ -363,7 +368,9 @@ class Engine:
             emit(LoadProgress(request.variant.id, "warming up (not timed)…"))
         gate = TeaCacheGate(warmup_params(), clock=self._clock)
         observer = _LoopObserver(cancel)
-        warm_request = replace(request, steps=self._warmup_steps)
+        # Without the picture: the loop's kernels are the same at this size, and encoding it
+        # happens before the loop (never in a step's time).
+        warm_request = replace(request, steps=self._warmup_steps, images=(), strength=None)
         started = self._clock()
         with install_gate(pipeline, gate):
             pipeline.callbacks.register(observer)
@@ -426,7 +433,10 @@ class Engine:
             replay, substitutes = _plan_resume(params, resume_from, depth)
         emit(
             PassStarted(
-                run_id, which, request.steps, resumed_from=None if replay is None else replay.until
+                run_id,
+                which,
+                request.active_steps,
+                resumed_from=None if replay is None else replay.until,
             )
         )
 

@@ -62,7 +62,10 @@ def schedule_check(request: GenerationRequest) -> ScheduleCheck | None:
         request.steps,
         request.threshold if request.threshold > 0 else None,
         gate=request.gate,
+        strength=request.strength if request.images else None,
     )
+    if check.strength_note is not None and request.threshold > 0:
+        return check  # a run from a picture: say how many steps strength leaves the gate
     if check.can_skip and not variant.distilled:
         return None
     if request.threshold <= 0 and not variant.distilled:
@@ -77,6 +80,8 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
     if check is None:
         return []
     message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
+    if check.strength_note is not None:
+        message += f" From a picture, {check.strength_note}."
     if check.suggestion:
         message += f" Instead: {check.suggestion}."
     return [
@@ -90,6 +95,7 @@ def schedule_warnings(variant: Variant, request: GenerationRequest) -> list[RunW
                 "min_predicted_change": variant.min_predicted_change,
                 "threshold": request.threshold,
                 "suggestion": check.suggestion,
+                "steps_left_out": check.left_out,
             },
         )
     ]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.request import GenerationRequest, LoraSpec, QualityTarget
+from app.engine.request import GenerationRequest, InputImage, LoraSpec, QualityTarget
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
@@ -228,6 +228,9 @@ class RunReport:
             "quantize": r.quantize,
             "loras": [{"path": lora.path, "scale": lora.scale} for lora in r.loras],
             "model_path": r.model_path,
+            "images": [image.as_json() for image in r.images],
+            "strength": r.strength,
+            "steps_left_out": r.steps_left_out,
             "skipped": g.skipped,
             "computed": g.computed,
             "pattern": g.pattern,
@@ -476,6 +479,8 @@ def request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             model_path=json_str(data.get("model_path")),
             gate=recorded_gate(data.get("gate")),
             fill=recorded_fill(data.get("fill")),
+            images=tuple(InputImage.from_json(row) for row in data.get("images") or ()),
+            strength=json_float(data.get("strength")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the report does not record its request ({exc})") from None

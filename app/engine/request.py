@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 from collections.abc import Iterable
@@ -14,6 +16,7 @@ from app.gate.decision import GateConfigError
 from app.gate.fill import DEFAULT_FILL, UnknownFillError, check_fill
 from app.gate.kinds import DEFAULT_GATE, GateParamsLike, UnknownGateError, check_gate, gate_kind
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
+from app.variants.schedule import image_strength, steps_left_out
 
 MAX_SIDE = 2048
 MAX_STEPS = 1000
@@ -31,6 +34,12 @@ LORA_SCALE_RANGE = (-5.0, 5.0)
 MAX_LORAS = 4
 # A safetensors header is a few kilobytes per tensor; anything past this is not a safetensors file.
 _MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
+# The strength a run from a picture takes where none is given: mflux's own default
+# (``--image-strength 0.4`` keeps 40 % of the picture, so 60 % of the steps run).
+DEFAULT_STRENGTH = 0.6
+# A run's size moves in steps of this many pixels (VAE factor 8 × patch 2 for FLUX, the demo's
+# 16-pixel patches); mflux rounds a picture's size down to it (``DIMENSION_STEP_PIXELS``).
+SIZE_MULTIPLE = 16
 
 
 class RequestError(ValueError):
@@ -135,6 +144,37 @@ class LoraSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class InputImage:
+    """A picture a run starts from: its file (absolute path), the SHA-256 of the file's bytes
+    (the history and PNG metadata record it: a path may move or be overwritten, the hash names
+    the picture) and its size as displayed (EXIF orientation applied, as mflux loads it)."""
+
+    path: str
+    sha256: str
+    width: int
+    height: int
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            "width": self.width,
+            "height": self.height,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> InputImage:
+        """A recorded picture (``as_json``; plain data, not checked again)."""
+        if isinstance(data, InputImage):
+            return data
+        return cls(str(data["path"]), str(data["sha256"]), int(data["width"]), int(data["height"]))
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRequest:
     variant_id: str
     prompt: str
@@ -165,20 +205,40 @@ class GenerationRequest:
     # thresholds on the fit it has not saved (one of the gate kind's ``calibration_type``); None:
     # the variant's own (every other run). Never stored (``from_dict`` drops it).
     unsaved_calibration: Any = None
+    # The pictures the run starts from (image-to-image: one, noised to ``strength``'s step) and
+    # how far the result may move from it: the share of the schedule that runs, in (0, 1]
+    # (``app.variants.schedule.image_strength`` says how mflux counts it). None without a picture.
+    images: tuple[InputImage, ...] = ()
+    strength: float | None = None
 
     @property
     def variant(self) -> Variant:
         return get_variant(self.variant_id)
 
+    @property
+    def steps_left_out(self) -> int:
+        """The first steps of the schedule this run never runs (strength starts the loop
+        later): 0 without a picture."""
+        return steps_left_out(self.steps, self.strength if self.images else None)
+
+    @property
+    def active_steps(self) -> int:
+        """The steps the loop runs, each with one ``StepEvent`` (the gate counts these)."""
+        return self.steps - self.steps_left_out
+
     def gate_params(self) -> GateParamsLike:
         """The gate's parameters at ``threshold``: from ``unsaved_calibration`` where the request
-        carries one, else from the variant's calibration for ``gate``."""
-        if self.unsaved_calibration is None:
-            return self.variant.params_for(self.gate, self.threshold)
+        carries one, else from the variant's calibration for ``gate``; for the steps a run from a
+        picture runs."""
         kind = gate_kind(self.gate)
-        if not isinstance(self.unsaved_calibration, kind.calibration_type):
+        if self.unsaved_calibration is None:
+            params = self.variant.params_for(self.gate, self.threshold)
+        elif not isinstance(self.unsaved_calibration, kind.calibration_type):
             raise GateConfigError(f"not a {kind.label} calibration: {self.unsaved_calibration!r}")
-        return kind.params(self.unsaved_calibration, self.threshold)
+        else:
+            params = kind.params(self.unsaved_calibration, self.threshold)
+        # From a picture the gate counts only the steps that run (``GateKind.for_steps_run``).
+        return kind.for_steps_run(params, self.steps, self.steps_left_out)
 
     def vanilla_key(self) -> tuple[object, ...]:
         """Everything a vanilla run depends on: moving only the threshold reuses it. A
@@ -196,6 +256,8 @@ class GenerationRequest:
             self.loras,
             self.model_path,
             self.capture_output,
+            self.images,
+            self.strength,
         )
 
     def with_threshold(self, threshold: float) -> GenerationRequest:
@@ -214,6 +276,7 @@ class GenerationRequest:
             lora if isinstance(lora, LoraSpec) else LoraSpec(str(lora["path"]), lora["scale"])
             for lora in values.get("loras", ())
         )
+        values["images"] = tuple(InputImage.from_json(image) for image in values.get("images", ()))
         return cls(**values)
 
 
@@ -228,6 +291,12 @@ def generate_kwargs(request: GenerationRequest) -> dict[str, Any]:
     }
     if request.guidance is not None:
         kwargs["guidance"] = request.guidance
+    # At strength 1 every step runs from noise: mflux then takes no picture (its strength 0).
+    if request.images and request.strength is not None:
+        kept = image_strength(request.strength)
+        if kept > 0.0:
+            kwargs["image_path"] = request.images[0].path
+            kwargs["image_strength"] = kept
     return kwargs
 
 
@@ -311,6 +380,108 @@ def check_loras(
     return tuple(out)
 
 
+def check_image_file(path: str | Path) -> InputImage:
+    """The picture at ``path`` as an ``InputImage`` (absolute path, hash, displayed size);
+    ``RequestError`` with one sentence where it is missing, not a file, not an image Pillow can
+    decode, or smaller than one 16-pixel patch. A file checked before and not changed since (its
+    size and modification time) is not decoded and hashed again: the window builds a request on
+    every change of its inputs."""
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise RequestError(f"the picture {file} does not exist")
+    if not file.is_file():
+        raise RequestError(f"the picture {file} is not a file")
+    try:
+        stat = file.stat()
+    except OSError as exc:
+        raise RequestError(f"cannot read the picture {file}: {exc.strerror or exc}") from None
+    return _checked_image(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _checked_image(path: str, size: int, modified_ns: int) -> InputImage:
+    from mflux.utils.exif_orientation import oriented_size
+    from PIL import Image, UnidentifiedImageError
+
+    file = Path(path)
+    try:
+        with Image.open(file) as image:
+            image.load()  # decodes every pixel: a truncated file fails here, not in the run
+        width, height = oriented_size(file)
+        digest = hashlib.sha256()
+        with file.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except UnidentifiedImageError:
+        raise RequestError(f"the picture {file} is not an image this app can read") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc).rstrip(".") or type(exc).__name__
+        raise RequestError(f"cannot read the picture {file}: {reason}") from None
+    if min(width, height) < SIZE_MULTIPLE:
+        raise RequestError(
+            f"the picture {file.name} is {width} × {height} pixels; a picture to start from "
+            f"needs at least {SIZE_MULTIPLE} pixels a side"
+        )
+    return InputImage(path, digest.hexdigest(), width, height)
+
+
+def check_images(
+    variant: Variant, images: Iterable[str | Path | InputImage]
+) -> tuple[InputImage, ...]:
+    """The pictures as ``InputImage``s, each file checked (and hashed) again; one
+    ``RequestError`` sentence where the variant cannot start from a picture or gets too many."""
+    given = [image.path if isinstance(image, InputImage) else image for image in images]
+    if not given:
+        return ()
+    if not variant.family.img2img:
+        raise RequestError(
+            f"{variant.id} cannot start from a picture (mflux has no image-to-image path for "
+            f"{variant.family.display_name}); choose a "
+            f"{family_names(lambda f: f.img2img, 'or')} variant"
+        )
+    if len(given) > 1:
+        raise RequestError(f"{variant.id} starts from one picture, got {len(given)}")
+    return tuple(check_image_file(path) for path in given)
+
+
+def check_strength(
+    images: tuple[InputImage, ...], strength: float | None, steps: int
+) -> float | None:
+    """The strength the run takes: ``DEFAULT_STRENGTH`` with a picture where none is given, None
+    without one; ``RequestError`` (one sentence) outside (0, 1], without a picture, or where it
+    leaves no step to run."""
+    if strength is None:
+        return DEFAULT_STRENGTH if images else None
+    if not images:
+        raise RequestError(
+            "strength says how far a picture to start from may change; give a picture or "
+            "leave strength out"
+        )
+    try:
+        value = float(strength)
+    except (TypeError, ValueError):
+        raise RequestError(f"strength must be a number, got {strength!r}") from None
+    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise RequestError(f"strength must be above 0 and at most 1, got {strength}")
+    if steps_left_out(steps, value) >= steps:
+        raise RequestError(f"strength {value:g} leaves none of the {steps} steps to run; raise it")
+    return value
+
+
+def size_for_image(image: InputImage) -> tuple[int, int]:
+    """The run's size where it follows its picture: mflux's rule (the picture's own size,
+    each side rounded down to a multiple of 16), scaled down first where a side is over
+    ``MAX_SIDE`` (aspect kept), since mflux would try the whole photograph."""
+    width, height = image.width, image.height
+    largest = max(width, height)
+    if largest > MAX_SIDE:
+        width, height = width * MAX_SIDE // largest, height * MAX_SIDE // largest
+    return (
+        max(SIZE_MULTIPLE, width - width % SIZE_MULTIPLE),
+        max(SIZE_MULTIPLE, height - height % SIZE_MULTIPLE),
+    )
+
+
 def check_prompt(variant: Variant, prompt: str) -> str:
     """The prompt without surrounding blanks; ``RequestError`` where it is empty or one the
     variant's family cannot draw (its prompt check: the demo draws only its own vocabulary)."""
@@ -353,8 +524,12 @@ def make_request(
     gate: str | None = None,
     gate_numbers_given: bool = False,
     fill: str = DEFAULT_FILL,
+    images: Iterable[str | Path | InputImage] = (),
+    strength: float | None = None,
 ) -> GenerationRequest:
     """Validate user input and fill defaults from the registry. Raises ``RequestError``.
+    ``images``: the pictures the run starts from (checked and hashed here); ``size`` None then
+    follows the picture (``size_for_image``) unless the family draws one size only.
     ``gate`` None: the variant's default for this model (``Variant.default_gate``: TeaCache where
     it is calibrated for it, else the first-block probe). ``gate_numbers_given``: the caller
     supplies the gate's numbers (``bench --forced-skips``, a timing-only pattern), so the variant
@@ -368,6 +543,8 @@ def make_request(
     prompt = check_prompt(variant, prompt)
     steps = variant.default_steps if steps is None else steps
     check_steps(variant, steps)
+    pictures = check_images(variant, images)
+    checked_strength = check_strength(pictures, strength, steps)
     checked_loras = check_loras(variant, loras)
     if gate is None:  # the folder as ``_model_folder`` gives it, to match a calibration's scope
         folder_given = None if model_path is None else str(Path(model_path).expanduser().resolve())
@@ -388,8 +565,11 @@ def make_request(
         threshold = default if default is not None else 0.0
     if not (0.0 <= float(threshold) <= 1.0):
         raise RequestError(f"threshold must be between 0 and 1, got {threshold}")
-    width, height = size if size is not None else variant.default_size
-    multiple = 16  # VAE factor 8 × patch 2 (FLUX) or the demo's 16-pixel patches
+    if size is None:
+        follows = pictures and not variant.family.fixed_size
+        size = size_for_image(pictures[0]) if follows else variant.default_size
+    width, height = size
+    multiple = SIZE_MULTIPLE
     for name, value in (("width", width), ("height", height)):
         if not isinstance(value, int) or value <= 0:
             raise RequestError(f"{name} must be a positive whole number of pixels, got {value}")
@@ -449,6 +629,8 @@ def make_request(
         previews=previews,
         gate=gate,
         fill=fill,
+        images=pictures,
+        strength=checked_strength,
     )
 
 

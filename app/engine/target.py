@@ -128,7 +128,11 @@ class SearchPlan:
         bisection where its threshold falls inside one of them and skipped something."""
         request = self.request
         vanilla = first.vanilla
-        params = request.variant.params_for(request.gate, max(request.threshold, 1e-9))
+        params = gate_kind(request.gate).for_steps_run(
+            request.variant.params_for(request.gate, max(request.threshold, 1e-9)),
+            request.steps,
+            request.steps_left_out,
+        )
         trace = gate_kind(request.gate).trace(vanilla.steps) if vanilla is not None else []
         self.planned = candidates(params, trace) if vanilla is not None else []
         self.lo, self.hi = -1, len(self.planned)
@@ -153,9 +157,9 @@ class SearchPlan:
             chosen = best
             p = probes[chosen]
             note = (
-                f"Threshold {p.threshold:g} skips {p.skipped} of {self.request.steps} steps with "
-                f"SSIM {p.ssim:.4f} and local difference {_fmt(p.local_diff)}: the most skips of "
-                f"{len(probes)} tried that met {target.describe()}."
+                f"Threshold {p.threshold:g} skips {p.skipped} of {self.request.active_steps} "
+                f"steps with SSIM {p.ssim:.4f} and local difference {_fmt(p.local_diff)}: the "
+                f"most skips of {len(probes)} tried that met {target.describe()}."
             )
             if not complete:
                 note = f"Cancelled after {len(probes)} passes; the best of those: " + note

@@ -6,8 +6,9 @@ gate's adapter, latent unpacking and preview projection, the random-weight shell
 dimensions, model-folder detection, memory per megapixel, and its capabilities (weights shipped
 or from the Hub, quantizable, LoRA, a prompt check, a loader of its own). Every other package asks
 this registry; none spells a family out, nor branches on one. Adding a family is one module here
-(found by walking this package), its variants' rows in ``app.variants.builtin`` and its tests
-(``tests/families/`` checks the module is complete).
+(found by walking this package), its anatomy and shell in ``app.adapters``, its variants' rows in
+``app.variants.builtin`` and its tests (``tests/families/`` checks the module is complete). A test
+may register a family of its own for a block (``registered``).
 
 Data only: importing this package imports neither MLX nor mflux.
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from types import MappingProxyType
 
 from app.families.spec import (
@@ -26,7 +28,10 @@ from app.families.spec import (
     FolderDetection,
     LatentPreview,
     Mflux,
+    PromptFormat,
     RandomWeights,
+    ShellCase,
+    ShellTest,
     UnknownFamilyError,
     join_names,
     load,
@@ -40,13 +45,18 @@ __all__ = [
     "FolderDetection",
     "LatentPreview",
     "Mflux",
+    "PromptFormat",
     "RandomWeights",
+    "ShellCase",
+    "ShellTest",
     "UnknownFamilyError",
     "family_names",
     "get_family",
     "join_names",
     "load",
     "mflux_packages",
+    "registered",
+    "shell_cases",
 ]
 
 
@@ -65,7 +75,8 @@ def _discover() -> dict[str, Family]:
     return by_id
 
 
-FAMILIES: Mapping[str, Family] = MappingProxyType(_discover())
+_BY_ID = _discover()
+FAMILIES: Mapping[str, Family] = MappingProxyType(_BY_ID)
 
 
 def get_family(family_id: str) -> Family:
@@ -87,3 +98,31 @@ def mflux_packages() -> tuple[str, ...]:
     """Every family's mflux packages, each once, in the registry's order: what the bundle
     collects (``packaging/hooks/hook-mflux.py``, ``packaging/bundle_config.py``)."""
     return tuple(dict.fromkeys(p for f in FAMILIES.values() for p in f.mflux_packages))
+
+
+def shell_cases(test: ShellTest) -> tuple[tuple[Family, ShellCase], ...]:
+    """Every family's shell cases that ``test`` runs (``RandomWeights.cases``), in the registry's
+    order: what the generic tests iterate. A family without random weights has none (the
+    registry says which: ``Family.random_weights`` is None)."""
+    return tuple(
+        (family, case)
+        for family in FAMILIES.values()
+        if family.random_weights is not None
+        for case in family.random_weights.cases_for(test)
+    )
+
+
+@contextmanager
+def registered(family: Family) -> Iterator[Family]:
+    """``family`` in the registry for the block, in the picker's order, then gone again: a test's
+    own family (one a test module defines) runs through every layer as a module of this package
+    would. ``FamilyError`` where the id is taken."""
+    if family.id in _BY_ID:
+        raise FamilyError(f"a family {family.id!r} is registered already")
+    ordered = sorted([*_BY_ID.values(), family], key=lambda f: (f.order, f.id))
+    _BY_ID.clear()
+    _BY_ID.update((f.id, f) for f in ordered)
+    try:
+        yield family
+    finally:
+        del _BY_ID[family.id]

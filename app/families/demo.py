@@ -45,4 +45,5 @@ FAMILY = Family(
     calibration_prompts=CALIBRATION_PROMPTS,
     fixed_size=True,
     flat_working_gb=0.5,
+    img2img=True,  # noised to the strength's step through its own codec (app.demo.pipeline)
 )

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -95,12 +104,28 @@ FAMILY = Family(
         unpack=_unpack, factors=FLUX2_FACTORS, bias=FLUX2_BIAS, packed_channels=32
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:flux2_shell",
+        builder="app.adapters.flux2:shell",
         model_name="flux2-klein-4b",
         tiny=FLUX2_TINY,
         full=FLUX2_KLEIN_4B,
+        cases=(
+            # The FLUX.2 shell's first block changes by 1.0–1.3 at every step of its 6 after a
+            # 2-step warm-up (measured), more than any threshold allows; over 10 it dips to 0.90.
+            ShellCase(
+                "flux2-cfg",
+                "flux2-klein-base-4b",
+                6,
+                4.0,
+                cfg=True,
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
+                probe_resume_steps=10,
+            ),
+            ShellCase("flux2-no-cfg", "flux2-klein-base-4b", 6, 1.0),  # guidance 1: no CFG
+        ),
     ),
     folders=FolderDetection(
         prefixes=("time_guidance_embed.", "double_stream_modulation_img."), candidates=_candidates
     ),
+    img2img=True,
 )

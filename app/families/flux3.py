@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX2_BIAS, FLUX2_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -119,12 +128,41 @@ FAMILY = Family(
         loop_sigmas=_loop_sigmas,
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:flux3_shell",
+        builder="app.adapters.flux3:shell",
         model_name="flux3-image-klein",
         tiny=FLUX3_TINY,
         full=FLUX3_FULL,
+        cases=(
+            # the distilled flow map (no guidance, the target time)
+            ShellCase(
+                "flux3-image-klein",
+                "flux3-image-klein",
+                6,
+                None,
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview},
+            ),
+            # the base with CFG on the empty prompt. Its first block changes by 1.03–1.30 at
+            # every step of 6 (1.13 at least after the warm-up), 1.02 at best over 8, 0.88 over
+            # 10 (measured, seed 1, 128², float32).
+            ShellCase(
+                "flux3-base-cfg",
+                "flux3-image-klein-base",
+                6,
+                3.5,
+                cfg=True,
+                tests=GATE_TESTS | {ShellTest.residual, ShellTest.engine, ShellTest.lora},
+                probe_resume_steps=10,
+            ),
+        ),
     ),
     folders=FolderDetection(
-        prefixes=("early_stream_modulations.", "txt_mode_blocks."), candidates=_candidates
+        prefixes=("early_stream_modulations.", "txt_mode_blocks."),
+        candidates=_candidates,
+        samples={
+            "flux3-image-klein": (
+                "early_stream_modulations.image.linear.weight",
+                "target_timestep_embedder.linear_1.weight",  # the distilled flow map
+            )
+        },
     ),
 )

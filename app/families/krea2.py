@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import WAN21_BIAS, WAN21_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -105,11 +114,27 @@ FAMILY = Family(
         unpack=_unpack, factors=WAN21_FACTORS, bias=WAN21_BIAS, packed_channels=None
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:krea2_shell",
+        builder="app.adapters.krea2:shell",
         model_name="krea-2",
         tiny=KREA2_TINY,
         full=KREA2_FULL,
+        cases=(
+            # Turbo (guidance 1: no CFG) and CFG on " "; its stochastic sampler's noise is
+            # seeded, so two passes draw alike
+            ShellCase(
+                "krea-2", "krea-2", 6, 1.0, tests=GATE_TESTS | {ShellTest.engine, ShellTest.preview}
+            ),
+            ShellCase(
+                "krea-2-cfg",
+                "krea-2",
+                6,
+                3.0,
+                cfg=True,
+                tests=GATE_TESTS | {ShellTest.residual, ShellTest.lora},
+            ),
+        ),
     ),
     # mflux's names (a Turbo single file, an mflux-save) and diffusers' (Krea 2 Raw's shards)
     folders=FolderDetection(prefixes=("txtfusion.", "tproj.", "text_fusion.", "time_mod_proj.")),
+    img2img=True,
 )

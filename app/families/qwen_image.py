@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import WAN21_BIAS, WAN21_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -79,14 +88,25 @@ FAMILY = Family(
         unpack=_unpack, factors=WAN21_FACTORS, bias=WAN21_BIAS, packed_channels=16
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:qwen_shell",
+        builder="app.adapters.qwen_image:shell",
         model_name="qwen-image",
         tiny=QWEN_TINY,
         full=QWEN_FULL,
+        cases=(
+            ShellCase(
+                "qwen-image",
+                "qwen-image",
+                6,
+                4.0,
+                cfg=True,
+                tests=GATE_TESTS | {ShellTest.residual, ShellTest.engine, ShellTest.preview},
+            ),
+        ),
     ),
     # Qwen-Image 2.1 (its shared modulation) and Krea 2 Raw's diffusers shards (its text fusion)
     # carry img_in. and txt_in. too
     folders=FolderDetection(
         prefixes=("img_in.", "txt_in."), without=("modulation.", "text_fusion.", "txtfusion.")
     ),
+    img2img=True,
 )

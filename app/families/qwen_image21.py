@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import QWEN_IMAGE21_BIAS, QWEN_IMAGE21_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -88,11 +97,58 @@ FAMILY = Family(
         packed_channels=None,
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:qwen21_shell",
+        builder="app.adapters.qwen_image21:shell",
         model_name="qwen-image-2.1",
         tiny=QWEN21_TINY,
         full=QWEN21_FULL,
+        cases=(
+            # no guidance (mflux's default): the text-cache path without CFG
+            ShellCase(
+                "qwen-image-2.1",
+                "qwen-image-2.1",
+                6,
+                None,
+                tests=GATE_TESTS | {ShellTest.engine, ShellTest.lora, ShellTest.preview},
+            ),
+            # Turbo on its fixed sigma nodes
+            ShellCase(
+                "qwen-image-2.1-turbo",
+                "qwen-image-2.1-turbo",
+                5,
+                None,
+                seed=1,
+                tests=frozenset({ShellTest.parity}),
+            ),
+            # true CFG (a negative caption), on the text-cache path and on mflux's joint one
+            ShellCase(
+                "qwen-image-2.1-cfg",
+                "qwen-image-2.1",
+                6,
+                4.0,
+                negative_prompt="blurry",
+                cfg=True,
+                tests=frozenset({ShellTest.probe, ShellTest.residual}),
+            ),
+            ShellCase(
+                "qwen-image-2.1-joint",
+                "qwen-image-2.1",
+                6,
+                4.0,
+                negative_prompt="blurry",
+                transformer_attrs=(("use_text_cache", False),),
+                cfg=True,
+                tests=frozenset({ShellTest.probe}),
+            ),
+        ),
     ),
     # Qwen-Image's names (img_in., txt_in.) are here too; the shared modulation is 2.1's own
-    folders=FolderDetection(prefixes=("modulation.",)),
+    # img_in./txt_in. are Qwen-Image's names too: 2.1 is told by its shared modulation
+    folders=FolderDetection(
+        prefixes=("modulation.",),
+        samples={
+            variant_id: ("modulation.1.weight", "img_in.weight")
+            for variant_id in ("qwen-image-2.1", "qwen-image-2.1-turbo")
+        },
+    ),
+    img2img=True,
 )

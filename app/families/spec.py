@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,6 +56,12 @@ class Mflux:
     # The mflux package the classes above live in ("mflux.models.flux2"): the bundle collects it
     # whole (packaging/hooks/hook-mflux.py), since mflux imports model code lazily
     package: str
+    # mflux's model name → the files of its Hub repo that mflux's loader reads by name, where
+    # they are not the weight definition's download layout (Anima's ComfyUI single files, one
+    # transformer per variant): what a download fetches and a snapshot must hold. Plain data (a
+    # download names them without importing mflux on its thread). None: the weight definition's
+    # download patterns and tokenizers.
+    hub_files: Mapping[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,15 +83,95 @@ class LatentPreview:
     loop_sigmas: Callable[[Any], mx.array] | None = None
 
 
+class ShellTest(StrEnum):
+    """The generic tests that run a family's shell cases (``ShellCase.tests``): each iterates
+    every family's cases that name it, so a new family is tested by its data alone."""
+
+    # threshold 0 and the observing pass bit-exact to vanilla, eager
+    # (tests/adapters/test_adapter_parity.py)
+    parity = "parity"
+    # the first-block probe on the anatomy: a forced pattern skips, each branch reuses its own
+    # residual (tests/adapters/test_adapter_firstblock.py)
+    probe = "probe"
+    # the observing pass's residual spans the body a skip stands in for, eager and compiled, at
+    # 64² (tests/adapters/test_adapter_observed_residual.py), and a skipped step adds the
+    # forecast fill over the loop's own sigmas (tests/adapters/test_adapter_forecast.py): one
+    # case a family, with CFG where it has it
+    residual = "residual"
+    # through the engine, as the variant whose mflux name is the case's (its guidance the
+    # variant's default): bit-exact at threshold 0, scripted engagement, resume bit-exact
+    # (tests/engine/test_engine_families.py)
+    engine = "engine"
+    # a LoRA for the family's mflux key mapping is baked where mflux maps it and changes the
+    # output, over 4 steps (tests/adapters/test_lora.py)
+    lora = "lora"
+    # installing and removing a gate restores the pipeline exactly, rolls back a failure, finds
+    # the family by class (tests/adapters/test_adapter_install.py): the family's first case
+    # that names it, a fresh shell per test
+    install = "install"
+    # each step's preview is its clean prediction at the seam the loop offers, and the family's
+    # table on mflux's unpacking, over 5 steps at 128×96 (tests/adapters/test_previews.py)
+    preview = "preview"
+
+
+# What a case runs by default: the gate's no-op, the probe and the installation's checks.
+GATE_TESTS = frozenset({ShellTest.parity, ShellTest.probe, ShellTest.install})
+
+
+@dataclass(frozen=True)
+class ShellCase:
+    """One tiny run of the family's random-weight shell (``RandomWeights``) that generic tests
+    make: mflux's real ``generate_image`` on the shell of ``model_name``."""
+
+    name: str  # unique test id, e.g. "flux2-cfg"
+    model_name: str  # mflux's model name for the shell
+    steps: int
+    guidance: float | None  # None: the family takes no guidance argument
+    seed: int = 0  # the shell's (its random weights and prompt table)
+    negative_prompt: str | None = None  # a caption of its own for the unconditional branch
+    # attributes set on the shell's transformer for the run (another path of mflux's forward),
+    # e.g. (("use_text_cache", False),)
+    transformer_attrs: tuple[tuple[str, Any], ...] = ()
+    cfg: bool = False  # two branches a step (the unconditional keeps its residual)
+    size: int = 128  # the image's side in pixels
+    tests: frozenset[ShellTest] = GATE_TESTS  # the generic tests that run it
+    # Steps of the engine's first-block resume test where ``steps`` are too few for the probe to
+    # engage (random weights: the first block may change more than any threshold allows)
+    probe_resume_steps: int | None = None
+
+    def generate_kwargs(
+        self, *, size: int | None = None, steps: int | None = None
+    ) -> dict[str, Any]:
+        """``generate_image``'s keywords for the case (the seed and prompt are the caller's)."""
+        side = size or self.size
+        run: dict[str, Any] = {
+            "num_inference_steps": steps or self.steps,
+            "height": side,
+            "width": side,
+        }
+        if self.negative_prompt is not None:
+            run["negative_prompt"] = self.negative_prompt
+        if self.guidance is not None:
+            run["guidance"] = self.guidance
+        return run
+
+
 @dataclass(frozen=True, eq=False)
 class RandomWeights:
     """A weight-less shell of mflux's own classes with random weights (``bench --random-weights``
-    and the tests): ``builder(model_name, *, dims, prompts, dtype, seed)`` → a pipeline."""
+    and the tests): ``builder(model_name, *, dims, prompts, dtype, seed)`` → a pipeline (the
+    family's ``shell`` beside its anatomy in ``app.adapters``)."""
 
-    builder: str  # "module:function", in app.adapters
+    builder: str  # "module:function", in app.adapters: "app.adapters.<module>:shell"
     model_name: str  # mflux's model name where a variant names none
     tiny: Any  # dimensions for CPU tests and dry runs
     full: Any  # the real dimensions, for timing on a GPU
+    # The tiny runs the generic tests make of the family (``ShellTest``): with CFG where the
+    # family has it and without, its distilled variants included
+    cases: tuple[ShellCase, ...] = ()
+
+    def cases_for(self, test: ShellTest) -> tuple[ShellCase, ...]:
+        return tuple(case for case in self.cases if test in case.tests)
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,6 +186,18 @@ class FolderDetection:
     candidates: Callable[[tuple[str, ...], Mapping[str, Sequence[int]]], tuple[str, ...]] | None = (
         None
     )
+    # Transformer weight names a folder of a built-in variant holds, where more than the first
+    # prefix tells it apart (variant id → names): what the folder and snapshot tests write into
+    # a stand-in of that variant's folder (``sample``), and what ``candidates`` must place it by
+    samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Folders of a copy of the family's Hub repo that hold its transformer's weights where they
+    # are not in transformer/ (Anima's ComfyUI files, split_files/diffusion_models): the folder
+    # check reads the weight names there too
+    weight_dirs: tuple[str, ...] = ()
+
+    def sample(self, variant_id: str) -> tuple[str, ...]:
+        """A few transformer weight names a folder of ``variant_id`` holds."""
+        return self.samples.get(variant_id) or (f"{self.prefixes[0]}weight",)
 
     def matches(self, keys: Mapping[str, Sequence[int]]) -> bool:
         return any(k.startswith(self.prefixes) for k in keys) and not (
@@ -107,6 +206,15 @@ class FolderDetection:
 
     def fits(self, members: tuple[str, ...], keys: Mapping[str, Sequence[int]]) -> tuple[str, ...]:
         return members if self.candidates is None else self.candidates(members, keys)
+
+
+@dataclass(frozen=True, eq=False)
+class PromptFormat:
+    """What a family's prompts are, where it reads more than a plain sentence: the window shows
+    ``note`` under the prompt and offers ``example`` to start from."""
+
+    note: str  # one or two short sentences, shown under the prompt
+    example: str | None = None  # a prompt in the format (where it comes from, written beside it)
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,10 +257,18 @@ class Family:
     # a prompt (a closed vocabulary), None where it can; None: every prompt is drawn.
     prompt_check: str | None = None
     calibration_prompts: tuple[str, ...] | None = None  # suggested; None: the general list
+    # What its prompts are (JSON captions, say), shown under the prompt; None: plain text
+    prompt_format: PromptFormat | None = None
     fixed_size: bool = False  # draws only its variants' own size (trained at that size)
     # Working memory of one generation whatever the size, where the family states it flat; None:
     # ``activation_gb_per_megapixel`` at the size.
     flat_working_gb: float | None = None
+    # A run may start from a picture (image-to-image): mflux's ``generate_image`` takes
+    # ``image_path`` and ``image_strength`` and starts its loop at the strength's step
+    # (``Config.init_time_step``) from the picture noised to that step; the demo does the same
+    # through its own codec. ``tests/families/test_family_registry.py`` holds it to mflux's
+    # signatures.
+    img2img: bool = False
 
     def __repr__(self) -> str:
         return f"Family({self.id!r})"

@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.families.latent_rgb import FLUX1_BIAS, FLUX1_FACTORS
-from app.families.spec import Family, FolderDetection, LatentPreview, Mflux, RandomWeights
+from app.families.spec import (
+    GATE_TESTS,
+    Family,
+    FolderDetection,
+    LatentPreview,
+    Mflux,
+    RandomWeights,
+    ShellCase,
+    ShellTest,
+)
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -82,10 +91,24 @@ FAMILY = Family(
         unpack=_unpack, factors=FLUX1_FACTORS, bias=FLUX1_BIAS, packed_channels=None
     ),
     random_weights=RandomWeights(
-        builder="app.adapters.shells:z_image_shell",
+        builder="app.adapters.z_image:shell",
         model_name="z-image",
         tiny=Z_IMAGE_TINY,
         full=Z_IMAGE_FULL,
+        cases=(
+            ShellCase(
+                "z-image-cfg",
+                "z-image",
+                6,
+                4.0,
+                cfg=True,
+                tests=GATE_TESTS
+                | {ShellTest.residual, ShellTest.engine, ShellTest.lora, ShellTest.preview},
+            ),
+            # guidance-distilled: one branch, the linear scheduler
+            ShellCase("z-image-turbo", "z-image-turbo", 5, None, seed=1),
+        ),
     ),
     folders=FolderDetection(prefixes=("cap_embedder.", "all_x_embedder.")),
+    img2img=True,
 )

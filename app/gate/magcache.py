@@ -57,6 +57,9 @@ class MagCacheParams:
     retention_ratio: float = 0.2
     max_consecutive_skips: int = 2
     always_compute: tuple[int, ...] = ()
+    # The retention window in steps, where it is not ``retention_ratio`` of the run's steps: a
+    # run from a picture (``for_steps_run``) keeps the whole schedule's window, cut where it starts.
+    retained_steps: int | None = None
 
     gate: ClassVar[str] = GATE_NAME
 
@@ -85,6 +88,9 @@ class MagCacheParams:
         if not all(isinstance(i, int) and 0 <= i < len(ratios) for i in protected):
             raise GateConfigError("always_compute must name steps of the calibration table")
         object.__setattr__(self, "always_compute", protected)
+        kept = self.retained_steps
+        if kept is not None and (isinstance(kept, bool) or not isinstance(kept, int) or kept < 0):
+            raise GateConfigError("retained_steps must be a whole number of steps ≥ 0")
 
     @property
     def enabled(self) -> bool:
@@ -95,7 +101,27 @@ class MagCacheParams:
 
     def first_eligible(self, num_steps: int) -> int:
         """The reference's retention window: steps before this index always compute."""
+        if self.retained_steps is not None:
+            return self.retained_steps
         return int(self.retention_ratio * num_steps + 0.5)
+
+    def for_steps_run(self, steps: int, left_out: int) -> MagCacheParams:
+        """These settings for a run from a picture, which runs only the steps after the first
+        ``left_out`` of a ``steps`` schedule: the table is indexed by the schedule's step, so the
+        run's first step takes the schedule's ratio at ``left_out``, not the table's first (the
+        whole schedule's table, retention window and always-computed steps, cut where the run
+        starts). Unchanged without steps left out, or where fewer than two run (nothing skips)."""
+        ran = steps - left_out
+        if left_out <= 0 or ran < 2:
+            return self
+        table = self.ratios_for(steps)[left_out:]
+        protected = tuple(i - left_out for i in range(left_out, steps) if self.protected(i, steps))
+        return replace(
+            self,
+            ratios=table,
+            always_compute=protected,
+            retained_steps=max(0, self.first_eligible(steps) - left_out),
+        )
 
     def eligible_steps(self, num_steps: int) -> int:
         start = max(self.first_eligible(num_steps), 1)  # step 0 has no residual to reuse

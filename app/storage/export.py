@@ -21,7 +21,7 @@ from PIL import Image, ImageDraw, ImageFont, PngImagePlugin
 
 from app import __version__
 from app.engine.report import RunReport
-from app.engine.request import LoraSpec
+from app.engine.request import InputImage, LoraSpec
 from app.fileio.atomic import atomic_write_bytes
 from app.fileio.jsonio import dumps_json
 from app.gate.fill import DEFAULT_FILL, get_fill
@@ -115,11 +115,14 @@ def export_metadata(
     size: tuple[int, int] | None = None,
     local_diff: float | None = None,
     ssimulacra2: float | None = None,
+    images: Sequence[InputImage] = (),
+    strength: float | None = None,
 ) -> dict[str, str]:
     """The text chunks of a run's PNG, the one builder every PNG of a run uses (the window's
     export and Save, the history's export, ``generate``'s gated.png and vanilla.png): one key per
     figure, the speedup with its full label, the prompt as Description, the app and its version
-    as Software, and all of it as JSON under ``teacache``."""
+    as Software, and all of it as JSON under ``teacache``. A run from a picture carries each
+    picture's name and SHA-256 (never its folder) and the strength."""
     fields: dict[str, object] = {
         "prompt": prompt,
         "seed": seed,
@@ -146,6 +149,22 @@ def export_metadata(
     if loras:
         data["loras"] = ", ".join(lora.label() for lora in loras)
         fields["loras"] = [{"path": lora.path, "scale": lora.scale} for lora in loras]
+    if images:
+        data["input_images"] = ", ".join(
+            f"{image.name} (sha256 {image.sha256})" for image in images
+        )
+        fields["input_images"] = [
+            {
+                "name": image.name,
+                "sha256": image.sha256,
+                "width": image.width,
+                "height": image.height,
+            }
+            for image in images
+        ]
+        if strength is not None:
+            data["strength"] = f"{strength:g}"
+            fields["strength"] = strength
     data["Description"] = prompt
     data["Software"] = f"TeaCache Studio {__version__}"
     data["teacache"] = dumps_json({k: v for k, v in fields.items() if v is not None})
@@ -181,6 +200,8 @@ def report_metadata(
         guidance=r.guidance,
         size=(r.width, r.height),
         local_diff=report.local_diff_value,
+        images=r.images,
+        strength=r.strength,
     )
 
 

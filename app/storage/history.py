@@ -1,7 +1,9 @@
 """Every finished run, saved under ``app.paths.history_dir()``.
 
-One folder per run holds ``gated.png``, ``vanilla.png`` (when a vanilla pass exists) and
-``run.json``: ``{format, id, created, warnings, versions, report}``, where ``report`` is the run's
+One folder per run holds ``gated.png``, ``vanilla.png`` (when a vanilla pass exists),
+``input-<i>.png`` for each picture a run started from (as the model saw it: oriented and at the
+run's size; the report records the original file's path and SHA-256) and ``run.json``:
+``{format, id, created, warnings, versions, report}``, where ``report`` is the run's
 ``RunReport.to_json`` (written once: its one serialisation), ``warnings`` the notes the run gave
 and ``versions`` the software that made it. A threshold comparison adds its table
 (``app.storage.comparisons``). A run is written into a hidden temporary folder that is renamed
@@ -15,6 +17,7 @@ every PNG's text chunks are ``app.storage.export``'s.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 from app import paths
 from app.engine.report import RunReport, replayed_steps, request_from_json, steps_from_json
@@ -48,6 +51,7 @@ HISTORY_FORMAT = CURRENT_FORMAT
 META_FILE = "run.json"
 GATED_FILE = "gated.png"
 VANILLA_FILE = "vanilla.png"
+INPUT_FILE = "input-{index}.png"
 
 SavedWarning = Mapping[str, Any]  # {"kind", "message", "details"}: one RunWarning as saved
 
@@ -122,6 +126,20 @@ class HistoryEntry:
         path = self.folder / VANILLA_FILE
         return path if path.exists() else None
 
+    def input_pictures(self) -> tuple[Path, ...]:
+        """The pictures the run started from, to show and to run again: each original file
+        where it still holds the recorded bytes (its SHA-256), else the copy saved with the run;
+        a picture with neither is left out."""
+        found = []
+        for index, image in enumerate(self.request.images):
+            original = Path(image.path)
+            saved = self.folder / INPUT_FILE.format(index=index)
+            if _sha256(original) == image.sha256:
+                found.append(original)
+            elif saved.is_file():
+                found.append(saved)
+        return tuple(found)
+
     def load_images(self) -> tuple[np.ndarray, np.ndarray | None]:
         report = self.report
         return report.gated.image, (report.vanilla.image if report.vanilla is not None else None)
@@ -130,6 +148,7 @@ class HistoryEntry:
         """The request that reproduces this run, checked again as new input: None if the
         variant (or a LoRA file) no longer exists."""
         data, recorded = self.report_json, self.request
+        pictures = self.input_pictures() if recorded.images else ()
         try:
             return make_request(
                 recorded.variant_id,
@@ -145,6 +164,8 @@ class HistoryEntry:
                 loras=recorded.loras,
                 gate=str(data.get("gate") or DEFAULT_GATE),  # as written: a gate gone refuses
                 fill=recorded.fill,  # read leniently: a fill this version lacks reads as reuse
+                images=pictures,
+                strength=recorded.strength if pictures else None,
             )
         except (RequestError, TypeError, ValueError):
             return None
@@ -180,6 +201,10 @@ class HistoryStore:
             if report.vanilla is not None:
                 vanilla = png_bytes(report.vanilla.image, png_metadata)
                 atomic_write_bytes(staging / VANILLA_FILE, vanilla)
+            for index, image in enumerate(report.request.images):
+                picture = input_png(Path(image.path), (report.request.width, report.request.height))
+                if picture is not None:
+                    atomic_write_bytes(staging / INPUT_FILE.format(index=index), picture)
             for name, data in (extra_files or {}).items():
                 atomic_write_bytes(staging / name, data)
             meta: dict[str, object] = {
@@ -302,6 +327,35 @@ def read_png(path: Path) -> np.ndarray:
     """A saved PNG as uint8 RGB."""
     with Image.open(path) as image:
         return np.ascontiguousarray(np.asarray(image.convert("RGB"), dtype=np.uint8))
+
+
+def input_png(path: Path, size: tuple[int, int]) -> bytes | None:
+    """A picture a run started from as the model saw it, PNG bytes: its EXIF orientation applied,
+    transparency over white and resized to the run's ``size`` (as mflux loads it); None where the
+    file can no longer be read (the report still records its path and hash)."""
+    try:
+        with Image.open(path) as opened:
+            picture = ImageOps.exif_transpose(opened)
+            if picture.has_transparency_data:
+                white = Image.new("RGBA", picture.size, (255, 255, 255, 255))
+                picture = Image.alpha_composite(white, picture.convert("RGBA"))
+            picture = picture.convert("RGB")
+            if picture.size != size:
+                picture = picture.resize(size, Image.Resampling.LANCZOS)
+            return png_bytes(np.asarray(picture, dtype=np.uint8))
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return None
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def _entry_id(request: GenerationRequest, created: datetime) -> str:

@@ -97,15 +97,19 @@ def engagement_band(
     threshold: float,
     vanilla_steps: Sequence[StepEvent | None],
     gate: str = DEFAULT_GATE,
+    left_out: int = 0,
 ) -> EngagementBand | None:
     """The gate's band on this vanilla run: its own trace (``GateKind.trace``; MagCache reads
-    only the step count, exact for every run of this many steps)."""
+    only the step count, exact for every run of this many steps). ``left_out``: the steps a run
+    from a picture never ran before them (``GateKind.for_steps_run``)."""
     kind = gate_kind(gate)
     calibration = kind.calibration_of(variant)
     trace = kind.trace(vanilla_steps)
     if calibration is None or not kind.traced(trace):
         return None
-    probe = kind.params(calibration, max(threshold, 1e-9))
+    probe = kind.for_steps_run(
+        kind.params(calibration, max(threshold, 1e-9)), left_out + len(trace), left_out
+    )
     found = kind.engagement(probe, trace)
     top = 1.0
     if found.onset_threshold is not None:
@@ -230,6 +234,7 @@ def schedule_notice(
     engagement: Engagement | None = None,
     run_check: ScheduleCheck | None = None,
     gate: str = DEFAULT_GATE,
+    strength: float | None = None,
 ) -> Notice | None:
     """The yellow banner when (variant, steps) cannot engage at this threshold, with the real cause
     (no eligible step, or every prediction at or above the threshold; threshold 0 has its own
@@ -239,7 +244,9 @@ def schedule_notice(
     engine's, and ``measured``, the window's band) and the check the engine warned with before it
     (``run_check``: ``app.engine.notices.schedule_check`` of its request). Every number is
     ``gate``'s: ``measured``, ``engagement`` and ``run_check`` must come from a band and a run of
-    that gate (a band of another gate is ignored)."""
+    that gate (a band of another gate is ignored). ``strength``: the run starts from a picture,
+    so only the steps after the strength's run; the banner says how many that leaves the gate
+    (on its own, as a note, where nothing else is wrong)."""
     kind = gate_kind(gate)
     if threshold <= 0.0:
         return Notice(
@@ -249,7 +256,12 @@ def schedule_notice(
             "vanilla.",
             key="schedule",
         )
-    check = check_schedule(variant, steps, threshold, gate=gate)
+    check = check_schedule(variant, steps, threshold, gate=gate, strength=strength)
+    picture = (
+        check.strength_note[:1].upper() + check.strength_note[1:] + "."
+        if check.strength_note
+        else None
+    )
     if measured is not None and (
         measured.variant_id != variant.id or measured.steps != steps or measured.gate != gate
     ):
@@ -274,7 +286,9 @@ def schedule_notice(
     blocked = (measured_blocks or engine_blocks) if traced_here else not check.can_skip
     blocked = blocked or eligible <= 0  # no eligible step: nothing skips, whatever else is said
     if not blocked and not variant.distilled:
-        return None
+        if picture is None:
+            return None
+        return Notice(NoticeKind.info, "Starting from a picture", picture, key="schedule")
 
     # The smallest prediction each source knows of, most direct first: the engine's and the last
     # vanilla run's are exact on a trace of these steps (the simulator's onset); the calibration's
@@ -292,12 +306,15 @@ def schedule_notice(
         evidence.append((floor, kind.floor_source))
 
     calibration = kind.calibration_of(variant)
+    steps_run = steps - check.left_out
     protected = (
-        always_computed_words(kind, kind.params(calibration, threshold), steps, eligible)
+        always_computed_words(kind, kind.params(calibration, threshold), steps_run, eligible)
         if calibration is not None
         else ""
     )
-    parts = [f"{eligible} of {steps} steps could be skipped at all{protected}."]
+    parts = [f"{eligible} of {steps_run} steps could be skipped at all{protected}."]
+    if picture is not None:
+        parts.insert(0, picture)
     blocking: tuple[float, str] | None = None
     if not blocked:
         parts.append(

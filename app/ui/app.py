@@ -1,15 +1,15 @@
 """The composition root: everything the window shows and acts on, built once, outside any widget.
 
-``Studio.build`` makes the stores (settings, history, model weights), the view-models (form, run,
-target quality), the engine thread (``EngineHost``), the downloads, and connects the window's
-Qt-free actions (``connect_actions``): the run's ``Session``, ``Availability``, ``GateAdvice``,
-``Notices``, ``Exporter``, ``ModelFolders``, ``ThresholdComparer``, ``ModelCalibrator`` and the
-one ``EventRouter`` that hands the engine's events to them. The models talk to each other only
-through what is connected here (and the router), never through another model's attributes.
-``MainWindow`` receives a ``Studio`` and only lays out widgets and wires them to it (as
-krita-ai-diffusion's ``Root`` owns its models apart from its docker widgets);
-``app.ui.window.open_window`` builds both, the one call the launcher, the lab's screenshot scripts
-and the tests make.
+``Studio.build`` makes the stores (settings, history, model weights), the view-models (form, the
+picture to start from, run, target quality), the engine thread (``EngineHost``), the downloads, and
+connects the window's Qt-free actions (``connect_actions``): the run's ``Session``,
+``Availability``, ``GateAdvice``, ``Notices``, ``Exporter``, ``ModelFolders``,
+``ThresholdComparer``, ``ModelCalibrator`` and the one ``EventRouter`` that hands the engine's
+events to them. The models talk to each other only through what is connected here (and the router),
+never through another model's attributes. ``MainWindow`` receives a ``Studio`` and only lays out
+widgets and wires them to it (as krita-ai-diffusion's ``Root`` owns its models apart from its docker
+widgets); ``app.ui.window.open_window`` builds both, the one call the launcher, the lab's screenshot
+scripts and the tests make.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from app.ui.event_router import EventRouter
 from app.ui.export_model import Exporter
 from app.ui.form_model import FormModel
 from app.ui.gate_advice_model import GateAdvice
+from app.ui.input_model import InputModel
 from app.ui.model_folders_model import ModelFolders
 from app.ui.notices_model import Notices
 from app.ui.quality_model import QualityModel
@@ -108,6 +109,7 @@ class Studio:
     history: HistoryStore
     model_store: ModelStore
     form: FormModel
+    inputs: InputModel
     run: RunModel
     quality: QualityModel
     host: EngineHost
@@ -137,6 +139,7 @@ class Studio:
         model_store = model_store or default_model_store()
         host = EngineHost(engine_factory, history.save, save_comparison=comparison_saver(history))
         form = FormModel(settings)
+        inputs = InputModel(form)  # the form's request takes its picture from here
         run = RunModel(engine=host)
         quality = QualityModel()
         downloads = DownloadController(model_store)
@@ -157,6 +160,7 @@ class Studio:
             history=history,
             model_store=model_store,
             form=form,
+            inputs=inputs,
             run=run,
             quality=quality,
             host=host,

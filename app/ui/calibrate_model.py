@@ -211,7 +211,10 @@ class ModelCalibrator:
 
     def _request(self) -> GenerationRequest:
         request = self.form.request()
-        return replace(request, variant_id=calibration_base(request.variant_id))
+        # A calibration measures whole schedules from noise, whatever picture the inputs hold.
+        return replace(
+            request, variant_id=calibration_base(request.variant_id), images=(), strength=None
+        )
 
     def _refuse(self, message: str) -> None:
         self.message = message

@@ -4,7 +4,8 @@ remembered per variant (and the threshold per gate) in the typed settings. The s
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
@@ -63,6 +64,7 @@ class FormModel(QObject):
     new variant's values (``variant_id_changed`` fires first, with the others still stale)."""
 
     variant_loaded = Signal(object)
+    request_applied = Signal(object)  # ``apply_request`` put a request in the inputs
     variant_id_changed = Signal(object)
     prompt_changed = Signal(object)
     steps_changed = Signal(object)
@@ -114,6 +116,9 @@ class FormModel(QObject):
         # The form moved to a calibration-free gate because the model that runs is not the one
         # the chosen gate was calibrated on; it moves back when that changes (``_fit_gate``).
         self._moved_gate: str | None = None
+        # The picture to start from and its strength, as ``make_request``'s keywords (the input
+        # panel's ``InputModel.request_inputs``; none until one is connected).
+        self.picture_inputs: Callable[[], dict[str, Any]] = dict
         self._load_variant(variant_id)
         self.loras_changed.connect(lambda _loras: self._fit_gate())
 
@@ -236,6 +241,7 @@ class FormModel(QObject):
             previews=self.live_previews,
             gate=self.gate,
             fill=self.fill,
+            **self.picture_inputs(),
         )
 
     def apply_request(self, request: GenerationRequest) -> None:
@@ -256,6 +262,7 @@ class FormModel(QObject):
         self.loras = request.loras
         self.quantize = request.quantize
         self._refresh_gate_note()
+        self.request_applied.emit(request)
 
     def _load_variant(self, variant_id: str) -> None:
         variant = get_variant(variant_id)

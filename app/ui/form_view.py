@@ -232,6 +232,18 @@ class ControlsView(QFrame):
         self.recent_menu = QMenu(self.recent_button)
         self.recent_button.setMenu(self.recent_menu)
         self.recent_button.setToolTip("Recent prompts")
+        # What the family's prompts are, where it reads more than plain text (its
+        # ``prompt_format``): a line under the prompt and its example to start from
+        self.prompt_note = QLabel()
+        self.prompt_note.setWordWrap(True)
+        self.prompt_note.setFont(small_font(self.prompt_note.font()))
+        mute(self.prompt_note)
+        self.prompt_note.setVisible(False)
+        self.example_button = QToolButton()
+        self.example_button.setText("Example")
+        self.example_button.setObjectName("Flat")
+        self.example_button.setToolTip("Put this model's example prompt in the prompt box")
+        self.example_button.setVisible(False)
 
         self.steps = QSpinBox()
         self.steps.setRange(1, MAX_STEPS)
@@ -310,9 +322,11 @@ class ControlsView(QFrame):
         prompt_header = QHBoxLayout()
         prompt_header.addWidget(section("Prompt"))
         prompt_header.addStretch(1)
+        prompt_header.addWidget(self.example_button)
         prompt_header.addWidget(self.recent_button)
         layout.addLayout(prompt_header)
         layout.addWidget(self.prompt)
+        layout.addWidget(self.prompt_note)
         layout.addSpacing(10)
 
         layout.addWidget(section("Sampling"))
@@ -476,6 +490,7 @@ class FormPanel:
         c.random_seed.clicked.connect(s.randomize_seed)
         c.threshold_reset.clicked.connect(f.reset_threshold)
         c.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        c.example_button.clicked.connect(self._use_example)
         c.rerun.setChecked(studio.settings.rerun_on_threshold_change)
         c.rerun.toggled.connect(s.set_rerun_on_threshold_change)
         c.download_button.clicked.connect(self.availability.download_current)
@@ -502,6 +517,10 @@ class FormPanel:
         if has_guidance and self.form.guidance is not None:
             c.guidance.setValue(self.form.guidance)
         c.loras.set_available(variant.family.supports_lora)
+        prompt_format = variant.family.prompt_format
+        c.prompt_note.setText(prompt_format.note if prompt_format else "")
+        c.prompt_note.setVisible(prompt_format is not None)
+        c.example_button.setVisible(prompt_format is not None and bool(prompt_format.example))
         self.refresh_variant_info()
         self.refresh_threshold_hint()
         self.refresh_input_problem()
@@ -546,6 +565,11 @@ class FormPanel:
         self.view.threshold.set_knee(
             min(1.0, 3 * default_threshold(self.form.variant, self.form.gate))
         )
+
+    def _use_example(self) -> None:
+        prompt_format = self.form.variant.family.prompt_format
+        if prompt_format is not None and prompt_format.example:
+            self.session.use_prompt(prompt_format.example)
 
     def _fill_recent_menu(self) -> None:
         menu = self.view.recent_menu

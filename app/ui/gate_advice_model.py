@@ -27,6 +27,7 @@ from app.ui.analysis import (
 )
 from app.ui.plain_words import gate_unavailable
 from app.variants import UnknownVariantError
+from app.variants.schedule import steps_left_out
 
 if TYPE_CHECKING:
     from app.ui.form_model import FormModel
@@ -74,7 +75,13 @@ class GateAdvice:
             return band
         key = (band, request.variant_id, f.gate, float(f.threshold))
         if self._gate_band is None or self._gate_band[0] != key:
-            found = engagement_band(request.variant, float(f.threshold), r.vanilla_steps, f.gate)
+            found = engagement_band(
+                request.variant,
+                float(f.threshold),
+                r.vanilla_steps,
+                f.gate,
+                left_out=request.steps_left_out,
+            )
             self._gate_band = (key, found)
         return self._gate_band[1]
 
@@ -102,6 +109,7 @@ class GateAdvice:
             engagement=r.engagement if same_gate is not None else None,
             run_check=schedule_check(same_threshold) if same_threshold is not None else None,
             gate=f.gate,
+            strength=f.picture_inputs().get("strength"),
         )
 
     def gate_plot_data(self) -> GatePlotData:
@@ -139,7 +147,13 @@ class GateAdvice:
                 variant = request.variant
             except UnknownVariantError:  # a reopened run of a variant since removed
                 return band
-            wide = engagement_band(variant, threshold, self.run.vanilla_steps, band.gate)
+            wide = engagement_band(
+                variant,
+                threshold,
+                self.run.vanilla_steps,
+                band.gate,
+                left_out=request.steps_left_out,
+            )
             self._wide_band = (key, wide if wide is not None else band)
         return self._wide_band[1]
 
@@ -170,8 +184,14 @@ class GateAdvice:
         calibration = kind.calibration_of(f.variant)
         if calibration is None:
             return gate_unavailable(f.variant, f.gate) or ""
-        params = kind.params(calibration, max(float(f.threshold), 1e-9))
+        steps = int(f.steps)
+        # From a picture the gate decides among the steps strength leaves (``for_steps_run``).
+        left_out = steps_left_out(steps, f.picture_inputs().get("strength"))
+        params = kind.for_steps_run(
+            kind.params(calibration, max(float(f.threshold), 1e-9)), steps, left_out
+        )
+        ran = steps - left_out
         band = self.gate_band()
-        measured = band is not None and band.variant_id == f.variant_id and band.steps == f.steps
+        measured = band is not None and band.variant_id == f.variant_id and band.steps == ran
         onset = band.onset if band is not None else None
-        return kind.threshold_hint(params, int(f.steps), measured=measured, onset=onset)
+        return kind.threshold_hint(params, ran, measured=measured, onset=onset)

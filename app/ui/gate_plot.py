@@ -4,7 +4,9 @@ Left: the accumulated predicted change of the TeaCache pass per step (dots colou
 and the vanilla pass's predicted change per step, against the threshold line, with the band of
 thresholds where skipping begins (from ``engagement``/``skip_curve`` on the vanilla trace). On a
 distilled schedule the band sits far above any sensible threshold, which is the whole explanation.
-Right: simulated skips against the threshold on the same trace.
+Right: simulated skips against the threshold on the same trace. A run from a picture starts at a
+later step: the steps strength leaves out are a grey band at the left, "not run (strength)", and
+the run's steps are drawn at their place in the whole schedule.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from app.gate import Decision, StepEvent
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.analysis import EngagementBand
-from app.ui.theme import BAND_COLOUR, DECISION_COLOURS, THRESHOLD_COLOUR, muted, small_font
+from app.ui.theme import (
+    BAND_COLOUR,
+    DECISION_COLOURS,
+    NOT_RUN_LABEL,
+    THRESHOLD_COLOUR,
+    muted,
+    small_font,
+)
 
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
 
@@ -85,6 +94,17 @@ class GatePlot(QWidget):
             pen=pg.mkPen(None),
         )
         self.band.setZValue(-20)
+        # The steps a run from a picture never runs (``set_data``'s ``left_out``).
+        self.not_run = pg.LinearRegionItem(
+            values=(0.0, 0.0),
+            orientation="vertical",
+            movable=False,
+            brush=_colour("#9E9E9E", 40),
+            pen=pg.mkPen(None),
+        )
+        self.not_run.setZValue(-30)
+        self.not_run_label = pg.TextItem(NOT_RUN_LABEL.lower(), anchor=(0, 0))
+        self.not_run_label.setFont(small_font())
         self.onset_line = pg.InfiniteLine(
             angle=0,
             movable=False,
@@ -124,6 +144,8 @@ class GatePlot(QWidget):
         self.gated_curve = pg.PlotDataItem(name="TeaCache: accumulated")
         self.gated_points = pg.ScatterPlotItem(size=7, pen=pg.mkPen(None))
         for plot_item in (
+            self.not_run,
+            self.not_run_label,
             self.band,
             self.onset_line,
             self.threshold_line,
@@ -187,6 +209,7 @@ class GatePlot(QWidget):
         layout.addWidget(self.note)
         layout.addLayout(plots, 1)
         self._threshold = 0.0
+        self._left_out = 0
         self._gate = DEFAULT_GATE
         self._legend_colours: tuple[str, str] | None = None
         self._band: EngagementBand | None = None
@@ -217,10 +240,14 @@ class GatePlot(QWidget):
         preview: float | None = None,
         *,
         gate: str | None = None,
+        left_out: int = 0,
     ) -> None:
         """``threshold`` is the run's; ``preview`` the slider's, drawn dotted when it differs.
-        ``gate`` names the rule whose terms the plot draws (default: the gated steps' own)."""
+        ``gate`` names the rule whose terms the plot draws (default: the gated steps' own).
+        ``left_out``: the first steps a run from a picture never ran (drawn as a grey band; the
+        steps that ran sit after them)."""
         self._threshold = threshold
+        self._left_out = left_out = max(0, left_out)
         show_preview = preview is not None and abs(preview - threshold) > 1e-9
         self.preview_line.setVisible(show_preview)
         self.curve_preview.setVisible(show_preview)
@@ -236,8 +263,8 @@ class GatePlot(QWidget):
             _plot_item(self.plot).setLabel("left", kind.plot.axis_label)
             if self._legend_colours is not None:
                 self.legend.setText(legend_html(*self._legend_colours, gate=gate))
-        vx, vy = _series(vanilla, kind.plot_value)
-        gx, gy = _series(gated, lambda step: step.accumulated)
+        vx, vy = _series(vanilla, kind.plot_value, left_out)
+        gx, gy = _series(gated, lambda step: step.accumulated, left_out)
         self.vanilla_curve.setData(vx, vy)
         self.gated_curve.setData(gx, gy)
         brushes = [
@@ -273,7 +300,11 @@ class GatePlot(QWidget):
         else:
             self.run_point.setData([], [])
 
-        steps = max(len(gated), len(vanilla), 1)
+        ran = max(len(gated), len(vanilla))
+        steps = max(left_out + ran, 1)
+        self.not_run.setVisible(left_out > 0 and ran > 0)
+        self.not_run_label.setVisible(left_out > 0 and ran > 0)
+        self.not_run.setRegion((0.5, left_out + 0.5))
         values = [threshold, *(v for v in vy), *(v for v in gy)]
         if preview is not None and show_preview:
             values.append(preview)
@@ -287,6 +318,7 @@ class GatePlot(QWidget):
         self._y_top = max(0.05, top * 1.12)
         self._onset = onset if visible_onset else None
         self._fit_y()
+        self.not_run_label.setPos(0.6, self._y_top)
         if band is not None and band.curve:
             # The curve's axis covers the run's and the previewed threshold (the session draws
             # the curve far enough for both).
@@ -412,6 +444,7 @@ class GatePlot(QWidget):
         self.vanilla_curve.setSymbolPen(None)
         self.gated_curve.setPen(pg.mkPen(text, width=1.4))
         self.skip_curve.setPen(pg.mkPen(_colour(DECISION_COLOURS[Decision.skipped]), width=2))
+        self.not_run_label.setColor(secondary)
         self._legend_colours = (text.name(), secondary.name())
         self.legend.setText(legend_html(text.name(), secondary.name(), gate=self._gate))
 
@@ -465,8 +498,11 @@ def _nice_spacing(span: float, max_ticks: int) -> float:
 
 
 def _series(
-    steps: Sequence[StepEvent | None], value_of: Callable[[StepEvent], float | None]
+    steps: Sequence[StepEvent | None],
+    value_of: Callable[[StepEvent], float | None],
+    left_out: int = 0,
 ) -> tuple[list[int], list[float]]:
+    """The steps' values at their place in the whole schedule (1-based, after ``left_out``)."""
     xs, ys = [], []
     for step in steps:
         if step is None:
@@ -474,7 +510,7 @@ def _series(
         value = value_of(step)
         if value is None or not np.isfinite(value):
             continue
-        xs.append(step.index + 1)
+        xs.append(left_out + step.index + 1)
         ys.append(float(value))
     return xs, ys
 

@@ -44,6 +44,8 @@ def entry_summary(entry: HistoryEntry) -> str:
     request = entry.request
     parts = [request.variant_id, f"seed {request.seed}", f"{request.steps} steps"]
     parts += lora_captions(request.loras)
+    if request.images and request.strength is not None:
+        parts.append(f"from {request.images[0].name} at strength {request.strength:g}")
     if entry.comparison is not None:  # a threshold comparison (``is_comparison``)
         rows = entry.comparison.get("entries", [])
         count = len(rows) if isinstance(rows, list) else 0
@@ -57,7 +59,8 @@ def entry_summary(entry: HistoryEntry) -> str:
         log.warning("history entry %s: %s", entry.id, exc)
         return " · ".join([*parts, "its figures cannot be read"])
     parts.append(
-        f"{report.gated.skipped} of {request.steps} skipped, {get_fill(request.fill).caption}"
+        f"{report.gated.skipped} of {request.active_steps} skipped, "
+        f"{get_fill(request.fill).caption}"
     )
     if report.ssim is not None:  # the Similarity card's words, the figures beside them
         words = similarity_words(report.ssim, report.local_diff_value)

@@ -190,19 +190,33 @@ class ResultsView(QWidget):
     def refresh_timeline(self) -> None:
         r = self.run
         self.timeline.gate_name = self.gate_name()
+        request = r.request
+        left_out = request.steps_left_out if request is not None else 0
         self.timeline.set_rows(
             r.gated_steps,
             r.vanilla_steps,
             resumed_from=r.resumed_from,
             vanilla_cached=r.vanilla_cached,
             active=r.active_pass,
+            left_out=left_out,
+            strength=request.strength if request is not None else None,
         )
+        self.legend.show_not_run(left_out > 0)
         self.timeline.set_previews(r.gated_thumbnails, r.vanilla_thumbnails)
         self.legend.show_forecast(any(forecast_mark(step) for step in r.gated_steps))
 
     def refresh_plot(self) -> None:
         d = self.gate_advice.gate_plot_data()  # the what-if line: the inputs' on this very trace
-        self.gate_plot.set_data(d.gated, d.vanilla, d.threshold, d.band, d.preview, gate=d.gate)
+        request = self.run.request
+        self.gate_plot.set_data(
+            d.gated,
+            d.vanilla,
+            d.threshold,
+            d.band,
+            d.preview,
+            gate=d.gate,
+            left_out=request.steps_left_out if request is not None else 0,
+        )
         self.gate_plot.set_note(self.gate_advice.gate_plot_note())
 
     def refresh_images(self) -> None:
@@ -219,7 +233,7 @@ class ResultsView(QWidget):
     def refresh_stats(self) -> None:
         r = self.run
         self.compare.gate_name = self.gate_name()  # the cards' captions and tooltips name it
-        steps = r.request.steps if r.request is not None else len(r.gated_steps)
+        steps = r.request.active_steps if r.request is not None else len(r.gated_steps)
         self.compare.set_stats(
             ssim=r.ssim,
             gated_seconds=r.gated_seconds,

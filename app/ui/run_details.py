@@ -204,7 +204,7 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
     if not run.finished or report is None:
         return "", []
     request = report.request
-    steps = request.steps
+    steps = request.active_steps  # the steps that ran (from a picture, after strength's)
     gated, vanilla = report.gated, report.vanilla
     kind = gate_kind(request.gate)  # the gate that ran: its name, its own calibration
     summary = run_summary(gated.skipped, steps, report.ssim, report.local_diff_value, kind.name)

@@ -444,7 +444,13 @@ class RunModel(QObject):
         except UnknownVariantError:  # a reopened run of a variant since removed
             self.band = None
             return
-        self.band = engagement_band(variant, request.threshold, self.vanilla_steps, request.gate)
+        self.band = engagement_band(
+            variant,
+            request.threshold,
+            self.vanilla_steps,
+            request.gate,
+            left_out=request.steps_left_out,
+        )
 
     def _update_progress(self) -> None:
         request = self.request

@@ -166,6 +166,12 @@ class Session:
                 parts.append(f"seed {request.seed}")
             if current.prompt != request.prompt:
                 parts.append("another prompt")
+            if (current.images, current.strength) != (request.images, request.strength):
+                parts.append(
+                    f"from {request.images[0].name} at strength {request.strength:g}"
+                    if request.images and request.strength is not None
+                    else "from noise"
+                )
         current_loras = current.loras if current is not None else ()
         if (request.loras or current_loras) and current_loras != request.loras:
             parts += lora_captions(request.loras) or ["no LoRA"]

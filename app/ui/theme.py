@@ -35,6 +35,12 @@ DECISION_HELP: dict[Decision, str] = {
     Decision.numerical_miss: "computed in full: the change could not be measured (not a finite "
     "number), so the gate did not risk a skip",
 }
+# A step a run from a picture never runs (strength starts the loop later): no decision at all.
+NOT_RUN_LABEL = "Not run (strength)"
+NOT_RUN_HELP = (
+    "never run: the run starts from the picture, noised to a later step, so strength leaves the "
+    "first steps out of both passes"
+)
 BAND_COLOUR = "#009E73"  # bluish green: the thresholds where skipping begins
 THRESHOLD_COLOUR = "#CC79A7"  # reddish purple
 

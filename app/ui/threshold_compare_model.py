@@ -123,8 +123,9 @@ class ThresholdComparer:
             complete = run.vanilla_steps and all(s is not None for s in run.vanilla_steps)
             if shown.vanilla_key() == current.vanilla_key() and complete:
                 trace = gate_kind(form.gate).trace(run.vanilla_steps)
+        steps = current.active_steps if current is not None else int(form.steps)
         values = default_thresholds(
-            form.variant, int(form.steps), trace, around=float(form.threshold), gate=form.gate
+            form.variant, steps, trace, around=float(form.threshold), gate=form.gate
         )
         return format_thresholds(values)
 

@@ -1,7 +1,10 @@
 """The live per-step timeline: one cell per step, coloured by the gate's decision.
 
 It renders rows of ``StepEvent | None`` and owns no logic. The gated pass is the tall row; the
-vanilla pass (every step computes, the gate only measures) is the thin row under it. Hovering a
+vanilla pass (every step computes, the gate only measures) is the thin row under it. A run from a
+picture starts at a later step: the steps strength leaves out come first, hatched grey and
+marked "not run (strength)" in both rows (``left_out``); the events' indices count the steps that
+run, so step ``index`` sits in cell ``left_out + index``. Hovering a
 cell shows rel-L1, predicted and accumulated change and the step time, above the step's preview
 image where the run made previews (framed in the decision's colour: a skip shows what it did).
 """
@@ -30,7 +33,15 @@ from app.gate.fill import REACH
 from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, gate_kind
 from app.ui.plain_words import fill_step_lines
 from app.ui.step_previews import StepThumbnailPopup
-from app.ui.theme import DECISION_COLOURS, DECISION_HELP, DECISION_LABELS, muted, small_font
+from app.ui.theme import (
+    DECISION_COLOURS,
+    DECISION_HELP,
+    DECISION_LABELS,
+    NOT_RUN_HELP,
+    NOT_RUN_LABEL,
+    muted,
+    small_font,
+)
 
 MIN_GUTTER = 78  # the labels' column at least; wider where a label needs it (``gutter``)
 LABEL_GAP = 10  # between a row's label and its first cell
@@ -90,13 +101,24 @@ def paint_forecast_mark(painter: QPainter, rect: QRectF, alpha: int = 230) -> No
     painter.drawEllipse(centre, radius, radius)
 
 
-def describe_step(step: StepEvent, which: Pass) -> str:
+def paint_not_run(painter: QPainter, rect: QRectF, pen: QColor, *, radius: float = 3.0) -> None:
+    """A step strength left out: a dashed outline, lightly hatched (no decision was made)."""
+    painter.setPen(QPen(pen, 1.0, Qt.PenStyle.DashLine))
+    hatch = QColor(pen)
+    hatch.setAlpha(90)
+    painter.setBrush(QBrush(hatch, Qt.BrushStyle.FDiagPattern))
+    painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), radius, radius)
+
+
+def describe_step(step: StepEvent, which: Pass, left_out: int = 0) -> str:
     """The step's tooltip, in the figures of the gate that decided it (``GateKind.step_lines``;
-    a vanilla step is its observer's)."""
+    a vanilla step is its observer's); numbered in the whole schedule (``left_out`` steps before
+    the first that ran)."""
     kind = gate_kind(step.gate)
     gated = which is Pass.gated
     pass_name = kind.pass_name if gated else "Vanilla pass"
-    lines = [f"<b>Step {step.index + 1} of {step.num_steps}</b> · {pass_name}"]
+    number, total = left_out + step.index + 1, left_out + step.num_steps
+    lines = [f"<b>Step {number} of {total}</b> · {pass_name}"]
     if gated:
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
     lines += kind.step_lines(step, gated)
@@ -113,6 +135,8 @@ class StepTimeline(QWidget):
         self._vanilla: tuple[StepEvent | None, ...] = ()
         self._resumed_from: int | None = None
         self._vanilla_cached = False
+        self._left_out = 0  # the first steps a run from a picture never runs
+        self._strength: float | None = None
         self.gate_name = gate_kind(
             DEFAULT_GATE
         ).label  # the gated row's label: the gate that ran it
@@ -133,12 +157,16 @@ class StepTimeline(QWidget):
         resumed_from: int | None = None,
         vanilla_cached: bool = False,
         active: Pass | None = None,
+        left_out: int = 0,
+        strength: float | None = None,
     ) -> None:
         self._gated = tuple(gated)
         self._vanilla = tuple(vanilla)
         self._resumed_from = resumed_from
         self._vanilla_cached = vanilla_cached
         self._active = active
+        self._left_out = max(0, left_out)
+        self._strength = strength
         self.setAccessibleDescription(self.pattern())
         self.update()
 
@@ -154,9 +182,14 @@ class StepTimeline(QWidget):
         found = self.hit(pos)
         if found is None:
             return None
-        which, index = found
+        which, cell = found
+        index = cell - self._left_out
         row = self._previews.get(which, ())
-        return row[index] if index < len(row) else None
+        return row[index] if 0 <= index < len(row) else None
+
+    @property
+    def left_out(self) -> int:
+        return self._left_out
 
     @property
     def gated(self) -> tuple[StepEvent | None, ...]:
@@ -181,7 +214,9 @@ class StepTimeline(QWidget):
         return QSize(240, self.sizeHint().height())
 
     def _count(self) -> int:
-        return max(len(self._gated), len(self._vanilla))
+        """Cells: the steps strength left out, then the steps that ran (or will)."""
+        ran = max(len(self._gated), len(self._vanilla))
+        return self._left_out + ran if ran else 0
 
     def row_labels(self) -> tuple[str, ...]:
         """Every label the rows can carry: each gate kind's (the gated row's), vanilla's."""
@@ -269,8 +304,15 @@ class StepTimeline(QWidget):
         next_vanilla = self._next_index(self._vanilla) if self._active is Pass.vanilla else None
         letter_font = small_font(self.font())
         letter_font.setPointSizeF(max(7.0, min(letter_font.pointSizeF(), cell_w * 0.55)))
+        first = self._left_out
+        for i in range(first):
+            paint_not_run(painter, self.cell_rect(Pass.gated, i), pending, radius=radius)
+            if self._vanilla:
+                paint_not_run(
+                    painter, self.cell_rect(Pass.vanilla, i), pending, radius=min(radius, 2.0)
+                )
         for i, step in enumerate(self._gated):
-            rect = self.cell_rect(Pass.gated, i)
+            rect = self.cell_rect(Pass.gated, first + i)
             paint_cell(
                 painter, rect, step.decision if step else None, pending_pen=pending, radius=radius
             )
@@ -284,7 +326,7 @@ class StepTimeline(QWidget):
                 self._paint_cursor(painter, rect, palette)
         alpha = 120 if self._vanilla_cached else 255
         for i, step in enumerate(self._vanilla):
-            rect = self.cell_rect(Pass.vanilla, i)
+            rect = self.cell_rect(Pass.vanilla, first + i)
             paint_cell(
                 painter,
                 rect,
@@ -298,8 +340,8 @@ class StepTimeline(QWidget):
         if self._resumed_from:
             end = min(self._resumed_from, len(self._gated)) - 1  # steps replayed from vanilla
             if end >= 0:
-                left = self.cell_rect(Pass.gated, 0).left()
-                right = self.cell_rect(Pass.gated, end).right()
+                left = self.cell_rect(Pass.gated, first).left()
+                right = self.cell_rect(Pass.gated, first + end).right()
                 painter.setPen(QPen(secondary, 2.0))
                 painter.drawLine(int(left), TOP - 4, int(right), TOP - 4)
 
@@ -361,22 +403,31 @@ class StepTimeline(QWidget):
         found = self.hit(pos)
         if found is None:
             return None
-        which, index = found
+        which, cell = found
+        index = cell - self._left_out
         row = self._gated if which is Pass.gated else self._vanilla
-        step = row[index] if index < len(row) else None
+        step = row[index] if 0 <= index < len(row) else None
         return None if step is None else step.decision
 
     def tooltip_at(self, pos: QPoint) -> str | None:
         found = self.hit(pos)
         if found is None:
             return None
-        which, index = found
+        which, cell = found
+        if cell < self._left_out:
+            strength = "" if self._strength is None else f" {self._strength:g}"
+            return (
+                f"<b>Step {cell + 1}</b>: {NOT_RUN_LABEL.lower()}<br>Strength{strength} starts "
+                f"from the picture at step {self._left_out + 1}: the first {self._left_out} "
+                "steps run in neither pass."
+            )
+        index = cell - self._left_out
         row = self._gated if which is Pass.gated else self._vanilla
         step = row[index] if index < len(row) else None
         if step is None:
             name = self.gate_name if which is Pass.gated else "Vanilla"
-            return f"Step {index + 1}: not run yet ({name} pass)"
-        text = describe_step(step, which)
+            return f"Step {cell + 1}: not run yet ({name} pass)"
+        text = describe_step(step, which, self._left_out)
         if which is Pass.gated and self._resumed_from and index < self._resumed_from:
             text += "<br><i>replayed from the cached vanilla trajectory</i>"
         if which is Pass.vanilla and self._vanilla_cached:
@@ -386,23 +437,28 @@ class StepTimeline(QWidget):
 
 class _Swatch(QWidget):
     def __init__(
-        self, decision: Decision | None, parent: QWidget | None = None, *, forecast: bool = False
+        self,
+        decision: Decision | None,
+        parent: QWidget | None = None,
+        *,
+        forecast: bool = False,
+        not_run: bool = False,
     ) -> None:
         super().__init__(parent)
         self._decision = decision
         self._forecast = forecast
+        self._not_run = not_run
         self.setFixedSize(14, 14)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pen = self.palette().color(QPalette.ColorRole.Mid)
         rect = QRectF(1, 1, 12, 12)
-        paint_cell(
-            painter,
-            rect,
-            self._decision,
-            pending_pen=self.palette().color(QPalette.ColorRole.Mid),
-        )
+        if self._not_run:
+            paint_not_run(painter, rect, pen)
+            return
+        paint_cell(painter, rect, self._decision, pending_pen=pen)
         if self._forecast:
             paint_forecast_mark(painter, rect)
 
@@ -441,8 +497,20 @@ class TimelineLegend(QWidget):
         layout.addWidget(self.forecast_swatch)
         layout.addWidget(self.forecast_label)
         self.show_forecast(False)
+        # Shown only for a run from a picture (``show_not_run``).
+        self.not_run_swatch = _Swatch(None, self, not_run=True)
+        self.not_run_label = QLabel(NOT_RUN_LABEL, self)
+        self.not_run_label.setFont(small_font(self.not_run_label.font()))
+        self.not_run_label.setToolTip(NOT_RUN_HELP)
+        layout.addWidget(self.not_run_swatch)
+        layout.addWidget(self.not_run_label)
+        self.show_not_run(False)
         layout.addStretch(1)
 
     def show_forecast(self, shown: bool) -> None:
         self.forecast_swatch.setVisible(shown)
         self.forecast_label.setVisible(shown)
+
+    def show_not_run(self, shown: bool) -> None:
+        self.not_run_swatch.setVisible(shown)
+        self.not_run_label.setVisible(shown)

@@ -25,6 +25,7 @@ from app.ui.downloads import ModelStore
 from app.ui.form_view import ControlsView, FormPanel
 from app.ui.geometry import restore_geometry, save_geometry
 from app.ui.history_view import HistoryDialog
+from app.ui.input_view import InputPanel, PictureDrops
 from app.ui.job_slot import JobStatus
 from app.ui.menus import build_menus
 from app.ui.quality_view import QualityPanel
@@ -116,6 +117,11 @@ class MainWindow(QMainWindow):
     # -- construction
     def _build(self) -> None:
         self.controls = ControlsView()
+        self.input_panel = InputPanel(self.studio.inputs)  # under the prompt
+        prompt_at = self.controls.form_layout.indexOf(self.controls.prompt)
+        self.controls.form_layout.insertWidget(prompt_at + 1, self.input_panel)
+        self.controls.form_layout.insertSpacing(prompt_at + 1, 10)
+        self.picture_drops = PictureDrops(self, self.studio.inputs)  # dropped anywhere on it
         self.quality_panel = QualityPanel(self.quality)
         rerun_at = self.controls.form_layout.indexOf(self.controls.rerun)
         self.controls.form_layout.insertWidget(rerun_at + 1, self.quality_panel)
@@ -181,6 +187,7 @@ class MainWindow(QMainWindow):
             r.request_changed,
             r.error_changed,
             r.notices_changed,
+            self.studio.inputs.note_changed,  # what strength leaves the gate
         ):
             signal.connect(self._refresh_notices)
         f.threshold_changed.connect(self._on_threshold_changed)
@@ -221,6 +228,8 @@ class MainWindow(QMainWindow):
             f.size_changed,
             f.guidance_changed,
             f.loras_changed,
+            self.studio.inputs.picture_changed,
+            self.studio.inputs.strength_changed,
             r.request_changed,
             r.status_changed,
             r.gated_image_changed,

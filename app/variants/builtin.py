@@ -9,7 +9,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.families import demo, flux1, flux2, flux3, krea2, qwen_image, qwen_image21, z_image
+from app.families import (
+    anima,
+    demo,
+    ernie_image,
+    fibo,
+    fibo2,
+    flux1,
+    flux2,
+    flux3,
+    krea2,
+    lens,
+    moss_image,
+    qwen_image,
+    qwen_image21,
+    z_image,
+)
 from app.paths import DEMO_DIR
 from app.variants.catalog import (
     MagCacheCalibration,
@@ -204,6 +219,273 @@ def _this_years() -> list[Variant]:
                 "Krea 2 Raw, the undistilled checkpoint, is for training, not inference (Krea): "
                 "no base variant to suggest",
             ),
+        ),
+    ]
+
+
+# Anima's licence (model card of circlestone-labs/Anima, read there; mflux does not name it): the
+# weights are for non-commercial use, commercial use under a separate licence from CircleStone
+# Labs (the repo's licence discussion, #58). Its Hub repo is not gated.
+_ANIMA_LICENCE = "Anima model licence (non-commercial use; commercial use licensed separately)"
+
+
+def _anima() -> list[Variant]:
+    """Anima's three transformers (issue #40), one Hub repo of ComfyUI single files. Steps and
+    guidance are mflux's (``Anima.DEFAULT_STEPS`` / ``DEFAULT_GUIDANCE``, from the model card);
+    parameters counted from mflux's classes at real size: 2.09B transformer (the 0.13B LLM
+    adapter included), 0.60B Qwen3-0.6B text encoder, 0.13B Qwen-Image VAE. mflux keeps the text
+    encoder and the transformer's LLM adapter, timestep embedding and AdaLN modulations dense at
+    every quantization (``AnimaWeightDefinition``: 0.60B + 0.33B)."""
+    common = {
+        "family": anima.FAMILY,
+        "coefficients": None,
+        "default_threshold": None,
+        "hf_repo": "circlestone-labs/Anima",
+        "licence": _ANIMA_LICENCE,
+        "params_billion": 2.81,
+        "unquantized_billion": 0.93,
+    }
+    return [
+        Variant(
+            id="anima-turbo",
+            display_name="Anima Turbo",
+            distilled=True,
+            distilled_reason=(
+                "distilled for 8 to 12 steps without CFG (model card); 10 steps leave room to "
+                f"skip, but no calibration says how much; {_UNMEASURED}"
+            ),
+            default_steps=10,
+            default_guidance=1.0,  # mflux's Turbo default: no CFG (above 1: CFG on "")
+            provenance=_uncalibrated("anima-turbo", "Anima Turbo"),
+            mflux_name="anima-turbo",
+            base_variant="anima-aesthetic",
+            **common,
+        ),
+        Variant(
+            id="anima-aesthetic",
+            display_name="Anima Aesthetic",
+            distilled=False,
+            default_steps=30,
+            default_guidance=4.0,
+            provenance=_uncalibrated("anima-aesthetic", "Anima Aesthetic"),
+            mflux_name="anima-aesthetic",
+            cfg=True,  # the unconditional branch is the empty prompt
+            **common,
+        ),
+        Variant(
+            id="anima-base",
+            display_name="Anima Base",
+            distilled=False,
+            default_steps=30,
+            default_guidance=4.0,
+            provenance=_uncalibrated("anima-base", "Anima Base"),
+            mflux_name="anima-base",
+            cfg=True,
+            notes=("the checkpoint to train LoRAs on; a plainer default style than Aesthetic",),
+            **common,
+        ),
+    ]
+
+
+def _moss_image() -> list[Variant]:
+    """MOSS-Image SFT and Base (issue #40): mflux's defaults (``MOSSImage.DEFAULT_STEPS`` 50,
+    ``DEFAULT_GUIDANCE`` 3, CFG on the empty prompt with layer 22 skipped in that branch) and
+    repos; parameters counted from mflux's classes at real size: 5.08B transformer, 7.94B
+    Qwen3.5 text model (the vision tower is not loaded), 0.06B FLUX.2 VAE with the small decoder;
+    mflux quantizes the transformer and the text encoder. Licence: Apache 2.0, an open one (the
+    SFT's model card, as mflux's README gives it; the project, OpenMOSS/MOSS-Image, is Apache
+    2.0 too; the Base's card was not readable offline)."""
+    return [
+        Variant(
+            id=variant_id,
+            display_name=name,
+            family=moss_image.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=3.0,
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated(variant_id, name),
+            hf_repo=repo,
+            params_billion=13.08,
+            mflux_name=variant_id,
+            cfg=True,  # the unconditional branch: the empty prompt, layer 22 skipped
+            notes=notes,
+        )
+        for variant_id, name, repo, notes in (
+            ("moss-image-sft", "MOSS-Image SFT", "OpenMOSS-Team/MOSS-Image-SFT", ()),
+            (
+                "moss-image-base",
+                "MOSS-Image Base",
+                "OpenMOSS-Team/MOSS-Image-Base",
+                ("the SFT's base checkpoint: the same architecture, other transformer weights",),
+            ),
+        )
+    ]
+
+
+def _ernie_image() -> list[Variant]:
+    """ERNIE-Image and its Turbo (issue #40): steps from mflux's ``MODEL_INFERENCE_STEPS``,
+    guidance from each of its two commands (base ``--guidance`` 4.0; Turbo refuses any but 1.0),
+    the size from ``generate_image``; the Hub repos are ``ModelConfig.model_name``. Parameters are
+    counted from mflux's classes at real size: ``ErnieTransformer()`` 8.03B, the Ministral-3B
+    text encoder (``ErnieMistralTextEncoder``) 3.43B, ``Flux2VAE`` 0.08B; mflux quantizes all
+    three. Both repos say Apache 2.0 on their model cards (as reported of them; not readable
+    here offline): an open licence, so no ``licence`` is recorded and nothing is gated."""
+    return [
+        Variant(
+            id="ernie-image",
+            display_name="ERNIE-Image",
+            family=ernie_image.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=4.0,  # mflux-generate-ernie-image's --guidance default
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("ernie-image", "ERNIE-Image"),
+            hf_repo="baidu/ERNIE-Image",
+            params_billion=11.55,
+            mflux_name="ernie-image",
+            # both branches in one transformer call of batch 2 ([negative " ", prompt])
+            cfg=True,
+        ),
+        Variant(
+            id="ernie-image-turbo",
+            display_name="ERNIE-Image Turbo",
+            family=ernie_image.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "step- and guidance-distilled to 8 steps (mflux refuses any guidance but 1); no "
+                f"calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=None,  # guidance-distilled: mflux's Turbo command passes 1.0 only
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("ernie-image-turbo", "ERNIE-Image Turbo"),
+            hf_repo="baidu/ERNIE-Image-Turbo",
+            params_billion=11.55,
+            mflux_name="ernie-image-turbo",
+            base_variant="ernie-image",
+        ),
+    ]
+
+
+def _lens() -> list[Variant]:
+    """Lens Turbo (issue #40), mflux's one Lens variant: 4 steps (``MODEL_INFERENCE_STEPS``), no
+    guidance (``LensImage.generate_image`` takes none), 1024² (its default); the Hub repo is
+    ``ModelConfig.model_name``, the DiT's. Parameters counted from mflux's classes at real size:
+    ``LensTransformer()`` 4.10B and ``Flux2VAE`` 0.08B, quantizable; the GPT-OSS 20B encoder
+    (20.9B parameters, mflux's ``GptOssModel`` at GPT-OSS-20B's config: 24 layers, 32 experts)
+    ships pre-quantized and no ``quantize`` changes it: its 11.45 GB in memory (19.12B expert
+    weights at MXFP4's 4.25 bits, 1.22B other matrices at 8-bit's 8.5, the repo's name's recipe
+    assumed; lm_head dropped by mflux) counted as 5.73B parameters at 16 bits
+    (``unquantized_billion``)."""
+    return [
+        Variant(
+            id="lens-turbo",
+            display_name="Lens Turbo",
+            family=lens.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled to 4 steps with guidance internalized (mflux's Lens README); no "
+                f"calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=4,
+            default_guidance=None,  # LensImage.generate_image takes no guidance
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("lens-turbo", "Lens Turbo"),
+            hf_repo="Comfy-Org/Lens",
+            licence=(
+                "Lens licence (not known here: Microsoft withdrew its release, Comfy-Org "
+                "mirrors the weights)"
+            ),
+            params_billion=9.91,
+            unquantized_billion=5.73,
+            mflux_name="lens-turbo",
+            notes=(
+                "mflux configures no undistilled Lens (Microsoft's base was withdrawn): no base "
+                "variant to suggest",
+                "mflux assembles Lens from three repositories: the studio downloads and checks "
+                "the DiT (Comfy-Org/Lens); mflux fetches the GPT-OSS 20B encoder "
+                "(mlx-community/gpt-oss-20b-MXFP4-Q8) and FLUX.2 Klein 4B's VAE itself on the "
+                "first load",
+            ),
+        ),
+    ]
+
+
+# Bria's FIBO cards: briaai/FIBO's is gated (a form to accept), under the "bria-fibo" licence, CC
+# BY-NC 4.0: non-commercial use only (read on its model card). FIBO Lite's card was not read here
+# (offline), nor FIBO 2's (briaai/Fibo-2.0-dev); they are taken to be the same, as Bria's FIBO
+# cards share the gate and the licence (a FIBO 2 mirror names "bria-fibo" too).
+_BRIA_FIBO = "Bria FIBO licence (CC BY-NC 4.0, non-commercial use only)"
+
+
+def _fibo() -> list[Variant]:
+    """FIBO, FIBO Lite and FIBO 2 (issue #40). Steps are mflux's ``MODEL_INFERENCE_STEPS``;
+    guidance its own defaults (``fibo_generate.py``: 5 for FIBO; FIBO Lite runs at 1 whatever is
+    asked, ``FIBO.generate_image``; ``_Fibo2Core.DEFAULT_GUIDANCE`` 5); the Hub repos are
+    ``ModelConfig.model_name``; parameters counted from mflux's classes at real size (FIBO: 8.29B
+    transformer, 3.08B SmolLM3-3B, 0.69B Wan 2.2 VAE). mflux's FIBO 2 command also runs Edit Turbo
+    from a caption; the edit checkpoints are issue #41's."""
+    return [
+        Variant(
+            id="fibo",
+            display_name="FIBO",
+            family=fibo.FAMILY,
+            distilled=False,
+            default_steps=50,
+            default_guidance=5.0,
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo", "FIBO"),
+            hf_repo="briaai/FIBO",
+            gated_repo=True,  # a form to fill on the model page
+            licence=_BRIA_FIBO,
+            params_billion=12.05,
+            mflux_name="fibo",
+            cfg=True,  # both branches in one call, a batch of two
+        ),
+        Variant(
+            id="fibo-lite",
+            display_name="FIBO Lite",
+            family=fibo.FAMILY,
+            distilled=True,
+            distilled_reason=(
+                "distilled in two stages (classifier-free guidance, then SCFM) to 8 steps without "
+                f"guidance; no calibration exists for it; {_UNMEASURED}"
+            ),
+            default_steps=8,
+            default_guidance=None,  # mflux runs FIBO Lite at guidance 1 whatever is asked
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo-lite", "FIBO Lite"),
+            hf_repo="briaai/Fibo-lite",
+            gated_repo=True,
+            licence=_BRIA_FIBO,
+            params_billion=12.05,
+            mflux_name="fibo-lite",
+            base_variant="fibo",
+        ),
+        Variant(
+            id="fibo2",
+            display_name="FIBO 2",
+            family=fibo2.FAMILY,
+            distilled=False,
+            default_steps=50,  # mflux's MODEL_INFERENCE_STEPS
+            default_guidance=5.0,  # _Fibo2Core.DEFAULT_GUIDANCE (the model card's)
+            default_threshold=None,
+            coefficients=None,
+            provenance=_uncalibrated("fibo2", "FIBO 2"),
+            hf_repo="briaai/Fibo-2.0-dev",
+            gated_repo=True,
+            licence=_BRIA_FIBO,
+            # 8.13B transformer, 4.34B Qwen3-VL-4B (with its vision tower), 0.08B FLUX.2 VAE
+            params_billion=12.55,
+            mflux_name="fibo2",
+            cfg=True,  # the negative caption's pass after the caption's, as mflux runs them
         ),
     ]
 
@@ -521,5 +803,15 @@ def _load_calibration(path: Path) -> dict:
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
-    v.id: v for v in [*_builtin(), *_this_years(), *_demo_variants()]
+    v.id: v
+    for v in [
+        *_builtin(),
+        *_this_years(),
+        *_anima(),
+        *_moss_image(),
+        *_ernie_image(),
+        *_lens(),
+        *_fibo(),
+        *_demo_variants(),
+    ]
 }

@@ -77,15 +77,32 @@ def _header(path: Path) -> dict[str, object]:
     return header
 
 
+def _weight_dirs() -> tuple[str, ...]:
+    """The folders besides transformer/ where a family's Hub repo keeps its transformer's
+    weights (``FolderDetection.weight_dirs``: Anima's ComfyUI files)."""
+    return tuple(
+        d for f in FAMILIES.values() if f.folders is not None for d in f.folders.weight_dirs
+    )
+
+
+def _transformer_files(folder: Path) -> list[Path]:
+    """The transformer's safetensors: those in transformer/, or in a family's weight folder of
+    its Hub repo (Anima's), or at the root where a family keeps its transformer there (Krea 2
+    Turbo's single file, and an mflux-save of it)."""
+    for subdir in ("transformer", *_weight_dirs()):
+        files = sorted((folder / subdir).glob("*.safetensors"))
+        if files:
+            return files
+    return sorted(folder.glob("*.safetensors"))
+
+
 def _transformer_keys(folder: Path) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """Weight name → shape, and the files' metadata, over the transformer's safetensors: those
-    in transformer/, or at the root where a family keeps its transformer there (Krea 2 Turbo's
-    single file, and an mflux-save of it)."""
+    """Weight name → shape, and the files' metadata, over the transformer's safetensors
+    (``_transformer_files``)."""
     shapes: dict[str, list[int]] = {}
     metadata: dict[str, str] = {}
     try:
-        files = sorted((folder / "transformer").glob("*.safetensors"))
-        files = files or sorted(folder.glob("*.safetensors"))
+        files = _transformer_files(folder)
     except OSError:
         return shapes, metadata
     for file in files:
@@ -139,9 +156,12 @@ def inspect_folder(folder: str | Path) -> FolderInfo:
     takes minutes."""
     root = Path(folder).expanduser()
     try:
-        # a transformer/ folder, or (Krea 2) the transformer's weights at the top beside vae/
-        is_model = (root / "transformer").is_dir() or (
-            (root / "vae").is_dir() and any(root.glob("*.safetensors"))
+        # a transformer/ folder, or (Krea 2) the transformer's weights at the top beside vae/,
+        # or (Anima) a family's weight folder of its Hub repo
+        is_model = (
+            (root / "transformer").is_dir()
+            or ((root / "vae").is_dir() and any(root.glob("*.safetensors")))
+            or any((root / subdir).is_dir() for subdir in _weight_dirs())
         )
         mflux_save = is_model and any(root.glob("*/0.safetensors"))
     except OSError:

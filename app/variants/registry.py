@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import UnknownVariantError, Variant
 from app.variants.folders import folder_variants, is_folder_variant_id, user_folder_variant
@@ -37,3 +40,18 @@ def get_variant(variant_id: str) -> Variant:
     if variant is None:
         raise UnknownVariantError(variant_id, known=VARIANTS)
     return variant
+
+
+@contextmanager
+def registered(*variants: Variant) -> Iterator[tuple[Variant, ...]]:
+    """``variants`` built-in for the block (a test's own family's rows), then gone again.
+    ``ValueError`` where an id is taken."""
+    taken = [v.id for v in variants if v.id in VARIANTS]
+    if taken or len({v.id for v in variants}) != len(variants):
+        raise ValueError(f"variant ids registered already or twice: {', '.join(taken)}")
+    VARIANTS.update((v.id, v) for v in variants)
+    try:
+        yield variants
+    finally:
+        for variant in variants:
+            VARIANTS.pop(variant.id, None)

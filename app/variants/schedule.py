@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.variants.catalog import Variant
 from app.variants.registry import VARIANTS
+
+
+def image_strength(strength: float) -> float:
+    """mflux's ``image_strength`` for the studio's ``strength``. The studio's strength says how
+    far the picture may change (1: every step runs, from noise; 0.4: only the last 40 % of the
+    schedule runs), as diffusers' strength and ComfyUI's denoise do; mflux's says how much of the
+    picture is kept (0: none, 1: all)."""
+    return 1.0 - strength
+
+
+def steps_left_out(steps: int, strength: float | None) -> int:
+    """How many of ``steps`` a run from a picture at ``strength`` never runs: mflux's
+    ``Config.init_time_step`` (mflux 0.24, models/common/config/config.py), on the very float
+    ``image_strength`` hands mflux, so the two always agree (tests/variants/test_schedule.py
+    asks mflux). 0 without a picture (``strength`` None) and at strength 1."""
+    if strength is None:
+        return 0
+    kept = image_strength(strength)
+    if kept <= 0.0:
+        return 0
+    return max(1, int(steps * min(1.0, kept)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,14 +44,64 @@ class ScheduleCheck:
     # below it no threshold skips), MagCache's smallest first-reuse error (below it none does);
     # None where it was not needed to answer.
     prediction_floor: float | None = None
+    # A run from a picture: the first steps strength leaves out (``steps_left_out``) and what
+    # that leaves the gate, in words; every count above is then of the steps that run.
+    left_out: int = 0
+    strength_note: str | None = None
+
+
+def strength_note(variant: Variant, steps: int, strength: float) -> str | None:
+    """What ``strength`` leaves the gate of ``steps``, in words (None where it runs them all);
+    on a distilled schedule, why that leaves little."""
+    left_out = steps_left_out(steps, strength)
+    if left_out <= 0:
+        return None
+    active = steps - left_out
+    note = (
+        f"strength {strength:g} starts from the picture at step {left_out + 1}, so the first "
+        f"{left_out} of the {steps} steps never run and the gate decides among the last {active}"
+    )
+    if variant.distilled:
+        note += (
+            ", and a distilled schedule has few steps to begin with: the gate always computes "
+            "the first and last of those it runs, so little or nothing is left to skip"
+        )
+    return note
 
 
 def check_schedule(
-    variant: Variant, steps: int, threshold: float | None = None, *, gate: str = DEFAULT_GATE
+    variant: Variant,
+    steps: int,
+    threshold: float | None = None,
+    *,
+    gate: str = DEFAULT_GATE,
+    strength: float | None = None,
 ) -> ScheduleCheck:
     """Can ``gate`` skip any step of (variant, steps) at ``threshold`` (the gate's default where
     None)? Answered from the gate's calibration alone: its eligible steps and the floor below
-    which no threshold skips (``GateKind.schedule``)."""
+    which no threshold skips (``GateKind.schedule``). ``strength``: a run from a picture, which
+    runs only the steps after ``steps_left_out`` (the counts are then of those)."""
+    left_out = steps_left_out(steps, strength)
+    check = _check(variant, steps - left_out, threshold, gate, (steps, left_out))
+    if strength is None or left_out <= 0:
+        return check
+    return replace(
+        check,
+        steps=steps,
+        left_out=left_out,
+        strength_note=strength_note(variant, steps, strength),
+    )
+
+
+def _check(
+    variant: Variant,
+    steps: int,
+    threshold: float | None,
+    gate: str,
+    schedule: tuple[int, int] | None = None,
+) -> ScheduleCheck:
+    """The check over ``steps`` the gate sees; ``schedule``: (the whole schedule, the steps left
+    out of it) for a run from a picture."""
     kind = gate_kind(gate)
     suggestion = _suggestion(variant)
     calibration = kind.calibration_of(variant)
@@ -38,6 +109,8 @@ def check_schedule(
     if reason is not None or calibration is None:
         return ScheduleCheck(variant.id, steps, 0, False, reason or "", suggestion)
     params = kind.params(calibration, threshold)
+    if schedule is not None:
+        params = kind.for_steps_run(params, *schedule)
     facts = kind.schedule(params, steps)
     eligible, floor = facts.eligible, facts.floor
     if threshold is None and kind.default_threshold(calibration) is None:

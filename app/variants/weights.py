@@ -213,9 +213,20 @@ def _weight_definition(variant: Variant) -> Any:
     return variant.family.require_mflux().weight_definition()
 
 
+def _hub_files(variant: Variant) -> tuple[str, ...] | None:
+    """The files mflux reads by name from the variant's Hub repo (``Mflux.hub_files``), or None
+    where it downloads its weight definition's patterns."""
+    files = variant.family.require_mflux().hub_files
+    return None if files is None else files[variant.mflux_name or ""]
+
+
 def download_patterns(variant: Variant) -> list[str]:
-    """mflux's own file patterns for this family: weights, configs and tokenizers."""
+    """mflux's own file patterns for this family: weights, configs and tokenizers (or the files
+    its loader reads by name, where it names them)."""
     require_real(variant)
+    named = _hub_files(variant)
+    if named is not None:
+        return list(named)
     definition = _weight_definition(variant)
     patterns = list(definition.get_download_patterns())
     for tokenizer in definition.get_tokenizers():
@@ -272,6 +283,14 @@ def snapshot_problems(root: Path, variant: Variant) -> list[str]:
     problems: list[str] = []
     if not root.is_dir():
         return [f"{root} is not a folder"]
+    named = _hub_files(variant)
+    if named is not None:  # files mflux reads by name: each present and whole
+        for name in named:
+            file = root / name
+            problem = _safetensors_problem(file) if file.exists() else "is missing"
+            if problem:
+                problems.append(f"{name} {problem}")
+        return problems
     weight_dirs: list[str] = []
     for pattern in _weight_definition(variant).get_download_patterns():
         if pattern.endswith("*.safetensors") and "/" in pattern:

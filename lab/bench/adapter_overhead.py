@@ -6,7 +6,8 @@ Run on a GPU (MLX CUDA on the lent H200, or Metal on a Mac)::
 
 Cases: FLUX.1 at its fixed 3072 width with a few blocks, and FLUX.2 Klein 4B in full (5 double +
 20 single blocks, 24 × 128 heads), bf16, 512² and 1024², 512 text tokens, through mflux's real
-``generate_image`` on shell pipelines (app/adapters/shells.py; stub VAE, injected embeddings).
+``generate_image`` on shell pipelines (each family's ``shell`` in app/adapters; stub VAE, injected
+embeddings).
 
 Conditions, run interleaved (repetition-outer) in one process after one discarded warm-up each:
 
@@ -208,22 +209,24 @@ def _build(
     text_tokens: int,
     init_scale: float,
 ) -> Any:
-    from app.adapters import shells
+    from app.adapters import flux1, flux2
+    from app.families.flux1 import Flux1Dims
+    from app.families.flux2 import FLUX2_KLEIN_4B, FLUX2_TINY
 
     if family == "flux1":
-        return shells.flux1_shell(
+        return flux1.shell(
             "dev",
-            dims=shells.Flux1Dims(*blocks),
+            dims=Flux1Dims(*blocks),
             text_tokens=text_tokens,
             dtype=dtype,
         ), f"FLUX.1 dev transformer, {blocks[0]} joint + {blocks[1]} single blocks at 3072"
-    dims = shells.FLUX2_TINY if tiny else shells.FLUX2_KLEIN_4B
+    dims = FLUX2_TINY if tiny else FLUX2_KLEIN_4B
     label = (
         "FLUX.2 Klein 4B transformer in full (5 double + 20 single blocks, 24 × 128)"
         if not tiny
         else "FLUX.2 tiny transformer"
     )
-    return shells.flux2_shell(
+    return flux2.shell(
         "flux2-klein-4b", dims=dims, text_tokens=text_tokens, dtype=dtype, init_scale=init_scale
     ), label
 

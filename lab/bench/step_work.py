@@ -199,26 +199,31 @@ FAMILIES = ("flux1", "flux2", "z-image", "qwen-image", "qwen-image-2.1")
 
 def tiny_case(family: str) -> tuple[Any, dict[str, Any]]:
     """A tiny random-weight shell of ``family`` (float32) and its generate keywords."""
-    from app.adapters import shells
+    from app.adapters import flux1, flux2, qwen_image, qwen_image21, z_image
+    from app.families.flux1 import Flux1Dims
+    from app.families.flux2 import FLUX2_TINY
+    from app.families.qwen_image import QWEN_TINY
+    from app.families.qwen_image21 import QWEN21_TINY
+    from app.families.z_image import Z_IMAGE_TINY
 
     if family == "flux1":
-        return shells.flux1_shell("dev", dims=shells.Flux1Dims(1, 1)), {
+        return flux1.shell("dev", dims=Flux1Dims(1, 1)), {
             "num_inference_steps": 4, "height": 64, "width": 64, "guidance": 3.5,
         }  # fmt: skip
     if family == "flux2":
-        return shells.flux2_shell("flux2-klein-4b", dims=shells.FLUX2_TINY), {
+        return flux2.shell("flux2-klein-4b", dims=FLUX2_TINY), {
             "num_inference_steps": 4, "height": 64, "width": 64, "guidance": 1.0,
         }  # fmt: skip
     if family == "z-image":
-        return shells.z_image_shell("z-image", dims=shells.Z_IMAGE_TINY), {
+        return z_image.shell("z-image", dims=Z_IMAGE_TINY), {
             "num_inference_steps": 4, "height": 64, "width": 64, "guidance": 4.0,
         }  # fmt: skip
     if family == "qwen-image":
-        return shells.qwen_shell(dims=shells.QWEN_TINY), {
+        return qwen_image.shell("qwen-image", dims=QWEN_TINY), {
             "num_inference_steps": 4, "height": 64, "width": 64, "guidance": 4.0,
         }  # fmt: skip
     if family == "qwen-image-2.1":  # mflux's default: no CFG (a negative prompt turns it on)
-        return shells.qwen21_shell(dims=shells.QWEN21_TINY), {
+        return qwen_image21.shell("qwen-image-2.1", dims=QWEN21_TINY), {
             "num_inference_steps": 4, "height": 64, "width": 64,
         }  # fmt: skip
     raise ValueError(f"unknown family {family!r}; one of {', '.join(FAMILIES)}")

@@ -24,14 +24,13 @@ def tiny_klein_folder(root: Path) -> Path:
     from mflux.models.common.weights.saving.model_saver import ModelSaver
     from mlx import nn
 
-    from app.adapters import common, shells
+    from app.adapters import common, flux2
+    from app.families.flux2 import Flux2Dims
     from app.variants import get_variant, weights
 
     definition = weights._weight_definition(get_variant("flux2-klein-4b"))
     with common.use_precision(mx.float32):
-        shell = shells.flux2_shell(
-            "flux2-klein-4b", dims=shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
-        )
+        shell = flux2.shell("flux2-klein-4b", dims=Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8)))
 
     def quantizable(_path: str, module: nn.Module) -> bool:
         weight = getattr(module, "weight", None)

@@ -19,7 +19,9 @@ from typing import Any
 import mlx.core as mx
 import pytest
 
-from app.adapters import common, install_gate, shells
+from app.adapters import common, install_gate
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.z_image import shell as z_image_shell
 from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
@@ -47,8 +49,8 @@ TOLERANCE = {"flux2": 2e-6, "z-image": 1e-5}
 SMALLEST_REAL_CHANGE = {"flux2": 3.7e-4, "z-image": 1.3e-2}
 
 BUILDERS: dict[str, Callable[[int], Any]] = {
-    "flux2": lambda seed: shells.flux2_shell("flux2-klein-base-4b", seed=seed),
-    "z-image": lambda seed: shells.z_image_shell("z-image", seed=seed),
+    "flux2": lambda seed: flux2_shell("flux2-klein-base-4b", seed=seed),
+    "z-image": lambda seed: z_image_shell("z-image", seed=seed),
 }
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
@@ -23,9 +22,13 @@ import pytest
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, install_gate, shells
+from app.adapters import common, install_gate
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.krea2 import shell as krea2_shell
+from app.adapters.shells import case_shell
 from app.adapters.step import GatedStep
-from app.families import get_family
+from app.adapters.z_image import shell as z_image_shell
+from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from app.gate.firstblock import TRACE_DEPTH, FirstBlockParams
 from tests.fakes import probes
@@ -39,81 +42,24 @@ def forced_pattern(steps: int) -> str:
     return "F" + ("SC" * steps)[: steps - 2] + "F"
 
 
-@dataclass(frozen=True)
-class Case:
-    family: str
-    model_name: str
-    steps: int
-    guidance: float | None
-    rest: tuple[Any, str]  # where the family's "remaining blocks" live (the spy's target)
-    cfg: bool  # two branches per step: the unconditional one keeps its own residual
-    seed: int = 0
-    negative_prompt: str | None = None  # a caption of its own for the unconditional branch
-    transformer_attrs: tuple[tuple[str, Any], ...] = ()  # e.g. a path of mflux's forward
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        run: dict[str, Any] = {"num_inference_steps": self.steps, "height": 128, "width": 128}
-        if self.negative_prompt is not None:
-            run["negative_prompt"] = self.negative_prompt
-        return run if self.guidance is None else {**run, "guidance": self.guidance}
-
-
-# Each family, with CFG where it has it (the unconditional branch reads the conditional branch's
-# verdict) and without (FLUX.2 at guidance 1, Z-Image Turbo). FLUX.1 runs 3 steps: its shell is
-# 3072 wide even when tiny. The remaining blocks are the one gated step's for every family
-# (app/adapters/step.py): the conditional branch's body, from the decision's split (the spy
-# wraps each generation's, compiled or not: Qwen-Image 2.1 is always compiled, mflux having no
-# eager 2.1 forward).
+# Every family's probe cases (``ShellCase``, ``ShellTest.probe``), with CFG where the family has
+# it (the unconditional branch reads the conditional branch's verdict) and without. The remaining
+# blocks are the one gated step's for every family (app/adapters/step.py): the conditional
+# branch's body, from the decision's split (the spy wraps each generation's, compiled or not:
+# Qwen-Image 2.1 is always compiled, mflux having no eager 2.1 forward).
+CASES = shell_cases(ShellTest.probe)
 REST = (GatedStep, "cond_body")
-FLUX1_REST = QWEN_REST = QWEN21_REST = KREA2_REST = REST
-NEGATIVE = "blurry"
-CASES = {
-    "flux1-dev": Case("flux1", "dev", 3, 3.5, FLUX1_REST, cfg=False),
-    "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 6, 4.0, REST, cfg=True),
-    "flux2-no-cfg": Case("flux2", "flux2-klein-base-4b", 6, 1.0, REST, cfg=False),
-    "z-image-cfg": Case("z-image", "z-image", 6, 4.0, REST, cfg=True),
-    "z-image-turbo": Case("z-image", "z-image-turbo", 5, None, REST, cfg=False, seed=1),
-    "qwen-image": Case("qwen-image", "qwen-image", 6, 4.0, QWEN_REST, cfg=True),
-    # FLUX.3 Image Klein: the distilled flow map (no CFG) and the base (CFG on the empty prompt)
-    "flux3": Case("flux3", "flux3-image-klein", 6, None, REST, cfg=False),
-    "flux3-base-cfg": Case("flux3", "flux3-image-klein-base", 6, 3.5, REST, cfg=True),
-    # Qwen-Image 2.1: the text-cache path, without and with true CFG (a negative caption), and
-    # mflux's joint-sequence path; Krea 2: Turbo (guidance 1) and CFG
-    "qwen-image-2.1": Case("qwen-image-2.1", "qwen-image-2.1", 6, None, QWEN21_REST, cfg=False),
-    "qwen-image-2.1-cfg": Case(
-        "qwen-image-2.1", "qwen-image-2.1", 6, 4.0, QWEN21_REST, cfg=True, negative_prompt=NEGATIVE
-    ),
-    "qwen-image-2.1-joint": Case(
-        "qwen-image-2.1",
-        "qwen-image-2.1",
-        6,
-        4.0,
-        QWEN21_REST,
-        cfg=True,
-        negative_prompt=NEGATIVE,
-        transformer_attrs=(("use_text_cache", False),),
-    ),
-    "krea-2": Case("krea-2", "krea-2", 6, 1.0, KREA2_REST, cfg=False),
-    "krea-2-cfg": Case("krea-2", "krea-2", 6, 3.0, KREA2_REST, cfg=True),
-}
 
 
 @pytest.fixture(scope="module")
-def shell() -> Iterator[Callable[[Case], Any]]:
+def shell() -> Iterator[Callable[[Family, ShellCase], Any]]:
     built: dict[tuple[str, str, int, str | None], Any] = {}
 
-    def get(case: Case) -> Any:
-        key = (case.family, case.model_name, case.seed, case.negative_prompt)
+    def get(family: Family, case: ShellCase) -> Any:
+        key = (family.id, case.model_name, case.seed, case.negative_prompt)
         if key not in built:
-            prompts = (
-                shells.DEFAULT_PROMPT,
-                *([case.negative_prompt] if case.negative_prompt else []),
-            )
             with common.use_precision(mx.float32):
-                built[key] = shells.random_weight_shell(
-                    get_family(case.family), case.model_name, prompts=prompts, seed=case.seed
-                )
+                built[key] = case_shell(family, case)
         return built[key]
 
     yield get
@@ -121,23 +67,26 @@ def shell() -> Iterator[Callable[[Case], Any]]:
 
 
 @pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
-@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[case.name for _, case in CASES])
 def test_the_probe_on_every_family(
-    shell: Callable[[Case], Any], case: Case, monkeypatch: pytest.MonkeyPatch
+    shell: Callable[[Family, ShellCase], Any],
+    family: Family,
+    case: ShellCase,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pipeline = shell(case)
+    pipeline = shell(family, case)
     for name, value in case.transformer_attrs:
         monkeypatch.setattr(pipeline.transformer, name, value)
     steps = case.steps
     observer = TeaCacheGate(OFF, observe=True)
     with install_gate(pipeline, observer):
-        observed = probes.generate_latents(pipeline, **case.kwargs)
+        observed = probes.generate_latents(pipeline, **case.generate_kwargs())
     off = probes.RecordingProbe(FirstBlockParams(0.0))
     with install_gate(pipeline, off):
-        zero = probes.generate_latents(pipeline, **case.kwargs)
+        zero = probes.generate_latents(pipeline, **case.generate_kwargs())
 
     rest_calls: list[int] = []
-    owner, name = case.rest
+    owner, name = REST
     original_init = owner.__init__
     probe = probes.RecordingProbe(FORCED)
 
@@ -154,7 +103,7 @@ def test_the_probe_on_every_family(
 
     monkeypatch.setattr(owner, "__init__", spying_init)
     with install_gate(pipeline, probe):
-        forced = probes.generate_latents(pipeline, **case.kwargs)
+        forced = probes.generate_latents(pipeline, **case.generate_kwargs())
 
     # Threshold 0: mflux's own forward, no signal, nothing stored (the vanilla pass is mflux's
     # own, bit for bit: test_adapter_parity.py).
@@ -198,9 +147,9 @@ def test_the_probe_on_every_family(
 # -- the compiled split (FLUX.2, Z-Image, Krea 2) --------------------------------------------------
 
 COMPILED_CASES = {
-    "flux2": lambda seed: shells.flux2_shell("flux2-klein-base-4b", seed=seed),
-    "z-image": lambda seed: shells.z_image_shell("z-image", seed=seed),
-    "krea-2": lambda seed: shells.krea2_shell("krea-2", seed=seed),
+    "flux2": lambda seed: flux2_shell("flux2-klein-base-4b", seed=seed),
+    "z-image": lambda seed: z_image_shell("z-image", seed=seed),
+    "krea-2": lambda seed: krea2_shell("krea-2", seed=seed),
 }
 STEPS = 8
 CFG = {"num_inference_steps": STEPS, "height": 128, "width": 128, "guidance": 4.0}

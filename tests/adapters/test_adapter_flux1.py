@@ -14,7 +14,9 @@ from mflux.models.flux.model.flux_transformer.single_transformer_block import (
     SingleTransformerBlock,
 )
 
-from app.adapters import AlreadyInstalledError, common, install_gate, shells
+from app.adapters import AlreadyInstalledError, common, install_gate
+from app.adapters.flux1 import shell as flux1_shell
+from app.families.flux1 import Flux1Dims
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 @pytest.fixture(scope="module")
 def dev() -> Any:
     with common.use_precision(mx.float32):
-        return shells.flux1_shell("dev")
+        return flux1_shell("dev")
 
 
 def test_forced_skip_reuses_the_residual_over_the_concatenated_sequence(
@@ -110,7 +112,7 @@ def test_schnell_parity(dev: Any) -> None:
     """schnell has no guidance embedder (a different TimeTextEmbed); same seam otherwise.
     Its shell borrows dev's two blocks (building another 546M parameters would double the cost)."""
     with common.use_precision(mx.float32):
-        schnell = shells.flux1_shell("schnell", dims=shells.Flux1Dims(0, 0), seed=3)
+        schnell = flux1_shell("schnell", dims=Flux1Dims(0, 0), seed=3)
     schnell.transformer.transformer_blocks = dev.transformer.transformer_blocks
     schnell.transformer.single_transformer_blocks = dev.transformer.single_transformer_blocks
     run = {"num_inference_steps": 2, "height": 128, "width": 128}
@@ -120,3 +122,27 @@ def test_schnell_parity(dev: Any) -> None:
         observed = probes.generate_latents(schnell, **run)
     assert mx.array_equal(observed, vanilla).item()
     assert trace.events[1].rel_l1 is not None
+
+
+def test_the_preview_projection_matches_a_numpy_derivation() -> None:
+    """FLUX.1's latents are 2×2-packed tokens of 16 channels (mflux's ``unpack_latents``): the
+    projection (packed, without unpacking) equals its factor table on a NumPy unpatchify, on a
+    non-square image so a transposed layout shows."""
+    import numpy as np
+
+    from app.adapters import previews
+    from app.families import get_family, latent_rgb
+
+    height, width = 64, 96
+    h, w = height // 16, width // 16
+    packed = np.random.default_rng(3).standard_normal((1, h * w, 64)).astype(np.float32)
+    latent = packed.reshape(h, w, 16, 2, 2).transpose(2, 0, 3, 1, 4).reshape(16, 2 * h, 2 * w)
+    rgb = np.einsum("chw,cr->hwr", latent, np.array(latent_rgb.FLUX1_FACTORS))
+    rgb = rgb + np.array(latent_rgb.FLUX1_BIAS)
+    want = np.round(np.clip(rgb / 2 + 0.5, 0, 1) * 255).astype(np.uint8)
+    projection = previews.family_projection(get_family("flux1"))
+    got = previews.to_host(projection(mx.array(packed), height, width))
+    assert got.shape == want.shape == (height // 8, width // 8, 3)
+    # float32 sums in a different order: a value at a .5 boundary may round the other way
+    assert int(np.abs(got.astype(int) - want.astype(int)).max()) <= 1
+    assert np.mean(got == want) > 0.99

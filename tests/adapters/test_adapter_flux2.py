@@ -17,6 +17,7 @@ from mflux.models.flux2.model.flux2_transformer.single_transformer_block import 
 )
 
 from app.adapters import common, install_gate, shells
+from app.adapters.flux2 import shell as flux2_shell
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conft
 @pytest.fixture(scope="module")
 def pipeline() -> Any:
     with common.use_precision(mx.float32):
-        return shells.flux2_shell("flux2-klein-base-4b")
+        return flux2_shell("flux2-klein-base-4b")
 
 
 def test_forced_skips_reuse_each_branchs_own_residual(

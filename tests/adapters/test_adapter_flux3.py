@@ -17,6 +17,7 @@ from mflux.models.flux3.model.flux3_scheduler.flux3_flow_map_scheduler import (
 from mflux.models.flux3.model.flux3_transformer.flux3_block import Flux3Block
 
 from app.adapters import common, flux3, install_gate, shells
+from app.adapters.flux3 import shell as flux3_shell
 from app.adapters.replay import record_and_replay
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
@@ -37,13 +38,13 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 @pytest.fixture(scope="module")
 def distilled() -> Any:
     with common.use_precision(mx.float32):
-        return shells.flux3_shell("flux3-image-klein")
+        return flux3_shell("flux3-image-klein")
 
 
 @pytest.fixture(scope="module")
 def base() -> Any:
     with common.use_precision(mx.float32):
-        return shells.flux3_shell("flux3-image-klein-base")
+        return flux3_shell("flux3-image-klein-base")
 
 
 def _expected_input(pipeline: Any, latents: mx.array) -> mx.array:

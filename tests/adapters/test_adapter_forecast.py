@@ -1,5 +1,6 @@
 """The forecast fill on every family with a shell, eager and compiled, under CFG: on tiny float32
-random-weight shells running mflux's real ``generate_image``.
+random-weight shells running mflux's real ``generate_image``, over the kit's residual cases
+(``ShellTest.residual``: one a family, with CFG where it has it).
 
 The oracle is behaviour, not any adapter's inside: whatever path the family takes, a skipped step
 adds what the fill computes from the residuals the gate kept at the computed steps before it and
@@ -20,11 +21,12 @@ import numpy as np
 import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, install_gate, shells
-from app.families import get_family
+from app.adapters import common, install_gate
+from app.adapters.shells import case_shell
+from app.families import Family, ShellCase
 from app.gate import Decision, TeaCacheGate
 from app.gate.fill import REACH, REUSE, Fill, Forecast, even_positions
-from tests.adapters.test_adapter_observed_residual import ALTERNATE, CASES, NEGATIVE
+from tests.adapters.test_adapter_observed_residual import ALTERNATE, CASES, SIZE
 from tests.fakes import probes
 
 FORECAST = Forecast(order=1, horizon=1)  # unguarded: every skip after two computed steps forecasts
@@ -35,9 +37,6 @@ STEPS = 6
 # the run by far more than float32 rounding (the observed-residual test's 6.4e-7): a floor well
 # under every family's measured effect.
 SMALLEST_FILL_EFFECT = 1e-5
-# The branches each case runs: two under classifier-free guidance, one where FLUX.1 dev embeds
-# its guidance instead.
-BRANCHES = {family: 2 for family in CASES} | {"flux1": 1}
 
 pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
@@ -80,19 +79,15 @@ def expected(gate: Watching, step: int, branch: str) -> mx.array:
 
 
 @pytest.fixture(scope="module")
-def shell() -> Iterator[Callable[[str], Any]]:
-    """Each family's shell, built once for the module (as the observed-residual test builds it)."""
+def shell() -> Iterator[Callable[[Family, ShellCase], Any]]:
+    """Each case's shell, built once for the module (as the observed-residual test builds it)."""
     built: dict[str, Any] = {}
 
-    def get(family: str) -> Any:
-        if family not in built:
-            case = CASES[family]
-            prompts = (shells.DEFAULT_PROMPT, *([NEGATIVE] if case.negative_prompt else []))
+    def get(family: Family, case: ShellCase) -> Any:
+        if case.name not in built:
             with common.use_precision(mx.float32):
-                built[family] = shells.random_weight_shell(
-                    get_family(family), case.model_name, prompts=prompts
-                )
-        return built[family]
+                built[case.name] = case_shell(family, case)
+        return built[case.name]
 
     yield get
     built.clear()
@@ -104,13 +99,19 @@ def _rel_l1(a: mx.array, b: mx.array) -> float:
 
 
 @pytest.mark.parametrize("path", ["eager", "compiled"])
-@pytest.mark.parametrize("family", list(CASES))
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[family.id for family, _ in CASES])
 def test_a_skipped_step_adds_the_forecast_on_every_family(
-    shell: Callable[[str], Any], family: str, path: str, monkeypatch: pytest.MonkeyPatch
+    shell: Callable[[Family, ShellCase], Any],
+    family: Family,
+    case: ShellCase,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: path == "eager"))
-    kwargs = {**CASES[family].kwargs, "num_inference_steps": STEPS}
-    pipeline = shell(family)
+    pipeline = shell(family, case)
+    for name, value in case.transformer_attrs:
+        monkeypatch.setattr(pipeline.transformer, name, value)
+    kwargs = case.generate_kwargs(size=SIZE, steps=STEPS)
     reusing = Watching(REUSE)
     with install_gate(pipeline, reusing):
         reused = probes.generate_latents(pipeline, **kwargs)
@@ -123,7 +124,7 @@ def test_a_skipped_step_adds_the_forecast_on_every_family(
     skipped = [e.index for e in gate.events if e.decision is Decision.skipped]
     assert [gate.events[i].fill[REACH] for i in skipped] == [0.0, 1.0]
     branches = {branch for _, branch in gate.kept}
-    assert len(branches) == BRANCHES[family]
+    assert len(branches) == (2 if case.cfg else 1)  # under CFG the unconditional branch too
     assert {(step, branch) for step in skipped for branch in branches} == set(gate.added)
     # The positions are the loop's sigmas: one per step, decreasing from about 1.
     s = gate.positions

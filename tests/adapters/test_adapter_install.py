@@ -1,10 +1,10 @@
 """Installing and removing gates: exact restoration, transactional rollback, dispatch, callbacks.
-(FLUX.1's equivalents live in tests/test_adapter_flux1.py beside its costlier shell.)"""
+On each family's first install case (``ShellTest.install``); FLUX.1's equivalents live in
+tests/adapters/test_adapter_flux1.py beside its costlier shell."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -20,46 +20,43 @@ from app.adapters import (
     UnsupportedPipelineError,
     detect_family,
     install_gate,
-    shells,
 )
+from app.adapters.shells import case_shell, random_weight_shell
+from app.families import FAMILIES as FAMILIES_BY_ID
+from app.families import Family, ShellTest, get_family
 from app.gate import TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
 OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 ON = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.0), rel_l1_thresh=0.5)
 
-BUILDERS: dict[str, Callable[[], Any]] = {
-    "flux2": shells.flux2_shell,
-    "z-image": shells.z_image_shell,
-    "qwen-image": shells.qwen_shell,
-    "flux3": shells.flux3_shell,
-    "qwen-image-2.1": shells.qwen21_shell,
-    "krea-2": shells.krea2_shell,
-}
-
-# Families whose mflux generation replaces weight arrays by equal views (Qwen-Image 2.1's
-# ``inference_projections`` packs q/k/v and the MLP's gate/proj for its compiled forward).
-REVIEWS_WEIGHTS = {"qwen-image-2.1"}
+# Each family's first install case (``ShellTest.install``): a fresh shell per test.
+FAMILIES = [
+    (family, cases[0])
+    for family in FAMILIES_BY_ID.values()
+    if family.random_weights is not None
+    and (cases := family.random_weights.cases_for(ShellTest.install))
+]
 
 
 pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
 
-@pytest.fixture(params=sorted(BUILDERS))
-def pipeline(request: pytest.FixtureRequest) -> Any:
-    return BUILDERS[request.param]()
+@pytest.fixture(params=FAMILIES, ids=[family.id for family, _ in FAMILIES])
+def built(request: pytest.FixtureRequest) -> tuple[Family, Any]:
+    family, case = request.param
+    return family, case_shell(family, case)
 
 
-def test_dispatch_by_pipeline_class(pipeline: Any) -> None:
-    expected = {
-        "Flux2Klein": "flux2",
-        "ZImage": "z-image",
-        "QwenImage": "qwen-image",
-        "Flux3Klein": "flux3",
-        "QwenImage21": "qwen-image-2.1",
-        "Krea2": "krea-2",
-    }
-    assert detect_family(pipeline).id == expected[type(pipeline).__name__]
+@pytest.fixture
+def pipeline(built: tuple[Family, Any]) -> Any:
+    return built[1]
+
+
+def test_dispatch_by_pipeline_class(built: tuple[Family, Any]) -> None:
+    family, pipeline = built
+    assert type(pipeline) is family.require_mflux().pipeline()  # mflux's own class
+    assert detect_family(pipeline) is family
 
 
 def test_unsupported_pipelines_are_refused_with_one_clear_message() -> None:
@@ -91,11 +88,17 @@ def test_install_then_remove_restores_the_pipeline_exactly(
         probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
         assert installation.family == detect_family(pipeline).id
     after = probes.pipeline_snapshot(pipeline)
-    if installation.family in REVIEWS_WEIGHTS:
-        # mflux re-views some weights each generation, gate or not: same values, new arrays
+    if after["parameters"] != before["parameters"]:
+        # Some families' mflux generation replaces weight arrays by equal views each time, gate
+        # or not (Qwen-Image 2.1's ``inference_projections`` packs q/k/v and the MLP's gate/proj
+        # for its compiled forward): same values, new arrays — and mflux's own generation, with
+        # no gate installed, does the same.
         after_values = dict(tree_flatten(pipeline.parameters()))
         assert after_values.keys() == values.keys()
         assert all(mx.array_equal(after_values[k], v).item() for k, v in values.items())
+        plain = probes.pipeline_snapshot(pipeline)["parameters"]
+        probes.generate_latents(pipeline, num_inference_steps=3, height=64, width=64)
+        assert probes.pipeline_snapshot(pipeline)["parameters"] != plain
         after["parameters"] = before["parameters"]
     assert after == before
 
@@ -113,7 +116,7 @@ def test_a_failure_mid_install_rolls_everything_back(pipeline: Any) -> None:
 
 
 def test_an_existing_instance_predict_is_restored_not_deleted() -> None:
-    pipeline = shells.flux2_shell()
+    pipeline = random_weight_shell(get_family("flux2"), "flux2-klein-base-4b")
 
     def own_factory(transformer: Any) -> Any:  # e.g. the demo's eager vanilla predict
         raise AssertionError("not called while a gate is installed")

@@ -17,6 +17,7 @@ from mflux.models.krea2.model.krea2_transformer.transformer_block import SingleS
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import common, install_gate, shells
+from app.adapters.krea2 import shell as krea2_shell
 from app.adapters.replay import record_and_replay
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 @pytest.fixture(scope="module")
 def pipeline() -> Any:
     with common.use_precision(mx.float32):
-        return shells.krea2_shell()
+        return krea2_shell("krea-2")
 
 
 def _patchify_first(pipeline: Any, latents: mx.array) -> mx.array:

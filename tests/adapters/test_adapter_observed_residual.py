@@ -14,15 +14,15 @@ computed directly from the residuals so checked.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, install_gate, shells
-from app.families import FAMILIES, get_family
+from app.adapters import common, install_gate
+from app.adapters.shells import case_shell
+from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from app.gate.live import magnitude_ratio
 from tests.fakes import probes
@@ -37,41 +37,14 @@ ALTERNATE = TeaCacheParams(
 # these cases (eager and compiled, 64×64). A residual over block 0's output instead of the stack's
 # input (Qwen-Image 2.1's and Krea 2's observer, put in by hand) measured 5.7e-3 and 6.0e-3.
 TOLERANCE = 1e-5
-NEGATIVE = "blurry"
 
 
-@dataclass(frozen=True)
-class Case:
-    model_name: str
-    steps: int
-    guidance: float | None  # None: the model takes none
-    negative_prompt: str | None = None
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        run: dict[str, Any] = {"num_inference_steps": self.steps, "height": 64, "width": 64}
-        if self.negative_prompt is not None:
-            run["negative_prompt"] = self.negative_prompt
-        return run if self.guidance is None else {**run, "guidance": self.guidance}
-
-
-# One case per family with a shell, with CFG where the family has it (each branch its residual).
-# FLUX.1 runs 3 steps: its shell is 3072 wide even when tiny.
-CASES = {
-    "flux1": Case("dev", 3, 3.5),
-    "flux2": Case("flux2-klein-base-4b", 6, 4.0),
-    "flux3": Case("flux3-image-klein-base", 6, 3.5),
-    "z-image": Case("z-image", 6, 4.0),
-    "qwen-image": Case("qwen-image", 6, 4.0),
-    "qwen-image-2.1": Case("qwen-image-2.1", 6, 4.0, negative_prompt=NEGATIVE),
-    "krea-2": Case("krea-2", 6, 3.0),
-}
+# One case per family with a shell (``ShellTest.residual``), with CFG where the family has it
+# (each branch its residual), at 64² (fewer tokens, the same engagement: every case skips).
+CASES = shell_cases(ShellTest.residual)
+SIZE = 64
 
 pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
-
-
-def test_every_family_with_a_shell_has_a_case() -> None:
-    assert set(CASES) == {f.id for f in FAMILIES.values() if f.random_weights is not None}
 
 
 class Observer(TeaCacheGate):
@@ -102,18 +75,14 @@ class Replanted(TeaCacheGate):
 
 
 @pytest.fixture(scope="module")
-def shell() -> Iterator[Callable[[str], Any]]:
+def shell() -> Iterator[Callable[[Family, ShellCase], Any]]:
     built: dict[str, Any] = {}
 
-    def get(family: str) -> Any:
-        if family not in built:
-            case = CASES[family]
-            prompts = (shells.DEFAULT_PROMPT, *([NEGATIVE] if case.negative_prompt else []))
+    def get(family: Family, case: ShellCase) -> Any:
+        if case.name not in built:
             with common.use_precision(mx.float32):
-                built[family] = shells.random_weight_shell(
-                    get_family(family), case.model_name, prompts=prompts
-                )
-        return built[family]
+                built[case.name] = case_shell(family, case)
+        return built[case.name]
 
     yield get
     built.clear()
@@ -125,19 +94,25 @@ def _rel_l1(a: mx.array, b: mx.array) -> float:
 
 
 @pytest.mark.parametrize("path", ["eager", "compiled"])
-@pytest.mark.parametrize("family", list(CASES))
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[family.id for family, _ in CASES])
 def test_observed_residual_is_the_bodys_output_minus_its_input(
-    shell: Callable[[str], Any], family: str, path: str, monkeypatch: pytest.MonkeyPatch
+    shell: Callable[[Family, ShellCase], Any],
+    family: Family,
+    case: ShellCase,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: path == "eager"))
-    case = CASES[family]
-    pipeline = shell(family)
+    pipeline = shell(family, case)
+    for name, value in case.transformer_attrs:
+        monkeypatch.setattr(pipeline.transformer, name, value)
+    kwargs = case.generate_kwargs(size=SIZE)
     observer = Observer()
     with install_gate(pipeline, observer):
-        vanilla = probes.generate_latents(pipeline, **case.kwargs)
+        vanilla = probes.generate_latents(pipeline, **kwargs)
     replanted = Replanted(observer.kept)
     with install_gate(pipeline, replanted):
-        gated = probes.generate_latents(pipeline, **case.kwargs)
+        gated = probes.generate_latents(pipeline, **kwargs)
 
     # Engagement: the run skipped, and every skip added a residual the observer recorded.
     skipped = [e.index for e in replanted.events if e.decision is Decision.skipped]

@@ -11,89 +11,58 @@ its own file (test_adapter_<family>.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 import pytest
 
-from app.adapters import common, install_gate, shells
-from app.families import FAMILIES, get_family
+from app.adapters import common, install_gate
+from app.adapters.shells import case_shell
+from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import TeaCacheGate, TeaCacheParams
 from app.gate.fill import FORECAST
 from tests.fakes import probes
 
 OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 
-
-@dataclass(frozen=True)
-class Case:
-    family: str
-    model_name: str
-    steps: int
-    guidance: float | None  # None: the model takes none (guidance-distilled)
-    seed: int = 0
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        run: dict[str, Any] = {"num_inference_steps": self.steps, "height": 128, "width": 128}
-        return run if self.guidance is None else {**run, "guidance": self.guidance}
-
-
-# Each family's default model with its CFG, and the schedules that take another path: FLUX.2
-# without CFG (guidance 1), Z-Image Turbo (guidance-distilled: one branch, the linear
-# scheduler). FLUX.1 runs 3 steps: its shell is 3072 wide even when tiny. This year's: FLUX.3's
-# distilled flow map (no guidance, the target time) and its base with CFG; Qwen-Image 2.1 (no
-# guidance: mflux's default) and its Turbo on fixed sigma nodes; Krea 2 Turbo without and with
-# CFG. mflux compiles Qwen-Image 2.1 on every machine: there vanilla is compiled too.
-CASES = {
-    "flux1-dev": Case("flux1", "dev", 3, 3.5),
-    "flux2-cfg": Case("flux2", "flux2-klein-base-4b", 6, 4.0),
-    "flux2-no-cfg": Case("flux2", "flux2-klein-base-4b", 6, 1.0),
-    "z-image-cfg": Case("z-image", "z-image", 6, 4.0),
-    "z-image-turbo": Case("z-image", "z-image-turbo", 5, None, seed=1),
-    "qwen-image": Case("qwen-image", "qwen-image", 6, 4.0),
-    "flux3-image-klein": Case("flux3", "flux3-image-klein", 6, None),
-    "flux3-base-cfg": Case("flux3", "flux3-image-klein-base", 6, 4.0),
-    "qwen-image-2.1": Case("qwen-image-2.1", "qwen-image-2.1", 6, None),
-    "qwen-image-2.1-turbo": Case("qwen-image-2.1", "qwen-image-2.1-turbo", 5, None, seed=1),
-    "krea-2": Case("krea-2", "krea-2", 6, 1.0),
-    "krea-2-cfg": Case("krea-2", "krea-2", 6, 3.0),
-}
+# Every family's parity cases (``ShellCase``, ``ShellTest.parity``): each family's default model
+# with its CFG, and the schedules that take another path (FLUX.2 without CFG, Z-Image Turbo's
+# guidance-distilled linear schedule, FLUX.3's distilled flow map, Qwen-Image 2.1 Turbo's fixed
+# sigma nodes, Krea 2 without and with CFG). mflux compiles Qwen-Image 2.1 on every machine: there
+# vanilla is compiled too. A family's test_family_registry contract holds that it has some.
+CASES = shell_cases(ShellTest.parity)
 
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
 
-def test_every_family_with_a_shell_has_a_case() -> None:
-    with_shells = {f.id for f in FAMILIES.values() if f.random_weights is not None}
-    assert {case.family for case in CASES.values()} == with_shells
-
-
 @pytest.fixture(scope="module")
-def shell() -> Iterator[Callable[[Case], Any]]:
+def shell() -> Iterator[Callable[[Family, ShellCase], Any]]:
     """The case's tiny shell, built through the registry once per module."""
-    built: dict[tuple[str, str, int], Any] = {}
+    built: dict[tuple[str, str, int, str | None], Any] = {}
 
-    def get(case: Case) -> Any:
-        key = (case.family, case.model_name, case.seed)
+    def get(family: Family, case: ShellCase) -> Any:
+        key = (family.id, case.model_name, case.seed, case.negative_prompt)
         if key not in built:
             with common.use_precision(mx.float32):
-                built[key] = shells.random_weight_shell(
-                    get_family(case.family), case.model_name, seed=case.seed
-                )
+                built[key] = case_shell(family, case)
         return built[key]
 
     yield get
     built.clear()
 
 
-@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[case.name for _, case in CASES])
 def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
-    shell: Callable[[Case], Any], case: Case
+    shell: Callable[[Family, ShellCase], Any],
+    family: Family,
+    case: ShellCase,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pipeline = shell(case)
-    kwargs = case.kwargs
+    pipeline = shell(family, case)
+    for name, value in case.transformer_attrs:
+        monkeypatch.setattr(pipeline.transformer, name, value)
+    kwargs = case.generate_kwargs()
     vanilla_before = probes.generate_latents(pipeline, **kwargs)
     off = probes.RecordingGate(OFF)
     with install_gate(pipeline, off):

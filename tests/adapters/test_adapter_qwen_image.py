@@ -13,7 +13,8 @@ import mlx.core as mx
 import pytest
 from mflux.models.qwen.model.qwen_transformer.qwen_transformer_block import QwenTransformerBlock
 
-from app.adapters import common, install_gate, shells
+from app.adapters import common, install_gate
+from app.adapters.qwen_image import shell as qwen_shell
 from app.gate import Decision, TeaCacheParams
 from tests.fakes import probes
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 @pytest.fixture(scope="module")
 def pipeline() -> Any:
     with common.use_precision(mx.float32):
-        return shells.qwen_shell()
+        return qwen_shell("qwen-image")
 
 
 def test_two_calls_per_step_share_one_decision_and_keep_two_residuals(

@@ -24,6 +24,7 @@ from mlx import nn
 
 from app.adapters import common, install_gate, qwen_image21, shells
 from app.adapters.compiled import LookAhead
+from app.adapters.qwen_image21 import shell as qwen21_shell
 from app.adapters.replay import record_and_replay
 from app.gate import Decision, MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
 from app.gate.firstblock import FirstBlockParams
@@ -66,7 +67,7 @@ pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 @pytest.fixture(scope="module")
 def pipeline() -> Any:
     with common.use_precision(mx.float32):
-        return shells.qwen21_shell(negative_prompt=NEGATIVE)
+        return qwen21_shell("qwen-image-2.1", negative_prompt=NEGATIVE)
 
 
 def _run_recorded(pipeline: Any, gate: Any, **kwargs: Any) -> tuple[Any, list[mx.array]]:

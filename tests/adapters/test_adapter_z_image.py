@@ -18,6 +18,7 @@ from mflux.models.z_image.model.z_image_transformer.transformer_block import (
 )
 
 from app.adapters import common, install_gate, shells, z_image
+from app.adapters.z_image import shell as z_image_shell
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
@@ -39,7 +40,7 @@ CAPTIONS = {"captions-pad-alike": 16, "captions-pad-apart": 40}
 @pytest.fixture(scope="module", params=list(CAPTIONS))
 def base(request: pytest.FixtureRequest) -> Any:
     with common.use_precision(mx.float32):
-        pipeline = shells.z_image_shell("z-image")
+        pipeline = z_image_shell("z-image")
     tokens = CAPTIONS[request.param]
     if tokens != 16:
         dim = pipeline.transformer.cap_embedder[0].weight.shape[0]

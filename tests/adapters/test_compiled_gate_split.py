@@ -19,8 +19,10 @@ import pytest
 from mflux.models.common.config.model_config import ModelConfig
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
-from app.adapters import common, install_gate, shells
+from app.adapters import common, install_gate
 from app.adapters.compiled import is_compiled
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.z_image import shell as z_image_shell
 from app.gate import LiveGate, MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
 from tests.fakes import probes
 
@@ -64,8 +66,8 @@ SMALLEST_SKIP_EFFECT = {"flux2": 8e-4, "z-image": 2e-2}
 CAPTION_TRACES = {"flux2": {}, "z-image": {"caption": 1}}
 
 BUILDERS: dict[str, Callable[[int], Any]] = {
-    "flux2": lambda seed: shells.flux2_shell("flux2-klein-base-4b", seed=seed),
-    "z-image": lambda seed: shells.z_image_shell("z-image", seed=seed),
+    "flux2": lambda seed: flux2_shell("flux2-klein-base-4b", seed=seed),
+    "z-image": lambda seed: z_image_shell("z-image", seed=seed),
 }
 
 
@@ -167,7 +169,7 @@ def test_eager_mflux_predict_keeps_the_gated_path_eager(monkeypatch: pytest.Monk
     """Compiled or eager follows the pipeline's own predict: on base/Pro M1/M2 mflux does not
     compile, and neither does the gated path."""
     monkeypatch.setattr(AppleSiliconUtil, "is_m1_or_m2", staticmethod(lambda: True))
-    pipeline = shells.flux2_shell("flux2-klein-base-4b")
+    pipeline = flux2_shell("flux2-klein-base-4b")
     assert not is_compiled(pipeline._predict(pipeline.transformer))
     gate = TeaCacheGate(ALTERNATE)
     with install_gate(pipeline, gate):

@@ -8,48 +8,46 @@ latents bit for bit, so any difference under the LoRA is the LoRA's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import mlx.core as mx
 import pytest
 
-from app.adapters import common, lora, shells
+from app.adapters import common, lora
+from app.adapters.shells import case_shell, random_weight_shell
+from app.families import Family, ShellCase, ShellTest, get_family, shell_cases
 from tests.fakes import lora as fake_lora
 from tests.fakes import probes
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
 
-CFG = {"num_inference_steps": 4, "height": 128, "width": 128, "guidance": 4.0}
+STEPS = 4
 SCALE = 0.7
 # Max |Δ| of the final latents (values of order 1) that the LoRA must cause at least. Measured with
-# these settings (scale 0.7, the fixture's LoRA, 4 steps): FLUX.2 0.074, Z-Image 0.71, FLUX.3
-# base 0.077, Qwen-Image 2.1 0.017, Krea 2 0.048; the floor is a tenth of FLUX.2's, 2.5× under the
-# smallest and far above 0 (a build without the LoRA differs by exactly 0).
+# these settings (scale 0.7, the fixture's LoRA on the three targets ``lora_targets`` reads off
+# each family's mflux mapping, 4 steps, each family's LoRA case): FLUX.2 0.027, FLUX.3 base 0.027,
+# Z-Image 0.89, Qwen-Image 2.1 0.018, Krea 2 0.044; the floor is 2.6× under the smallest and far
+# above 0 (a build without the LoRA differs by exactly 0).
 LORA_EFFECT_FLOOR = 0.007
 BAKE_TOLERANCE = 1e-6
 
-FAMILIES: list[tuple[str, Callable[[], Any], Mapping[str, str]]] = [
-    ("flux2", lambda: shells.flux2_shell("flux2-klein-base-4b"), fake_lora.FLUX2_TARGETS),
-    ("z-image", lambda: shells.z_image_shell("z-image"), fake_lora.Z_IMAGE_TARGETS),
-    ("flux3", lambda: shells.flux3_shell("flux3-image-klein-base"), fake_lora.FLUX3_TARGETS),
-    ("qwen-image-2.1", shells.qwen21_shell, fake_lora.QWEN21_TARGETS),
-    ("krea-2", shells.krea2_shell, fake_lora.KREA2_TARGETS),
-]
+# Every family's LoRA case (``ShellTest.lora``): the model, its guidance and its seed.
+CASES = shell_cases(ShellTest.lora)
 
 
-@pytest.mark.parametrize(("family", "build", "targets"), FAMILIES, ids=[f[0] for f in FAMILIES])
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[family.id for family, _ in CASES])
 def test_a_lora_for_the_shells_keys_is_baked_where_mflux_maps_it_and_changes_the_output(
-    family: str, build: Callable[[], Any], targets: Mapping[str, str], tmp_path: Path
+    family: Family, case: ShellCase, tmp_path: Path
 ) -> None:
+    kwargs = case.generate_kwargs(steps=STEPS)
     with common.use_precision(mx.float32):
-        plain = build()
-        plain_latents = probes.generate_latents(plain, **CFG)
-        again = probes.generate_latents(build(), **CFG)
+        plain = case_shell(family, case)
+        plain_latents = probes.generate_latents(plain, **kwargs)
+        again = probes.generate_latents(case_shell(family, case), **kwargs)
         assert mx.array_equal(plain_latents, again).item()  # the build itself is deterministic
 
-        patched = build()
+        patched = case_shell(family, case)
+        targets = fake_lora.lora_targets(family, patched.transformer)
         before = {
             p: mx.array(fake_lora.module_at(patched.transformer, p).weight)
             for p in targets.values()
@@ -61,13 +59,13 @@ def test_a_lora_for_the_shells_keys_is_baked_where_mflux_maps_it_and_changes_the
             error = float(mx.max(mx.abs(weight - before[module_path] - SCALE * update)))
             assert error <= BAKE_TOLERANCE, module_path
         assert patched.lora_scales == [SCALE]  # recorded on the pipeline, as mflux does
-        lora_latents = probes.generate_latents(patched, **CFG)
+        lora_latents = probes.generate_latents(patched, **kwargs)
     assert float(mx.max(mx.abs(lora_latents - plain_latents))) > LORA_EFFECT_FLOOR
 
 
 def test_a_file_that_names_no_layer_of_the_model_is_refused(tmp_path: Path) -> None:
     with common.use_precision(mx.float32):
-        pipeline = shells.flux2_shell()
+        pipeline = random_weight_shell(get_family("flux2"), "flux2-klein-base-4b")
         path = fake_lora.write_unrelated_safetensors(tmp_path / "other.safetensors")
         refused = r"No LoRA layers were applied from other\.safetensors"
         with pytest.raises(ValueError, match=refused):
@@ -76,6 +74,6 @@ def test_a_file_that_names_no_layer_of_the_model_is_refused(tmp_path: Path) -> N
 
 def test_no_lora_leaves_the_pipeline_alone() -> None:
     with common.use_precision(mx.float32):
-        pipeline = shells.flux2_shell()
+        pipeline = random_weight_shell(get_family("flux2"), "flux2-klein-base-4b")
         lora.apply_loras(pipeline, [], [])
     assert pipeline.lora_paths is None and pipeline.lora_scales is None

@@ -5,7 +5,9 @@ Oracles. The clean prediction: mflux's Krea2 loop passes ``latents − sigmas[t]
 formula bit for bit in float32; and, independently of the seam, every step's prediction must
 follow from two consecutive latents the loop reported (``v = (x_next − x) / (σ_next − σ)``), to a
 float32 tolerance. The picture: the last step's preview is the preview of the final latents, and
-each family's projection equals a NumPy re-derivation of the unpacking and the factor table.
+each family's projection equals its factor table summed in NumPy over mflux's own unpacking of the
+loop's latents. The families run are their preview cases (``ShellTest.preview``); FLUX.1's
+projection (no preview case: its shell is 3072 wide) is checked in test_adapter_flux1.py.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numpy as np
 import pytest
 
 from app.adapters import common, install_gate, previews, shells
-from app.families import get_family, latent_rgb
+from app.adapters.shells import case_shell, random_weight_shell
+from app.families import FAMILIES, Family, ShellCase, ShellTest, get_family, latent_rgb, shell_cases
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
 
 pytestmark = pytest.mark.usefixtures("float32", "eager")  # tests/adapters/conftest.py
@@ -40,11 +43,13 @@ class LoopRecorder:
     def __init__(self) -> None:
         self.latents: list[np.ndarray] = []
         self.sigmas: np.ndarray | None = None
+        self.config: Any = None
         self.final: mx.array | None = None
 
     def call_before_loop(self, seed: int, prompt: str, latents: mx.array, config: Any, **_: Any):
         self.latents = [np.array(latents)]
         self.sigmas = np.array(config.scheduler.sigmas)
+        self.config = config
 
     def call_in_loop(
         self, t: int, seed: int, prompt: str, latents: mx.array, config: Any, **_: Any
@@ -76,19 +81,7 @@ def _run(pipeline: Any, gate: TeaCacheGate | None = None, **kwargs: Any):
 @pytest.fixture(scope="module")
 def flux2() -> Any:
     with common.use_precision(mx.float32):
-        return shells.flux2_shell()
-
-
-@pytest.fixture(scope="module")
-def z_image() -> Any:
-    with common.use_precision(mx.float32):
-        return shells.z_image_shell("z-image")
-
-
-@pytest.fixture(scope="module")
-def qwen() -> Any:
-    with common.use_precision(mx.float32):
-        return shells.qwen_shell()
+        return random_weight_shell(get_family("flux2"), "flux2-klein-base-4b")
 
 
 def test_clean_prediction_is_what_mflux_passes_as_denoised() -> None:
@@ -101,27 +94,61 @@ def test_clean_prediction_is_what_mflux_passes_as_denoised() -> None:
         assert mx.array_equal(previews.clean_prediction(x, v, sigmas[t]), krea2).item()
 
 
-@pytest.mark.parametrize("family", ["flux2", "z_image", "qwen"])
-def test_each_step_previews_its_clean_prediction(family: str, request: pytest.FixtureRequest):
-    pipeline = request.getfixturevalue(family)
-    kwargs: dict[str, Any] = {"guidance": 4.0} if family != "qwen" else {}
-    cleans, images, recorder, projection = _run(pipeline, None, **kwargs)
+# Every family's preview case (``ShellTest.preview``), run non-square so a transposed layout shows.
+CASES = shell_cases(ShellTest.preview)
+HEIGHT, WIDTH = 128, 96
+
+
+@pytest.mark.parametrize(("family", "case"), CASES, ids=[family.id for family, _ in CASES])
+def test_each_step_previews_its_clean_prediction(family: Family, case: ShellCase) -> None:
+    """Each step's preview is its clean prediction, read at the seam the family's loop offers:
+    where the loop hands callbacks ``denoised`` (Krea 2), that, bit for bit; elsewhere the Euler
+    step to σ = 0 that two consecutive latents imply, on the sigmas the loop steps on (its own,
+    ``LatentPreview.loop_sigmas``, as FLUX.3's flow map, else ``config.scheduler``'s). The last
+    step's is the final latents; every preview is the family's table applied to mflux's own
+    unpacking of the latents."""
+    preview = family.require_preview()
+    with common.use_precision(mx.float32):
+        pipeline = case_shell(family, case)
+        kwargs = {**case.generate_kwargs(steps=STEPS), "height": HEIGHT, "width": WIDTH}
+        denoised = DenoisedRecorder()
+        with common.attached(pipeline, denoised):
+            cleans, images, recorder = _run_family(pipeline, **kwargs)
     assert sorted(images) == list(range(STEPS))  # one preview per step
-    assert recorder.sigmas is not None and recorder.final is not None
-    sig, lat = recorder.sigmas, recorder.latents
-    for t in range(STEPS):
-        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
-        derived = lat[t] - sig[t] * velocity
-        np.testing.assert_allclose(cleans[t], derived, rtol=0, atol=DERIVED_ATOL)
-    # The last step lands on σ = 0: its clean prediction is the final latents, bit for bit, and
-    # its preview the projection of the final latents.
+    assert recorder.config is not None and recorder.final is not None
     final = np.array(recorder.final)
-    assert np.array_equal(cleans[STEPS - 1], final)
-    final_projection = previews.to_host(projection(recorder.final, SIZE, SIZE))
+    if denoised.denoised:
+        assert len(denoised.denoised) == STEPS
+        for t in range(STEPS):
+            assert np.array_equal(cleans[t], np.array(denoised.denoised[t]))
+        assert np.array_equal(cleans[STEPS - 1], final)  # the sampler's last step returns it
+    else:
+        own = preview.loop_sigmas
+        sig = np.array(
+            own(recorder.config) if own is not None else recorder.config.scheduler.sigmas
+        )
+        lat = recorder.latents
+        for t in range(STEPS):
+            velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
+            derived = lat[t] - sig[t] * velocity
+            np.testing.assert_allclose(cleans[t], derived, rtol=0, atol=DERIVED_ATOL)
+        if own is None:  # σ = 0 on the loop's own scheduler: the final latents, bit for bit
+            assert np.array_equal(cleans[STEPS - 1], final)
+        else:  # read off two latents: x + (x_next − x) to float32 rounding
+            np.testing.assert_allclose(cleans[STEPS - 1], final, rtol=0, atol=1e-6)
+    # The picture: the family's factor table on mflux's unpacking (an independent NumPy sum).
+    projection = previews.family_projection(family)
+    final_projection = previews.to_host(projection(recorder.final, HEIGHT, WIDTH))
     assert np.array_equal(images[STEPS - 1], final_projection)
+    latent = np.array(preview.unpack(recorder.final, HEIGHT, WIDTH))[0]
+    want = _expected(latent, preview.factors, preview.bias)
+    assert final_projection.shape == want.shape == (*latent.shape[1:], 3)
+    assert latent.shape[1] * WIDTH == latent.shape[2] * HEIGHT  # the image's aspect, not swapped
+    # float32 sums in a different order: a value at a .5 boundary may round the other way
+    assert int(np.abs(final_projection.astype(int) - want.astype(int)).max()) <= 1
+    assert np.mean(final_projection == want) > 0.99
     image = images[0]
-    assert image.dtype == np.uint8 and image.shape == (SIZE // 8, SIZE // 8, 3)
-    assert image.flags.c_contiguous
+    assert image.dtype == np.uint8 and image.shape == want.shape and image.flags.c_contiguous
 
 
 def test_skipped_steps_preview_the_reused_residuals_prediction(flux2: Any) -> None:
@@ -162,44 +189,9 @@ def test_previews_leave_the_scheduler_and_the_numbers_as_they_were(flux2: Any) -
     assert mx.array_equal(recorder.final, with_previews.final).item()
 
 
-def _unpatchify_2x2(packed: np.ndarray, h: int, w: int, channels: int) -> np.ndarray:
-    """(1, h·w, channels·4) tokens, each a (channel, row, column) 2×2 patch → (channels, 2h, 2w)."""
-    x = packed.reshape(h, w, channels, 2, 2)
-    return x.transpose(2, 0, 3, 1, 4).reshape(channels, 2 * h, 2 * w)
-
-
 def _expected(latent: np.ndarray, factors: Any, bias: Any) -> np.ndarray:
     rgb = np.einsum("chw,cr->hwr", latent, np.array(factors)) + np.array(bias)
     return np.round(np.clip(rgb / 2 + 0.5, 0, 1) * 255).astype(np.uint8)
-
-
-@pytest.mark.parametrize("family", ["flux1", "flux2", "z-image", "qwen-image"])
-def test_family_projection_matches_a_numpy_derivation(family: str) -> None:
-    height, width = 64, 96
-    h, w = height // 16, width // 16
-    rng = np.random.default_rng(3)
-    if family == "flux2":
-        packed = rng.standard_normal((1, h * w, 128)).astype(np.float32)
-        # mflux's FLUX.2 packing: channel-major 2×2 patches (ComfyUI's Flux2 reshape)
-        latent = _unpatchify_2x2(packed, h, w, 32)
-        factors, bias = latent_rgb.FLUX2_FACTORS, latent_rgb.FLUX2_BIAS
-    elif family == "z-image":
-        packed = rng.standard_normal((16, 1, height // 8, width // 8)).astype(np.float32)
-        latent = packed[:, 0]
-        factors, bias = latent_rgb.FLUX1_FACTORS, latent_rgb.FLUX1_BIAS
-    else:
-        packed = rng.standard_normal((1, h * w, 64)).astype(np.float32)
-        latent = _unpatchify_2x2(packed, h, w, 16)
-        qwen = family == "qwen-image"
-        factors = latent_rgb.WAN21_FACTORS if qwen else latent_rgb.FLUX1_FACTORS
-        bias = latent_rgb.WAN21_BIAS if qwen else latent_rgb.FLUX1_BIAS
-    projection = previews.family_projection(get_family(family))
-    got = previews.to_host(projection(mx.array(packed), height, width))
-    want = _expected(latent, factors, bias)
-    assert got.shape == want.shape == (height // 8, width // 8, 3)
-    # float32 sums in a different order: a value at a .5 boundary may round the other way
-    assert int(np.abs(got.astype(int) - want.astype(int)).max()) <= 1
-    assert np.mean(got == want) > 0.99
 
 
 def test_thumbnails_are_bounded_and_box_averaged() -> None:
@@ -261,7 +253,7 @@ def test_a_steps_preview_is_queued_and_picked_up_at_the_next_steps_end(flux2: An
     assert delivered[-1][2]  # the last step's preview: after the loop
 
 
-# -- this year's families: the denoised seam (Krea 2), the loop's own sigmas (FLUX.3) ----------
+# -- the seams a family's loop offers: ``denoised`` (Krea 2), its own sigmas (FLUX.3) ------------
 
 
 class DenoisedRecorder:
@@ -282,16 +274,17 @@ class DenoisedRecorder:
         denoised: mx.array | None = None,
         **_: Any,
     ) -> None:
-        assert denoised is not None
-        self.denoised.append(denoised)
+        if denoised is not None:  # the loops that name it (Krea 2's)
+            self.denoised.append(denoised)
 
     def call_after_loop(self, seed: int, prompt: str, latents: mx.array, config: Any, **_: Any):
         self.final = latents
 
 
 def _run_family(pipeline: Any, **kwargs: Any) -> tuple[dict[int, np.ndarray], dict, Any]:
-    """One generation with the pipeline's own previewer (``previewer_for``), its decode wrapped
-    to keep each step's clean latents."""
+    """One generation (``kwargs``: ``generate_image``'s, the seed and prompt given here) with the
+    pipeline's own previewer (``previewer_for``), its decode wrapped to keep each step's clean
+    latents."""
     cleans: dict[int, np.ndarray] = {}
     images: dict[int, np.ndarray] = {}
     previewer = previews.previewer_for(pipeline, images.__setitem__)
@@ -304,92 +297,21 @@ def _run_family(pipeline: Any, **kwargs: Any) -> tuple[dict[int, np.ndarray], di
     previewer.decode = decode
     recorder = LoopRecorder()
     with common.attached(pipeline, recorder), common.attached(pipeline, previewer):
-        args = {"seed": 0, "prompt": shells.DEFAULT_PROMPT, "num_inference_steps": STEPS}
-        pipeline.generate_image(**args, height=SIZE, width=SIZE, **kwargs)
+        pipeline.generate_image(seed=0, prompt=shells.DEFAULT_PROMPT, **kwargs)
     return cleans, images, recorder
 
 
-def test_only_flux3_previews_from_its_loops_own_sigmas() -> None:
-    """FLUX.3's loop steps outside ``config.scheduler``; every other family's previews read the
-    scheduler or ``denoised``."""
-    from mflux.models.flux3.variants.txt2img.flux3_klein import Flux3Klein
-
-    flux3 = Flux3Klein.__new__(Flux3Klein)  # the family is found by class
-    sigmas = previews.previewer_for(flux3, lambda i, image: None).loop_sigmas
-    assert sigmas is get_family("flux3").require_preview().loop_sigmas
-    for family in ("flux1", "flux2", "z-image", "qwen-image", "qwen-image-2.1", "krea-2"):
-        assert get_family(family).require_preview().loop_sigmas is None
-
-
-def test_flux3_previews_each_flow_map_steps_clean_prediction() -> None:
-    from mflux.models.flux3.model.flux3_scheduler.flux3_flow_map_scheduler import (
-        Flux3FlowMapScheduler,
-    )
-
-    with common.use_precision(mx.float32):
-        flux3 = shells.flux3_shell()
-    cleans, images, recorder = _run_family(flux3)
-    assert sorted(images) == list(range(STEPS))
-    sig = np.array(Flux3FlowMapScheduler(num_inference_steps=STEPS).timesteps)
-    lat = recorder.latents
-    for t in range(STEPS):
-        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
-        np.testing.assert_allclose(cleans[t], lat[t] - sig[t] * velocity, atol=DERIVED_ATOL)
-    # The last step lands on σ = 0: the final latents, to float32 rounding of x + (x_next − x).
-    np.testing.assert_allclose(cleans[STEPS - 1], np.array(recorder.final), rtol=0, atol=1e-6)
-    assert images[0].shape == (SIZE // 8, SIZE // 8, 3)  # FLUX.2's latents, unpatchified
-
-
-def test_krea2_previews_take_mfluxs_denoised_bit_for_bit() -> None:
-    with common.use_precision(mx.float32):
-        krea2 = shells.krea2_shell()
-    denoised = DenoisedRecorder()
-    with common.attached(krea2, denoised):
-        cleans, images, _ = _run_family(krea2, guidance=1.0)
-    assert sorted(images) == list(range(STEPS)) and len(denoised.denoised) == STEPS
-    for t in range(STEPS):
-        assert np.array_equal(cleans[t], np.array(denoised.denoised[t]))
-    # ER-SDE's last step returns the clean prediction: the final latents, bit for bit.
-    assert np.array_equal(cleans[STEPS - 1], np.array(denoised.final))
-    assert images[0].shape == (SIZE // 8, SIZE // 8, 3)
-
-
-def test_qwen21_previews_its_schedulers_clean_prediction_at_a_sixteenth() -> None:
-    with common.use_precision(mx.float32):
-        qwen21 = shells.qwen21_shell()
-    cleans, images, recorder = _run_family(qwen21)
-    assert sorted(images) == list(range(STEPS)) and recorder.sigmas is not None
-    sig, lat = recorder.sigmas, recorder.latents
-    for t in range(STEPS):
-        velocity = (lat[t + 1] - lat[t]) / (sig[t + 1] - sig[t])
-        np.testing.assert_allclose(cleans[t], lat[t] - sig[t] * velocity, atol=DERIVED_ATOL)
-    assert np.array_equal(cleans[STEPS - 1], np.array(recorder.final))
-    assert images[0].shape == (SIZE // 16, SIZE // 16, 3)  # one latent per 16 × 16 pixels
-
-
-@pytest.mark.parametrize("family", ["flux3", "qwen-image-2.1", "krea-2"])
-def test_this_years_projections_match_a_numpy_derivation(family: str) -> None:
-    height, width = 64, 96
-    h, w = height // 16, width // 16
-    rng = np.random.default_rng(5)
-    if family == "flux3":  # FLUX.2's tokens: channel-major 2×2 patches of 32 channels
-        packed = rng.standard_normal((1, h * w, 128)).astype(np.float32)
-        latent = _unpatchify_2x2(packed, h, w, 32)
-        factors, bias, side = latent_rgb.FLUX2_FACTORS, latent_rgb.FLUX2_BIAS, 8
-    elif family == "qwen-image-2.1":  # one 64-channel token per 16 × 16 pixels, row-major
-        packed = rng.standard_normal((1, h * w, 64)).astype(np.float32)
-        latent = packed[0].reshape(h, w, 64).transpose(2, 0, 1)
-        factors, bias, side = latent_rgb.QWEN_IMAGE21_FACTORS, latent_rgb.QWEN_IMAGE21_BIAS, 16
-    else:  # Krea 2: the Qwen-Image VAE's latents, unpacked
-        packed = rng.standard_normal((1, 16, height // 8, width // 8)).astype(np.float32)
-        latent = packed[0]
-        factors, bias, side = latent_rgb.WAN21_FACTORS, latent_rgb.WAN21_BIAS, 8
-    projection = previews.family_projection(get_family(family))
-    got = previews.to_host(projection(mx.array(packed), height, width))
-    want = _expected(latent, factors, bias)
-    assert got.shape == want.shape == (height // side, width // side, 3)
-    assert int(np.abs(got.astype(int) - want.astype(int)).max()) <= 1
-    assert np.mean(got == want) > 0.99
+@pytest.mark.parametrize(
+    "family", [f for f in FAMILIES.values() if f.preview is not None], ids=lambda f: f.id
+)
+def test_each_familys_previews_step_on_its_loops_own_sigmas(family: Family) -> None:
+    """A previewer reads the sigmas the family's loop steps on where it steps outside
+    ``config.scheduler`` (FLUX.3's flow map: ``LatentPreview.loop_sigmas``), and the scheduler's
+    or ``denoised`` for every other family."""
+    cls: Any = family.require_mflux().pipeline()
+    pipeline = cls.__new__(cls)  # the family is found by class
+    sigmas = previews.previewer_for(pipeline, lambda i, image: None).loop_sigmas
+    assert sigmas is family.require_preview().loop_sigmas
 
 
 def test_this_years_tables_are_for_the_latent_spaces_their_loops_hold() -> None:

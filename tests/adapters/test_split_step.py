@@ -17,7 +17,9 @@ from typing import Any
 import mlx.core as mx
 import pytest
 
-from app.adapters import flux2, install_gate, shells, z_image
+from app.adapters import flux2, install_gate, z_image
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.z_image import shell as z_image_shell
 from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams
 from app.gate.firstblock import FirstBlockParams
 from app.gate.live import FirstBlockGate
@@ -74,7 +76,7 @@ def test_flux2_magcache_skips_with_the_embedding_and_the_tail_only(
 ) -> None:
     from mflux.models.flux2.model.flux2_transformer.modulation import Flux2Modulation
 
-    pipeline = shells.flux2_shell("flux2-klein-base-4b")
+    pipeline = flux2_shell("flux2-klein-base-4b")
     modulation = _count(
         monkeypatch, Flux2Modulation, pipeline.transformer.double_stream_modulation_img
     )
@@ -107,7 +109,7 @@ def test_z_image_magcache_skips_without_layer_zero_or_the_caption(
         ZImageTransformerBlock,
     )
 
-    pipeline = shells.z_image_shell("z-image")
+    pipeline = z_image_shell("z-image")
     tr = pipeline.transformer
     blocks = _count(monkeypatch, ZImageTransformerBlock)
     context = _count(monkeypatch, ZImageContextBlock)
@@ -129,7 +131,7 @@ def test_flux2_probe_skips_with_block_zero_and_the_tail_only(
 ) -> None:
     """The first-block probe's skipped step runs what its decision reads (the prelude with the
     conditional branch's double block 0) and the tail; no TeaCache signal, no other block."""
-    pipeline = shells.flux2_shell("flux2-klein-base-4b")
+    pipeline = flux2_shell("flux2-klein-base-4b")
     tr = pipeline.transformer
     first = _count(monkeypatch, type(tr.transformer_blocks[0]), tr.transformer_blocks[0])
     singles = _count(monkeypatch, type(tr.single_transformer_blocks[0]))
@@ -165,7 +167,7 @@ def test_z_image_probe_skips_with_layer_zero_and_the_tail_only(
         ZImageTransformerBlock,
     )
 
-    pipeline = shells.z_image_shell("z-image")
+    pipeline = z_image_shell("z-image")
     tr = pipeline.transformer
     blocks = _count(monkeypatch, ZImageTransformerBlock)
     gate = FirstBlockGate(PROBE)
@@ -190,11 +192,7 @@ def test_z_image_probe_skips_with_layer_zero_and_the_tail_only(
 def test_teacache_builds_each_prelude_once_at_the_previous_steps_end(family: str) -> None:
     """Step 0 builds its own prelude; every later one was built at the end of the step before
     (with its measurement), never built twice."""
-    pipeline = (
-        shells.flux2_shell("flux2-klein-base-4b")
-        if family == "flux2"
-        else shells.z_image_shell("z-image")
-    )
+    pipeline = flux2_shell("flux2-klein-base-4b") if family == "flux2" else z_image_shell("z-image")
     built_at: list[int] = []
     gate = TeaCacheGate(TEACACHE)
     with install_gate(pipeline, gate):
@@ -229,7 +227,7 @@ def test_z_image_compiled_caption_once_is_bit_exact_with_building_it_every_step(
 ) -> None:
     """The context refiner takes no timestep: building the captions' part once per generation
     gives the very latents that building it on every step gives (compiled, forced skips)."""
-    pipeline = shells.z_image_shell("z-image", seed=2)
+    pipeline = z_image_shell("z-image", seed=2)
     builds: Counter[str] = Counter()
     original_init = z_image._Captions.__init__
 
@@ -274,7 +272,7 @@ def test_a_lookahead_built_for_another_timestep_stops_the_run(
         return config.scheduler.timesteps[t - 1]
 
     monkeypatch.setattr(flux2.Flux2Anatomy, "next_timestep", staticmethod(previous_timestep))
-    pipeline = shells.flux2_shell("flux2-klein-base-4b")
+    pipeline = flux2_shell("flux2-klein-base-4b")
     gate = TeaCacheGate(TEACACHE)
     with install_gate(pipeline, gate), pytest.raises(RuntimeError, match="lookahead"):
         probes.generate_latents(pipeline, **CFG)

@@ -14,6 +14,7 @@ import mlx.core as mx
 import pytest
 
 from app.adapters import common, shells
+from app.adapters.flux2 import shell as flux2_shell
 from app.cli.main import main
 from app.engine import loader
 from app.variants import get_variant
@@ -38,7 +39,7 @@ def _generate(folder: Path, out: Path, quantize: int, size: str = "512x512") -> 
 def shell_constructor(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     made: list[dict[str, Any]] = []
     with common.use_precision(mx.float32):  # the whole run, as in test_cli_model_path.py
-        shell = shells.flux2_shell("flux2-klein-base-4b", prompts=(PROMPT,))
+        shell = flux2_shell("flux2-klein-base-4b", prompts=(PROMPT,))
 
         def constructor(**kwargs: Any) -> Any:
             made.append(kwargs)

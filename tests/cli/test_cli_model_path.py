@@ -15,6 +15,7 @@ import mlx.core as mx
 import pytest
 
 from app.adapters import common, shells
+from app.adapters.flux1 import shell as flux1_shell
 from app.cli.main import main
 from app.engine import loader
 from app.variants import get_variant
@@ -62,7 +63,7 @@ def test_generate_runs_a_folder_and_reports_it(
     folder = write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell"))
     made: list[dict[str, Any]] = []
     with common.use_precision(mx.float32):
-        shell = shells.flux1_shell("schnell", prompts=(PROMPT,))
+        shell = flux1_shell("schnell", prompts=(PROMPT,))
 
         def constructor(**kwargs: Any) -> Any:
             made.append(kwargs)

@@ -18,7 +18,7 @@ from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
 from app.adapters.common import use_precision
-from app.adapters.shells import flux2_shell
+from app.adapters.flux2 import shell as flux2_shell
 from app.engine import events as ev
 from app.engine.engine import Engine, UserFacingError
 from app.engine.request import make_request
@@ -32,7 +32,7 @@ STEPS = 12
 @pytest.fixture
 def shell() -> Iterator[Any]:
     with use_precision(mx.float32):
-        yield flux2_shell(prompts=(PROMPT,))
+        yield flux2_shell("flux2-klein-base-4b", prompts=(PROMPT,))
 
 
 def _engine(pipeline: Any, loads: list[str] | None = None) -> Engine:

@@ -12,7 +12,7 @@ the split-compiled one), and a scripted polynomial engages the gate (skips > 0) 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -21,29 +21,33 @@ import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
-from app.adapters import common, shells
+from app.adapters import common
+from app.adapters.shells import DEFAULT_PROMPT, case_shell
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
+from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import Decision
+from app.variants.builtin import BUILTIN_VARIANTS
 
-PROMPT = shells.DEFAULT_PROMPT
-# variant id → shell builder, steps, image size. FLUX.1 keeps its real 3072 width (545 M
+PROMPT = DEFAULT_PROMPT
+# Every family's engine cases (``ShellCase``, ``ShellTest.engine``): each runs as the variant whose
+# mflux name is the case's, with the variant's guidance. FLUX.1 keeps its real 3072 width (545 M
 # parameters), so it runs fewer steps on fewer tokens (64² pixels: 16 image tokens beside the 16
-# text tokens); the oracles here (bit-exactness, a scripted pattern) hold at any size.
-FAMILIES: dict[str, tuple[Callable[[], Any], int, tuple[int, int]]] = {
-    "flux1-dev": (lambda: shells.flux1_shell("dev"), 4, (64, 64)),
-    "flux1-schnell": (lambda: shells.flux1_shell("schnell", seed=3), 4, (64, 64)),
-    "flux2-klein-base-4b": (lambda: shells.flux2_shell("flux2-klein-base-4b"), 6, (128, 128)),
-    "z-image": (lambda: shells.z_image_shell("z-image"), 6, (128, 128)),
-    "qwen-image": (lambda: shells.qwen_shell(), 6, (128, 128)),
-    # Issue #29's families: FLUX.3's flow map (distilled) and its CFG base, Qwen-Image 2.1 on its
-    # text-cache path, Krea 2's stochastic sampler (its noise is seeded: both passes draw alike)
-    "flux3-image-klein": (lambda: shells.flux3_shell("flux3-image-klein"), 6, (128, 128)),
-    "flux3-image-klein-base": (lambda: shells.flux3_shell("flux3-image-klein-base"), 6, (128, 128)),
-    "qwen-image-2.1": (lambda: shells.qwen21_shell(), 6, (128, 128)),
-    "krea-2": (lambda: shells.krea2_shell(), 6, (128, 128)),
-}
+# text tokens); the oracles here (bit-exactness, a scripted pattern) hold at any size. Issue #29's
+# families: FLUX.3's flow map (distilled) and its CFG base, Qwen-Image 2.1 on its text-cache path,
+# Krea 2's stochastic sampler (its noise is seeded: both passes draw alike).
+CASES = shell_cases(ShellTest.engine)
+
+
+def case_variant(family: Family, case: ShellCase) -> variants.Variant:
+    """The built-in variant of ``family`` that runs mflux's ``case.model_name``."""
+    (variant,) = [
+        v
+        for v in BUILTIN_VARIANTS.values()
+        if v.family is family and v.mflux_name == case.model_name
+    ]
+    return variant
 
 
 class Shell(NamedTuple):
@@ -51,23 +55,26 @@ class Shell(NamedTuple):
     pipeline: Any
     steps: int
     size: tuple[int, int]
+    case: ShellCase
 
 
-@pytest.fixture(scope="module", params=list(FAMILIES))
+@pytest.fixture(scope="module", params=CASES, ids=[case.name for _, case in CASES])
 def shell(request: pytest.FixtureRequest) -> Iterator[Shell]:
-    """One shell per family for the module: pytest groups the tests by family and drops a shell
-    when the next family starts. Building FLUX.1's (545 M parameters at the real 3072 width)
+    """One shell per case for the module: pytest groups the tests by case and drops a shell
+    when the next case starts. Building FLUX.1's (545 M parameters at the real 3072 width)
     takes about 15 s, and every test leaves the pipeline as it found it: the engine takes its
     seams out again (asserted in the resume test) and each test makes its own engine."""
-    variant_id: str = request.param
-    build, steps, size = FAMILIES[variant_id]
+    family, case = request.param
+    variant = case_variant(family, case)
+    # the variant's guidance is what the engine passes: the case states the same
+    assert variant.default_guidance == case.guidance, case.name
     with common.use_precision(mx.float32):
-        pipeline = build()
-    yield Shell(variant_id, pipeline, steps, size)
+        pipeline = case_shell(family, case)
+    yield Shell(variant.id, pipeline, case.steps, (case.size, case.size), case)
 
 
 def _run(shell: Shell, threshold: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    variant_id, pipeline, steps, size = shell
+    variant_id, pipeline, steps, size, _ = shell
     base = variants.get_variant(variant_id)
     # A constant prediction of 0.01 per step: at 0.05 the gate must skip (scripted engagement).
     scripted = replace(
@@ -117,7 +124,10 @@ COMPILED_MAX_ABS_DIFF = {
 }
 
 
-@pytest.mark.parametrize("shell", list(COMPILED_MAX_ABS_DIFF), indirect=True)
+COMPILED = [(f, c) for f, c in CASES if case_variant(f, c).id in COMPILED_MAX_ABS_DIFF]
+
+
+@pytest.mark.parametrize("shell", COMPILED, ids=[c.name for _, c in COMPILED], indirect=True)
 def test_threshold_zero_matches_vanilla_within_tolerance_on_the_compiled_path(
     shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,7 +160,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
     from app.gate import Decision, simulate
     from app.gate.fill import get_fill
 
-    variant_id, pipeline, steps, size = shell
+    variant_id, pipeline, steps, size, _ = shell
     base = variants.get_variant(variant_id)
     scripted_id = f"test-resume-{variant_id}"
 
@@ -203,14 +213,6 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
     assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]
 
 
-# Steps for the probe's resume test where the family's own are too few: the FLUX.2 shell's first
-# block changes by 1.0–1.3 at every step of its 6 after a 2-step warm-up (measured), more than any
-# threshold allows; over 10 steps it dips to 0.90. The FLUX.3 base shell's likewise: 1.03–1.30 at
-# every step of 6 (its smallest after the warm-up 1.13), 1.02 at best over 8, 0.88 over 10
-# (measured, seed 1, 128², float32).
-PROBE_STEPS = {"flux2-klein-base-4b": 10, "flux3-image-klein-base": 10}
-
-
 def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
     shell: Shell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -222,8 +224,9 @@ def test_the_probe_resumes_from_vanilla_bit_exact_on_every_family(
     from app.gate.kinds import FIRSTBLOCK_KIND
     from app.gate.kinds import firstblock as probe_kind
 
-    variant_id, pipeline, steps, size = shell
-    steps = PROBE_STEPS.get(variant_id, steps)
+    variant_id, pipeline, steps, size, _ = shell
+    # where the case's steps are too few for the probe to engage (``probe_resume_steps``)
+    steps = shell.case.probe_resume_steps or steps
     probe_id = f"test-probe-{variant_id}"
     variant = replace(variants.get_variant(variant_id), id=probe_id, distilled=False)
     monkeypatch.setitem(variants.VARIANTS, probe_id, variant)

@@ -20,18 +20,22 @@ import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app import variants
-from app.adapters import common, lora, shells
+from app.adapters import common, lora
+from app.adapters.shells import DEFAULT_PROMPT, random_weight_shell
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import GenerationRequest, make_request
 from tests.fakes import lora as fake_lora
 
 STEPS = 6
-FAMILIES: list[tuple[str, Callable[[], Any], dict[str, str]]] = [
-    ("flux2-klein-base-4b", shells.flux2_shell, dict(fake_lora.FLUX2_TARGETS)),
-    ("z-image", shells.z_image_shell, dict(fake_lora.Z_IMAGE_TARGETS)),
-]
-IDS = [f[0] for f in FAMILIES]
+# Two predict-factory families' CFG variants; every family's LoRA on its shell:
+# tests/adapters/test_lora.py
+VARIANTS = ["flux2-klein-base-4b", "z-image"]
+
+
+def _builder(variant_id: str) -> Callable[[], Any]:
+    variant = variants.get_variant(variant_id)
+    return lambda: random_weight_shell(variant.family, variant.mflux_name)
 
 
 class ShellLoader:
@@ -75,24 +79,23 @@ def eager(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("eager")
-@pytest.mark.parametrize(("variant_id", "build", "targets"), FAMILIES, ids=IDS)
+@pytest.mark.parametrize("variant_id", VARIANTS)
 def test_under_a_lora_threshold_zero_is_vanilla_bit_for_bit_and_the_gate_engages(
-    variant_id: str,
-    build: Callable[[], Any],
-    targets: dict[str, str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    variant_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scripted = _scripted(variant_id, monkeypatch)
+    build = _builder(variant_id)
     with common.use_precision(mx.float32):
         path = tmp_path / "style.safetensors"
-        fake_lora.write_lora(path, build().transformer, targets)
+        transformer = build().transformer
+        targets = fake_lora.lora_targets(variants.get_variant(variant_id).family, transformer)
+        fake_lora.write_lora(path, transformer, targets)
         loader = ShellLoader(build)
         engine = Engine(loader=loader)
 
         def request(threshold: float, loras: list[tuple[str, float]]) -> GenerationRequest:
             return make_request(
-                scripted, shells.DEFAULT_PROMPT, seed=1, steps=STEPS, threshold=threshold,
+                scripted, DEFAULT_PROMPT, seed=1, steps=STEPS, threshold=threshold,
                 size=(128, 128), loras=loras, gate="teacache",  # the scripted polynomial's gate
             )  # fmt: skip
 

@@ -16,7 +16,7 @@ import pytest
 
 from app import variants
 from app.adapters.common import use_precision
-from app.adapters.shells import flux2_shell
+from app.adapters.flux2 import shell as flux2_shell
 from app.engine import events as ev
 from app.engine.engine import schedule_warnings
 from app.engine.request import RequestError, make_request
@@ -30,7 +30,7 @@ TABLE = (1.0, 1.1, 1.05, 1.02, 1.01, 1.0, 0.99, 1.01, 0.98, 0.97, 0.95, 0.9)
 @pytest.fixture
 def shell() -> Iterator[Any]:
     with use_precision(mx.float32):
-        yield flux2_shell(prompts=(PROMPT,))
+        yield flux2_shell("flux2-klein-base-4b", prompts=(PROMPT,))
 
 
 @pytest.fixture

@@ -20,17 +20,19 @@ from mflux.models.common.weights.loading.weight_loader import WeightLoader
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters import common, shells
+from app.adapters.flux2 import shell as flux2_shell
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import GenerationRequest, make_request
+from app.families.flux2 import Flux2Dims
 from app.variants import get_variant, weights
 from tests.fakes.model_folders import quantize_shell, save_shell
 
-KLEIN_4B_TINY = shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
+KLEIN_4B_TINY = Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
 
 
 def _tiny(seed: int) -> Any:
-    return shells.flux2_shell("flux2-klein-base-4b", dims=KLEIN_4B_TINY, seed=seed)
+    return flux2_shell("flux2-klein-base-4b", dims=KLEIN_4B_TINY, seed=seed)
 
 
 def _folder_loader(loaded: list[str]) -> Any:

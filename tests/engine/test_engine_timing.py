@@ -20,7 +20,7 @@ import pytest
 from mflux.utils.apple_silicon import AppleSiliconUtil
 
 from app.adapters.common import use_precision
-from app.adapters.shells import flux2_shell
+from app.adapters.flux2 import shell as flux2_shell
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
@@ -54,7 +54,7 @@ class FakeClock:
 def clocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, FakeClock]]:
     clock = FakeClock()
     with use_precision(mx.float32):
-        shell = flux2_shell(prompts=(PROMPT,))
+        shell = flux2_shell("flux2-klein-base-4b", prompts=(PROMPT,))
     block_class = type(shell.transformer.single_transformer_blocks[0])
     first_block = shell.transformer.single_transformer_blocks[0]
     original_call = block_class.__call__

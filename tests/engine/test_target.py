@@ -113,7 +113,8 @@ def test_search_on_the_demo_keeps_the_most_skips_that_meet_the_target(engine: En
         request, threshold=report.request.threshold
     )
     assert report.gated.skipped > 0  # engagement
-    assert report.ssim is not None and report.ssim >= target.min_ssim
+    assert target.min_ssim is not None and report.ssim is not None
+    assert report.ssim >= target.min_ssim
     assert report.local_diff is not None and target.max_local_diff is not None
     assert report.local_diff.value <= target.max_local_diff
     # No tried threshold with more skips also met it.
@@ -211,6 +212,7 @@ def test_a_magcache_target_search_meets_the_target_with_skips(engine: Engine) ->
     assert all(p.skipped == p.predicted_skipped for p in search.probes[1:])
     assert search.met, search.note
     assert report.gated.skipped > 0  # engagement
-    assert report.ssim is not None and report.ssim >= target.min_ssim
+    assert target.min_ssim is not None and report.ssim is not None
+    assert report.ssim >= target.min_ssim
     assert all(p.skipped <= report.gated.skipped for p in search.probes if p.met)
     _is_the_readme_example(search, "magcache")

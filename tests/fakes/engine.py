@@ -38,7 +38,7 @@ from app.engine.events import (
     RunWarning,
     StepDone,
 )
-from app.engine.notices import engagement_warning
+from app.engine.notices import engagement_warning, schedule_warnings
 from app.engine.protocol import Emit
 from app.engine.report import PassResult, RunReport, measure_run
 from app.engine.request import GenerationRequest, make_request
@@ -249,8 +249,10 @@ class FakeEngine:
             if trace_source is not None
             else default_trace(request)
         )
-        if len(trace) != request.steps:
-            raise ValueError(f"scripted trace has {len(trace)} steps, the request {request.steps}")
+        if len(trace) != request.active_steps:
+            raise ValueError(
+                f"scripted trace has {len(trace)} steps, the request {request.active_steps}"
+            )
         # The run's gate decides; the vanilla pass observes with the observer's numbers (its
         # predictions), as the real engine's does.
         params = request.gate_params()
@@ -269,7 +271,7 @@ class FakeEngine:
         cached = vanilla is not None
         if request.compare_vanilla:
             if vanilla is not None:
-                emit(PassStarted(run_id, Pass.vanilla, request.steps, cached=True))
+                emit(PassStarted(run_id, Pass.vanilla, request.active_steps, cached=True))
                 emit(
                     PassFinished(
                         run_id, Pass.vanilla, vanilla.image, vanilla.seconds, vanilla.steps
@@ -283,7 +285,12 @@ class FakeEngine:
         found = kind.engagement(params, kind.trace(vanilla.steps)) if vanilla is not None else None
         if found is not None and (
             variant.distilled
-            or not check_schedule(variant, request.steps, gate=request.gate).can_skip
+            or not check_schedule(
+                variant,
+                request.steps,
+                gate=request.gate,
+                strength=request.strength if request.images else None,
+            ).can_skip
         ):
             emit(engagement_warning(run_id, params, found))
 
@@ -295,8 +302,8 @@ class FakeEngine:
         until: int | None = None
         if vanilla is not None and request.resume:
             first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
-            until = request.steps if first_skip is None else first_skip - 1
-        emit(PassStarted(run_id, Pass.gated, request.steps, resumed_from=until))
+            until = request.active_steps if first_skip is None else first_skip - 1
+        emit(PassStarted(run_id, Pass.gated, request.active_steps, resumed_from=until))
         steps: list[StepEvent] = []
         for verdict in verdicts:
             seconds = script.step_seconds * (
@@ -304,7 +311,7 @@ class FakeEngine:
             )
             step = StepEvent(
                 verdict.index,
-                request.steps,
+                request.active_steps,
                 verdict.decision,
                 verdict.rel_l1,
                 verdict.predicted,
@@ -343,7 +350,7 @@ class FakeEngine:
         cancel: threading.Event,
         script: FakeScript,
     ) -> _VanillaResult:
-        emit(PassStarted(run_id, Pass.vanilla, request.steps))
+        emit(PassStarted(run_id, Pass.vanilla, request.active_steps))
         steps = []
         seconds = script.step_seconds * script.vanilla_step_factor
         for step in observed_steps(request, params, trace, seconds):
@@ -393,7 +400,7 @@ def minimal_report(
     ideal is steps / computed, and a vanilla time at most the ideal × ``gated_seconds`` reads as
     measured."""
     request = request or make_request("demo", "a red star", steps=3)
-    n = request.steps
+    n = request.active_steps
     pattern = "F" + "".join("S" if i % 2 else "C" for i in range(1, n - 1)) + "F"
     computed = sum(c != "S" for c in pattern)
 
@@ -420,33 +427,9 @@ class _Stop(Exception):
 
 
 def schedule_warning(run_id: int, request: GenerationRequest) -> RunWarning | None:
-    """The pre-run notice, with the kinds and detail keys the real engine uses."""
-    variant = request.variant
-    check = check_schedule(
-        variant,
-        request.steps,
-        request.threshold if request.threshold > 0 else None,
-        gate=request.gate,
-    )
-    if (check.can_skip and not variant.distilled) or (
-        request.threshold <= 0 and not variant.distilled
-    ):
-        return None
-    message = f"{variant.display_name} at {request.steps} steps: {check.reason}."
-    if check.suggestion:
-        message += f" Instead: {check.suggestion}."
-    return RunWarning(
-        run_id,
-        "distilled" if variant.distilled else "schedule",
-        message,
-        {
-            "eligible_steps": check.eligible_steps,
-            "can_skip": check.can_skip,
-            "min_predicted_change": variant.min_predicted_change,
-            "threshold": request.threshold,
-            "suggestion": check.suggestion,
-        },
-    )
+    """The pre-run notice, in the real engine's words (``app.engine.notices``)."""
+    found = schedule_warnings(request.variant, request)
+    return replace(found[0], run_id=run_id) if found else None
 
 
 def observed_steps(
@@ -476,7 +459,7 @@ def observed_steps(
         steps.append(
             StepEvent(
                 index,
-                request.steps,
+                request.active_steps,
                 decision,
                 measured,
                 predicted,
@@ -496,7 +479,7 @@ def default_trace(request: GenerationRequest) -> tuple[float | None, ...]:
     """A demo-like gate-signal trace: a big first change, a calm middle, a rising end. Short
     (distilled-like) schedules change a lot on every step, as measured on the demo prototype."""
     rng = np.random.default_rng(_stable_seed(request.prompt, request.seed))
-    n = request.steps
+    n = request.active_steps
     trace: list[float | None] = [None]
     for i in range(1, n):
         if n <= 8 or request.variant.distilled:

@@ -36,33 +36,27 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeHub:
 # -- tiny snapshots -------------------------------------------------------------------------------
 
 
-# One weight name per family that app.variants.folders recognises the family by.
-_FAMILY_KEY = {
-    "flux1": "time_text_embed.text_embedder.linear_1.weight",
-    "flux2": "time_guidance_embed.linear_1.weight",
-    "z-image": "cap_embedder.1.weight",
-    "qwen-image": "img_in.weight",
-    "flux3": "early_stream_modulations.image.linear.weight",
-    "qwen-image-2.1": "modulation.1.weight",
-    "krea-2": "txtfusion.projector.weight",
-}
-
-
 def transformer_keys(variant: Any) -> list[str]:
-    keys = [_FAMILY_KEY[variant.family.id]]
-    if variant.family.id == "flux1" and variant.id != "flux1-schnell":
-        keys.append("time_text_embed.guidance_embedder.linear_1.weight")  # dev and Krea dev
-    if variant.family.id == "flux3" and not variant.id.endswith("-base"):
-        keys.append("target_timestep_embedder.linear_1.weight")  # the distilled flow map
-    if variant.family.id == "qwen-image-2.1":
-        keys.append("img_in.weight")  # Qwen-Image's name too: 2.1 is told by its modulation
-    return keys
+    """Weight names a transformer of ``variant`` holds: its family's folder sample
+    (``FolderDetection.sample``), which app.variants.folders recognises it by."""
+    return list(variant.family.folders.sample(variant.id))
 
 
 def write_snapshot(root: Path, variant: Any = KLEIN) -> Path:
     """A structurally complete snapshot of ``variant``: one tiny safetensors file and a config
-    per weight folder, one file per tokenizer folder."""
+    per weight folder, one file per tokenizer folder (or one tiny file per name, where the family
+    names the files mflux reads: ``Mflux.hub_files``)."""
     root.mkdir(parents=True, exist_ok=True)
+    named = variant.family.require_mflux().hub_files
+    if named is not None:  # files mflux's loader reads by name (Anima's single files)
+        folders = variant.family.folders
+        weight_dirs = () if folders is None else folders.weight_dirs
+        for name in named[variant.mflux_name]:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            in_weight_dir = Path(name).parent.as_posix() in weight_dirs
+            keys = transformer_keys(variant) if in_weight_dir else ["w"]
+            mx.save_safetensors(str(root / name), {k: mx.zeros((4, 4)) for k in keys})
+        return root
     definition = weights._weight_definition(variant)
     for pattern in definition.get_download_patterns():
         if pattern.endswith(".safetensors") and "/" not in pattern and "*" not in pattern:

@@ -1,10 +1,10 @@
 """Tiny LoRA files for the random-weight shells, in key formats mflux's own mappings accept.
 
-FLUX.2's keys are diffusers names (``transformer_blocks.0.attn.to_q.lora_A.weight``), Z-Image's
-the ComfyUI/diffusion-model names (``diffusion_model.layers.0.attention.to_q.lora_A.weight``);
-FLUX.3's, Qwen-Image 2.1's and Krea 2's mix the names their mflux mappings accept; mflux maps all
-of them onto its module paths. The fixture only needs each target's shape, read from the
-shell's own module at that path.
+The targets are read off each family's mflux LoRA mapping (``lora_targets``): diffusers names
+(``transformer_blocks.0.attn.to_q.lora_A.weight``), ComfyUI/diffusion-model names
+(``diffusion_model.layers.0.attention.to_q``), PEFT and BFL names, as the mapping lists them;
+mflux maps all of them onto its module paths. The fixture only needs each target's shape, read
+from the shell's own module at that path.
 """
 
 from __future__ import annotations
@@ -16,35 +16,43 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-# file key (without .lora_A/.lora_B.weight) → the mflux module it patches
-FLUX2_TARGETS: Mapping[str, str] = {
-    "transformer_blocks.0.attn.to_q": "transformer_blocks.0.attn.to_q",
-    "transformer_blocks.1.ff.linear_in": "transformer_blocks.1.ff.linear_in",
-    "single_transformer_blocks.0.attn.to_out": "single_transformer_blocks.0.attn.to_out",
-}
-Z_IMAGE_TARGETS: Mapping[str, str] = {
-    "diffusion_model.layers.0.attention.to_q": "layers.0.attention.to_q",
-    "diffusion_model.layers.1.feed_forward.w1": "layers.1.feed_forward.w1",
-    "diffusion_model.layers.2.attention.to_out.0": "layers.2.attention.to_out.0",
-}
+from app.families import Family
 
-# FLUX.3: BFL names as ComfyUI and ai-toolkit write them, and diffusers/PEFT names
-FLUX3_TARGETS: Mapping[str, str] = {
-    "diffusion_model.content_mode_blocks.image.0.q_proj": "mode_blocks.image.0.attn.to_q",
-    "diffusion_model.single_blocks.1.mlp_in": "single_transformer_blocks.1.ff.linear_in",
-    "transformer.txt_mode_blocks.1.ff.linear_out": "txt_mode_blocks.1.ff.linear_out",
-}
-QWEN21_TARGETS: Mapping[str, str] = {
-    "transformer.transformer_blocks.0.attn.to_q": "transformer_blocks.0.attn.to_q",
-    "diffusion_model.transformer_blocks.1.img_mlp.out": "transformer_blocks.1.img_mlp.out",
-    "transformer.transformer_blocks.1.attn.to_out.0": "transformer_blocks.1.attn.to_out.0",
-}
-# Krea 2: its own module names and diffusers' (Krea 2 Raw's LoRAs)
-KREA2_TARGETS: Mapping[str, str] = {
-    "diffusion_model.blocks.0.attn.wq": "blocks.0.attn.wq",
-    "transformer.transformer_blocks.1.ff.down": "blocks.1.mlp.down",
-    "blocks.1.attn.gate": "blocks.1.attn.gate",
-}
+
+def lora_targets(family: Family, transformer: Any, count: int = 3) -> dict[str, str]:
+    """``count`` LoRA targets of ``family``'s shell, read off mflux's own key mapping
+    (``Family.mflux.lora_mapping``): file key (without ``.lora_A/.lora_B.weight``) → the module
+    path it patches. Only plain block targets (a ``{block}`` in the path, no transform) on blocks
+    0 and 1 whose module the shell has, with a 2-D weight; spread over the mapping (its first,
+    middle and last such modules), each under another of the names mflux accepts for it (diffusers,
+    BFL/ComfyUI, PEFT prefixes), so the names a family's mapping adds are exercised without a
+    table here."""
+    mflux = family.require_mflux()
+    assert mflux.lora_mapping is not None, f"{family.display_name} has no LoRA mapping"
+    found: dict[str, list[str]] = {}  # module path → its file keys, in the mapping's order
+    for target in mflux.lora_mapping().get_mapping():
+        if target.up_transform or target.down_transform or "{block}" not in target.model_path:
+            continue
+        for block in (0, 1):
+            path = target.model_path.format(block=block)
+            try:
+                weight = getattr(module_at(transformer, path), "weight", None)
+            except (AttributeError, IndexError, KeyError):
+                continue  # a module the tiny shell lacks
+            if weight is None or weight.ndim != 2:
+                continue
+            ups = {u.format(block=block) for u in target.possible_up_patterns}
+            for down in target.possible_down_patterns:
+                key = down.format(block=block).removesuffix(".lora_A.weight")
+                if down.endswith(".lora_A.weight") and f"{key}.lora_B.weight" in ups:
+                    found.setdefault(path, [])
+                    if key not in found[path]:
+                        found[path].append(key)
+    paths = [path for path, keys in found.items() if keys]
+    assert len(paths) >= count, f"{family.display_name}: {len(paths)} LoRA targets on the shell"
+    picks = sorted({round(i * (len(paths) - 1) / max(count - 1, 1)) for i in range(count)})
+    chosen = [paths[i] for i in picks]
+    return {found[path][i % len(found[path])]: path for i, path in enumerate(chosen)}
 
 
 def module_at(transformer: Any, path: str) -> Any:

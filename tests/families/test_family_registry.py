@@ -1,8 +1,10 @@
 """The family registry's contract: every family module is registered and complete, its lazy names
 resolve to mflux's real classes, and nothing that lacks an entry falls through to another family.
 
-A new family fails here until its module is complete and its mflux classes are listed in
-``MFLUX_CLASSES`` below (imported directly, so the check does not trust the module's own imports).
+A new family fails here until its module is complete: its mflux classes live in the package it
+names and are what mflux's own registries hold (its ``ModelConfig`` names, its weight definition's
+transformer component), its shell is beside its anatomy, and its shell cases cover every generic
+test (``ShellTest``).
 """
 
 from __future__ import annotations
@@ -11,32 +13,15 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from dataclasses import replace
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mflux.models.flux.variants.txt2img.flux import Flux1
-from mflux.models.flux.weights.flux_lora_mapping import FluxLoRAMapping
-from mflux.models.flux.weights.flux_weight_definition import FluxWeightDefinition
-from mflux.models.flux2.variants.txt2img.flux2_klein import Flux2Klein
-from mflux.models.flux2.weights.flux2_lora_mapping import Flux2LoRAMapping
-from mflux.models.flux2.weights.flux2_weight_definition import Flux2KleinWeightDefinition
-from mflux.models.flux3.variants.txt2img.flux3_klein import Flux3Klein
-from mflux.models.flux3.weights.flux3_lora_mapping import Flux3LoRAMapping
-from mflux.models.flux3.weights.flux3_weight_definition import Flux3KleinWeightDefinition
-from mflux.models.krea2.variants.txt2img.krea2 import Krea2
-from mflux.models.krea2.weights.krea2_lora_mapping import Krea2LoRAMapping
-from mflux.models.krea2.weights.krea2_weight_definition import Krea2WeightDefinition
+from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.qwen.variants.txt2img.qwen_image import QwenImage
-from mflux.models.qwen.weights.qwen_lora_mapping import QwenLoRAMapping
-from mflux.models.qwen.weights.qwen_weight_definition import QwenWeightDefinition
-from mflux.models.qwen21.variants.txt2img.qwen_image_21 import QwenImage21
-from mflux.models.qwen21.weights.qwen21_lora_mapping import Qwen21LoRAMapping
-from mflux.models.qwen21.weights.qwen21_weight_definition import Qwen21WeightDefinition
-from mflux.models.z_image.variants.z_image import ZImage
-from mflux.models.z_image.weights.z_image_lora_mapping import ZImageLoRAMapping
-from mflux.models.z_image.weights.z_image_weight_definition import ZImageWeightDefinition
 from mlx import nn
 
 import app.families
@@ -44,6 +29,7 @@ from app.families import (
     FAMILIES,
     Family,
     FamilyError,
+    ShellTest,
     UnknownFamilyError,
     family_names,
     get_family,
@@ -53,19 +39,6 @@ from app.variants.builtin import BUILTIN_VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT_MODULES = {"spec", "latent_rgb"}  # app/families modules that are not a family
-# (pipeline, weight definition, LoRA mapping) per mflux family, imported here independently
-MFLUX_CLASSES: dict[str, tuple[type, type, type | None]] = {
-    "flux1": (Flux1, FluxWeightDefinition, FluxLoRAMapping),
-    "flux2": (Flux2Klein, Flux2KleinWeightDefinition, Flux2LoRAMapping),
-    "z-image": (ZImage, ZImageWeightDefinition, ZImageLoRAMapping),
-    "qwen-image": (QwenImage, QwenWeightDefinition, QwenLoRAMapping),
-    "flux3": (Flux3Klein, Flux3KleinWeightDefinition, Flux3LoRAMapping),
-    "qwen-image-2.1": (QwenImage21, Qwen21WeightDefinition, Qwen21LoRAMapping),
-    "krea-2": (Krea2, Krea2WeightDefinition, Krea2LoRAMapping),
-}
-# The transformer's weights in mflux's download patterns: a folder of shards, except Krea 2 Turbo's
-# single native file at the repo's root (mflux skips the repo's redundant diffusers shards).
-TRANSFORMER_PATTERN = {"krea-2": "turbo.safetensors"}
 
 
 def _members(family: Family) -> list[Any]:
@@ -105,6 +78,12 @@ def test_ids_labels_and_order_are_unique_and_the_order_is_the_pickers() -> None:
         "qwen-image",
         "qwen-image-2.1",
         "krea-2",
+        "anima",
+        "ernie-image",
+        "lens",
+        "fibo",
+        "fibo2",
+        "moss-image",
     ]
 
 
@@ -122,7 +101,9 @@ def test_every_family_has_variants_and_one_kind_of_them() -> None:
 
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_every_mflux_family_has_every_entry(family: Family) -> None:
-    assert family.mflux is not None and family.mflux.lora_mapping is not None
+    assert family.mflux is not None
+    # a LoRA mapping exactly where mflux maps LoRA weights (FIBO, Lens: none)
+    assert (family.mflux.lora_mapping is not None) == family.supports_lora
     assert family.adapter is not None
     assert family.preview is not None
     assert family.random_weights is not None
@@ -151,7 +132,7 @@ def test_only_the_embedded_family_lacks_the_mflux_entries() -> None:
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_an_mflux_family_has_the_capabilities_of_a_hub_model(family: Family) -> None:
     assert not family.weights_shipped and family.loader is None
-    assert family.quantizable and family.supports_lora
+    assert family.quantizable
     assert family.prompt_check is None and family.calibration_prompts is None
     assert not family.fixed_size and family.flat_working_gb is None
 
@@ -175,25 +156,47 @@ def test_the_demo_family_says_what_it_is_as_capabilities() -> None:
 # -- the lazy names -----------------------------------------------------------------------------
 
 
-def test_the_mflux_classes_are_listed_for_every_mflux_family() -> None:
-    assert set(MFLUX_CLASSES) == {f.id for f in MFLUX_FAMILIES}
-
-
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_lazy_names_resolve_to_mfluxs_real_classes(family: Family) -> None:
-    pipeline, weights, lora = MFLUX_CLASSES[family.id]
     mflux = family.require_mflux()
-    assert mflux.pipeline() is pipeline
-    assert mflux.weight_definition() is weights
-    assert (mflux.lora_mapping() if mflux.lora_mapping else None) is lora
+    pipeline: Any = mflux.pipeline()
+    weights: Any = mflux.weight_definition()
+    lora = mflux.lora_mapping() if mflux.lora_mapping else None
     # the package the bundle collects for the family holds its classes
     assert family.mflux_packages == (mflux.package,)
     for cls in (pipeline, weights, lora):
         assert cls is None or cls.__module__.startswith(f"{mflux.package}."), cls
-    pattern = TRANSFORMER_PATTERN.get(family.id, "transformer/*.safetensors")
-    assert pattern in weights.get_download_patterns()
+    # each is the kind of class mflux's loaders take
+    assert all(inspect.isclass(cls) for cls in (pipeline, weights))
+    assert callable(pipeline.generate_image)
+    assert weights.get_components() and weights.get_tokenizers()
+    # the transformer's weights are in mflux's download patterns: a folder of shards, or the
+    # files its weight definition names (Krea 2 Turbo's single native file at the repo's root),
+    # each matched by a pattern (Anima's mflux-save layout downloads ``transformer/*``)
+    (transformer,) = [c for c in weights.get_components() if c.name == "transformer"]
+    patterns = weights.get_download_patterns()
+    files = transformer.weight_files or [f"{transformer.hf_subdir}/*.safetensors"]
+    assert all(any(fnmatch(f, p) for p in patterns) for f in files), (files, patterns)
     if lora is not None:
         assert lora.get_mapping()  # mflux's own key mapping, non-empty
+
+
+def test_no_two_families_share_an_mflux_class() -> None:
+    for name in ("pipeline", "weight_definition"):
+        classes = [getattr(f.require_mflux(), name)() for f in MFLUX_FAMILIES]
+        assert len(set(classes)) == len(classes), name
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_img2img_is_said_exactly_where_mflux_takes_a_picture(family: Family) -> None:
+    """``Family.img2img`` is mflux's own answer: its pipeline's ``generate_image`` takes
+    ``image_path`` and ``image_strength`` (mflux 0.24: every family here but FLUX.3 Klein)."""
+    import inspect
+
+    pipeline = family.require_mflux().pipeline()
+    parameters = inspect.signature(pipeline.generate_image).parameters
+    takes = {"image_path", "image_strength"} <= set(parameters)
+    assert family.img2img == takes
 
 
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
@@ -207,7 +210,7 @@ def test_the_adapter_is_a_module_of_the_adapters_layer_with_an_install(family: F
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
 def test_the_shell_builder_takes_the_shared_keywords_and_both_sizes(family: Family) -> None:
     spec = family.require_random_weights()
-    assert spec.builder.startswith("app.adapters.")
+    assert spec.builder == f"{family.adapter}:shell"  # beside the family's anatomy
     builder = load(spec.builder)
     parameters = inspect.signature(builder).parameters
     assert next(iter(parameters)) == "model_name"
@@ -215,10 +218,43 @@ def test_the_shell_builder_takes_the_shared_keywords_and_both_sizes(family: Fami
     assert type(spec.tiny) is type(spec.full) and spec.tiny != spec.full
     assert isinstance(parameters["dims"].default, type(spec.tiny))
     # the default model is one mflux knows, and one of the family's variants runs it
-    from mflux.models.common.config.model_config import ModelConfig
-
     assert ModelConfig.from_name(model_name=spec.model_name) is not None
     assert spec.model_name in {v.mflux_name for v in _members(family)}
+
+
+# The generic tests every shell family must have a case for (the LoRA case is where the family's
+# LoRA runs on a shell; the installation's checks where its shell is cheap enough for a fresh one a
+# test: FLUX.1's are in tests/adapters/test_adapter_flux1.py).
+REQUIRED_TESTS = (ShellTest.parity, ShellTest.probe, ShellTest.residual, ShellTest.engine)
+
+
+@pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
+def test_the_shell_cases_cover_every_generic_test_with_models_the_family_runs(
+    family: Family,
+) -> None:
+    spec = family.require_random_weights()
+    members = _members(family)
+    for test in REQUIRED_TESTS:
+        assert spec.cases_for(test), f"{family.id} has no {test} case"
+    assert len(spec.cases_for(ShellTest.residual)) == 1  # one a family, with CFG where it has it
+    assert any(case.cfg for case in spec.cases) <= spec.cases_for(ShellTest.residual)[0].cfg
+    for case in spec.cases:
+        assert ModelConfig.from_name(model_name=case.model_name) is not None
+        assert case.model_name in {v.mflux_name for v in members}, case.name
+        assert case.steps >= 2 and case.size % 16 == 0 and case.tests
+        assert not case.cfg or (case.guidance is not None and case.guidance > 1.0), case.name
+        if ShellTest.engine in case.tests:
+            # the engine runs the variant of that model, with its guidance
+            (variant,) = [v for v in members if v.mflux_name == case.model_name]
+            assert variant.default_guidance == case.guidance, case.name
+
+
+def test_shell_case_names_are_unique_test_ids() -> None:
+    names = [
+        case.name for family in MFLUX_FAMILIES for case in family.require_random_weights().cases
+    ]
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(r"[a-z0-9.-]+", name) for name in names)
 
 
 @pytest.mark.parametrize("family", MFLUX_FAMILIES, ids=lambda f: f.id)
@@ -251,7 +287,7 @@ def test_an_unknown_family_id_is_one_clear_error() -> None:
         get_family("flux9")
     assert str(raised.value) == (
         "unknown model family 'flux9'; known: demo, flux1, flux2, flux3, z-image, qwen-image, "
-        "qwen-image-2.1, krea-2"
+        "qwen-image-2.1, krea-2, anima, moss-image"
     )
 
 
@@ -284,17 +320,19 @@ def test_a_pipeline_is_its_own_familys_even_when_it_subclasses_another() -> None
         pass
 
     assert detect_family(Derived.__new__(Derived)) is get_family("qwen-image")
-    assert detect_family(Flux2Klein.__new__(Flux2Klein)) is get_family("flux2")
+    flux2 = get_family("flux2")
+    klein: Any = flux2.require_mflux().pipeline()
+    assert detect_family(klein.__new__(klein)) is flux2
     with pytest.raises(UnsupportedPipelineError, match=r"no adapter for Module; supported: "):
         detect_family(nn.Module())
 
 
 def test_family_lists_in_sentences_come_from_the_registry() -> None:
     assert family_names(lambda f: f.supports_lora, "or") == (
-        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1 or Krea 2"
+        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima or MOSS-Image"
     )
     assert family_names(lambda f: f.random_weights is not None, "and") == (
-        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1 and Krea 2"
+        "FLUX.1, FLUX.2, FLUX.3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima and MOSS-Image"
     )
 
 

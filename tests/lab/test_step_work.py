@@ -14,6 +14,8 @@ import mlx.core as mx
 import pytest
 
 from app.adapters.common import use_precision
+from app.adapters.qwen_image21 import shell as qwen21_shell
+from app.families.qwen_image21 import QWEN21_TINY
 from lab.bench import step_work
 
 pytestmark = pytest.mark.usefixtures("float32")
@@ -99,11 +101,10 @@ def test_a_qwen21_gated_step_adds_no_sync_to_mfluxs_one_latents_eval(path: str) 
     a measurement evaluated with the previous step's latents, so every step after the first syncs
     once, as untouched mflux's do (step 0 adds mflux's own text-cache evaluation, in every
     condition alike). Before the look-ahead, each step with something to compare synced twice."""
-    from app.adapters import shells
 
     negative = "blurry" if path.endswith("cfg") else None
     with use_precision(mx.float32):
-        pipeline = shells.qwen21_shell(dims=shells.QWEN21_TINY, negative_prompt=negative)
+        pipeline = qwen21_shell("qwen-image-2.1", dims=QWEN21_TINY, negative_prompt=negative)
     pipeline.transformer.use_text_cache = path != "joint"
     run: dict[str, Any] = {"num_inference_steps": 4, "height": 64, "width": 64}
     if negative is not None:

@@ -166,6 +166,7 @@ def test_the_shipped_resources_are_exactly_what_the_app_reads() -> None:
         "demo.calibration.json",
         "demo-turbo.calibration.json",
         "demo.json",
+        "sketch.png",  # the picture the window offers to start from
         "teacache-studio.png",
     }
 

@@ -11,9 +11,14 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from app.adapters import common, shells
+from app.adapters import common
+from app.adapters.flux2 import shell as flux2_shell
+from app.adapters.qwen_image import shell as qwen_shell
+from app.adapters.shells import random_weight_shell
 from app.engine.request import RequestError, make_request
+from app.families.flux2 import Flux2Dims
 from app.variants import all_variants, get_variant, weights
+from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import UnknownVariantError
 from app.variants.folders import (
     ModelFolderError,
@@ -30,16 +35,16 @@ from tests.fakes.model_folders import quantize_shell, save_shell
 KLEIN = get_variant("flux2-klein-4b")
 QWEN = get_variant("qwen-image")
 # Klein 4B's block count (5 double-stream blocks) at a tiny width: the size is read from it.
-KLEIN_4B_TINY = shells.Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
+KLEIN_4B_TINY = Flux2Dims(5, 1, 4, 32, 64, (8, 8, 8, 8))
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("folders")
     with common.use_precision(mx.float32):
-        klein = shells.flux2_shell("flux2-klein-4b", dims=KLEIN_4B_TINY)
+        klein = flux2_shell("flux2-klein-4b", dims=KLEIN_4B_TINY)
         quantize_shell(klein, 4)
-        qwen = shells.qwen_shell()
+        qwen = qwen_shell("qwen-image")
         return {
             "klein-q4": save_shell(klein, KLEIN, root / "klein-q4", 4),
             "qwen": save_shell(qwen, QWEN, root / "qwen", None),
@@ -68,6 +73,21 @@ def test_a_hugging_face_snapshot_is_recognised_too(tmp_path: Path) -> None:
     assert dev.candidates == ("flux1-dev", "flux1-krea-dev")
     schnell = inspect_folder(write_snapshot(tmp_path / "schnell", get_variant("flux1-schnell")))
     assert schnell.detected == "flux1-schnell"
+
+
+@pytest.mark.parametrize(
+    "variant_id", [v.id for v in BUILTIN_VARIANTS.values() if v.family.folders is not None]
+)
+def test_every_variants_snapshot_is_told_by_its_familys_folder_rule(
+    variant_id: str, tmp_path: Path
+) -> None:
+    """A Hugging Face snapshot of each built-in variant, its transformer holding its family's
+    folder sample (``FolderDetection.sample``), is that family's and fits that variant."""
+    variant = get_variant(variant_id)
+    info = inspect_folder(write_snapshot(tmp_path / "snapshot", variant))
+    assert info.family is variant.family
+    assert variant_id in info.candidates
+    assert info.detected in (variant_id, None)
 
 
 def _one_line(error: BaseException) -> str:
@@ -253,12 +273,15 @@ def this_years(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("this-years")
     with common.use_precision(mx.float32):
         return {
-            variant_id: save_shell(build(), get_variant(variant_id), root / variant_id, None)
-            for variant_id, build in (
-                ("flux3-image-klein", lambda: shells.flux3_shell("flux3-image-klein")),
-                ("flux3-image-klein-base", lambda: shells.flux3_shell("flux3-image-klein-base")),
-                ("qwen-image-2.1", shells.qwen21_shell),
-                ("krea-2", shells.krea2_shell),
+            variant.id: save_shell(
+                random_weight_shell(variant.family, variant.mflux_name),
+                variant,
+                root / variant.id,
+                None,
+            )
+            for variant in map(
+                get_variant,
+                ("flux3-image-klein", "flux3-image-klein-base", "qwen-image-2.1", "krea-2"),
             )
         }
 

@@ -49,6 +49,21 @@ ISSUE_29_DISTILLED = {
     "qwen-image-2.1-turbo": True,
     "krea-2": True,
 }
+# Issue #40: more of mflux's families, none with published TeaCache numbers either.
+ISSUE_40_DISTILLED = {
+    "anima-turbo": True,
+    "anima-aesthetic": False,
+    "anima-base": False,
+    "moss-image-sft": False,
+    "moss-image-base": False,
+    "ernie-image": False,
+    "ernie-image-turbo": True,
+    "lens-turbo": True,
+    "fibo": False,
+    "fibo-lite": True,
+    "fibo2": False,
+}
+UNCALIBRATED_DISTILLED = {**ISSUE_29_DISTILLED, **ISSUE_40_DISTILLED}
 ALL = list(VARIANTS.values())
 TEACACHE = [v for v in ALL if v.coefficients is not None]
 UNCALIBRATED = [v for v in ALL if v.coefficients is None]
@@ -58,8 +73,8 @@ def by_id(variant: Variant) -> str:
     return variant.id
 
 
-def test_ids_are_exactly_the_twelve_of_issue_2_and_the_five_of_issue_29() -> None:
-    assert sorted(VARIANTS) == sorted([*ISSUE_IDS, *ISSUE_29_DISTILLED])
+def test_ids_are_exactly_issue_2s_and_the_uncalibrated_ones_of_issues_29_and_40() -> None:
+    assert sorted(VARIANTS) == sorted([*ISSUE_IDS, *UNCALIBRATED_DISTILLED])
     assert all(key == v.id for key, v in VARIANTS.items())
     assert DEFAULT_VARIANT in VARIANTS
 
@@ -141,9 +156,9 @@ def test_non_distilled_variants_engage_at_their_defaults(variant: Variant) -> No
 
 @pytest.mark.parametrize("variant", UNCALIBRATED, ids=by_id)
 def test_a_variant_without_teacache_numbers_says_how_to_make_them(variant: Variant) -> None:
-    """Issue #29's models: no TeaCache numbers, no default threshold, and each gate without a
+    """Issues #29's and #40's models: no TeaCache numbers, no default threshold, and each gate without a
     calibration says in one sentence why (distilled) or which command makes one."""
-    assert variant.distilled == ISSUE_29_DISTILLED[variant.id]
+    assert variant.distilled == UNCALIBRATED_DISTILLED[variant.id]
     assert variant.teacache is None and variant.default_threshold is None
     assert (variant.distilled_reason is not None) == variant.distilled
     with pytest.raises(GateConfigError) as info:

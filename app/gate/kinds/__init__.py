@@ -16,7 +16,8 @@ one: ``Variant.calibrations``; the kind's ``calibration_type`` says which it rea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from app.gate.decision import GateConfigError, TeaCacheParams
@@ -140,6 +141,19 @@ def make_gate(
     return gate
 
 
+@contextmanager
+def registered(kind: AnyGateKind) -> Iterator[AnyGateKind]:
+    """``kind`` in ``GATE_KINDS`` for the block (a test's own gate kind), then gone again; the
+    built-in ``GATES`` tuple stays as it is. ``ValueError`` where the name is taken."""
+    if kind.name in GATE_KINDS:
+        raise ValueError(f"a gate kind {kind.name!r} is registered already")
+    GATE_KINDS[kind.name] = kind
+    try:
+        yield kind
+    finally:
+        del GATE_KINDS[kind.name]
+
+
 __all__ = [
     "DEFAULT_GATE",
     "FIRSTBLOCK_KIND",
@@ -173,4 +187,5 @@ __all__ = [
     "make_gate",
     "observer_params",
     "recorded_gate",
+    "registered",
 ]

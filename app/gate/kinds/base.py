@@ -159,6 +159,13 @@ class GateKind(ABC, Generic[P, C, T]):
         pattern; None where the bench forces it otherwise (TeaCache: a constant polynomial)."""
         return None
 
+    def for_steps_run(self, params: P, steps: int, left_out: int) -> P:
+        """``params`` for a run from a picture, which runs only the steps after the first
+        ``left_out`` of a ``steps`` schedule (the gate then counts only those). A kind whose rule
+        reads the step's place in the schedule (MagCache's table) cuts its numbers there; one
+        that reads only the steps that ran (TeaCache, the first-block probe) keeps them."""
+        return params
+
     def threshold_key(self, variant_id: str) -> str:
         """Where the window's settings remember this gate's threshold for a variant."""
         return f"{variant_id}@{self.name}"

@@ -110,6 +110,9 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     def default_threshold(self, calibration: MagCacheCalibration) -> float | None:
         return calibration.default_threshold
 
+    def for_steps_run(self, params: MagCacheParams, steps: int, left_out: int) -> MagCacheParams:
+        return params.for_steps_run(steps, left_out)
+
     # -- traces and simulation ---------------------------------------------------------------
     def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
         """The measured ratios (calibration data); the simulator reads only their count."""

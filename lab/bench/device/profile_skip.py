@@ -57,6 +57,8 @@ from app.adapters import common, flux2, shells, z_image  # noqa: E402
 from app.adapters.base import GateLifecycle  # noqa: E402
 from app.adapters.compiled import LookAhead  # noqa: E402
 from app.adapters.step import GatedStep  # noqa: E402
+from app.families.flux2 import FLUX2_KLEIN_4B, FLUX2_TINY  # noqa: E402
+from app.families.z_image import Z_IMAGE_FULL, Z_IMAGE_TINY  # noqa: E402
 from app.gate import MagCacheGate, MagCacheParams, TeaCacheGate, TeaCacheParams  # noqa: E402
 from app.gate.live import LiveGate, read_ratio  # noqa: E402
 
@@ -110,9 +112,9 @@ def _sync(fn: Callable[[], Any], n: int = N) -> float:
 
 
 def profile_flux2(size: int) -> dict[str, Any]:
-    dims = shells.FLUX2_TINY if TINY else shells.FLUX2_KLEIN_4B
+    dims = FLUX2_TINY if TINY else FLUX2_KLEIN_4B
     with common.use_precision(DTYPE):
-        pipe = shells.flux2_shell("flux2-klein-4b", dims=dims, dtype=DTYPE)
+        pipe = flux2.shell("flux2-klein-4b", dims=dims, dtype=DTYPE)
         tr = pipe.transformer
         embeds, ids = pipe._encode_prompt_pair.table[shells.DEFAULT_PROMPT]
         latents, latent_ids, _, _ = Flux2LatentCreator.prepare_packed_latents(
@@ -182,8 +184,8 @@ def _scheduler(shape: tuple[int, ...]) -> Callable[[mx.array, mx.array], mx.arra
 
 
 def _z_image_shell(caption_tokens: int) -> Any:
-    dims = shells.Z_IMAGE_TINY if TINY else shells.Z_IMAGE_FULL
-    pipe = shells.z_image_shell("z-image", dims=dims, dtype=DTYPE)
+    dims = Z_IMAGE_TINY if TINY else Z_IMAGE_FULL
+    pipe = z_image.shell("z-image", dims=dims, dtype=DTYPE)
     if caption_tokens != 16:  # the shell's captions have 16 tokens: the negative keeps them
         feats = mx.random.normal((caption_tokens, dims.cap_feat_dim), key=mx.random.key(7))
         pipe._encode_prompts.table[shells.DEFAULT_PROMPT] = feats.astype(DTYPE)
