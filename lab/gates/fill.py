@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from app.fileio.jsonio import dumps_json
 from lab.demo.reports import write_json
 from lab.demo.scenes import caption, scene_from_seed
 from lab.readme_figures import Block, Passage, fixed
@@ -56,6 +57,12 @@ THRESHOLDS: dict[str, tuple[float, ...]] = {
     "firstblock": (0.05, 0.08, 0.12, 0.16, 0.2, 0.3),
 }
 QUALITIES = ("ssim", "ssimulacra2")
+# Why a setting's measured speed-up may exceed its ideal here (tests/test_committed_speedups.py).
+ABOVE_IDEAL_REASON = (
+    "one timing per run on a shared 2-core machine: each vanilla loop is timed once per prompt "
+    "and seed and the gated loops at other moments, so the host's load moves the ratio either "
+    "way; not a benchmark (teacache-studio bench is)"
+)
 # The bars ``moved`` reads the frontiers at: SSIM's issue targets and SSIMULACRA2's scale words
 # (app.metrics.ssimulacra2: 90 very high, 70 high, 50 medium).
 BARS: dict[str, tuple[float, ...]] = {"ssim": (0.98, 0.99, 0.995), "ssimulacra2": (50, 70, 90)}
@@ -169,7 +176,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "min_ssimulacra2": min(perceptual) if perceptual else None,
         "max_local_diff": max(r["local_diff"] for r in rows),
         "mean_gated_seconds": gated,
-        "measured_speedup": None if gated is None or vanilla is None else vanilla / gated,
+        # vanilla's mean loop over this setting's: one timing a run on a shared machine
+        "speedup": None if gated is None or vanilla is None else vanilla / gated,
     }
 
 
@@ -272,6 +280,7 @@ def frontier_document(
         "thresholds": {gate: list(values) for gate, values in thresholds.items()},
         "fills": {name: get_fill(name).describe() for name in FILLS},
         "quality_basis": "real gated passes against the vanilla pass of the same prompt and seed",
+        "above_ideal_reason": ABOVE_IDEAL_REASON,
         "settings": by_fill,
         "frontier": fronts,
         "moved": moved(fronts),
@@ -557,7 +566,7 @@ def dev(partial: Path, n_prompts: int) -> None:
                     )  # fmt: skip
                     report = engine.generate(0, request, lambda event: None, threading.Event())
                     row = {"prompt": p, "gate": gate, "threshold": threshold, "fill": fill}
-                    handle.write(json.dumps({**row, **dev_row(report)}) + "\n")
+                    handle.write(dumps_json({**row, **dev_row(report)}) + "\n")
                     handle.flush()
     engine.close()
 
