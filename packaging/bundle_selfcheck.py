@@ -81,8 +81,9 @@ def _resources_check() -> dict[str, Any]:
         "variant_families": sorted({v.family.id for v in VARIANTS.values()}),
     }
     # Reads resources/demo/demo.calibration.json the way the app does.
-    params = get_variant("demo").teacache_params()
-    result["demo_gate_coefficients"] = len(params.coefficients)
+    demo = get_variant("demo")
+    params = demo.params_for(demo.default_gate())
+    result["demo_gate_coefficients"] = len(getattr(params, "coefficients", ()))
     return result
 
 

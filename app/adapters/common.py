@@ -14,6 +14,7 @@ from mflux.models.common.config.model_config import ModelConfig
 from app.adapters.base import GateLifecycle, Installation
 from app.families import Family
 from app.gate import LiveGate
+from app.gate.signals import Tap
 
 COND = "cond"
 UNCOND = "uncond"
@@ -62,8 +63,9 @@ class GateState:
         return COND
 
     def record(self, noise: mx.array) -> None:
-        if self.gate.capture_output:
-            self.gate.record_output(noise)
+        """The step's output, to a gate that records it (``Tap.output``: calibration data)."""
+        if self.gate.records_output:
+            self.gate.record_tap(Tap.output, noise)
 
 
 def _loop_sigmas(family: Family) -> Callable[[Any], mx.array] | None:

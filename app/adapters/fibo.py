@@ -39,7 +39,6 @@ the rest 1 wide: built lazily by mflux's forward, read by no block, so never eva
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -51,10 +50,11 @@ from app.adapters.base import Installation
 from app.adapters.entries import CallAnatomy, StepCall, install_call
 from app.adapters.shells import DEFAULT_PROMPT, _base_shell, _init_weights, _model_config, _random
 from app.families.fibo import CAPTION_LAYERS, FAMILY, FIBO_TINY, FiboDims
+from app.fileio.jsonio import dumps_json
 from app.gate import LiveGate
 
 # The shells' prompt as FIBO reads it: a JSON caption (mflux's encoder parses every prompt)
-CAPTION = json.dumps({"short_description": DEFAULT_PROMPT})
+CAPTION = dumps_json({"short_description": DEFAULT_PROMPT})
 # mflux's negative prompt where none is given (``PromptEncoder.encode_prompt``)
 MFLUX_NEGATIVE = "ugly, blurry, low quality"
 

@@ -158,8 +158,12 @@ class GatedStep(LookAhead):
         signal_blocks = anatomy.signal_blocks if taps.wants(Tap.modulated_input) else 0
         self.split = max(taps.split, signal_blocks)
         self.signal_blocks = signal_blocks
+        # The taps a recorder asks for that the prelude builds (the body's residual and the
+        # output reach it through ``keep_residual`` and ``GateState.record``).
         self.records = tuple(
-            tap for tap in (Tap.block_residual,) if tap in taps.records and taps.split
+            tap
+            for tap in (Tap.modulated_input, Tap.block_residual)
+            if tap in taps.records and (tap is not Tap.block_residual or taps.split)
         )
         part = (lambda name, fn: counted_compile(name, fn, state.traces)) if compiled else _identity
         self.prelude = part("prelude", self._prelude)
@@ -268,15 +272,16 @@ class GatedStep(LookAhead):
     # -- driving a step ----------------------------------------------------------------------------
     def _decide(self, latents: mx.array, timestep: Any, rest: Any) -> tuple[Pre, Verdict]:
         """The conditional branch's prelude and the step's verdict (a gate that decides on a tap
-        reads it from the prelude, built ahead where compiled; one that reads none decides
-        first), its records handed to the gate."""
+        or records one reads it from the prelude, built ahead where compiled, so the vanilla
+        recorder's pass runs the path a gated pass runs; one that reads none decides first), its
+        records handed to the gate."""
         gate = self.gate
-        if self.taps.decides_on is not None:
+        if self.taps.decides_on is not None or self.records:
             if self.compiled:
                 pre, measured = self.prelude_ahead(self.prelude, latents, timestep, rest)
             else:
                 pre, measured = self.prelude(latents, timestep, rest), None
-            verdict = gate.decide(pre["signal"], measured)
+            verdict = gate.decide(pre.get("signal"), measured)
         else:
             verdict = gate.decide(None)
             pre = self.prelude(latents, timestep, rest)

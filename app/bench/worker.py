@@ -136,7 +136,6 @@ def gate_params(spec: WorkerSpec):  # -> GateParamsLike
     timed all the same)."""
     from dataclasses import replace
 
-    from app.gate import TeaCacheParams
     from app.gate.kinds import gate_kind
 
     request = spec.request
@@ -144,7 +143,7 @@ def gate_params(spec: WorkerSpec):  # -> GateParamsLike
     if spec.condition == "gate_off":
         uncalibrated = gate_kind(request.gate).calibration_of(variant) is None
         if spec.coefficients is not None and uncalibrated:
-            return TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=0.0)
+            return _polynomial_params(spec.coefficients, 0.0)
         return variant.params_for(request.gate, 0.0)
     gate = condition_gate(spec.condition) or request.gate
     kind = gate_kind(gate)
@@ -154,13 +153,24 @@ def gate_params(spec: WorkerSpec):  # -> GateParamsLike
         if forced is not None:
             return forced
     params: Any = (
-        TeaCacheParams(coefficients=spec.coefficients, rel_l1_thresh=request.threshold)
+        _polynomial_params(spec.coefficients, request.threshold)
         if spec.coefficients is not None
         else variant.params_for(gate, request.threshold)
     )
     if spec.max_consecutive_skips is not None:
         params = replace(params, max_consecutive_skips=spec.max_consecutive_skips)
     return params
+
+
+def _polynomial_params(coefficients: tuple[float, ...], threshold: float):  # -> GateParamsLike
+    """The parameters of the kind whose calibration is a polynomial (TeaCache's) with these
+    coefficients, at ``threshold``: the bench's forced pattern (``--forced-skips``)."""
+    from app.gate.kinds import GATE_KINDS, CalibrationMethod
+
+    kind = next(
+        k for k in GATE_KINDS.values() if k.calibration_method is CalibrationMethod.polynomial
+    )
+    return kind.params(kind.calibration_from_json({"coefficients": list(coefficients)}), threshold)
 
 
 class _LoopTimer:

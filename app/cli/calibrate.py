@@ -19,7 +19,7 @@ from app.cli.generate import add_lora_argument, lora_args, parse_size_arg
 from app.engine.threshold_rule import RULE_WORDS
 from app.gate.kinds import (
     DEFAULT_GATE,
-    GATES,
+    GATE_KINDS,
     calibrated_gates,
     gate_kind,
     magcache_from_document,
@@ -254,11 +254,11 @@ def setup(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gate",
-        choices=GATES,  # a kind that needs no calibration is refused with one line why
+        choices=tuple(GATE_KINDS),  # a kind that needs no calibration is refused with one line why
         help="calibrate one gate only: "
         + "; ".join(f"{name}: {gate_kind(name).calibration_method}" for name in calibrated_gates())
         + " (default: every gate that has a calibration, from the same vanilla runs; "
-        + ", ".join(gate_kind(name).label for name in GATES if name not in calibrated_gates())
+        + ", ".join(gate_kind(name).label for name in GATE_KINDS if name not in calibrated_gates())
         + " needs none)",
     )
     p.add_argument(

@@ -46,9 +46,10 @@ from app.engine.threshold_rule import (
 from app.errors import UserFacingError
 from app.gate import fit as polynomial
 from app.gate.decision import Decision, GateConfigError
-from app.gate.events import StepEvent
+from app.gate.events import VANILLA, StepEvent
 from app.gate.kinds import (
-    OBSERVER,
+    DEFAULT_GATE,
+    GATE_KINDS,
     CalibrationMethod,
     calibrated_gates,
     gate_kind,
@@ -150,20 +151,26 @@ class PromptCapture:
         vanilla = report.vanilla
         if vanilla is None:
             raise CalibrationError("the engine reported no vanilla pass to calibrate from")
+        polynomial = _gate_of(CalibrationMethod.polynomial)
+        table = _gate_of(CalibrationMethod.ratio_table)
         steps, xs, ys = [], [], []
         for event in vanilla.steps:
-            x, y = event.rel_l1, event.output_rel_l1
-            if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            figures = event.figures(polynomial)
+            x, y = figures.get("rel_l1"), figures.get("output_rel_l1")
+            if not (isinstance(x, float) and isinstance(y, float)):
+                continue
+            if not (math.isfinite(x) and math.isfinite(y)):
                 continue
             steps.append(event.index)
-            xs.append(float(x))
-            ys.append(float(y))
+            xs.append(x)
+            ys.append(y)
+        ratios = tuple(event.figures(table).get("ratio") for event in vanilla.steps)
         return cls(
             prompt=prompt,
             step=tuple(steps),
             x=tuple(xs),
             y=tuple(ys),
-            mag_ratio=tuple(event.mag_ratio for event in vanilla.steps),
+            mag_ratio=tuple(r if isinstance(r, float) else None for r in ratios),
             active_steps=len(vanilla.steps),
             loop_seconds=vanilla.loop_seconds,
         )
@@ -173,17 +180,20 @@ class PromptCapture:
         the signal's change and the magnitude ratio of each of its ``steps`` steps."""
         changes = dict(zip(self.step, self.x, strict=True))
         ratios = self.mag_ratio
+        polynomial = _gate_of(CalibrationMethod.polynomial)
+        table = _gate_of(CalibrationMethod.ratio_table)
         return [
             StepEvent(
                 i,
                 steps,
                 Decision.computed,
-                changes.get(i),
-                None,
-                None,
-                0.0,
-                0.0,
-                mag_ratio=ratios[i] if i < len(ratios) else None,
+                threshold=0.0,
+                seconds=0.0,
+                gate=VANILLA,
+                signals={
+                    polynomial: {"rel_l1": changes.get(i)},
+                    table: {"ratio": ratios[i] if i < len(ratios) else None},
+                },
             )
             for i in range(steps)
         ]
@@ -263,7 +273,7 @@ class Calibrate:
             self.request,
             prompt=prompt,
             threshold=0.0,
-            gate=OBSERVER.name,
+            gate=DEFAULT_GATE,
             compare_vanilla=True,
             resume=True,
             previews=False,
@@ -374,6 +384,11 @@ def check_calibration(job: Calibrate) -> None:
                 f"({job.request.steps} steps) is fewer than the {MIN_PAIRS} (signal, output) "
                 "pairs a degree-4 fit needs: use more prompts or more steps"
             )
+
+
+def _gate_of(method: CalibrationMethod) -> str:
+    """The kind that calibrates by ``method``."""
+    return next(name for name, kind in GATE_KINDS.items() if kind.calibration_method is method)
 
 
 def _methods(job: Calibrate) -> dict[CalibrationMethod, str]:

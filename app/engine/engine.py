@@ -3,10 +3,11 @@
 Runs on whichever thread calls it (the UI's long-lived worker, or the CLI's main thread) and must
 stay on that thread: MLX streams are thread-local. Qt-free.
 
-The vanilla pass is the adapter in *observe* mode: every step computes, and the gate measures its
-signal so the run leaves a rel-L1 trace behind (for the simulator and the gate plot). Where mflux's
-own path is eager (FLUX.1, Qwen-Image, the demo) that pass is bit-identical to untouched mflux —
-the adapter tests assert it.
+The vanilla pass runs the adapter with the vanilla recorder (``app.gate.kinds.vanilla_recorder``):
+every step computes, and every gate kind records its own trace of the run (for its simulator, its
+plot and its calibration), so one vanilla pass serves whichever gate runs. Where mflux's own path
+is eager (FLUX.1, Qwen-Image, the demo) that pass is bit-identical to untouched mflux — the
+adapter tests assert it.
 
 Fast exploration: vanilla results are cached per ``GenerationRequest.vanilla_key()``. A gated pass
 can *resume* from the vanilla trajectory: up to the first step the gate skips, the gated trajectory
@@ -59,11 +60,11 @@ from app.engine.notices import engagement_warning, schedule_warnings
 from app.engine.protocol import Cancelled, Emit, UserFacingError
 from app.engine.report import RunReport
 from app.engine.request import GenerationRequest, generate_kwargs
-from app.engine.timing import WARMUP_STEPS, warmup_params
+from app.engine.timing import WARMUP_STEPS
 from app.families import load
-from app.gate import Decision, Engagement, LiveGate, StepEvent, TeaCacheGate
+from app.gate import Decision, Engagement, LiveGate, StepEvent
 from app.gate.fill import get_fill
-from app.gate.kinds import GateParamsLike, kind_of, make_gate, observer_params
+from app.gate.kinds import GateParamsLike, kind_of, make_gate, vanilla_recorder, warmup_gate
 from app.variants import Variant, check_schedule
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,6 @@ class PassOutcome:
     # vanilla, so its steps still show; a resumed pass reuses them for its replayed steps)
     previews: list[np.ndarray] = field(default_factory=list)
     finished_at: datetime = field(default_factory=lambda: datetime.now().astimezone())
-
-    @property
-    def trace(self) -> list[float | None]:
-        return [e.rel_l1 for e in self.events]
 
     @property
     def pattern(self) -> str:
@@ -254,9 +251,6 @@ class Engine:
         if cancel.is_set():
             raise Cancelled
         params = request.gate_params()
-        # The vanilla pass's observer records every gate's trace whichever gate runs, so its
-        # cache stays valid across a gate switch.
-        observe_params = observer_params(variant, request.gate, request.threshold)
         warmup_seconds = self.warm_up(pipeline, request, cancel, emit)
 
         vanilla: PassOutcome | None = None
@@ -292,12 +286,14 @@ class Engine:
                     )
                 )
             else:
+                # Every kind records its own trace on it whichever gate runs, so its cache stays
+                # valid across a gate switch.
                 vanilla = self.run_pass(
                     run_id,
                     Pass.vanilla,
                     pipeline,
                     request,
-                    observe_params,
+                    None,
                     emit,
                     cancel,
                     capture_output=request.capture_output,
@@ -366,7 +362,7 @@ class Engine:
             return None
         if emit is not None:
             emit(LoadProgress(request.variant.id, "warming up (not timed)…"))
-        gate = TeaCacheGate(warmup_params(), clock=self._clock)
+        gate = warmup_gate(clock=self._clock)
         observer = _LoopObserver(cancel)
         # Without the picture: the loop's kernels are the same at this size, and encoding it
         # happens before the loop (never in a step's time).
@@ -412,23 +408,26 @@ class Engine:
         which: Pass,
         pipeline: Any,
         request: GenerationRequest,
-        params: GateParamsLike,
+        params: GateParamsLike | None,
         emit: Emit,
         cancel: threading.Event,
         resume_from: PassOutcome | None = None,
         *,
         capture_output: bool = False,
     ) -> PassOutcome:
-        """One timed pass. ``capture_output`` (vanilla only; calibration data) adds a host sync
-        per step, so a Generate's vanilla pass leaves it off: both passes then do the same work
-        per computed step."""
+        """One timed pass: the gated one with ``params``, the vanilla one (``params`` unread)
+        with the vanilla recorder of the request's variant. ``capture_output`` (vanilla only;
+        calibration data) adds a host sync per step, so a Generate's vanilla pass leaves it off:
+        both passes then do the same work per computed step."""
         from app.adapters import install_gate
 
+        observe = which is Pass.vanilla
+        if not observe and params is None:
+            raise ValueError("a gated pass needs its gate's parameters")
         replay: Replay | None = None
         substitutes: dict[int, StepEvent] = {}
-        observe = which is Pass.vanilla
         fill = None if observe else get_fill(request.fill)
-        if resume_from is not None:
+        if resume_from is not None and params is not None:
             depth = 1 if fill is None else fill.depth
             replay, substitutes = _plan_resume(params, resume_from, depth)
         emit(
@@ -451,14 +450,12 @@ class Engine:
             events.append(event)
             emit(StepDone(run_id, which, event))
 
-        gate = make_gate(
-            params,
-            on_step=on_step,
-            observe=observe,
-            capture_output=observe and capture_output,
-            clock=self._clock,
-            fill=fill,
-        )
+        if observe or params is None:
+            gate = vanilla_recorder(
+                request.variant, calibrating=capture_output, on_step=on_step, clock=self._clock
+            )
+        else:
+            gate = make_gate(params, on_step=on_step, clock=self._clock, fill=fill)
         observer = _LoopObserver(cancel)
         previews: list[np.ndarray] = []
         previewer = None
@@ -551,17 +548,11 @@ def _plan_resume(
     until = num_steps if first_skip is None else max(0, first_skip - depth)
     substitutes: dict[int, StepEvent] = {}
     for i in range(num_steps if first_skip is None else first_skip):
-        v = verdicts[i]
-        substitutes[i] = StepEvent(
-            index=i,
+        substitutes[i] = kind.step_event(
+            verdicts[i],
             num_steps=num_steps,
-            decision=v.decision,
-            rel_l1=v.rel_l1,
-            predicted=v.predicted,
-            accumulated=v.accumulated,
             threshold=params.threshold,
             seconds=vanilla.events[i].seconds,
-            gate=params.gate,
         )
     calls_per_step = len(vanilla.outputs) // num_steps
     return Replay(until, vanilla.outputs, calls_per_step), substitutes
@@ -597,13 +588,15 @@ def build_report(
                 )
             )
         )
+    kind = kind_of(params)
+    fields = kind.report_fields(params)
     return reports.measure_run(
         request,
         _summarise(gated),
         _summarise(vanilla, cached=vanilla_cached) if vanilla is not None else None,
         max_abs_diff=max_abs_diff,
         engagement=engagement,
-        **kind_of(params).report_fields(params),
+        gate_fields={kind.name: fields} if fields else {},
         versions=versions(),
         warmup_seconds=warmup_seconds,
     )

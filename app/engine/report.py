@@ -11,7 +11,6 @@ Qt-free and MLX-free.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,7 +23,14 @@ from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speed
 from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
 from app.gate.fill import recorded_fill
-from app.gate.kinds import recorded_gate
+from app.gate.events import VANILLA, Figures
+from app.gate.kinds import (
+    GATE_KINDS,
+    gate_fields_from_json,
+    gate_fields_to_json,
+    recorded_gate,
+    signals_from_json,
+)
 from app.metrics import LocalDifference
 
 MIN_SSIM_SIDE = 7  # scikit-image's SSIM window
@@ -48,10 +54,6 @@ class PassResult:
     # When the pass was timed (None: not known, a run saved before the time was recorded).
     measured_at: datetime | None = field(default_factory=_now)
     cached: bool = False  # vanilla reused from the engine's cache (measured at ``measured_at``)
-
-    @property
-    def trace(self) -> list[float | None]:
-        return [s.rel_l1 for s in self.steps]
 
     @property
     def pattern(self) -> str:
@@ -133,8 +135,9 @@ class RunReport:
     # Where skipping begins on this run's vanilla trace (the engine measures it once: the same
     # object rides in its engagement warning).
     engagement: Engagement | None = None
-    coefficients: tuple[float, ...] = ()
-    calibrated_range: tuple[float, float] | None = None
+    # The gate's own parameters the report keeps, by kind (``GateKind.report_fields``: TeaCache's
+    # polynomial and calibrated range, say); each kind writes and reads its section.
+    gate_fields: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     engine: str = "mflux"
     # The untimed warm-up before the first timed pass of this model and shape (None: warm).
@@ -243,10 +246,7 @@ class RunReport:
             "gated_latents_sha256": g.latents_sha256,
             "gated_peak_memory_bytes": g.peak_memory_bytes,
             "versions": dict(self.versions),
-            "coefficients": list(self.coefficients),
-            "calibrated_range": (
-                list(self.calibrated_range) if self.calibrated_range is not None else None
-            ),
+            "gate_fields": gate_fields_to_json(self.gate_fields),
         }
         if v is not None:
             out.update(
@@ -254,14 +254,16 @@ class RunReport:
                     "vanilla_seconds": v.loop_seconds,
                     "vanilla_wall_seconds": v.wall_seconds,
                     "vanilla_pattern": v.pattern,
-                    "vanilla_trace": v.trace,
                     "vanilla_step_seconds": [s.seconds for s in v.steps],
-                    "vanilla_mag_ratios": [s.mag_ratio for s in v.steps],
-                    "vanilla_block_changes": [
-                        None if s.block_changes is None else list(s.block_changes) for s in v.steps
-                    ],
-                    # The vanilla pass's steps whole (the columns above are report.json's
-                    # long-standing keys; these are what a run read back shows and simulates on).
+                    # Each kind's columns (report.json's long-standing keys: TeaCache's trace,
+                    # MagCache's ratios, the probe's changes)
+                    **{
+                        key: value
+                        for kind in GATE_KINDS.values()
+                        for key, value in kind.vanilla_columns(v.steps).items()
+                    },
+                    # The vanilla pass's steps whole (what a run read back shows and simulates
+                    # on).
                     "vanilla_steps_detail": [step.as_dict() for step in v.steps],
                     "vanilla_latents_sha256": v.latents_sha256,
                     "vanilla_cached": v.cached,
@@ -302,8 +304,8 @@ class RunReport:
         """The report ``to_json`` wrote, read back with the run's images (saved beside it as
         PNGs). ``vanilla_steps`` are the vanilla pass's steps where the caller kept them apart;
         else they are read from ``vanilla_steps_detail`` (written since run.json holds the report
-        once), else rebuilt from the JSON's per-step vanilla columns (decisions, trace, magnitude
-        ratios and step times: what the report reads). ``request``
+        once), else rebuilt from the JSON's per-step vanilla columns (decisions, step times and
+        each kind's columns: what the report reads). ``request``
         defaults to the one the JSON records, as it ran (not checked again: a record, not a
         new request). Raises ``ValueError`` (one sentence) where a figure it needs is missing.
 
@@ -343,7 +345,6 @@ class RunReport:
             x, y, size = (json_int(window.get(k)) for k in ("x", "y", "size"))
             if x is not None and y is not None and size is not None:
                 local_diff = LocalDifference(local, x, y, size)
-        calibrated = data.get("calibrated_range")
         versions = data.get("versions")
         return cls(
             request=request,
@@ -353,16 +354,7 @@ class RunReport:
             ssimulacra2=json_float(data.get("ssimulacra2")),
             max_abs_diff=json_float(data.get("max_abs_diff")),
             engagement=_engagement_from_json(data.get("engagement")),
-            coefficients=tuple(
-                float(c) for c in data.get("coefficients") or () if json_float(c) is not None
-            ),
-            calibrated_range=(
-                (float(calibrated[0]), float(calibrated[1]))
-                if isinstance(calibrated, list | tuple)
-                and len(calibrated) == 2
-                and all(json_float(v) is not None for v in calibrated)
-                else None
-            ),
+            gate_fields=gate_fields_from_json(data.get("gate_fields")),
             versions=(
                 {str(k): str(v) for k, v in versions.items()}
                 if isinstance(versions, Mapping)
@@ -376,21 +368,18 @@ class RunReport:
 
 
 def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
-    """One ``StepEvent.as_dict`` row read back (``num_steps`` where the row does not say)."""
+    """One ``StepEvent.as_dict`` row read back (``num_steps`` where the row does not say); each
+    kind reads its own section of ``signals`` (``GateKind.figures_from_json``)."""
+    gate = row.get("gate")
     return StepEvent(
-        index=int(row["index"]),
-        num_steps=int(row.get("num_steps", num_steps)),
-        decision=Decision(row["decision"]),
-        rel_l1=json_float(row.get("rel_l1")),
-        predicted=json_float(row.get("predicted")),
-        accumulated=json_float(row.get("accumulated")),
+        int(row["index"]),
+        int(row.get("num_steps", num_steps)),
+        Decision(row["decision"]),
         threshold=float(row.get("threshold", 0.0)),
         seconds=float(row.get("seconds", 0.0)),
-        output_rel_l1=json_float(row.get("output_rel_l1")),
-        gate=recorded_gate(row.get("gate")),
-        mag_ratio=json_float(row.get("mag_ratio")),
-        block_change=json_float(row.get("block_change")),
-        block_changes=_changes(row.get("block_changes")),
+        gate=VANILLA if gate == VANILLA else recorded_gate(gate),
+        accumulated=json_float(row.get("accumulated")),
+        signals=signals_from_json(row.get("signals")),
         fill=_fill_record(row.get("fill")),
     )
 
@@ -401,14 +390,6 @@ def _fill_record(value: object) -> dict[str, float]:
     if not isinstance(value, Mapping):
         return {}
     return {str(k): v for k, x in value.items() if (v := json_float(x)) is not None}
-
-
-def _changes(value: object) -> tuple[float, ...] | None:
-    """A recorded ``block_changes`` list (strict JSON wrote a non-finite change as null: read back
-    as NaN, which the probe's rule treats as a numerical miss, as it did live)."""
-    if not isinstance(value, list):
-        return None
-    return tuple(math.nan if (v := json_float(x)) is None else v for x in value)
 
 
 def steps_from_json(data: Mapping[str, Any], key: str = "steps_detail") -> tuple[StepEvent, ...]:
@@ -425,34 +406,29 @@ def steps_from_json(data: Mapping[str, Any], key: str = "steps_detail") -> tuple
 
 def _vanilla_steps(data: Mapping[str, Any]) -> tuple[StepEvent, ...]:
     """The vanilla pass's steps: ``vanilla_steps_detail`` where the report has it, else rebuilt
-    from ``to_json``'s per-step vanilla columns (no prediction: a vanilla pass computes every
-    step)."""
+    from ``to_json``'s per-step vanilla columns (the pattern, the step times and each kind's
+    columns, ``GateKind.column_figures``)."""
     if isinstance(data.get("vanilla_steps_detail"), list):
         return steps_from_json(data, "vanilla_steps_detail")
     pattern = str(data.get("vanilla_pattern") or "")
     n = len(pattern)
-
-    def column(key: str) -> list[object]:
-        values = data.get(key)
-        return list(values) if isinstance(values, list) and len(values) == n else [None] * n
-
-    trace, seconds = column("vanilla_trace"), column("vanilla_step_seconds")
-    ratios = column("vanilla_mag_ratios")
-    changes = [_changes(value) for value in column("vanilla_block_changes")]
+    seconds = data.get("vanilla_step_seconds")
+    if not isinstance(seconds, list) or len(seconds) != n:
+        seconds = [None] * n
+    signals: list[dict[str, Figures]] = [{} for _ in range(n)]
+    for name, kind in GATE_KINDS.items():
+        for i, figures in enumerate(kind.column_figures(data, n)):
+            signals[i][name] = figures
     letters = {d.letter: d for d in Decision}
     return tuple(
         StepEvent(
-            index=i,
-            num_steps=n,
-            decision=letters[letter],
-            rel_l1=json_float(trace[i]),
-            predicted=None,
-            accumulated=None,
+            i,
+            n,
+            letters[letter],
             threshold=0.0,
             seconds=json_float(seconds[i]) or 0.0,
-            mag_ratio=json_float(ratios[i]),
-            block_change=changes[i][0] if changes[i] else None,  # type: ignore[index]
-            block_changes=changes[i],
+            gate=VANILLA,
+            signals=signals[i],
         )
         for i, letter in enumerate(pattern)
     )
@@ -541,8 +517,7 @@ def measure_run(
     *,
     max_abs_diff: float | None = None,
     engagement: Engagement | None = None,
-    coefficients: tuple[float, ...] = (),
-    calibrated_range: tuple[float, float] | None = None,
+    gate_fields: Mapping[str, Mapping[str, Any]] | None = None,
     versions: dict[str, str] | None = None,
     engine: str = "mflux",
     warmup_seconds: float | None = None,
@@ -559,8 +534,7 @@ def measure_run(
         ssim=similarity,
         max_abs_diff=max_abs_diff,
         engagement=engagement,
-        coefficients=coefficients,
-        calibrated_range=calibrated_range,
+        gate_fields=gate_fields or {},
         versions=versions or {},
         engine=engine,
         warmup_seconds=warmup_seconds,

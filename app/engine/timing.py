@@ -1,10 +1,10 @@
 """Timing rules that keep a Generate's two passes comparable, and the one speedup figure a run
 reports. Qt-free, MLX-free.
 
-* Warm-up: a discarded generation of ``WARMUP_STEPS`` steps under :func:`warmup_params`
-  (computed, skipped, computed: the body, the gate's signal, storing and reusing a residual all
-  run once) before the first timed pass of a model and shape, so one-time costs land on neither
-  pass.
+* Warm-up: a discarded generation of ``WARMUP_STEPS`` steps under the registry's warm-up gate
+  (``app.gate.kinds.warmup_gate``: computed, skipped, computed, whatever the weights: the body,
+  the gate's signal, storing and reusing a residual all run once) before the first timed pass
+  of a model and shape, so one-time costs land on neither pass.
 * The ideal: skipping k of n active steps can make a run at most n / (n − k) times faster (a
   skipped step that costs nothing). :func:`measure_speedup` never reports more than that by more
   than the run's own measured spread:
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from app.gate import Decision, StepEvent, TeaCacheParams
+from app.gate import Decision, StepEvent
 
 WARMUP_STEPS = 3
 # Float headroom for "at most the ideal": a ratio computed two ways may differ in the last bits.
@@ -42,12 +42,6 @@ _ROUNDING = 1e-9
 # under heavy load the paired step ratios spread ±40% (a 2-core host at load 12, measured), and a
 # figure 40% above what skipping can deliver is load, not measurement.
 MAX_TOLERANCE = 0.05
-
-
-def warmup_params() -> TeaCacheParams:
-    """A constant polynomial that predicts 0.1 per step against a threshold of 0.5: over three
-    steps the gate computes (forced first), skips, computes (forced last), whatever the weights."""
-    return TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.1), rel_l1_thresh=0.5)
 
 
 class SpeedupKind(StrEnum):

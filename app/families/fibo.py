@@ -36,6 +36,7 @@ from app.families.spec import (
     RandomWeights,
     RGBFactors,
 )
+from app.fileio.jsonio import dumps_json
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -190,7 +191,7 @@ _SUBJECTS = (
     "A macro photo of a butterfly on a flower.",
     "A neon-lit rainy street.",
 )
-CALIBRATION_CAPTIONS = tuple(json.dumps({"short_description": s}) for s in _SUBJECTS)
+CALIBRATION_CAPTIONS = tuple(dumps_json({"short_description": s}) for s in _SUBJECTS)
 
 
 def json_caption_problem(prompt: str) -> str | None:

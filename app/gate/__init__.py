@@ -40,9 +40,18 @@ from app.gate.magcache import MagCacheParams, simulate_magcache
 from app.gate.simulator import Engagement, engagement, pattern, simulate, skip_curve
 
 if TYPE_CHECKING:
-    from app.gate.live import LiveGate, MagCacheGate, TeaCacheGate, rel_l1, rel_l1_pair
+    from app.gate.live import (
+        LiveGate,
+        MagCacheGate,
+        TeaCacheGate,
+        VanillaRecorder,
+        rel_l1,
+        rel_l1_pair,
+    )
 
-_LIVE_NAMES = frozenset({"LiveGate", "MagCacheGate", "TeaCacheGate", "rel_l1", "rel_l1_pair"})
+_LIVE_NAMES = frozenset(
+    {"LiveGate", "MagCacheGate", "TeaCacheGate", "VanillaRecorder", "rel_l1", "rel_l1_pair"}
+)
 
 __all__ = [
     "DEFAULT_GATE",
@@ -61,6 +70,7 @@ __all__ = [
     "TeaCacheGate",
     "TeaCacheParams",
     "UnknownGateError",
+    "VanillaRecorder",
     "Verdict",
     "check_gate",
     "decide",

@@ -300,3 +300,9 @@ def decide(
 def _reset(state: GateScalars) -> None:
     state.accumulated = 0.0
     state.streak = 0
+
+
+def teacache_figures(verdict: Verdict) -> dict[str, float | None]:
+    """TeaCache's figures of a step it decided (its section of ``StepEvent.signals``), the live
+    gate's and the simulator's alike: the signal's measured change and the polynomial's price."""
+    return {"rel_l1": verdict.rel_l1, "predicted": verdict.predicted}

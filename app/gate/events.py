@@ -3,36 +3,35 @@ without loading MLX; ``app.gate.live`` re-exports it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from app.gate.decision import Decision
+
+# ``StepEvent.gate`` of a vanilla pass's step: no rule decided it (every step computes), and every
+# gate kind recorded its own figures on it. No gate kind is called so (``app.gate.kinds``).
+VANILLA = "vanilla"
+
+# One figure of a kind on one step: a number, a row of numbers (the probe's changes against each
+# previous step), or None where nothing was measured.
+Figure = float | tuple[float, ...] | None
+Figures = Mapping[str, Figure]
 
 
 @dataclass(frozen=True, slots=True)
 class StepEvent:
-    """Emitted as each step ends.
+    """Emitted as each step ends: what every step has, and each gate kind's own figures.
 
-    ``rel_l1`` is the measured (unclamped) change of the gate signal against the previous step
-    (None where nothing was measured: step 0, threshold 0); ``predicted`` the polynomial's
-    predicted output change (None where the polynomial was not evaluated); ``accumulated`` the
-    value compared with ``threshold`` on this step. ``seconds`` is the time since the previous
-    step ended (or since ``begin``), read from the gate's clock. ``output_rel_l1`` (measured
-    change of the transformer output) is filled only when the gate captures outputs (calibration
-    data).
+    ``accumulated`` is the value the deciding gate compared with ``threshold`` on this step (None
+    where it compared none). ``seconds`` is the time since the previous step ended (or since
+    ``begin``), read from the gate's clock. ``gate`` names the rule that decided (a gate kind's
+    name: see the registry, ``app.gate.kinds.GATE_KINDS``), or ``VANILLA`` on a vanilla pass.
 
-    ``gate`` names the rule that decided (a gate kind's name: see the registry,
-    ``app.gate.kinds.GATE_KINDS``). Under MagCache ``rel_l1`` is None (it reads no signal),
-    ``predicted`` is the step's magnitude ratio from the calibration table and ``accumulated`` the
-    accumulated error ``sum |1 - prod ratios|`` compared with ``threshold``. ``mag_ratio`` is the
-    *measured* magnitude ratio of the residual against the previous step's, recorded on vanilla
-    (observe) passes: MagCache's calibration data.
-
-    ``block_change`` is the first-block probe's ``d``: the relative change of the first block's
-    residual against the last computed step's (on a vanilla pass: against the previous step).
-    ``block_changes`` (vanilla passes only) holds ``d`` against each of the previous steps,
-    nearest first, up to ``app.gate.firstblock.TRACE_DEPTH`` of them: the probe's simulator reads
-    the one its own last computed step needs (``app.gate.firstblock``).
+    ``signals`` holds each kind's figures by the kind's name: on a gated step the deciding kind's
+    (what its rule read), on a vanilla step every kind's record of the step (its trace: what its
+    simulator, plot and calibration read). Only a kind reads its own section
+    (``GateKind.trace``, ``plot_value``, ``step_lines``); the keys are the kind's.
 
     ``fill`` is the fill's record of the step (``app.gate.fill``): on a skipped step ``reach``,
     the steps past the last computed one its change was forecast to (0: reused as it was); on the
@@ -42,32 +41,56 @@ class StepEvent:
     index: int
     num_steps: int
     decision: Decision
-    rel_l1: float | None
-    predicted: float | None
-    accumulated: float | None
+    _: KW_ONLY
     threshold: float
     seconds: float
-    output_rel_l1: float | None = None
-    gate: str = "teacache"
-    mag_ratio: float | None = None
-    block_change: float | None = None
-    block_changes: tuple[float, ...] | None = None
+    gate: str
+    accumulated: float | None = None
+    signals: Mapping[str, Figures] = field(default_factory=dict)
     fill: Mapping[str, float] = field(default_factory=dict)
+
+    def figures(self, kind: str) -> Figures:
+        """The figures of the kind called ``kind`` (empty where it recorded none)."""
+        return self.signals.get(kind, {})
 
     def as_dict(self) -> dict[str, object]:
         return {
             "index": self.index,
             "num_steps": self.num_steps,
             "decision": self.decision.value,
-            "rel_l1": self.rel_l1,
-            "predicted": self.predicted,
             "accumulated": self.accumulated,
             "threshold": self.threshold,
             "seconds": self.seconds,
-            "output_rel_l1": self.output_rel_l1,
             "gate": self.gate,
-            "mag_ratio": self.mag_ratio,
-            "block_change": self.block_change,
-            "block_changes": None if self.block_changes is None else list(self.block_changes),
+            "signals": {
+                kind: {key: figure_to_json(value) for key, value in figures.items()}
+                for kind, figures in self.signals.items()
+            },
             "fill": dict(self.fill),
         }
+
+
+def figure_to_json(value: Figure) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def figure_from_json(value: object) -> Figure:
+    """A figure as ``as_dict`` wrote it, read leniently: a number, a list of numbers (strict JSON
+    wrote a non-finite one as null: read back as NaN, which every rule treats as a numerical
+    miss, as it did live), else None."""
+    if isinstance(value, list):
+        return tuple(math.nan if (number := _number(item)) is None else number for item in value)
+    return _number(value)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def figures_from_json(section: object) -> dict[str, Figure]:
+    """One kind's section of a step as ``as_dict`` wrote it (an unknown shape reads as empty)."""
+    if not isinstance(section, Mapping):
+        return {}
+    return {str(key): figure_from_json(value) for key, value in section.items()}

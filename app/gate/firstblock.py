@@ -208,3 +208,10 @@ def onset(params: FirstBlockParams, trace: ProbeTrace) -> tuple[int, float | Non
     if best is None:
         return eligible, None, None
     return eligible, best[0], best[1]
+
+
+def firstblock_figures(verdict: Verdict) -> dict[str, float | None]:
+    """The probe's figures of a step it decided (its section of ``StepEvent.signals``), the live
+    gate's and the simulator's alike: the first blocks' change it compared, against the last
+    computed step."""
+    return {"change": verdict.accumulated}

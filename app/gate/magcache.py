@@ -235,3 +235,10 @@ def mean_ratio_table(traces: Sequence[Sequence[float | None]]) -> tuple[float, .
             raise GateConfigError(f"step {i} has no measured magnitude ratio in every run")
         table.append(sum(finite) / len(finite))
     return tuple(table)
+
+
+def magcache_figures(verdict: Verdict) -> dict[str, float | None]:
+    """MagCache's figures of a step it decided (its section of ``StepEvent.signals``), the live
+    gate's and the simulator's alike: the table's ratio for the step (the accumulated error is the
+    step's ``accumulated``)."""
+    return {"table_ratio": verdict.predicted}

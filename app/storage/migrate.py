@@ -4,9 +4,17 @@ This module is the one place that knows the older formats. It upgrades in memory
 never rewritten (an older build still reads its own), and one that cannot be upgraded is left on
 disk untouched while the history lists it as skipped, in one sentence.
 
-Format 2 (this build) is ``{format, id, created, warnings, versions, report}``: ``report`` is
+Format 3 (this build) is ``{format, id, created, warnings, versions, report}``: ``report`` is
 ``RunReport.to_json``, the run once. A threshold comparison adds ``comparison``, whose rows are
-their reports (``app.storage.comparisons``).
+their reports (``app.storage.comparisons``). Each gate kind keeps its own figures in a section of
+its own: a step's under ``signals`` (``StepEvent.as_dict``), the report's under ``gate_fields``.
+
+Format 2 had the same shape, but each kind's figures were flat keys of a step row (``rel_l1``,
+``predicted``, ``output_rel_l1``, ``mag_ratio``, ``block_change``, ``block_changes``) and of the
+report (TeaCache's ``coefficients`` and ``calibrated_range``): each kind reads its own back
+(``GateKind.legacy_figures``, ``GateKind.legacy_report_fields``; ``upgrade_report``, which also
+serves a report.json of those builds). A vanilla row was its observer's (TeaCache's), whose
+figures are every kind's.
 
 Format 1 (every build before) held a run four ways: ``request``; ``result``, a flat copy of its
 figures; ``steps.{gated,vanilla}``, both passes' steps whole; and ``report``, which grew with the
@@ -35,8 +43,12 @@ from typing import Any
 
 from app.engine.report import replayed_steps
 from app.fileio.jsonio import json_int, json_time
+from app.gate.events import VANILLA, figure_to_json
+from app.gate.kinds import gate_fields_to_json, legacy_gate_fields, legacy_signals
 
-CURRENT_FORMAT = 2
+CURRENT_FORMAT = 3
+# A step row's keys every build wrote whatever gate ran (the rest were the kinds' own).
+_STEP_KEYS = ("index", "num_steps", "decision", "accumulated", "threshold", "seconds")
 
 # Format 1: what every run.json's request held, with its type.
 _REQUIRED_REQUEST_KEYS = {"variant_id": str, "prompt": str, "seed": int, "steps": int}
@@ -68,18 +80,71 @@ _RESULT_KEYS = {
 }
 
 
-def upgrade(data: object) -> dict[str, Any]:
-    """``data`` (a run.json as parsed) in format ``CURRENT_FORMAT``; ``ValueError`` with one
-    sentence where it is no run.json this app wrote."""
+def upgrade(data: object, *, to: int = CURRENT_FORMAT) -> dict[str, Any]:
+    """``data`` (a run.json as parsed) in format ``to`` (this build's unless a test asks for a
+    step on the way); ``ValueError`` with one sentence where it is no run.json this app wrote."""
     if not isinstance(data, dict):
         raise ValueError("run.json does not hold a JSON object")
     version = json_int(data.get("format"))
     if version is None or not 1 <= version <= CURRENT_FORMAT:
         raise ValueError(f"unknown history format {data.get('format')!r}")
-    return data if version == CURRENT_FORMAT else _from_format_1(data)
+    if version == 1 and to > 1:
+        data, version = _from_format_1(data), 2
+    if version == 2 and to > 2:
+        data, version = _from_format_2(data), 3
+    return data
+
+
+def _from_format_2(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Each kind's flat keys into its sections, in the run's report and a comparison's rows."""
+    upgraded = {**meta, "format": CURRENT_FORMAT}
+    if isinstance(meta.get("report"), Mapping):
+        upgraded["report"] = upgrade_report(meta["report"])
+    comparison = meta.get("comparison")
+    if isinstance(comparison, Mapping) and isinstance(comparison.get("entries"), list):
+        upgraded["comparison"] = {
+            **comparison,
+            "entries": [
+                {**row, "report": upgrade_report(row["report"])}
+                if isinstance(row, Mapping) and isinstance(row.get("report"), Mapping)
+                else row
+                for row in comparison["entries"]
+            ],
+        }
+    return upgraded
+
+
+def upgrade_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A report's JSON (run.json's, or a report.json) from a build before the kinds had sections,
+    in this build's shape: each step row's figures under ``signals``, the kinds' report fields
+    under ``gate_fields``. A report already in this shape is returned as it is."""
+    upgraded = dict(report)
+    for key, vanilla in (("steps_detail", False), ("vanilla_steps_detail", True)):
+        rows = report.get(key)
+        if isinstance(rows, list):
+            upgraded[key] = [_step_row(row, vanilla=vanilla) for row in rows]
+    if "gate_fields" not in report:
+        upgraded["gate_fields"] = gate_fields_to_json(legacy_gate_fields(report))
+    return upgraded
+
+
+def _step_row(row: object, *, vanilla: bool) -> object:
+    if not isinstance(row, Mapping) or "signals" in row:
+        return row  # this build's (or nothing a reader takes: it says so)
+    upgraded: dict[str, Any] = {key: row[key] for key in _STEP_KEYS if key in row}
+    if vanilla:
+        upgraded["gate"] = VANILLA
+    elif "gate" in row:
+        upgraded["gate"] = row["gate"]
+    upgraded["signals"] = {
+        kind: {key: figure_to_json(value) for key, value in figures.items()}
+        for kind, figures in legacy_signals(row, vanilla=vanilla).items()
+    }
+    return upgraded
 
 
 def _from_format_1(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Format 1 as format 2 (``_from_format_2`` takes it on from there)."""
     request = meta.get("request")
     if not isinstance(request, dict):
         raise ValueError("the request is missing")
@@ -100,7 +165,7 @@ def _from_format_1(meta: Mapping[str, Any]) -> dict[str, Any]:
     report["speedup"] = result.get("speedup")
     report["speedup_label"] = _saved_label(meta.get("report"), result, request)
     upgraded: dict[str, Any] = {
-        "format": CURRENT_FORMAT,
+        "format": 2,
         "id": meta.get("id"),
         "created": meta.get("created", ""),
         "warnings": meta.get("warnings") if isinstance(meta.get("warnings"), list) else [],

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
-from app.gate.kinds import GATE_KINDS, GATES
+from app.gate.kinds import GATE_KINDS
 from app.ui.plain_words import gate_unavailable
 from app.ui.theme import mute, small_font
 from app.variants import Variant
@@ -43,7 +43,7 @@ class GatePicker(QWidget):
         layout.addWidget(self.combo)
         layout.addWidget(self.meaning)
         self.combo.activated.connect(self._emit_selected)
-        self.set_gate(GATES[0])
+        self.set_gate(next(iter(GATE_KINDS)))
 
     def set_gate(self, gate: str) -> None:
         index = self.combo.findData(gate)
@@ -59,7 +59,7 @@ class GatePicker(QWidget):
         """Enable the gates the variant has calibrations for; the others say why not."""
         model = self.combo.model()
         assert isinstance(model, QStandardItemModel)
-        for row, gate in enumerate(GATES):
+        for row, gate in enumerate(GATE_KINDS):
             item = model.item(row)
             reason = gate_unavailable(variant, gate)
             item.setEnabled(reason is None)

@@ -111,19 +111,22 @@ def paint_not_run(painter: QPainter, rect: QRectF, pen: QColor, *, radius: float
 
 
 def describe_step(step: StepEvent, which: Pass, left_out: int = 0) -> str:
-    """The step's tooltip, in the figures of the gate that decided it (``GateKind.step_lines``;
-    a vanilla step is its observer's); numbered in the whole schedule (``left_out`` steps before
-    the first that ran)."""
-    kind = gate_kind(step.gate)
+    """The step's tooltip, in the figures of the gate that decided it (``GateKind.step_lines``);
+    a vanilla step in each kind's figures it recorded. Numbered in the whole schedule
+    (``left_out`` steps before the first that ran)."""
     gated = which is Pass.gated
-    pass_name = kind.pass_name if gated else "Vanilla pass"
     number, total = left_out + step.index + 1, left_out + step.num_steps
-    lines = [f"<b>Step {number} of {total}</b> · {pass_name}"]
     if gated:
+        kind = gate_kind(step.gate)
+        lines = [f"<b>Step {number} of {total}</b> · {kind.pass_name}"]
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
-    lines += kind.step_lines(step, gated)
-    if gated:
+        lines += kind.step_lines(step, gated)
         lines += fill_step_lines(step)
+    else:
+        lines = [f"<b>Step {number} of {total}</b> · Vanilla pass"]
+        for name, kind in GATE_KINDS.items():
+            if name in step.signals:
+                lines += kind.step_lines(step, gated)
     lines.append(f"step time: {step.seconds * 1000:.1f} ms")
     return "<br>".join(lines)
 

@@ -12,11 +12,10 @@ from pathlib import PurePath
 from typing import Protocol
 
 from app.families import Family
-from app.gate.decision import GateConfigError, TeaCacheParams
+from app.gate.decision import GateConfigError
 from app.gate.kinds import (
     DEFAULT_GATE,
     GATE_KINDS,
-    TEACACHE_KIND,
     UNCALIBRATED_GATE,
     GateParamsLike,
     MagCacheCalibration,
@@ -25,7 +24,6 @@ from app.gate.kinds import (
     magcache_from_document,
     magcache_from_json,
 )
-from app.gate.magcache import MagCacheParams
 from app.gate.provenance import Provenance
 
 __all__ = [
@@ -168,7 +166,7 @@ class Variant:
         measured with (``calibrated_for``: a user calibration made on that folder with that set
         is one)."""
         probe = gate_kind(UNCALIBRATED_GATE).label
-        tea = TEACACHE_KIND.label
+        tea = gate_kind(DEFAULT_GATE).label
         if self.teacache is None:
             return (
                 f"{self.display_name} has no {tea} calibration, so the {probe} (which needs "
@@ -246,23 +244,6 @@ class Variant:
         if calibration is None:
             raise GateConfigError(self.gate_unavailable_reason(gate) or "")
         return kind.params(calibration, threshold)
-
-    def magcache_params(self, threshold: float | None = None) -> MagCacheParams:
-        """MagCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
-        with the reason where the variant has no table."""
-        if self.magcache is None:
-            raise GateConfigError(self.gate_unavailable_reason(MagCacheCalibration.gate) or "")
-        return self.magcache.params(threshold)
-
-    def teacache_params(
-        self, threshold: float | None = None, **overrides: object
-    ) -> TeaCacheParams:
-        """TeaCache's parameters at ``threshold`` (its default where None); ``GateConfigError``
-        with the reason where the variant has no TeaCache calibration."""
-        calibration = self.teacache
-        if calibration is None:
-            raise GateConfigError(self.gate_unavailable_reason(TEACACHE_KIND.name) or "")
-        return TEACACHE_KIND.params(calibration, threshold, **overrides)
 
     @property
     def licence_note(self) -> str | None:

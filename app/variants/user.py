@@ -28,7 +28,8 @@ from app import paths
 from app.errors import UserFacingError
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
-from app.gate.decision import GateConfigError, TeaCacheParams
+from app.gate.decision import GateConfigError
+from app.gate.kinds import TeaCacheCalibration, gate_kind
 from app.variants.builtin import BUILTIN_VARIANTS
 from app.variants.catalog import (
     CalibrationScope,
@@ -158,13 +159,14 @@ def with_user_calibration(variant: Variant, calibration: dict) -> Variant:
 def _check(data: dict[str, Any], source: Path) -> None:
     try:
         if data["coefficients"] is not None:  # null: the base has no TeaCache numbers
-            coefficients = tuple(float(c) for c in data["coefficients"])
             calibrated = data.get("calibrated_range")
-            TeaCacheParams(
-                coefficients=coefficients,
-                rel_l1_thresh=0.0,
+            teacache = TeaCacheCalibration(
+                coefficients=tuple(float(c) for c in data["coefficients"]),
                 calibrated_range=None if calibrated is None else tuple(calibrated),  # type: ignore[arg-type]
+                default_threshold=None,
+                provenance=Provenance(source=""),
             )
+            gate_kind(teacache.gate).params(teacache, 0.0)  # validates the numbers
         provenance = data["provenance"]
         allowed = {f.name for f in fields(Provenance)}
         if not isinstance(provenance, dict) or not set(provenance) <= allowed:

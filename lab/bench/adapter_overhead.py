@@ -127,14 +127,22 @@ def _eager_vanilla(enabled: bool) -> Iterator[None]:
 
 def run_once(pipeline: Any, condition: Condition, kwargs: dict[str, Any]) -> dict[str, Any]:
     from app.adapters import common, install_gate
-    from app.gate import TeaCacheGate, TeaCacheParams
+    from app.gate import LiveGate, TeaCacheGate, TeaCacheParams
+    from app.gate.kinds import vanilla_recorder
 
-    gate = None
+    class Uncalibrated:
+        calibrations: dict[str, object] = {}  # noqa: RUF012
+
+    gate: LiveGate | None = None
     context: Any = nullcontext()
     if condition.gate is not None:
         spec = dict(condition.gate)
-        observe = bool(spec.pop("observe", False))
-        gate = TeaCacheGate(TeaCacheParams(**spec), observe=observe)
+        # ``observe``: the app's vanilla pass, every kind recording its trace each step.
+        gate = (
+            vanilla_recorder(Uncalibrated())
+            if spec.pop("observe", False)
+            else TeaCacheGate(TeaCacheParams(**spec))
+        )
         context = install_gate(pipeline, gate)
     timer = StepTimer()
     with _eager_vanilla(condition.eager_vanilla), context, common.attached(pipeline, timer):

@@ -28,7 +28,9 @@ from app.engine.events import (
 from app.engine.protocol import Emit
 from app.engine.report import PassResult, measure_run
 from app.engine.request import GenerationRequest
-from app.gate import Decision, StepEvent, Verdict
+from app.gate import Decision, StepEvent, TeaCacheParams, Verdict
+from app.gate.events import VANILLA
+from app.gate.kinds import gate_kind
 from app.gate.simulator import simulate
 
 
@@ -79,7 +81,8 @@ class PacedEngine:
                 raise _Cancelled(None)
             self.loaded_variant = request.variant_id
             emit(ModelReady(request.variant_id, self.load_seconds))
-        params = request.variant.teacache_params(request.threshold)
+        params = request.variant.params_for("teacache", request.threshold)
+        assert isinstance(params, TeaCacheParams)  # it paces TeaCache's decisions
         verdicts = simulate(params, demo_like_trace(request.steps))
         image = np.full((request.height, request.width, 3), 128, np.uint8)
 
@@ -113,16 +116,21 @@ class PacedEngine:
             seconds = self.step_seconds * (self.skipped_step_fraction if skipped else 1.0)
             if cancel.wait(seconds):
                 raise _Cancelled(verdict.index)
-            step = StepEvent(
-                verdict.index,
-                request.steps,
-                verdict.decision if which is Pass.gated else Decision.computed,
-                verdict.rel_l1,
-                verdict.predicted,
-                verdict.accumulated,
-                request.threshold,
-                seconds,
-            )
+            if which is Pass.gated:
+                step = gate_kind(request.gate).step_event(
+                    verdict, num_steps=request.steps, threshold=request.threshold, seconds=seconds
+                )
+            else:  # TeaCache's record of the step, as the vanilla recorder's
+                figures = {"rel_l1": verdict.rel_l1, "predicted": verdict.predicted}
+                step = StepEvent(
+                    verdict.index,
+                    request.steps,
+                    Decision.computed,
+                    threshold=0.0,
+                    seconds=seconds,
+                    gate=VANILLA,
+                    signals={request.gate: figures},
+                )
             steps.append(step)
             emit(StepDone(run_id, which, step))
         total = sum(s.seconds for s in steps)

@@ -2,9 +2,10 @@
 
     python -m lab.demo.calibrate   # calibrations → resources/demo; pairs, sweep → lab/demo/results
 
-Capture: vanilla runs through the FLUX.2 adapter with an observing gate
-(``TeaCacheGate(observe=True, capture_output=True)``), which records per step the rel-L1 change
-of the gate signal (modulated block-0 image input) and of the transformer output without skipping.
+Capture: vanilla runs through the FLUX.2 adapter with the vanilla recorder, calibrating
+(``app.gate.kinds.vanilla_recorder(..., calibrating=True)``): TeaCache's record holds per step the
+rel-L1 change of the gate signal (modulated block-0 image input) and of the transformer output,
+without skipping.
 Fit: ``app.gate.fit`` (degree 4, free and through the origin, R², held-out R² on 3 of 12
 prompts). Threshold: an SSIM sweep of gated against same-process vanilla runs on 10 other prompts.
 """
@@ -58,21 +59,22 @@ def capture_pairs(
 ) -> list[list[dict[str, float | int]]]:
     """Per prompt, per step ≥ 1: {index, x (signal rel-L1), y (output rel-L1)}."""
     from app.adapters import install_gate
-    from app.gate import TeaCacheGate, TeaCacheParams
+    from app.gate.kinds import vanilla_recorder
 
-    observe = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
+    class Uncalibrated:  # the signal priced by the identity: the pairs are what is measured
+        calibrations: dict[str, object] = {}  # noqa: RUF012
+
     out = []
     for text in texts:
-        gate = TeaCacheGate(observe, observe=True, capture_output=True)
+        gate = vanilla_recorder(Uncalibrated(), calibrating=True)
         with install_gate(pipe, gate):
             _generate(pipe, text, steps, guidance)
-        out.append(
-            [
-                {"index": e.index, "x": float(e.rel_l1), "y": float(e.output_rel_l1)}
-                for e in gate.events
-                if e.rel_l1 is not None and e.output_rel_l1 is not None
-            ]
-        )
+        pairs = []
+        for e in gate.events:
+            x, y = (e.figures("teacache").get(k) for k in ("rel_l1", "output_rel_l1"))
+            if isinstance(x, float) and isinstance(y, float):
+                pairs.append({"index": e.index, "x": x, "y": y})
+        out.append(pairs)
     return out
 
 

@@ -526,7 +526,7 @@ def _defaults() -> dict[str, float]:
     assert probe is not None
     return {
         "teacache": demo.default_threshold,
-        "magcache": demo.magcache_params().threshold,
+        "magcache": demo.params_for("magcache").threshold,
         "firstblock": probe,
     }
 

@@ -65,7 +65,7 @@ def _runs(family: str, seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {"vanilla_before": probes.generate_latents(pipeline, seed=seed, **RUN)}
     with install_gate(pipeline, TeaCacheGate(OFF)):
         out["gated"] = probes.generate_latents(pipeline, seed=seed, **RUN)
-    with install_gate(pipeline, TeaCacheGate(OFF, observe=True)):
+    with install_gate(pipeline, probes.recorder()):
         out["observed"] = probes.generate_latents(pipeline, seed=seed, **RUN)
     one_skip = TeaCacheGate(ONE_SKIP)
     with install_gate(pipeline, one_skip):

@@ -72,14 +72,18 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
     off = probes.RecordingGate(OFF)
     with install_gate(pipeline, off):
         zero = probes.generate_latents(pipeline, **kwargs)
-    trace = TeaCacheGate(OFF, observe=True, capture_output=True)
+    trace = probes.recorder(calibrating=True)
     with install_gate(pipeline, trace):
         observed = probes.generate_latents(pipeline, **kwargs)
     assert mx.array_equal(zero, vanilla).item()
     assert mx.array_equal(observed, vanilla).item()
     assert off.pattern == "C" * STEPS and off.signals == [] and off.stored == {}
     assert trace.skipped == 0 and len(trace.events) == STEPS
-    assert all(e.rel_l1 is not None and e.output_rel_l1 is not None for e in trace.events[1:])
+    assert all(
+        probes.figure(e, "teacache", "rel_l1") is not None
+        and probes.figure(e, "teacache", "output_rel_l1") is not None
+        for e in trace.events[1:]
+    )
 
 
 def _embedded(pipeline: Any, latents: mx.array, batch: int) -> mx.array:

@@ -25,7 +25,7 @@ from app.adapters.fibo import CAPTION, FiboAnatomy, shell
 from app.adapters.previews import family_projection
 from app.families import get_family
 from app.families.fibo import CAPTION_LAYERS, FIBO_FULL, FIBO_TINY
-from app.gate import Decision, TeaCacheGate, TeaCacheParams, Verdict
+from app.gate import Decision, TeaCacheParams, Verdict
 from tests.fakes import probes
 
 OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
@@ -69,7 +69,7 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
     off = probes.RecordingGate(OFF)
     with install_gate(pipeline, off):
         gated = probes.generate_latents(pipeline, **kwargs)
-    trace = TeaCacheGate(OFF, observe=True, capture_output=True)
+    trace = probes.recorder(calibrating=True)
     with install_gate(pipeline, trace):
         observed = probes.generate_latents(pipeline, **kwargs)
 
@@ -79,7 +79,11 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
     assert off.pattern == "C" * STEPS and off.signals == [] and off.stored == {}
     # The observing pass measured the signal and the output change on every step after the first.
     assert trace.skipped == 0 and len(trace.events) == STEPS
-    assert all(e.rel_l1 is not None and e.output_rel_l1 is not None for e in trace.events[1:])
+    assert all(
+        probes.figure(e, "teacache", "rel_l1") is not None
+        and probes.figure(e, "teacache", "output_rel_l1") is not None
+        for e in trace.events[1:]
+    )
 
 
 class _SignalRecorder(probes.RecordingGate):

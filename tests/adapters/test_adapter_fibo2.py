@@ -30,7 +30,7 @@ from app.adapters.fibo2 import Fibo2Anatomy, shell
 from app.adapters.previews import family_projection
 from app.families import get_family
 from app.families.fibo2 import FIBO2_FULL, FIBO2_TINY
-from app.gate import Decision, TeaCacheGate, TeaCacheParams
+from app.gate import Decision, TeaCacheParams
 from tests.fakes import lora as fake_lora
 from tests.fakes import probes
 
@@ -58,7 +58,7 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(pipeline: Any, case
     off = probes.RecordingGate(OFF)
     with install_gate(pipeline, off):
         gated = probes.generate_latents(pipeline, **kwargs)
-    trace = TeaCacheGate(OFF, observe=True, capture_output=True)
+    trace = probes.recorder(calibrating=True)
     with install_gate(pipeline, trace):
         observed = probes.generate_latents(pipeline, **kwargs)
 
@@ -66,7 +66,11 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(pipeline: Any, case
     assert mx.array_equal(observed, vanilla).item()
     assert off.pattern == "C" * STEPS and off.signals == [] and off.stored == {}
     assert trace.skipped == 0 and len(trace.events) == STEPS
-    assert all(e.rel_l1 is not None and e.output_rel_l1 is not None for e in trace.events[1:])
+    assert all(
+        probes.figure(e, "teacache", "rel_l1") is not None
+        and probes.figure(e, "teacache", "output_rel_l1") is not None
+        for e in trace.events[1:]
+    )
 
 
 def _counting(module: Any, calls: list[int]) -> Callable[[], None]:

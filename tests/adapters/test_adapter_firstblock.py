@@ -29,7 +29,7 @@ from app.adapters.shells import case_shell
 from app.adapters.step import GatedStep
 from app.adapters.z_image import shell as z_image_shell
 from app.families import Family, ShellCase, ShellTest, shell_cases
-from app.gate import Decision, TeaCacheGate, TeaCacheParams
+from app.gate import Decision, TeaCacheParams
 from app.gate.firstblock import TRACE_DEPTH, FirstBlockParams
 from tests.fakes import probes
 
@@ -78,7 +78,7 @@ def test_the_probe_on_every_family(
     for name, value in case.transformer_attrs:
         monkeypatch.setattr(pipeline.transformer, name, value)
     steps = case.steps
-    observer = TeaCacheGate(OFF, observe=True)
+    observer = probes.recorder()
     with install_gate(pipeline, observer):
         observed = probes.generate_latents(pipeline, **case.generate_kwargs())
     off = probes.RecordingProbe(FirstBlockParams(0.0))
@@ -110,12 +110,12 @@ def test_the_probe_on_every_family(
     assert mx.array_equal(zero, observed).item()
     assert off.pattern == "C" * steps and off.signals == {} and off.stored == {}
     # The vanilla pass recorded the first block's change against each previous step.
-    assert observer.events[0].block_changes is None
+    assert probes.figure(observer.events[0], "firstblock", "changes") is None
     for index, event in enumerate(observer.events[1:], start=1):
-        changes = event.block_changes
+        changes = probes.figure(event, "firstblock", "changes")
         assert changes is not None and len(changes) == min(index, TRACE_DEPTH)
         assert all(math.isfinite(c) and c > 0 for c in changes)
-        assert event.block_change == changes[0]
+        assert probes.figure(event, "firstblock", "change") == changes[0]
 
     # Forced: skips where the guards allow (engagement), the rest of the stack on computed steps
     # only, and the skips move the latents.
@@ -141,7 +141,9 @@ def test_the_probe_on_every_family(
     # trajectory is vanilla's, so it measured exactly the change the vanilla pass recorded.
     assert sorted(probe.signals) == list(range(steps))
     first_skip = probe.pattern.index("S")
-    assert probe.events[first_skip].block_change == observer.events[first_skip].block_change
+    assert probes.figure(probe.events[first_skip], "firstblock", "change") == probes.figure(
+        observer.events[first_skip], "firstblock", "change"
+    )
 
 
 # -- the compiled split (FLUX.2, Z-Image, Krea 2) --------------------------------------------------

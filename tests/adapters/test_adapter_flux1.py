@@ -117,11 +117,11 @@ def test_schnell_parity(dev: Any) -> None:
     schnell.transformer.single_transformer_blocks = dev.transformer.single_transformer_blocks
     run = {"num_inference_steps": 2, "height": 128, "width": 128}
     vanilla = probes.generate_latents(schnell, **run)
-    trace = TeaCacheGate(OFF, observe=True)
+    trace = probes.recorder()
     with install_gate(schnell, trace):
         observed = probes.generate_latents(schnell, **run)
     assert mx.array_equal(observed, vanilla).item()
-    assert trace.events[1].rel_l1 is not None
+    assert probes.figure(trace.events[1], "teacache", "rel_l1") is not None
 
 
 def test_the_preview_projection_matches_a_numpy_derivation() -> None:

@@ -69,7 +69,7 @@ def test_forced_skips_reuse_each_branchs_own_residual(
     finally:
         pipeline.vae.before_decode = None
     vanilla = probes.generate_latents(pipeline, **CFG)
-    with install_gate(pipeline, TeaCacheGate(OFF, observe=True)):
+    with install_gate(pipeline, probes.recorder()):
         observed = probes.generate_latents(pipeline, **CFG)
 
     assert mx.array_equal(observed, vanilla).item()  # the split step, every step computed

@@ -89,7 +89,7 @@ def test_forced_skips_reuse_each_branchs_own_residual(
     finally:
         pipeline.vae.before_decode = None
     vanilla = probes.generate_latents(pipeline, **CFG)
-    with install_gate(pipeline, TeaCacheGate(OFF, observe=True)):
+    with install_gate(pipeline, probes.recorder()):
         observed_run = probes.generate_latents(pipeline, **CFG)
 
     assert mx.array_equal(observed_run, vanilla).item()  # the split step, every step computed
@@ -177,7 +177,7 @@ def test_the_captions_stream_is_built_once_per_generation_and_caption(
     probes.generate_latents(pipeline, **CFG)
     assert calls == STEPS * 2 * text_blocks  # mflux: every call
     calls = 0
-    with install_gate(pipeline, TeaCacheGate(OFF, observe=True)):
+    with install_gate(pipeline, probes.recorder()):
         probes.generate_latents(pipeline, **CFG)
         probes.generate_latents(pipeline, **CFG)
     assert calls == 2 * 2 * text_blocks  # two generations, two captions each

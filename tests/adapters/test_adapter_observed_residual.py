@@ -7,7 +7,7 @@ So a skip at step ``k`` given the residual the observer recorded at the *same* s
 pass — the step's input is vanilla's up to that skip — must reproduce vanilla's output of that step:
 ``body_in + (body_out − body_in)``. A residual over any other span (block 0's output, say, instead
 of the stack's input) adds the wrong amount and the run leaves vanilla. MagCache's calibration
-reads these residuals (``StepEvent.mag_ratio``): its ratios from the recorder must equal the ratio
+reads these residuals (its recorder's ``ratio``): its ratios from the recorder must equal the ratio
 computed directly from the residuals so checked.
 """
 
@@ -24,7 +24,7 @@ from app.adapters import common, install_gate
 from app.adapters.shells import case_shell
 from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import Decision, TeaCacheGate, TeaCacheParams
-from app.gate.live import magnitude_ratio
+from app.gate.live import VanillaRecorder, magnitude_ratio
 from tests.fakes import probes
 
 OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
@@ -47,12 +47,12 @@ SIZE = 64
 pytestmark = pytest.mark.usefixtures("float32")  # tests/adapters/conftest.py
 
 
-class Observer(TeaCacheGate):
-    """The vanilla pass's observing gate, keeping every residual it was handed by step and
-    branch (through ``keep_residual``, which every adapter's store reaches)."""
+class Observer(VanillaRecorder):
+    """The vanilla pass's recorder, keeping every residual it was handed by step and branch
+    (through ``keep_residual``, which every adapter's store reaches)."""
 
     def __init__(self) -> None:
-        super().__init__(OFF, observe=True, capture_output=True)
+        super().__init__(probes.recorder(calibrating=True).recorders)  # type: ignore[attr-defined]
         self.kept: dict[tuple[int, str], mx.array] = {}
 
     def keep_residual(self, residual: mx.array, branch: str = "cond") -> None:
@@ -122,7 +122,7 @@ def test_observed_residual_is_the_bodys_output_minus_its_input(
     assert _rel_l1(gated, vanilla) <= TOLERANCE
 
     # MagCache's calibration measure, from the recorder and directly from those residuals.
-    ratios = [e.mag_ratio for e in observer.events]
+    ratios = [probes.figure(e, "magcache", "ratio") for e in observer.events]
     assert ratios[0] is None and len(ratios) == case.steps
     for step in range(1, case.steps):
         direct = magnitude_ratio(observer.kept[(step, "cond")], observer.kept[(step - 1, "cond")])

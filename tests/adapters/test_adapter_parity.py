@@ -19,7 +19,7 @@ import pytest
 from app.adapters import common, install_gate
 from app.adapters.shells import case_shell
 from app.families import Family, ShellCase, ShellTest, shell_cases
-from app.gate import TeaCacheGate, TeaCacheParams
+from app.gate import TeaCacheParams
 from app.gate.fill import FORECAST
 from tests.fakes import probes
 
@@ -71,7 +71,7 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
     forecasting.fill = FORECAST
     with install_gate(pipeline, forecasting):
         forecast_off = probes.generate_latents(pipeline, **kwargs)
-    trace = TeaCacheGate(OFF, observe=True, capture_output=True)
+    trace = probes.recorder(calibrating=True)
     with install_gate(pipeline, trace):
         observed = probes.generate_latents(pipeline, **kwargs)
     vanilla_after = probes.generate_latents(pipeline, **kwargs)
@@ -86,4 +86,8 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
     assert off.signals == [] and off.stored == {} and off.reused == {}
     assert trace.skipped == 0 and len(trace.events) == case.steps
     # The vanilla trace measured the signal and the output change on every step after the first.
-    assert all(e.rel_l1 is not None and e.output_rel_l1 is not None for e in trace.events[1:])
+    assert all(
+        probes.figure(e, "teacache", "rel_l1") is not None
+        and probes.figure(e, "teacache", "output_rel_l1") is not None
+        for e in trace.events[1:]
+    )

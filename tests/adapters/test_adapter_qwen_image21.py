@@ -110,7 +110,7 @@ def test_forced_skips_reuse_the_residual_on_both_of_mfluxs_paths(
         gate = probes.RecordingGate(ALTERNATE)
         recorder, sink = _run_recorded(pipeline, gate, **RUN)
         vanilla = probes.generate_latents(pipeline, **RUN)
-        trace = TeaCacheGate(OFF, observe=True)
+        trace = probes.recorder()
         with install_gate(pipeline, trace):
             observed = probes.generate_latents(pipeline, **RUN)
     finally:
@@ -235,11 +235,15 @@ def test_threshold_zero_and_observing_stay_bit_exact_to_untouched_mflux(
         assert mx.array_equal(latents, vanilla).item(), kind
         assert traces == {} and gate.pattern == "C" * STEPS, kind  # none of the split's parts
     taken = _taken_ahead(monkeypatch)
-    observer = TeaCacheGate(OFF, observe=True)
+    observer = probes.recorder()
     observed, traces = _generate(pipeline, observer, kwargs, text_cache)
     assert taken == [False] + [True] * (STEPS - 1)  # engagement: the look-ahead ran
     assert mx.array_equal(observed, vanilla).item()
-    assert all(e.rel_l1 is not None and e.block_change is not None for e in observer.events[1:])
+    assert all(
+        probes.figure(e, "teacache", "rel_l1") is not None
+        and probes.figure(e, "firstblock", "change") is not None
+        for e in observer.events[1:]
+    )
     assert set(traces.values()) == {1}  # once per generation
 
 

@@ -19,7 +19,7 @@ from mflux.models.z_image.model.z_image_transformer.transformer_block import (
 
 from app.adapters import common, install_gate, shells, z_image
 from app.adapters.z_image import shell as z_image_shell
-from app.gate import Decision, TeaCacheGate, TeaCacheParams
+from app.gate import Decision, TeaCacheParams
 from tests.fakes import probes
 
 ALTERNATE = TeaCacheParams(
@@ -168,8 +168,10 @@ def test_observing_is_bit_exact_to_vanilla_whether_captions_pad_alike_or_not(bas
     """The once-per-generation caption and the shared noise refiner change no bit of a computed
     step (test_adapter_parity.py holds the same for every family's default shell)."""
     vanilla = probes.generate_latents(base, **CFG)
-    trace = TeaCacheGate(OFF, observe=True)
+    trace = probes.recorder()
     with install_gate(base, trace):
         observed = probes.generate_latents(base, **CFG)
-    assert trace.skipped == 0 and all(e.rel_l1 is not None for e in trace.events[1:])
+    assert trace.skipped == 0 and all(
+        probes.figure(e, "teacache", "rel_l1") is not None for e in trace.events[1:]
+    )
     assert mx.array_equal(observed, vanilla).item()

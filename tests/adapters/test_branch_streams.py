@@ -20,6 +20,7 @@ from app.blas import blas_threads, openblas_threads
 from app.demo.pipeline import DemoFlux2Klein
 from app.gate import TeaCacheGate
 from app.variants import get_variant
+from tests.fakes.params import teacache_params
 
 PROMPT = "a large red circle at the left and a small blue star at the top on a white background"
 
@@ -120,7 +121,7 @@ def test_concurrent_branches_match_serial_ones_byte_for_byte(
     def gate() -> TeaCacheGate | None:
         if threshold is None:
             return None
-        return TeaCacheGate(get_variant("demo").teacache_params(threshold=threshold))
+        return TeaCacheGate(teacache_params(get_variant("demo"), threshold=threshold))
 
     concurrent_gate = gate()
     concurrent = _final_latents(demo, 3.0, concurrent_gate)

@@ -14,6 +14,7 @@ from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
 from app.gate import simulate_magcache
 from app.variants import get_variant
 from app.variants.user import calibrations_dir
+from tests.fakes.params import magcache_params
 
 PROMPT = "two red circles and a blue star on a yellow background"
 
@@ -26,7 +27,7 @@ def test_generate_with_magcache_follows_the_demo_table(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 0
     report = json.loads((out / "report.json").read_text())
-    params = get_variant("demo").magcache_params()
+    params = magcache_params(get_variant("demo"))
     assert report["gate"] == "magcache"
     assert report["threshold"] == pytest.approx(params.threshold)
     expected = "".join(v.decision.letter for v in simulate_magcache(params, 12))
@@ -75,7 +76,7 @@ def test_sweep_runs_magcache_thresholds(tmp_path: Path) -> None:
     report = json.loads((out / "sweep.json").read_text())
     assert report["recipe"]["gate"] == "magcache"
     rows = {row["threshold"]: row for row in report["rows"]}
-    params = get_variant("demo").magcache_params(0.05)
+    params = magcache_params(get_variant("demo"), 0.05)
     expected = sum(v.decision.letter == "S" for v in simulate_magcache(params, 10))
     assert rows[0.0]["skipped"] == 0 and rows[0.0]["ssim"] == 1.0
     assert rows[0.05]["skipped"] == expected > 0
@@ -120,7 +121,7 @@ def test_calibrate_magcache_on_the_demo(tmp_path: Path, capsys: pytest.CaptureFi
     variant = get_variant("demo+mag")
     assert variant.gates == ("teacache", "magcache", "firstblock")  # the probe runs everywhere
     assert variant.coefficients == get_variant("demo").coefficients  # TeaCache numbers kept
-    assert variant.magcache_params().threshold == 0.04
+    assert magcache_params(variant).threshold == 0.04
     assert "--gate magcache" in out
 
 
@@ -142,7 +143,7 @@ def test_generate_with_the_probe_at_its_default_on_the_demo(tmp_path: Path) -> N
     assert {s["gate"] for s in report["steps_detail"]} == {"firstblock"}
     # The gated steps carry the change they compared; the vanilla pass recorded the probe's trace.
     skipped = [s for s in report["steps_detail"] if s["decision"] == "skipped"]
-    assert all(s["block_change"] < report["threshold"] for s in skipped)
+    assert all(s["signals"]["firstblock"]["change"] < report["threshold"] for s in skipped)
     changes = report["vanilla_block_changes"]
     assert len(changes) == 28 and changes[0] is None and all(changes[1:])
 

@@ -50,7 +50,8 @@ def test_default_threshold_engages_and_reports_every_step(tmp_path: Path) -> Non
     assert report["pattern"].count("S") == report["skipped"]
     detail = report["steps_detail"]
     assert [s["index"] for s in detail] == list(range(28))
-    assert {"index", "decision", "rel_l1", "predicted", "accumulated", "seconds"} <= set(detail[0])
+    assert {"index", "decision", "accumulated", "seconds", "signals"} <= set(detail[0])
+    assert {"rel_l1", "predicted"} <= set(detail[0]["signals"]["teacache"])
     assert report["computed"] + report["skipped"] == 28
 
 

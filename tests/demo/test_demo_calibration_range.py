@@ -15,6 +15,7 @@ import pytest
 from app.paths import DEMO_DIR
 from app.variants import get_variant
 from lab.paths import DEMO_RESULTS
+from tests.fakes.params import teacache_params
 
 
 @pytest.mark.parametrize("variant", ["demo", "demo-turbo"])
@@ -25,7 +26,7 @@ def test_shipped_range_is_the_pairs_exact_min_and_max(variant: str) -> None:
     shipped = json.loads((DEMO_DIR / f"{variant}.calibration.json").read_text("utf-8"))
     assert shipped["calibrated_range"] == [min(xs), max(xs)]  # float equality: no rounding
     # ... and that is the range the gate runs with.
-    assert get_variant(variant).teacache_params(threshold=0.1).calibrated_range == (
+    assert teacache_params(get_variant(variant), threshold=0.1).calibrated_range == (
         min(xs),
         max(xs),
     )
@@ -45,12 +46,12 @@ def test_turbo_smallest_prediction_is_on_a_step_the_gate_may_skip() -> None:
     steps = pairs["steps"]
     traces = [[None] + [p["x"] for p in run] for run in pairs["pairs"]]
     assert all(len(trace) == steps for trace in traces)
-    guess = turbo.teacache_params(threshold=smallest + 1e-4)
+    guess = teacache_params(turbo, threshold=smallest + 1e-4)
     from app.gate.simulator import simulate
 
     skipped = [sum(v.decision is Decision.skipped for v in simulate(guess, t)) for t in traces]
     assert max(skipped) > 0, skipped  # the prompt it came from skips a step
-    below = turbo.teacache_params(threshold=smallest)
+    below = teacache_params(turbo, threshold=smallest)
     assert not any(
         v.decision is Decision.skipped for t in traces for v in simulate(below, t)
     )  # and it is the smallest such prediction: at it, no calibration prompt skips

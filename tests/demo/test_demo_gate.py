@@ -18,9 +18,11 @@ from app.demo.pipeline import DemoFlux2Klein
 from app.engine.notices import engagement_warning
 from app.gate import LiveGate, TeaCacheGate, kind_of
 from app.gate.decision import prediction_floor
+from app.gate.kinds import TEACACHE_KIND, vanilla_recorder
 from app.gate.simulator import engagement
 from app.variants import get_variant
 from lab.demo.calibrate import SWEEP_SEED_BASE, prompts, ssim
+from tests.fakes.params import teacache_params
 
 SEED = 42
 # The bounds: at its default threshold the demo skips 20–40% of the 28 steps and keeps
@@ -75,7 +77,7 @@ def demo(demo_pipeline: DemoFlux2Klein) -> DemoFlux2Klein:
 def test_threshold_zero_is_bit_exact_with_vanilla(demo: DemoFlux2Klein) -> None:
     prompt = prompts(SWEEP_SEED_BASE, 1)[0]
     _, before = _run(demo, prompt, 28)
-    gate = TeaCacheGate(get_variant("demo").teacache_params(threshold=0.0))
+    gate = TeaCacheGate(teacache_params(get_variant("demo"), threshold=0.0))
     _, gated = _run(demo, prompt, 28, gate)
     _, after = _run(demo, prompt, 28)
     assert gate.skipped == 0
@@ -90,7 +92,7 @@ def test_demo_default_threshold_skips_a_meaningful_share_with_ssim(demo: DemoFlu
     shares, scores = [], []
     for prompt in prompts(SWEEP_SEED_BASE, 3):
         vanilla, _ = _run(demo, prompt, 28)
-        gate = TeaCacheGate(variant.teacache_params())
+        gate = TeaCacheGate(teacache_params(variant))
         gated, _ = _run(demo, prompt, 28, gate)
         shares.append(gate.skipped / 28)
         scores.append(ssim(vanilla, gated))
@@ -119,26 +121,26 @@ def test_turbo_skips_nothing_below_its_onset_and_engages_above_it(
     # the engagement notice says which of the two the current threshold is.
     variant = get_variant("demo-turbo")
     assert variant.default_threshold is None  # the gate is off by default on the distilled model
-    assert prediction_floor(variant.teacache_params(threshold=TURBO_ENGAGED)) > TURBO_NEVER
+    assert prediction_floor(teacache_params(variant, threshold=TURBO_ENGAGED)) > TURBO_NEVER
     for prompt in prompts(SWEEP_SEED_BASE, 3):
-        observer = TeaCacheGate(variant.teacache_params(threshold=0.0), observe=True)
+        observer = vanilla_recorder(variant)
         _run(turbo_pipeline, prompt, 4, observer)
-        trace = [e.rel_l1 for e in observer.events]
+        trace = TEACACHE_KIND.trace(observer.events)
         assert observer.skipped == 0 and len(trace) == 4
-        onset = engagement(variant.teacache_params(threshold=TURBO_ENGAGED), trace).onset_threshold
+        onset = engagement(teacache_params(variant, threshold=TURBO_ENGAGED), trace).onset_threshold
         assert onset is not None and TURBO_NEVER < onset < TURBO_ENGAGED, (prompt, onset)
         below, above = onset - ONSET_MARGIN, onset + ONSET_MARGIN
         for threshold, skips in ((TURBO_NEVER, False), (below, False), (above, True)):
-            gate = TeaCacheGate(variant.teacache_params(threshold=threshold))
+            gate = TeaCacheGate(teacache_params(variant, threshold=threshold))
             _run(turbo_pipeline, prompt, 4, gate)
             assert (gate.skipped > 0) is skips, (prompt, threshold, onset, gate.pattern)
-            params = variant.teacache_params(threshold=threshold)
+            params = teacache_params(variant, threshold=threshold)
             notice = engagement_warning(0, params, kind_of(params).engagement(params, trace))
             assert notice.details["onset_threshold"] == onset
             if skips:
                 assert "the gate skips on this schedule" in notice.message, notice.message
             else:
                 assert "nothing is skipped" in notice.message, notice.message
-        gate = TeaCacheGate(variant.teacache_params(threshold=TURBO_ENGAGED))
+        gate = TeaCacheGate(teacache_params(variant, threshold=TURBO_ENGAGED))
         _run(turbo_pipeline, prompt, 4, gate)
         assert gate.skipped > 0, (prompt, gate.pattern)  # engagement at the calibration's 0.5

@@ -19,6 +19,7 @@ from app.gate.magcache import onset
 from app.variants import get_variant
 from lab.demo.calibrate import SWEEP_SEED_BASE, prompts, ssim
 from tests.demo.test_demo_gate import _run
+from tests.fakes.params import magcache_params
 
 # The demo's shipped MagCache default (0.02, resources/demo/demo.calibration.json) on 20 unseen
 # prompts (lab/gates/results/compare-demo.json): 10 of 28 steps skipped, SSIM mean 0.987, worst
@@ -35,7 +36,7 @@ def demo(demo_pipeline: DemoFlux2Klein) -> DemoFlux2Klein:
 def test_threshold_zero_is_bit_exact_with_vanilla(demo: DemoFlux2Klein) -> None:
     prompt = prompts(SWEEP_SEED_BASE, 1)[0]
     _, before = _run(demo, prompt, 28)
-    gate = make_gate(get_variant("demo").magcache_params(0.0))
+    gate = make_gate(magcache_params(get_variant("demo"), 0.0))
     _, gated = _run(demo, prompt, 28, gate)
     assert gate.skipped == 0 and gate.pattern == "C" * 28
     assert mx.array_equal(before, gated)
@@ -43,7 +44,7 @@ def test_threshold_zero_is_bit_exact_with_vanilla(demo: DemoFlux2Klein) -> None:
 
 @pytest.mark.slow
 def test_default_threshold_skips_with_ssim(demo: DemoFlux2Klein) -> None:
-    params = get_variant("demo").magcache_params()
+    params = magcache_params(get_variant("demo"))
     assert params.threshold > 0
     expected = simulate_magcache(params, 28)
     scores = []
@@ -63,16 +64,16 @@ def test_turbo_is_off_by_default_and_its_table_says_where_skipping_begins(
     variant = get_variant("demo-turbo")
     assert variant.magcache is not None and variant.magcache.default_threshold is None
     prompt = prompts(SWEEP_SEED_BASE, 1)[0]
-    off = make_gate(variant.magcache_params())
+    off = make_gate(magcache_params(variant))
     _run(turbo_pipeline, prompt, 4, off)
     assert off.pattern == "CCCC"  # zero skips on purpose: no default threshold
-    _, first, step = onset(variant.magcache_params(0.5), 4)
+    _, first, step = onset(magcache_params(variant, 0.5), 4)
     assert first is not None and step is not None
     for threshold, skips in ((first - 1e-6, False), (first, True)):
-        gate = make_gate(variant.magcache_params(threshold))
+        gate = make_gate(magcache_params(variant, threshold))
         _run(turbo_pipeline, prompt, 4, gate)
         assert (gate.skipped > 0) is skips, (threshold, gate.pattern)
-        params = variant.magcache_params(threshold)
+        params = magcache_params(variant, threshold)
         notice = engagement_warning(0, params, kind_of(params).engagement(params, [None] * 4))
         assert notice.details["onset_threshold"] == first
         expected = "the gate skips on this schedule" if skips else "nothing is skipped"

@@ -14,6 +14,7 @@ from app.engine.request import RequestError, make_request
 from app.gate import skip_curve
 from app.variants import get_variant
 from tests.fakes.engine import default_trace
+from tests.fakes.params import teacache_params
 
 
 def test_parse_accepts_commas_spaces_and_semicolons_and_sorts() -> None:
@@ -67,9 +68,9 @@ def test_defaults_from_a_trace_each_skip_a_different_number_of_steps() -> None:
     trace = default_trace(request)
     values = default_thresholds(demo, 28, trace, around=0.1)
     assert len(values) == 6
-    skips = [n for _t, n, _p in skip_curve(demo.teacache_params(0.1), trace, values)]
+    skips = [n for _t, n, _p in skip_curve(teacache_params(demo, 0.1), trace, values)]
     assert len(set(skips)) == len(skips) and min(skips) > 0  # all distinct, all engage
-    _t, around, _p = skip_curve(demo.teacache_params(0.1), trace, [0.1])[0]
+    _t, around, _p = skip_curve(teacache_params(demo, 0.1), trace, [0.1])[0]
     assert around in skips  # the user's threshold's band is among them
 
 

@@ -23,6 +23,7 @@ from app.engine import events as ev
 from app.engine.engine import Engine, UserFacingError
 from app.engine.request import make_request
 from app.gate import Decision, simulate
+from tests.fakes.params import teacache_params
 from tests.fakes.probes import pipeline_snapshot
 
 PROMPT = "a red circle on a blue background"
@@ -166,7 +167,7 @@ def test_resume_replays_steps_before_the_first_skip(
     engine = _engine(shell)
     trace = _run(engine, _request(variant.id, 0.0))[-1].report.to_json()["vanilla_trace"]
     threshold = 0.2 - trace[STEPS // 2] + 1e-6
-    verdicts = simulate(variant.teacache_params(threshold), trace)
+    verdicts = simulate(teacache_params(variant, threshold), trace)
     first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
     assert first_skip >= 3, f"shell trace changed shape: {trace}"
 

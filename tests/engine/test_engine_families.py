@@ -29,6 +29,7 @@ from app.engine.request import make_request
 from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import Decision
 from app.variants.builtin import BUILTIN_VARIANTS
+from tests.fakes.params import teacache_params
 
 PROMPT = DEFAULT_PROMPT
 # Every family's engine cases (``ShellCase``, ``ShellTest.engine``): each runs as the variant whose
@@ -198,7 +199,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
         script((0.0, 0.0, -k, 2 * k * x1, c - k * x1 * x1))
         later = min(c - k * (x - x1) ** 2 for x in trace[2 : steps - 1])
         threshold = (c + later) / 2
-        verdicts = simulate(variants.get_variant(scripted_id).teacache_params(threshold), trace)
+        verdicts = simulate(teacache_params(variants.get_variant(scripted_id), threshold), trace)
         first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
         assert first_skip >= 2
 

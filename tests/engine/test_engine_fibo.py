@@ -26,6 +26,7 @@ from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.request import make_request
 from app.gate import Decision, simulate
+from tests.fakes.params import teacache_params
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def test_resume_from_vanilla_is_bit_exact(
     k = 0.09 / max((x - x1) ** 2 for x in trace[2:])
     variant_id = _scripted(case, monkeypatch, (0.0, 0.0, -k, 2 * k * x1, c - k * x1 * x1))
     threshold = (c + min(c - k * (x - x1) ** 2 for x in trace[2 : case.steps - 1])) / 2
-    verdicts = simulate(variants.get_variant(variant_id).teacache_params(threshold), trace)
+    verdicts = simulate(teacache_params(variants.get_variant(variant_id), threshold), trace)
     first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
     assert first_skip >= 2
 

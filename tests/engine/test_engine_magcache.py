@@ -23,6 +23,7 @@ from app.engine.request import RequestError, make_request
 from app.gate import Decision, simulate_magcache
 from app.variants import MagCacheCalibration, Provenance
 from tests.engine.test_engine import PROMPT, STEPS, _engine, _request, _run
+from tests.fakes.params import magcache_params
 
 TABLE = (1.0, 1.1, 1.05, 1.02, 1.01, 1.0, 0.99, 1.01, 0.98, 0.97, 0.95, 0.9)
 
@@ -66,20 +67,24 @@ def test_threshold_zero_is_bit_exact_and_skips_nothing(mag_variant: str, shell: 
 def test_gated_pass_follows_the_table_and_tags_its_events(mag_variant: str, shell: Any) -> None:
     seen = _run(_engine(shell), _request(mag_variant, 0.05, gate="magcache"))
     report = _report(seen)
-    expected = simulate_magcache(variants.get_variant(mag_variant).magcache_params(), STEPS)
+    expected = simulate_magcache(magcache_params(variants.get_variant(mag_variant)), STEPS)
     assert report.gated.pattern == "".join(v.decision.letter for v in expected)
     assert report.gated.skipped > 0  # engagement
     assert report.max_abs_diff > 0.0  # skipping really changed the trajectory
     gated_steps = [e.step for e in seen if isinstance(e, ev.StepDone) and e.which is ev.Pass.gated]
     assert all(s.gate == "magcache" and s.threshold == 0.05 for s in gated_steps)
     assert [s.accumulated for s in gated_steps] == [v.accumulated for v in expected]
-    # The vanilla pass is gate-independent: a TeaCache observer recording both gates' traces.
+    # The vanilla pass is gate-independent: the vanilla recorder, where every kind records its
+    # own trace.
     vanilla_steps = [
         e.step for e in seen if isinstance(e, ev.StepDone) and e.which is ev.Pass.vanilla
     ]
-    assert all(s.gate == "teacache" for s in vanilla_steps)
-    assert vanilla_steps[0].mag_ratio is None
-    assert all(s.mag_ratio is not None and s.mag_ratio > 0 for s in vanilla_steps[1:])
+    assert all(
+        s.gate == "vanilla" and {"teacache", "magcache"} <= set(s.signals) for s in vanilla_steps
+    )
+    ratios = [s.figures("magcache")["ratio"] for s in vanilla_steps]
+    assert ratios[0] is None
+    assert all(isinstance(r, float) and r > 0 for r in ratios[1:])
     assert report.to_json()["gate"] == "magcache"
 
 
@@ -122,5 +127,5 @@ def test_distilled_schedule_warns_and_stays_off_by_default() -> None:
     (warning,) = schedule_warnings(variant, request)
     assert warning.kind == "distilled"
     assert "Demo shapes (demo)" in warning.message  # the suggestion names the base variant
-    params = variant.magcache_params()
+    params = magcache_params(variant)
     assert all(v.decision is not Decision.skipped for v in simulate_magcache(params, 4))

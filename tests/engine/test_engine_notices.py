@@ -9,13 +9,14 @@ from app.engine.notices import engagement_warning
 from app.gate import Decision, kind_of
 from app.gate.simulator import engagement, simulate
 from app.variants import get_variant
+from tests.fakes.params import teacache_params
 
 # A 4-step trace inside demo-turbo's calibrated signal range (0.12–0.35): two eligible steps.
 TRACE = (None, 0.30, 0.20, 0.25)
 
 
 def _onset() -> float:
-    params = get_variant("demo-turbo").teacache_params(threshold=0.01)
+    params = teacache_params(get_variant("demo-turbo"), threshold=0.01)
     onset = engagement(params, TRACE).onset_threshold
     assert onset is not None and 0.0 < onset < 1.0
     return onset
@@ -25,7 +26,7 @@ def _onset() -> float:
 def test_notice_says_what_the_gate_does_at_the_current_threshold(side: str) -> None:
     onset = _onset()
     threshold = onset * 0.9 if side == "below" else min(1.0, onset * 1.1)
-    params = get_variant("demo-turbo").teacache_params(threshold=threshold)
+    params = teacache_params(get_variant("demo-turbo"), threshold=threshold)
     notice = engagement_warning(7, params, kind_of(params).engagement(params, TRACE))
     skipped = sum(v.decision is Decision.skipped for v in simulate(params, TRACE))
     assert notice.kind == "engagement" and notice.run_id == 7
@@ -41,7 +42,7 @@ def test_notice_says_what_the_gate_does_at_the_current_threshold(side: str) -> N
 
 
 def test_no_eligible_step_says_so() -> None:
-    params = get_variant("demo-turbo").teacache_params(threshold=0.3)
+    params = teacache_params(get_variant("demo-turbo"), threshold=0.3)
     notice = engagement_warning(
         1, params, kind_of(params).engagement(params, (None, None, None, None))
     )
@@ -52,7 +53,7 @@ def test_no_eligible_step_says_so() -> None:
 def test_the_notice_carries_the_engagement_typed() -> None:
     """The window computes with the engagement, never with the notice's words: the same object
     the report carries."""
-    params = get_variant("demo-turbo").teacache_params(threshold=0.1)
+    params = teacache_params(get_variant("demo-turbo"), threshold=0.1)
     found = kind_of(params).engagement(params, TRACE)
     notice = engagement_warning(3, params, found)
     assert notice.engagement is found

@@ -26,6 +26,8 @@ from app.engine.engine import Engine
 from app.engine.request import make_request
 from app.engine.timing import WARMUP_STEPS, paired_ratios
 from app.gate import Decision, StepEvent, TeaCacheGate, TeaCacheParams
+from tests.fakes.params import teacache_params
+from tests.fakes.steps import tea_step
 
 PROMPT = "a red circle on a blue background"
 STEPS = 12
@@ -141,15 +143,15 @@ def test_the_vanilla_pass_of_a_generate_does_not_capture_outputs(
         e.step for e in seen if isinstance(e, ev.StepDone) and e.which is ev.Pass.vanilla
     ]
     assert len(vanilla_steps) == STEPS
-    assert all(s.output_rel_l1 is None for s in vanilla_steps)
+    assert all("output_rel_l1" not in s.figures("teacache") for s in vanilla_steps)
     request = _request(forced_variant, threshold=0.0)
     pipeline = engine.pipeline(request.variant, request, lambda e: None, threading.Event())
-    params = request.variant.teacache_params(0.0)
+    params = teacache_params(request.variant, 0.0)
     calibration = engine.run_pass(
         2, ev.Pass.vanilla, pipeline, request, params, lambda e: None, threading.Event(),
         capture_output=True,
     )  # fmt: skip
-    assert all(e.output_rel_l1 is not None for e in calibration.events[1:])
+    assert all(e.figures("teacache")["output_rel_l1"] is not None for e in calibration.events[1:])
 
 
 @pytest.mark.parametrize("resume", [False, True])
@@ -219,7 +221,7 @@ def test_a_load_that_falls_between_the_passes_is_not_reported_as_measured(
 
 
 def _step(index: int, seconds: float, decision: Decision = Decision.computed) -> StepEvent:
-    return StepEvent(index, 4, decision, None, None, None, 0.1, seconds)
+    return tea_step(index, 4, decision, None, None, None, 0.1, seconds)
 
 
 def test_paired_ratios_pair_computed_steps_after_the_replayed_ones() -> None:

@@ -17,7 +17,9 @@ from app.engine.jobs import Generate, Job, ThresholdSweep, run_job
 from app.engine.request import QualityTarget, make_request
 from app.engine.target import QualitySearch, candidates
 from app.families.demo import CALIBRATION_PROMPTS as DEMO_PROMPTS
+from app.gate.kinds import TEACACHE_KIND
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript
+from tests.fakes.params import teacache_params
 
 PROMPT = "a red circle on a blue background"
 TERMINAL = (
@@ -109,8 +111,8 @@ def test_a_target_search_runs_on_the_fake_engine() -> None:
     # Every later pass checks one of the simulator's candidates on the first pass's vanilla
     # trace; the fake gates by the simulator, so each skips exactly what was predicted.
     vanilla = [e for e in events if isinstance(e, ev.PassFinished) and e.which is ev.Pass.vanilla]
-    trace = [s.rel_l1 for s in vanilla[0].steps]
-    params = search_job.request.variant.teacache_params(0.1)
+    trace = TEACACHE_KIND.trace(vanilla[0].steps)
+    params = teacache_params(search_job.request.variant, 0.1)
     planned = {c.threshold for c in candidates(params, trace)}
     assert all(p.threshold in planned and p.skipped == p.predicted_skipped for p in probes[1:])
     # The result is the met pass with the most skips, shown as the run's own report.

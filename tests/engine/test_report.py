@@ -22,6 +22,7 @@ from app.engine.request import QualityTarget, make_request
 from app.fileio.jsonio import dumps_json
 from app.gate import Decision, Engagement, StepEvent
 from app.storage.history import META_FILE, HistoryEntry, HistoryStore
+from tests.fakes.steps import tea_step
 
 STEPS = 8
 AT_14_02 = datetime(2026, 3, 1, 14, 2, 31, tzinfo=timezone(timedelta(hours=1)))
@@ -30,7 +31,7 @@ AT_14_02 = datetime(2026, 3, 1, 14, 2, 31, tzinfo=timezone(timedelta(hours=1)))
 def _steps(pattern: str, seconds: float) -> tuple[StepEvent, ...]:
     decisions = {"F": Decision.forced, "C": Decision.computed, "S": Decision.skipped}
     return tuple(
-        StepEvent(i, len(pattern), decisions[c], 0.05, 0.04, 0.08, 0.1, seconds)
+        tea_step(i, len(pattern), decisions[c], 0.05, 0.04, 0.08, 0.1, seconds)
         for i, c in enumerate(pattern)
     )
 
@@ -166,8 +167,9 @@ def _full_report() -> RunReport:
         vanilla,
         max_abs_diff=4.5,
         engagement=Engagement(6, 0.0295, 3),
-        coefficients=(1.0, -2.0, 0.5),
-        calibrated_range=(0.01, 0.4),
+        gate_fields={
+            "teacache": {"coefficients": (1.0, -2.0, 0.5), "calibrated_range": (0.01, 0.4)}
+        },
         versions={"mlx": "0.1"},
         warmup_seconds=0.25,
     )

@@ -22,6 +22,7 @@ from app.engine.timing import (
     relative_spread,
 )
 from app.gate import Decision, StepEvent
+from tests.fakes.steps import tea_step
 
 DECISIONS = {"F": Decision.forced, "C": Decision.computed, "S": Decision.skipped}
 PATTERN = "FSCSCSCCCCCCCCCSCSCSCSCSSCSF"  # the demo's 10 of 28 at its default threshold
@@ -30,7 +31,7 @@ IDEAL = 28 / 18
 
 def _steps(pattern: str, seconds: Sequence[float]) -> list[StepEvent]:
     return [
-        StepEvent(i, len(pattern), DECISIONS[c], 0.05, 0.04, 0.08, 0.1, t)
+        tea_step(i, len(pattern), DECISIONS[c], 0.05, 0.04, 0.08, 0.1, t)
         for i, (c, t) in enumerate(zip(pattern, seconds, strict=True))
     ]
 
@@ -174,7 +175,7 @@ def test_paired_ratios_leave_out_replayed_skipped_and_missed_steps() -> None:
     vanilla = _steps("CCCCC", [1.0] * 5)
     gated = [
         *_steps("CCSC", [1.0, 3.0, 0.01, 3.0]),
-        StepEvent(4, 5, Decision.numerical_miss, None, None, None, 0.1, 9.0),
+        tea_step(4, 5, Decision.numerical_miss, None, None, None, 0.1, 9.0),
     ]
     assert paired_ratios(vanilla, gated, first=1) == [3.0, 3.0]
 

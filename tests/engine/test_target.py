@@ -21,6 +21,7 @@ from app.gate import simulate
 from app.gate.simulator import pattern
 from app.variants import get_variant
 from lab.target import readme_examples
+from tests.fakes.params import teacache_params
 
 # The case: at threshold 0.1 the demo loses one red circle (measured 2026-12-01 on this
 # build: SSIM 0.938, worst-window difference 0.83, 10 of 28 steps skipped).
@@ -65,7 +66,7 @@ def _report(events: list[Any]) -> RunReport:
 def test_candidates_visit_every_simulated_pattern_once_in_threshold_order() -> None:
     rng = np.random.default_rng(3)
     trace: list[float | None] = [None, *rng.uniform(0.01, 0.4, 27).tolist()]
-    params = get_variant("demo").teacache_params(0.1)
+    params = teacache_params(get_variant("demo"), 0.1)
     found = candidates(params, trace)
     assert len(found) > 3
     thresholds = [c.threshold for c in found]

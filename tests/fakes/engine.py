@@ -43,14 +43,20 @@ from app.engine.protocol import Emit
 from app.engine.report import PassResult, RunReport, measure_run
 from app.engine.request import GenerationRequest, make_request
 from app.gate import Decision, StepEvent, TeaCacheParams, predict_change
+from app.gate.events import VANILLA
 from app.gate.firstblock import TRACE_DEPTH
-from app.gate.kinds import kind_of, observer_params
+from app.gate.kinds import TEACACHE_KIND, kind_of
 from app.variants import check_schedule
 
 Trace = Sequence[float | None]
 # The fake's output change for a signal change x on a calibration pass (high → low, through the
 # origin): what a fit of its data must recover.
 FAKE_OUTPUT_POLYNOMIAL = (3.0, -2.0, 0.5, 0.8, 0.0)
+
+
+# What the real vanilla recorder prices a variant's signal with where TeaCache has no numbers for
+# it: the identity (``app.gate.kinds.teacache``).
+UNPRICED = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
 
 
 def fake_output_change(x: float) -> float:
@@ -253,10 +259,11 @@ class FakeEngine:
             raise ValueError(
                 f"scripted trace has {len(trace)} steps, the request {request.active_steps}"
             )
-        # The run's gate decides; the vanilla pass observes with the observer's numbers (its
-        # predictions), as the real engine's does.
+        # The run's gate decides; the vanilla pass records every kind's trace, TeaCache's priced
+        # by the variant's polynomial (the identity without one), as the real engine's does.
         params = request.gate_params()
-        observe = observer_params(variant, request.gate, request.threshold)
+        calibration = TEACACHE_KIND.calibration_of(variant)
+        observe = UNPRICED if calibration is None else TEACACHE_KIND.params(calibration, 0.0)
         kind = kind_of(params)
 
         for warning in script.warnings:
@@ -309,16 +316,8 @@ class FakeEngine:
             seconds = script.step_seconds * (
                 script.skipped_step_fraction if verdict.decision is Decision.skipped else 1.0
             )
-            step = StepEvent(
-                verdict.index,
-                request.active_steps,
-                verdict.decision,
-                verdict.rel_l1,
-                verdict.predicted,
-                verdict.accumulated,
-                params.threshold,
-                seconds,
-                gate=params.gate,
+            step = kind.step_event(
+                verdict, num_steps=request.active_steps, threshold=params.threshold, seconds=seconds
             )
             if vanilla is not None and until is not None and verdict.index < until:
                 step = replace(step, seconds=vanilla.steps[verdict.index].seconds)
@@ -404,9 +403,9 @@ def minimal_report(
     pattern = "F" + "".join("S" if i % 2 else "C" for i in range(1, n - 1)) + "F"
     computed = sum(c != "S" for c in pattern)
 
-    def step(i: int, letter: str, seconds: float) -> StepEvent:
+    def step(i: int, letter: str, seconds: float, gate: str = request.gate) -> StepEvent:
         decision = {"F": Decision.forced, "C": Decision.computed, "S": Decision.skipped}[letter]
-        return StepEvent(i, n, decision, None, None, None, request.threshold, seconds)
+        return StepEvent(i, n, decision, threshold=request.threshold, seconds=seconds, gate=gate)
 
     steps = tuple(
         step(i, c, 0.0 if c == "S" else gated_seconds / computed) for i, c in enumerate(pattern)
@@ -415,7 +414,7 @@ def minimal_report(
     gated = PassResult(image, steps, gated_seconds, resumed_from=resumed_from)
     vanilla = None
     if vanilla_seconds is not None:
-        vanilla_steps = tuple(step(i, "C", vanilla_seconds / n) for i in range(n))
+        vanilla_steps = tuple(step(i, "C", vanilla_seconds / n, VANILLA) for i in range(n))
         vanilla = PassResult(image, vanilla_steps, vanilla_seconds, cached=vanilla_cached)
         if vanilla_measured_at is not None:
             vanilla = replace(vanilla, measured_at=vanilla_measured_at)
@@ -435,20 +434,16 @@ def schedule_warning(run_id: int, request: GenerationRequest) -> RunWarning | No
 def observed_steps(
     request: GenerationRequest, params: TeaCacheParams, trace: Trace, seconds: float
 ) -> tuple[StepEvent, ...]:
-    """What a vanilla (observing) pass records on the scripted rel-L1 trace: each step's
-    prediction (with a capture's output change and magnitude ratio), and the first-block probe's
-    changes against each previous step (made up from the trace: the sum of the consecutive
-    changes between the two steps)."""
+    """What a vanilla pass records on the scripted rel-L1 trace, each kind its own: TeaCache each
+    step's change and prediction (with a capture's output change), MagCache a capture's
+    magnitude ratio, and the first-block probe its changes against each previous step (made up
+    from the trace: the sum of the consecutive changes between the two steps)."""
     steps = []
     for index, measured in enumerate(trace):
         predicted: float | None = None
-        decision = Decision.computed
-        if measured is not None:
-            if math.isfinite(measured):
-                value, _ = predict_change(params, measured)
-                predicted = None if math.isnan(value) else value
-            if predicted is None:
-                decision = Decision.numerical_miss
+        if measured is not None and math.isfinite(measured):
+            value, _ = predict_change(params, measured)
+            predicted = None if math.isnan(value) else value
         captured = request.capture_output and measured is not None
         back = [trace[index - k] for k in range(min(index, TRACE_DEPTH))]
         changes = (
@@ -456,20 +451,22 @@ def observed_steps(
             if back
             else None
         )
+        teacache: dict[str, float | None] = {"rel_l1": measured, "predicted": predicted}
+        if request.capture_output:
+            teacache["output_rel_l1"] = fake_output_change(measured) if captured else None  # type: ignore[arg-type]
         steps.append(
             StepEvent(
                 index,
                 request.active_steps,
-                decision,
-                measured,
-                predicted,
-                predicted,
-                params.rel_l1_thresh,
-                seconds,
-                output_rel_l1=fake_output_change(measured) if captured else None,  # type: ignore[arg-type]
-                mag_ratio=fake_mag_ratio(measured) if captured else None,  # type: ignore[arg-type]
-                block_change=changes[0] if changes else None,
-                block_changes=changes,
+                Decision.computed,
+                threshold=0.0,
+                seconds=seconds,
+                gate=VANILLA,
+                signals={
+                    "teacache": teacache,
+                    "magcache": {"ratio": fake_mag_ratio(measured) if captured else None},  # type: ignore[arg-type]
+                    "firstblock": {"change": changes[0] if changes else None, "changes": changes},
+                },
             )
         )
     return tuple(steps)

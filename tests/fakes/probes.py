@@ -1,17 +1,40 @@
-"""Probes for adapter and engine tests: a gate that records what the adapter hands it, a
-snapshot of everything an installation may touch, a callback that keeps each step's latents, and a
-helper that runs a shell's real ``generate_image`` and returns its final latents."""
+"""Probes for adapter and engine tests: a gate that records what the adapter hands it, the vanilla
+pass's recorder, a snapshot of everything an installation may touch, a callback that keeps each
+step's latents, and a helper that runs a shell's real ``generate_image`` and returns its final
+latents."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from app.adapters.shells import DEFAULT_PROMPT
-from app.gate import TeaCacheGate, Verdict
+from app.gate import LiveGate, StepEvent, TeaCacheGate, Verdict
+from app.gate.kinds import vanilla_recorder
 from app.gate.live import FirstBlockGate
+from app.gate.signals import Tap, Taps
+
+
+class _Uncalibrated:
+    """A variant with no calibration: TeaCache's record is priced by the identity."""
+
+    @property
+    def calibrations(self) -> dict[str, object]:
+        return {}
+
+
+def recorder(*, calibrating: bool = False) -> LiveGate:
+    """The vanilla pass's gate (every kind records its trace; ``calibrating``: TeaCache the
+    output's change too), with TeaCache's signal priced by the identity."""
+    return vanilla_recorder(_Uncalibrated(), calibrating=calibrating)
+
+
+def figure(event: StepEvent, kind: str, key: str) -> Any:
+    """One of ``kind``'s figures of a step (None where it recorded none)."""
+    return event.figures(kind).get(key)
 
 
 def generate_latents(pipeline: Any, **kwargs: Any) -> mx.array:
@@ -25,11 +48,13 @@ def generate_latents(pipeline: Any, **kwargs: Any) -> mx.array:
 class RecordingGate(TeaCacheGate):
     """A ``TeaCacheGate`` that also records what the adapter hands it, per step:
     ``stored[(step, branch)] = (body_out, body_in, residual)`` and
-    ``reused[(step, branch)] = (body_in, residual, result)``; ``outputs[step]`` counts
-    ``record_output`` calls."""
+    ``reused[(step, branch)] = (body_in, residual, result)``; with ``capture_output`` it asks for
+    the step's output too (``Tap.output``), and ``outputs[step]`` counts ``record_output``
+    calls."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, capture_output: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.capture_output = capture_output
         self.stored: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
         self.reused: dict[tuple[int, str], tuple[mx.array, mx.array, mx.array]] = {}
         self.outputs: dict[int, int] = {}
@@ -51,9 +76,17 @@ class RecordingGate(TeaCacheGate):
         self.reused[(self.step_index, branch)] = (body_in, self._residuals[branch], result)
         return result
 
+    @property
+    def taps(self) -> Taps:
+        taps = super().taps
+        return replace(taps, records=taps.records | {Tap.output}) if self.capture_output else taps
+
+    def record_tap(self, tap: Tap, value: mx.array) -> None:
+        if tap is Tap.output:
+            self.record_output(value)
+
     def record_output(self, output: mx.array) -> None:
         self.outputs[self.step_index] = self.outputs.get(self.step_index, 0) + 1
-        super().record_output(output)
 
 
 class RecordingProbe(FirstBlockGate):

@@ -16,6 +16,12 @@ own predict against the gated step's re-walk of it, op for op eager, and the com
 compiled: measured 0.0); a scripted polynomial engages the gate exactly where the simulator says
 on the vanilla trace (skips > 0); a resumed pass equals the full one bit for bit, after replayed
 steps.
+
+Adding a gate is its kind module and its tests: a toy gate kind defined here alone (its
+parameters, its rule on floats, its live gate deciding on the step's modulated input, its vanilla
+recorder and its ``GateKind``), registered for the test (``app.gate.kinds.registered``), runs on
+the toy family through the same engine on both paths, with the same oracles; nothing in ``app/``
+names it.
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ from __future__ import annotations
 import math
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import mlx.core as mx
 import pytest
@@ -44,12 +50,26 @@ from app.adapters.entries import PredictAnatomy, StepCall, install_predict
 from app.adapters.step import GatedStep
 from app.engine.engine import Engine
 from app.engine.jobs import Generate, run_job
+from app.engine.report import steps_from_json
 from app.engine.request import make_request
 from app.families import Family, FamilyError, Mflux, get_family, registered
-from app.gate import Decision, LiveGate, simulate
+from app.gate import Decision, LiveGate, Verdict, simulate
+from app.gate.events import Figure, StepEvent
+from app.gate.kinds.base import (
+    Candidate,
+    GateKind,
+    PlotSpec,
+    ScheduleFacts,
+    format_figure,
+    walk_candidates,
+)
+from app.gate.live import TapRecorder, read_ratio, rel_l1_pair
 from app.gate.provenance import Provenance
+from app.gate.signals import Signal, Tap
+from app.gate.simulator import Engagement
 from app.variants import Variant, get_variant
 from app.variants import registry as variant_registry
+from tests.fakes.params import teacache_params
 
 # -- the toy transformer: its own blocks and call signature ---------------------------------------
 
@@ -338,10 +358,264 @@ TOY_VARIANT = Variant(
     default_size=(64, 64),
 )
 
-# -- the toy gate kind: a second helper adds a gate kind of this module's own here, registered
-# for the test with ``app.gate.kinds.registered`` beside the family, and runs it over the toy
-# family on both paths (TOY_GATE_KINDS; each is entered in ``toy`` below).
-TOY_GATE_KINDS: tuple[Any, ...] = ()
+# -- the toy gate kind: what an app/gate/kinds/<module>.py holds, with its rule and live gate ------
+# A rule of its own on the step's modulated input (``Tap.modulated_input``, through the kind's
+# ``Signal``): add up the input's relative L1 change from step to step and skip while the sum stays
+# under the threshold; the first ``warmup_steps`` and the last step compute.
+
+TOY_GATE_NAME = "toy-gate"
+
+
+@dataclass(frozen=True, slots=True)
+class ToyGateParams:
+    threshold: float
+    warmup_steps: int = 2
+
+    gate: ClassVar[str] = TOY_GATE_NAME
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold > 0.0
+
+    def with_threshold(self, threshold: float) -> ToyGateParams:
+        return replace(self, threshold=threshold)
+
+    def eligible_steps(self, num_steps: int) -> int:
+        return max(0, num_steps - self.warmup_steps - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ToyGateSettings:
+    """The toy gate's "calibration": its defaults, the same on every variant."""
+
+    default_threshold: float
+
+    gate: ClassVar[str] = TOY_GATE_NAME
+
+
+def toy_rule(
+    params: ToyGateParams, index: int, num_steps: int, change: float | None, total: float
+) -> tuple[Verdict, float]:
+    """One step's verdict and the running sum after it: the live gate's and the simulator's."""
+    last = index == num_steps - 1
+    if (
+        not params.enabled
+        or index < params.warmup_steps
+        or last
+        or change is None
+        or not math.isfinite(change)
+    ):
+        stores = params.enabled and not last  # off, nothing is ever reused
+        return Verdict(index, Decision.computed, change, store_residual=stores), 0.0
+    total += change
+    if total < params.threshold:
+        return Verdict(index, Decision.skipped, change, accumulated=total), total
+    return Verdict(index, Decision.computed, change, accumulated=total, store_residual=True), 0.0
+
+
+def simulate_toy_gate(params: ToyGateParams, trace: Sequence[float | None]) -> list[Verdict]:
+    verdicts, total = [], 0.0
+    for index, change in enumerate(trace):
+        verdict, total = toy_rule(params, index, len(trace), change, total)
+        verdicts.append(verdict)
+    return verdicts
+
+
+class ToyGate(LiveGate):
+    """Its live gate: the modulated input against the previous step's (consecutive anchoring, so
+    a gated run's measured trace replays its own pattern in the simulator)."""
+
+    gate_name = TOY_GATE_NAME
+    signal = Signal.modulated_input  # DECIDES_ON: the step hands ``decide`` Tap.modulated_input
+    params: ToyGateParams
+
+    def __init__(self, params: ToyGateParams, **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+        self._total = 0.0
+        self._anchor: mx.array | None = None
+
+    def begin(self, num_steps: int) -> None:
+        super().begin(num_steps)
+        self._total = 0.0
+
+    def release(self) -> None:
+        super().release()
+        self._anchor = None
+
+    @property
+    def needs_signal(self) -> bool:
+        return self.params.enabled
+
+    @property
+    def anchor(self) -> mx.array | None:
+        return self._anchor
+
+    def decide(self, signal: mx.array | None, measured: mx.array | None = None) -> Verdict:
+        if self._pending is not None:
+            return self._pending  # the unconditional branch: the conditional one's verdict
+        change = None
+        if signal is not None and self.needs_signal:
+            if self._anchor is not None:
+                change = read_ratio(
+                    self.measure(signal, self._anchor) if measured is None else measured
+                )
+            else:
+                self._unevaluated.append(signal)  # evaluated with the step's latents
+            self._anchor = signal
+        verdict, self._total = toy_rule(
+            self.params, self._index, self.num_steps, change, self._total
+        )
+        if not verdict.store_residual and verdict.decision.computes:
+            self._residuals.clear()
+        self._pending = verdict
+        return verdict
+
+
+class ToyGateRecorder(TapRecorder):
+    """Its record of a vanilla step: the modulated input's change against the previous step's
+    (``change``), what its simulator replays."""
+
+    taps = frozenset({Tap.modulated_input})
+
+    def __init__(self) -> None:
+        self.kind = TOY_GATE_NAME
+        self._previous: mx.array | None = None
+        self._pair: mx.array | None = None
+
+    def begin(self) -> None:
+        self._previous, self._pair = None, None
+
+    def release(self) -> None:
+        self._previous = None
+
+    def record(self, tap: Tap, value: mx.array) -> Sequence[mx.array]:
+        if self._previous is not None:
+            self._pair = rel_l1_pair(value, self._previous)
+        self._previous = value
+        return (value,) if self._pair is None else (value, self._pair)
+
+    def figures(self) -> dict[str, Figure]:
+        pair, self._pair = self._pair, None
+        return {"change": None if pair is None else read_ratio(pair)}
+
+
+class ToyGateKind(GateKind[ToyGateParams, ToyGateSettings, float]):
+    name = TOY_GATE_NAME
+    label = "Toy gate"
+    threshold_meaning = "Toy gate: how much the step's input may move, summed, before a step runs"
+    threshold_quantity = "summed input change"
+    params_type = ToyGateParams
+    calibration_type = ToyGateSettings
+    uncalibrated = ToyGateSettings(default_threshold=0.1)  # runs on every variant
+    signal = Signal.modulated_input
+    calibration_method = None
+    fallback_threshold = 0.1
+    skips_at_onset = False
+    exact_simulation = False  # exact up to the first skip; after it, on the run's own trace
+    calibration_free = True
+    plot = PlotSpec("input change", "input change against the previous step", "summed change")
+    onset_source = "Measured on this run"
+    onset_quantity = "input change"
+    onset_noun = "input change"
+    floor_source = "the input's change, measured on each run"
+    no_default_reason = "the toy gate sets no default threshold"
+    no_skip_reason = "the input changes by 1 or more at every step it could skip"
+
+    def params(self, calibration: ToyGateSettings, threshold: float | None = None) -> ToyGateParams:
+        return ToyGateParams(calibration.default_threshold if threshold is None else threshold)
+
+    def default_threshold(self, calibration: ToyGateSettings) -> float | None:
+        return calibration.default_threshold
+
+    def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
+        return {"change": verdict.rel_l1}
+
+    def recorder(
+        self, calibration: ToyGateSettings | None, *, calibrating: bool = False
+    ) -> TapRecorder:
+        return ToyGateRecorder()
+
+    def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
+        found: list[float | None] = []
+        for step in steps:
+            change = None if step is None else step.figures(self.name).get("change")
+            found.append(change if isinstance(change, float) else None)
+        return found
+
+    def traced(self, trace: Sequence[float | None]) -> bool:
+        return any(change is not None for change in trace)
+
+    def simulate(self, params: ToyGateParams, trace: Sequence[float | None]) -> list[Verdict]:
+        return simulate_toy_gate(params, trace)
+
+    def engagement(self, params: ToyGateParams, trace: Sequence[float | None]) -> Engagement:
+        """Until the first skip every step computes, so the sum is one step's change: skipping
+        begins above the smallest change of an eligible step."""
+        n = len(trace)
+        eligible = [
+            (c, i)
+            for i, c in enumerate(trace)
+            if params.warmup_steps <= i < n - 1 and c is not None
+        ]
+        onset, step = min(eligible) if eligible else (None, None)
+        return Engagement(params.eligible_steps(n), onset, step)
+
+    def candidates(self, params: ToyGateParams, trace: Sequence[float | None]) -> list[Candidate]:
+        return walk_candidates(
+            lambda probe: simulate_toy_gate(params.with_threshold(probe), trace), lambda v: True
+        )
+
+    def live_class(self) -> type[LiveGate]:
+        return ToyGate
+
+    def schedule(self, params: ToyGateParams, steps: int) -> ScheduleFacts:
+        eligible = params.eligible_steps(steps)
+        return ScheduleFacts(eligible, 0.0 if eligible else None)
+
+    def no_eligible_reason(self, params: ToyGateParams, steps: int) -> str:
+        return f"{steps} steps leave no step the toy gate may skip"
+
+    def floor_reason(self, params: ToyGateParams, steps: int, floor: float) -> str:
+        return "threshold 0 turns the toy gate off"
+
+    def eligible_reason(self, eligible: int, steps: int) -> str:
+        return f"{eligible} of {steps} steps may be skipped by the toy gate"
+
+    def calibration_says_skips(
+        self, calibration: ToyGateSettings, steps: int, threshold: float
+    ) -> bool:
+        return threshold > 0.0 and self.params(calibration, threshold).eligible_steps(steps) > 0
+
+    def plot_value(self, step: StepEvent) -> float | None:
+        change = step.figures(self.name).get("change")
+        return change if isinstance(change, float) else None
+
+    def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
+        return [f"input change: {format_figure(self.plot_value(step))}"]
+
+    def calibration_lines(self, calibration: ToyGateSettings) -> list[str]:
+        return []
+
+    def provenance_text(self, calibration: ToyGateSettings) -> str:
+        return "A test's toy rule."
+
+    def calibration_summary(self, calibration: ToyGateSettings) -> str:
+        return "The toy gate needs no calibration."
+
+    def threshold_hint(
+        self,
+        params: ToyGateParams,
+        steps: int,
+        *,
+        measured: bool = False,
+        onset: float | None = None,
+    ) -> str:
+        return self.eligible_reason(params.eligible_steps(steps), steps)
+
+
+TOY_GATE = ToyGateKind()
+# Entered beside the toy family in the ``toy`` fixture below (``app.gate.kinds.registered``).
+TOY_GATE_KINDS: tuple[Any, ...] = (TOY_GATE,)
 
 
 @pytest.fixture
@@ -377,10 +651,17 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     assert compiled and set(compiled) == {not eager}  # the step followed the pipeline's predict
 
 
-def _run(engine: Engine, variant_id: str, threshold: float, *, resume: bool = False) -> dict:
+def _run(
+    engine: Engine,
+    variant_id: str,
+    threshold: float,
+    *,
+    resume: bool = False,
+    gate: str | None = None,
+) -> dict:
     """One Generate job through the job runner; its report as saved."""
     request = make_request(
-        variant_id, shells.DEFAULT_PROMPT, seed=1, threshold=threshold, resume=resume
+        variant_id, shells.DEFAULT_PROMPT, seed=1, threshold=threshold, resume=resume, gate=gate
     )
     events: list[Any] = []
     report = run_job(engine, 1, Generate(request), events.append, threading.Event())
@@ -423,7 +704,7 @@ def test_the_toy_family_runs_through_the_engine(path: str) -> None:
     assert len(trace) == STEPS and all(x is not None for x in trace[1:])  # the signal measured
 
     gated = _run(engine, "toy", 0.05)
-    expected = simulate(TOY_VARIANT.teacache_params(0.05), trace)
+    expected = simulate(teacache_params(TOY_VARIANT, 0.05), trace)
     assert gated["pattern"] == "".join(v.decision.letter for v in expected)
     assert gated["skipped"] > 0 and gated["max_abs_diff"] > 0.0  # engaged, and it shows
     assert gated["vanilla_cached"]  # the same vanilla pass, cached
@@ -437,7 +718,7 @@ def test_the_toy_family_runs_through_the_engine(path: str) -> None:
         TOY_VARIANT, id="toy-resume", coefficients=(0.0, 0.0, -k, 2 * k * x1, c - k * x1 * x1)
     )
     threshold = (c + later) / 2
-    verdicts = simulate(resuming.teacache_params(threshold), trace)
+    verdicts = simulate(teacache_params(resuming, threshold), trace)
     first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
     assert first_skip >= 2
     with variant_registry.registered(resuming):
@@ -452,3 +733,51 @@ def test_the_toy_family_runs_through_the_engine(path: str) -> None:
     assert len(LOADED) == 2
     own = ToyPipeline._predict(LOADED[0].transformer)
     assert is_compiled(own) is (path == "compiled")
+
+
+@pytest.mark.usefixtures("toy")
+def test_a_toy_gate_runs_on_the_toy_family(path: str) -> None:
+    """A gate kind of this module's own, registered for the test, through the engine on the
+    ``path`` step: threshold 0 byte-exact to vanilla; the vanilla recorder asked it for its trace
+    (its own section of each step); an engaging threshold skips where its simulator says on that
+    trace up to the first skip, and everywhere on the run's own measured trace; a resumed pass
+    bit-exact to the full one, after replayed steps."""
+    from app.gate.kinds import GATE_KINDS
+    from app.variants import VARIANTS
+
+    assert GATE_KINDS[TOY_GATE.name] is TOY_GATE and TOY_GATE.name in VARIANTS["toy"].gates
+    engine = Engine(warmup_steps=0)
+    off = _run(engine, "toy", 0.0, gate=TOY_GATE.name)
+    assert off["gate"] == TOY_GATE.name and off["pattern"] == "C" * STEPS
+    assert off["max_abs_diff"] == 0.0
+    assert off["gated_latents_sha256"] == off["vanilla_latents_sha256"]
+    vanilla = steps_from_json(off, "vanilla_steps_detail")
+    trace = TOY_GATE.trace(vanilla)
+    assert len(trace) == STEPS and all(isinstance(x, float) and x > 0 for x in trace[1:])
+    assert all("teacache" in step.signals for step in vanilla)  # every kind asked, not only it
+
+    # The smallest threshold that skips on vanilla's trace; its first skip comes after the
+    # warm-up, so a resumed pass replays at least one step.
+    params = TOY_GATE.params(TOY_GATE.uncalibrated)
+    chosen = TOY_GATE.candidates(params, trace)[0]
+    first_skip = chosen.pattern.index("S")
+    assert first_skip >= params.warmup_steps
+    expected = simulate_toy_gate(params.with_threshold(chosen.threshold), trace)
+
+    gated = _run(engine, "toy", chosen.threshold, gate=TOY_GATE.name)
+    assert gated["skipped"] > 0 and gated["max_abs_diff"] > 0.0  # engaged, and it shows
+    assert gated["vanilla_cached"]  # the vanilla pass of the run at threshold 0, cached
+    # Up to its first skip the run is vanilla's, so the simulator on vanilla's trace is exact
+    # there; after it, the run's own measured changes (its section of each step) replay it.
+    assert gated["pattern"][: first_skip + 1] == chosen.pattern[: first_skip + 1]
+    assert [v.decision.letter for v in expected][: first_skip + 1] == list(
+        chosen.pattern[: first_skip + 1]
+    )
+    measured = TOY_GATE.trace(steps_from_json(gated))
+    replayed = simulate_toy_gate(params.with_threshold(chosen.threshold), measured)
+    assert gated["pattern"] == "".join(v.decision.letter for v in replayed)
+
+    resumed = _run(engine, "toy", chosen.threshold, gate=TOY_GATE.name, resume=True)
+    assert resumed["resumed_from_step"] == first_skip - 1 >= 1
+    assert resumed["pattern"] == gated["pattern"]
+    assert resumed["gated_latents_sha256"] == gated["gated_latents_sha256"]

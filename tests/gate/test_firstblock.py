@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from app.gate import Decision, GateConfigError, TeaCacheGate, TeaCacheParams
+from app.gate import Decision, GateConfigError
 from app.gate.firstblock import (
     DEFAULT_MAX_CONSECUTIVE_SKIPS,
     TRACE_DEPTH,
@@ -26,9 +26,8 @@ from app.gate.firstblock import (
     simulate_firstblock,
 )
 from app.gate.kinds import FIRSTBLOCK_KIND
-from app.gate.live import FirstBlockGate
-
-OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
+from app.gate.live import BlockChangeRecorder, FirstBlockGate, VanillaRecorder
+from app.gate.signals import Tap
 
 
 def letters(verdicts: list) -> str:
@@ -85,13 +84,18 @@ def _residuals(steps: int, seed: int) -> list[mx.array]:
 
 
 def _observe(residuals: list[mx.array]) -> list:
-    observer = TeaCacheGate(OFF, observe=True)
+    """A vanilla pass's record of the first block's residuals (the probe's recorder)."""
+    observer = VanillaRecorder([BlockChangeRecorder("firstblock")])
     observer.begin(len(residuals))
     for r in residuals:
         observer.decide(None)
-        observer.record_first_block(r)
+        observer.record_tap(Tap.block_residual, r)
         observer.end_step()
     return observer.events
+
+
+def _probe(event: object, key: str) -> object:
+    return event.figures("firstblock").get(key)  # type: ignore[attr-defined]
 
 
 def _live(params: FirstBlockParams, residuals: list[mx.array]) -> list:
@@ -112,8 +116,9 @@ def _live(params: FirstBlockParams, residuals: list[mx.array]) -> list:
 def test_the_simulator_replays_the_live_gate_on_the_vanilla_path(seed: int) -> None:
     residuals = _residuals(20, seed)
     events = _observe(residuals)
-    assert events[0].block_changes is None
-    assert [len(e.block_changes or ()) for e in events] == [min(i, TRACE_DEPTH) for i in range(20)]
+    assert _probe(events[0], "changes") is None
+    lengths = [len(_probe(e, "changes") or ()) for e in events]  # type: ignore[arg-type]
+    assert lengths == [min(i, TRACE_DEPTH) for i in range(20)]
     trace = FIRSTBLOCK_KIND.trace(events)
     for threshold in (0.02, 0.05, 0.1, 0.2, 0.4, 0.8):
         params = FirstBlockParams(threshold=threshold, warmup_steps=2)
@@ -121,7 +126,7 @@ def test_the_simulator_replays_the_live_gate_on_the_vanilla_path(seed: int) -> N
         live = _live(params, residuals)
         assert letters(simulated) == "".join(e.decision.letter for e in live)
         # the same change, bit for bit, wherever the rule read one
-        assert [v.accumulated for v in simulated] == [e.block_change for e in live]
+        assert [v.accumulated for v in simulated] == [_probe(e, "change") for e in live]
 
 
 def test_the_onset_is_exact_on_either_side() -> None:

@@ -1,6 +1,7 @@
 """The registry of gate kinds (``app.gate.kinds``): every kind answers everything the app asks of a
-gate, and nothing outside ``app/gate`` branches on a gate's name or parameter type (an AST check
-over ``app/``, with its own positive controls)."""
+gate, and nothing outside ``app/gate`` branches on a gate's name or parameter type, nor imports a
+kind's own parameters, live gate, recorder or kind (AST checks over ``app/``, with their own
+positive controls)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from app.gate import Decision, LiveGate, StepEvent
+from app.gate.events import VANILLA
 from app.gate.kinds import (
     DEFAULT_GATE,
     GATE_KINDS,
     GATES,
-    OBSERVER,
     AnyGateKind,
     UnknownGateError,
     calibrated_gates,
@@ -22,9 +23,11 @@ from app.gate.kinds import (
     gate_kind,
     kind_of,
     make_gate,
-    observer_params,
+    registered,
+    vanilla_recorder,
 )
 from app.gate.kinds.base import PlotSpec, Signal
+from app.gate.signals import Tap
 from app.variants import get_variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +43,37 @@ def test_the_registry_is_keyed_by_each_kinds_own_name() -> None:
     for name, kind in GATE_KINDS.items():
         assert kind.name == name and kind.params_type.gate == name  # type: ignore[attr-defined]
         assert gate_kind(name) is kind and check_gate(name) == name
-    assert OBSERVER is GATE_KINDS[DEFAULT_GATE]
     with pytest.raises(UnknownGateError, match="choose one of: teacache, magcache, firstblock"):
         gate_kind("easycache")
     assert len({kind.label for kind in GATE_KINDS.values()}) == len(GATE_KINDS)
     keys = {kind.threshold_key("demo") for kind in GATE_KINDS.values()}
     assert len(keys) == len(GATE_KINDS)  # each gate's threshold is remembered apart
     assert set(calibrated_gates()) <= set(GATES)
+
+
+def test_a_kind_registered_for_a_block_is_looked_up_as_the_shipped_ones() -> None:
+    """``registered``: a kind from outside the package (a test's toy kind) joins the registry
+    after the shipped ones for the block, and leaves it after, even on an error."""
+
+    from app.gate.kinds.magcache import MagCacheKind
+
+    class Renamed(MagCacheKind):
+        name = "renamed"
+
+    kind = Renamed()
+    with registered(kind):
+        assert gate_kind("renamed") is kind and check_gate("renamed") == "renamed"
+        assert list(GATE_KINDS)[-1] == "renamed" and tuple(GATE_KINDS)[:-1] == GATES
+        with pytest.raises(ValueError, match="registered already"), registered(kind):
+            pass
+    assert "renamed" not in GATE_KINDS
+    with pytest.raises(RuntimeError, match="inside"), registered(kind):
+        raise RuntimeError("inside the block")
+    with pytest.raises(UnknownGateError):
+        gate_kind("renamed")
+    shipped = GATE_KINDS[DEFAULT_GATE]
+    with pytest.raises(ValueError, match="registered already"), registered(shipped):
+        pass
 
 
 def smooth_vanilla_steps(steps: int) -> list[StepEvent]:
@@ -58,16 +85,19 @@ def smooth_vanilla_steps(steps: int) -> list[StepEvent]:
 
     return [
         StepEvent(
-            index=i,
-            num_steps=steps,
-            decision=Decision.computed,
-            rel_l1=None if i == 0 else change(i),
-            predicted=None,
-            accumulated=None,
+            i,
+            steps,
+            Decision.computed,
             threshold=0.0,
             seconds=0.1,
-            mag_ratio=None if i == 0 else 1.0 - change(i),
-            block_changes=tuple(change(i) * (k + 1) for k in range(min(i, 4))) if i else None,
+            gate=VANILLA,
+            signals={
+                "teacache": {"rel_l1": None if i == 0 else change(i), "predicted": None},
+                "magcache": {"ratio": None if i == 0 else 1.0 - change(i)},
+                "firstblock": {
+                    "changes": tuple(change(i) * (k + 1) for k in range(min(i, 4))) if i else None
+                },
+            },
         )
         for i in range(steps)
     ]
@@ -157,22 +187,25 @@ def test_each_kind_builds_its_own_live_gate(kind: AnyGateKind) -> None:
     params = get_variant("demo").params_for(kind.name)
     gate = make_gate(params)
     assert isinstance(gate, LiveGate) and isinstance(gate, kind.live_class())
-    assert gate.gate_name == kind.name and not gate.observe
+    assert gate.gate_name == kind.name and not gate.taps.records
     # The adapters build what the live gate declares: the kind's own signal.
     assert gate.signal is kind.signal
 
 
-def test_the_observer_records_the_vanilla_pass_whichever_gate_runs() -> None:
-    demo = get_variant("demo")
-    for name in GATES:
-        params = observer_params(demo, name, 0.05)
-        observer = make_gate(params, observe=True)
-        assert observer.observe and observer.gate_name == OBSERVER.name
-        # its own threshold where it is the gate that runs, else its calibration's default
-        expected = 0.05 if name == OBSERVER.name else demo.default_threshold_for(OBSERVER.name)
-        assert params.threshold == expected
-    with pytest.raises(ValueError, match="vanilla"):
-        make_gate(demo.params_for("magcache"), observe=True)
+def test_the_vanilla_recorder_asks_every_kind_what_to_record() -> None:
+    """One vanilla pass for every gate: the recorder holds each kind's own recorder (its taps:
+    TeaCache the modulated input, MagCache the body residual, the probe the block residual at its
+    depth; calibrating, TeaCache the output too), on any variant, whichever gate then runs."""
+    for variant_id in ("demo", "flux3-image-klein"):  # with and without TeaCache numbers
+        for calibrating in (False, True):
+            recorder = vanilla_recorder(get_variant(variant_id), calibrating=calibrating)
+            assert recorder.gate_name == VANILLA and recorder.taps.decides_on is None
+            kinds = [r.kind for r in recorder.recorders]  # type: ignore[attr-defined]
+            assert kinds == [n for n, k in GATE_KINDS.items() if k.recorder(None) is not None]
+            assert set(kinds) == set(GATES)
+            wanted = {Tap.modulated_input, Tap.body_residual, Tap.block_residual}
+            assert recorder.taps.records == wanted | ({Tap.output} if calibrating else set())
+            assert recorder.taps.split == 1  # the probe's depth
 
 
 # -- no branch on a gate's name outside app/gate ---------------------------------------------------
@@ -243,6 +276,74 @@ def test_the_check_leaves_lookups_alone() -> None:
         'data["teacache"] = blob  # the PNG chunk named after the app\n'
     )
     assert gate_branches(source) == []
+
+
+# -- no kind's own classes outside app/gate --------------------------------------------------------
+
+
+def _own_names() -> set[str]:
+    """What only a kind's own module may name: its parameters, live gate, recorder and kind
+    classes, and the registry's ``*_KIND`` instances (code outside ``app/gate`` asks the registry:
+    ``gate_kind(name)``, ``kind_of(params)``, ``make_gate``, ``vanilla_recorder``)."""
+    import app.gate.kinds as kinds
+
+    names = {name for name in dir(kinds) if name.endswith("_KIND")}
+    for kind in GATE_KINDS.values():
+        names |= {kind.params_type.__name__, kind.live_class().__name__, type(kind).__name__}
+        recorder = kind.recorder(None)
+        if recorder is not None:
+            names.add(type(recorder).__name__)
+    return names
+
+
+OWN_NAMES = _own_names()
+
+
+def kind_imports(source: str) -> list[int]:
+    """Lines that import a kind's own class or instance (``from … import TeaCacheParams``) or
+    reach it through a module (``live.TeaCacheGate``)."""
+
+    def own(node: ast.AST) -> bool:
+        if isinstance(node, ast.ImportFrom):
+            return any(alias.name in OWN_NAMES for alias in node.names)
+        return isinstance(node, ast.Attribute) and node.attr in OWN_NAMES
+
+    return [getattr(node, "lineno", 0) for node in ast.walk(ast.parse(source)) if own(node)]
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ("from app.gate import TeaCacheParams\n", 1),
+        ("from app.gate.kinds import (\n    TEACACHE_KIND,\n)\n", 1),
+        ("from app.gate.live import FirstBlockGate as Probe\n", 1),
+        ("import app.gate.live\ngate = app.gate.live.MagCacheGate(params)\n", 2),
+        ("from app.gate.kinds.magcache import MagCacheKind\n", 1),
+        ("from app.gate.live import SignalRecorder\n", 1),
+    ],
+)
+def test_the_check_sees_a_kinds_own_class_imported(source: str, line: int) -> None:
+    assert {"TeaCacheParams", "MagCacheGate", "TEACACHE_KIND", "SignalRecorder"} <= OWN_NAMES
+    assert kind_imports(source) == [line]
+
+
+def test_the_check_leaves_the_registry_alone() -> None:
+    source = (
+        "from app.gate.kinds import GATE_KINDS, gate_kind, kind_of, make_gate, vanilla_recorder\n"
+        "from app.gate import Decision, LiveGate, StepEvent\n"
+        "params = gate_kind(request.gate).params(calibration)\n"
+    )
+    assert kind_imports(source) == []
+
+
+def test_no_module_outside_app_gate_imports_a_kinds_own_class() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(APP.rglob("*.py"))
+        if GATE_DIR not in path.parents
+        for line in kind_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, "ask app.gate.kinds instead: " + ", ".join(offenders)
 
 
 def test_no_module_outside_app_gate_branches_on_a_gate() -> None:

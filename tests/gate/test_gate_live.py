@@ -1,5 +1,6 @@
-"""The live gate (``TeaCacheGate``) on small float32 MLX arrays: agreement with the simulator,
-residual bookkeeping, CFG branches, float32 reductions, telemetry and the injected clock."""
+"""The live gate (``TeaCacheGate``) and the vanilla recorder on small float32 MLX arrays:
+agreement with the simulator, residual bookkeeping, CFG branches, float32 reductions, telemetry
+and the injected clock."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from app.gate import (
     rel_l1,
     simulate,
 )
-from app.gate.live import rel_l1_pair
+from app.gate.live import MagnitudeRecorder, SignalRecorder, VanillaRecorder, rel_l1_pair
+from app.gate.signals import Tap
 
 IDENTITY = (0.0, 0.0, 0.0, 1.0, 0.0)
 SHAPE = (2, 8)
@@ -66,7 +68,8 @@ def drive(
     cfg: bool = False,
     outputs: list[mx.array] | None = None,
 ) -> list[StepEvent]:
-    """What an adapter does per step: decide, compute or reuse (per CFG branch), end the step."""
+    """What an adapter does per step: decide, compute or reuse (per CFG branch), end the step; a
+    recorder is handed the signal as a tap it records."""
     gate.begin(len(signals))
     for i, signal in enumerate(signals):
         branches: list[tuple[str, Callable[[mx.array], mx.array], mx.array]] = [
@@ -74,6 +77,8 @@ def drive(
         ]
         if cfg:
             branches.append(("uncond", uncond_body, latents(i) + 100))
+        if Tap.modulated_input in gate.taps.records:
+            gate.record_tap(Tap.modulated_input, signal)
         for branch, fn, x in branches:
             verdict = gate.decide(signal if gate.needs_signal else None)
             if verdict.decision.computes:
@@ -85,6 +90,23 @@ def drive(
                 outputs.append(out)
         gate.end_step()
     return gate.events
+
+
+def tea(event: StepEvent, key: str) -> float | None:
+    """One of TeaCache's figures of a step."""
+    value = event.figures("teacache").get(key)
+    assert value is None or isinstance(value, float)
+    return value
+
+
+def recorder(params: TeaCacheParams, *, calibrating: bool = False) -> VanillaRecorder:
+    """The vanilla pass's gate with TeaCache's and MagCache's records (priced by ``params``)."""
+    return VanillaRecorder(
+        [
+            SignalRecorder("teacache", params, calibrating=calibrating),
+            MagnitudeRecorder("magcache"),
+        ]
+    )
 
 
 def same(a: float | None, b: float | None) -> bool:
@@ -99,16 +121,16 @@ def assert_events_match(events: Sequence[StepEvent], verdicts: Sequence[Verdict]
         v.decision.letter for v in verdicts
     )
     for e, v in zip(events, verdicts, strict=True):
-        assert same(e.rel_l1, v.rel_l1), (e, v)
-        assert same(e.predicted, v.predicted), (e, v)
+        assert same(tea(e, "rel_l1"), v.rel_l1), (e, v)
+        assert same(tea(e, "predicted"), v.predicted), (e, v)
         assert same(e.accumulated, v.accumulated), (e, v)
 
 
 def vanilla_trace(params: TeaCacheParams, signals: Sequence[mx.array]) -> list[float | None]:
-    """The trace an observe-mode (vanilla) pass records: what the app feeds the simulator."""
-    events = drive(TeaCacheGate(params, observe=True), signals)
+    """The trace a vanilla pass records: what the app feeds the simulator."""
+    events = drive(recorder(params), signals)
     assert all(e.decision.computes for e in events)
-    return [e.rel_l1 for e in events]
+    return [tea(e, "rel_l1") for e in events]
 
 
 # -- the simulator and the live gate agree ---------------------------------------------------------
@@ -314,26 +336,32 @@ def test_threshold_zero_builds_no_signal_and_no_residual(monkeypatch: pytest.Mon
         assert gate.cached_branches == ()
         gate.end_step()
     assert gate.pattern == "CCCCCC"
-    assert all(e.rel_l1 is None and e.predicted is None for e in gate.events)
+    assert all(tea(e, "rel_l1") is None and tea(e, "predicted") is None for e in gate.events)
 
 
-def test_threshold_zero_observe_mode_measures_but_never_skips() -> None:
-    gate = make_gate(0.0, observe=True)
-    assert gate.needs_signal
+def test_the_vanilla_recorder_measures_but_never_skips() -> None:
+    gate = recorder(TeaCacheParams(IDENTITY, 0.0))
+    assert gate.needs_signal and gate.taps.decides_on is None
+    assert gate.taps.records == {Tap.modulated_input, Tap.body_residual}
     events = drive(gate, signals_for([0.0, 0.2, 0.0]))
     assert gate.pattern == "CCCC"
-    assert events[0].rel_l1 is None
+    assert {e.gate for e in events} == {"vanilla"} and all(e.threshold == 0.0 for e in events)
+    assert tea(events[0], "rel_l1") is None
     # float32 signals and reduction: measured 4.0e-8 off at 0.2 (about 8 float32 ulps of 1.0).
     float32_abs = 1e-6
-    assert [e.rel_l1 for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=float32_abs)
-    assert [e.predicted for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=float32_abs)
-    # It keeps the previous residual to measure MagCache's magnitude ratio (never to reuse it):
-    # body(x) − x = x + 1 with x = 0.25·i everywhere, so the ratio is (0.25i + 1)/(0.25(i−1) + 1).
-    assert gate.cached_branches == ("cond",)
-    assert events[0].mag_ratio is None
+    assert [tea(e, "rel_l1") for e in events[1:]] == pytest.approx([0.0, 0.2, 0.0], abs=float32_abs)
+    assert [tea(e, "predicted") for e in events[1:]] == pytest.approx(
+        [0.0, 0.2, 0.0], abs=float32_abs
+    )
+    # MagCache's recorder keeps the previous residual to measure the magnitude ratio; the
+    # recorder caches none for reuse: body(x) − x = x + 1 with x = 0.25·i everywhere, so the ratio
+    # is (0.25i + 1)/(0.25(i−1) + 1).
+    assert gate.cached_branches == ()
+    ratios = [e.figures("magcache")["ratio"] for e in events]
+    assert ratios[0] is None
     expected = [(0.25 * i + 1) / (0.25 * (i - 1) + 1) for i in range(1, 4)]
     # A float32 ratio of float32 means: measured 6.8e-8 relative.
-    assert [e.mag_ratio for e in events[1:]] == pytest.approx(expected, rel=float32_abs)
+    assert ratios[1:] == pytest.approx(expected, rel=float32_abs)
 
 
 # -- rel-L1 ----------------------------------------------------------------------------------------
@@ -403,8 +431,9 @@ def test_step_events_are_live_and_timed_with_the_injected_clock() -> None:
     ]
     skipped, computed = received[1], received[2]
     # signals_for builds the change in float32: measured 2.7e-7 relative (1e-5 ≈ 80 ulps).
-    assert skipped.rel_l1 == pytest.approx(0.1, rel=1e-5)
-    assert skipped.predicted == skipped.rel_l1 and skipped.accumulated == skipped.predicted
+    assert tea(skipped, "rel_l1") == pytest.approx(0.1, rel=1e-5)
+    assert tea(skipped, "predicted") == tea(skipped, "rel_l1")
+    assert skipped.accumulated == tea(skipped, "predicted")
     assert computed.accumulated == pytest.approx(0.55, rel=1e-5)  # measured 4.5e-8 relative
     assert gate.events == received
     assert (gate.skipped, gate.computed, gate.pattern) == (1, 3, "FSCF")
@@ -412,43 +441,43 @@ def test_step_events_are_live_and_timed_with_the_injected_clock() -> None:
         "index": 1,
         "num_steps": 4,
         "decision": "skipped",
-        "rel_l1": skipped.rel_l1,
-        "predicted": skipped.predicted,
         "accumulated": skipped.accumulated,
         "threshold": 0.5,
         "seconds": 1.5,
-        "output_rel_l1": None,
         "gate": "teacache",
-        "mag_ratio": None,
-        "block_change": None,
-        "block_changes": None,
+        "signals": {
+            "teacache": {"rel_l1": tea(skipped, "rel_l1"), "predicted": tea(skipped, "predicted")}
+        },
         "fill": {},  # the test never asked for the residual: no fill ran
     }
 
 
 def test_output_change_is_measured_against_the_previous_steps_first_output() -> None:
     """Under CFG the transformer runs twice per step; the output change compares like with like."""
-    gate = make_gate(0.5, observe=True, capture_output=True)
+    gate = recorder(TeaCacheParams(IDENTITY, 0.5), calibrating=True)
+    assert gate.records_output
     sig = signals_for([0.1, 0.1])
     cond = [mx.full(SHAPE, v) for v in (1.0, 1.25, 1.5)]
     uncond = [mx.full(SHAPE, v) for v in (-7.0, 9.0, 4.0)]
     gate.begin(3)
     for i, s in enumerate(sig):
         gate.decide(s)
-        gate.record_output(cond[i])
-        gate.record_output(uncond[i])
+        gate.record_tap(Tap.output, cond[i])
+        gate.record_tap(Tap.output, uncond[i])
         gate.end_step()
-    assert [e.output_rel_l1 for e in gate.events] == [None, pytest.approx(0.25), pytest.approx(0.2)]
+    changes = [tea(e, "output_rel_l1") for e in gate.events]
+    assert changes == [None, pytest.approx(0.25), pytest.approx(0.2)]
 
 
 def test_output_capture_is_off_by_default() -> None:
-    gate = make_gate(0.5, observe=True)
+    gate = recorder(TeaCacheParams(IDENTITY, 0.5))
+    assert not gate.records_output
     gate.begin(2)
     for i, s in enumerate(signals_for([0.1])):
         gate.decide(s)
-        gate.record_output(mx.full(SHAPE, float(i + 1)))
+        gate.record_tap(Tap.output, mx.full(SHAPE, float(i + 1)))
         gate.end_step()
-    assert all(e.output_rel_l1 is None for e in gate.events)
+    assert all(tea(e, "output_rel_l1") is None for e in gate.events)
 
 
 def test_begin_rejects_a_negative_step_count() -> None:

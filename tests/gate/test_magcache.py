@@ -13,6 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from app.gate import Decision, GateConfigError, MagCacheGate, kind_of, make_gate
+from app.gate.kinds import MAGCACHE_KIND
 from app.gate.magcache import (
     MagCacheParams,
     mean_ratio_table,
@@ -20,6 +21,7 @@ from app.gate.magcache import (
     onset,
     simulate_magcache,
 )
+from app.gate.signals import Tap
 from tests.gate.test_gate_live import body, drive, latents, signals_for
 
 # Hand-worked: 8 steps, retention 0.2 → steps 0–1 forced (int(0.2·8 + 0.5) = 2), K = 2,
@@ -171,8 +173,8 @@ def test_live_gate_agrees_with_the_simulator(
     verdicts = simulate_magcache(params, steps)
     assert [e.decision for e in events] == [v.decision for v in verdicts]
     assert [e.accumulated for e in events] == [v.accumulated for v in verdicts]
-    assert [e.predicted for e in events] == [v.predicted for v in verdicts]
-    assert all(e.gate == "magcache" and e.rel_l1 is None for e in events)
+    assert [e.figures("magcache")["table_ratio"] for e in events] == [v.predicted for v in verdicts]
+    assert all(e.gate == "magcache" and set(e.signals) == {"magcache"} for e in events)
     assert kind_of(params).simulate(params, [None] * steps) == verdicts
 
 
@@ -197,9 +199,12 @@ def test_threshold_zero_takes_the_plain_path() -> None:
     assert gate.cached_branches == ()
 
 
-def test_magcache_never_observes() -> None:
-    with pytest.raises(GateConfigError, match="TeaCache"):
-        make_gate(hand_params(), observe=True)
+def test_magcache_records_its_trace_through_its_recorder_only() -> None:
+    """Its live gate records nothing; its record of a vanilla pass is its recorder's: the body
+    residual's magnitude ratio (what its table is the mean of)."""
+    assert not make_gate(hand_params()).taps.records
+    recorder = MAGCACHE_KIND.recorder(None)
+    assert recorder.kind == "magcache" and recorder.taps == {Tap.body_residual}
 
 
 # -- table helpers -------------------------------------------------------------------------------

@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from lab.bench import adapter_overhead
+
+# A lab benchmark's dry run (minutes on two cores): the lab_slow step runs it
+pytestmark = pytest.mark.lab_slow
 
 
 def test_tiny_dry_run_reports_every_condition_with_skip_counts(tmp_path: Path) -> None:

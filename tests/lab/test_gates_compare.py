@@ -15,6 +15,7 @@ from app.variants import get_variant
 from lab.demo.calibrate import choose_threshold
 from lab.gates import compare
 from lab.gates.compare import RESULTS, prompts, summarise
+from tests.fakes.params import magcache_params
 
 DOCUMENT = json.loads((RESULTS / "compare-demo.json").read_text(encoding="utf-8"))
 
@@ -32,7 +33,7 @@ def test_summaries_follow_from_the_rows_on_the_same_prompts() -> None:
 
 
 def test_magcache_patterns_are_the_tables() -> None:
-    params = get_variant("demo").magcache_params()
+    params = magcache_params(get_variant("demo"))
     for row in DOCUMENT["quality"]["magcache"]:
         expected = simulate_magcache(params.with_threshold(row["threshold"]), 28)
         assert row["pattern"] == "".join(v.decision.letter for v in expected)
@@ -52,7 +53,7 @@ def test_what_the_readme_says() -> None:
 def test_the_demo_default_is_chosen_by_the_teacache_rule() -> None:
     rows = [{**r, "skip_share": r["mean_skipped"] / 28} for r in DOCUMENT["summary"]["magcache"]]
     chosen = choose_threshold(rows)
-    assert chosen["threshold"] == get_variant("demo").magcache_params().threshold
+    assert chosen["threshold"] == magcache_params(get_variant("demo")).threshold
 
 
 def test_the_probes_default_is_the_rule_on_its_demo_curve() -> None:

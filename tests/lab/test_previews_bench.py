@@ -11,6 +11,9 @@ import pytest
 
 from lab.bench import previews
 
+# A lab benchmark's dry run (minutes on two cores): the lab_slow step runs it
+pytestmark = pytest.mark.lab_slow
+
 RESULTS = Path(__file__).parents[2] / "lab" / "bench" / "results"
 
 

@@ -18,7 +18,8 @@ from app.adapters.qwen_image21 import shell as qwen21_shell
 from app.families.qwen_image21 import QWEN21_TINY
 from lab.bench import step_work
 
-pytestmark = pytest.mark.usefixtures("float32")
+# Research counts of an adapter's per-step work (lab/bench/step_work.py): run by the lab_slow step
+pytestmark = [pytest.mark.usefixtures("float32"), pytest.mark.lab_slow]
 
 
 @pytest.fixture

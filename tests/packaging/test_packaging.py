@@ -848,8 +848,10 @@ def _uncollected(packages: list[str]) -> list[str]:
         classes = [family.mflux.pipeline(), family.mflux.weight_definition()]
         classes += [lora()] if lora is not None else []
         for cls in classes:
-            if not any(cls.__module__.startswith(f"{package}.") for package in packages):
-                missing.append(f"{family.id}: {cls.__module__}")
+            # a family's own subclass of mflux's class (Lens's weights) needs mflux's module
+            module = next(c.__module__ for c in cls.__mro__ if c.__module__.startswith("mflux."))
+            if not any(module.startswith(f"{package}.") for package in packages):
+                missing.append(f"{family.id}: {module}")
     return missing
 
 

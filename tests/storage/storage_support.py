@@ -7,6 +7,7 @@ import numpy as np
 from app.engine.report import PassResult, RunReport
 from app.engine.request import GenerationRequest, make_request
 from app.gate import Decision, StepEvent
+from tests.fakes.steps import tea_step
 
 
 def steps(pattern: str, threshold: float = 0.1) -> tuple[StepEvent, ...]:
@@ -18,7 +19,7 @@ def steps(pattern: str, threshold: float = 0.1) -> tuple[StepEvent, ...]:
     }
     n = len(pattern)
     return tuple(
-        StepEvent(
+        tea_step(
             i,
             n,
             letters[c],

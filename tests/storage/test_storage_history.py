@@ -74,7 +74,7 @@ def test_run_json_holds_the_report_once(tmp_path: Path) -> None:
     entry = HistoryStore(tmp_path).save(report, WARNINGS)
     meta = json.loads((entry.folder / META_FILE).read_text())
     assert set(meta) == {"format", "id", "created", "warnings", "versions", "report"}
-    assert meta["format"] == HISTORY_FORMAT == 2
+    assert meta["format"] == HISTORY_FORMAT == 3
     assert meta["id"] == entry.id and meta["created"] == entry.created
     assert meta["report"] == json.loads(json.dumps(report.to_json()))
     assert meta["warnings"] == [{"kind": "distilled", "message": "m", "details": {"array": 1.5}}]

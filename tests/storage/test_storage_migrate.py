@@ -15,10 +15,11 @@ import pytest
 from PIL import Image
 
 from app.engine.report import steps_from_json
+from app.gate import StepEvent
 from app.storage.comparisons import is_comparison, load_comparison
 from app.storage.export import entry_captions, entry_metadata
 from app.storage.history import GATED_FILE, META_FILE, HistoryEntry, HistoryStore
-from app.storage.migrate import CURRENT_FORMAT, legacy_speedup_label, upgrade
+from app.storage.migrate import CURRENT_FORMAT, legacy_speedup_label, upgrade, upgrade_report
 
 OLD = Path(__file__).parent / "old_history"
 BUILDS = ("27377b5", "2c44b1f", "6553d13", "fbb3f59")
@@ -38,6 +39,33 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def _raw(entry: HistoryEntry) -> dict[str, Any]:
     return json.loads((entry.folder / META_FILE).read_text())
+
+
+def _rows(rows: list[dict[str, Any]], *, vanilla: bool) -> tuple[StepEvent, ...]:
+    """A format-1 file's step rows as this build reads them (each kind's figures in its
+    section), and checked against the flat keys they came from: TeaCache's change, prediction
+    and output change, MagCache's magnitude ratio and the probe's changes."""
+    key = "vanilla_steps_detail" if vanilla else "steps_detail"
+    steps = steps_from_json(upgrade_report({key: rows}), key)
+    for step, row in zip(steps, rows, strict=True):
+        assert (step.index, step.decision.value, step.accumulated) == (
+            row["index"],
+            row["decision"],
+            row["accumulated"],
+        )
+        tea = step.figures("teacache")
+        assert (tea["rel_l1"], tea["predicted"]) == (row["rel_l1"], row["predicted"])
+        if vanilla:
+            assert step.gate == "vanilla"
+            assert tea.get("output_rel_l1") == row.get("output_rel_l1")
+            assert step.figures("magcache")["ratio"] == row.get("mag_ratio")
+            changes = row.get("block_changes")
+            assert step.figures("firstblock")["changes"] == (
+                None if changes is None else tuple(changes)
+            )
+        else:
+            assert step.gate == row.get("gate", "teacache") and set(step.signals) == {"teacache"}
+    return steps
 
 
 def _entries(build: str, tmp_path: Path) -> list[HistoryEntry]:
@@ -69,10 +97,11 @@ def test_every_old_entry_reads_back_whole_and_its_files_stay_as_they_were(
         )
         assert entry.request.threshold == request["threshold"]
         assert entry.request.gate == request.get("gate", "teacache")
-        assert report.gated.steps == steps_from_json({"rows": raw["steps"]["gated"]}, "rows")
+        assert report.gated.steps == _rows(raw["steps"]["gated"], vanilla=False)
         assert report.vanilla is not None
-        assert report.vanilla.steps == steps_from_json({"rows": raw["steps"]["vanilla"]}, "rows")
-        assert any(s.predicted is not None for s in report.vanilla.steps)  # not rebuilt columns
+        assert report.vanilla.steps == _rows(raw["steps"]["vanilla"], vanilla=True)
+        # not rebuilt columns
+        assert any(s.figures("teacache")["predicted"] is not None for s in report.vanilla.steps)
         assert report.gated.pattern == raw["result"]["pattern"]
         assert report.ssim == pytest.approx(raw["result"]["ssim"])
         assert report.gated.loop_seconds == raw["result"]["gated_seconds"]
@@ -158,12 +187,21 @@ def test_an_old_comparison_reopens_with_every_row(build: str, tmp_path: Path) ->
 def test_the_last_format_1_report_is_kept_as_it_was_written(tmp_path: Path) -> None:
     for entry in _entries("fbb3f59", tmp_path):
         raw = _raw(entry)
-        upgraded = upgrade(raw)
-        assert set(upgraded) >= {"format", "id", "created", "warnings", "versions", "report"}
-        assert upgraded["format"] == CURRENT_FORMAT
-        report = dict(upgraded["report"])
+        two = upgrade(raw, to=2)
+        assert set(two) >= {"format", "id", "created", "warnings", "versions", "report"}
+        assert two["format"] == 2
+        report = dict(two["report"])
         assert report.pop("vanilla_steps_detail") == raw["steps"]["vanilla"]
         assert report == raw["report"]  # the report wins, and it lacked nothing
+        # Then each kind's flat keys into its sections, and nothing else.
+        upgraded = upgrade(raw)
+        assert upgraded["format"] == CURRENT_FORMAT
+        kept = {k: v for k, v in two.items() if k not in ("format", "report", "comparison")}
+        assert {k: v for k, v in upgraded.items() if k in kept} == kept
+        assert upgraded["report"] == upgrade_report(two["report"])
+        if "comparison" in two:  # each row's report alike
+            rows = [row["report"] for row in upgraded["comparison"]["entries"]]
+            assert rows == [upgrade_report(row["report"]) for row in two["comparison"]["entries"]]
         assert entry.report.to_json()["speedup_label"] == entry.speedup_label
 
 
@@ -222,3 +260,50 @@ def test_the_legacy_label_function_alone() -> None:
     assert legacy_speedup_label(replayed_steps=0, steps=28, vanilla_cached=True) == (
         "vanilla cached"
     )
+
+
+def _flat_row(index: int, gate: str, **figures: object) -> dict[str, object]:
+    """A step row as ``StepEvent.as_dict`` wrote it before the kinds had sections (fbb3f59)."""
+    row: dict[str, object] = {
+        "index": index,
+        "num_steps": 4,
+        "decision": "skipped",
+        "rel_l1": None,
+        "predicted": None,
+        "accumulated": 0.03,
+        "threshold": 0.05,
+        "seconds": 0.1,
+        "output_rel_l1": None,
+        "gate": gate,
+        "mag_ratio": None,
+        "block_change": None,
+        "block_changes": None,
+    }
+    return {**row, **figures}
+
+
+def test_each_kind_reads_its_own_flat_keys_of_an_older_row() -> None:
+    """MagCache's and the probe's gated rows (the committed folders ran TeaCache only): the
+    deciding kind's figures move to its section, the others' (all None there) stay out."""
+    rows = [
+        _flat_row(1, "magcache", predicted=0.97),
+        _flat_row(2, "firstblock", block_change=0.03),
+        _flat_row(3, "teacache", rel_l1=0.02, predicted=0.01),
+    ]
+    magcache, probe, teacache = steps_from_json(upgrade_report({"steps_detail": rows}))
+    assert (magcache.gate, dict(magcache.signals)) == (
+        "magcache",
+        {"magcache": {"table_ratio": 0.97}},
+    )
+    assert (probe.gate, dict(probe.signals)) == ("firstblock", {"firstblock": {"change": 0.03}})
+    assert dict(teacache.signals) == {"teacache": {"rel_l1": 0.02, "predicted": 0.01}}
+    assert {s.accumulated for s in (magcache, probe, teacache)} == {0.03}
+
+
+def test_teacaches_polynomial_moves_into_its_section_of_the_report() -> None:
+    old = {"coefficients": [1.0, -2.0, 0.5, 0.0, 0.1], "calibrated_range": [0.01, 0.4]}
+    assert upgrade_report(old)["gate_fields"] == {"teacache": old}
+    # A report whose gate had no polynomial (MagCache's, the probe's) kept an empty one.
+    assert upgrade_report({"coefficients": [], "calibrated_range": None})["gate_fields"] == {}
+    ours = {"gate_fields": {"magcache": {}}, "steps_detail": []}
+    assert upgrade_report(ours) == ours  # this build's report, as it is

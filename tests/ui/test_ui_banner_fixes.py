@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from app.gate import Decision, Engagement, StepEvent
+from app.gate.events import VANILLA
 from app.gate.kinds import gate_kind
 from app.gate.simulator import simulate
 from app.ui.analysis import (
@@ -24,6 +25,8 @@ from app.ui.analysis import (
 )
 from app.ui.defaults import default_threshold
 from app.variants import VARIANTS, Variant, check_schedule, get_variant
+from tests.fakes.params import teacache_params
+from tests.fakes.steps import tea_step
 
 THRESHOLDS = (0.01, 0.05, 0.1, 0.113, 0.17, 0.2, 0.3, 0.5)
 STEP_COUNTS = (1, 2, 3, 4, 6, 8, 9, 16, 28)
@@ -44,7 +47,8 @@ def _fixes(notice: Notice | None, kind: FixKind) -> list[int | float]:
 def _vanilla(variant_id: str, rel_l1: list[float | None]) -> tuple[StepEvent, ...]:
     n = len(rel_l1)
     return tuple(
-        StepEvent(i, n, Decision.computed, r, None, None, 0.0, 0.01) for i, r in enumerate(rel_l1)
+        tea_step(i, n, Decision.computed, r, None, None, 0.0, 0.01, gate=VANILLA)
+        for i, r in enumerate(rel_l1)
     )
 
 
@@ -112,7 +116,7 @@ def test_every_offered_fix_would_skip(variant: Variant) -> None:
             for n in _fixes(notice, FixKind.steps):
                 offered += 1
                 assert isinstance(n, int) and n != steps
-                assert variant.teacache_params(threshold).eligible_steps(n) > 0
+                assert teacache_params(variant, threshold).eligible_steps(n) > 0
                 after = schedule_notice(variant, n, threshold)
                 assert after is None or after.kind is NoticeKind.info, (steps, threshold, n)
             for t in _fixes(notice, FixKind.threshold):
@@ -152,7 +156,7 @@ def test_threshold_fix_from_a_measured_trace_skips_on_that_trace() -> None:
     assert notice is not None and notice.kind is NoticeKind.warning
     assert "measured on the last vanilla run" in notice.message
     (suggested,) = _fixes(notice, FixKind.threshold)
-    params = demo.teacache_params(blocked_at)
+    params = teacache_params(demo, blocked_at)
     skipped = [v for v in simulate(replace(params, rel_l1_thresh=suggested), trace)]
     assert any(v.decision is Decision.skipped for v in skipped)
     assert not any(v.decision is Decision.skipped for v in simulate(params, trace))
@@ -225,7 +229,7 @@ def test_a_measured_fix_is_simulated_on_its_trace_and_says_what_it_skips() -> No
     offered = action.fix.threshold
     assert offered is not None and band.onset is not None and offered > band.onset
     skipped = sum(
-        v.decision is Decision.skipped for v in simulate(turbo.teacache_params(offered), trace)
+        v.decision is Decision.skipped for v in simulate(teacache_params(turbo, offered), trace)
     )
     assert skipped > 0
     assert f"skips {skipped} of 4 steps" in notice.message

@@ -25,6 +25,7 @@ from app.ui.window import MainWindow
 from app.variants import all_variants
 from app.variants.user import calibrations_dir
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate
+from tests.fakes.steps import tea_step
 
 PROMPTS = "\n".join(DEMO_PROMPTS[:4])
 
@@ -441,7 +442,7 @@ def test_the_time_left_follows_the_pace() -> None:
             return True
 
     from app.engine import events as ev
-    from app.gate import Decision, StepEvent
+    from app.gate import Decision
 
     now = [100.0]
     form, availability = _form_stub(), _availability_stub()
@@ -457,7 +458,7 @@ def test_the_time_left_follows_the_pace() -> None:
     assert calibrator.progress() == -1.0 and calibrator.seconds_left() is None
     for index in range(5):  # half of the first prompt, 1 s a step
         now[0] += 1.0
-        step = StepEvent(index, 10, Decision.computed, None, None, None, 0.0, 1.0)
+        step = tea_step(index, 10, Decision.computed, None, None, None, 0.0, 1.0)
         calibrator.handle_event(ev.StepDone(1, ev.Pass.vanilla, step))
     assert calibrator.progress() == pytest.approx(0.25)
     assert calibrator.seconds_left() == pytest.approx(15.0)  # 5 s for a quarter: 15 s left

@@ -40,6 +40,7 @@ from app.ui.run_model import RunModel
 from app.ui.timeline import StepTimeline
 from app.variants import get_variant
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, minimal_report
+from tests.fakes.steps import tea_step
 
 
 class _Model(QObject):
@@ -96,7 +97,7 @@ def test_bind_is_two_way_and_disconnects(qtbot: QtBot) -> None:
 
 
 def _step(index: int, n: int, decision: Decision) -> StepEvent:
-    return StepEvent(index, n, decision, 0.05, 0.04, 0.09, 0.1, 0.012)
+    return tea_step(index, n, decision, 0.05, 0.04, 0.09, 0.1, 0.012)
 
 
 def test_run_model_applies_events_in_one_handler(qtbot: QtBot) -> None:

@@ -23,6 +23,7 @@ from app.engine.events import (
 from app.engine.request import make_request
 from app.gate import Decision
 from tests.fakes.engine import FakeEngine, FakeFailure, FakeScript, StepGate, minimal_report
+from tests.fakes.params import teacache_params
 
 TERMINAL = (RunFinished, RunCancelled, RunFailed)
 
@@ -60,7 +61,7 @@ def test_gated_decisions_follow_the_gate_rule_on_the_trace() -> None:
     # Signal changes where the shipped fit predicts its least and its most change (the fit under
     # CFG is not monotone), alternated so the expected decisions follow by hand from the rule:
     # a step skips when the change accumulated since the last compute stays under the threshold.
-    params = request.variant.teacache_params(0.1)
+    params = teacache_params(request.variant, 0.1)
     assert params.calibrated_range is not None
     assert (params.skip_first, params.skip_last) == (1, 1)
     grid = np.linspace(*params.calibrated_range, 200)

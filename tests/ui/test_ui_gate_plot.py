@@ -17,12 +17,15 @@ from pytestqt.qtbot import QtBot
 from ui_support import WindowFactory, run_to_end
 
 from app.gate import Decision, StepEvent
+from app.gate.events import VANILLA
 from app.gate.simulator import simulate
 from app.ui.analysis import engagement_band
 from app.ui.gate_plot import PLOT_MIN_VIEW_HEIGHT, GatePlot, legend_html
 from app.ui.job_slot import JobStatus
 from app.ui.window import MainWindow
 from app.variants import get_variant
+from tests.fakes.params import teacache_params
+from tests.fakes.steps import tea_step
 
 STEPS = 28
 # The demo's vanilla trace on its default prompt (rel-L1 per step, the first unmeasured): its
@@ -32,13 +35,15 @@ RELS: list[float | None] = [None] + [0.02 + 0.25 * ((i * 37) % 29) / 29 for i in
 
 def _vanilla() -> tuple[StepEvent, ...]:
     demo = get_variant("demo")
-    params = demo.teacache_params(0.1)
+    params = teacache_params(demo, 0.1)
     from app.gate.decision import predict_change
 
     steps = []
     for i, rel in enumerate(RELS):
         predicted = None if rel is None else predict_change(params, rel)[0]
-        steps.append(StepEvent(i, STEPS, Decision.computed, rel, predicted, None, 0.1, 0.01))
+        steps.append(
+            tea_step(i, STEPS, Decision.computed, rel, predicted, None, 0.1, 0.01, gate=VANILLA)
+        )
     return tuple(steps)
 
 
@@ -46,9 +51,9 @@ def _gated(threshold: float) -> tuple[StepEvent, ...]:
     """TeaCache's accumulation on that trace (the simulator's): predictions pile up while below
     the threshold and reset when a step is computed."""
     demo = get_variant("demo")
-    verdicts = simulate(demo.teacache_params(threshold), RELS)
+    verdicts = simulate(teacache_params(demo, threshold), RELS)
     return tuple(
-        StepEvent(v.index, STEPS, v.decision, v.rel_l1, v.predicted, v.accumulated, threshold, 0.01)
+        tea_step(v.index, STEPS, v.decision, v.rel_l1, v.predicted, v.accumulated, threshold, 0.01)
         for v in verdicts
     )
 

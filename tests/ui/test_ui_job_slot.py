@@ -9,6 +9,7 @@ from app.engine.events import LoadProgress, ModelReady, Pass, RunCancelled, Step
 from app.engine.jobs import Generate, Job
 from app.engine.request import make_request
 from app.gate import Decision, StepEvent
+from app.gate.kinds import DEFAULT_GATE
 from app.ui.job_slot import JobSlot, JobStatus
 from app.ui.run_model import RunModel
 
@@ -102,7 +103,7 @@ def test_the_run_model_observes_its_slot() -> None:
     assert run_id == 7 and run.run_id == 7 and run_ids == [7]
     run.begin(7, request)
     assert run.status is JobStatus.loading and statuses == [JobStatus.loading]
-    step = StepEvent(0, 3, Decision.computed, None, None, None, 0.0, 1.0)
+    step = StepEvent(0, 3, Decision.computed, threshold=0.0, seconds=1.0, gate=DEFAULT_GATE)
     run.handle_event(StepDone(8, Pass.gated, step))  # another run's
     assert run.gated_steps == (None, None, None)
     run.handle_event(StepDone(7, Pass.gated, step))

@@ -18,6 +18,7 @@ from app.storage.settings import SettingsStore
 from app.ui.job_slot import JobStatus
 from app.ui.run_model import RunModel
 from tests.fakes.engine import FakeEngine, FakeScript
+from tests.fakes.steps import tea_step
 
 
 def offered_sizes(window) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
@@ -169,7 +170,7 @@ class FakeClock:
 
 
 def step(index: int, num_steps: int, seconds: float) -> StepEvent:
-    return StepEvent(index, num_steps, Decision.computed, None, None, None, 0.1, seconds)
+    return tea_step(index, num_steps, Decision.computed, None, None, None, 0.1, seconds)
 
 
 def test_time_left_from_the_mean_step_time_of_the_pass() -> None:

@@ -114,4 +114,5 @@ def test_a_user_calibration_generates_and_is_listed_everywhere(
     assert isinstance(seen[-1], ev.RunFinished), seen[-1]
     report = seen[-1].report.to_json()
     assert report["variant"] == "demo+mycal"
-    assert report["coefficients"] == COEFFICIENTS
+    fields = report["gate_fields"]  # each gate kind's own report fields, by kind
+    assert isinstance(fields, dict) and fields["teacache"]["coefficients"] == COEFFICIENTS

@@ -26,6 +26,7 @@ from app.variants import (
     check_schedule,
     get_variant,
 )
+from tests.fakes.params import teacache_params
 
 ISSUE_IDS = [
     "flux1-dev",
@@ -102,8 +103,8 @@ def test_variant_is_complete(variant: Variant) -> None:
     assert w > 0 and h > 0 and w % 16 == 0 and h % 16 == 0
     # The gate parameters build (validation passes) at the default and at threshold 0.
     if variant.coefficients is not None:
-        variant.teacache_params()
-        assert not variant.teacache_params(0.0).enabled
+        teacache_params(variant)
+        assert not teacache_params(variant, 0.0).enabled
 
 
 @pytest.mark.parametrize("variant", ALL, ids=by_id)
@@ -156,13 +157,13 @@ def test_non_distilled_variants_engage_at_their_defaults(variant: Variant) -> No
 
 @pytest.mark.parametrize("variant", UNCALIBRATED, ids=by_id)
 def test_a_variant_without_teacache_numbers_says_how_to_make_them(variant: Variant) -> None:
-    """Issues #29's and #40's models: no TeaCache numbers, no default threshold, and each gate without a
-    calibration says in one sentence why (distilled) or which command makes one."""
+    """Issues #29's and #40's models: no TeaCache numbers, no default threshold, and each gate
+    without a calibration says in one sentence why (distilled) or which command makes one."""
     assert variant.distilled == UNCALIBRATED_DISTILLED[variant.id]
     assert variant.teacache is None and variant.default_threshold is None
     assert (variant.distilled_reason is not None) == variant.distilled
     with pytest.raises(GateConfigError) as info:
-        variant.teacache_params()
+        teacache_params(variant)
     if variant.distilled:
         assert "step-distilled" in str(info.value)
     else:
@@ -186,7 +187,7 @@ def test_flux1_uses_upstream_teacache_coefficients() -> None:
         assert v.coefficients == upstream
         assert "ali-vilab/TeaCache" in v.provenance.source
     # FLUX.1-dev never predicts below about 0.18 (research §3.4).
-    assert prediction_floor(get_variant("flux1-dev").teacache_params()) == pytest.approx(
+    assert prediction_floor(teacache_params(get_variant("flux1-dev"))) == pytest.approx(
         0.1803, abs=1e-4
     )
 
@@ -203,7 +204,7 @@ def test_smallest_price_per_skip_matches_the_published_value(
     v = get_variant(variant_id)
     assert v.calibrated_range is not None
     # Published to 3 decimals: half a unit of the last one.
-    assert prediction_floor(v.teacache_params()) == pytest.approx(published_floor, abs=5e-4)
+    assert prediction_floor(teacache_params(v)) == pytest.approx(published_floor, abs=5e-4)
 
 
 @pytest.mark.parametrize(
@@ -214,7 +215,7 @@ def test_longest_possible_streak_at_the_default_threshold(variant_id: str, strea
     """Observed maximum streaks at the defaults (research §3.4) are the floor's bound: k skips need
     k × floor < threshold. Replaying a trace priced at the floor on every step reaches it."""
     v = get_variant(variant_id)
-    params = v.teacache_params()
+    params = teacache_params(v)
     floor = prediction_floor(params)
     assert max(k for k in range(1, 20) if k * floor < params.rel_l1_thresh) == streak
     # A trace sitting at the polynomial's minimum on every step reaches exactly that streak.
@@ -330,11 +331,11 @@ def test_summary_is_json_ready(variant: Variant) -> None:
 
 def test_gate_params_follow_the_variant() -> None:
     v = get_variant("qwen-image")
-    p = v.teacache_params()
+    p = teacache_params(v)
     assert p.coefficients == v.coefficients and p.calibrated_range == v.calibrated_range
     assert p.rel_l1_thresh == v.default_threshold
-    assert v.teacache_params(0.25, skip_first=2).skip_first == 2
-    assert get_variant("flux1-schnell").teacache_params().rel_l1_thresh == 0.0
+    assert teacache_params(v, 0.25, skip_first=2).skip_first == 2
+    assert teacache_params(get_variant("flux1-schnell")).rel_l1_thresh == 0.0
 
 
 def test_the_default_gate_follows_what_teacache_was_measured_on() -> None:

@@ -3,9 +3,10 @@
 A kind names its rule (``name``, ``label``), says what its threshold means in plain words, builds
 its parameters from its own calibration (``calibration_of`` reads the variant's calibration for
 this gate), simulates a vanilla trace, finds where skipping begins, lists the target search's
-candidates, builds its live gate, and words its figures for the plot, the timeline, the Details,
-exports and the history. Every module outside ``app/gate`` asks the registry
-(``app.gate.kinds``) instead of branching on a gate's name.
+candidates, builds its live gate and its vanilla recorder, owns its figures on a step
+(``StepEvent.signals[name]``) and in a report (``report_fields``) with their JSON, and words them
+for the plot, the timeline, the Details, exports and the history. Every module outside
+``app/gate`` asks the registry (``app.gate.kinds``) instead of branching on a gate's name.
 
 Plain Python: no MLX until ``make_live`` (the live gates are imported on first use).
 """
@@ -21,12 +22,18 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from app.gate.decision import Decision, Verdict
-from app.gate.events import StepEvent
+from app.gate.events import (
+    Figure,
+    Figures,
+    StepEvent,
+    figure_to_json,
+    figures_from_json,
+)
 from app.gate.signals import Signal
 from app.gate.simulator import Engagement
 
 if TYPE_CHECKING:  # the live gates import MLX
-    from app.gate.live import LiveGate
+    from app.gate.live import LiveGate, TapRecorder
 
 THRESHOLD_DECIMALS = 4  # what the window's threshold entry holds; candidates are rounded to it
 
@@ -145,6 +152,11 @@ class GateKind(ABC, Generic[P, C, T]):
         found = variant.calibrations.get(self.name)
         return found if isinstance(found, self.calibration_type) else self.uncalibrated  # type: ignore[return-value]
 
+    def calibration_from_json(self, section: Mapping[str, Any]) -> C:
+        """A calibration of this kind from its section of a calibration file (``ValueError`` or
+        ``KeyError`` where the section is malformed)."""
+        raise NotImplementedError(f"the {self.label} reads no calibration section")
+
     @abstractmethod
     def params(self, calibration: C, threshold: float | None = None) -> P:
         """The parameters at ``threshold`` (the calibration's default where None; off where it
@@ -159,6 +171,12 @@ class GateKind(ABC, Generic[P, C, T]):
         pattern; None where the bench forces it otherwise (TeaCache: a constant polynomial)."""
         return None
 
+    def warmup(self) -> P | None:
+        """Parameters that compute, skip and compute over three steps whatever the weights and
+        with no calibration (the engine's untimed warm-up, ``warmup_gate``); None where the
+        kind has none."""
+        return None
+
     def for_steps_run(self, params: P, steps: int, left_out: int) -> P:
         """``params`` for a run from a picture, which runs only the steps after the first
         ``left_out`` of a ``steps`` schedule (the gate then counts only those). A kind whose rule
@@ -170,9 +188,83 @@ class GateKind(ABC, Generic[P, C, T]):
         """Where the window's settings remember this gate's threshold for a variant."""
         return f"{variant_id}@{self.name}"
 
-    def report_fields(self, params: P) -> dict[str, Any]:
-        """The parameters a run report records beside the gate's name and threshold."""
+    # -- its figures: on a step, in a report, in JSON ------------------------------------------
+    def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
+        """This kind's figures of a step it decided (the live gate's and the simulator's alike):
+        ``StepEvent.signals[name]``."""
         return {}
+
+    def step_event(
+        self, verdict: Verdict, *, num_steps: int, threshold: float, seconds: float
+    ) -> StepEvent:
+        """The event of a step this kind decided as ``verdict`` (a simulated step's, say)."""
+        return StepEvent(
+            verdict.index,
+            num_steps,
+            verdict.decision,
+            threshold=threshold,
+            seconds=seconds,
+            gate=self.name,
+            accumulated=verdict.accumulated,
+            signals={self.name: self.verdict_figures(verdict)},
+        )
+
+    def figures_to_json(self, figures: Figures) -> dict[str, object]:
+        """This kind's section of a step in JSON (``StepEvent.as_dict``)."""
+        return {key: figure_to_json(value) for key, value in figures.items()}
+
+    def figures_from_json(self, section: object) -> dict[str, Figure]:
+        """``figures_to_json`` read back, leniently."""
+        return figures_from_json(section)
+
+    def legacy_figures(
+        self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool
+    ) -> dict[str, Figure] | None:
+        """This kind's section from a step row of a file written before steps had sections (its
+        figures were flat keys of the row; ``app.storage.migrate``): ``deciding`` where the row's
+        gate was this kind, ``vanilla`` on a vanilla pass's row; None where it held none."""
+        return None
+
+    def vanilla_columns(self, steps: Sequence[StepEvent]) -> dict[str, object]:
+        """This kind's per-step columns of a vanilla pass in a report's JSON (report.json's keys
+        since before steps were written whole); empty where it keeps none."""
+        return {}
+
+    def column_figures(self, report: Mapping[str, Any], steps: int) -> list[dict[str, Figure]]:
+        """``vanilla_columns`` read back as this kind's figures of each of ``steps`` steps (a
+        report without the vanilla steps whole); empty where it keeps none."""
+        return []
+
+    def report_fields(self, params: P) -> dict[str, Any]:
+        """The parameters a run report records beside the gate's name and threshold
+        (``RunReport.gate_fields[name]``)."""
+        return {}
+
+    def report_fields_to_json(self, fields: Mapping[str, Any]) -> dict[str, object]:
+        return {
+            key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()
+        }
+
+    def report_fields_from_json(self, section: object) -> dict[str, Any]:
+        """``report_fields_to_json`` read back (lists as tuples), leniently."""
+        if not isinstance(section, Mapping):
+            return {}
+        return {
+            str(key): tuple(value) if isinstance(value, list) else value
+            for key, value in section.items()
+        }
+
+    def legacy_report_fields(self, report: Mapping[str, Any]) -> dict[str, Any] | None:
+        """This kind's report fields from a report written before they had a section of their
+        own (flat keys of the report; ``app.storage.migrate``); None where it held none."""
+        return None
+
+    # -- its record of a vanilla pass ----------------------------------------------------------
+    def recorder(self, calibration: C | None, *, calibrating: bool = False) -> TapRecorder | None:
+        """What this kind records on a vanilla pass (the trace its simulator reads, and with
+        ``calibrating`` the data its calibration is measured from), for a variant whose
+        calibration for it is ``calibration``; None where it records nothing."""
+        return None
 
     # -- traces and simulation ---------------------------------------------------------------
     @abstractmethod
@@ -241,7 +333,10 @@ class GateKind(ABC, Generic[P, C, T]):
         on_step: Callable[[StepEvent], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> LiveGate:
-        return self.live_class()(params, on_step=on_step, clock=clock)  # type: ignore[call-arg]
+        """The live gate for ``params``, writing this kind's figures on each step it decides
+        (``verdict_figures``: a gate class need not repeat them)."""
+        live = self.live_class()
+        return live(params, on_step=on_step, clock=clock, figures=self.verdict_figures)  # type: ignore[call-arg]
 
     # -- the weight-free schedule check --------------------------------------------------------
     @abstractmethod
@@ -311,6 +406,13 @@ class GateKind(ABC, Generic[P, C, T]):
     ) -> str:
         """The hint under the threshold: eligible steps, and where skipping begins. ``measured``:
         a vanilla run of this schedule exists, and ``onset`` is where skipping began on it."""
+
+
+def column(report: Mapping[str, Any], key: str, steps: int) -> list[object]:
+    """A report's per-step column (``GateKind.vanilla_columns``), or Nones where it has none of
+    that length."""
+    values = report.get(key)
+    return list(values) if isinstance(values, list) and len(values) == steps else [None] * steps
 
 
 def format_threshold(value: float) -> str:

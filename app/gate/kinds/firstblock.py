@@ -7,18 +7,19 @@ it in one sentence: there is nothing to measure)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.gate.decision import Verdict
-from app.gate.events import StepEvent
+from app.gate.events import Figure, StepEvent, figure_from_json
 from app.gate.firstblock import (
     DEFAULT_MAX_CONSECUTIVE_SKIPS,
     DEFAULT_THRESHOLD,
     DEFAULT_WARMUP_STEPS,
     GATE_NAME,
     FirstBlockParams,
+    firstblock_figures,
     simulate_firstblock,
 )
 from app.gate.firstblock import onset as probe_onset
@@ -29,6 +30,7 @@ from app.gate.kinds.base import (
     PlotSpec,
     ScheduleFacts,
     Signal,
+    column,
     format_figure,
     walk_candidates,
 )
@@ -36,7 +38,7 @@ from app.gate.provenance import Provenance
 from app.gate.simulator import Engagement
 
 if TYPE_CHECKING:
-    from app.gate.live import LiveGate
+    from app.gate.live import LiveGate, TapRecorder
 
 Changes = tuple[float, ...]
 
@@ -128,12 +130,48 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
             calibration.params(1.0), max_consecutive_skips=max(1, skips_per_compute), forced=True
         )
 
+    # -- its figures ---------------------------------------------------------------------------
+    def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
+        return {**firstblock_figures(verdict)}
+
+    def legacy_figures(
+        self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool
+    ) -> dict[str, Figure] | None:
+        """``block_change`` (and on a vanilla row ``block_changes``, against each previous step)."""
+        if vanilla:
+            changes = figure_from_json(row.get("block_changes"))
+            return {"change": figure_from_json(row.get("block_change")), "changes": changes}
+        return {"change": figure_from_json(row.get("block_change"))} if deciding else None
+
+    def vanilla_columns(self, steps: Sequence[StepEvent]) -> dict[str, object]:
+        return {
+            "vanilla_block_changes": [None if c is None else list(c) for c in self.trace(steps)]
+        }
+
+    def column_figures(self, report: Mapping[str, Any], steps: int) -> list[dict[str, Figure]]:
+        found: list[dict[str, Figure]] = []
+        for value in column(report, "vanilla_block_changes", steps):
+            changes = figure_from_json(value)
+            if not isinstance(changes, tuple):
+                changes = None
+            found.append({"change": changes[0] if changes else None, "changes": changes})
+        return found
+
+    def recorder(
+        self, calibration: FirstBlockCalibration | None, *, calibrating: bool = False
+    ) -> TapRecorder:
+        """The first block's residual against each of the last steps' (its simulator's trace)."""
+        from app.gate.live import BlockChangeRecorder
+
+        return BlockChangeRecorder(self.name)
+
     # -- traces and simulation ---------------------------------------------------------------
     def trace(self, steps: Sequence[StepEvent | None]) -> list[Changes | None]:
-        return [
-            s.block_changes if s is not None and s.block_changes is not None else None
-            for s in steps
-        ]
+        found: list[Changes | None] = []
+        for step in steps:
+            changes = None if step is None else step.figures(self.name).get("changes")
+            found.append(changes if isinstance(changes, tuple) else None)
+        return found
 
     def traced(self, trace: Sequence[Changes | None]) -> bool:
         return any(t for t in trace)
@@ -189,12 +227,14 @@ class FirstBlockKind(GateKind[FirstBlockParams, FirstBlockCalibration, Changes])
 
     # -- words ---------------------------------------------------------------------------------
     def plot_value(self, step: StepEvent) -> float | None:
-        value = step.block_change
-        return None if value is None or not math.isfinite(value) else value
+        value = step.figures(self.name).get("change")
+        return value if isinstance(value, float) and math.isfinite(value) else None
 
     def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
         if not gated:
-            return [f"first-block change (vs previous step): {format_figure(step.block_change)}"]
+            change = step.figures(self.name).get("change")
+            value = change if isinstance(change, float) else None
+            return [f"first-block change (vs previous step): {format_figure(value)}"]
         return [  # ``accumulated``: the change this step compared with the threshold
             f"first-block change (vs last computed step): {format_figure(step.accumulated)} vs "
             f"threshold {step.threshold:.4g}"

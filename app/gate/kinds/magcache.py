@@ -5,12 +5,12 @@ signal, so its simulation is exact for a whole run from the table and the step c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.gate.decision import Decision, Verdict
-from app.gate.events import StepEvent
+from app.gate.events import Figure, StepEvent, figure_from_json
 from app.gate.kinds.base import (
     CalibrationMethod,
     Candidate,
@@ -18,16 +18,17 @@ from app.gate.kinds.base import (
     PlotSpec,
     ScheduleFacts,
     Signal,
+    column,
     format_figure,
     inside_closed_low,
 )
-from app.gate.magcache import GATE_NAME, MagCacheParams, simulate_magcache
+from app.gate.magcache import GATE_NAME, MagCacheParams, magcache_figures, simulate_magcache
 from app.gate.magcache import onset as table_onset
 from app.gate.provenance import Provenance
 from app.gate.simulator import Engagement
 
 if TYPE_CHECKING:
-    from app.gate.live import LiveGate
+    from app.gate.live import LiveGate, TapRecorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,9 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     no_default_reason = "the MagCache calibration sets no default threshold"
     no_skip_reason = "MagCache's table drifts by 1 or more at every step it could skip"
 
+    def calibration_from_json(self, section: Mapping[str, Any]) -> MagCacheCalibration:
+        return magcache_from_json(dict(section))
+
     def params(
         self, calibration: MagCacheCalibration, threshold: float | None = None
     ) -> MagCacheParams:
@@ -110,13 +114,39 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     def default_threshold(self, calibration: MagCacheCalibration) -> float | None:
         return calibration.default_threshold
 
+    # -- its figures ---------------------------------------------------------------------------
+    def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
+        return {**magcache_figures(verdict)}
+
+    def legacy_figures(
+        self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool
+    ) -> dict[str, Figure] | None:
+        """A vanilla row's measured ``mag_ratio``; a MagCache row's table ratio (``predicted``)."""
+        if vanilla:
+            return {"ratio": figure_from_json(row.get("mag_ratio"))}
+        return {"table_ratio": figure_from_json(row.get("predicted"))} if deciding else None
+
+    def vanilla_columns(self, steps: Sequence[StepEvent]) -> dict[str, object]:
+        return {"vanilla_mag_ratios": self.trace(steps)}
+
+    def column_figures(self, report: Mapping[str, Any], steps: int) -> list[dict[str, Figure]]:
+        return [{"ratio": figure_from_json(x)} for x in column(report, "vanilla_mag_ratios", steps)]
+
+    def recorder(
+        self, calibration: MagCacheCalibration | None, *, calibrating: bool = False
+    ) -> TapRecorder:
+        """The body residual's magnitude ratio on every step: what its table is the mean of."""
+        from app.gate.live import MagnitudeRecorder
+
+        return MagnitudeRecorder(self.name)
+
     def for_steps_run(self, params: MagCacheParams, steps: int, left_out: int) -> MagCacheParams:
         return params.for_steps_run(steps, left_out)
 
     # -- traces and simulation ---------------------------------------------------------------
     def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
         """The measured ratios (calibration data); the simulator reads only their count."""
-        return [s.mag_ratio if s is not None else None for s in steps]
+        return [_float(s.figures(self.name).get("ratio")) if s is not None else None for s in steps]
 
     def traced(self, trace: Sequence[float | None]) -> bool:
         return len(trace) >= 2
@@ -197,12 +227,17 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
     def plot_value(self, step: StepEvent) -> float | None:
         """MagCache's counterpart of "predicted change": the error a first reuse would add,
         |1 − measured magnitude ratio| on the vanilla run."""
-        ratio = step.mag_ratio
+        ratio = _float(step.figures(self.name).get("ratio"))
         return None if ratio is None or not math.isfinite(ratio) else abs(1.0 - ratio)
 
     def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
+        figures = step.figures(self.name)
+        if not gated:
+            ratio = _float(figures.get("ratio"))
+            return [f"magnitude ratio (measured, vs previous step): {format_figure(ratio)}"]
+        table_ratio = _float(figures.get("table_ratio"))
         return [
-            f"magnitude ratio (from the table): {format_figure(step.predicted)}",
+            f"magnitude ratio (from the table): {format_figure(table_ratio)}",
             f"accumulated error: {format_figure(step.accumulated)} vs threshold "
             f"{step.threshold:.4g}",
         ]
@@ -264,6 +299,10 @@ class MagCacheKind(GateKind[MagCacheParams, MagCacheCalibration, float]):
         if first is not None and step is not None:
             text += f" From its table, {self.onset_words(first)} (step {step + 1})."
         return text
+
+
+def _float(value: Figure) -> float | None:
+    return value if isinstance(value, float) else None
 
 
 MAGCACHE_KIND = MagCacheKind()

@@ -4,8 +4,7 @@ stays below the threshold (``app.gate.decision``)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -15,8 +14,9 @@ from app.gate.decision import (
     Verdict,
     predict_change,
     prediction_floor,
+    teacache_figures,
 )
-from app.gate.events import StepEvent
+from app.gate.events import Figure, StepEvent, figure_from_json
 from app.gate.kinds.base import (
     CalibrationMethod,
     Candidate,
@@ -24,6 +24,7 @@ from app.gate.kinds.base import (
     PlotSpec,
     ScheduleFacts,
     Signal,
+    column,
     format_figure,
     walk_candidates,
 )
@@ -31,7 +32,11 @@ from app.gate.provenance import Provenance
 from app.gate.simulator import Engagement, engagement, simulate
 
 if TYPE_CHECKING:
-    from app.gate.live import LiveGate
+    from app.gate.live import LiveGate, TapRecorder
+
+# The polynomial that prices a vanilla pass's signal where the variant has no TeaCache calibration
+# (it runs another gate): the identity keeps the recorded prediction equal to the measured change.
+_UNPRICED = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 1.0, 0.0), rel_l1_thresh=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,26 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
     no_default_reason = "the gate is not calibrated"
     no_skip_reason = "every predicted change is at or above 1 on this schedule"
 
+    def calibration_from_json(self, section: Mapping[str, Any]) -> TeaCacheCalibration:
+        """Its section of a calibration file: the polynomial (high → low), the calibrated range,
+        the default threshold, provenance, the smallest predicted change measured and the steps
+        it was measured at (each but the polynomial optional)."""
+        calibrated = section.get("calibrated_range")
+        provenance = section.get("provenance")
+        minimum = section.get("min_predicted_change")
+        steps = section.get("measured_steps")
+        threshold = section.get("default_threshold")
+        return TeaCacheCalibration(
+            coefficients=tuple(float(c) for c in section["coefficients"]),
+            calibrated_range=None
+            if calibrated is None
+            else (float(calibrated[0]), float(calibrated[1])),
+            default_threshold=None if threshold is None else float(threshold),
+            provenance=Provenance(**provenance) if provenance else Provenance(source=""),
+            min_predicted_change=None if minimum is None else float(minimum),
+            measured_steps=None if steps is None else int(steps),
+        )
+
     def params(
         self, calibration: TeaCacheCalibration, threshold: float | None = None, **overrides: Any
     ) -> TeaCacheParams:
@@ -93,8 +118,37 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
     def default_threshold(self, calibration: TeaCacheCalibration) -> float | None:
         return calibration.default_threshold
 
+    def warmup(self) -> TeaCacheParams:
+        """A constant polynomial that predicts 0.1 per step against a threshold of 0.5: over three
+        steps the gate computes (forced first), skips, computes (forced last), whatever the
+        weights."""
+        return TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 0.1), rel_l1_thresh=0.5)
+
     def threshold_key(self, variant_id: str) -> str:
         return variant_id  # settings written before there was a second gate
+
+    # -- its figures ---------------------------------------------------------------------------
+    def verdict_figures(self, verdict: Verdict) -> dict[str, Figure]:
+        return {**teacache_figures(verdict)}
+
+    def legacy_figures(
+        self, row: Mapping[str, Any], *, deciding: bool, vanilla: bool
+    ) -> dict[str, Figure] | None:
+        """A vanilla row was its observer's (TeaCache's) own: its change, its price and, where
+        calibrating, the output's change."""
+        if not (deciding or vanilla):
+            return None
+        found = {key: figure_from_json(row.get(key)) for key in ("rel_l1", "predicted")}
+        if vanilla and row.get("output_rel_l1") is not None:
+            found["output_rel_l1"] = figure_from_json(row.get("output_rel_l1"))
+        return found
+
+    def vanilla_columns(self, steps: Sequence[StepEvent]) -> dict[str, object]:
+        return {"vanilla_trace": self.trace(steps)}
+
+    def column_figures(self, report: Mapping[str, Any], steps: int) -> list[dict[str, Figure]]:
+        """The trace alone (a vanilla pass's prediction was never a column)."""
+        return [{"rel_l1": figure_from_json(x)} for x in column(report, "vanilla_trace", steps)]
 
     def report_fields(self, params: TeaCacheParams) -> dict[str, Any]:
         return {
@@ -102,9 +156,32 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
             "calibrated_range": params.calibrated_range,
         }
 
+    def legacy_report_fields(self, report: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Reports kept the polynomial as flat keys, whatever gate ran (empty where none)."""
+        if "coefficients" not in report and "calibrated_range" not in report:
+            return None
+        fields = self.report_fields_from_json(
+            {key: report.get(key) for key in ("coefficients", "calibrated_range")}
+        )
+        if not fields.get("coefficients"):
+            return None
+        return fields
+
+    def recorder(
+        self, calibration: TeaCacheCalibration | None, *, calibrating: bool = False
+    ) -> TapRecorder:
+        """The signal's change on every step, priced by the variant's polynomial (the identity
+        where it has none); calibrating, the output's change beside it (the fit's pairs)."""
+        from app.gate.live import SignalRecorder
+
+        params = _UNPRICED if calibration is None else self.params(calibration, 0.0)
+        return SignalRecorder(self.name, params, calibrating=calibrating)
+
     # -- traces and simulation ---------------------------------------------------------------
     def trace(self, steps: Sequence[StepEvent | None]) -> list[float | None]:
-        return [s.rel_l1 if s is not None else None for s in steps]
+        return [
+            _float(s.figures(self.name).get("rel_l1")) if s is not None else None for s in steps
+        ]
 
     def traced(self, trace: Sequence[float | None]) -> bool:
         return any(t is not None for t in trace)
@@ -130,21 +207,6 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
         from app.gate.live import TeaCacheGate
 
         return TeaCacheGate
-
-    def make_observer(
-        self,
-        params: TeaCacheParams,
-        *,
-        on_step: Callable[[StepEvent], None] | None = None,
-        capture_output: bool = False,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> LiveGate:
-        """The vanilla pass's gate: measures every step and never skips (``observe``)."""
-        from app.gate.live import TeaCacheGate
-
-        return TeaCacheGate(
-            params, on_step=on_step, observe=True, capture_output=capture_output, clock=clock
-        )
 
     # -- the weight-free schedule check --------------------------------------------------------
     def schedule(self, params: TeaCacheParams, steps: int) -> ScheduleFacts:
@@ -198,12 +260,13 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
 
     # -- words ---------------------------------------------------------------------------------
     def plot_value(self, step: StepEvent) -> float | None:
-        return step.predicted
+        return _float(step.figures(self.name).get("predicted"))
 
     def step_lines(self, step: StepEvent, gated: bool) -> list[str]:
+        figures = step.figures(self.name)
         lines = [
-            f"rel-L1 (gate signal change): {format_figure(step.rel_l1)}",
-            f"predicted output change: {format_figure(step.predicted)}",
+            f"rel-L1 (gate signal change): {format_figure(_float(figures.get('rel_l1')))}",
+            f"predicted output change: {format_figure(_float(figures.get('predicted')))}",
         ]
         if gated:
             lines.append(
@@ -266,6 +329,10 @@ class TeaCacheKind(GateKind[TeaCacheParams, TeaCacheCalibration, float]):
             else:
                 text += " On the last vanilla run, no threshold skips a step."
         return text
+
+
+def _float(value: Figure) -> float | None:
+    return value if isinstance(value, float) else None
 
 
 TEACACHE_KIND = TeaCacheKind()
