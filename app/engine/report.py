@@ -22,8 +22,8 @@ from app.engine.request import GenerationRequest, InputImage, LoraSpec, QualityT
 from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speedup
 from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
-from app.gate.fill import recorded_fill
 from app.gate.events import VANILLA, Figures
+from app.gate.fill import recorded_fill
 from app.gate.kinds import (
     GATE_KINDS,
     gate_fields_from_json,

@@ -400,8 +400,8 @@ class VanillaRecorder(LiveGate):
     def threshold(self) -> float:
         return 0.0
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._recorded = set()
         for recorder in self.recorders:
             recorder.begin()

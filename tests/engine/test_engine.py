@@ -219,7 +219,7 @@ def test_a_forecast_pass_resumes_two_computed_steps_before_the_first_skip(
     engine = _engine(shell)
     trace = _run(engine, _request(variant.id, 0.0))[-1].report.to_json()["vanilla_trace"]
     threshold = 0.2 - trace[STEPS // 2] + 1e-6
-    verdicts = simulate(variant.teacache_params(threshold), trace)
+    verdicts = simulate(teacache_params(variant, threshold), trace)
     first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
     assert first_skip >= 3, f"shell trace changed shape: {trace}"
 

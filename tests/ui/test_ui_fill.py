@@ -27,7 +27,7 @@ def pick(picker: FillPicker, fill: str) -> None:
 
 
 def step(index: int, decision: Decision, **fill: float) -> StepEvent:
-    return StepEvent(index, 6, decision, 0.1, 0.1, 0.1, 0.2, 0.01, fill=fill)
+    return StepEvent(index, 6, decision, threshold=0.2, seconds=0.01, gate="teacache", fill=fill)
 
 
 def test_the_choice_beside_the_gate_reaches_the_request_and_is_remembered_per_variant(
