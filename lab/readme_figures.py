@@ -6,9 +6,10 @@
 Two kinds: a ``Block`` is a whole table between ``<!-- name:start … -->`` and ``<!-- name:end -->``
 markers; a ``Passage`` is a sentence of prose whose ``{fields}`` are figures (the README wraps
 lines anywhere, so whitespace is matched loosely). Each result's own module renders its figures
-(``lab.gates.compare``, ``lab.img2img.strength``, ``lab.target.local_diff_survey``,
-``lab.target.readme_examples``, ``lab.bench.previews``, ``lab.bench.preview_phase``,
-``lab.bench.window_timing``, ``lab.calibrate.demo_timing``, ``lab.bench.device_figures``); after a
+(``lab.gates.compare``, ``lab.gates.fill``, ``lab.img2img.strength``,
+``lab.target.local_diff_survey``, ``lab.target.readme_examples``, ``lab.bench.previews``,
+``lab.bench.preview_phase``, ``lab.bench.window_timing``, ``lab.calibrate.demo_timing``,
+``lab.bench.device_figures``); after a
 re-measurement, ``--write`` carries the new numbers into the README and
 tests/lab/test_readme_figures.py holds them equal.
 The words around the figures stay the author's: where a new measurement changes what they should
@@ -164,12 +165,13 @@ def rewrite(readme: str, figures: Sequence[Figure]) -> str:
 def all_figures() -> list[Figure]:
     from lab.bench import device_figures, preview_phase, previews, window_timing
     from lab.calibrate import demo_timing
-    from lab.gates import compare
+    from lab.gates import compare, fill
     from lab.img2img import strength
     from lab.target import local_diff_survey, readme_examples
 
     return [
         *compare.readme_figures(),
+        *fill.readme_figures(),
         *strength.readme_figures(),
         *local_diff_survey.readme_figures(),
         *readme_examples.readme_figures(),

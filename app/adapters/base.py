@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 
@@ -33,8 +33,11 @@ class GateLifecycle:
     step's input).
     """
 
-    def __init__(self, gate: LiveGate) -> None:
+    def __init__(
+        self, gate: LiveGate, loop_sigmas: Callable[[Any], mx.array] | None = None
+    ) -> None:
         self.gate = gate
+        self.loop_sigmas = loop_sigmas  # the family's, where its loop steps on its own schedule
         self.active = False
         self.generation = 0
         self.ahead: Callable[[int, mx.array, Any], Sequence[mx.array]] | None = None
@@ -44,8 +47,12 @@ class GateLifecycle:
     def call_before_loop(
         self, seed: int, prompt: str, latents: mx.array, config: Any, **kwargs: Any
     ) -> None:
-        active = int(config.num_inference_steps) - int(getattr(config, "init_time_step", 0) or 0)
-        self.gate.begin(active)
+        start = int(getattr(config, "init_time_step", 0) or 0)
+        active = int(config.num_inference_steps) - start
+        positions = schedule_positions(config, self.loop_sigmas)
+        if positions is not None and len(positions) < start + active:
+            positions = None
+        self.gate.begin(active, None if positions is None else positions[start : start + active])
         self.generation += 1
         self.ahead = None
         self.guards = []
@@ -115,6 +122,26 @@ class GateLifecycle:
         **kwargs: Any,
     ) -> None:
         self._close()
+
+
+def schedule_positions(
+    config: Any, loop_sigmas: Callable[[Any], mx.array] | None = None
+) -> tuple[float, ...] | None:
+    """Each step's position on the run's schedule, as a forecast fill spaces its differences
+    (``app.gate.fill``): the sigmas the loop steps on (the family's own where its loop steps
+    outside ``config.scheduler``: ``LatentPreview.loop_sigmas``), else the scheduler's
+    timesteps; None where the scheduler exposes neither (the gate then spaces steps evenly).
+    Read once per generation."""
+    if loop_sigmas is not None:
+        values = loop_sigmas(config)
+    else:
+        scheduler = getattr(config, "scheduler", None)
+        values = getattr(scheduler, "sigmas", None)
+        if values is None:
+            values = getattr(scheduler, "timesteps", None)
+    if not isinstance(values, mx.array):
+        return None
+    return tuple(cast(list[float], values.astype(mx.float32).reshape(-1).tolist()))
 
 
 _MISSING = object()

@@ -68,6 +68,11 @@ class GateState:
             self.gate.record_tap(Tap.output, noise)
 
 
+def _loop_sigmas(family: Family) -> Callable[[Any], mx.array] | None:
+    """The sigmas the family's loop steps on where they are not ``config.scheduler``'s."""
+    return None if family.preview is None else family.preview.loop_sigmas
+
+
 def install_class_swap(
     pipeline: Any,
     gate: LiveGate,
@@ -91,7 +96,7 @@ def install_class_swap(
         )
     installation = Installation(pipeline, gate, family=family.id)
     try:
-        lifecycle = GateLifecycle(gate)
+        lifecycle = GateLifecycle(gate, _loop_sigmas(family))
         state = GateState(gate, lifecycle)
         gated_class = type(
             gated_base.__name__,
@@ -172,7 +177,7 @@ def install_predict_factory(
         own_factory = own_factory.own
     installation = Installation(pipeline, gate, family=family.id)
     try:
-        lifecycle = GateLifecycle(gate)
+        lifecycle = GateLifecycle(gate, _loop_sigmas(family))
         state = GateState(gate, lifecycle, own_factory=own_factory)
         installation.set_instance_attr(pipeline, "_predict", make_factory(state))
         if by_class is not None:

@@ -56,6 +56,8 @@ def summarize_condition(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "patterns": patterns,
         "pattern_stable": len(set(patterns)) <= 1,
         "longest_skip_streak": [r["longest_skip_streak"] for r in runs],
+        # skipped steps that forecast their change (``--fill forecast``); absent in older runs
+        "forecast_steps": [r.get("forecast_steps", 0) for r in runs],
     }
 
 

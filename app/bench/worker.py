@@ -123,6 +123,7 @@ def request_recipe(request: GenerationRequest) -> dict[str, Any]:
         "loras": [[lora.path, lora.scale] for lora in request.loras],  # as JSON reads it back
         "model_path": request.model_path,
         "gate": request.gate,
+        "fill": request.fill,
     }
 
 
@@ -307,8 +308,9 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
     else:
         from app.adapters import install_gate
         from app.gate import make_gate
+        from app.gate.fill import get_fill
 
-        gate = make_gate(gate_params(spec))
+        gate = make_gate(gate_params(spec), fill=get_fill(spec.request.fill))
         context = install_gate(pipeline, gate)
     with context:
         pipeline.callbacks.register(timer)  # after the adapter's lifecycle: its begin() runs first
@@ -327,9 +329,16 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
         "host_load_average": load_average,
     }
     if gate is None:  # nothing can skip: every active step ran the transformer
-        out.update(pattern="C" * timer.steps, skipped=0, computed=timer.steps, step_seconds=None)
+        out.update(
+            pattern="C" * timer.steps,
+            skipped=0,
+            computed=timer.steps,
+            step_seconds=None,
+            forecast_steps=0,
+        )
     else:
         from app.gate import Decision
+        from app.gate.fill import REACH
 
         events = gate.events
         out.update(
@@ -337,6 +346,8 @@ def generate_once(pipeline: Any, spec: WorkerSpec) -> dict[str, Any]:
             skipped=sum(e.decision is Decision.skipped for e in events),
             computed=sum(e.decision.computes for e in events),
             step_seconds=[e.seconds for e in events],
+            # skipped steps that added a forecast (``app.gate.fill``): 0 where the fill reuses
+            forecast_steps=sum(e.fill.get(REACH, 0.0) > 0 for e in events),
         )
     out["_image"] = getattr(result, "image", None)
     return out
@@ -406,6 +417,7 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
         "condition": spec.condition,
         "rep": spec.rep,
         "gate": None if params is None else params.gate,
+        "fill": None if params is None else spec.request.fill,
         "threshold": None if params is None else params.threshold,
         "coefficients": list(fields["coefficients"]) if "coefficients" in fields else None,
         "load_seconds": load_seconds,

@@ -11,6 +11,7 @@ from app.cli.chunked import interrupted, stopped_early
 from app.cli.errors import UserError
 from app.cli.generate import add_gate_argument, add_lora_argument, lora_args, parse_size_arg
 from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.gate.fill import DEFAULT_FILL
 from app.gate.kinds import GATE_KINDS, gate_kind
 from app.variants.catalog import QUANTIZE_LEVELS
 
@@ -74,6 +75,7 @@ def make_recipe_request(
             model_path=model_path,
             gate=args.gate,
             gate_numbers_given=forced,
+            fill=getattr(args, "fill", DEFAULT_FILL),
         )
     except RequestError as exc:
         raise UserError(str(exc)) from None

@@ -65,7 +65,10 @@ def _compare(args: argparse.Namespace) -> int:
         )
     done, total = len(result.reports), len(comparison.thresholds)
     stopped = "" if done == total else f" ({done} of {total} thresholds; interrupted)"
-    print(f"{base.variant_id}: {total} thresholds compared{stopped} → {out}")
+    from app.gate.fill import get_fill
+
+    fill = f"on a skipped step: {get_fill(base.fill).choice}"
+    print(f"{base.variant_id}: {total} thresholds compared{stopped} ({fill}) → {out}")
     return 130 if interrupted else 0
 
 

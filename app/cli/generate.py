@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.errors import UserError
 from app.cli.model_path import add_model_path_argument, resolve_model_path
+from app.gate.fill import DEFAULT_FILL, FILLS, get_fill
 from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, UNCALIBRATED_GATE
 from app.variants.catalog import QUANTIZE_LEVELS
 
@@ -99,6 +100,18 @@ def add_gate_argument(p: argparse.ArgumentParser) -> None:
         f"the model, else {UNCALIBRATED_GATE}: a variant without {DEFAULT_GATE} numbers, a model "
         "folder, LoRAs); the threshold means: " + meanings.replace("%", "%%"),
     )
+    add_fill_argument(p)
+
+
+def add_fill_argument(p: argparse.ArgumentParser) -> None:
+    words = "; ".join(f"{name} — {fill.describe()}" for name, fill in FILLS.items())
+    p.add_argument(
+        "--fill",
+        choices=tuple(FILLS),
+        default=DEFAULT_FILL,
+        help=f"what a skipped step adds, whichever gate skips it (default {DEFAULT_FILL}): "
+        + words.replace("%", "%%"),
+    )
 
 
 def parse_size_arg(text: str) -> tuple[int, int]:
@@ -120,6 +133,7 @@ def request_from_args(args: argparse.Namespace, **overrides: object) -> Generati
         "quantize": args.quantize,
         "loras": lora_args(args),
         "gate": getattr(args, "gate", None),  # None: the variant's default for this model
+        "fill": getattr(args, "fill", DEFAULT_FILL),
         "images": getattr(args, "image", None) or (),
         "strength": getattr(args, "strength", None),
     }
@@ -265,6 +279,7 @@ def _generate(args: argparse.Namespace) -> int:
         ssim += f", SSIMULACRA2 {report.ssimulacra2:.1f}"
     if report.target_search is not None:
         print(report.target_search.note)
+    fill = get_fill(request.fill).choice
     left_out = request.steps_left_out
     start = (
         f" (from {request.images[0].name} at strength {request.strength:g}: the first "
@@ -275,7 +290,7 @@ def _generate(args: argparse.Namespace) -> int:
     print(
         f"{request.variant_id}{loras}: threshold {report.request.threshold:g}, skipped "
         f"{report.gated.skipped} of {request.active_steps} steps{start} "
-        f"({report.gated.pattern}), SSIM {ssim}"
+        f"({report.gated.pattern}; on a skipped step: {fill}), SSIM {ssim}"
         f"{local}, vanilla {vanilla_seconds:.2f} s, gated {report.gated.loop_seconds:.2f} s"
         f"{speedup} → {out}"
     )

@@ -63,6 +63,7 @@ from app.engine.request import GenerationRequest, generate_kwargs
 from app.engine.timing import WARMUP_STEPS
 from app.families import load
 from app.gate import Decision, Engagement, LiveGate, StepEvent
+from app.gate.fill import get_fill
 from app.gate.kinds import GateParamsLike, kind_of, make_gate, vanilla_recorder, warmup_gate
 from app.variants import Variant, check_schedule
 
@@ -425,8 +426,10 @@ class Engine:
             raise ValueError("a gated pass needs its gate's parameters")
         replay: Replay | None = None
         substitutes: dict[int, StepEvent] = {}
+        fill = None if observe else get_fill(request.fill)
         if resume_from is not None and params is not None:
-            replay, substitutes = _plan_resume(params, resume_from)
+            depth = 1 if fill is None else fill.depth
+            replay, substitutes = _plan_resume(params, resume_from, depth)
         emit(
             PassStarted(
                 run_id,
@@ -441,7 +444,8 @@ class Engine:
         def on_step(event: StepEvent) -> None:
             substitute = substitutes.get(event.index)
             if substitute is not None:
-                reseeding = replay is not None and event.index == replay.until
+                # Steps from ``until`` on ran for real (they re-seed the gate): their own time.
+                reseeding = replay is not None and event.index >= replay.until
                 event = replace(substitute, seconds=event.seconds) if reseeding else substitute
             events.append(event)
             emit(StepDone(run_id, which, event))
@@ -451,7 +455,7 @@ class Engine:
                 request.variant, calibrating=capture_output, on_step=on_step, clock=self._clock
             )
         else:
-            gate = make_gate(params, on_step=on_step, clock=self._clock)
+            gate = make_gate(params, on_step=on_step, clock=self._clock, fill=fill)
         observer = _LoopObserver(cancel)
         previews: list[np.ndarray] = []
         previewer = None
@@ -527,20 +531,21 @@ def _previewer(
 
 
 def _plan_resume(
-    params: GateParamsLike, vanilla: PassOutcome
+    params: GateParamsLike, vanilla: PassOutcome, depth: int = 1
 ) -> tuple[Replay, dict[int, StepEvent]]:
-    """Replay vanilla up to (not including) the last computed step before the first skip.
+    """Replay vanilla up to (not including) the last ``depth`` computed steps before the first
+    skip: the residuals the fill reads at the first skip (``Fill.depth``: one for reuse).
 
     The simulator is exact up to the first skip, so its verdicts are the gated run's verdicts for
     every step before it. Replayed steps keep vanilla's step times (they cost that in vanilla);
-    the re-seeding step at ``until`` runs for real, and only its telemetry is taken from the
-    simulation (the live gate sees it as a fresh seed).
+    the re-seeding steps from ``until`` run for real, and only their telemetry is taken from the
+    simulation (the live gate sees the first of them as a fresh seed).
     """
     kind = kind_of(params)
     verdicts = kind.simulate(params, kind.trace(vanilla.events))
     first_skip = next((v.index for v in verdicts if v.decision is Decision.skipped), None)
     num_steps = len(vanilla.events)
-    until = num_steps if first_skip is None else first_skip - 1
+    until = num_steps if first_skip is None else max(0, first_skip - depth)
     substitutes: dict[int, StepEvent] = {}
     for i in range(num_steps if first_skip is None else first_skip):
         substitutes[i] = kind.step_event(

@@ -23,6 +23,7 @@ from app.engine.timing import MAX_TOLERANCE, Speedup, SpeedupKind, measure_speed
 from app.fileio.jsonio import json_float, json_int, json_str, json_time
 from app.gate import Decision, Engagement, StepEvent
 from app.gate.events import VANILLA, Figures
+from app.gate.fill import recorded_fill
 from app.gate.kinds import (
     GATE_KINDS,
     gate_fields_from_json,
@@ -223,6 +224,7 @@ class RunReport:
             "steps": r.steps,
             "threshold": r.threshold,
             "gate": r.gate,
+            "fill": r.fill,
             "width": r.width,
             "height": r.height,
             "guidance": r.guidance,
@@ -378,7 +380,16 @@ def step_from_json(row: Mapping[str, Any], num_steps: int) -> StepEvent:
         gate=VANILLA if gate == VANILLA else recorded_gate(gate),
         accumulated=json_float(row.get("accumulated")),
         signals=signals_from_json(row.get("signals")),
+        fill=_fill_record(row.get("fill")),
     )
+
+
+def _fill_record(value: object) -> dict[str, float]:
+    """A step's recorded fill figures (``StepEvent.fill``); a figure strict JSON wrote as null
+    (non-finite) is left out, as is anything not a number."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, x in value.items() if (v := json_float(x)) is not None}
 
 
 def steps_from_json(data: Mapping[str, Any], key: str = "steps_detail") -> tuple[StepEvent, ...]:
@@ -443,6 +454,7 @@ def request_from_json(data: Mapping[str, Any]) -> GenerationRequest:
             loras=loras,
             model_path=json_str(data.get("model_path")),
             gate=recorded_gate(data.get("gate")),
+            fill=recorded_fill(data.get("fill")),
             images=tuple(InputImage.from_json(row) for row in data.get("images") or ()),
             strength=json_float(data.get("strength")),
         )

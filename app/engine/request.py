@@ -13,6 +13,7 @@ from typing import Any
 
 from app.families import family_names, load
 from app.gate.decision import GateConfigError
+from app.gate.fill import DEFAULT_FILL, UnknownFillError, check_fill
 from app.gate.kinds import DEFAULT_GATE, GateParamsLike, UnknownGateError, check_gate, gate_kind
 from app.variants import QUANTIZE_LEVELS, Variant, get_variant
 from app.variants.schedule import image_strength, steps_left_out
@@ -195,6 +196,8 @@ class GenerationRequest:
     # step's time, but cost a little wall time; off for benchmarks and calibration.
     previews: bool = False
     gate: str = DEFAULT_GATE  # a gate kind's name (app.gate.kinds.GATES)
+    # What a skipped step adds, whichever gate skips it: a fill's name (app.gate.fill.FILLS).
+    fill: str = DEFAULT_FILL
     # Calibration: the vanilla pass also records each step's transformer-output change (a host
     # sync a step, so such a vanilla is cached apart: never reused as a Generate's timed one).
     capture_output: bool = False
@@ -520,6 +523,7 @@ def make_request(
     previews: bool = False,
     gate: str | None = None,
     gate_numbers_given: bool = False,
+    fill: str = DEFAULT_FILL,
     images: Iterable[str | Path | InputImage] = (),
     strength: float | None = None,
 ) -> GenerationRequest:
@@ -552,6 +556,10 @@ def make_request(
             raise RequestError(str(exc)) from None
     else:
         check_gate_for(variant, gate)
+    try:
+        check_fill(fill)
+    except UnknownFillError as exc:
+        raise RequestError(str(exc)) from None
     if threshold is None:
         default = variant.default_threshold_for(gate)
         threshold = default if default is not None else 0.0
@@ -620,6 +628,7 @@ def make_request(
         model_path=folder,
         previews=previews,
         gate=gate,
+        fill=fill,
         images=pictures,
         strength=checked_strength,
     )

@@ -104,8 +104,9 @@ class ShellTest(StrEnum):
     # residual (tests/adapters/test_adapter_firstblock.py)
     probe = "probe"
     # the observing pass's residual spans the body a skip stands in for, eager and compiled, at
-    # 64² (tests/adapters/test_adapter_observed_residual.py): one case a family, with CFG where
-    # it has it
+    # 64² (tests/adapters/test_adapter_observed_residual.py), and a skipped step adds the
+    # forecast fill over the loop's own sigmas (tests/adapters/test_adapter_forecast.py): one
+    # case a family, with CFG where it has it
     residual = "residual"
     # through the engine, as the variant whose mflux name is the case's (its guidance the
     # variant's default): bit-exact at threshold 0, scripted engagement, resume bit-exact

@@ -31,7 +31,12 @@ class StepEvent:
     ``signals`` holds each kind's figures by the kind's name: on a gated step the deciding kind's
     (what its rule read), on a vanilla step every kind's record of the step (its trace: what its
     simulator, plot and calibration read). Only a kind reads its own section
-    (``GateKind.trace``, ``plot_value``, ``step_lines``); the keys are the kind's."""
+    (``GateKind.trace``, ``plot_value``, ``step_lines``); the keys are the kind's.
+
+    ``fill`` is the fill's record of the step (``app.gate.fill``): on a skipped step ``reach``,
+    the steps past the last computed one its change was forecast to (0: reused as it was); on the
+    computed step that closes a streak, ``error`` and ``reuse_error``, the streak's worst
+    estimated relative error of the fill that ran and of reuse. Empty elsewhere."""
 
     index: int
     num_steps: int
@@ -42,6 +47,7 @@ class StepEvent:
     gate: str
     accumulated: float | None = None
     signals: Mapping[str, Figures] = field(default_factory=dict)
+    fill: Mapping[str, float] = field(default_factory=dict)
 
     def figures(self, kind: str) -> Figures:
         """The figures of the kind called ``kind`` (empty where it recorded none)."""
@@ -60,6 +66,7 @@ class StepEvent:
                 kind: {key: figure_to_json(value) for key, value in figures.items()}
                 for kind, figures in self.signals.items()
             },
+            "fill": dict(self.fill),
         }
 
 

@@ -51,6 +51,8 @@ from app.gate.decision import (
     teacache_figures,
 )
 from app.gate.events import VANILLA, Figure, Figures, StepEvent
+from app.gate.fill import REUSE, Fill, even_positions
+from app.gate.fill_memory import FillMemory
 from app.gate.firstblock import GATE_NAME as FIRSTBLOCK_NAME
 from app.gate.firstblock import (
     TRACE_DEPTH,
@@ -147,20 +149,33 @@ class LiveGate(ABC):
         self._clock = clock
         self.events: list[StepEvent] = []
         self.num_steps = 0
-        self._residuals: dict[str, mx.array] = {}
+        # The kept residuals, per branch, and the fill that reads them (``app.gate.fill``).
+        self._residuals = FillMemory(REUSE)
         self._unevaluated: list[mx.array] = []
         self._pending: Verdict | None = None
         self._index = 0
         self._t_last = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
-    def begin(self, num_steps: int) -> None:
-        """Start a generation of ``num_steps`` active steps: drop every cached array and reset."""
+    @property
+    def fill(self) -> Fill:
+        """What a skipped step adds (``app.gate.fill``; ``reuse`` unless set)."""
+        return self._residuals.fill
+
+    @fill.setter
+    def fill(self, fill: Fill) -> None:
+        self._residuals.fill = fill
+
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        """Start a generation of ``num_steps`` active steps: drop every cached array and reset.
+        ``positions``: each active step's place on the schedule (its sigma), which a forecast
+        spaces its differences by; None: evenly spaced."""
         if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 0:
             raise GateConfigError(
                 f"num_steps must be a whole number of steps ≥ 0, got {num_steps!r}"
             )
         self.release()
+        self._residuals.begin(even_positions(num_steps) if positions is None else positions)
         self.events = []
         self.num_steps = num_steps
         self._index = 0
@@ -169,7 +184,7 @@ class LiveGate(ABC):
 
     def release(self) -> None:
         """Drop every cached array (called after the loop, before the VAE decode)."""
-        self._residuals.clear()
+        self._residuals.release()
         self._unevaluated = []
 
     @property
@@ -222,10 +237,10 @@ class LiveGate(ABC):
         return rel_l1_pair(signal, anchor)
 
     def residual(self, branch: str = COND) -> mx.array:
-        """The cached residual a skipped step adds (the split-compiled adapters add it inside
-        their compiled tail; ``reuse`` adds it eagerly)."""
+        """What this skipped step adds on ``branch``: the fill's answer from the residuals kept
+        (the compiled step adds it inside its compiled tail; ``reuse`` adds it eagerly)."""
         try:
-            return self._residuals[branch]
+            return self._residuals.residual(branch, self._index)
         except KeyError:
             raise RuntimeError(
                 f"gate skipped a step with no cached residual for {branch!r}"
@@ -245,14 +260,14 @@ class LiveGate(ABC):
             return
         # Evaluated with the step's latents (see ``unevaluated``) rather than here: a separate
         # eval mid-step is an extra host sync. Both operands live until the step ends anyway.
-        self._residuals[branch] = residual
+        self._residuals.keep(branch, self._index, residual)
         self._unevaluated.append(residual)
 
     def unevaluated(self) -> list[mx.array]:
         """Arrays stored this step and not yet materialised: evaluate them together with the
         step's latents (``GateLifecycle`` does), so storing costs no extra synchronisation."""
         pending, self._unevaluated = self._unevaluated, []
-        return pending
+        return pending + self._residuals.unevaluated()
 
     def reuse(self, body_in: mx.array, branch: str = COND) -> mx.array:
         return body_in + self.residual(branch)
@@ -296,6 +311,7 @@ class LiveGate(ABC):
             gate=self.gate_name,
             accumulated=verdict.accumulated,
             signals=self.step_signals(verdict),
+            fill=self._residuals.record(),
         )
         self._t_last = now
         self._pending = None
@@ -384,8 +400,8 @@ class VanillaRecorder(LiveGate):
     def threshold(self) -> float:
         return 0.0
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._recorded = set()
         for recorder in self.recorders:
             recorder.begin()
@@ -574,8 +590,8 @@ class TeaCacheGate(LiveGate):
         self._scalars = GateScalars()
         self._anchor: mx.array | None = None
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._scalars = GateScalars()
 
     def release(self) -> None:
@@ -639,8 +655,8 @@ class MagCacheGate(LiveGate):
         self._mag = MagCacheScalars()
         self._table: tuple[float, ...] = ()
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._mag = MagCacheScalars()
         self._table = self.params.ratios_for(num_steps) if num_steps else ()
 
@@ -684,8 +700,8 @@ class FirstBlockGate(LiveGate):
         self._probe = FirstBlockScalars()
         self._reference: mx.array | None = None
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._probe = FirstBlockScalars()
 
     def release(self) -> None:

@@ -24,6 +24,7 @@ from app.engine.report import RunReport
 from app.engine.request import InputImage, LoraSpec
 from app.fileio.atomic import atomic_write_bytes
 from app.fileio.jsonio import dumps_json
+from app.gate.fill import DEFAULT_FILL, get_fill
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.metrics import difference_image
 
@@ -101,6 +102,7 @@ def export_metadata(
     threshold: float | None,
     skips: int | None,
     gate: str = DEFAULT_GATE,
+    fill: str = DEFAULT_FILL,
     ssim: float | None,
     gated_seconds: float | None,
     vanilla_seconds: float | None,
@@ -129,6 +131,7 @@ def export_metadata(
         "size": f"{size[0]}x{size[1]}" if size is not None else None,
         "guidance": guidance,
         "gate": gate,
+        "fill": fill,
         "threshold": threshold,
         "skips": skips,
         "ssim": ssim,
@@ -184,6 +187,7 @@ def report_metadata(
         threshold=r.threshold,
         skips=report.gated.skipped,
         gate=r.gate,
+        fill=r.fill,
         ssim=report.ssim,
         ssimulacra2=report.ssimulacra2,
         gated_seconds=report.gated.loop_seconds,
@@ -331,7 +335,7 @@ def entry_captions(entry: SavedRun) -> dict[str, str]:
     report = entry.report
     request, vanilla = report.request, report.vanilla
     skipped = f"{report.gated.skipped}/{request.steps} skipped"
-    gated = gated_caption(request.gate, request.threshold, skipped)
+    gated = gated_caption(request.gate, request.threshold, skipped, request.fill)
     gated += f"  {report.gated.loop_seconds:.2f} s"
     vanilla_caption = "Vanilla"
     if vanilla is not None:
@@ -352,12 +356,15 @@ def entry_captions(entry: SavedRun) -> dict[str, str]:
     }
 
 
-def gated_caption(gate: str, threshold: float | None, skipped: str) -> str:
-    """The gated image's caption: the gate that ran, its threshold and the skips."""
+def gated_caption(
+    gate: str, threshold: float | None, skipped: str, fill: str = DEFAULT_FILL
+) -> str:
+    """The gated image's caption: the gate that ran, its threshold, the skips and what the
+    skipped steps added."""
     kind = gate_kind(gate)
     if threshold is None:
         return kind.label
-    return f"{kind.label}  t={threshold:.4g}  {skipped}"
+    return f"{kind.label}  t={threshold:.4g}  {skipped}, {get_fill(fill).caption}"
 
 
 def export_name(gate: str, variant_id: str, seed: int) -> str:

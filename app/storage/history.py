@@ -163,6 +163,7 @@ class HistoryEntry:
                 compare_vanilla=json_float(data.get("vanilla_seconds")) is not None,
                 loras=recorded.loras,
                 gate=str(data.get("gate") or DEFAULT_GATE),  # as written: a gate gone refuses
+                fill=recorded.fill,  # read leniently: a fill this version lacks reads as reuse
                 images=pictures,
                 strength=recorded.strength if pictures else None,
             )

@@ -18,6 +18,7 @@ from app import paths
 from app.engine.request import LORA_SCALE_RANGE, SEED_RANGE
 from app.fileio.atomic import atomic_write_text
 from app.fileio.jsonio import dumps_json
+from app.gate.fill import UnknownFillError, check_fill
 from app.gate.kinds import DEFAULT_GATE, UnknownGateError, check_gate
 from app.variants import DEFAULT_VARIANT, QUANTIZE_LEVELS
 from app.variants.builtin import FORMAT1_DEFAULTS
@@ -46,6 +47,9 @@ class Settings:
     # Per variant id: the quantization chosen in the window (0: full precision), kept only where
     # it differs from the default that fits this machine.
     quantize: dict[str, int] = field(default_factory=dict)
+    # Per variant id: what a skipped step adds (``app.gate.fill``), kept only where it is not
+    # the default (reuse).
+    fills: dict[str, str] = field(default_factory=dict)
     seed: int = 42
     rerun_on_threshold_change: bool = False
     details_expanded: bool = False  # the window's "Details" disclosure under the images
@@ -140,6 +144,13 @@ def _gate(value: object) -> str:
         raise _Invalid(str(exc)) from None
 
 
+def _fill(value: object) -> str:
+    try:
+        return check_fill(value)
+    except UnknownFillError as exc:
+        raise _Invalid(str(exc)) from None
+
+
 def _quantize(value: object) -> int:
     bits = _int(0, 8)(value)
     if bits not in (0, *QUANTIZE_LEVELS):
@@ -158,6 +169,7 @@ _VALIDATORS: dict[str, Validator] = {
     "guidance": _dict_of(_float(0.0, 100.0)),
     "loras": _dict_of(_list_of(_lora)),
     "quantize": _dict_of(_quantize),
+    "fills": _dict_of(_fill),
     "seed": _int(*SEED_RANGE),
     "rerun_on_threshold_change": _bool,
     "details_expanded": _bool,

@@ -92,6 +92,7 @@ class Exporter:
             steps=request.steps if request is not None else int(f.steps),
             threshold=request.threshold if request is not None else float(f.threshold),
             gate=request.gate if request is not None else f.gate,
+            fill=request.fill if request is not None else f.fill,
             skips=r.skips,
             ssim=r.ssim,
             gated_seconds=r.gated_seconds,
@@ -109,7 +110,8 @@ class Exporter:
         skips = f"{r.skips}/{len(r.gated_steps)} skipped" if r.skips is not None else ""
         threshold = request.threshold if request is not None else self.form.threshold
         gate = request.gate if request is not None else self.form.gate
-        gated = gated_caption(gate, threshold, skips)
+        fill = request.fill if request is not None else self.form.fill
+        gated = gated_caption(gate, threshold, skips, fill)
         if r.gated_seconds is not None:
             gated += f"  {r.gated_seconds:.2f} s"
         vanilla = "Vanilla" + (f"  {r.vanilla_seconds:.2f} s" if r.vanilla_seconds else "")

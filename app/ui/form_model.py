@@ -18,6 +18,7 @@ from app.engine.request import (
     check_steps,
     make_request,
 )
+from app.gate.fill import DEFAULT_FILL, FILLS
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.hardware import physical_memory_bytes
 from app.storage.settings import Settings
@@ -74,6 +75,7 @@ class FormModel(QObject):
     loras_changed = Signal(object)
     quantize_changed = Signal(object)
     gate_changed = Signal(object)
+    fill_changed = Signal(object)
 
     variant_id = Prop(DEFAULT_VARIANT)
     prompt = Prop(DEFAULT_PROMPT)
@@ -88,6 +90,7 @@ class FormModel(QObject):
     # is charged to no step, but it is wall time).
     live_previews = True
     gate = Prop(DEFAULT_GATE)  # a gate kind's name (app.gate.kinds)
+    fill = Prop(DEFAULT_FILL)  # what a skipped step adds, whichever gate skips (app.gate.fill)
     # Why the gate is the first-block probe where TeaCache has no calibration for this model (a
     # variant without one, a model folder, LoRAs), in one line; "" where that is not the case.
     gate_note = Prop("")
@@ -143,6 +146,11 @@ class FormModel(QObject):
         self.threshold = self._remembered_threshold(self.variant)
         self._refresh_gate_note()
 
+    def select_fill(self, fill: str) -> None:
+        """What a skipped step adds from now on, for this variant (remembered per variant)."""
+        if fill in FILLS:
+            self.fill = fill
+
     def _fit_gate(self) -> None:
         """Open on the first-block probe where the chosen gate's calibration was not measured on
         the model that runs (``Variant.uncalibrated_reason``: no TeaCache numbers, a model folder,
@@ -180,6 +188,10 @@ class FormModel(QObject):
         s, vid, variant = self.settings, self.variant_id, self.variant
         s.last_variant = vid
         s.last_gate = self.gate
+        if self.fill == DEFAULT_FILL:
+            s.fills.pop(vid, None)
+        else:
+            s.fills[vid] = self.fill
         _remember(
             s.thresholds,
             threshold_key(vid, self.gate),
@@ -228,6 +240,7 @@ class FormModel(QObject):
             quantize=self.quantize if self.variant.family.quantizable else None,
             previews=self.live_previews,
             gate=self.gate,
+            fill=self.fill,
             **self.picture_inputs(),
         )
 
@@ -241,6 +254,7 @@ class FormModel(QObject):
         self.steps = request.steps
         self._moved_gate = None
         self.gate = request.gate
+        self.fill = request.fill
         self.threshold = request.threshold
         self.size = (request.width, request.height)
         if self.variant.default_guidance is not None:
@@ -272,6 +286,7 @@ class FormModel(QObject):
         loras = tuple(LoraSpec(str(path), float(scale)) for path, scale in stored_loras)  # type: ignore[arg-type]
         self.variant_id = variant_id
         self.steps = steps
+        self.fill = s.fills.get(variant_id, DEFAULT_FILL)
         if self._moved_gate is not None and variant.uncalibrated_reason(loras) is None:
             if variant.gate_unavailable_reason(self._moved_gate) is None:
                 self.gate = self._moved_gate  # back to what the last model moved away from

@@ -34,6 +34,7 @@ from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.ui.app import Studio
 from app.ui.defaults import MAX_SEED, MIN_SEED, default_threshold, size_allowed, size_presets
 from app.ui.downloads import format_bytes
+from app.ui.fill_picker import FillPicker
 from app.ui.form_model import FormModel
 from app.ui.gate_picker import GatePicker
 from app.ui.lora_list import LoraList
@@ -269,6 +270,7 @@ class ControlsView(QFrame):
         self.quantize = QuantizeControl()
 
         self.gate_picker = GatePicker()
+        self.fill_picker = FillPicker()
         self.threshold = ThresholdControl()
         self.threshold.setToolTip(threshold_tooltip(DEFAULT_GATE))
         self.threshold_note = RangeNote(self.threshold.spin)
@@ -361,6 +363,7 @@ class ControlsView(QFrame):
 
         layout.addWidget(section("Gate and threshold"))
         layout.addWidget(self.gate_picker)
+        layout.addWidget(self.fill_picker)
         # The slider takes the sidebar's width (a short drag is a small change); the entry and
         # Reset sit under it.
         self.threshold.entry_row.addWidget(self.threshold_reset)
@@ -452,8 +455,10 @@ def bind_form(view: ControlsView, form: FormModel) -> list[Binding]:
         ),
         bind(f, "loras", c.loras.set_loras, c.loras.loras_edited),
         bind(f, "gate", c.gate_picker.set_gate),
+        bind(f, "fill", c.fill_picker.set_fill),
     ]
     c.gate_picker.gate_selected.connect(f.select_gate)
+    c.fill_picker.fill_selected.connect(f.select_fill)
     bind_quantize(c.quantize, c.quantize_label, f)
     return bindings
 

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.report import label_head
+from app.gate.fill import get_fill
 from app.gate.kinds import gate_kind
 from app.storage.export import export_entry, export_name, lora_captions
 from app.storage.history import HistoryEntry, HistoryStore, friendly_time
@@ -57,7 +58,10 @@ def entry_summary(entry: HistoryEntry) -> str:
     except (OSError, ValueError) as exc:
         log.warning("history entry %s: %s", entry.id, exc)
         return " · ".join([*parts, "its figures cannot be read"])
-    parts.append(f"{report.gated.skipped} of {request.active_steps} skipped")
+    parts.append(
+        f"{report.gated.skipped} of {request.active_steps} skipped, "
+        f"{get_fill(request.fill).caption}"
+    )
     if report.ssim is not None:  # the Similarity card's words, the figures beside them
         words = similarity_words(report.ssim, report.local_diff_value)
         figures = f"SSIM {report.ssim:.3f}"

@@ -11,10 +11,14 @@ its own label (measured / estimate …); this module never words it.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
 from app.engine.request import DEFAULT_MAX_LOCAL_DIFF
+from app.gate.events import StepEvent
+from app.gate.fill import DEFAULT_FILL, ERROR, REACH, REUSE_ERROR, get_fill
 from app.gate.kinds import DEFAULT_GATE, gate_kind
 from app.metrics import ssimulacra2_words
 from app.variants import Variant
@@ -146,6 +150,8 @@ class DetailFacts:
     steps: int = 0
     latents_sha256: str | None = None
     vanilla_latents_sha256: str | None = None
+    fill: str = DEFAULT_FILL  # what the skipped steps added (``app.gate.fill``)
+    steps_detail: tuple[StepEvent, ...] = ()  # the gated pass's steps: the fill's records
 
 
 def detail_lines(facts: DetailFacts) -> list[str]:
@@ -170,6 +176,8 @@ def detail_lines(facts: DetailFacts) -> list[str]:
     lines += facts.calibration_lines
     if facts.calibration:
         lines.append(f"Calibration: {facts.calibration}")
+    if facts.threshold is not None:
+        lines += fill_detail_lines(facts.fill, facts.steps_detail)
     resumed = _resume_line(facts.resumed_from, facts.steps)
     if resumed:
         lines.append(resumed)
@@ -177,6 +185,51 @@ def detail_lines(facts: DetailFacts) -> list[str]:
         lines.append(f"Final latents SHA-256 ({kind.label}): {facts.latents_sha256}")
     if facts.vanilla_latents_sha256:
         lines.append(f"Final latents SHA-256 (vanilla): {facts.vanilla_latents_sha256}")
+    return lines
+
+
+def fill_step_lines(step: StepEvent) -> list[str]:
+    """A gated step's fill, for the timeline's tooltip: what a skipped step added, and on the
+    step that closed a streak, how far off the fill was (``app.gate.fill``)."""
+    record = step.fill
+    lines: list[str] = []
+    if REACH in record:
+        reach = int(record[REACH])
+        lines.append(
+            "added the last computed change as it was"
+            if reach == 0
+            else f"added a forecast of the change, {reach} step{'s' * (reach != 1)} past the last "
+            "computed one"
+        )
+    if ERROR in record:
+        lines.append(
+            f"fill check: the skipped steps before were off by up to {record[ERROR]:.3f} of "
+            f"this step's change (reusing: {record.get(REUSE_ERROR, float('nan')):.3f})"
+        )
+    return lines
+
+
+def fill_detail_lines(fill: str, steps: Sequence[StepEvent]) -> list[str]:
+    """Details: what the skipped steps added, and the fill's checks after each streak (each
+    estimated at the step that computed next: 0 = exact, relative to that step's change)."""
+    chosen = get_fill(fill)
+    lines = [f"On a skipped step: {chosen.choice} ({chosen.describe()})"]
+    skipped = [s for s in steps if REACH in s.fill]
+    forecast = sum(s.fill[REACH] > 0 for s in skipped)
+    if forecast:
+        lines.append(f"Forecast on {forecast} of {len(skipped)} skipped steps")
+    checks = [s for s in steps if ERROR in s.fill]
+    if checks:
+        worst = max(checks, key=lambda s: s.fill[ERROR])
+        reuse = [s.fill[REUSE_ERROR] for s in checks if REUSE_ERROR in s.fill]
+        count = f"{len(checks)} streak{'s' * (len(checks) != 1)}"
+        lines.append(
+            f"Fill check after {count} (0 = exact, relative to the next computed step's "
+            f"change): worst {worst.fill[ERROR]:.3f} before step {worst.index + 1} (reusing: "
+            f"{worst.fill.get(REUSE_ERROR, float('nan')):.3f}); mean "
+            f"{statistics.fmean(s.fill[ERROR] for s in checks):.3f}"
+            + (f" (reusing: {statistics.fmean(reuse):.3f})" if reuse else "")
+        )
     return lines
 
 

@@ -29,7 +29,7 @@ from app.ui.plain_words import calibration_detail_lines
 from app.ui.refresh import RefreshScheduler
 from app.ui.run_details import NO_DETAILS, RunDetails, describe_run
 from app.ui.step_previews import live_image
-from app.ui.timeline import StepTimeline, TimelineLegend
+from app.ui.timeline import StepTimeline, TimelineLegend, forecast_mark
 from app.ui.veil import Veil
 
 
@@ -203,6 +203,7 @@ class ResultsView(QWidget):
         )
         self.legend.show_not_run(left_out > 0)
         self.timeline.set_previews(r.gated_thumbnails, r.vanilla_thumbnails)
+        self.legend.show_forecast(any(forecast_mark(step) for step in r.gated_steps))
 
     def refresh_plot(self) -> None:
         d = self.gate_advice.gate_plot_data()  # the what-if line: the inputs' on this very trace

@@ -226,5 +226,7 @@ def describe_run(run: RunModel) -> tuple[str, list[str]]:
         steps=steps,
         latents_sha256=gated.latents_sha256,
         vanilla_latents_sha256=vanilla.latents_sha256 if vanilla is not None else None,
+        fill=request.fill,
+        steps_detail=tuple(gated.steps),
     )
     return summary, detail_lines(facts)

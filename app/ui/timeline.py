@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -29,7 +29,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolTip, QWidge
 
 from app.engine.events import Pass
 from app.gate import Decision, StepEvent
+from app.gate.fill import REACH
 from app.gate.kinds import DEFAULT_GATE, GATE_KINDS, gate_kind
+from app.ui.plain_words import fill_step_lines
 from app.ui.step_previews import StepThumbnailPopup
 from app.ui.theme import (
     DECISION_COLOURS,
@@ -84,6 +86,21 @@ def paint_cell(
         painter.drawLine(inset.topRight(), inset.bottomLeft())
 
 
+def forecast_mark(step: StepEvent | None) -> bool:
+    """Whether a gated cell carries the forecast's mark: a skipped step whose change was
+    forecast (not the last computed one reused)."""
+    return step is not None and step.fill.get(REACH, 0.0) > 0
+
+
+def paint_forecast_mark(painter: QPainter, rect: QRectF, alpha: int = 230) -> None:
+    """A small white dot in the cell's top right corner."""
+    radius = max(1.5, min(rect.width(), rect.height()) * 0.13)
+    centre = rect.topRight() + QPointF(-radius * 1.8, radius * 1.8)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(QColor(255, 255, 255, alpha))
+    painter.drawEllipse(centre, radius, radius)
+
+
 def paint_not_run(painter: QPainter, rect: QRectF, pen: QColor, *, radius: float = 3.0) -> None:
     """A step strength left out: a dashed outline, lightly hatched (no decision was made)."""
     painter.setPen(QPen(pen, 1.0, Qt.PenStyle.DashLine))
@@ -104,6 +121,7 @@ def describe_step(step: StepEvent, which: Pass, left_out: int = 0) -> str:
         lines = [f"<b>Step {number} of {total}</b> · {kind.pass_name}"]
         lines.append(f"{DECISION_LABELS[step.decision]}: {DECISION_HELP[step.decision]}")
         lines += kind.step_lines(step, gated)
+        lines += fill_step_lines(step)
     else:
         lines = [f"<b>Step {number} of {total}</b> · Vanilla pass"]
         for name, kind in GATE_KINDS.items():
@@ -301,6 +319,8 @@ class StepTimeline(QWidget):
             paint_cell(
                 painter, rect, step.decision if step else None, pending_pen=pending, radius=radius
             )
+            if forecast_mark(step) and cell_w >= 6:
+                paint_forecast_mark(painter, rect)
             if step is not None and cell_w >= 16:
                 painter.setFont(letter_font)
                 painter.setPen(QColor(255, 255, 255, 230))
@@ -420,10 +440,16 @@ class StepTimeline(QWidget):
 
 class _Swatch(QWidget):
     def __init__(
-        self, decision: Decision | None, parent: QWidget | None = None, *, not_run: bool = False
+        self,
+        decision: Decision | None,
+        parent: QWidget | None = None,
+        *,
+        forecast: bool = False,
+        not_run: bool = False,
     ) -> None:
         super().__init__(parent)
         self._decision = decision
+        self._forecast = forecast
         self._not_run = not_run
         self.setFixedSize(14, 14)
 
@@ -431,10 +457,13 @@ class _Swatch(QWidget):
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         pen = self.palette().color(QPalette.ColorRole.Mid)
+        rect = QRectF(1, 1, 12, 12)
         if self._not_run:
-            paint_not_run(painter, QRectF(1, 1, 12, 12), pen)
+            paint_not_run(painter, rect, pen)
             return
-        paint_cell(painter, QRectF(1, 1, 12, 12), self._decision, pending_pen=pen)
+        paint_cell(painter, rect, self._decision, pending_pen=pen)
+        if self._forecast:
+            paint_forecast_mark(painter, rect)
 
 
 class TimelineLegend(QWidget):
@@ -460,6 +489,17 @@ class TimelineLegend(QWidget):
             layout.addWidget(label)
             layout.addSpacing(8)
             self.labels[decision] = label
+        # The forecast's mark on a skipped step (``app.gate.fill``): shown in the key only once
+        # a run shows one (``show_forecast``), so a reusing run's key stays as it was.
+        self.forecast_swatch = _Swatch(Decision.skipped, self, forecast=True)
+        self.forecast_label = QLabel("Forecast", self)
+        self.forecast_label.setFont(small_font(self.forecast_label.font()))
+        self.forecast_label.setToolTip(
+            "a skipped step that added a forecast of the change, not the last computed one"
+        )
+        layout.addWidget(self.forecast_swatch)
+        layout.addWidget(self.forecast_label)
+        self.show_forecast(False)
         # Shown only for a run from a picture (``show_not_run``).
         self.not_run_swatch = _Swatch(None, self, not_run=True)
         self.not_run_label = QLabel(NOT_RUN_LABEL, self)
@@ -469,6 +509,10 @@ class TimelineLegend(QWidget):
         layout.addWidget(self.not_run_label)
         self.show_not_run(False)
         layout.addStretch(1)
+
+    def show_forecast(self, shown: bool) -> None:
+        self.forecast_swatch.setVisible(shown)
+        self.forecast_label.setVisible(shown)
 
     def show_not_run(self, shown: bool) -> None:
         self.not_run_swatch.setVisible(shown)

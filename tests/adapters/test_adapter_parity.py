@@ -20,6 +20,7 @@ from app.adapters import common, install_gate
 from app.adapters.shells import case_shell
 from app.families import Family, ShellCase, ShellTest, shell_cases
 from app.gate import TeaCacheParams
+from app.gate.fill import FORECAST
 from tests.fakes import probes
 
 OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
@@ -66,6 +67,10 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
     off = probes.RecordingGate(OFF)
     with install_gate(pipeline, off):
         gated = probes.generate_latents(pipeline, **kwargs)
+    forecasting = probes.RecordingGate(OFF)  # the fill changes nothing where nothing skips
+    forecasting.fill = FORECAST
+    with install_gate(pipeline, forecasting):
+        forecast_off = probes.generate_latents(pipeline, **kwargs)
     trace = probes.recorder(calibrating=True)
     with install_gate(pipeline, trace):
         observed = probes.generate_latents(pipeline, **kwargs)
@@ -73,6 +78,8 @@ def test_threshold_zero_and_observe_are_bit_exact_to_vanilla(
 
     assert mx.array_equal(vanilla_before, vanilla_after).item()
     assert mx.array_equal(gated, vanilla_before).item()
+    assert mx.array_equal(forecast_off, vanilla_before).item()
+    assert forecasting.pattern == "C" * case.steps and forecasting.stored == {}
     assert mx.array_equal(observed, vanilla_before).item()
     # Threshold 0 is the fast path: no signal, no residual stored or reused, every step computed.
     assert off.pattern == "C" * case.steps and off.skipped == 0

@@ -242,3 +242,27 @@ def test_bench_command_forces_a_pattern_on_this_years_model(tmp_path: Path) -> N
     assert report["conditions"]["gate_off"]["skipped"] == [0]
     assert report["recipe"]["variant"] == "qwen-image-2.1"
     assert report["speedup"]["ideal"] == pytest.approx(1.5)
+
+
+@pytest.mark.slow
+def test_bench_times_the_forecast_fill_on_a_random_weight_shell(tmp_path: Path) -> None:
+    """What the lead's device batch runs for the forecast's cost on a skipped step (FLUX.2 Klein
+    at its real size there), on a tiny shell: the forced pattern, every gated run forecasting
+    the skips it can (the first skip has one computed step behind it, so it reuses; the guard may
+    reuse a later one)."""
+    out = tmp_path / "forecast.json"
+    done = run_cli(
+        "bench", "--variant", "flux2-klein-base-4b", "--random-weights", "tiny", "--dtype",
+        "float32", "--fill", "forecast", "--forced-skips", "1", "--steps", "8", "--size",
+        "64x64", "--reps", "1", "--warmup-steps", "4", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["recipe"]["fill"] == "forecast"
+    gated = report["conditions"]["gated"]
+    assert gated["skipped"] == [3]  # FSCSCSCF
+    # The skip at step 3 forecasts (two computed steps behind it); the one at step 5 too, unless
+    # the guard reuses after a streak where the forecast was further off than reuse: on the kit's
+    # FLUX.2 shell it was (step 4's check: 1.08 against reuse's 0.46), so the count is 1 there.
+    assert gated["forecast_steps"][0] in (1, 2)
+    assert report["conditions"]["vanilla"]["forecast_steps"] == [0]

@@ -196,6 +196,57 @@ def test_resume_replays_steps_before_the_first_skip(
     )
 
 
+def test_a_forecast_pass_resumes_two_computed_steps_before_the_first_skip(
+    monkeypatch: pytest.MonkeyPatch, shell: Any
+) -> None:
+    """The forecast reads the last two computed residuals, so a resumed forecast pass replays
+    vanilla only up to two steps before the first skip (both of them run again and seed the
+    history) and equals a full forecast pass bit for bit; it forecast some skipped steps, so it
+    is not reuse's run; the report records the fill and reads it back, and the re-seeding steps
+    carry their own times."""
+    from app.engine.report import RunReport
+    from app.gate.fill import ERROR, REACH
+
+    base = variants.get_variant("flux2-klein-base-4b")
+    variant = replace(
+        base,
+        id="test-flux2-late",
+        coefficients=(0.0, 0.0, 0.0, -1.0, 0.2),
+        calibrated_range=None,
+        default_size=(128, 128),
+    )
+    monkeypatch.setitem(variants.VARIANTS, variant.id, variant)
+    engine = _engine(shell)
+    trace = _run(engine, _request(variant.id, 0.0))[-1].report.to_json()["vanilla_trace"]
+    threshold = 0.2 - trace[STEPS // 2] + 1e-6
+    verdicts = simulate(teacache_params(variant, threshold), trace)
+    first_skip = next(v.index for v in verdicts if v.decision is Decision.skipped)
+    assert first_skip >= 3, f"shell trace changed shape: {trace}"
+
+    def report(fill: str, resume: bool) -> Any:
+        return _run(engine, _request(variant.id, threshold, resume=resume, fill=fill))[-1].report
+
+    full, resumed = report("forecast", False), report("forecast", True)
+    reused = report("reuse", False)
+    assert full.gated.skipped > 0  # engagement
+    assert resumed.gated.resumed_from == first_skip - 2
+    assert resumed.gated.pattern == full.gated.pattern
+    assert resumed.gated.latents_sha256 == full.gated.latents_sha256
+    assert any(step.fill.get(REACH, 0) > 0 for step in full.gated.steps)
+    assert any(ERROR in step.fill for step in full.gated.steps)
+    assert full.gated.latents_sha256 != reused.gated.latents_sha256
+    # The steps from the re-seed on ran for real: their times are this pass's, not vanilla's.
+    vanilla = resumed.vanilla
+    assert vanilla is not None
+    for index in (first_skip - 2, first_skip - 1):
+        assert resumed.gated.steps[index].seconds != vanilla.steps[index].seconds
+    document = resumed.to_json()
+    assert document["fill"] == "forecast"
+    again = RunReport.from_json(document, gated_image=resumed.gated.image)
+    assert again.request.fill == "forecast"
+    assert [s.fill for s in again.gated.steps] == [s.fill for s in resumed.gated.steps]
+
+
 def test_cancel_mid_run_reports_cancelled_and_restores_the_pipeline(
     forced_variant: str, shell: Any
 ) -> None:

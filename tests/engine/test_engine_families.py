@@ -158,14 +158,16 @@ def test_scripted_gate_engages_on_every_family(
     assert report["max_abs_diff"] > 0.0
 
 
+@pytest.mark.parametrize("fill", ["reuse", "forecast"])
 def test_resume_from_vanilla_is_bit_exact_on_every_family(
-    shell: Shell, monkeypatch: pytest.MonkeyPatch
+    shell: Shell, fill: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The threshold-only re-run resumes from the cached vanilla trajectory (predict-level replay
     for FLUX.2/Z-Image, call-level for FLUX.1 and Qwen-Image's two calls per step) and must equal
     a full gated pass bit for bit, with the first skip late enough that steps are really replayed.
-    """
+    With the forecast fill the replay stops one computed step earlier (the forecast reads two)."""
     from app.gate import Decision, simulate
+    from app.gate.fill import get_fill
 
     variant_id, pipeline, steps, size, _ = shell
     base = variants.get_variant(variant_id)
@@ -189,6 +191,7 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
                 threshold=threshold,
                 size=size,
                 resume=resume,
+                fill=fill,
             )
             seen: list[Any] = []
             engine.run(1, request, seen.append, threading.Event())
@@ -213,7 +216,8 @@ def test_resume_from_vanilla_is_bit_exact_on_every_family(
         resumed = run(threshold, resume=True)
     assert type(pipeline.transformer) is original_class  # every seam was taken out again
     assert full["skipped"] > 0  # engagement: the comparison is not a no-op
-    assert resumed["resumed_from_step"] == first_skip - 1
+    assert resumed["resumed_from_step"] == first_skip - get_fill(fill).depth
+    assert resumed["fill"] == full["fill"] == fill
     assert resumed["pattern"] == full["pattern"]
     assert resumed["gated_latents_sha256"] == full["gated_latents_sha256"]
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from app.engine import events as ev
 from app.engine.engine import Engine
 from app.engine.jobs import Generate, run_job
@@ -79,3 +81,40 @@ def test_magcache_from_a_picture_decides_on_the_schedules_table_where_the_run_st
     )  # type: ignore[union-attr, attr-defined]
     expected = "".join(v.decision.letter for v in kind.simulate(params, [None] * 10))
     assert report.gated.pattern == expected and report.gated.skipped > 0
+
+
+def test_a_forecast_from_a_picture_spaces_by_the_steps_that_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The forecast fill on a run from a picture: the gate is handed the positions of the steps
+    that run (the schedule's last ten of twelve, as a run from noise places them), a skipped step
+    forecasts, the fill reaches the picture, and a resumed forecast pass equals a full one."""
+    from app.gate.fill import REACH
+    from app.gate.live import LiveGate
+
+    handed: list[tuple[float, ...]] = []
+    begin = LiveGate.begin
+
+    def recording(self: LiveGate, num_steps: int, positions: Any = None) -> None:
+        handed.append(tuple(positions or ()))
+        begin(self, num_steps, positions)
+
+    monkeypatch.setattr(LiveGate, "begin", recording)
+    engine = Engine(warmup_steps=0)
+    cancel = threading.Event()
+    from_noise = make_request("demo", PROMPT, seed=4, steps=STEPS, threshold=0.0)
+    engine.generate(1, from_noise, lambda _e: None, cancel)
+    schedule = handed[-1]
+    reused = engine.generate(2, _request(threshold=0.1), lambda _e: None, cancel)
+    forecast = engine.generate(3, _request(threshold=0.1, fill="forecast"), lambda _e: None, cancel)
+    positions = handed[-1]
+    resumed = engine.generate(
+        4, _request(threshold=0.1, fill="forecast", resume=True), lambda _e: None, cancel
+    )
+
+    assert len(schedule) == STEPS and positions == schedule[STEPS - 10 :]
+    assert len(forecast.gated.pattern) == 10 and forecast.gated.skipped > 0
+    assert any(step.fill.get(REACH, 0.0) > 0 for step in forecast.gated.steps)  # engaged
+    assert forecast.gated.latents_sha256 != reused.gated.latents_sha256
+    assert resumed.gated.resumed_from is not None
+    assert resumed.gated.latents_sha256 == forecast.gated.latents_sha256

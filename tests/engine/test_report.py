@@ -19,6 +19,7 @@ from app.engine.report import (
     measure_run,
 )
 from app.engine.request import QualityTarget, make_request
+from app.fileio.jsonio import dumps_json
 from app.gate import Decision, Engagement, StepEvent
 from app.storage.history import META_FILE, HistoryEntry, HistoryStore
 from tests.fakes.steps import tea_step
@@ -237,3 +238,25 @@ def test_a_history_entry_reads_its_report_back_whole(tmp_path: Path) -> None:
         report.ssim,
         report.local_diff_value,
     )
+
+
+def test_the_fill_and_its_step_records_read_back_and_old_reports_reused() -> None:
+    report = _report()
+    request = replace(report.request, fill="forecast")
+    steps = list(report.gated.steps)
+    steps[3] = replace(steps[3], fill={"reach": 1.0})
+    steps[4] = replace(steps[4], fill={"error": 0.02, "reuse_error": float("nan")})
+    gated = replace(report.gated, steps=tuple(steps))
+    report = replace(report, request=request, gated=gated)
+    data = json.loads(dumps_json(report.to_json()))  # the app's strict JSON: NaN as null
+    assert data["fill"] == "forecast"
+    back = RunReport.from_json(data, gated_image=report.gated.image)
+    assert back.request.fill == "forecast"
+    assert back.gated.steps[3].fill == {"reach": 1.0}
+    assert back.gated.steps[4].fill == {"error": 0.02}  # the non-finite figure left out
+    older = {k: v for k, v in data.items() if k != "fill"}
+    older["steps_detail"] = [
+        {k: v for k, v in row.items() if k != "fill"} for row in data["steps_detail"]
+    ]
+    old = RunReport.from_json(older, gated_image=report.gated.image)
+    assert old.request.fill == "reuse" and all(s.fill == {} for s in old.gated.steps)

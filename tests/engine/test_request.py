@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from app.engine.request import GUIDANCE_RANGE, MAX_LORAS, LoraSpec, RequestError, make_request
+from app.engine.request import (
+    GUIDANCE_RANGE,
+    MAX_LORAS,
+    GenerationRequest,
+    LoraSpec,
+    RequestError,
+    make_request,
+)
 from app.variants import get_variant
 
 PROMPT = "two red circles and a blue star on a yellow background"
@@ -110,3 +117,15 @@ def test_bad_loras_are_one_clear_sentence(
         make_request(variant_id, "a cat" if variant_id != "demo" else PROMPT, loras=loras(tmp_path))
     assert message in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_the_fill_defaults_to_reuse_and_an_unknown_one_is_one_sentence() -> None:
+    assert make_request("demo", "a red circle").fill == "reuse"
+    assert make_request("demo", "a red circle", fill="forecast").fill == "forecast"
+    with pytest.raises(RequestError, match=r"^unknown fill 'taylor'; choose one of: reuse, "):
+        make_request("demo", "a red circle", fill="taylor")
+    # A request written before there was a choice reads back as reuse, as it ran.
+    data = make_request("demo", "a red circle", fill="forecast").as_dict()
+    assert GenerationRequest.from_dict(data).fill == "forecast"
+    del data["fill"]
+    assert GenerationRequest.from_dict(data).fill == "reuse"

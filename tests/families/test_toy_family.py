@@ -434,8 +434,8 @@ class ToyGate(LiveGate):
         self._total = 0.0
         self._anchor: mx.array | None = None
 
-    def begin(self, num_steps: int) -> None:
-        super().begin(num_steps)
+    def begin(self, num_steps: int, positions: Sequence[float] | None = None) -> None:
+        super().begin(num_steps, positions)
         self._total = 0.0
 
     def release(self) -> None:

@@ -448,6 +448,7 @@ def test_step_events_are_live_and_timed_with_the_injected_clock() -> None:
         "signals": {
             "teacache": {"rel_l1": tea(skipped, "rel_l1"), "predicted": tea(skipped, "predicted")}
         },
+        "fill": {},  # the test never asked for the residual: no fill ran
     }
 
 

@@ -62,6 +62,7 @@ def test_gate_kernel_imports_neither_qt_nor_mflux(statement: str) -> None:
         "import app.gate",
         "from app.gate import TeaCacheParams, decide, simulate, engagement, skip_curve, StepEvent",
         "from app.gate.kinds import GATE_KINDS, gate_kind; gate_kind('magcache').label",
+        "from app.gate.fill import FILLS, get_fill; get_fill('forecast').describe()",
         "from app.cli.main import build_parser; build_parser().parse_args(['variants'])",
     ],
 )

@@ -47,6 +47,7 @@ from app.gate.kinds.magcache import (
 from app.gate.kinds.teacache import TEACACHE_KIND, TeaCacheCalibration
 
 if TYPE_CHECKING:
+    from app.gate.fill import Fill
     from app.gate.live import LiveGate
 
 AnyGateKind = GateKind[Any, Any, Any]
@@ -116,9 +117,14 @@ def make_gate(
     *,
     on_step: Callable[[StepEvent], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    fill: Fill | None = None,
 ) -> LiveGate:
-    """The live gate for ``params`` (its kind's)."""
-    return kind_of(params).make_live(params, on_step=on_step, clock=clock)
+    """The live gate for ``params`` (its kind's). ``fill``: what a skipped step adds
+    (``app.gate.fill``; None: reuse)."""
+    gate = kind_of(params).make_live(params, on_step=on_step, clock=clock)
+    if fill is not None:
+        gate.fill = fill
+    return gate
 
 
 def warmup_gate(*, clock: Callable[[], float] = time.perf_counter) -> LiveGate:
