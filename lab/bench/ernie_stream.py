@@ -40,13 +40,13 @@ from app.adapters.ernie_image import STREAM_DTYPE_ATTR, ErnieAnatomy, shell
 from app.adapters.shells import DEFAULT_PROMPT
 from app.blas import preload_openblas
 from app.families.ernie_image import ErnieDims
-from app.gate import TeaCacheGate, TeaCacheParams
+from app.gate.kinds import vanilla_recorder
 from app.hardware import host_info, runtime_info
+from app.variants import get_variant
 
 DIMS = ErnieDims(512, 4, 12, 1536, (32, 48, 48))
 SIZE = 128
 SIGMAS = (1.0, 0.75, 0.5, 0.25, 0.05)
-OFF = TeaCacheParams(coefficients=(0.0, 0.0, 0.0, 0.0, 1.0), rel_l1_thresh=0.0)
 RUNS = {"turbo": ("ernie-image-turbo", None), "cfg": ("ernie-image", 4.0)}
 
 
@@ -104,7 +104,8 @@ def _generate(pipeline: Any, seed: int, guidance: float | None, stream: bool) ->
         return pipeline.vae.last
     setattr(pipeline.transformer, STREAM_DTYPE_ATTR, mx.bfloat16)
     try:
-        with install_gate(pipeline, TeaCacheGate(OFF, observe=True)):
+        # the vanilla pass's recorder: every step computed through the gated step's anatomy
+        with install_gate(pipeline, vanilla_recorder(get_variant("ernie-image"))):
             pipeline.generate_image(**kwargs)
     finally:
         setattr(pipeline.transformer, STREAM_DTYPE_ATTR, None)
