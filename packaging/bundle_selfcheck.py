@@ -105,10 +105,10 @@ def _families_check() -> dict[str, Any]:
             continue
         try:
             family.mflux.pipeline()
-            definition = family.mflux.weight_definition()
+            family.mflux.weight_definition()
             if family.mflux.lora_mapping is not None:
                 family.mflux.lora_mapping()
-            for tokenizer in definition.get_tokenizers():
+            for tokenizer in family.mflux.tokenizers():  # none where the repo names none (Lens)
                 getattr(transformers, tokenizer.tokenizer_class)
         except Exception as exc:  # report every family, not the first failure only
             failures[family.id] = f"{type(exc).__name__}: {exc}"

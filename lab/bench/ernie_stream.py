@@ -27,7 +27,6 @@ real weights, only the measured distance on random ones. Timing is the GPU's to 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from app.adapters.ernie_image import STREAM_DTYPE_ATTR, ErnieAnatomy, shell
 from app.adapters.shells import DEFAULT_PROMPT
 from app.blas import preload_openblas
 from app.families.ernie_image import ErnieDims
+from app.fileio.jsonio import dumps_json
 from app.gate.kinds import vanilla_recorder
 from app.hardware import host_info, runtime_info
 from app.variants import get_variant
@@ -154,7 +154,7 @@ def measure(seeds: range) -> dict[str, Any]:
                     "mflux_bf16_vs_float32": _distance(mflux_latents, full_latents),
                 }
             )
-            print(json.dumps(rows[-1]), flush=True)
+            print(dumps_json(rows[-1]), flush=True)
     summary = {}
     for kind in ("forward", "generation"):
         picked = [r for r in rows if r["kind"] == kind]
@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     # dtype, so no compiler fusion is measured beside it
     AppleSiliconUtil.is_m1_or_m2 = staticmethod(lambda: True)  # type: ignore[method-assign]
     report = measure(range(args.seeds))
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps(report["summary_max_rel_l1"], indent=1))
+    args.out.write_text(dumps_json(report, indent=1) + "\n")
+    print(dumps_json(report["summary_max_rel_l1"], indent=1))
 
 
 if __name__ == "__main__":
