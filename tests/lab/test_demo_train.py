@@ -14,6 +14,7 @@ from mflux.models.common.config.model_config import ModelConfig
 from mflux.models.flux2.model.flux2_text_encoder.prompt_encoder import Flux2PromptEncoder
 from mlx.utils import tree_flatten
 
+from app.adapters.common import use_precision
 from app.demo.codec import PCACodec, load_codec
 from app.demo.model import (
     CODEC_FILE,
@@ -92,23 +93,26 @@ def test_bfloat16_compute_tracks_float32_and_keeps_float32_master_weights() -> N
 
 
 def test_teacher_velocity_is_the_pipelines_guided_velocity() -> None:
-    model = load_model(DEMO_DIR / VARIANT_FILES["demo"])
-    tokens, xt, _, _ = _batch(model.transformer.x_embedder.weight.shape[1])
-    context = model.text_encoder(tokens)
-    uncond = model.text_encoder(mx.zeros_like(tokens))
-    img = image_ids(64)
-    txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
+    # float32 throughout: mflux's default compute precision runs parts in bfloat16, whose
+    # rounding (4.7e-2 here with OpenBLAS) would swamp the batched-vs-separate comparison
+    with use_precision(mx.float32):
+        model = load_model(DEMO_DIR / VARIANT_FILES["demo"])
+        tokens, xt, _, _ = _batch(model.transformer.x_embedder.weight.shape[1])
+        context = model.text_encoder(tokens)
+        uncond = model.text_encoder(mx.zeros_like(tokens))
+        img = image_ids(64)
+        txt = Flux2PromptEncoder.prepare_text_ids(context[:1])
 
-    def plain(ctx: mx.array) -> mx.array:
-        return teacher_velocity(model.transformer, xt, ctx, None, 0.6, 1.0, img, txt)
+        def plain(ctx: mx.array) -> mx.array:
+            return teacher_velocity(model.transformer, xt, ctx, None, 0.6, 1.0, img, txt)
 
-    guided = teacher_velocity(model.transformer, xt, context, uncond, 0.6, 3.0, img, txt)
-    expected = plain(uncond) + 3.0 * (plain(context) - plain(uncond))
-    # One batched call against three separate ones: same arithmetic, different matmul batch
-    # shapes, so float32 rounding may differ in the last bits; 1e-4 is far below the ~1 scale
-    # of a velocity and far above that rounding.
-    assert float(mx.max(mx.abs(guided - expected))) < 1e-4
-    assert float(mx.max(mx.abs(guided - plain(context)))) > 1e-2  # the guidance did something
+        guided = teacher_velocity(model.transformer, xt, context, uncond, 0.6, 3.0, img, txt)
+        expected = plain(uncond) + 3.0 * (plain(context) - plain(uncond))
+        # One batched call against three separate ones: same arithmetic, different matmul batch
+        # shapes, so float32 rounding may differ in the last bits; 1e-4 is far below the ~1 scale
+        # of a velocity and far above that rounding.
+        assert float(mx.max(mx.abs(guided - expected))) < 1e-4
+        assert float(mx.max(mx.abs(guided - plain(context)))) > 1e-2  # the guidance did something
 
 
 def _prompts_tokens_noise(n: int) -> tuple[list[str], mx.array, mx.array]:

@@ -50,7 +50,10 @@ def test_gate_off_adds_no_sync_and_no_graph_node_per_step(family: str) -> None:
     assert all(s.evals == 1 for s in vanilla)  # mflux's own latents evaluation per step
     for v, o in zip(vanilla, off, strict=True):
         assert o.syncs == v.syncs  # our lifecycle's eval replaces mflux's, it does not add one
-        assert o.nodes == v.nodes > 0  # the very same graph
+        # no node added: the same graph, less the schedule's lazily built sigmas where the
+        # loop rebuilds them each step (FLUX.1: 28 nodes), which the gate reads once before
+        # the loop for the fill's step positions (app.adapters.base.schedule_positions)
+        assert 0 < o.nodes <= v.nodes
         assert o.conversions == 0
     # What gate off does add is Python bookkeeping, and mflux's re-evaluation of latents that
     # are already evaluated (no work, no wait).
